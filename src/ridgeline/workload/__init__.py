@@ -1,0 +1,1 @@
+"""Workload description shared by simulate and bench: lengths and arrivals."""

@@ -1,0 +1,172 @@
+"""Arrival processes for open-loop load, shared by simulate and bench.
+
+Syntax (`--arrival`, with `--rate` giving the rate when the spec omits it):
+
+    poisson                      exponential gaps at `rate` (req/s)
+    gamma:cv=2                   gamma gaps with coefficient of variation cv (cv=1 is Poisson;
+                                 vLLM's --burstiness is the gamma shape = 1/cv**2)
+    constant                     evenly spaced at 1/rate
+    ramp:start=1,end=16          Poisson whose rate rises linearly from start to end (req/s)
+                                 over the run (time-rescaling of a unit Poisson process)
+    replay:path=FILE             timestamps from a trace (scheduled_s, else sent_s) or from the
+                                 first column of a CSV/text file (seconds), shifted to start at 0
+
+Closed-loop load (a fixed number of users) is not an arrival process: the driver (the
+simulator or the load generator) issues the next request when one finishes.
+
+>>> import numpy as np
+>>> t = arrival_times_s(parse_arrival("constant", rate_req_s=4.0), 3, np.random.default_rng(0))
+>>> t.tolist()
+[0.0, 0.25, 0.5]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ridgeline.errors import RidgelineError
+from ridgeline.workload.spec_syntax import reject_unknown, split_spec, take_float
+
+KINDS = "poisson, gamma, constant, ramp, replay"
+
+
+@dataclass(frozen=True)
+class ArrivalProcess:
+    """A parsed arrival process. Rates in requests per second."""
+
+    kind: str
+    rate_req_s: float | None = None
+    cv: float = 1.0
+    start_rate_req_s: float | None = None
+    end_rate_req_s: float | None = None
+    replay_times_s: tuple[float, ...] | None = None
+
+    def describe(self) -> dict[str, object]:
+        """Parameters for the trace header's `load` field."""
+        out: dict[str, object] = {"arrival": self.kind}
+        if self.rate_req_s is not None:
+            out["rate_req_s"] = self.rate_req_s
+        if self.kind == "gamma":
+            out["cv"] = self.cv
+        if self.kind == "ramp":
+            out["start_rate_req_s"] = self.start_rate_req_s
+            out["end_rate_req_s"] = self.end_rate_req_s
+        if self.kind == "replay":
+            out["replay_requests"] = len(self.replay_times_s or ())
+        return out
+
+
+def _read_replay(path_text: str) -> tuple[float, ...]:
+    path = Path(path_text)
+    if not path.is_file():
+        raise RidgelineError(f"--arrival: replay file {path_text!r} not found")
+    times: list[float] = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("{"):
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a truncated last line of a crashed trace
+                if obj.get("type", "request") != "request":
+                    continue
+                t = obj.get("scheduled_s", obj.get("sent_s"))
+                if t is None:
+                    continue
+                times.append(float(t))
+                continue
+            first = line.split(",")[0].strip()
+            try:
+                times.append(float(first))
+            except ValueError:
+                if lineno == 1:
+                    continue  # a CSV header
+                raise RidgelineError(
+                    f"--arrival: replay file {path_text!r} line {lineno}: {first!r} is not seconds"
+                ) from None
+    if not times:
+        raise RidgelineError(f"--arrival: replay file {path_text!r} holds no timestamps")
+    arr = np.sort(np.asarray(times))
+    return tuple((arr - arr[0]).tolist())
+
+
+def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
+    """Parse an arrival spec; `rate_req_s` fills in `rate=` when the spec has none."""
+    field = "--arrival"
+    kind, params = split_spec(spec, field)
+    rate = take_float(params, "rate", field, default=rate_req_s or -1.0)
+    needs_rate = kind in ("poisson", "gamma", "constant")
+    if needs_rate and rate <= 0:
+        raise RidgelineError(f"{field}: {kind} needs a rate > 0 (--rate or rate=)")
+    if kind in ("poisson", "constant"):
+        proc = ArrivalProcess(kind, rate_req_s=rate)
+    elif kind == "gamma":
+        cv = take_float(params, "cv", field, positive=True)
+        proc = ArrivalProcess(kind, rate_req_s=rate, cv=cv)
+    elif kind == "ramp":
+        start = take_float(params, "start", field, positive=True)
+        end = take_float(params, "end", field, positive=True)
+        proc = ArrivalProcess(kind, start_rate_req_s=start, end_rate_req_s=end)
+    elif kind == "replay":
+        path = params.pop("path", None) or params.pop("value", None)
+        if not path:
+            raise RidgelineError(f"{field}: replay needs path=FILE")
+        proc = ArrivalProcess(kind, replay_times_s=_read_replay(path))
+    else:
+        raise RidgelineError(f"{field}: unknown arrival process {kind!r}; allowed: {KINDS}")
+    reject_unknown(params, field, kind, "rate (poisson, gamma, constant), cv (gamma), "
+                   "start and end (ramp), path (replay)")
+    return proc
+
+
+def arrival_times_s(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The first n arrival times in seconds, starting at 0 for the first request."""
+    if n <= 0:
+        return np.zeros(0)
+    if proc.kind == "replay":
+        times = np.asarray(proc.replay_times_s, dtype=np.float64)
+        if n > times.size:
+            raise RidgelineError(
+                f"--requests: {n} asked but the replay file holds {times.size} timestamps"
+            )
+        return times[:n]
+    if proc.kind == "ramp":
+        # Unit-rate Poisson points u_i mapped through the inverse of the cumulative rate
+        # Lambda(t) = r0 t + (r1 - r0) t^2 / (2 D), with D chosen so Lambda(D) = n.
+        r0, r1 = float(proc.start_rate_req_s), float(proc.end_rate_req_s)  # type: ignore[arg-type]
+        duration_s = 2.0 * n / (r0 + r1)
+        u = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0, size=n - 1))])
+        slope = (r1 - r0) / duration_s
+        if abs(slope) < 1e-15:
+            return u / r0
+        return (-r0 + np.sqrt(np.maximum(r0 * r0 + 2.0 * slope * u, 0.0))) / slope
+    rate = float(proc.rate_req_s)  # type: ignore[arg-type]
+    if proc.kind == "constant":
+        gaps = np.full(n - 1, 1.0 / rate)
+    elif proc.kind == "poisson":
+        gaps = rng.exponential(1.0 / rate, size=n - 1)
+    else:  # gamma with mean 1/rate and coefficient of variation cv
+        shape = 1.0 / (proc.cv * proc.cv)
+        gaps = rng.gamma(shape, 1.0 / (rate * shape), size=n - 1)
+    return np.concatenate([[0.0], np.cumsum(gaps)])
+
+
+def expected_duration_s(proc: ArrivalProcess, n: int) -> float:
+    """Expected time from the first to the last of n arrivals."""
+    if proc.kind == "replay":
+        times = proc.replay_times_s or (0.0,)
+        return float(times[min(n, len(times)) - 1])
+    if proc.kind == "ramp":
+        return 2.0 * n / (float(proc.start_rate_req_s) + float(proc.end_rate_req_s))  # type: ignore[arg-type]
+    return max(n - 1, 0) / float(proc.rate_req_s)  # type: ignore[arg-type]
+
+
+__all__ = ["KINDS", "ArrivalProcess", "arrival_times_s", "expected_duration_s",
+           "parse_arrival"]

@@ -1,0 +1,53 @@
+"""The compact `kind:key=value,key=value` syntax shared by length and arrival specs."""
+
+from __future__ import annotations
+
+from ridgeline.errors import RidgelineError
+
+
+def split_spec(spec: str, field: str) -> tuple[str, dict[str, str]]:
+    """Split `kind:k=v,k=v` into (kind, {k: v}). A bare number is `fixed:<number>`."""
+    text = spec.strip()
+    if not text:
+        raise RidgelineError(f"{field}: empty; expected e.g. 'fixed:256' or 'poisson:rate=8'")
+    kind, _, rest = text.partition(":")
+    params: dict[str, str] = {}
+    if rest:
+        for i, part in enumerate(rest.split(",")):
+            key, eq, value = part.partition("=")
+            if not eq and i == 0 and part.strip():
+                # `fixed:256` and `empirical:lengths.txt` carry one positional value.
+                params["value"] = part.strip()
+                continue
+            if not eq or not key.strip() or not value.strip():
+                raise RidgelineError(f"{field}: {part!r} in {spec!r} is not key=value")
+            params[key.strip()] = value.strip()
+    return kind.strip().lower(), params
+
+
+def take_float(params: dict[str, str], key: str, field: str, *, default: float | None = None,
+               positive: bool = False, nonnegative: bool = False) -> float:
+    """Pop a float parameter, with a one-line error naming field and key."""
+    if key not in params:
+        if default is None:
+            raise RidgelineError(f"{field}: missing '{key}=' (a number)")
+        return default
+    raw = params.pop(key)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise RidgelineError(f"{field}: {key}={raw!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise RidgelineError(f"{field}: {key}={raw!r} must be finite")
+    if positive and value <= 0:
+        raise RidgelineError(f"{field}: {key}={raw} must be > 0")
+    if nonnegative and value < 0:
+        raise RidgelineError(f"{field}: {key}={raw} must be >= 0")
+    return value
+
+
+def reject_unknown(params: dict[str, str], field: str, kind: str, allowed: str) -> None:
+    """Raise if keys remain that the kind does not take."""
+    if params:
+        keys = ", ".join(sorted(params))
+        raise RidgelineError(f"{field}: {kind} does not take {keys}; allowed: {allowed}")
