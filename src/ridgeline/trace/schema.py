@@ -51,6 +51,12 @@ class TraceHeader(BaseModel):
     # reported as unavailable, never guessed.
     has_event_times: bool = True
     has_scheduled_times: bool = True
+    # Added for importers (defaults keep the meaning of traces written before them):
+    # whether event_tokens is known per event, whether sent_s values are real send times
+    # (LLMPerf records none), and the source's own measurement duration when it has one.
+    has_event_tokens: bool = True
+    has_send_times: bool = True
+    duration_s: float | None = Field(None, description="source-reported run duration, if any")
     notes: list[str] = Field(default_factory=list)
 
 

@@ -1,1 +1,98 @@
+"""Importers: other tools' result files become ridgeline traces.
 
+Each importer maps one format's per-request data onto `RequestRecord` fields and states in
+the header what the format lacks (``has_event_times``, ``has_event_tokens``,
+``has_send_times`` and ``notes``); metrics that need a missing piece are then reported as
+unavailable instead of guessed.
+
+>>> FORMATS
+('ridgeline', 'vllm', 'aiperf', 'guidellm', 'llmperf')
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ridgeline.errors import RidgelineError
+from ridgeline.trace.table import Trace
+
+FORMATS = ("ridgeline", "vllm", "aiperf", "guidellm", "llmperf")
+_PEEK_BYTES = 65_536
+
+
+def detect_format(path: str | Path) -> str | None:
+    """Guess the format of a result file from its first bytes; None when unknown."""
+    p = Path(path)
+    if p.suffix == ".gz":
+        return "ridgeline"
+    with open(p, "rb") as fh:
+        head = fh.read(_PEEK_BYTES).decode("utf-8", errors="replace")
+    text = head.lstrip()
+    if not text:
+        return None
+    first_line = text.split("\n", 1)[0]
+    try:
+        first = json.loads(first_line)
+    except ValueError:
+        first = None
+    if isinstance(first, dict):
+        if first.get("type") == "header":
+            return "ridgeline"
+        if "metadata" in first and ("metrics" in first or "error" in first):
+            return "aiperf"
+    if text.startswith("["):
+        if "end_to_end_latency_s" in head or "ttft_s" in head or "number_output_tokens" in head:
+            return "llmperf"
+        return None
+    if text.startswith("{"):
+        if '"benchmarks"' in head and ("guidellm" in head or '"requests"' in head
+                                       or "generative_benchmark" in head):
+            return "guidellm"
+        if any(k in head for k in ('"ttfts"', '"request_throughput"', '"endpoint_type"',
+                                   '"mean_ttft_ms"', '"num_prompts"')):
+            return "vllm"
+        if '"benchmarks"' in head:
+            return "guidellm"
+    return None
+
+
+def load_trace(path: str | Path, fmt: str = "auto", select: int | None = None) -> Trace:
+    """Read a ridgeline trace or import another tool's result file.
+
+    `fmt`: "auto" (detect) or one of FORMATS. `select`: which run to take from a file that
+    holds several (vLLM --append-result objects, GuideLLM benchmarks); default the first.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise RidgelineError(f"trace: file not found: {p}")
+    if p.is_dir():
+        raise RidgelineError(f"trace: {p} is a directory; give a file")
+    if fmt == "auto":
+        detected = detect_format(p)
+        if detected is None:
+            raise RidgelineError(
+                f"--format: cannot tell the format of {p}; allowed: {', '.join(FORMATS)}"
+            )
+        fmt = detected
+    if fmt == "ridgeline":
+        from ridgeline.trace.reader import read_trace
+
+        return read_trace(p)
+    if fmt == "vllm":
+        from ridgeline.trace.importers.vllm import import_vllm
+
+        return import_vllm(p, select=select)
+    if fmt == "aiperf":
+        from ridgeline.trace.importers.aiperf import import_aiperf
+
+        return import_aiperf(p)
+    if fmt == "guidellm":
+        from ridgeline.trace.importers.guidellm import import_guidellm
+
+        return import_guidellm(p, select=select)
+    if fmt == "llmperf":
+        from ridgeline.trace.importers.llmperf import import_llmperf
+
+        return import_llmperf(p)
+    raise RidgelineError(f"--format: got {fmt!r}; allowed: auto, {', '.join(FORMATS)}")

@@ -1,0 +1,143 @@
+"""Benchmark: `analyze` on a 1,000,000-request trace (goal: < 10 s and < 2 GB, 2 cores).
+
+The trace (written once, cached under /tmp): Poisson arrivals at 200 req/s (about 5,000 s
+of run), prompt lengths lognormal (median 512 tokens), output lengths lognormal (median
+128, 1..2048 tokens), TTFT lognormal (median 150 ms), per-request TPOT lognormal (median
+30 ms). Output is streamed in chunks of 8 tokens (the last chunk takes the remainder), so a
+request carries about 20 events on average, each with its time and token count; 1% of
+requests fail with an HTTP error and no events. File size is about 0.5 GB.
+
+Each measurement runs in a fresh process and reports wall time and peak RSS (ru_maxrss)
+for read_trace + analyze (with two SLOs, so goodput is computed too), then the same with
+the file read by the reference pydantic-per-line parser, to show what the fast path buys.
+
+    .venv/bin/python benchmarks/bench_analyze.py [--requests N] [--skip-pydantic]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+CHUNK_TOKENS = 8
+
+
+def write_trace(path: Path, n: int, seed: int = 0) -> None:
+    from ridgeline.trace.schema import TraceHeader
+    from ridgeline.trace.writer import TraceWriter
+
+    rng = np.random.default_rng(seed)
+    sent = np.cumsum(rng.exponential(1 / 200.0, n))
+    prompt = np.clip(rng.lognormal(np.log(512), 0.6, n), 1, 32768).astype(int)
+    out = np.clip(rng.lognormal(np.log(128), 0.8, n), 1, 2048).astype(int)
+    ttft = rng.lognormal(np.log(0.150), 0.5, n)
+    tpot = rng.lognormal(np.log(0.030), 0.3, n)
+    failed = rng.random(n) < 0.01
+    header = TraceHeader(source="bench", model="synthetic", hardware="synthetic",
+                         load={"arrival": "poisson", "rate_req_s": 200.0},
+                         dataset={"prompt": "lognormal median 512",
+                                  "output": "lognormal median 128"}, seed=seed)
+    batch: list[dict] = []
+    with TraceWriter(path, header) as w:
+        for i in range(n):
+            if failed[i]:
+                batch.append({"id": str(i), "scheduled_s": round(float(sent[i]), 6),
+                              "sent_s": round(float(sent[i]), 6),
+                              "end_s": round(float(sent[i] + 0.01), 6), "status": "error",
+                              "error_kind": "http_500", "prompt_tokens": int(prompt[i])})
+            else:
+                n_out = int(out[i])
+                # Token k (0-based) is visible at first + k * tpot; a chunk is visible with
+                # its last token. The first event carries the first token alone (prefill).
+                ends = np.concatenate(([0], np.arange(CHUNK_TOKENS, n_out, CHUNK_TOKENS),
+                                       [n_out - 1]))
+                ends = np.unique(ends)
+                tokens = np.diff(np.concatenate(([-1], ends)))
+                first = sent[i] + ttft[i]
+                times = np.round(first + ends * tpot[i], 6)
+                batch.append({"id": str(i), "scheduled_s": round(float(sent[i]), 6),
+                              "sent_s": round(float(sent[i]), 6),
+                              "event_times_s": times.tolist(),
+                              "event_tokens": tokens.tolist(),
+                              "end_s": float(times[-1]), "prompt_tokens": int(prompt[i]),
+                              "output_tokens": n_out, "token_count_source": "usage"})
+            if len(batch) >= 10_000:
+                w.write_requests(batch)
+                batch.clear()
+        w.write_requests(batch)
+
+
+CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+mode, path = sys.argv[1], sys.argv[2]
+from ridgeline.metrics.analysis import analyze
+if mode == "fast":
+    from ridgeline.trace.reader import read_trace
+    trace = read_trace(path)
+else:
+    from ridgeline.trace.schema import RequestRecord, TraceHeader
+    from ridgeline.trace.table import Trace
+    header, recs = None, []
+    with open(path) as fh:
+        for line in fh:
+            obj = json.loads(line)
+            if obj.get("type") == "header":
+                header = TraceHeader.model_validate(obj)
+            elif obj.get("type") == "request":
+                recs.append(RequestRecord.model_validate(obj).model_dump(exclude_none=True))
+    trace = Trace.from_records(header, recs)
+t1 = time.perf_counter()
+r = analyze(trace, slos=["ttft_ms<=500", "tpot_ms<=50"])
+t2 = time.perf_counter()
+d = r.to_dict()
+print(json.dumps({
+    "read_s": t1 - t0, "analyze_s": t2 - t1, "total_s": t2 - t0,
+    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "requests": len(trace), "events": int(trace.event_times_s.size),
+    "ttft_p99_ms": d["latency"]["ttft_ms"]["percentiles"]["p99"],
+    "output_tok_s": d["throughput"]["output_tok_s"],
+    "little_ratio": d["littles_law"]["ratio_L_over_lambda_W"],
+}))
+"""
+
+
+def run_child(mode: str, path: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(path)], capture_output=True,
+                          text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=1_000_000)
+    ap.add_argument("--skip-pydantic", action="store_true")
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    path = Path(f"/tmp/ridgeline_bench_trace_{args.requests}.jsonl")
+    if not path.exists():
+        t = time.perf_counter()
+        write_trace(path, args.requests)
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB) in "
+              f"{time.perf_counter() - t:.1f} s")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+          f"{platform.python_version()}, numpy {np.__version__}")
+    print(f"trace: {path} ({path.stat().st_size / 1e6:.0f} MB)")
+    for i in range(args.repeat):
+        res = run_child("fast", path)
+        print(f"fast path run {i + 1}: " + json.dumps(res))
+    if not args.skip_pydantic:
+        res = run_child("pydantic", path)
+        print("pydantic per-line reference: " + json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""The load loop of one process: send on schedule, stream, hand each finished record on.
+
+`run_load` is the core that a single-process run, each `--workers` process and each Ray
+actor all execute; they differ only in where records go (`emit`) and who says stop.
+
+Stopping is graceful and loses nothing: once `stop` is set (Ctrl-C, SIGTERM, the duration
+limit, the parent process) no new request is sent; requests in flight get `grace_s` seconds
+to finish; whatever is still streaming after that is cancelled and recorded with status
+"cutoff" and every event it had received. An error-rate abort cancels at once.
+
+Open-loop honesty: a request's lag is `sent_s - max(scheduled_s, admitted_s)`, the time the
+client itself was late. Lag is recorded for every request (it is derivable from the trace)
+and `warn` is called when it grows past 10 ms, 100 ms and 1 s, so a slow client is not
+mistaken for a slow server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ridgeline.bench.client import (
+    EndpointConfig,
+    InFlight,
+    make_session,
+    request_body,
+    stream_request,
+)
+from ridgeline.bench.load import RequestSource
+from ridgeline.bench.tokens import Tokenizer
+
+LAG_WARN_S = (0.01, 0.1, 1.0)
+# Requests that must finish before --max-error-rate can abort the run.
+MIN_REQUESTS_FOR_ABORT = 20
+
+
+@dataclass
+class RunOptions:
+    grace_s: float = 10.0
+    max_error_rate: float | None = None
+    duration_s: float | None = None
+
+
+@dataclass
+class RunStats:
+    """What one load loop did (records themselves went to `emit`)."""
+
+    sent: int = 0
+    finished: int = 0
+    errors: int = 0
+    cutoff: int = 0
+    in_flight: int = 0
+    max_lag_s: float = 0.0
+    lags_s: list[float] = field(default_factory=list)
+    aborted: str | None = None
+    notes: list[str] = field(default_factory=list)  # e.g. clock offsets of remote workers
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sent": self.sent, "finished": self.finished, "errors": self.errors,
+                "cutoff": self.cutoff, "max_lag_s": self.max_lag_s, "aborted": self.aborted,
+                "lags_s": self.lags_s}
+
+
+async def _sleep_until(target_perf: float, stop: asyncio.Event) -> bool:
+    """Sleep to a perf_counter time (sub-millisecond: the last ms is spent yielding).
+    Returns False if `stop` was set first."""
+    perf = time.perf_counter
+    while True:
+        if stop.is_set():
+            return False
+        delay = target_perf - perf()
+        if delay <= 0:
+            return True
+        if delay > 0.0015:
+            # The event loop's timers are about 1 ms coarse; wake early, then yield.
+            try:
+                await asyncio.wait_for(stop.wait(), min(delay - 0.001, 0.25))
+                return False
+            except asyncio.TimeoutError:
+                continue
+        await asyncio.sleep(0)
+
+
+async def run_load(cfg: EndpointConfig, source: RequestSource, *, t0_perf: float,
+                   concurrency: int | None, open_loop: bool, emit: Callable[[dict], None],
+                   stop: asyncio.Event, options: RunOptions, tokenizer: Tokenizer | None = None,
+                   hard_stop: asyncio.Event | None = None,
+                   warn: Callable[[str], None] | None = None, worker: int | None = None,
+                   stats: RunStats | None = None) -> RunStats:
+    """Run one load loop until the source is exhausted, the duration ends or `stop` is set.
+
+    `hard_stop` (a second Ctrl-C) ends the grace period at once.
+    """
+    stats = stats if stats is not None else RunStats()
+    perf = time.perf_counter
+    live: dict[asyncio.Task[Any], InFlight] = {}
+    # Open loop with a concurrency cap: arrivals wait for a slot. (Closed loop needs no
+    # semaphore: the users themselves are the concurrency.)
+    sem = asyncio.Semaphore(concurrency) if (open_loop and concurrency) else None
+    warned = [0]
+    abort = asyncio.Event()
+
+    def finish(state: InFlight) -> None:
+        stats.in_flight -= 1
+        if sem is not None:
+            sem.release()
+        rec = state.record(worker=worker)
+        stats.finished += 1
+        if rec["status"] == "cutoff":
+            stats.cutoff += 1
+        elif rec["status"] != "ok":
+            stats.errors += 1
+        emit(rec)
+        rate = options.max_error_rate
+        if (rate is not None and stats.finished >= MIN_REQUESTS_FOR_ABORT
+                and stats.errors > rate * stats.finished and stats.aborted is None):
+            stats.aborted = (f"error rate {stats.errors}/{stats.finished} exceeds "
+                             f"--max-error-rate {rate}")
+            abort.set()
+            stop.set()
+
+    def note_lag(state: InFlight) -> None:
+        req = state.req
+        ref = max(x for x in (req.scheduled_s, state.admitted_s, state.ready_s, 0.0)
+                  if x is not None)
+        lag = (state.sent_s or 0.0) - ref
+        stats.lags_s.append(lag)
+        if lag > stats.max_lag_s:
+            stats.max_lag_s = lag
+            while warned[0] < len(LAG_WARN_S) and lag > LAG_WARN_S[warned[0]]:
+                if warn is not None:
+                    warn(f"client lag {lag * 1e3:.1f} ms (send time minus scheduled time): "
+                         "the load generator, not the server, is falling behind; use "
+                         "--workers or a lower rate")
+                warned[0] += 1
+
+    async def one(state: InFlight) -> None:
+        body = request_body(cfg, state.req)
+        try:
+            await stream_request(session, cfg, state, t0_perf, body)
+        except asyncio.CancelledError:
+            state.status, state.error_kind = "cutoff", "cutoff"
+            state.error = "cut off by the client (stop or duration limit)"
+            if state.end_s is None:
+                state.end_s = perf() - t0_perf
+            finish(state)
+            raise
+        except Exception as exc:  # a client-side bug must still leave a record
+            state.fail("client", f"{type(exc).__name__}: {exc}")
+            state.end_s = perf() - t0_perf
+        note_lag(state)
+        finish(state)
+
+    def launch(state: InFlight) -> asyncio.Task[None]:
+        stats.sent += 1
+        stats.in_flight += 1
+        task = asyncio.ensure_future(one(state))
+        live[task] = state
+        task.add_done_callback(lambda t: live.pop(t, None))
+        return task
+
+    deadline = t0_perf + options.duration_s if options.duration_s is not None else None
+    duration_timer = None
+    if deadline is not None:
+        duration_timer = asyncio.get_running_loop().call_at(
+            asyncio.get_running_loop().time() + max(deadline - perf(), 0.0), stop.set)
+
+    async with make_session(cfg) as session:
+        i = 0
+        if open_loop:
+            while not stop.is_set():
+                req = source.get(i)
+                if req is None:
+                    break
+                i += 1
+                target = t0_perf + (req.scheduled_s or 0.0)
+                if deadline is not None and target >= deadline:
+                    break
+                if not await _sleep_until(target, stop):
+                    break
+                state = InFlight(req, tokenizer)
+                if sem is not None:
+                    if sem.locked():
+                        acquired = asyncio.ensure_future(sem.acquire())
+                        stopped = asyncio.ensure_future(stop.wait())
+                        await asyncio.wait({acquired, stopped},
+                                           return_when=asyncio.FIRST_COMPLETED)
+                        stopped.cancel()
+                        if not acquired.done():
+                            acquired.cancel()
+                            break
+                        if stop.is_set():
+                            sem.release()
+                            break
+                    else:
+                        await sem.acquire()
+                    state.admitted_s = perf() - t0_perf
+                launch(state)
+        else:
+            counter = [0]
+
+            async def user() -> None:
+                while not stop.is_set():
+                    req = source.get(counter[0])
+                    if req is None:
+                        return
+                    counter[0] += 1
+                    state = InFlight(req, tokenizer)
+                    state.ready_s = perf() - t0_perf
+                    task = launch(state)
+                    # shield: cancelling a user (at stop) must not cancel its request, which
+                    # gets the grace period like every other request in flight.
+                    await asyncio.shield(task)
+
+            users = [asyncio.ensure_future(user()) for _ in range(concurrency or 1)]
+            stop_wait = asyncio.ensure_future(stop.wait())
+            remaining: set[asyncio.Future[Any]] = set(users)
+            while remaining and not stop.is_set():
+                _, remaining = await asyncio.wait(remaining | {stop_wait},
+                                                  return_when=asyncio.FIRST_COMPLETED)
+                remaining.discard(stop_wait)
+            stop_wait.cancel()
+            for u in users:
+                u.cancel()
+            for result in await asyncio.gather(*users, return_exceptions=True):
+                if isinstance(result, Exception):
+                    raise result
+        # Drain: wait for in-flight requests (grace period after a stop), then cut off.
+        await _drain(set(live), stop, hard_stop, abort, options.grace_s)
+    if duration_timer is not None:
+        duration_timer.cancel()
+    return stats
+
+
+async def _drain(pending: set[asyncio.Task[Any]], stop: asyncio.Event,
+                 hard_stop: asyncio.Event | None, abort: asyncio.Event, grace_s: float) -> None:
+    """Wait for every request; once `stop` is set, for at most `grace_s` more; then cancel
+    the rest (each cancelled request records itself as "cutoff")."""
+    waiters: list[asyncio.Future[Any]] = []
+    try:
+        stop_w = asyncio.ensure_future(stop.wait())
+        waiters.append(stop_w)
+        while pending and not stop.is_set():
+            _, pending = await asyncio.wait(pending | {stop_w},
+                                            return_when=asyncio.FIRST_COMPLETED)
+            pending.discard(stop_w)
+        hard = hard_stop if hard_stop is not None else asyncio.Event()
+        hard_w = asyncio.ensure_future(hard.wait())
+        waiters.append(hard_w)
+        deadline = time.perf_counter() + (0.0 if abort.is_set() else grace_s)
+        while pending and not hard.is_set():
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                break
+            _, pending = await asyncio.wait(pending | {hard_w}, timeout=left,
+                                            return_when=asyncio.FIRST_COMPLETED)
+            pending.discard(hard_w)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+    finally:
+        for w in waiters:
+            w.cancel()
+
+
+__all__ = ["RunOptions", "RunStats", "run_load"]

@@ -1,0 +1,179 @@
+"""`ridgeline analyze`, `compare`, `gate` and `validate`: metrics from traces.
+
+Only typer and the standard library at import time; the metrics load inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from ridgeline.commands.options import JsonOpt, SeedOpt, SloOpt
+
+FormatOpt = Annotated[
+    str,
+    typer.Option("--format", "-f", help="Input format: auto, ridgeline, vllm, aiperf, "
+                 "guidellm, llmperf."),
+]
+SelectOpt = Annotated[
+    int | None,
+    typer.Option("--select", help="Which run to import from a file holding several (vLLM "
+                 "--append-result objects, GuideLLM benchmarks); 0-based."),
+]
+WindowOpt = Annotated[
+    str | None,
+    typer.Option("--window", help="Measurement window START:END in trace seconds, 'all', or "
+                 "'auto' (default: warm-up and cool-down cut)."),
+]
+MarkdownOpt = Annotated[bool, typer.Option("--markdown", help="Markdown output.")]
+
+
+def _load(path: str, fmt: str, select: int | None):
+    from ridgeline.trace.importers import load_trace
+
+    return load_trace(path, fmt=fmt, select=select)
+
+
+def analyze_cmd(
+    trace: Annotated[str, typer.Argument(help="Trace file (ridgeline JSONL or a peer's "
+                                              "result file).")],
+    slo: SloOpt = None,
+    window: WindowOpt = None,
+    json_out: JsonOpt = False,
+    markdown: MarkdownOpt = False,
+    fmt: FormatOpt = "auto",
+    select: SelectOpt = None,
+    seed: SeedOpt = 0,
+) -> None:
+    """Metrics of one trace: latency percentiles with 95% CIs, throughput, goodput,
+    concurrency and the Little's-law check."""
+    from ridgeline.metrics.analysis import analyze
+    from ridgeline.metrics.slo import parse_slos
+
+    slos = parse_slos(slo)
+    result = analyze(_load(trace, fmt, select), slos=slos, window=window, seed=seed)
+    if json_out:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+    elif markdown:
+        from ridgeline.metrics.render import analysis_markdown
+
+        typer.echo(analysis_markdown(result))
+    else:
+        from ridgeline.metrics.render import print_analysis
+
+        print_analysis(result)
+
+
+def compare_cmd(
+    a: Annotated[str, typer.Argument(help="Trace A (the reference).")],
+    b: Annotated[str, typer.Argument(help="Trace B.")],
+    metric: Annotated[
+        list[str] | None,
+        typer.Option("--metric", help="Metric to compare, e.g. ttft_p99, tpot_mean, "
+                     "output_tok_s (repeatable; default: a standard set)."),
+    ] = None,
+    window: WindowOpt = None,
+    json_out: JsonOpt = False,
+    markdown: MarkdownOpt = False,
+    fmt: FormatOpt = "auto",
+    seed: SeedOpt = 0,
+) -> None:
+    """Per metric: A, B, B − A with its bootstrap 95% CI, and 'significant' or
+    'within noise'."""
+    from ridgeline.metrics.analysis import analyze
+    from ridgeline.metrics.compare import (
+        DEFAULT_ROWS,
+        compare,
+        comparison_markdown,
+        parse_metric,
+        print_comparison,
+    )
+
+    metrics = tuple(metric) if metric else DEFAULT_ROWS
+    for m in metrics:
+        parse_metric(m)
+    ra = analyze(_load(a, fmt, None), window=window, seed=seed)
+    rb = analyze(_load(b, fmt, None), window=window, seed=seed)
+    c = compare(ra, rb, metrics)
+    if json_out:
+        typer.echo(json.dumps(c.to_dict(), indent=2))
+    elif markdown:
+        typer.echo(comparison_markdown(c))
+    else:
+        print_comparison(c)
+
+
+def gate_cmd(
+    baseline: Annotated[str, typer.Argument(help="Baseline trace.")],
+    candidate: Annotated[str, typer.Argument(help="Candidate trace.")],
+    max_regression: Annotated[
+        list[str],
+        typer.Option("--max-regression", help="METRIC=PERCENT, e.g. tpot_p95=5% "
+                     "(repeatable). Latencies regress upward, throughputs downward."),
+    ],
+    window: WindowOpt = None,
+    json_out: JsonOpt = False,
+    summary_file: Annotated[
+        str | None,
+        typer.Option("--summary-file", help="Also append the markdown summary here (e.g. "
+                     "$GITHUB_STEP_SUMMARY)."),
+    ] = None,
+    fmt: FormatOpt = "auto",
+    seed: SeedOpt = 0,
+) -> None:
+    """Exit 1 only when a regression beyond its threshold is established (the 95% CI of
+    the relative change lies above the threshold); exit 0 otherwise."""
+    from ridgeline.metrics.analysis import analyze
+    from ridgeline.metrics.gate import gate, gate_markdown, parse_rule
+
+    rules = [parse_rule(r) for r in max_regression]
+    rb = analyze(_load(baseline, fmt, None), window=window, seed=seed)
+    rc = analyze(_load(candidate, fmt, None), window=window, seed=seed + 1)
+    result = gate(rb, rc, rules)
+    md = gate_markdown(result, baseline, candidate)
+    if json_out:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        typer.echo(md)
+    if summary_file:
+        with open(summary_file, "a", encoding="utf-8") as fh:
+            fh.write(md)
+    raise typer.Exit(result.exit_code)
+
+
+def validate_cmd(
+    trace: Annotated[str, typer.Argument(help="ridgeline trace file (JSONL).")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Check a trace against the schema and for consistent times; exit 1 on errors."""
+    from ridgeline.trace.validator import validate_trace
+
+    report = validate_trace(trace)
+    if json_out:
+        typer.echo(json.dumps({"path": report.path, "requests": report.requests,
+                               "ok": report.ok, "errors": report.errors,
+                               "warnings": report.warnings}, indent=2))
+    else:
+        for e in report.errors:
+            typer.echo(f"error: {e}", err=True)
+        for w in report.warnings[:50]:
+            typer.echo(f"warning: {w}", err=True)
+        if len(report.warnings) > 50:
+            typer.echo(f"warning: ... {len(report.warnings) - 50} more", err=True)
+        status = "valid" if report.ok else "INVALID"
+        typer.echo(f"{report.path}: {status}: {report.requests} requests, "
+                   f"{len(report.errors)} errors, {len(report.warnings)} warnings")
+    if not report.ok:
+        sys.stdout.flush()
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add analyze, compare, gate and validate to the `ridgeline` app."""
+    app.command("analyze")(analyze_cmd)
+    app.command("compare")(compare_cmd)
+    app.command("gate")(gate_cmd)
+    app.command("validate")(validate_cmd)

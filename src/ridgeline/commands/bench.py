@@ -1,0 +1,302 @@
+"""`ridgeline bench`: load-test any OpenAI-compatible endpoint (or the built-in emulator).
+
+Only typer and the standard library are imported here; the load generator is imported
+inside the command.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Annotated
+
+import typer
+
+from ridgeline.commands.options import JsonOpt, SeedOpt, SloOpt, TraceOutOpt
+
+_EXAMPLES = """
+Examples:
+
+  ridgeline bench --base-url http://127.0.0.1:8000 --model NAME --rate 8 --requests 2000
+      --prompt lognormal:mean=1000,sigma=0.5 --output fixed:256 --slo ttft_ms<=500
+
+  ridgeline bench --target emulator --model llama-3.1-8b --hardware h100-sxm
+      --concurrency 1,8,32 --requests 200          (a sweep: one trace per point)
+"""
+
+
+def _split_list(text: str | None, field: str, kind: type) -> list:
+    if text is None or not str(text).strip():
+        return []
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        try:
+            value = kind(part)
+        except ValueError:
+            from ridgeline.errors import field_error
+
+            raise field_error(field, text, "a number or a comma-separated list, e.g. 1,2,4,8"
+                              ) from None
+        if value <= 0:
+            from ridgeline.errors import field_error
+
+            raise field_error(field, text, "values > 0")
+        out.append(value)
+    return out
+
+
+def _headers(items: list[str] | None) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in items or []:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            from ridgeline.errors import field_error
+
+            raise field_error("--header", item, "'Name: value'")
+        out.append((name.strip(), value.strip()))
+    return tuple(out)
+
+
+def bench(
+    base_url: Annotated[str, typer.Option("--base-url", help="Server root, e.g. "
+                                          "http://127.0.0.1:8000 (a trailing /v1 is fine).")
+                        ] = "http://127.0.0.1:8000",
+    target: Annotated[str, typer.Option("--target", help="'url' (--base-url) or 'emulator' "
+                                        "(start `ridgeline serve` on a free loopback port, "
+                                        "benchmark it, stop it).")] = "url",
+    model: Annotated[str, typer.Option("--model", "-m", help="Model name sent in requests "
+                                       "(default: the server's first /v1/models entry; for "
+                                       "--target emulator a catalog model).")] = "",
+    hardware: Annotated[str, typer.Option("--hardware", "-g", help="Emulator only: catalog "
+                                          "GPU.")] = "h100-sxm",
+    speed: Annotated[float, typer.Option("--speed", help="Emulator only: time scale (2 = "
+                                         "twice as fast as the model predicts).")] = 1.0,
+    emulator_arg: Annotated[list[str] | None, typer.Option(
+        "--emulator-arg", help="Emulator only: one more `ridgeline serve` argument "
+        "(repeatable), e.g. --emulator-arg=--max-num-seqs --emulator-arg=64.")] = None,
+    api: Annotated[str, typer.Option("--api", help="completions (/v1/completions) or chat "
+                                     "(/v1/chat/completions).")] = "completions",
+    api_key: Annotated[str | None, typer.Option("--api-key", help="Bearer token (default: "
+                                                "$OPENAI_API_KEY).")] = None,
+    header: Annotated[list[str] | None, typer.Option("--header", help="Extra HTTP header "
+                                                     "'Name: value' (repeatable).")] = None,
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Per-request limit, seconds.")
+                         ] = 600.0,
+    stall_timeout_s: Annotated[float | None, typer.Option(
+        "--stall-timeout", help="Fail a request after this many seconds without data.")] = None,
+    ignore_eos: Annotated[bool, typer.Option("--ignore-eos", help="Send ignore_eos=true "
+                                             "(vLLM/SGLang) so outputs reach max_tokens.")
+                          ] = False,
+    min_tokens: Annotated[bool, typer.Option("--min-tokens", help="Send min_tokens=max_tokens "
+                                             "(vLLM) to force exact output lengths.")] = False,
+    temperature: Annotated[float | None, typer.Option("--temperature")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS "
+                                           "certificates.")] = False,
+    no_usage: Annotated[bool, typer.Option("--no-usage", help="Do not ask for "
+                                           "stream_options.include_usage.")] = False,
+    concurrency: Annotated[str | None, typer.Option(
+        "--concurrency", "-c", help="Closed loop at this many in flight, or with --rate the "
+        "cap on in-flight requests. A list (1,8,32) sweeps.")] = None,
+    rate: Annotated[str | None, typer.Option(
+        "--rate", "-r", help="Open loop at this many requests/s. A list (1,2,4,8) sweeps.")
+    ] = None,
+    arrival: Annotated[str, typer.Option(
+        "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
+        "replay:path=FILE.")] = "poisson",
+    requests: Annotated[int | None, typer.Option("--requests", "-n", min=1,
+                                                 help="Requests per point.")] = None,
+    duration_s: Annotated[float | None, typer.Option("--duration", help="Seconds per point; "
+                                                     "with --requests, whichever comes "
+                                                     "first.")] = None,
+    warmup: Annotated[int, typer.Option("--warmup", min=0, help="Warm-up requests before "
+                                        "each point, not recorded.")] = 0,
+    prompt: Annotated[str, typer.Option("--prompt", help="Prompt length distribution "
+                                        "(simulate's syntax), e.g. "
+                                        "lognormal:mean=1000,sigma=0.5.")] = "fixed:256",
+    output: Annotated[str | None, typer.Option("--output", help="Output length (max_tokens) "
+                                               "distribution; default fixed:256, or the "
+                                               "dataset's own lengths.")] = None,
+    dataset: Annotated[str, typer.Option("--dataset", help="synthetic, sharegpt:path=FILE, "
+                                         "jsonl:path=FILE.")] = "synthetic",
+    prefix_groups: Annotated[int, typer.Option("--prefix-groups", min=0, help="Shared-prefix "
+                                               "groups (prefix caching).")] = 0,
+    prefix_tokens: Annotated[int, typer.Option("--prefix-tokens", min=0, help="Tokens in each "
+                                               "shared prefix.")] = 0,
+    tokenizer: Annotated[str | None, typer.Option(
+        "--tokenizer", help="tokenizer.json file (needs `tokenizers`) or tiktoken:<encoding>; "
+        "for counting when the server sends no usage.")] = None,
+    trace: TraceOutOpt = None,
+    slo: SloOpt = None,
+    max_error_rate: Annotated[float | None, typer.Option(
+        "--max-error-rate", help="Abort when more than this fraction of finished requests "
+        "failed (checked after 20).")] = None,
+    grace_s: Annotated[float, typer.Option("--grace", help="Seconds requests in flight may "
+                                           "finish after Ctrl-C or the duration limit.")
+                       ] = 10.0,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Client processes on this "
+                                         "machine.")] = 1,
+    ray: Annotated[str | None, typer.Option("--ray", help="Spread client workers over a Ray "
+                                            "cluster: an address, or 'local' to start one.")
+                   ] = None,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Live "
+                                                  "progress (default: when stderr is a "
+                                                  "terminal).")] = None,
+    json_out: JsonOpt = False,
+    seed: SeedOpt = 0,
+) -> None:
+    """Load-test an OpenAI-compatible endpoint; write one trace per load point."""
+    import contextlib
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from ridgeline.bench.client import EndpointConfig
+    from ridgeline.bench.dataset import parse_dataset
+    from ridgeline.bench.load import LoadSpec
+    from ridgeline.bench.run import BenchConfig, run_bench
+    from ridgeline.bench.summary import (
+        analyze_trace,
+        bookkeeping,
+        knee_index,
+        print_summary,
+        print_sweep,
+        sweep_row,
+    )
+    from ridgeline.errors import RidgelineError, field_error
+    from ridgeline.workload.arrivals import parse_arrival
+    from ridgeline.workload.lengths import parse_lengths
+
+    if api not in ("completions", "chat"):
+        raise field_error("--api", api, "completions, chat")
+    if target not in ("url", "emulator"):
+        raise field_error("--target", target, "url, emulator")
+    if max_error_rate is not None and not 0 <= max_error_rate <= 1:
+        raise field_error("--max-error-rate", max_error_rate, "a fraction in [0, 1]")
+    if requests is None and duration_s is None:
+        requests = 100
+    rates = _split_list(rate, "--rate", float)
+    concs = _split_list(concurrency, "--concurrency", int)
+    if len(rates) > 1 and len(concs) > 1:
+        raise RidgelineError("--rate/--concurrency: sweep one of them at a time (give the "
+                             "other a single value)")
+    if not rates and not concs:
+        concs = [1]
+    prompt_dist = parse_lengths(prompt, "--prompt")
+    output_dist = parse_lengths(output, "--output") if output is not None else None
+    ds = parse_dataset(dataset)
+    if output_dist is None and ds.kind == "synthetic":
+        output_dist = parse_lengths("fixed:256", "--output")
+    slos = list(slo or [])
+    if slos:
+        with contextlib.suppress(ImportError):
+            from ridgeline.metrics.slo import parse_slos
+
+            parse_slos(slos)  # bad SLO text fails now, not after the run
+    if ray is not None:
+        try:
+            import ray as _ray  # noqa: F401
+        except ImportError:
+            raise RidgelineError("--ray: Ray is not installed (pip install ray, or "
+                                 "pip install 'ridgeline[ray]')") from None
+    trace_base = trace or time.strftime("bench-%Y%m%d-%H%M%S.jsonl")
+    points: list[tuple[str, float | None, int | None]] = []
+    if len(rates) > 1:
+        points = [(f"rate={r:g}", r, concs[0] if concs else None) for r in rates]
+    elif len(concs) > 1:
+        points = [(f"concurrency={c}", rates[0] if rates else None, c) for c in concs]
+    else:
+        points = [("", rates[0] if rates else None, concs[0] if concs else None)]
+    sweeping = len(points) > 1
+    console = Console(stderr=json_out)
+    show_progress = progress if progress is not None else sys.stderr.isatty()
+
+    def trace_path_for(label: str) -> str:
+        if not sweeping:
+            return trace_base
+        stem, dot, ext = trace_base.rpartition(".")
+        tag = label.replace("=", "-")
+        return f"{stem}.{tag}.{ext}" if dot else f"{trace_base}.{tag}"
+
+    header_extra: dict = {}
+    emulator_cm: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if target == "emulator":
+        try:
+            from ridgeline.serve.launcher import EmulatorProcess
+        except ImportError:
+            raise RidgelineError("--target emulator: the emulator (ridgeline.serve) is not "
+                                 "available in this installation") from None
+        emulator_cm = EmulatorProcess(model=model or "llama-3.1-8b", hardware=hardware,
+                                      speed=speed, extra_args=list(emulator_arg or []))
+        header_extra = {"hardware": hardware, "engine": "ridgeline-emulator",
+                        "emulator_speed": speed}
+    results = []
+    exit_code = 0
+    with emulator_cm as emu:
+        url = emu.base_url if emu is not None else base_url
+        endpoint = EndpointConfig(
+            base_url=url, model=model, api=api,
+            api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY"),
+            headers=_headers(header), timeout_s=timeout_s, stall_timeout_s=stall_timeout_s,
+            temperature=temperature, ignore_eos=ignore_eos, min_tokens=min_tokens,
+            verify_tls=not insecure, include_usage=not no_usage)
+        rows = []
+        for label, point_rate, point_conc in points:
+            arrival_proc = (parse_arrival(arrival, point_rate) if point_rate is not None
+                            else None)
+            if point_rate is None and arrival not in ("poisson",):
+                # an arrival spec that carries its own rate (ramp, replay) makes it open loop
+                arrival_proc = parse_arrival(arrival, None)
+            load = LoadSpec(concurrency=point_conc, arrival=arrival_proc, requests=requests,
+                            duration_s=duration_s, warmup=warmup)
+            cfg = BenchConfig(
+                endpoint=endpoint, load=load, trace_path=trace_path_for(label), dataset=ds,
+                prompt=prompt_dist, output=output_dist, prefix_groups=prefix_groups,
+                prefix_tokens=prefix_tokens, tokenizer=tokenizer, seed=seed, grace_s=grace_s,
+                max_error_rate=max_error_rate, workers=workers,
+                ray_address=ray, progress=show_progress, header_extra=dict(header_extra))
+            if sweeping:
+                console.print(f"[bold]{label}[/bold] → {cfg.trace_path}")
+            outcome = run_bench(cfg, warn=lambda m: console.print(f"[yellow]warning:[/] {m}",
+                                                                  highlight=False))
+            result = analyze_trace(outcome.trace_path, slos, seed)
+            book = bookkeeping(outcome.trace_path)
+            if not sweeping and not json_out:
+                print_summary(result, book, [*outcome.notes, f"trace: {outcome.trace_path}"],
+                              console)
+            row = sweep_row(label or "run", result, book)
+            rows.append(row)
+            results.append({"point": label or "run", "trace": str(outcome.trace_path),
+                            "interrupted": outcome.interrupted, "aborted": outcome.aborted,
+                            "bench": book, "notes": outcome.notes,
+                            "analysis": result.to_dict() if result is not None else None})
+            if outcome.aborted:
+                console.print(f"[red]error:[/] aborted: {outcome.aborted}")
+            if outcome.failed:
+                exit_code = 1
+            if outcome.interrupted or outcome.aborted:
+                break
+        knee = None
+        if sweeping:
+            knee = knee_index([r.get("output_tok_s") or math_nan() for r in rows],
+                              [(r.get("e2e_mean_ms") or math_nan()) / 1e3 for r in rows])
+            if not json_out:
+                print_sweep(rows, knee, console)
+    if json_out:
+        payload: dict = {"points": results}
+        if sweeping:
+            payload["sweep"] = rows
+            payload["knee"] = rows[knee]["point"] if knee is not None else None
+        typer.echo(json.dumps(payload if sweeping else results[0], indent=2, default=str))
+    if exit_code:
+        raise typer.Exit(exit_code)
+
+
+def math_nan() -> float:
+    return float("nan")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench", help="Load-test an OpenAI-compatible endpoint (or the built-in "
+                "emulator) and write one trace per load point." + _EXAMPLES)(bench)

@@ -1,0 +1,146 @@
+"""`ridgeline serve`: the emulator, an OpenAI-compatible server with the simulator's timing.
+
+Only typer and the standard library are imported here; the server is built inside the
+command (ridgeline.serve.*), so `ridgeline --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Annotated
+
+import typer
+
+from ridgeline.commands.options import (
+    ActivationsOpt,
+    BandwidthEffOpt,
+    ComputeEffOpt,
+    EpOpt,
+    HardwareOpt,
+    KernelOverheadOpt,
+    KvOpt,
+    ModelOpt,
+    PpOpt,
+    SeedOpt,
+    TpOpt,
+    WeightsOpt,
+)
+
+
+def serve(
+    model: ModelOpt = "llama-3.1-8b",
+    hardware: HardwareOpt = "h100-sxm",
+    weights: WeightsOpt = "bf16",
+    kv: KvOpt = None,
+    activations: ActivationsOpt = "bf16",
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    ep: EpOpt = 1,
+    compute_efficiency: ComputeEffOpt = None,
+    bandwidth_efficiency: BandwidthEffOpt = None,
+    kernel_overhead_us: KernelOverheadOpt = None,
+    host: Annotated[str, typer.Option(
+        "--host", help="Address to bind. Default loopback only; anything else exposes the "
+        "emulator to the network.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(
+        "--port", min=0, max=65535, help="TCP port; 0 picks a free one (printed).")] = 8000,
+    speed: Annotated[float, typer.Option(
+        "--speed", min=1e-6, help="Run the emulated timeline this many times faster than "
+        "real time (tests); latencies in /metrics stay on the emulated timeline.")] = 1.0,
+    max_num_seqs: Annotated[int, typer.Option(
+        "--max-num-seqs", min=1, help="Most sequences in one engine step (vLLM's).")] = 256,
+    max_num_batched_tokens: Annotated[int, typer.Option(
+        "--max-num-batched-tokens", min=1, help="Token budget of one engine step.")] = 8192,
+    gpu_memory_utilization: Annotated[float, typer.Option(
+        "--gpu-memory-utilization", min=0.01, max=1.0,
+        help="Fraction of GPU memory the engine may use (sets the KV-cache size).")] = 0.9,
+    block_size: Annotated[int, typer.Option(
+        "--block-size", min=1, help="KV-cache block size in tokens.")] = 16,
+    enable_prefix_caching: Annotated[bool, typer.Option(
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="Reuse KV of shared prompt prefixes.")] = False,
+    chunked_prefill: Annotated[bool, typer.Option(
+        "--chunked-prefill/--no-chunked-prefill", help="Split long prefills across steps.")
+    ] = True,
+    max_model_len: Annotated[int | None, typer.Option(
+        "--max-model-len", min=2, help="Context limit (prompt + max_tokens); default: the "
+        "model's max_position_embeddings.")] = None,
+    served_model_name: Annotated[str | None, typer.Option(
+        "--served-model-name", help="Model id clients must use (default: --model).")] = None,
+    max_waiting: Annotated[int, typer.Option(
+        "--max-waiting", min=0, help="Waiting-queue bound; a request past it is refused "
+        "with --overload-status and Retry-After.")] = 1024,
+    overload_status: Annotated[int, typer.Option(
+        "--overload-status", help="HTTP status for a full queue: 429 or 503.")] = 429,
+    retry_after_s: Annotated[float, typer.Option(
+        "--retry-after", min=0.0, help="Retry-After seconds sent with the overload status.")
+    ] = 1.0,
+    api_key: Annotated[str | None, typer.Option(
+        "--api-key", envvar="RIDGELINE_API_KEY", show_envvar=True,
+        help="Require 'Authorization: Bearer KEY' on every endpoint but /health.")] = None,
+    default_max_tokens: Annotated[int, typer.Option(
+        "--default-max-tokens", min=1, help="Output length of chat requests that set no "
+        "max_tokens.")] = 256,
+    eos_lengths: Annotated[str | None, typer.Option(
+        "--eos-lengths", help="Distribution of natural output lengths for requests without "
+        "ignore_eos (same syntax as --output, e.g. lognormal:mean=200,sigma=0.8); default: "
+        "every request runs to max_tokens.")] = None,
+    seed: SeedOpt = 0,
+    shutdown_grace_s: Annotated[float, typer.Option(
+        "--shutdown-grace", min=0.0, help="Seconds in-flight streams get to finish on "
+        "SIGTERM/SIGINT before they are ended with an error event.")] = 10.0,
+    log_level: Annotated[str, typer.Option(
+        "--log-level", help="uvicorn log level.")] = "warning",
+    access_log: Annotated[bool, typer.Option(
+        "--access-log/--no-access-log", help="Log every request (slows the server).")] = False,
+) -> None:
+    """Serve the OpenAI API with the timing of MODEL on HARDWARE (emulated, no GPU).
+
+    Each engine step takes the perf model's time for that step's batch, on the wall clock.
+    Endpoints: /v1/completions, /v1/chat/completions, /v1/models, /metrics (vLLM names),
+    /health, /ridgeline/stats. Binds 127.0.0.1 unless --host says otherwise.
+    """
+    from ridgeline.errors import RidgelineError, field_error
+    from ridgeline.serve.app import EmulatorConfig, create_app
+    from ridgeline.serve.factory import build_engine
+    from ridgeline.serve.launcher import serve_app
+
+    if overload_status not in (429, 503):
+        raise field_error("--overload-status", overload_status, "429 or 503")
+    if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
+        raise field_error("--log-level", log_level, "critical, error, warning, info, debug")
+    built = build_engine(
+        model, hardware, weights=weights, kv=kv, activations=activations, tp=tp, pp=pp,
+        ep=ep, compute_efficiency=compute_efficiency,
+        bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+        gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size,
+        enable_prefix_caching=enable_prefix_caching, chunked_prefill=chunked_prefill)
+    context = max_model_len or built.max_model_len
+    config = EmulatorConfig(
+        served_model_name=served_model_name or model, speed=speed, max_model_len=context,
+        max_waiting=max_waiting, overload_status=overload_status,
+        retry_after_s=retry_after_s, api_key=api_key, default_max_tokens=default_max_tokens,
+        eos_lengths=eos_lengths, seed=seed, shutdown_grace_s=shutdown_grace_s,
+        description=built.description)
+    try:
+        app = create_app(built.engine, built.make_request, config)
+    except ValueError as exc:
+        raise RidgelineError(str(exc)) from None
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"warning: binding {host}: the emulator is reachable from the network",
+                   err=True)
+    typer.echo(f"ridgeline serve: {model} on {hardware}, speed x{speed:g}, "
+               f"KV capacity {built.kv_capacity_tokens} tokens, max_model_len {context}, "
+               f"tokenizer {app.state.emulator.tokenizer.name}", err=True)
+    # Objects alive now live as long as the server: keep the collector from rescanning them.
+    gc.collect()
+    gc.freeze()
+    try:
+        serve_app(app, host, port, log_level=log_level, access_log=access_log)
+    except OSError as exc:
+        raise RidgelineError(f"--port: cannot bind {host}:{port} ({exc.strerror})") from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)

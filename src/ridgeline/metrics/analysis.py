@@ -1,0 +1,609 @@
+"""`analyze`: every metric of a trace, with confidence intervals, in one result.
+
+One implementation used by every command (analyze, compare, gate, simulate, bench).
+
+>>> from ridgeline.trace.table import Trace
+>>> t = Trace.from_records({"source": "doc"}, [
+...     {"id": str(i), "sent_s": i * 0.5, "event_times_s": [i * 0.5 + 0.1, i * 0.5 + 0.2],
+...      "end_s": i * 0.5 + 0.2, "output_tokens": 2} for i in range(20)])
+>>> r = analyze(t, window=(0.0, 10.0))
+>>> round(r.latency["ttft_ms"].median, 6), round(r.throughput.output_tok_s, 6)
+(100.0, 4.0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ridgeline.metrics.distribution import Distribution, _clean, summarize
+from ridgeline.metrics.per_request import RequestMetrics, event_gaps, request_metrics
+from ridgeline.metrics.slo import SLO, parse_slo
+from ridgeline.theory.stats import (
+    DEFAULT_BOOTSTRAP_DRAWS,
+    MIN_TAIL_SAMPLES,
+    bootstrap_fraction_draws,
+    ci_from_draws,
+    min_samples_for_percentile,
+)
+from ridgeline.trace.table import STATUSES, Trace
+
+LITTLE_TOLERANCE = 0.10  # |L / (λW) − 1| above this is flagged
+CONCURRENCY_BINS = 60
+MIN_AUTO_WINDOW_REQUESTS = 20
+
+
+@dataclass
+class Window:
+    start_s: float
+    end_s: float
+    how: str  # "given", "auto: ...", "whole run", "source duration"
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start_s": _clean(self.start_s), "end_s": _clean(self.end_s),
+                "duration_s": _clean(self.duration_s), "how": self.how}
+
+
+@dataclass
+class Throughput:
+    requests_s: float = math.nan
+    output_tok_s: float = math.nan
+    total_tok_s: float = math.nan
+    completed_in_window: int = 0
+    output_tokens_in_window: float = math.nan
+    prompt_tokens_in_window: float = math.nan
+    token_counting: str = "events inside the window"
+    unavailable: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests_per_s": _clean(self.requests_s),
+            "output_tok_s": _clean(self.output_tok_s),
+            "total_tok_s": _clean(self.total_tok_s),
+            "completed_in_window": self.completed_in_window,
+            "output_tokens_in_window": _clean(self.output_tokens_in_window),
+            "prompt_tokens_in_window": _clean(self.prompt_tokens_in_window),
+            "token_counting": self.token_counting,
+            "unavailable": self.unavailable,
+        }
+
+
+@dataclass
+class Concurrency:
+    mean_in_flight: float = math.nan
+    max_in_flight: int = 0
+    series_t_s: list[float] = field(default_factory=list)
+    series_in_flight: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mean_in_flight": _clean(self.mean_in_flight),
+            "max_in_flight": self.max_in_flight,
+            "series": {"t_s": self.series_t_s, "mean_in_flight": self.series_in_flight},
+        }
+
+
+@dataclass
+class LittleCheck:
+    l_in_flight: float = math.nan  # time-averaged number in flight, from the trace
+    lambda_req_s: float = math.nan  # arrivals per second in the window
+    w_s: float = math.nan  # mean time in system of those arrivals
+    ratio: float = math.nan  # L / (λ·W)
+    ok: bool | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "L_in_flight": _clean(self.l_in_flight),
+            "lambda_req_s": _clean(self.lambda_req_s),
+            "W_s": _clean(self.w_s),
+            "lambda_W": _clean(self.lambda_req_s * self.w_s),
+            "ratio_L_over_lambda_W": _clean(self.ratio),
+            "ok": self.ok,
+            "note": self.note,
+        }
+
+
+@dataclass
+class Goodput:
+    slos: list[str] = field(default_factory=list)
+    good_requests: int = 0
+    judged_requests: int = 0
+    requests_s: float = math.nan
+    output_tok_s: float = math.nan
+    attainment: float = math.nan
+    attainment_ci: tuple[float, float] = (math.nan, math.nan)
+    unavailable: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slos": self.slos,
+            "good_requests": self.good_requests,
+            "judged_requests": self.judged_requests,
+            "requests_per_s": _clean(self.requests_s),
+            "output_tok_s": _clean(self.output_tok_s),
+            "attainment": _clean(self.attainment),
+            "attainment_ci95": [_clean(self.attainment_ci[0]), _clean(self.attainment_ci[1])],
+            "unavailable": self.unavailable,
+        }
+
+
+@dataclass
+class AnalysisResult:
+    """Everything `analyze` computes. `to_dict()` is JSON-safe with units in the keys."""
+
+    source: dict[str, Any]
+    counts: dict[str, Any]
+    window: Window | None
+    latency: dict[str, Distribution]
+    throughput: Throughput
+    concurrency: Concurrency
+    little: LittleCheck
+    goodput: Goodput | None
+    definitions: dict[str, str]
+    warnings: list[str]
+    seed: int
+    # Per-request samples behind `latency` (not serialized): compare and gate use them.
+    samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "counts": self.counts,
+            "window": self.window.to_dict() if self.window else None,
+            "latency": {k: d.to_dict() for k, d in self.latency.items()},
+            "throughput": self.throughput.to_dict(),
+            "concurrency": self.concurrency.to_dict(),
+            "littles_law": self.little.to_dict(),
+            "goodput": self.goodput.to_dict() if self.goodput else None,
+            "definitions": self.definitions,
+            "percentile_method": "numpy linear (Hyndman-Fan type 7)",
+            "confidence_intervals": (
+                f"95% percentile bootstrap, {DEFAULT_BOOTSTRAP_DRAWS} draws, seed {self.seed}"
+            ),
+            "warnings": self.warnings,
+        }
+
+
+DEFINITIONS = {
+    "ttft_ms": "first output event time - sent_s (client send time), successful requests",
+    "tpot_ms": "(t_last_event - t_first_event) / (N - 1), N = output tokens; N > 1 and >= 2 "
+               "events; one value per request",
+    "itl_ms": "gap between consecutive output events of a request, pooled over all events "
+              "(vLLM's 'ITL'); one value per gap",
+    "itl_per_token_ms": "each event gap divided by the tokens in the event that ends it; one "
+                        "value per gap",
+    "e2e_ms": "end_s - sent_s",
+    "queue_ms": "sent_s - scheduled_s: how late the client sent vs the load pattern",
+    "decode_rate_tok_s": "(N - 1) / (t_last_event - t_first_event) per request = 1/TPOT",
+    "requests_per_s": "successful requests that end inside the window / window duration",
+    "output_tok_s": "output tokens of events inside the window (any final status) / window "
+                    "duration",
+    "total_tok_s": "(output tokens in the window + prompt tokens of requests whose first event "
+                   "is in the window) / window duration",
+}
+
+
+def _parse_window(window: tuple[float, float] | str | None) -> tuple[float, float] | str | None:
+    if window is None or isinstance(window, tuple):
+        return window
+    from ridgeline.errors import RidgelineError
+
+    text = window.strip()
+    if text in ("auto", ""):
+        return None
+    if text in ("all", "whole"):
+        return "all"
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise RidgelineError(f"--window: got {window!r}; allowed: START:END in seconds, "
+                             "'auto' or 'all'")
+    try:
+        start = float(parts[0]) if parts[0] else -math.inf
+        end = float(parts[1]) if parts[1] else math.inf
+    except ValueError:
+        raise RidgelineError(f"--window: got {window!r}; START and END must be seconds") from None
+    if not end > start:
+        raise RidgelineError(f"--window: got {window!r}; END must be after START")
+    return (start, end)
+
+
+def choose_window(trace: Trace, rm: RequestMetrics) -> Window:
+    """The steady part of the run: warm-up and cool-down cut off.
+
+    Start: first send + the median E2E (about one request lifetime: the time the number in
+    flight needs to fill up). End: the last send (after it nothing arrives, the system only
+    drains). When that leaves less than a quarter of the run (e.g. every request sent at
+    t=0), or fewer than half of the sends (or 20), the whole run is used instead: first
+    send to last end.
+    """
+    sent = trace.sent_s
+    end = rm.end_s[np.isfinite(rm.end_s)]
+    first_send, last_send = float(sent.min()), float(sent.max())
+    last_end = float(end.max()) if end.size else last_send
+    span = max(last_end - first_send, 0.0)
+    e2e_ok = rm.e2e_s[rm.ok & np.isfinite(rm.e2e_s)]
+    warm_s = float(np.median(e2e_ok)) if e2e_ok.size else 0.0
+    start, stop = first_send + warm_s, last_send
+    inside = int(((sent >= start) & (sent <= stop)).sum())
+    if span > 0 and stop - start >= 0.25 * span and inside >= max(
+        MIN_AUTO_WINDOW_REQUESTS, 0.5 * sent.size
+    ):
+        return Window(start, stop, "auto: first send + median E2E (warm-up) to last send "
+                                   "(cool-down cut)")
+    if span <= 0:
+        return Window(first_send, first_send + 1e-9, "whole run (zero length)")
+    return Window(first_send, last_end, "whole run: first send to last end (no steady "
+                                        "part long enough to cut warm-up/cool-down)")
+
+
+def _in_window(t: np.ndarray, w: Window) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return (t >= w.start_s) & (t < w.end_s) if math.isfinite(w.end_s) else (t >= w.start_s)
+
+
+def _in_window_closed(t: np.ndarray, w: Window) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return (t >= w.start_s) & (t <= w.end_s)
+
+
+def _concurrency(sent: np.ndarray, end: np.ndarray, w: Window) -> Concurrency:
+    """In-flight count over time, by a sweep over send (+1) and end (−1) times."""
+    ok = np.isfinite(end)
+    times = np.concatenate([sent[ok], end[ok]])
+    delta = np.concatenate([np.ones(ok.sum()), -np.ones(ok.sum())])
+    order = np.argsort(times, kind="stable")
+    times, delta = times[order], delta[order]
+    level = np.cumsum(delta)  # in flight just after each change
+    # Area under the step function at each change point.
+    area = np.concatenate(([0.0], np.cumsum(level[:-1] * np.diff(times)))) if times.size else \
+        np.zeros(0)
+    c = Concurrency()
+    d = w.duration_s
+    if times.size == 0 or not (d > 0):
+        return c
+
+    def area_at(t: np.ndarray) -> np.ndarray:
+        # Piecewise linear between change points (the level is constant between them).
+        idx = np.searchsorted(times, t, side="right") - 1
+        base = np.where(idx >= 0, area[np.clip(idx, 0, None)], 0.0)
+        lvl = np.where(idx >= 0, level[np.clip(idx, 0, None)], 0.0)
+        t0 = np.where(idx >= 0, times[np.clip(idx, 0, None)], t)
+        return base + lvl * (t - t0)
+
+    edges = np.linspace(w.start_s, w.end_s, CONCURRENCY_BINS + 1)
+    a = area_at(edges)
+    c.mean_in_flight = float((a[-1] - a[0]) / d)
+    c.series_t_s = [float(x) for x in (edges[:-1] + edges[1:]) / 2]
+    c.series_in_flight = [float(x) for x in np.diff(a) / np.diff(edges)]
+    inside = (times >= w.start_s) & (times < w.end_s)
+    idx0 = np.searchsorted(times, w.start_s, side="right") - 1
+    at_start = level[idx0] if idx0 >= 0 else 0.0
+    c.max_in_flight = int(max(at_start, level[inside].max() if inside.any() else 0.0))
+    return c
+
+
+def _little(sent: np.ndarray, end: np.ndarray, w: Window, conc: Concurrency) -> LittleCheck:
+    lc = LittleCheck()
+    d = w.duration_s
+    arrive = _in_window(sent, w) & np.isfinite(end)
+    if not (d > 0) or arrive.sum() == 0:
+        lc.note = "no arrivals inside the window"
+        return lc
+    lc.l_in_flight = conc.mean_in_flight
+    lc.lambda_req_s = float(arrive.sum() / d)
+    lc.w_s = float(np.mean(end[arrive] - sent[arrive]))
+    lw = lc.lambda_req_s * lc.w_s
+    lc.ratio = lc.l_in_flight / lw if lw > 0 else math.nan
+    lc.ok = bool(abs(lc.ratio - 1.0) <= LITTLE_TOLERANCE) if math.isfinite(lc.ratio) else None
+    if lc.ok is False:
+        edge = d < 10 * lc.w_s
+        lc.note = (
+            f"L/(λW) = {lc.ratio:.3f}: off by more than {LITTLE_TOLERANCE:.0%}; "
+            + ("the window is shorter than 10 mean latencies, so edge effects may explain it"
+               if edge else "the trace is broken or the run was not stationary")
+        )
+    elif lc.ok:
+        lc.note = f"L/(λW) = {lc.ratio:.3f}: consistent"
+    return lc
+
+
+def analyze(
+    trace: Trace,
+    slos: tuple[SLO | str, ...] | list[SLO | str] = (),
+    window: tuple[float, float] | str | None = None,
+    seed: int = 0,
+) -> AnalysisResult:
+    """Compute every metric of `trace`.
+
+    `window`: (start_s, end_s) on the trace clock, "START:END", "all", or None to choose
+    the steady part automatically. `slos`: SLO objects or texts like "ttft_ms<=500".
+    Bootstrap draws are seeded by `seed` (same seed, same CIs).
+    """
+    slo_list = [s if isinstance(s, SLO) else parse_slo(s) for s in slos]
+    header = trace.header
+    warnings: list[str] = [f"trace: {w}" for w in trace.warnings]
+    n = len(trace)
+    rm = request_metrics(trace)
+
+    status_counts = {name: int((trace.status == i).sum()) for i, name in enumerate(STATUSES)}
+    errors_by_kind: dict[str, int] = {}
+    for i in np.flatnonzero(~rm.ok).tolist():
+        kind = trace.error_kind[i] or STATUSES[int(trace.status[i])]
+        errors_by_kind[kind] = errors_by_kind.get(kind, 0) + 1
+
+    source = {
+        "path": trace.path,
+        "source": header.source,
+        "tool": header.tool,
+        "tool_version": header.tool_version,
+        "model": header.model,
+        "hardware": header.hardware,
+        "engine": header.engine,
+        "engine_version": header.engine_version,
+        "has_event_times": header.has_event_times,
+        "has_event_tokens": header.has_event_tokens,
+        "has_send_times": header.has_send_times,
+        "ttft_reference": "sent_s (client send time); queue lag reported separately",
+        "notes": list(header.notes),
+    }
+    for note in header.notes:
+        warnings.append(f"source: {note}")
+
+    # ---- window ------------------------------------------------------------------------
+    win_arg = _parse_window(window)
+    win: Window | None
+    if n == 0:
+        win = None
+    elif not header.has_send_times:
+        win = (Window(0.0, float(header.duration_s), "source-reported duration")
+               if header.duration_s else None)
+        if win is None:
+            warnings.append("the source records no send times and no run duration: "
+                            "throughput, concurrency and Little's law are unavailable")
+        elif window is not None:
+            warnings.append("--window ignored: the source records no send times")
+    elif win_arg == "all":
+        end_f = rm.end_s[np.isfinite(rm.end_s)]
+        win = Window(float(trace.sent_s.min()),
+                     float(end_f.max()) if end_f.size else float(trace.sent_s.max()),
+                     "whole run (asked): first send to last end")
+    elif isinstance(win_arg, tuple):
+        end_f = rm.end_s[np.isfinite(rm.end_s)]
+        s0 = win_arg[0] if math.isfinite(win_arg[0]) else float(trace.sent_s.min())
+        s1 = win_arg[1] if math.isfinite(win_arg[1]) else (
+            float(end_f.max()) if end_f.size else float(trace.sent_s.max()))
+        win = Window(s0, s1, "given")
+    else:
+        win = choose_window(trace, rm)
+
+    # Latency population: successful requests sent inside the window (warm-up requests are
+    # not representative); all of them when there is no usable window.
+    if win is not None and header.has_send_times:
+        measured = _in_window_closed(trace.sent_s, win)
+    else:
+        measured = np.ones(n, dtype=bool)
+    pop = rm.ok & measured
+
+    counts: dict[str, Any] = {
+        "requests": n,
+        "by_status": status_counts,
+        "successful": status_counts["ok"],
+        "errors_by_kind": errors_by_kind,
+        "sent_in_window": int(measured.sum()),
+        "latency_population": int(pop.sum()),
+        "excluded_outside_window": int((rm.ok & ~measured).sum()),
+        "tpot_undefined_single_token": rm.tpot_single_token,
+        "tpot_undefined_single_event": rm.tpot_single_event,
+        "output_tokens_counted_from_events": rm.tokens_from_events,
+    }
+    if counts["excluded_outside_window"]:
+        warnings.append(
+            f"{counts['excluded_outside_window']} successful requests sent outside the "
+            "measurement window are left out of the latency statistics"
+        )
+    if rm.tpot_single_token:
+        warnings.append(f"TPOT undefined for {rm.tpot_single_token} successful requests "
+                        "with N <= 1 output tokens (counted, not included)")
+    if rm.tpot_single_event:
+        warnings.append(f"TPOT undefined for {rm.tpot_single_event} successful requests "
+                        "whose N > 1 tokens arrived in a single event (non-streaming?)")
+
+    # ---- latency distributions --------------------------------------------------------------
+    gaps, gap_counts = event_gaps(trace)
+    itl_s = np.zeros(0)
+    itl_tok_s = np.zeros(0)
+    if gaps.size:
+        gap_sel = np.repeat(pop, gap_counts)
+        # Tokens of the event that ends each gap: every event except each request's first.
+        later = np.ones(trace.event_times_s.size, dtype=bool)
+        later[trace.event_offsets[:-1][trace.event_counts > 0]] = False
+        later &= np.repeat(pop, trace.event_counts)
+        itl_s = gaps[gap_sel]
+        del gaps
+        with np.errstate(invalid="ignore", divide="ignore"):
+            itl_tok_s = itl_s / trace.event_tokens[later]
+        del later, gap_sel
+        itl_tok_s = itl_tok_s[np.isfinite(itl_tok_s)]
+    if not header.has_event_tokens:
+        itl_tok_s = np.zeros(0)  # tokens per event unknown: no per-token view, not a guess
+
+    samples = {
+        "ttft_ms": rm.ttft_s[pop] * 1e3,
+        "tpot_ms": rm.tpot_s[pop] * 1e3,
+        "itl_ms": itl_s * 1e3,
+        "itl_per_token_ms": itl_tok_s * 1e3,
+        "e2e_ms": rm.e2e_s[pop] * 1e3,
+        "queue_ms": rm.queue_s[pop] * 1e3,
+        "decode_rate_tok_s": rm.decode_rate_tok_s[pop],
+        "output_tokens": rm.output_tokens[pop],
+        "prompt_tokens": np.where(trace.prompt_tokens[pop] >= 0,
+                                  trace.prompt_tokens[pop], np.nan).astype(np.float64),
+    }
+    specs = [
+        ("ttft_ms", "TTFT", "ms", DEFINITIONS["ttft_ms"]),
+        ("tpot_ms", "TPOT (per request)", "ms", DEFINITIONS["tpot_ms"]),
+        ("itl_ms", "ITL (pooled, per event)", "ms", DEFINITIONS["itl_ms"]),
+        ("itl_per_token_ms", "ITL (pooled, per token)", "ms", DEFINITIONS["itl_per_token_ms"]),
+        ("e2e_ms", "E2E", "ms", DEFINITIONS["e2e_ms"]),
+        ("queue_ms", "Queue lag (sent - scheduled)", "ms", DEFINITIONS["queue_ms"]),
+        ("decode_rate_tok_s", "Decode rate (per request)", "tok/s",
+         DEFINITIONS["decode_rate_tok_s"]),
+        ("output_tokens", "Output tokens", "tokens", "N per successful request"),
+        ("prompt_tokens", "Prompt tokens", "tokens", "prompt length per successful request"),
+    ]
+    latency: dict[str, Distribution] = {}
+    for stream, (key, label, unit, desc) in enumerate(specs):
+        d = summarize(key, label, samples[key], unit=unit, description=desc,
+                      seed=seed, stream=stream)
+        if d.unavailable:
+            d.unavailable = _why_unavailable(key, trace, pop)
+        latency[key] = d
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        d = latency[key]
+        if d.unavailable:
+            continue
+        thin = [k for k, p in d.percentiles.items() if not p.supported]
+        if thin:
+            need = {k: min_samples_for_percentile(d.percentiles[k].q) for k in thin}
+            warnings.append(
+                f"{d.label}: {', '.join(thin)} from {d.count} samples have fewer than "
+                f"{MIN_TAIL_SAMPLES} samples beyond them (need "
+                + ", ".join(f"{k} >= {v:,}" for k, v in need.items())
+                + "): treat them as noise; see the CI"
+            )
+
+    # ---- throughput, concurrency, Little -----------------------------------------------------
+    thr = Throughput()
+    conc = Concurrency()
+    little = LittleCheck()
+    if win is None or not (win.duration_s > 0):
+        thr.unavailable = "no measurement window (no send times or zero-length run)"
+        little.note = "unavailable: no measurement window"
+    else:
+        d = win.duration_s
+        if header.has_send_times:
+            ended = _in_window_closed(rm.end_s, win)
+        else:
+            ended = np.ones(n, dtype=bool)
+        done_ok = rm.ok & ended
+        thr.completed_in_window = int(done_ok.sum())
+        thr.requests_s = thr.completed_in_window / d
+        use_events = (header.has_event_times and header.has_event_tokens
+                      and header.has_send_times and trace.event_times_s.size > 0)
+        if use_events:
+            ev_in = _in_window_closed(trace.event_times_s, win)
+            cum = np.zeros(trace.event_tokens.size + 1, dtype=np.int64)
+            np.cumsum(np.where(ev_in, trace.event_tokens, 0), out=cum[1:])
+            per_req_tok = (cum[trace.event_offsets[1:]] - cum[trace.event_offsets[:-1]])
+            out_tok = float(per_req_tok.sum())
+            first_in = _in_window_closed(rm.first_event_s, win)
+        else:
+            thr.token_counting = ("at completion: each successful request's output tokens "
+                                  "counted when it ends (the source has no per-event tokens)")
+            per_req_tok = np.where(done_ok, np.nan_to_num(rm.output_tokens), 0.0)
+            out_tok = float(per_req_tok.sum())
+            first_in = done_ok
+            warnings.append("output tokens/s counts tokens at request completion: the source "
+                            "has no per-event token times")
+        prompt = np.where(trace.prompt_tokens >= 0, trace.prompt_tokens, 0)
+        prm_tok = float(prompt[first_in].sum())
+        thr.output_tokens_in_window = out_tok
+        thr.prompt_tokens_in_window = prm_tok
+        thr.output_tok_s = out_tok / d
+        thr.total_tok_s = (out_tok + prm_tok) / d
+        # Per-request contributions, so compare/gate can bootstrap throughput too.
+        samples["_window_output_tokens"] = per_req_tok.astype(np.float64)
+        samples["_window_completed_ok"] = done_ok.astype(np.float64)
+        if header.has_send_times:
+            conc = _concurrency(trace.sent_s, rm.end_s, win)
+            little = _little(trace.sent_s, rm.end_s, win, conc)
+            if little.ok is False:
+                warnings.append(f"Little's law: {little.note}")
+        else:
+            little.note = "unavailable: the source records no send times"
+
+    # ---- goodput ------------------------------------------------------------------------------
+    goodput: Goodput | None = None
+    if slo_list:
+        goodput = _goodput(trace, rm, slo_list, measured, win, seed)
+        if goodput.unavailable:
+            warnings.append(f"goodput: {goodput.unavailable}")
+
+    return AnalysisResult(
+        source=source, counts=counts, window=win, latency=latency, throughput=thr,
+        concurrency=conc, little=little, goodput=goodput, definitions=dict(DEFINITIONS),
+        warnings=warnings, seed=seed, samples=samples,
+    )
+
+
+def _why_unavailable(key: str, trace: Trace, pop: np.ndarray) -> str:
+    h = trace.header
+    if not pop.any():
+        return "no successful requests in the measurement window"
+    if key in ("itl_ms", "itl_per_token_ms") and not h.has_event_times:
+        return "the source records no per-event times"
+    if key == "itl_per_token_ms" and not h.has_event_tokens:
+        return "the source does not record tokens per event"
+    if key == "queue_ms":
+        return "no scheduled times in the trace"
+    if key in ("tpot_ms", "decode_rate_tok_s"):
+        return "no request with N > 1 tokens over >= 2 events"
+    return "not recorded by the source"
+
+
+SLO_SOURCES = {
+    "ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s", "itl_max": "itl_max_s",
+    "queue": "queue_s", "decode_rate": "decode_rate_tok_s",
+}
+
+
+def _goodput(
+    trace: Trace, rm: RequestMetrics, slos: list[SLO], measured: np.ndarray,
+    win: Window | None, seed: int,
+) -> Goodput:
+    """Requests meeting every SLO. Undefined TPOT/decode rate (N ≤ 1) do not fail an SLO
+    (as in vLLM: there is no decode gap to violate it); any other missing value does."""
+    g = Goodput(slos=[s.text for s in slos])
+    good = rm.ok.copy()
+    for s in slos:
+        values = getattr(rm, SLO_SOURCES[s.metric])
+        if s.metric in ("ttft", "e2e", "queue") and np.isnan(values[rm.ok]).all():
+            g.unavailable = f"{s.text}: the trace has no {s.metric} values"
+            return g
+        meets = s.holds(values)
+        if s.metric in ("tpot", "decode_rate", "itl_max"):
+            vacuous = rm.ok & np.isnan(values) & ((rm.output_tokens <= 1) | (rm.n_events <= 1))
+            meets = meets | vacuous
+        good &= meets
+    judged = measured
+    g.judged_requests = int(judged.sum())
+    g.good_requests = int((good & judged).sum())
+    if g.judged_requests:
+        g.attainment = g.good_requests / g.judged_requests
+        rng = np.random.default_rng([seed, 1000])
+        g.attainment_ci = ci_from_draws(
+            bootstrap_fraction_draws(g.good_requests, g.judged_requests,
+                                     DEFAULT_BOOTSTRAP_DRAWS, rng)
+        )
+    if win is not None and win.duration_s > 0:
+        d = win.duration_s
+        ended = (_in_window_closed(rm.end_s, win) if trace.header.has_send_times
+                 else np.ones(len(trace), dtype=bool))
+        g.requests_s = float((good & ended).sum() / d)
+        h = trace.header
+        if h.has_event_times and h.has_event_tokens and h.has_send_times and \
+                trace.event_times_s.size:
+            ev_good = np.repeat(good, trace.event_counts)
+            ev_in = _in_window_closed(trace.event_times_s, win) & ev_good
+            g.output_tok_s = float(trace.event_tokens[ev_in].sum() / d)
+        else:
+            g.output_tok_s = float(np.nansum(rm.output_tokens[good & ended]) / d)
+    return g

@@ -1,0 +1,159 @@
+"""Summary of one metric's sample: mean, percentiles, each with a bootstrap 95% CI.
+
+>>> import numpy as np
+>>> d = summarize("ttft_ms", "TTFT", np.arange(1.0, 1001.0), unit="ms", seed=0)
+>>> d.percentiles["p50"].value, d.count
+(500.5, 1000)
+>>> d.percentiles["p99.9"].supported   # one sample beyond P99.9 of 1000: noise
+False
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ridgeline.theory.stats import (
+    DEFAULT_BOOTSTRAP_DRAWS,
+    MIN_TAIL_SAMPLES,
+    bootstrap_mean_draws,
+    bootstrap_percentile_draws,
+    ci_from_draws,
+    min_samples_for_percentile,
+)
+
+PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
+
+
+def pct_key(q: float) -> str:
+    """50 → 'p50', 99.9 → 'p99.9' (vLLM's key style)."""
+    return f"p{int(q)}" if float(q).is_integer() else f"p{q:g}"
+
+
+@dataclass
+class Percentile:
+    q: float
+    value: float
+    ci_low: float
+    ci_high: float
+    supported: bool  # at least MIN_TAIL_SAMPLES samples beyond it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": _clean(self.value), "ci95_low": _clean(self.ci_low),
+            "ci95_high": _clean(self.ci_high), "supported": self.supported,
+        }
+
+
+@dataclass
+class Distribution:
+    """One metric over its sample. `unavailable` says why when it cannot be computed."""
+
+    name: str  # key with unit, e.g. "ttft_ms"
+    label: str
+    unit: str
+    description: str
+    count: int = 0
+    mean: float = math.nan
+    mean_ci: tuple[float, float] = (math.nan, math.nan)
+    std: float = math.nan
+    min: float = math.nan
+    max: float = math.nan
+    percentiles: dict[str, Percentile] = field(default_factory=dict)
+    unavailable: str | None = None
+
+    @property
+    def median(self) -> float:
+        p = self.percentiles.get("p50")
+        return p.value if p else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.unavailable:
+            return {"label": self.label, "unit": self.unit, "description": self.description,
+                    "available": False, "reason": self.unavailable}
+        return {
+            "label": self.label,
+            "unit": self.unit,
+            "description": self.description,
+            "available": True,
+            "count": self.count,
+            "mean": _clean(self.mean),
+            "mean_ci95": [_clean(self.mean_ci[0]), _clean(self.mean_ci[1])],
+            "std": _clean(self.std),
+            "min": _clean(self.min),
+            "median": _clean(self.median),
+            "max": _clean(self.max),
+            "percentiles": {k: p.to_dict() for k, p in self.percentiles.items()},
+        }
+
+
+def _clean(x: float) -> float | None:
+    """JSON-safe float: NaN/inf → None."""
+    return float(x) if x is not None and math.isfinite(x) else None
+
+
+def summarize(
+    name: str,
+    label: str,
+    values: np.ndarray,
+    *,
+    unit: str,
+    description: str = "",
+    seed: int = 0,
+    stream: int = 0,
+    n_draws: int = DEFAULT_BOOTSTRAP_DRAWS,
+    percentiles: tuple[float, ...] = PERCENTILES,
+) -> Distribution:
+    """Summarize `values` (NaN dropped). `stream` separates the random streams of metrics."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    d = Distribution(name=name, label=label, unit=unit, description=description)
+    if x.size == 0:
+        d.unavailable = "no samples"
+        return d
+    rng = np.random.default_rng([seed, stream])
+    xs = np.sort(x)
+    d.count = int(xs.size)
+    d.mean = float(xs.mean())
+    d.std = float(xs.std())
+    d.min = float(xs[0])
+    d.max = float(xs[-1])
+    d.mean_ci = ci_from_draws(bootstrap_mean_draws(xs, n_draws, rng))
+    for q in percentiles:
+        value = sorted_percentile(xs, q)
+        draws = bootstrap_percentile_draws(xs, q, n_draws, rng)
+        lo, hi = ci_from_draws(draws)
+        d.percentiles[pct_key(q)] = Percentile(
+            q=q, value=value, ci_low=lo, ci_high=hi,
+            supported=xs.size >= min_samples_for_percentile(q, MIN_TAIL_SAMPLES),
+        )
+    return d
+
+
+def sorted_percentile(xs: np.ndarray, q: float) -> float:
+    """numpy's linear percentile of an already sorted, non-empty array (no re-partition)."""
+    h = (xs.size - 1) * q / 100.0
+    lo = math.floor(h)
+    hi = min(lo + 1, xs.size - 1)
+    return float(xs[lo] + (h - lo) * (xs[hi] - xs[lo]))
+
+
+def statistic_draws(
+    values: np.ndarray, stat: str, *, seed: int, stream: int, n_draws: int
+) -> tuple[float, np.ndarray]:
+    """Point value and bootstrap draws of `stat` ('mean' or 'p<q>') for compare/gate."""
+    x = np.asarray(values, dtype=np.float64)
+    x = np.sort(x[np.isfinite(x)])
+    rng = np.random.default_rng([seed, stream])
+    if x.size == 0:
+        return math.nan, np.full(n_draws, np.nan)
+    if stat == "mean":
+        return float(x.mean()), bootstrap_mean_draws(x, n_draws, rng)
+    q = float(stat[1:])
+    return (
+        float(np.percentile(x, q, method="linear")),
+        bootstrap_percentile_draws(x, q, n_draws, rng),
+    )

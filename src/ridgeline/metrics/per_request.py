@@ -1,0 +1,141 @@
+"""Per-request metrics, computed once for every request of a trace (vectorized).
+
+Definitions (chapter 10 §1 of the seeds; docs/metrics.md):
+
+* TTFT = time of the first output event − ``sent_s`` (the client's send time). The gap
+  ``sent_s − scheduled_s`` (when the load pattern's intended time is known) is reported
+  separately as the queue / scheduling lag, so TTFT never hides a late client.
+* TPOT = (t_last − t_first) / (N − 1) for N > 1, N the request's output token count and
+  t_first / t_last the first and last output event times. Undefined for N ≤ 1 and for a
+  request whose N > 1 tokens all arrived in one event (no decode timing is visible).
+* ITL = the gap between consecutive output events of one request (per event). The
+  per-token view divides each gap by the number of tokens in the event that ends it.
+* E2E = ``end_s − sent_s``.
+* Decode rate = (N − 1) / (t_last − t_first) tokens/s = 1 / TPOT.
+
+Sources without per-event times (some importers) give TTFT/TPOT/E2E per request; those
+values are used only where the events are missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ridgeline.trace.table import STATUS_CODE, Trace
+
+
+@dataclass
+class RequestMetrics:
+    """Per-request metric arrays (seconds; NaN where undefined) and counts of why."""
+
+    ok: np.ndarray  # bool
+    n_events: np.ndarray
+    output_tokens: np.ndarray  # float, NaN unknown
+    first_event_s: np.ndarray
+    last_event_s: np.ndarray
+    end_s: np.ndarray  # effective end: end_s, else last event, else sent + imported e2e
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+    queue_s: np.ndarray
+    decode_rate_tok_s: np.ndarray
+    itl_max_s: np.ndarray
+    tpot_single_token: int  # ok requests with N <= 1 (TPOT undefined by definition)
+    tpot_single_event: int  # ok requests with N > 1 delivered in one event
+    ttft_imported: int  # requests whose TTFT came from the source's summary, not events
+    tokens_from_events: int  # requests whose N was counted from event_tokens
+
+
+def _first_last(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    counts = trace.event_counts
+    has = counts > 0
+    first = np.full(len(trace), np.nan)
+    last = np.full(len(trace), np.nan)
+    starts = trace.event_offsets[:-1]
+    ends = trace.event_offsets[1:]
+    first[has] = trace.event_times_s[starts[has]]
+    last[has] = trace.event_times_s[ends[has] - 1]
+    return first, last, has
+
+
+def event_gaps(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Gaps between consecutive events of the same request, in trace order, and the
+    number of gaps of each request (``np.repeat(mask, counts)`` selects by request).
+    """
+    times = trace.event_times_s
+    gap_counts = np.maximum(trace.event_counts - 1, 0)
+    if times.size < 2:
+        return np.zeros(0), gap_counts
+    diffs = np.diff(times)
+    valid = np.ones(diffs.size, dtype=bool)
+    boundary = trace.event_offsets[1:-1] - 1  # last event of a request → next request
+    boundary = boundary[(boundary >= 0) & (boundary < diffs.size)]
+    valid[boundary] = False
+    return diffs[valid], gap_counts
+
+
+def request_metrics(trace: Trace) -> RequestMetrics:
+    """Compute every per-request metric of `trace`."""
+    n = len(trace)
+    ok = trace.status == STATUS_CODE["ok"]
+    counts = trace.event_counts
+    first, last, has = _first_last(trace)
+
+    cum = np.zeros(trace.event_tokens.size + 1, dtype=np.int64)
+    np.cumsum(trace.event_tokens, out=cum[1:])
+    tok_sum = (cum[trace.event_offsets[1:]] - cum[trace.event_offsets[:-1]]).astype(np.float64)
+    declared = trace.output_tokens.astype(np.float64)
+    known = trace.output_tokens >= 0
+    from_events = ~known & has & bool(trace.header.has_event_tokens)
+    n_tok = np.where(known, declared, np.where(from_events, tok_sum, np.nan))
+
+    ttft = np.where(has, first - trace.sent_s, trace.ttft_s)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot_events = (last - first) / (n_tok - 1.0)
+    decodable = has & (counts >= 2) & (n_tok > 1)
+    tpot = np.where(decodable, tpot_events, np.where(has, np.nan, trace.tpot_s))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(tpot > 0, 1.0 / tpot, np.nan)
+
+    end = np.where(
+        np.isfinite(trace.end_s),
+        trace.end_s,
+        np.where(has, last, trace.sent_s + trace.e2e_s),
+    )
+    e2e = np.where(np.isfinite(trace.end_s), trace.end_s - trace.sent_s, trace.e2e_s)
+    e2e = np.where(np.isnan(e2e) & has, last - trace.sent_s, e2e)
+    queue = trace.sent_s - trace.scheduled_s
+
+    itl_max = np.full(n, np.nan)
+    if trace.event_times_s.size >= 2:
+        diffs = np.diff(trace.event_times_s)
+        boundary = trace.event_offsets[1:-1] - 1
+        boundary = boundary[(boundary >= 0) & (boundary < diffs.size)]
+        diffs[boundary] = -np.inf
+        multi = counts >= 2
+        if multi.any():
+            starts = trace.event_offsets[:-1][multi]
+            itl_max[multi] = np.maximum.reduceat(diffs, starts)
+
+    ok_single_token = ok & (n_tok <= 1)
+    ok_single_event = ok & (n_tok > 1) & (counts == 1)
+    return RequestMetrics(
+        ok=ok,
+        n_events=counts,
+        output_tokens=n_tok,
+        first_event_s=first,
+        last_event_s=last,
+        end_s=end,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_s=e2e,
+        queue_s=queue,
+        decode_rate_tok_s=rate,
+        itl_max_s=itl_max,
+        tpot_single_token=int(ok_single_token.sum()),
+        tpot_single_event=int(ok_single_event.sum()),
+        ttft_imported=int((~has & np.isfinite(trace.ttft_s)).sum()),
+        tokens_from_events=int(from_events.sum()),
+    )

@@ -1,0 +1,218 @@
+"""Phase-level prediction: prefill/TTFT, decode step/TPOT, E2E, throughput, memory.
+
+Everything is computed from `RooflineStepTime.step_time_s` (the same step function the
+simulator and emulator use) and broadcasts over batch, prompt, output and context arrays,
+so a sweep of a million points is one call. Definitions follow seed 000 §1 and seed 004:
+
+- prefill: one step of B prompts of S tokens (of which `prefix` are already cached);
+  TTFT = that step's time (no queueing, no network).
+- decode: one step of B sequences at context T (default: the mean context of the request's
+  decode steps, S + (N-2)/2); TPOT = that step's time.
+- E2E = TTFT + TPOT (N - 1); aggregate decode tokens/s = B / t; per-sequence = 1 / t.
+
+>>> from ridgeline.perf.serving_model import RooflineStepTime
+>>> m = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+>>> r = estimate(m, batch=32, prompt_tokens=1024, output_tokens=256)
+>>> bool(r["decode_aggregate_tok_s"] == 32 / r["tpot_s"])
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ridgeline.errors import RidgelineError
+from ridgeline.perf.memory import RUNTIME_RESERVE_BYTES, workspace_bytes
+from ridgeline.perf.ops import VAR, WORK_VARS, kv_elements_per_token_per_layer_per_gpu
+from ridgeline.perf.serving_model import RooflineStepTime, StepBreakdown
+from ridgeline.perf.step_time import ArrayLike, BatchWork
+
+
+def prefill_work(batch: ArrayLike, prompt_tokens: ArrayLike, prefix_tokens: ArrayLike = 0
+                 ) -> BatchWork:
+    """One step computing B prompts of S tokens whose first `prefix` tokens are cached."""
+    b = np.asarray(batch, dtype=np.float64)
+    s = np.asarray(prompt_tokens, dtype=np.float64)
+    p = np.asarray(prefix_tokens, dtype=np.float64)
+    new = s - p
+    return BatchWork(prefill_tokens=b * new, prefill_attn_pairs=b * (new * p + new * (new + 1) / 2),
+                     prefill_context_tokens=b * p, prefill_seqs=b)
+
+
+def decode_work(batch: ArrayLike, context_tokens: ArrayLike) -> BatchWork:
+    """One decode step of B sequences, each reading T cached tokens."""
+    b = np.asarray(batch, dtype=np.float64)
+    return BatchWork(decode_seqs=b, decode_context_tokens=b * np.asarray(context_tokens,
+                                                                         dtype=np.float64))
+
+
+def mean_decode_context(prompt_tokens: ArrayLike, output_tokens: ArrayLike) -> ArrayLike:
+    """Mean KV context over the N-1 decode steps: step j (1..N-1) reads S + j - 1 tokens."""
+    s = np.asarray(prompt_tokens, dtype=np.float64)
+    n = np.asarray(output_tokens, dtype=np.float64)
+    return s + np.maximum(n - 2.0, 0.0) / 2.0
+
+
+def weight_bytes_read(model: RooflineStepTime, tokens: ArrayLike) -> ArrayLike:
+    """Bytes of weights one decode step of `tokens` sequences reads (E[U] experts for MoE)."""
+    t = model.table
+    n = np.asarray(tokens, dtype=np.float64)
+    per_any = t.bytes[:, VAR["any"]].sum() + t.bytes[:, VAR["dec"]].sum()
+    if model.model.is_moe:
+        m = model.model
+        u = m.num_experts * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** n)
+        return per_any + t.bytes[:, VAR["u"]].sum() * u
+    return per_any + 0.0 * n
+
+
+def _phase_bound(bd: StepBreakdown) -> np.ndarray:
+    """Which resource takes most of the step: compute, memory, communication or overhead."""
+    compute_bound = bd.compute_s >= bd.memory_s
+    compute_t = np.where(compute_bound, bd.compute_s, 0.0).sum(axis=0)
+    memory_t = np.where(compute_bound, 0.0, bd.memory_s).sum(axis=0)
+    parts = np.stack([compute_t, memory_t, bd.comm_s, bd.overhead_s.sum(axis=0)])
+    labels = np.array(["compute", "memory", "communication", "kernel-overhead"])
+    return labels[np.argmax(parts, axis=0)]
+
+
+def _rates(b: np.ndarray, s: np.ndarray, n: np.ndarray, p: np.ndarray, ctx: np.ndarray,
+           prefill_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray, dp: int
+           ) -> dict[str, Any]:
+    return {
+        "batch_seqs": b, "prompt_tokens": s, "output_tokens": n, "prefix_tokens": p,
+        "decode_context_tokens": ctx,
+        "prefill_s": prefill_s, "ttft_s": prefill_s,
+        "decode_step_s": tpot_s, "tpot_s": tpot_s, "e2e_s": e2e_s,
+        "prefill_tok_s": b * (s - p) / prefill_s,
+        "decode_aggregate_tok_s": b / tpot_s,
+        "per_sequence_tok_s": 1.0 / tpot_s,
+        "e2e_output_tok_s": b * n / e2e_s,
+        "cluster_decode_tok_s": dp * b / tpot_s,
+    }
+
+
+def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: ArrayLike,
+             output_tokens: ArrayLike, prefix_tokens: ArrayLike = 0,
+             context_tokens: ArrayLike | None = None, gpu_memory_utilization: float = 0.9,
+             details: bool = True) -> dict[str, Any]:
+    """Predict one configuration or a broadcast grid; every key carries its unit.
+
+    With `details=False` only the timing and throughput keys are computed (sweep speed).
+    """
+    b, s, n, p = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in
+                                       (batch, prompt_tokens, output_tokens, prefix_tokens)))
+    if np.any(b < 1) or np.any(s < 1) or np.any(n < 1):
+        raise RidgelineError("batch, prompt and output: got a value < 1; allowed: >= 1")
+    if np.any(p < 0) or np.any(p >= s):
+        raise RidgelineError("prefix: got a value outside [0, prompt); allowed: 0 <= prefix < "
+                             "prompt (at least one prompt token is computed)")
+    ctx = mean_decode_context(s, n) if context_tokens is None else \
+        np.broadcast_to(np.asarray(context_tokens, dtype=np.float64), b.shape)
+    pre_w, dec_w = prefill_work(b, s, p), decode_work(b, ctx)
+    prefill_s = np.asarray(model.step_time_s(pre_w))
+    tpot_s = np.asarray(model.step_time_s(dec_w))
+    e2e_s = prefill_s + tpot_s * (n - 1)
+    parallel = getattr(model, "parallel", None)  # any StepTimeModel works for the timings
+    dp = parallel.dp if parallel is not None else 1
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero-time phase gives inf tok/s
+        out = _rates(b, s, n, p, ctx, prefill_s, tpot_s, e2e_s, dp)
+    if not details or not isinstance(model, RooflineStepTime):
+        return out
+    pre_bd, dec_bd = model.breakdown(pre_w), model.breakdown(dec_w)
+    hw, pr, mdl = model.hardware, model.precision, model.model
+    c_eff = model.gemm_peak_flops * hw.compute_efficiency
+    beta_eff = model.bandwidth_eff_bytes_s
+    f_dec, d_dec = dec_bd.flops.sum(axis=0), dec_bd.bytes.sum(axis=0)
+    f_pre, d_pre = pre_bd.flops.sum(axis=0), pre_bd.bytes.sum(axis=0)
+    d_w = weight_bytes_read(model, b)
+    kv_tok_rank = (mdl.num_layers * kv_elements_per_token_per_layer_per_gpu(mdl, model.parallel.tp)
+                   * pr.kv_bytes)
+    kv_dec = b * (ctx + 1) * kv_tok_rank
+    # Memory (per GPU of the busiest stage); the workspace is that of this prefill pass.
+    mem = model.memory(gpu_memory_utilization)
+    ws = workspace_bytes(mdl, pr, model.parallel, b * (s - p), b)
+    kv_budget = mem.budget_bytes - mem.weight_bytes - ws - RUNTIME_RESERVE_BYTES
+    kv_cap = np.floor(np.maximum(kv_budget, 0.0) / mem.kv_bytes_per_token_per_gpu)
+    need_kv = b * (s + n) * mem.kv_bytes_per_token_per_gpu
+    shortfall = np.maximum(0.0, need_kv - kv_budget)
+    out.update({
+        "prefill_flops": f_pre, "prefill_bytes": d_pre,
+        "prefill_intensity_flop_per_byte": f_pre / d_pre,
+        "prefill_bound": _phase_bound(pre_bd),
+        "decode_flops": f_dec, "decode_bytes": d_dec,
+        "decode_weight_bytes": d_w, "decode_kv_bytes": kv_dec,
+        "decode_other_bytes": d_dec - d_w - kv_dec,
+        "decode_intensity_flop_per_byte": f_dec / d_dec,
+        "decode_bound": _phase_bound(dec_bd),
+        "decode_comm_s": dec_bd.comm_s, "prefill_comm_s": pre_bd.comm_s,
+        # Seed 000 §4: TPS_dec <= min(B C / F_dec, B beta / D_dec) (effective C and beta).
+        "decode_ceiling_tok_s": np.minimum(b * c_eff / f_dec, b * beta_eff / d_dec),
+        # Seed 000 §5: the context where old-KV reads equal the weight reads.
+        "kv_crossover_context_tokens": d_w / (b * kv_tok_rank),
+        "weights_per_gpu_bytes": np.full(b.shape, mem.weight_bytes),
+        "kv_bytes_per_token": np.full(b.shape, mem.kv_bytes_per_token),
+        "kv_bytes_per_token_per_gpu": np.full(b.shape, mem.kv_bytes_per_token_per_gpu),
+        "workspace_bytes": ws,
+        "kv_capacity_tokens": kv_cap,
+        "max_concurrent_seqs": np.floor(kv_cap / (s + n)),
+        "memory_fits": shortfall <= 0,
+        "memory_shortfall_bytes": shortfall,
+    })
+    return out
+
+
+def model_constants(model: RooflineStepTime) -> dict[str, float]:
+    """Per-configuration numbers of the seeds that do not depend on the workload."""
+    hw, pr, m = model.hardware, model.precision, model.model
+    peak = model.gemm_peak_flops
+    out = {
+        "ridge_point_flop_per_byte": peak / hw.memory_bandwidth_bytes_s,
+        "effective_ridge_point_flop_per_byte": peak * hw.compute_efficiency
+        / model.bandwidth_eff_bytes_s,
+        # Seed 000 §3: I ~ 2B/b_w for weight-dominated linear layers -> B* = (C/beta) b_w/2.
+        "batch_turning_point_seqs": peak / hw.memory_bandwidth_bytes_s * pr.weight_bytes / 2.0,
+        "total_params": float(m.total_params),
+        "active_params": float(m.active_params),
+    }
+    if not m.is_mla:
+        # Seed 000 §5: I_attn = 4 L B d_q T / (2 L B T d_kv b_kv) = 2 h_q / (h_kv b_kv).
+        out["decode_attention_intensity_flop_per_byte"] = 2.0 * m.num_heads / (
+            m.num_kv_heads * pr.kv_bytes)
+    else:
+        lat = m.kv_lora_rank + m.qk_rope_head_dim
+        out["decode_attention_intensity_flop_per_byte"] = 2.0 * m.num_heads * (
+            lat + m.kv_lora_rank) / (lat * pr.kv_bytes)
+    return out
+
+
+def op_rows(bd: StepBreakdown, hardware_ridge: float) -> list[dict[str, Any]]:
+    """Per-operator rows of a scalar breakdown (whole model and per layer)."""
+    total = float(bd.total_s)
+    rows = []
+    for i, name in enumerate(bd.names):
+        t = float(bd.time_s[i])
+        if t == 0.0:
+            continue
+        f, d = float(bd.flops[i]), float(bd.bytes[i])
+        c, m = float(bd.compute_s[i]), float(bd.memory_s[i])
+        rows.append({
+            "op": name, "kind": bd.kinds[i], "num_layers": int(bd.layers[i]),
+            "flops": f, "bytes": d, "per_layer_flops": f / bd.layers[i],
+            "per_layer_bytes": d / bd.layers[i],
+            "intensity_flop_per_byte": f / d if d else float("inf"),
+            "ridge_point_flop_per_byte": hardware_ridge,
+            "compute_s": c, "memory_s": m, "overhead_s": float(bd.overhead_s[i]),
+            "time_s": t, "time_fraction": t / total if total else 0.0,
+            "bound": "compute" if c >= m else "memory",
+        })
+    if float(bd.comm_s) > 0:
+        rows.append({"op": "communication", "kind": "comm", "num_layers": 0, "flops": 0.0,
+                     "bytes": 0.0, "time_s": float(bd.comm_s),
+                     "time_fraction": float(bd.comm_s) / total, "bound": "communication"})
+    return rows
+
+
+__all__ = ["WORK_VARS", "decode_work", "estimate", "mean_decode_context", "model_constants",
+           "op_rows", "prefill_work", "weight_bytes_read"]

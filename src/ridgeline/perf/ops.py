@@ -1,0 +1,271 @@
+"""Operators of one engine step: FLOPs and HBM bytes per GPU, as linear forms of the work.
+
+Every operator's FLOPs and bytes are a linear combination of a few *work variables* of the
+step (tokens through the linear layers, attention pairs, KV tokens read, expected unique
+experts, ...). An `OpTable` holds, per operator, the coefficient rows for FLOPs, bytes and
+kernel launches, for one GPU of the replica (sharded by TP) and already multiplied by the
+number of layers the operator appears in. Evaluating a step is then one small matrix
+product (`ridgeline.perf.serving_model`), for one step or a million at once.
+
+Work variables (columns; see `WORK_VARS`) for one step of the whole replica:
+
+    any      1 if the step has any token to compute, else 0 (weights are read only then)
+    n        tokens through the linear layers: prefill_tokens + decode_seqs
+    s        rows of logits: prefill_seqs + decode_seqs
+    pt       new prompt tokens (prefill_tokens)
+    pairs    causal query-key pairs of the prefill chunks
+    pc       cached context tokens the prefill chunks attend to
+    dq       decode sequences (one query token each)
+    dc       KV tokens the decode sequences read (sum of their contexts T_j)
+    u        expected distinct experts touched per MoE layer, E(1-(1-k/E)^n)
+    pre      1 if the step has prefill tokens (drives prefill-attention kernels)
+    dec      1 if the step has decode sequences (drives decode-attention kernels)
+
+Attention follows seed 000 §4-5: decode reads each sequence's unique KV once (GQA heads share
+it) and writes the new token's KV, so its bytes are 2 L (T+1) d_kv b_kv per sequence;
+prefill is FlashAttention-style (no S x S matrix in HBM), causal pairs only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ridgeline.specs.model import ModelSpec
+from ridgeline.specs.parallel import Parallelism
+from ridgeline.specs.precision import Precision
+
+WORK_VARS = ("any", "n", "s", "pt", "pairs", "pc", "dq", "dc", "u", "pre", "dec")
+VAR = {name: i for i, name in enumerate(WORK_VARS)}
+
+# Compute classes: which peak an operator runs at.
+GEMM, ATTENTION, VECTOR = "gemm", "attention", "vector"
+
+
+@dataclass
+class Op:
+    """One operator (kernel group) of the step, per GPU, summed over its `layers`."""
+
+    name: str
+    kind: str  # GEMM | ATTENTION | VECTOR
+    layers: int
+    flops: dict[str, float] = field(default_factory=dict)  # per layer, per unit of a variable
+    bytes: dict[str, float] = field(default_factory=dict)
+    weight_bytes: float = 0.0  # per layer: read once when the step does any work
+    kernels: float = 1.0  # launches per layer
+    driver: str = "any"  # the indicator variable that says the op runs
+
+
+@dataclass
+class OpTable:
+    """Coefficient matrices (ops x WORK_VARS) for FLOPs, bytes and kernel launches, plus
+    exposed-communication seconds per variable."""
+
+    names: list[str]
+    kinds: list[str]
+    layers: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    kernels: np.ndarray
+    comm_s: np.ndarray  # seconds per unit of each variable (exposed collectives)
+    comm_terms: list[str]  # human-readable description of the collectives
+
+
+def _linear(name: str, in_dim: float, out_dim: float, layers: int, b_w: float, b_a: float,
+            tokens: dict[str, float] | None = None, kind: str = GEMM,
+            bias: float = 0.0) -> Op:
+    """A per-GPU [tokens, in] x [in, out] product: weights read once, activations in/out."""
+    tokens = tokens or {"n": 1.0}
+    return Op(
+        name=name, kind=kind, layers=layers,
+        flops={v: 2.0 * in_dim * out_dim * c for v, c in tokens.items()},
+        bytes={v: (in_dim + out_dim) * b_a * c for v, c in tokens.items()},
+        weight_bytes=in_dim * out_dim * b_w + bias * b_a,
+    )
+
+
+def _elementwise(name: str, bytes_per_token: float, layers: int, flops_per_token: float = 0.0,
+                 var: str = "n", kernels: float = 1.0) -> Op:
+    return Op(name=name, kind=VECTOR, layers=layers,
+              flops={var: flops_per_token}, bytes={var: bytes_per_token}, kernels=kernels)
+
+
+def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
+    """GQA KV heads each GPU holds: h_kv/tp, or 1 replicated head when tp > h_kv."""
+    return max(1, -(-model.num_kv_heads // tp))
+
+
+def kv_elements_per_token_per_layer_per_gpu(model: ModelSpec, tp: int) -> int:
+    """Cached elements per token per layer on one GPU (MLA's latent is replicated by TP)."""
+    if model.is_mla:
+        return model.kv_lora_rank + model.qk_rope_head_dim
+    return 2 * kv_heads_per_gpu(model, tp) * model.head_dim
+
+
+def _attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
+    d, b_a, b_w, b_kv, L = m.hidden_size, pr.activation_bytes, pr.weight_bytes, pr.kv_bytes, \
+        m.num_layers
+    hq = m.num_heads // tp
+    ops: list[Op] = [_elementwise("attn_norm", 4 * d * b_a, L, flops_per_token=5 * d)]
+    if m.is_mla:
+        lat = m.kv_lora_rank + m.qk_rope_head_dim
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        v = m.v_head_dim
+        if m.q_lora_rank:
+            # vLLM fuses q_a and kv_a into one replicated projection, then q_b is sharded.
+            ops.append(_linear("qkv_a_proj", d, m.q_lora_rank + lat, L, b_w, b_a))
+            ops.append(_elementwise("qkv_a_norm", 2 * (m.q_lora_rank + m.kv_lora_rank) * b_a,
+                                    L, flops_per_token=5 * (m.q_lora_rank + m.kv_lora_rank)))
+            ops.append(_linear("q_b_proj", m.q_lora_rank, hq * qk, L, b_w, b_a))
+        else:
+            ops.append(_linear("q_proj", d, hq * qk, L, b_w, b_a))
+            ops.append(_linear("kv_a_proj", d, lat, L, b_w, b_a))
+            ops.append(_elementwise("kv_a_norm", 2 * m.kv_lora_rank * b_a, L))
+        ops.append(_elementwise("rope", 2 * (hq + 1) * m.qk_rope_head_dim * b_a, L))
+        # Prefill expands the cached and new latents to K_nope, V; decode absorbs W_UK, W_UV
+        # into the query and output: the same FLOPs per query token with the same weights.
+        ops.append(_linear("kv_b_proj", m.kv_lora_rank, hq * (m.qk_nope_head_dim + v), L, b_w,
+                           b_a, tokens={"pt": 1.0, "pc": 1.0, "dq": 1.0}))
+        ops.append(Op(
+            "attn_prefill", ATTENTION, L,
+            flops={"pairs": 2.0 * hq * (qk + v)},
+            bytes={"pt": hq * (qk + v) * b_a * 2 + lat * b_kv,  # Q, O; K,V of new; latent write
+                   "pc": hq * (qk + v) * b_a + lat * b_kv},  # expanded K,V + latent read
+            driver="pre"))
+        ops.append(Op(
+            "attn_decode", ATTENTION, L,
+            # absorbed MLA: scores over the 576-wide latent+rope, values over the 512 latent
+            flops={"dc": 2.0 * hq * (lat + m.kv_lora_rank),
+                   "dq": 2.0 * hq * (lat + m.kv_lora_rank)},
+            bytes={"dc": lat * b_kv,
+                   "dq": lat * b_kv + hq * (lat + m.kv_lora_rank) * b_a},
+            driver="dec"))
+        ops.append(_linear("o_proj", hq * v, d, L, b_w, b_a))
+        return ops
+
+    hd = m.head_dim
+    hkv = kv_heads_per_gpu(m, tp)
+    kv_tok = 2 * hkv * hd * b_kv  # K and V of one token, one layer, this GPU
+    ops.append(_linear("qkv_proj", d, (hq + 2 * hkv) * hd, L, b_w, b_a,
+                       bias=(hq + 2 * hkv) * hd if m.qkv_bias else 0.0))
+    if m.qk_norm:
+        ops.append(_elementwise("qk_norm", 2 * (hq + hkv) * hd * b_a, L))
+    ops.append(_elementwise("rope", 2 * (hq + hkv) * hd * b_a, L))
+    ops.append(Op(
+        "attn_prefill", ATTENTION, L,
+        flops={"pairs": 4.0 * hq * hd},  # QK^T and PV, 2 FLOPs per multiply-add each
+        bytes={"pt": 2 * hq * hd * b_a + 2 * hkv * hd * b_a + kv_tok,  # Q, O, new K/V, write
+               "pc": kv_tok},  # cached context K/V read once
+        driver="pre"))
+    ops.append(Op(
+        "attn_decode", ATTENTION, L,
+        flops={"dc": 4.0 * hq * hd, "dq": 4.0 * hq * hd},  # T old keys + the new one
+        bytes={"dc": kv_tok,  # unique KV read once (GQA reuse): 2 T d_kv b_kv per layer
+               "dq": kv_tok + 2 * hq * hd * b_a},  # new KV write; Q in, O out
+        driver="dec"))
+    ops.append(_linear("o_proj", hq * hd, d, L, b_w, b_a))
+    return ops
+
+
+def _mlp_ops(m: ModelSpec, pr: Precision, tp: int, ep: int) -> list[Op]:
+    d, b_a, b_w = m.hidden_size, pr.activation_bytes, pr.weight_bytes
+    ops: list[Op] = [_elementwise("mlp_norm", 4 * d * b_a, m.num_layers, flops_per_token=5 * d)]
+    if m.num_dense_layers:
+        ff, Ld = m.intermediate_size / tp, m.num_dense_layers
+        ops += [
+            _linear("gate_up_proj", d, 2 * ff, Ld, b_w, b_a),
+            _elementwise("act_mul", 3 * ff * b_a, Ld, flops_per_token=5 * ff),
+            _linear("down_proj", ff, d, Ld, b_w, b_a),
+        ]
+    if m.is_moe:
+        Lm, k, ffe = m.num_moe_layers, m.experts_per_token, m.moe_intermediate_size / tp
+        ops.append(_linear("router", d, m.num_experts, Lm, b_a, b_a))
+        ops.append(_elementwise("moe_dispatch", (m.num_experts + 2 * d + 2 * k * d) * b_a, Lm,
+                                kernels=2))
+        # Weights of the E[U] touched experts (this GPU's 1/tp share), read once each.
+        ops.append(Op("experts_gate_up", GEMM, Lm,
+                      flops={"n": 2.0 * k * d * 2 * ffe},
+                      bytes={"n": k * (d + 2 * ffe) * b_a, "u": d * 2 * ffe * b_w}))
+        ops.append(_elementwise("experts_act", 3 * k * ffe * b_a, Lm, flops_per_token=5 * k * ffe))
+        ops.append(Op("experts_down", GEMM, Lm,
+                      flops={"n": 2.0 * k * ffe * d},
+                      bytes={"n": k * (ffe + d) * b_a, "u": ffe * d * b_w}))
+        if m.num_shared_experts:
+            sh = m.num_shared_experts * m.shared_expert_intermediate_size / tp
+            ops += [
+                _linear("shared_gate_up", d, 2 * sh, Lm, b_w, b_a),
+                _elementwise("shared_act", 3 * sh * b_a, Lm, flops_per_token=5 * sh),
+                _linear("shared_down", sh, d, Lm, b_w, b_a),
+            ]
+    return ops
+
+
+def _model_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
+    d, b_a, b_e, V = m.hidden_size, pr.activation_bytes, pr.embedding_bytes, m.vocab_size
+    return [
+        # The embedding gathers only the rows of this step's tokens: never the whole table.
+        _elementwise("embedding", d * (b_e / tp + b_a), 1),
+        _elementwise("final_norm", 2 * d * b_a, 1, flops_per_token=5 * d),
+        # The LM head is read in full every step; logits only for the sampled rows.
+        _linear("lm_head", d, V / tp, 1, b_e, b_a, tokens={"s": 1.0}),
+    ]
+
+
+def build_ops(model: ModelSpec, precision: Precision, parallel: Parallelism) -> list[Op]:
+    """All operators of one step on one GPU of the replica (layers of every stage summed)."""
+    tp = parallel.tp
+    return (_model_ops(model, precision, tp)[:1] + _attention_ops(model, precision, tp)
+            + _mlp_ops(model, precision, tp, parallel.ep) + _model_ops(model, precision, tp)[1:])
+
+
+def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_bytes_s: float,
+          latency_s: float) -> tuple[np.ndarray, list[str]]:
+    """Exposed collective seconds per unit of each work variable."""
+    from ridgeline.perf.comm import all_to_all_bytes_factor, ring_allreduce_bytes_factor
+
+    coef = np.zeros(len(WORK_VARS))
+    terms: list[str] = []
+    d, b_a, L = model.hidden_size, precision.activation_bytes, model.num_layers
+    tp, pp, ep = parallel.tp, parallel.pp, parallel.ep
+    if tp > 1:
+        # After o_proj and after the MLP in each layer, plus the vocab-parallel embedding.
+        count = 2 * L + 1
+        coef[VAR["n"]] += count * ring_allreduce_bytes_factor(tp) * d * b_a / link_bytes_s
+        coef[VAR["any"]] += count * latency_s
+        terms.append(f"TP ring all-reduce x{count}: 2(p-1)/p * n*d*b_a / link + latency, p={tp}")
+    if pp > 1:
+        coef[VAR["n"]] += (pp - 1) * d * b_a / link_bytes_s
+        coef[VAR["any"]] += (pp - 1) * latency_s
+        terms.append(f"PP activations x{pp - 1}: n*d*b_a / link + latency")
+    if ep > 1:
+        count = 2 * model.num_moe_layers  # dispatch and combine
+        k = model.experts_per_token
+        coef[VAR["n"]] += (count * all_to_all_bytes_factor(ep) * k * d * b_a / ep
+                           / link_bytes_s)
+        coef[VAR["any"]] += count * latency_s
+        terms.append(f"EP all-to-all x{count}: (p-1)/p * n*k*d*b_a/p / link + latency, p={ep}")
+    return coef, terms
+
+
+def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
+                link_bytes_s: float, latency_s: float) -> OpTable:
+    """Compile the operator list to coefficient matrices (whole-model sums over layers)."""
+    ops = build_ops(model, precision, parallel)
+    nv = len(WORK_VARS)
+    flops = np.zeros((len(ops), nv))
+    byts = np.zeros((len(ops), nv))
+    kern = np.zeros((len(ops), nv))
+    for i, op in enumerate(ops):
+        for v, c in op.flops.items():
+            flops[i, VAR[v]] += c * op.layers
+        for v, c in op.bytes.items():
+            byts[i, VAR[v]] += c * op.layers
+        # Weights are read once per step on the op's driver (a decode-only step does not
+        # run the prefill kernels and vice versa).
+        byts[i, VAR[op.driver]] += op.weight_bytes * op.layers
+        kern[i, VAR[op.driver]] += op.kernels * op.layers
+    comm, terms = _comm(model, precision, parallel, link_bytes_s, latency_s)
+    return OpTable(names=[o.name for o in ops], kinds=[o.kind for o in ops],
+                   layers=np.array([o.layers for o in ops], dtype=np.float64),
+                   flops=flops, bytes=byts, kernels=kern, comm_s=comm, comm_terms=terms)

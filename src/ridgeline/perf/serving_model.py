@@ -1,0 +1,293 @@
+"""The roofline step-time model: the one function that times an engine step.
+
+`RooflineStepTime.step_time_s(work)` is what `estimate` (prefill = a step of prompt tokens,
+decode = a step of B sequences), `simulate` and `serve` all call (ARCHITECTURE rule 1). Each
+operator takes max(F / C_eff, D / beta_eff) plus a per-kernel overhead; the step takes their
+sum plus the exposed communication (TP all-reduce, PP sends, EP all-to-all).
+
+>>> from ridgeline.perf.step_time import BatchWork
+>>> m = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+>>> decode = BatchWork(decode_seqs=32, decode_context_tokens=32 * 1024)
+>>> 0.004 < m.step_time_s(decode) < 0.02
+True
+>>> m.step_time_s(BatchWork())
+0.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ridgeline.errors import RidgelineError
+from ridgeline.perf.memory import MemoryPlan, plan_memory
+from ridgeline.perf.ops import ATTENTION, GEMM, VAR, WORK_VARS, OpTable, build_table
+from ridgeline.perf.step_time import ArrayLike, BatchWork
+from ridgeline.specs.hardware import HardwareSpec
+from ridgeline.specs.model import ModelSpec
+from ridgeline.specs.parallel import Parallelism
+from ridgeline.specs.precision import Precision
+
+_CHUNK = 1 << 12  # columns evaluated per block (bounds temporary memory on huge grids)
+_FIELDS = ("prefill_tokens", "prefill_attn_pairs", "prefill_context_tokens", "prefill_seqs",
+           "decode_seqs", "decode_context_tokens")
+
+
+@dataclass
+class StepBreakdown:
+    """Per-operator FLOPs, bytes and seconds of one step (or a grid of steps).
+
+    Arrays have shape (ops, *grid); `comm_s` and `total_s` have the grid's shape.
+    """
+
+    names: list[str]
+    kinds: list[str]
+    layers: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    overhead_s: np.ndarray
+    time_s: np.ndarray
+    comm_s: np.ndarray
+    total_s: np.ndarray
+
+
+class RooflineStepTime:
+    """Per-operator roofline step time for one model on one replica (TP x PP GPUs)."""
+
+    def __init__(self, model: ModelSpec, hardware: HardwareSpec,
+                 precision: Precision | None = None, parallel: Parallelism | None = None,
+                 max_num_batched_tokens: int = 8192, max_num_seqs: int = 256) -> None:
+        from ridgeline.specs.precision import resolve_precision
+
+        self.model = model
+        self.hardware = hardware
+        self.precision = precision or resolve_precision()
+        self.parallel = (parallel or Parallelism()).validate(model)
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.max_num_seqs = max_num_seqs
+        hw = hardware
+        self.gemm_peak_flops = hw.peak(self.precision.gemm_compute_dtype)
+        self.attention_peak_flops = hw.peak(self.precision.attention_compute_dtype)
+        self.vector_peak_flops = hw.peak_flops.get("fp32", self.attention_peak_flops)
+        self.bandwidth_eff_bytes_s = hw.memory_bandwidth_bytes_s * hw.bandwidth_efficiency
+        self.link_eff_bytes_s = hw.interconnect_bandwidth_bytes_s * hw.bandwidth_efficiency
+        self.kernel_overhead_s = hw.kernel_overhead_us * 1e-6
+        self.table: OpTable = build_table(model, self.precision, self.parallel,
+                                          self.link_eff_bytes_s, hw.interconnect_latency_s)
+        peaks = {GEMM: self.gemm_peak_flops, ATTENTION: self.attention_peak_flops}
+        c_eff = np.array([peaks.get(k, self.vector_peak_flops) for k in self.table.kinds])
+        self.compute_eff_flops_s = c_eff * hw.compute_efficiency  # per operator
+        self._n_ops = len(self.table.names)
+        # Seconds per unit of each work variable: compute rows, then memory rows.
+        self._stack = np.vstack([self.table.flops / self.compute_eff_flops_s[:, None],
+                                 self.table.bytes / self.bandwidth_eff_bytes_s])
+        # Terms that add (not max): kernel launches and exposed communication.
+        self._linear = self.table.kernels.sum(axis=0) * self.kernel_overhead_s \
+            + self.table.comm_s
+        self._moe = model.is_moe
+        self._E = float(model.num_experts)
+        self._miss = 1.0 - model.experts_per_token / model.num_experts if self._moe else 1.0
+        self._memory = plan_memory(model, hw, self.precision, self.parallel, 0.9,
+                                   max_num_batched_tokens, max_num_seqs)
+
+    # --- construction by name ------------------------------------------------------------
+    @classmethod
+    def from_names(cls, model: str, hardware: str, weights: str = "bf16",
+                   kv: str | None = None, activations: str = "bf16", tp: int = 1,
+                   pp: int = 1, ep: int = 1, compute_efficiency: float | None = None,
+                   bandwidth_efficiency: float | None = None,
+                   kernel_overhead_us: float | None = None,
+                   max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
+                   check_fit: bool = True) -> RooflineStepTime:
+        """Build from catalog names or file paths; RidgelineError on bad input or no fit."""
+        from ridgeline.specs import load_hardware, load_model, resolve_precision
+
+        spec = load_model(model)
+        hw = load_hardware(hardware).with_efficiency(compute_efficiency, bandwidth_efficiency,
+                                                     kernel_overhead_us)
+        out = cls(spec, hw, resolve_precision(weights, kv, activations),
+                  Parallelism(tp=tp, pp=pp, ep=ep), max_num_batched_tokens, max_num_seqs)
+        if check_fit and not out.memory().fits:
+            raise RidgelineError(out.no_fit_message())
+        return out
+
+    # --- the step time -------------------------------------------------------------------
+    def work_vars(self, work: BatchWork) -> tuple[np.ndarray, tuple[int, ...]]:
+        """The work variables (WORK_VARS, M) of a BatchWork and the grid shape."""
+        vals = [getattr(work, f) for f in _FIELDS]
+        if not any(isinstance(v, np.ndarray) and v.ndim for v in vals):
+            pt, pairs, pc, ps, dq, dc = (float(v) for v in vals)
+            n = pt + dq
+            u = self._E * (1.0 - self._miss ** n) if self._moe else 0.0
+            return np.array([[n > 0, n, ps + dq, pt, pairs, pc, dq, dc, u, pt > 0, dq > 0]],
+                            dtype=np.float64).T, ()
+        # Array path: fill the (WORK_VARS, M) matrix row by row with broadcasting (no
+        # intermediate broadcast copies); scalar-zero fields leave their rows zero.
+        shape = np.broadcast_shapes(*(np.shape(x) for x in vals))
+        v = np.zeros((len(WORK_VARS), int(np.prod(shape))))
+        grid = v.reshape(len(WORK_VARS), *shape)
+        for name, x in zip(("pt", "pairs", "pc", "s", "dq", "dc"), vals, strict=True):
+            if isinstance(x, np.ndarray) or x:
+                grid[VAR[name]] = x
+        n = v[VAR["n"]]
+        np.add(v[VAR["pt"]], v[VAR["dq"]], out=n)
+        v[VAR["s"]] += v[VAR["dq"]]
+        v[VAR["any"]] = n > 0
+        v[VAR["pre"]] = v[VAR["pt"]] > 0
+        v[VAR["dec"]] = v[VAR["dq"]] > 0
+        if self._moe:
+            u = v[VAR["u"]]
+            np.power(self._miss, n, out=u)
+            np.subtract(1.0, u, out=u)
+            u *= self._E
+        return v, shape
+
+    def _times(self, v: np.ndarray) -> np.ndarray:
+        k = self._n_ops
+        if v.shape[1] <= 8:
+            x = self._stack @ v
+            return np.maximum(x[:k], x[k:]).sum(axis=0) + self._linear @ v
+        # Large grids: only the work variables that are non-zero somewhere, only the
+        # operators that use them, in cache-sized blocks.
+        cols = np.flatnonzero(v.any(axis=1))
+        sub = self._stack[:, cols]
+        rows = np.flatnonzero(sub[:k].any(axis=1) | sub[k:].any(axis=1))
+        comp, mem = sub[:k][rows], sub[k:][rows]
+        lin = self._linear[cols]
+        vc = v[cols]
+        out = np.empty(v.shape[1])
+        for start in range(0, v.shape[1], _CHUNK):
+            blk = vc[:, start:start + _CHUNK]
+            x = comp @ blk
+            np.maximum(x, mem @ blk, out=x)
+            res = out[start:start + _CHUNK]
+            np.sum(x, axis=0, out=res)
+            res += lin @ blk
+        return out
+
+    def step_time_s(self, work: BatchWork) -> ArrayLike:
+        """Seconds one engine step takes; broadcasts over array fields; no work -> 0 s."""
+        v, shape = self.work_vars(work)
+        t = self._times(v)
+        return float(t[0]) if shape == () else t.reshape(shape)
+
+    def breakdown(self, work: BatchWork) -> StepBreakdown:
+        """The same computation, kept per operator (for `estimate --ops`)."""
+        v, shape = self.work_vars(work)
+        t = self.table
+        flops = t.flops @ v
+        byts = t.bytes @ v
+        compute_s = flops / self.compute_eff_flops_s[:, None]
+        memory_s = byts / self.bandwidth_eff_bytes_s
+        overhead_s = t.kernels @ v * self.kernel_overhead_s
+        time_s = np.maximum(compute_s, memory_s) + overhead_s
+        comm_s = t.comm_s @ v
+        total = time_s.sum(axis=0) + comm_s
+        shp = (self._n_ops, *shape)
+        return StepBreakdown(
+            names=list(t.names), kinds=list(t.kinds), layers=t.layers,
+            flops=flops.reshape(shp), bytes=byts.reshape(shp),
+            compute_s=compute_s.reshape(shp), memory_s=memory_s.reshape(shp),
+            overhead_s=overhead_s.reshape(shp), time_s=time_s.reshape(shp),
+            comm_s=comm_s.reshape(shape), total_s=total.reshape(shape))
+
+    # --- memory and transfer -------------------------------------------------------------
+    def memory(self, gpu_memory_utilization: float = 0.9) -> MemoryPlan:
+        if gpu_memory_utilization == 0.9:
+            return self._memory
+        if not 0 < gpu_memory_utilization <= 1:
+            raise RidgelineError(f"gpu-memory-utilization: got {gpu_memory_utilization}; "
+                                 "allowed: 0 < value <= 1")
+        return plan_memory(self.model, self.hardware, self.precision, self.parallel,
+                           gpu_memory_utilization, self.max_num_batched_tokens,
+                           self.max_num_seqs)
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """Unique KV bytes per token, all layers, for the replica (what P/D transfer moves)."""
+        return self._memory.kv_bytes_per_token
+
+    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9) -> int:
+        """Tokens of KV cache the replica holds at this memory utilization."""
+        return self.memory(gpu_memory_utilization).kv_capacity_tokens
+
+    @property
+    def interconnect_bandwidth_bytes_s(self) -> float:
+        """Effective per-direction link bandwidth (datasheet x bandwidth efficiency)."""
+        return self.link_eff_bytes_s
+
+    def no_fit_message(self, gpu_memory_utilization: float = 0.9) -> str:
+        mem = self.memory(gpu_memory_utilization)
+        gib = 1024**3
+        return (f"{self.model.name} does not fit on {self.hardware.name} with "
+                f"tp={self.parallel.tp} pp={self.parallel.pp} weights={self.precision.weights}"
+                f": needs {(mem.weight_bytes + mem.workspace_bytes + mem.reserve_bytes) / gib:.1f}"
+                f" GiB/GPU (weights {mem.weight_bytes / gib:.1f} GiB) of "
+                f"{mem.budget_bytes / gib:.1f} GiB usable, short by "
+                f"{mem.shortfall_bytes / gib:.1f} GiB; raise --tp/--pp or use smaller weights")
+
+    # --- what it assumed -----------------------------------------------------------------
+    def assumptions(self) -> list[str]:
+        hw, pr, par = self.hardware, self.precision, self.parallel
+        out = [
+            f"efficiency: compute {hw.compute_efficiency:g} x dense peak "
+            f"({pr.gemm_compute_dtype} GEMM {self.gemm_peak_flops / 1e12:g} TFLOP/s), "
+            f"bandwidth {hw.bandwidth_efficiency:g} x {hw.memory_bandwidth_bytes_s / 1e12:g} "
+            f"TB/s, {hw.kernel_overhead_us:g} us per kernel launch",
+            "compute/IO overlap: each operator takes max(F/C_eff, D/beta_eff) (full overlap "
+            "inside a kernel); operators run one after another (times add)",
+            "weights are read from HBM once per step (no cross-step caching); the input "
+            "embedding reads only the step's rows; the LM head is read in full every step",
+            "GQA: decode attention reads each sequence's unique KV once (heads of a group "
+            "share it) and writes the new token's KV; prefill attention is FlashAttention-style "
+            "(no S x S matrix in HBM), causal pairs only",
+            f"precision: weights {pr.weights} ({pr.weight_bytes:g} B incl. scales), KV "
+            f"{pr.kv} ({pr.kv_bytes:g} B), activations {pr.activations} (residual stream "
+            f"{pr.activation_bytes:g} B); embeddings/LM head {pr.embedding_bytes:g} B",
+        ]
+        if self.model.is_moe:
+            m = self.model
+            out.append(f"expert routing: each token picks k={m.experts_per_token} of "
+                       f"E={m.num_experts} experts independently and uniformly; a step of n "
+                       "tokens reads E[U] = E(1-(1-k/E)^n) experts per MoE layer, each once")
+        if self.model.is_mla:
+            out.append("MLA: the latent (kv_lora_rank + rope dim) is cached and replicated on "
+                       "every TP rank; prefill expands it to K/V, decode absorbs W_UK/W_UV")
+        if par.tp > 1 or par.pp > 1 or par.ep > 1:
+            out.extend(f"communication (exposed, not overlapped): {t}"
+                       for t in self.table.comm_terms)
+            out.append(f"link: {hw.interconnect or 'interconnect'} "
+                       f"{hw.interconnect_bandwidth_bytes_s / 1e9:g} GB/s per direction x "
+                       f"{hw.bandwidth_efficiency:g}, {hw.interconnect_latency_s * 1e6:g} us "
+                       "per collective")
+        if par.pp > 1:
+            out.append("pipeline: a step's time is its latency through all stages "
+                       "(no micro-batch overlap)")
+        out.append(f"memory: util x capacity holds weights, the activation workspace of "
+                   f"the largest step ({self.max_num_batched_tokens} tokens when serving; the "
+                   "whole prefill batch in `estimate`) and a "
+                   f"{self._memory.reserve_bytes / 1024**3:g} GiB runtime reserve; the rest "
+                   "is KV cache")
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """Model, hardware, precision and parallelism (for trace headers and JSON)."""
+        hw = self.hardware
+        return {
+            "model": self.model.name,
+            "hardware": hw.name,
+            "precision": self.precision.describe(),
+            "parallelism": self.parallel.describe(),
+            "efficiency": {"compute_efficiency": hw.compute_efficiency,
+                           "bandwidth_efficiency": hw.bandwidth_efficiency,
+                           "kernel_overhead_us": hw.kernel_overhead_us},
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_capacity_tokens": self.kv_capacity_tokens(),
+        }
+
+
+__all__ = ["VAR", "WORK_VARS", "RooflineStepTime", "StepBreakdown"]

@@ -1,0 +1,447 @@
+"""The emulator's HTTP app: OpenAI's API in front of the engine driven on the wall clock.
+
+Endpoints: `GET /health` (no auth), `GET /v1/models`, `POST /v1/completions`,
+`POST /v1/chat/completions` (streaming SSE ending in `data: [DONE]`, or one JSON body),
+`GET /metrics` (Prometheus text, vLLM's names), `GET /ridgeline/stats` (the emulator's own
+timing error and counters, JSON; `?reset=1` clears the lag samples).
+
+How a request is timed: its prompt length (see tokenizer.py) and its output length (below)
+enter the engine's waiting queue; the driver steps the engine, each step lasting the perf
+model's time for that step's batch, and the tokens a step produced are written to the
+client at the step's end. So a client sees TTFT = queueing + prefill step(s), and one
+chunk per decode step.
+
+Output length: `max_tokens` (completions default 16, OpenAI's; chat default
+`default_max_tokens`, 256 unless configured). The emulated model never stops early unless
+the server was given an EOS length distribution (`eos_lengths`, e.g. "lognormal:mean=200,
+sigma=0.8"): then a request without `ignore_eos` stops at a length drawn from it (seeded
+by the request's `seed`, else by the server's), clipped to [max(min_tokens, 1), max_tokens],
+with finish_reason "stop"; a request that reaches max_tokens ends with "length".
+
+Exact prompt lengths from the client: a completions `prompt` given as a list of token ids
+counts as its length (ids are not checked against any vocabulary), and the extension field
+`"ridgeline": {"prompt_tokens": N}` (openai client: `extra_body=`) overrides any count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ridgeline.serve.driver import DriverCallbacks, EngineDriver, EngineLike, Overloaded, Stream
+from ridgeline.serve.prometheus import (
+    CONTENT_TYPE,
+    ITL_BUCKETS_S,
+    LAG_BUCKETS_S,
+    REQUEST_LATENCY_BUCKETS_S,
+    TOKEN_COUNT_BUCKETS,
+    TTFT_BUCKETS_S,
+    Registry,
+)
+from ridgeline.serve.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    RequestError,
+    error_body,
+    parse_request,
+)
+from ridgeline.serve.responses import ChunkRenderer, EngineResponse, Plan, SSEWriter
+from ridgeline.serve.tokenizer import get_tokenizer
+
+
+@dataclass
+class EmulatorConfig:
+    """Server behaviour that is not the engine's (the engine has its own EngineConfig)."""
+
+    served_model_name: str = "ridgeline-emulated"
+    speed: float = 1.0
+    max_model_len: int = 131072
+    max_waiting: int = 1024                # waiting-queue bound; past it: overload_status
+    overload_status: int = 429             # 429 (default) or 503
+    retry_after_s: float = 1.0
+    api_key: str | None = None
+    default_max_tokens: int = 256          # chat requests without max_tokens
+    eos_lengths: str | None = None         # length spec (workload syntax) of natural stops
+    seed: int = 0
+    max_body_bytes: int = 32 * 1024 * 1024
+    shutdown_grace_s: float = 10.0         # in-flight streams get this long to finish
+    description: dict[str, Any] = field(default_factory=dict)  # shown in /ridgeline/stats
+
+
+class _Metrics:
+    """vLLM-named Prometheus metrics, fed by the driver's callbacks (emulated seconds)."""
+
+    def __init__(self, model_name: str, driver_ref: list[EngineDriver]) -> None:
+        self.registry = reg = Registry({"model_name": model_name})
+
+        def stat(name: str) -> Any:
+            def read() -> float:
+                if not driver_ref:
+                    return 0.0
+                stats = driver_ref[0].engine.stats()
+                value = stats.get(name, 0.0) if isinstance(stats, dict) else getattr(
+                    stats, name, 0.0)
+                return float(value)
+            return read
+
+        reg.gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+                  stat("num_running"))
+        reg.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+                  stat("num_waiting"))
+        reg.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+                  stat("kv_usage_fraction"))
+        reg.gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage (pre-V1 name). 1 means "
+                  "100 percent usage.", stat("kv_usage_fraction"))
+        self.preemptions = reg.counter("vllm:num_preemptions_total",
+                                       "Cumulative number of preemptions from the engine.")
+        self.prompt_tokens = reg.counter("vllm:prompt_tokens_total",
+                                         "Number of prefill tokens processed.")
+        self.generation_tokens = reg.counter("vllm:generation_tokens_total",
+                                             "Number of generation tokens processed.")
+        self.success = reg.counter("vllm:request_success_total",
+                                   "Count of successfully processed requests.")
+        self.ttft = reg.histogram("vllm:time_to_first_token_seconds",
+                                  "Histogram of time to first token in seconds.", TTFT_BUCKETS_S)
+        self.itl = reg.histogram("vllm:inter_token_latency_seconds",
+                                 "Histogram of inter-token latency in seconds.", ITL_BUCKETS_S)
+        self.tpot = reg.histogram("vllm:time_per_output_token_seconds",
+                                  "Histogram of time per output token in seconds (pre-V1 name "
+                                  "of the inter-token latency).", ITL_BUCKETS_S)
+        self.e2e = reg.histogram("vllm:e2e_request_latency_seconds",
+                                 "Histogram of end to end request latency in seconds.",
+                                 REQUEST_LATENCY_BUCKETS_S)
+        self.prompt_hist = reg.histogram("vllm:request_prompt_tokens",
+                                         "Number of prefill tokens processed.",
+                                         TOKEN_COUNT_BUCKETS)
+        self.gen_hist = reg.histogram("vllm:request_generation_tokens",
+                                      "Number of generation tokens processed.",
+                                      TOKEN_COUNT_BUCKETS)
+        self.rejected = reg.counter("ridgeline:requests_rejected_total",
+                                    "Requests refused before entering the engine.")
+        self.aborted = reg.counter("ridgeline:requests_aborted_total",
+                                   "Requests whose client went away, freed at once.")
+        self.lag = reg.histogram("ridgeline:emulator_lag_seconds",
+                                 "Emitted minus intended wall time of each output chunk.",
+                                 LAG_BUCKETS_S)
+
+    def callbacks(self) -> DriverCallbacks:
+        def on_first_token(stream: Stream, at_s: float) -> None:
+            self.ttft.observe(at_s - stream.arrival_emu_s)
+            self.prompt_tokens.inc(stream.prompt_tokens)
+
+        def on_tokens(stream: Stream, n: int, at_s: float, prev_s: float | None) -> None:
+            self.generation_tokens.inc(n)
+            if prev_s is not None:
+                self.itl.observe(at_s - prev_s)
+                self.tpot.observe(at_s - prev_s)
+
+        def on_finish(stream: Stream, at_s: float) -> None:
+            self.e2e.observe(at_s - stream.arrival_emu_s)
+            self.prompt_hist.observe(stream.prompt_tokens)
+            self.gen_hist.observe(stream.tokens_emitted)
+            self.success.inc(finished_reason=stream.finish_reason or "stop")
+
+        def on_step(result: Any) -> None:
+            preempted = getattr(result, "preempted", None)
+            if preempted:
+                self.preemptions.inc(len(preempted))
+
+        return DriverCallbacks(on_first_token=on_first_token, on_tokens=on_tokens,
+                               on_finish=on_finish, on_step=on_step,
+                               on_lags=self.lag.observe_many)
+
+
+def _json_error(status: int, message: str, *, err_type: str = "invalid_request_error",
+                param: str | None = None, code: str | None = None,
+                headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_body(message, err_type=err_type, param=param, code=code),
+                        status_code=status, headers=headers)
+
+
+class _EmulatorState:
+    """Everything the handlers share: config, driver, metrics, tokenizer, RNG."""
+
+    def __init__(self, engine: EngineLike, make_request: Any, config: EmulatorConfig) -> None:
+        self.engine = engine
+        self.make_request = make_request
+        self.config = config
+        self.tokenizer = get_tokenizer()
+        self._driver_ref: list[EngineDriver] = []
+        self.metrics = _Metrics(config.served_model_name, self._driver_ref)
+        self.driver: EngineDriver | None = None
+        self.rng = np.random.default_rng(config.seed)
+        self.eos = None
+        if config.eos_lengths:
+            from ridgeline.workload.lengths import parse_lengths
+
+            self.eos = parse_lengths(config.eos_lengths, "--eos-lengths")
+        self.created_unix_s = int(time.time())
+
+    def start(self) -> None:
+        if self.driver is None:
+            self.driver = EngineDriver(
+                self.engine, self.make_request, speed=self.config.speed,
+                max_waiting=self.config.max_waiting, retry_after_s=self.config.retry_after_s,
+                callbacks=self.metrics.callbacks())
+            self._driver_ref.append(self.driver)
+            self.driver.start()
+
+    # -- request planning ---------------------------------------------------------------
+    def plan(self, req: CompletionRequest | ChatCompletionRequest) -> Plan:
+        cfg = self.config
+        if req.model is not None and req.model != cfg.served_model_name:
+            raise RequestError(f"The model `{req.model}` does not exist.", status=404,
+                               param="model", err_type="NotFoundError",
+                               code="model_not_found")
+        if req.n not in (None, 1):
+            raise RequestError("n: only n=1 is supported", param="n")
+        if isinstance(req, CompletionRequest):
+            if req.echo:
+                raise RequestError("echo: not supported by the emulator", param="echo")
+            prompt_tokens = self._count_completion_prompt(req.prompt)
+            max_tokens = req.max_tokens
+            max_field = "max_tokens"
+            if max_tokens is None:
+                max_tokens = max(1, cfg.max_model_len - prompt_tokens)
+        else:
+            messages = [m.model_dump(exclude_none=True) for m in req.messages]
+            prompt_tokens = self.tokenizer.count_chat(messages)
+            max_field = ("max_completion_tokens" if req.max_completion_tokens is not None
+                         else "max_tokens")
+            max_tokens = (req.max_completion_tokens if req.max_completion_tokens is not None
+                          else req.max_tokens)
+            if max_tokens is None:
+                max_tokens = min(cfg.default_max_tokens,
+                                 max(1, cfg.max_model_len - prompt_tokens))
+        if req.ridgeline is not None and req.ridgeline.prompt_tokens is not None:
+            prompt_tokens = req.ridgeline.prompt_tokens
+        if prompt_tokens < 1:
+            raise RequestError("prompt: must contain at least one token", param="prompt")
+        if max_tokens < 1:
+            raise RequestError(f"{max_field}: must be at least 1, got {max_tokens}",
+                               param=max_field)
+        if prompt_tokens + max_tokens > cfg.max_model_len:
+            raise RequestError(
+                f"This model's maximum context length is {cfg.max_model_len} tokens. However, "
+                f"you requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the "
+                f"prompt, {max_tokens} in the completion). Please reduce the length of the "
+                "prompt or completion.", param=max_field)
+        min_tokens = req.min_tokens or 0
+        if min_tokens < 0 or min_tokens > max_tokens:
+            raise RequestError(
+                f"min_tokens: must be in [0, {max_field}={max_tokens}], got {min_tokens}",
+                param="min_tokens")
+        output_tokens = max_tokens
+        if self.eos is not None and not req.ignore_eos:
+            rng = self.rng if req.seed is None else np.random.default_rng(req.seed)
+            natural = int(self.eos.sample(1, rng)[0])
+            output_tokens = int(min(max(natural, min_tokens, 1), max_tokens))
+        opts = req.stream_options
+        return Plan(prompt_tokens=int(prompt_tokens), output_tokens=output_tokens,
+                     max_tokens=int(max_tokens),
+                     include_usage=bool(opts and opts.include_usage),
+                     continuous_usage=bool(opts and opts.continuous_usage_stats))
+
+    def _count_completion_prompt(self, prompt: Any) -> int:
+        if isinstance(prompt, str):
+            return self.tokenizer.count(prompt)
+        if not prompt:
+            return 0
+        if isinstance(prompt[0], int):
+            if any(t < 0 for t in prompt):
+                raise RequestError("prompt: token ids must be >= 0", param="prompt")
+            return len(prompt)
+        if len(prompt) != 1:
+            raise RequestError("prompt: one prompt per request (batched prompts are not "
+                               "supported)", param="prompt")
+        return self._count_completion_prompt(prompt[0])
+
+
+# --------------------------------------------------------------------------------------
+# Handlers
+
+
+def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) -> Starlette:
+    """The emulator as an ASGI app. `make_request(**fields)` builds an EngineRequest.
+
+    The engine loop starts with the app's lifespan (uvicorn runs it); on shutdown new
+    requests get 503, streams in flight get `config.shutdown_grace_s` to finish and are
+    then ended with an error event and `[DONE]`.
+    """
+    state = _EmulatorState(engine, make_request, config)
+
+    def authorized(request: Request) -> bool:
+        if config.api_key is None:
+            return True
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode(), config.api_key.encode())
+
+    def unauthorized() -> JSONResponse:
+        return _json_error(401, "Incorrect API key provided.", code="invalid_api_key",
+                           headers={"www-authenticate": "Bearer"})
+
+    async def health(request: Request) -> Response:
+        driver = state.driver
+        if driver is not None and driver.draining:
+            return Response(status_code=503)
+        return Response(status_code=200)
+
+    async def models(request: Request) -> Response:
+        if not authorized(request):
+            return unauthorized()
+        return JSONResponse({"object": "list", "data": [{
+            "id": config.served_model_name, "object": "model",
+            "created": state.created_unix_s, "owned_by": "ridgeline",
+            "root": config.served_model_name, "parent": None,
+            "max_model_len": config.max_model_len,
+        }]})
+
+    async def metrics(request: Request) -> Response:
+        if not authorized(request):
+            return unauthorized()
+        return Response(state.metrics.registry.render(), media_type=CONTENT_TYPE)
+
+    async def stats(request: Request) -> Response:
+        if not authorized(request):
+            return unauthorized()
+        driver = state.driver
+        out: dict[str, Any] = {"speed": config.speed, "tokenizer": state.tokenizer.name,
+                               "tokenizer_exact": state.tokenizer.exact,
+                               **config.description}
+        if driver is not None:
+            lag = driver.lag.samples()
+            out.update({
+                "steps": driver.steps, "tokens_delivered": driver.tokens_delivered,
+                "open_streams": len(driver.streams), "emulated_now_s": driver.now_emu_s(),
+                "lag_samples": int(lag.size),
+                "lag_p50_s": float(np.percentile(lag, 50)) if lag.size else None,
+                "lag_p99_s": float(np.percentile(lag, 99)) if lag.size else None,
+                "lag_max_s": float(lag.max()) if lag.size else None,
+            })
+            if request.query_params.get("reset") in ("1", "true"):
+                driver.lag.reset()
+        return JSONResponse(out)
+
+    async def read_json(request: Request) -> Any:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > config.max_body_bytes:
+            raise RequestError(f"request body larger than {config.max_body_bytes} bytes",
+                               status=413)
+        raw = b""
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > config.max_body_bytes:
+                raise RequestError(f"request body larger than {config.max_body_bytes} bytes",
+                                   status=413)
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError):
+            raise RequestError("request body is not valid JSON") from None
+
+    async def generate(request: Request, chat: bool) -> Response | EngineResponse:
+        if not authorized(request):
+            return unauthorized()
+        try:
+            payload = await read_json(request)
+            req = parse_request("chat" if chat else "completion", payload)
+            plan = state.plan(req)
+        except RequestError as exc:
+            return JSONResponse(exc.body(), status_code=exc.status)
+        driver = state.driver
+        if driver is None:  # lifespan not run (a bare ASGI test client): start lazily
+            state.start()
+            driver = state.driver
+        assert driver is not None
+        request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        renderer = ChunkRenderer(chat, request_id, config.served_model_name, int(time.time()),
+                                 plan)
+        writer = SSEWriter(renderer, lambda: driver.abort(request_id)) if req.stream else None
+        try:
+            stream = driver.submit(plan.prompt_tokens, plan.output_tokens, plan.max_tokens,
+                                   request_id=request_id, writer=writer)
+        except Overloaded as exc:
+            state.metrics.rejected.inc(reason="overload" if not driver.draining
+                                       else "shutdown")
+            status = 503 if driver.draining else config.overload_status
+            return _json_error(
+                status, f"Server overloaded: {exc.reason}; retry later.",
+                err_type="rate_limit_exceeded" if status == 429 else "service_unavailable",
+                code="rate_limit_exceeded" if status == 429 else "service_unavailable",
+                headers={"retry-after": str(max(1, math.ceil(exc.retry_after_s)))})
+
+        def abort() -> None:
+            state.metrics.aborted.inc()
+            driver.abort(request_id)
+
+        return EngineResponse(stream, renderer, writer, abort)
+
+    async def completions(request: Request) -> Any:
+        return await generate(request, chat=False)
+
+    async def chat_completions(request: Request) -> Any:
+        return await generate(request, chat=True)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        return _json_error(status, f"{detail}: {request.method} {request.url.path}",
+                           err_type="invalid_request_error" if status < 500 else "server_error")
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        return _json_error(500, f"internal error: {type(exc).__name__}",
+                           err_type="server_error")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.start()
+        yield
+        driver = state.driver
+        if driver is not None:
+            await drain(driver, config.shutdown_grace_s)
+            await driver.stop()
+
+    app = Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+            Route("/ridgeline/stats", stats, methods=["GET"]),
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        ],
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+        lifespan=lifespan,
+    )
+    app.state.emulator = state
+    return app
+
+
+async def drain(driver: EngineDriver, grace_s: float) -> None:
+    """Refuse new requests, let open streams finish for up to grace_s, then end them."""
+    driver.begin_drain()
+    deadline = time.perf_counter() + grace_s
+    while driver.streams and time.perf_counter() < deadline:
+        await asyncio.sleep(0.02)
+    driver.end_all("server shutting down")
+    # Give the ended streams' writers a moment to send their last event and [DONE].
+    await asyncio.sleep(0.05)
+
+
+__all__ = ["EmulatorConfig", "create_app", "drain"]

@@ -1,0 +1,124 @@
+"""Build the emulator's engine from catalog names: the same engine and step-time model
+`ridgeline simulate` uses (rules 1 and 2 of the architecture), so the two cannot disagree
+by construction.
+
+>>> built = build_engine("llama-3.1-8b", "h100-sxm")  # doctest: +SKIP
+>>> built.kv_capacity_tokens > 0                       # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ridgeline.errors import RidgelineError
+
+# Context limit when the model's config does not say (Llama 3.1's is 131072).
+DEFAULT_MAX_MODEL_LEN = 131072
+
+
+@dataclass
+class BuiltEngine:
+    """An engine ready for `create_app`, with what it was built from."""
+
+    engine: Any
+    make_request: Any
+    step_model: Any
+    kv_capacity_tokens: int
+    max_model_len: int
+    description: dict[str, Any] = field(default_factory=dict)
+
+
+def model_max_len(model: str) -> int:
+    """max_position_embeddings of a catalog model or a config.json path, else the default."""
+    cfg: dict[str, Any] = {}
+    path = Path(model)
+    try:
+        if path.is_file():
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            from ridgeline.specs.model import model_catalog
+
+            cfg = model_catalog().get(model, {})
+    except (OSError, ValueError):
+        cfg = {}
+    value = cfg.get("max_position_embeddings") if isinstance(cfg, dict) else None
+    return int(value) if isinstance(value, int) and value > 1 else DEFAULT_MAX_MODEL_LEN
+
+
+def build_engine(
+    model: str,
+    hardware: str,
+    *,
+    weights: str = "bf16",
+    kv: str | None = None,
+    activations: str = "bf16",
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    compute_efficiency: float | None = None,
+    bandwidth_efficiency: float | None = None,
+    kernel_overhead_us: float | None = None,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+    gpu_memory_utilization: float = 0.9,
+    block_size_tokens: int = 16,
+    enable_prefix_caching: bool = False,
+    chunked_prefill: bool = True,
+    step_model: Any | None = None,
+) -> BuiltEngine:
+    """The real engine timed by the roofline perf model (or by `step_model` if given)."""
+    from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest
+
+    if step_model is None:
+        from ridgeline.perf.serving_model import RooflineStepTime
+
+        step_model = RooflineStepTime.from_names(
+            model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,
+            tp=tp, pp=pp, ep=ep, compute_efficiency=compute_efficiency,
+            bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
+            max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+    kv_tokens = int(step_model.kv_capacity_tokens(gpu_memory_utilization))
+    if kv_tokens < block_size_tokens:
+        raise RidgelineError(
+            f"--gpu-memory-utilization: {model} on {hardware} leaves no room for the KV cache "
+            f"({kv_tokens} tokens); use more GPUs (--tp/--pp), smaller weights, or a larger GPU")
+    config = EngineConfig(
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+        chunked_prefill=chunked_prefill, block_size_tokens=block_size_tokens,
+        num_kv_blocks=kv_tokens // block_size_tokens,
+        enable_prefix_caching=enable_prefix_caching)
+    engine = Engine(config, step_model)
+    assumptions = step_model.assumptions() if hasattr(step_model, "assumptions") else None
+    description = {
+        "model": model, "hardware": hardware,
+        "precision": {"weights": weights, "kv": kv or "auto", "activations": activations},
+        "parallelism": {"tp": tp, "pp": pp, "ep": ep},
+        "engine_config": {"max_num_seqs": max_num_seqs,
+                          "max_num_batched_tokens": max_num_batched_tokens,
+                          "chunked_prefill": chunked_prefill,
+                          "block_size_tokens": block_size_tokens,
+                          "num_kv_blocks": kv_tokens // block_size_tokens,
+                          "gpu_memory_utilization": gpu_memory_utilization,
+                          "enable_prefix_caching": enable_prefix_caching},
+        "kv_capacity_tokens": kv_tokens,
+    }
+    if assumptions is not None:
+        description["assumptions"] = _jsonable(assumptions)
+    return BuiltEngine(engine=engine, make_request=EngineRequest, step_model=step_model,
+                       kv_capacity_tokens=kv_tokens, max_model_len=model_max_len(model),
+                       description=description)
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return str(value)
+
+
+__all__ = ["DEFAULT_MAX_MODEL_LEN", "BuiltEngine", "build_engine", "model_max_len"]

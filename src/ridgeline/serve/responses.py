@@ -1,0 +1,264 @@
+"""OpenAI response bodies and the ASGI response bound to one engine stream.
+
+The hot path of the emulator is the fan-out at each step boundary: hundreds of streams
+receive a chunk at the same instant. So a streaming response's chunks are rendered when
+the step *starts* (`ChunkRenderer.step`, called by the driver during the step), and at
+the boundary the driver only calls `SSEWriter.write`, which pushes the bytes into the
+socket without waking the request's task: the ASGI `send` coroutine is driven
+synchronously, and only if it has to wait (a slow client's socket buffer is full) is the
+rest of the send handed to a task, with later chunks queued behind it in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import types
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from ridgeline.serve.driver import Stream
+from ridgeline.serve.protocol import error_body
+from ridgeline.serve.tokenizer import filler_text
+
+DONE = b"data: [DONE]\n\n"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one request will do in the engine, and how its stream is shaped."""
+
+    prompt_tokens: int
+    output_tokens: int
+    max_tokens: int
+    include_usage: bool
+    continuous_usage: bool
+
+
+class ChunkRenderer:
+    """SSE chunks of one completion or chat completion, built around pre-encoded parts."""
+
+    def __init__(self, chat: bool, request_id: str, model: str, created: int,
+                 plan: Plan) -> None:
+        self.chat = chat
+        self.plan = plan
+        self.request_id = request_id
+        self.model = model
+        self.created = created
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        self.head = (f'data: {{"id":{json.dumps(request_id)},"object":"{obj}",'
+                     f'"created":{created},"model":{json.dumps(model)},"choices":[')
+        self.index = 0  # output tokens rendered so far
+
+    def usage(self, completion_tokens: int) -> str:
+        p = self.plan.prompt_tokens
+        return (f'{{"prompt_tokens":{p},"completion_tokens":{completion_tokens},'
+                f'"total_tokens":{p + completion_tokens}}}')
+
+    def step(self, n_tokens: int, finish_reason: str | None) -> bytes:
+        """Everything a step sends: [role chunk,] token chunk [, usage chunk, DONE]."""
+        first = self.index == 0
+        text = json.dumps(filler_text(self.index, n_tokens)) if n_tokens else '""'
+        self.index += n_tokens
+        fr = "null" if finish_reason is None else f'"{finish_reason}"'
+        if self.chat:
+            choice = (f'{{"index":0,"delta":{{"content":{text}}},"logprobs":null,'
+                      f'"finish_reason":{fr}}}')
+        else:
+            choice = f'{{"index":0,"text":{text},"logprobs":null,"finish_reason":{fr}}}'
+        usage = (f',"usage":{self.usage(self.index)}' if self.plan.continuous_usage else "")
+        out = self.head + choice + "]" + usage + "}\n\n"
+        if first and self.chat:
+            # vLLM sends the assistant role with the first token, not before it: clients
+            # that time TTFT from the first non-empty `choices` see the real first token.
+            out = (self.head + '{"index":0,"delta":{"role":"assistant","content":""},'
+                   '"logprobs":null,"finish_reason":null}]}\n\n') + out
+        if finish_reason is not None:
+            if self.plan.include_usage:
+                out += self.head + '],"usage":' + self.usage(self.index) + "}\n\n"
+            return out.encode() + DONE
+        return out.encode()
+
+    def error(self, message: str, status: int) -> bytes:
+        body = error_body(message, err_type="server_error" if status >= 500
+                          else "invalid_request_error", code=str(status))
+        return ("data: " + json.dumps(body) + "\n\n").encode() + DONE
+
+    def whole(self, stream: Stream) -> dict[str, Any]:
+        """The non-streaming body."""
+        text = filler_text(0, stream.tokens_emitted)
+        p = self.plan.prompt_tokens
+        if self.chat:
+            obj = "chat.completion"
+            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant",
+                                                             "content": text}}
+        else:
+            obj = "text_completion"
+            choice = {"index": 0, "text": text}
+        choice.update(logprobs=None, finish_reason=stream.finish_reason)
+        return {"id": self.request_id, "object": obj, "created": self.created,
+                "model": self.model, "choices": [choice],
+                "usage": {"prompt_tokens": p, "completion_tokens": stream.tokens_emitted,
+                          "total_tokens": p + stream.tokens_emitted}}
+
+
+@types.coroutine
+def _resume(coro: Any, fut: Any) -> Generator[Any, Any, None]:
+    """Let the current task finish a coroutine that was started by hand and is now
+    waiting on `fut` (it yields that future to the task, then steps the coroutine)."""
+    try:
+        while True:
+            value = yield fut
+            fut = coro.send(value)
+    except StopIteration:
+        return
+    finally:
+        coro.close()
+
+
+class SSEWriter:
+    """Writes pre-rendered chunks to one client without a task switch per chunk."""
+
+    def __init__(self, renderer: ChunkRenderer, on_failure: Callable[[], None]) -> None:
+        self.renderer = renderer
+        self.on_failure = on_failure
+        self.send: Send | None = None
+        self.closed = asyncio.Event()  # the last chunk was sent, or the client is gone
+        self._busy = True              # a send is in flight (or headers not sent yet)
+        self._backlog: list[tuple[bytes, bool]] = []
+
+    # The driver's StreamWriter protocol.
+    def render(self, n_tokens: int, finish_reason: str | None) -> bytes:
+        return self.renderer.step(n_tokens, finish_reason)
+
+    def render_error(self, message: str, status: int) -> bytes:
+        return self.renderer.error(message, status)
+
+    def write(self, payload: bytes, last: bool) -> None:
+        if self.closed.is_set():
+            return
+        if self._busy:
+            self._backlog.append((payload, last))
+            return
+        coro = self.send({"type": "http.response.body", "body": payload,  # type: ignore[misc]
+                          "more_body": not last})
+        try:
+            fut = coro.send(None)
+        except StopIteration:
+            if last:
+                self.closed.set()
+            return
+        except Exception:
+            coro.close()
+            self._fail()
+            return
+        # The socket is applying backpressure: finish this send in a task, queue the rest.
+        self._busy = True
+        asyncio.get_running_loop().create_task(self._finish(coro, fut, last))
+
+    async def start(self, send: Send) -> None:
+        """Send the headers, then anything the engine produced meanwhile."""
+        self.send = send
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+            (b"x-request-id", self.renderer.request_id.encode())]})
+        await self._drain_backlog()
+
+    async def _finish(self, coro: Any, fut: Any, last: bool) -> None:
+        try:
+            await _resume(coro, fut)
+        except Exception:
+            self._fail()
+            return
+        if last:
+            self.closed.set()
+            return
+        await self._drain_backlog()
+
+    async def _drain_backlog(self) -> None:
+        assert self.send is not None
+        try:
+            while self._backlog:
+                payload, last = self._backlog.pop(0)
+                await self.send({"type": "http.response.body", "body": payload,
+                                 "more_body": not last})
+                if last:
+                    self.closed.set()
+                    return
+        except Exception:
+            self._fail()
+            return
+        self._busy = False
+
+    def _fail(self) -> None:
+        self._backlog.clear()
+        self.closed.set()
+        self.on_failure()
+
+
+class EngineResponse:
+    """An ASGI response bound to one engine stream.
+
+    It watches the connection while it waits, so a client that goes away is aborted in
+    the engine at once (its slot and KV blocks freed), whether it was waiting, in
+    prefill, or decoding.
+    """
+
+    def __init__(self, stream: Stream, renderer: ChunkRenderer, writer: SSEWriter | None,
+                 abort: Callable[[], None]) -> None:
+        self.stream = stream
+        self.renderer = renderer
+        self.writer = writer
+        self.abort = abort
+        self.disconnected = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watcher = asyncio.get_running_loop().create_task(self._watch(receive))
+        try:
+            if self.writer is not None:
+                await self.writer.start(send)
+                await self.writer.closed.wait()
+            else:
+                await self._whole(send)
+        except OSError:
+            self.disconnected = True
+        finally:
+            watcher.cancel()
+            if not self.stream.finished:
+                self.abort()
+
+    async def _watch(self, receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self.disconnected = True
+                if self.writer is not None:
+                    self.writer.closed.set()
+                if not self.stream.finished:
+                    self.abort()
+                return
+
+    async def _whole(self, send: Send) -> None:
+        stream = self.stream
+        await stream.done.wait()
+        if self.disconnected:
+            return
+        if stream.error is not None:
+            status = stream.error_status
+            payload = error_body(stream.error, err_type="server_error" if status >= 500
+                                 else "invalid_request_error")
+        else:
+            payload, status = self.renderer.whole(stream), 200
+        data = json.dumps(payload).encode()
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(data)).encode()),
+            (b"x-request-id", stream.request_id.encode())]})
+        await send({"type": "http.response.body", "body": data})
+
+
+__all__ = ["DONE", "ChunkRenderer", "EngineResponse", "Plan", "SSEWriter"]

@@ -1,0 +1,104 @@
+"""Prompt token counting and deterministic filler output for the emulator.
+
+The emulator times a request by its prompt length, so the count must be a real one. It
+uses OpenAI's cl100k_base encoding from the `bpe-openai` package, which ships the
+encoding inside the wheel (tiktoken itself downloads its files on first use, which fails
+offline). If that package cannot be imported, a clearly-labelled approximation (one
+token per 4 characters, the usual rule of thumb for English) is used instead and
+`/v1/models` and the startup line say so.
+
+Clients that know their exact lengths can skip counting altogether (see docs in app.py):
+a `/v1/completions` prompt given as a list of token ids counts as its length, and the
+extension field `"ridgeline": {"prompt_tokens": N}` overrides any count.
+
+Output text is filler: a fixed cycle of common English words, each exactly one cl100k
+token with its leading space, so re-tokenizing the streamed text gives back exactly
+`usage.completion_tokens` (as vLLM's and AIPerf's clients do when they count tokens).
+
+>>> tok = get_tokenizer()
+>>> tok.count("hello world") if tok.exact else 2
+2
+>>> filler_text(0, 3)
+' the of and'
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol
+
+# Each word is one cl100k_base token, and so is any concatenation of them word by word
+# (checked in tests/test_serve_protocol.py).
+FILLER_WORDS: tuple[str, ...] = (
+    " the", " of", " and", " to", " in", " a", " is", " that", " for", " it",
+    " as", " was", " with", " be", " by", " on", " not", " he", " this", " are",
+)
+
+# OpenAI's chat accounting for cl100k models: every message costs 3 tokens of framing
+# (role and separators), a `name` costs 1 more, and the reply is primed with 3.
+CHAT_TOKENS_PER_MESSAGE = 3
+CHAT_TOKENS_PER_NAME = 1
+CHAT_REPLY_PRIMING_TOKENS = 3
+
+
+class _Encoder(Protocol):
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class PromptTokenizer:
+    """Counts prompt tokens. `exact` is False when the approximation is in use."""
+
+    name: str
+    exact: bool
+    _encoder: Any = None
+
+    def count(self, text: str) -> int:
+        """Tokens in `text` (special-token text counts as ordinary text, never an error)."""
+        if self._encoder is not None:
+            return len(self._encoder.encode_ordinary(text))
+        # ceil(chars / 4): the common rule of thumb for English with GPT-style BPEs.
+        return (len(text) + 3) // 4
+
+    def count_chat(self, messages: list[dict[str, Any]]) -> int:
+        """Tokens of a chat prompt: message contents plus OpenAI's per-message framing."""
+        total = CHAT_REPLY_PRIMING_TOKENS
+        for message in messages:
+            total += CHAT_TOKENS_PER_MESSAGE
+            for key, value in message.items():
+                if isinstance(value, str) and key in ("content", "name", "role"):
+                    total += self.count(value)
+                    if key == "name":
+                        total += CHAT_TOKENS_PER_NAME
+                elif key == "content" and isinstance(value, list):
+                    # Content parts: count the text parts (images etc. are not modelled).
+                    for part in value:
+                        if isinstance(part, dict) and isinstance(part.get("text"), str):
+                            total += self.count(part["text"])
+        return total
+
+
+@lru_cache(maxsize=1)
+def get_tokenizer() -> PromptTokenizer:
+    """The process-wide tokenizer: cl100k_base if `bpe-openai` imports, else approximate."""
+    try:
+        with warnings.catch_warnings():  # the package uses a deprecated importlib API
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import bpe_openai
+
+            encoder = bpe_openai.get_encoding("cl100k_base")
+    except Exception:  # ImportError, or a broken wheel: fall back, never fail to serve
+        return PromptTokenizer(name="approx-chars/4", exact=False)
+    return PromptTokenizer(name="cl100k_base", exact=True, _encoder=encoder)
+
+
+def filler_text(start_index: int, n_tokens: int) -> str:
+    """Output tokens start_index .. start_index + n_tokens - 1 of the filler stream."""
+    words = FILLER_WORDS
+    k = len(words)
+    return "".join(words[(start_index + i) % k] for i in range(n_tokens))
+
+
+__all__ = ["FILLER_WORDS", "PromptTokenizer", "filler_text", "get_tokenizer"]

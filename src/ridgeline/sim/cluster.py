@@ -1,0 +1,124 @@
+"""Replicas behind a router, and prefill/decode disaggregation.
+
+A cluster is N engine replicas (data parallel), each with its own KV pool and clock position.
+A router picks the replica for each arriving request:
+
+    round-robin          in turn
+    least-outstanding    fewest requests waiting or running (ties: lowest index)
+    least-kv             lowest KV-cache usage (ties: fewest outstanding, lowest index)
+
+With `pd=(P, D)` the first P replicas only prefill and the last D only decode. A request is
+prefilled on a prefill instance, which emits its first token; its prompt KV then travels to a
+decode instance, taking `latency + prompt_tokens * kv_bytes_per_token / link_bandwidth`
+seconds, and the decode instance generates the rest. Choices: the prefill instance frees the
+KV when the first token is out (the transfer is modelled as a delay, not as held memory), and
+each pool has its own router of the same kind.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ridgeline.errors import RidgelineError
+from ridgeline.sim.engine import Engine
+
+ROUTERS = ("round-robin", "least-outstanding", "least-kv")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """How many replicas, how requests are routed, and the optional P/D split."""
+
+    replicas: int = 1
+    router: str = "round-robin"
+    pd: tuple[int, int] | None = None
+    kv_bytes_per_token: float = 0.0
+    link_bandwidth_bytes_s: float = math.inf
+    kv_transfer_latency_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.router not in ROUTERS:
+            raise RidgelineError(f"--router: got {self.router!r}; allowed: {', '.join(ROUTERS)}")
+        if self.pd is None and self.replicas < 1:
+            raise RidgelineError(f"--replicas: got {self.replicas}; allowed: >= 1")
+        if self.pd is not None and (self.pd[0] < 1 or self.pd[1] < 1):
+            raise RidgelineError(f"--pd: got {self.pd[0]}:{self.pd[1]}; allowed: P:D with "
+                                 "P >= 1 and D >= 1")
+        if self.link_bandwidth_bytes_s <= 0 or self.kv_bytes_per_token < 0:
+            raise RidgelineError("--pd: KV transfer needs bandwidth > 0 and bytes/token >= 0")
+
+    @property
+    def num_instances(self) -> int:
+        return self.pd[0] + self.pd[1] if self.pd else self.replicas
+
+    def transfer_s(self, prompt_tokens: int) -> float:
+        """Seconds to move a prompt's KV from a prefill to a decode instance."""
+        return self.kv_transfer_latency_s + (
+            prompt_tokens * self.kv_bytes_per_token / self.link_bandwidth_bytes_s)
+
+    def describe(self) -> dict[str, object]:
+        out: dict[str, object] = {"router": self.router}
+        if self.pd:
+            out.update(prefill_instances=self.pd[0], decode_instances=self.pd[1],
+                       kv_bytes_per_token=self.kv_bytes_per_token,
+                       link_bandwidth_bytes_s=self.link_bandwidth_bytes_s,
+                       kv_transfer_latency_s=self.kv_transfer_latency_s)
+        else:
+            out["replicas"] = self.replicas
+        return out
+
+
+def parse_pd(text: str | None) -> tuple[int, int] | None:
+    """`--pd 2:2` -> (2, 2)."""
+    if text is None:
+        return None
+    p, sep, d = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return int(p), int(d)
+    except ValueError:
+        raise RidgelineError(f"--pd: got {text!r}; allowed: P:D, e.g. 2:2") from None
+
+
+class Replica:
+    """One engine instance and where its clock stands (the start of its next step)."""
+
+    __slots__ = ("busy_until_s", "engine", "index", "role", "step_end_s", "tl")
+
+    def __init__(self, index: int, role: str, engine: Engine) -> None:
+        self.index = index
+        self.role = role                   # "mixed", "prefill" or "decode"
+        self.engine = engine
+        self.busy_until_s = 0.0
+        self.step_end_s: list[float] = []  # end time of every step, by step index
+        # Timeline columns: start_s, batch_size, prefill_tokens, decode_seqs, kv_blocks_used,
+        # num_waiting (one entry per step; end times are step_end_s).
+        self.tl: tuple[list, list, list, list, list, list] = ([], [], [], [], [], [])
+
+    def outstanding(self) -> int:
+        return len(self.engine.scheduler.seqs)
+
+
+class Router:
+    """Picks a replica from a pool."""
+
+    def __init__(self, kind: str, pool: list[Replica]) -> None:
+        self.kind = kind
+        self.pool = pool
+        self._next = 0
+
+    def pick(self) -> Replica:
+        pool = self.pool
+        if len(pool) == 1:
+            return pool[0]
+        if self.kind == "round-robin":
+            r = pool[self._next % len(pool)]
+            self._next += 1
+            return r
+        if self.kind == "least-outstanding":
+            return min(pool, key=lambda r: (r.outstanding(), r.index))
+        return min(pool, key=lambda r: (r.engine.scheduler.pool.used_blocks
+                                        / r.engine.scheduler.pool.num_blocks,
+                                        r.outstanding(), r.index))

@@ -1,0 +1,228 @@
+"""The serving engine: one API for the simulator (virtual clock) and the emulator (wall clock).
+
+The engine never reads a clock. `step(now_s)` schedules one continuous-batching step starting
+at `now_s` and says how long it takes (from the step-time model) and what it produces; the
+caller decides when the next step starts. See docs/engine.md.
+
+>>> from ridgeline.perf.step_time import LinearStepTime
+>>> eng = Engine(EngineConfig(num_kv_blocks=64), LinearStepTime(base_s=0.01,
+...                                                               per_prefill_token_s=1e-4))
+>>> eng.add_request(EngineRequest("r1", prompt_tokens=100, output_tokens=3))
+>>> r = eng.step(0.0); round(r.duration_s, 6), r.emitted    # prefill emits the first token
+(0.02, [('r1', 1)])
+>>> r = eng.step(0.02); r = eng.step(0.03); r.finished, eng.has_unfinished()
+(['r1'], False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ridgeline.errors import RidgelineError
+from ridgeline.perf.step_time import BatchWork, StepTimeModel
+from ridgeline.sim.kv_cache import BlockPool
+from ridgeline.sim.scheduler import Scheduler, StepOutcome
+from ridgeline.sim.sequence import EngineRequest, Sequence
+
+__all__ = ["Engine", "EngineConfig", "EngineRequest", "EngineStats", "StepResult"]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """vLLM-style scheduler and KV-cache settings (same names as vLLM's flags)."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+    block_size_tokens: int = 16
+    num_kv_blocks: int = 65536
+    enable_prefix_caching: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size_tokens",
+                     "num_kv_blocks"):
+            if int(getattr(self, name)) < 1:
+                raise RidgelineError(f"{name}: got {getattr(self, name)}; allowed: >= 1")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            # Every running sequence must be able to decode in every step (vLLM checks this).
+            raise RidgelineError(
+                f"max_num_batched_tokens: got {self.max_num_batched_tokens}; allowed: >= "
+                f"max_num_seqs ({self.max_num_seqs})")
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.num_kv_blocks * self.block_size_tokens
+
+
+@dataclass
+class StepResult:
+    """One step: its duration and what became visible at `now_s + duration_s`."""
+
+    duration_s: float = 0.0
+    emitted: list[tuple[str, int]] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    prefill_tokens: int = 0
+    prefill_seqs: int = 0
+    decode_seqs: int = 0
+    kv_blocks_used: int = 0
+    num_waiting: int = 0
+
+    @property
+    def batch_size(self) -> int:
+        """Sequences that computed something in this step."""
+        return self.prefill_seqs + self.decode_seqs
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """Gauges and counters, named like vLLM's Prometheus metrics (`vllm:num_requests_running`
+    = num_running, `vllm:kv_cache_usage_perc` = kv_usage_fraction, ...). Also readable as a
+    mapping: `stats["num_running"]`."""
+
+    num_running: int
+    num_waiting: int
+    kv_usage_fraction: float
+    kv_blocks_used: int
+    num_kv_blocks: int
+    num_preemptions_total: int
+    prompt_tokens_total: int
+    generation_tokens_total: int
+    num_finished_total: int
+    num_rejected_total: int
+    num_steps_total: int
+    prefix_cache_queries_tokens_total: int
+    prefix_cache_hits_tokens_total: int
+
+    @property
+    def num_preemptions(self) -> int:
+        return self.num_preemptions_total
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Engine:
+    """A continuous-batching engine with a paged KV cache, timed by a step-time model."""
+
+    def __init__(self, config: EngineConfig, step_model: StepTimeModel, *,
+                 keep_finished: bool = False) -> None:
+        self.config = config
+        self.step_model = step_model
+        pool = BlockPool(config.num_kv_blocks, config.block_size_tokens,
+                         config.enable_prefix_caching)
+        self.scheduler = Scheduler(config.max_num_seqs, config.max_num_batched_tokens,
+                                   config.chunked_prefill, pool)
+        # keep_finished: retired sequences (with their emission segments) are kept in
+        # `scheduler.done` for the simulator to turn into trace records.
+        self.scheduler.keep_done = keep_finished
+
+    # ---- timing --------------------------------------------------------------------------
+
+    def time_steps(self, prefill_tokens: np.ndarray, prefill_attn_pairs: np.ndarray,
+                   prefill_context_tokens: np.ndarray, prefill_seqs: np.ndarray,
+                   decode_seqs: np.ndarray, decode_context_tokens: np.ndarray) -> np.ndarray:
+        """Durations of several steps in one step-time call (six float64 arrays, one shape).
+
+        Every call evaluates at least two steps: a BLAS matrix product of one column can take
+        a different code path (and differ in the last bit) from the same column inside a
+        wider product, and a step must get the same duration whether it is timed alone or
+        inside a fast-forwarded run (so the step-by-step and event-driven modes agree).
+        """
+        m = decode_context_tokens.shape[0]
+        cols = (prefill_tokens, prefill_attn_pairs, prefill_context_tokens, prefill_seqs,
+                decode_seqs, decode_context_tokens)
+        if m == 1:
+            cols = tuple(np.repeat(c, 2) for c in cols)
+        work = BatchWork(prefill_tokens=cols[0], prefill_attn_pairs=cols[1],
+                         prefill_context_tokens=cols[2], prefill_seqs=cols[3],
+                         decode_seqs=cols[4], decode_context_tokens=cols[5])
+        t = np.asarray(self.step_model.step_time_s(work), dtype=np.float64)
+        t = np.broadcast_to(t, cols[5].shape)
+        return t[:m]
+
+    # ---- the API of docs/engine.md -------------------------------------------------------
+
+    def add_request(self, request: EngineRequest) -> None:
+        """Queue a request; it joins the next step. Too-large requests show up in
+        the next step's `rejected`."""
+        self.scheduler.add(request)
+
+    def abort_request(self, request_id: str) -> bool:
+        """Drop a request now (client gone): frees its slot and KV blocks. False if unknown."""
+        return self.scheduler.abort(request_id)
+
+    def has_unfinished(self) -> bool:
+        """Anything running or waiting."""
+        return self.scheduler.has_unfinished()
+
+    def step(self, now_s: float) -> StepResult:
+        """Schedule and time one step that starts at now_s."""
+        sch = self.scheduler
+        out = sch.step(now_s, self.time_steps, collect=True)
+        rejected = [s.request_id for s in sch.pending_rejected]
+        sch.pending_rejected.clear()
+        emitted = [(rid, 1) for rid in out.decode_ids]
+        emitted.extend((rid, 1) for rid in out.first_tokens)
+        return StepResult(
+            duration_s=out.duration_s,
+            emitted=emitted,
+            finished=[s.request_id for s in out.finished],
+            preempted=[s.request_id for s in out.preempted],
+            rejected=rejected,
+            prefill_tokens=out.prefill_tokens,
+            prefill_seqs=out.prefill_seqs,
+            decode_seqs=out.decode_seqs,
+            kv_blocks_used=sch.pool.used_blocks,
+            num_waiting=len(sch.waiting),
+        )
+
+    def stats(self) -> EngineStats:
+        """Current gauges and counters (what vLLM's /metrics exposes)."""
+        sch = self.scheduler
+        pool = sch.pool
+        return EngineStats(
+            num_running=len(sch.running),
+            num_waiting=len(sch.waiting),
+            kv_usage_fraction=pool.used_blocks / pool.num_blocks,
+            kv_blocks_used=pool.used_blocks,
+            num_kv_blocks=pool.num_blocks,
+            num_preemptions_total=sch.num_preemptions,
+            prompt_tokens_total=sch.prompt_tokens_total,
+            generation_tokens_total=sch.generation_tokens_total,
+            num_finished_total=sch.num_finished,
+            num_rejected_total=sch.num_rejected,
+            num_steps_total=sch.step_index,
+            prefix_cache_queries_tokens_total=sch.prefix_queries_tokens,
+            prefix_cache_hits_tokens_total=sch.prefix_hits_tokens,
+        )
+
+    # ---- the simulator's fast path (same scheduler, no per-token lists) ------------------
+
+    def step_compact(self, now_s: float) -> StepOutcome:
+        """`step` without building per-token lists (the simulator records emission segments
+        on each sequence instead)."""
+        return self.scheduler.step(now_s, self.time_steps, collect=False)
+
+    def can_fast_forward(self) -> bool:
+        """Only decodes would run and nobody would be admitted: `decode_run` applies."""
+        return self.scheduler.can_fast_forward()
+
+    def decode_run(self, now_s: float, stop_before_s: float, max_steps: int = 1 << 30
+                   ) -> tuple[list[float], list[int], list[Sequence]]:
+        """Advance all decode-only steps starting before `stop_before_s` up to the next batch
+        change; returns (step end times, KV blocks used after each, finished sequences)."""
+        return self.scheduler.decode_run(now_s, stop_before_s, self.time_steps, max_steps)
+
+    def drain_retired(self) -> list[Sequence]:
+        """Finished, aborted and rejected sequences since the last call (keep_finished)."""
+        done = self.scheduler.done
+        self.scheduler.done = []
+        return done

@@ -1,0 +1,426 @@
+"""The discrete-event loop: arrivals, routing, and each replica's steps on a virtual clock.
+
+Two modes give the same trace (a test checks it bit for bit):
+
+- "step": the reference. Every step goes through the public `Engine.step`, and each emitted
+  token is recorded as it is reported.
+- "fast": event-driven. Runs of decode-only steps between batch-changing events (an arrival,
+  a finish, a KV shortage) advance in one numpy computation (`Engine.decode_run`), and tokens
+  are recorded compactly as (first step, last step) segments on the replica's step-end times,
+  expanded exactly at the end.
+
+Causality: a step starting at `s` sees every request that arrived at or before `s`. Replicas
+advance in order of their next step's start; with dynamic arrivals (closed-loop users, P/D
+hand-offs) a replica's run also stops where another busy replica's next step starts, since that
+step may produce an arrival.
+
+>>> import numpy as np
+>>> from ridgeline.perf.step_time import LinearStepTime
+>>> from ridgeline.sim.engine import EngineConfig
+>>> wl = Workload(prompt_tokens=np.array([10, 10]), output_tokens=np.array([3, 2]),
+...               arrival_s=np.array([0.0, 0.05]))
+>>> res = simulate(wl, EngineConfig(num_kv_blocks=16), LinearStepTime(base_s=0.01))
+>>> res.events_s(0).round(6).tolist(), res.events_s(1).round(6).tolist()
+([0.01, 0.02, 0.03], [0.06, 0.07])
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import Any
+
+import numpy as np
+
+from ridgeline.perf.step_time import StepTimeModel
+from ridgeline.sim.cluster import ClusterConfig, Replica, Router
+from ridgeline.sim.engine import Engine, EngineConfig
+from ridgeline.sim.sequence import REJECTED, EngineRequest, Sequence
+
+_NEW, _HANDOFF = 0, 1
+STATUS_OK, STATUS_REJECTED = "ok", "rejected"
+TIMELINE_COLUMNS = ("replica", "start_s", "end_s", "batch_size", "prefill_tokens",
+                    "decode_seqs", "kv_blocks_used", "num_waiting")
+
+
+@dataclass
+class Workload:
+    """What the simulated clients ask for, one array entry per request.
+
+    Open loop: `arrival_s` (sorted). Closed loop: `concurrency` users, each sending its next
+    request `think_s[i]` seconds after its previous one ended (all users start at t=0).
+    `prefix_group[i] >= 0` puts the first `prefix_tokens[i]` prompt tokens in a shared group.
+    """
+
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    arrival_s: np.ndarray | None = None
+    concurrency: int | None = None
+    think_s: np.ndarray | None = None
+    prefix_group: np.ndarray | None = None
+    prefix_tokens: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.prompt_tokens = np.asarray(self.prompt_tokens, dtype=np.int64)
+        self.output_tokens = np.asarray(self.output_tokens, dtype=np.int64)
+        if (self.arrival_s is None) == (self.concurrency is None):
+            raise ValueError("give arrival_s (open loop) or concurrency (closed loop)")
+        if self.arrival_s is not None:
+            self.arrival_s = np.asarray(self.arrival_s, dtype=np.float64)
+            if np.any(np.diff(self.arrival_s) < 0):
+                raise ValueError("arrival_s must be sorted")
+
+    def __len__(self) -> int:
+        return int(self.prompt_tokens.size)
+
+
+@dataclass
+class SimResult:
+    """Per-request outcomes (columns) plus each replica's engine timeline."""
+
+    sent_s: np.ndarray
+    end_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray          # asked for
+    status: list[str]
+    replica: np.ndarray                # replica that produced the last token (-1: none)
+    preemptions: np.ndarray
+    event_offsets: np.ndarray          # request i's tokens: event_times_s[off[i]:off[i+1]]
+    event_times_s: np.ndarray
+    timeline: dict[str, np.ndarray]
+    engine_stats: list[dict[str, Any]]
+    mode: str
+    roles: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.sent_s.size)
+
+    def events_s(self, i: int) -> np.ndarray:
+        """Times at which request i's output tokens became visible (one per token)."""
+        return self.event_times_s[self.event_offsets[i]:self.event_offsets[i + 1]]
+
+    @property
+    def tokens_out(self) -> np.ndarray:
+        return np.diff(self.event_offsets)
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Request records in the trace format (ridgeline.trace.schema.RequestRecord)."""
+        off = self.event_offsets.tolist()
+        ev = self.event_times_s
+        for i in range(len(self)):
+            rec: dict[str, Any] = {
+                "id": str(i), "scheduled_s": float(self.sent_s[i]),
+                "sent_s": float(self.sent_s[i]),
+                "event_times_s": ev[off[i]:off[i + 1]].tolist(),
+                "end_s": float(self.end_s[i]),
+                "prompt_tokens": int(self.prompt_tokens[i]),
+                "output_tokens": off[i + 1] - off[i],
+                "token_count_source": "simulated", "status": self.status[i],
+                "replica": int(self.replica[i]), "preemptions": int(self.preemptions[i]),
+            }
+            if self.status[i] == STATUS_REJECTED:
+                rec["error_kind"] = "kv_capacity"
+                rec["error"] = "prompt + output exceed the KV cache (or, without chunked " \
+                               "prefill, the prompt exceeds max_num_batched_tokens)"
+            yield rec
+
+    def to_trace(self, header: Any) -> Any:
+        """The columnar `ridgeline.trace.table.Trace`, without building per-token lists."""
+        from ridgeline.trace.table import STATUS_CODE, TOKEN_SOURCE_CODE, Trace, _as_header
+
+        n = len(self)
+        nan = np.full(n, np.nan)
+        rejected = [s == STATUS_REJECTED for s in self.status]
+        return Trace(
+            header=_as_header(header), footer=None, warnings=[],
+            ids=[str(i) for i in range(n)],
+            scheduled_s=self.sent_s.copy(), sent_s=self.sent_s.copy(), end_s=self.end_s.copy(),
+            ttft_s=nan, tpot_s=nan.copy(), e2e_s=nan.copy(),
+            prompt_tokens=self.prompt_tokens.astype(np.int64),
+            output_tokens=self.tokens_out.astype(np.int64),
+            status=np.array([STATUS_CODE[s] for s in self.status], dtype=np.int8),
+            token_source=np.full(n, TOKEN_SOURCE_CODE["simulated"], dtype=np.int8),
+            error_kind=["kv_capacity" if r else None for r in rejected],
+            error=[None] * n,
+            event_offsets=self.event_offsets.astype(np.int64),
+            event_times_s=self.event_times_s,
+            event_tokens=np.ones(self.event_times_s.size, dtype=np.int64),
+        )
+
+    def timeline_rows(self) -> Iterator[tuple]:
+        cols = [self.timeline[c] for c in TIMELINE_COLUMNS]
+        return zip(*(c.tolist() for c in cols), strict=True)
+
+
+class _Sim:
+    """One run. See the module docstring."""
+
+    def __init__(self, wl: Workload, config: EngineConfig, model: StepTimeModel,
+                 cluster: ClusterConfig, mode: str,
+                 progress: Callable[[int], None] | None) -> None:
+        if mode not in ("fast", "step"):
+            raise ValueError("mode must be 'fast' or 'step'")
+        self.fast = mode == "fast"
+        self.mode = mode
+        self.wl = wl
+        self.cluster = cluster
+        n = len(wl)
+        self.n = n
+        if cluster.pd:
+            p, d = cluster.pd
+            roles = ["prefill"] * p + ["decode"] * d
+        else:
+            roles = ["mixed"] * cluster.replicas
+        self.reps = [Replica(i, role, Engine(config, model)) for i, role in enumerate(roles)]
+        entry = [r for r in self.reps if r.role != "decode"]
+        self.entry_router = Router(cluster.router, entry)
+        self.decode_router = Router(cluster.router, [r for r in self.reps if r.role == "decode"])
+        self.dynamic = cluster.pd is not None or wl.concurrency is not None
+        self.multi = len(self.reps) > 1
+        self.dyn: list[tuple[float, int, int, int]] = []
+        self.dyn_seq = 0
+        self.static = wl.arrival_s.tolist() if wl.arrival_s is not None else []
+        self.ptr = 0
+        self.prompt = wl.prompt_tokens.tolist()
+        self.output = wl.output_tokens.tolist()
+        self.group = wl.prefix_group.tolist() if wl.prefix_group is not None else None
+        self.ptoks = wl.prefix_tokens.tolist() if wl.prefix_tokens is not None else None
+        self.think = wl.think_s.tolist() if wl.think_s is not None else [0.0] * n
+        self.sent = [math.nan] * n
+        self.end = [math.nan] * n
+        self.status = [STATUS_OK] * n
+        self.replica = [-1] * n
+        self.preempt = [0] * n
+        self.seg_req: list[int] = []
+        self.seg_rep: list[int] = []
+        self.seg_a: list[int] = []
+        self.seg_b: list[int] = []
+        self.events: list[list[float]] = [[] for _ in range(n)] if not self.fast else []
+        self.done = 0
+        self.progress = progress
+        self._progress_next = 1000
+        self.next_req = 0
+        if wl.concurrency is not None:
+            for i in range(min(wl.concurrency, n)):
+                self._push(0.0, _NEW, i)
+            self.next_req = min(wl.concurrency, n)
+
+    # ---- arrivals ------------------------------------------------------------------------
+
+    def _push(self, t: float, kind: int, i: int) -> None:
+        heapq.heappush(self.dyn, (t, self.dyn_seq, kind, i))
+        self.dyn_seq += 1
+
+    def _next_arrival(self) -> float:
+        a = self.static[self.ptr] if self.ptr < len(self.static) else math.inf
+        if self.dyn and self.dyn[0][0] < a:
+            return self.dyn[0][0]
+        return a
+
+    def _dispatch_next(self) -> None:
+        a = self.static[self.ptr] if self.ptr < len(self.static) else math.inf
+        if self.dyn and self.dyn[0][0] < a:
+            t, _, kind, i = heapq.heappop(self.dyn)
+        else:
+            t, kind, i = a, _NEW, self.ptr
+            self.ptr += 1
+        group = self.group[i] if self.group is not None else -1
+        pre = dict(prefix_group=group, prefix_tokens=self.ptoks[i]) if group >= 0 else {}  # type: ignore[index]
+        if kind == _NEW:
+            self.sent[i] = t
+            r = self.entry_router.pick()
+            out = 1 if self.cluster.pd else self.output[i]
+            req = EngineRequest(str(i), self.prompt[i], out, t, **pre)
+        else:
+            r = self.decode_router.pick()
+            req = EngineRequest(str(i), self.prompt[i], self.output[i], t, **pre,
+                                kv_ready_tokens=self.prompt[i], generated_tokens=1)
+        sch = r.engine.scheduler
+        seq = sch.add(req)
+        if seq.state == REJECTED:
+            sch.pending_rejected.clear()   # reported here, not by a later step
+            self.status[i] = STATUS_REJECTED
+            self._request_done(i, t)
+            return
+        self.replica[i] = r.index
+        if r.busy_until_s < t:
+            r.busy_until_s = t
+
+    # ---- completions ---------------------------------------------------------------------
+
+    def _request_done(self, i: int, end_s: float) -> None:
+        self.end[i] = end_s
+        self.done += 1
+        if self.next_req and self.next_req < self.n:   # closed loop: the user's next request
+            j = self.next_req
+            self.next_req += 1
+            self._push(end_s + self.think[j], _NEW, j)
+        if self.progress is not None and self.done >= self._progress_next:
+            self._progress_next += 1000
+            self.progress(self.done)
+
+    def _seq_done(self, r: Replica, i: int, end_s: float) -> None:
+        if r.role == "prefill" and self.output[i] > 1:
+            self._push(end_s + self.cluster.transfer_s(self.prompt[i]), _HANDOFF, i)
+        else:
+            self._request_done(i, end_s)
+
+    def _finished_fast(self, r: Replica, seq: Sequence) -> None:
+        i = int(seq.request_id)
+        self.preempt[i] += seq.preemptions
+        for a, b in seq.segments:
+            self.seg_req.append(i)
+            self.seg_rep.append(r.index)
+            self.seg_a.append(a)
+            self.seg_b.append(b)
+        self._seq_done(r, i, r.step_end_s[seq.finish_step])
+
+    # ---- replicas ------------------------------------------------------------------------
+
+    def _advance(self, r: Replica, t_next: float) -> None:
+        eng = r.engine
+        sch = eng.scheduler
+        t0 = r.busy_until_s
+        tl = r.tl
+        if self.fast and eng.can_fast_forward():
+            stop = t_next
+            if self.dynamic and self.multi:
+                for o in self.reps:
+                    if o is not r and o.busy_until_s < stop and o.engine.scheduler.seqs:
+                        stop = o.busy_until_s
+            if stop > t0:
+                n_dec = sch.dec_count
+                ends, used, finished = eng.decode_run(t0, stop)
+                k = len(ends)
+                if k:
+                    r.step_end_s.extend(ends)
+                    tl[0].append(t0)
+                    tl[0].extend(ends[:-1])
+                    tl[1].extend([n_dec] * k)
+                    tl[2].extend([0] * k)
+                    tl[3].extend([n_dec] * k)
+                    tl[4].extend(used)
+                    tl[5].extend([len(sch.waiting)] * k)
+                    r.busy_until_s = ends[-1]
+                    for seq in finished:
+                        self._finished_fast(r, seq)
+                    return
+        n_before = sch.step_index
+        if self.fast:
+            out = eng.step_compact(t0)
+            duration, preempted = out.duration_s, out.preempted
+            pf_tok, pf_seqs, n_dec = out.prefill_tokens, out.prefill_seqs, out.decode_seqs
+        else:
+            res = eng.step(t0)
+            duration, preempted = res.duration_s, res.preempted
+            pf_tok, pf_seqs, n_dec = res.prefill_tokens, res.prefill_seqs, res.decode_seqs
+            for rid in res.preempted:
+                self.preempt[int(rid)] += 1
+        if sch.step_index == n_before:
+            if not preempted:
+                raise RuntimeError(f"replica {r.index}: engine made no progress at {t0}")
+            return
+        end = t0 + duration
+        r.step_end_s.append(end)
+        r.busy_until_s = end
+        tl[0].append(t0)
+        tl[1].append(pf_seqs + n_dec)
+        tl[2].append(pf_tok)
+        tl[3].append(n_dec)
+        tl[4].append(sch.pool.used_blocks)
+        tl[5].append(len(sch.waiting))
+        if self.fast:
+            for seq in out.finished:
+                self._finished_fast(r, seq)
+        else:
+            events = self.events
+            for rid, _ in res.emitted:
+                events[int(rid)].append(end)
+            for rid in res.finished:
+                self._seq_done(r, int(rid), end)
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        reps = self.reps
+        while True:
+            t_next = self._next_arrival()
+            while True:
+                best = None
+                bt = t_next
+                for r in reps:
+                    if r.busy_until_s < bt and r.engine.scheduler.seqs:
+                        best, bt = r, r.busy_until_s
+                if best is None:
+                    break
+                self._advance(best, t_next)
+                t_next = self._next_arrival()
+            if t_next == math.inf:
+                break
+            self._dispatch_next()
+        return self._result()
+
+    def _result(self) -> SimResult:
+        n = self.n
+        if self.fast:
+            ends_by_rep = [np.asarray(r.step_end_s, dtype=np.float64) for r in self.reps]
+            rep_off = np.concatenate(([0], np.cumsum([e.size for e in ends_by_rep])))
+            all_ends = np.concatenate(ends_by_rep) if ends_by_rep else np.zeros(0)
+            req = np.asarray(self.seg_req, dtype=np.int64)
+            order = np.argsort(req, kind="stable")
+            req = req[order]
+            start = (rep_off[np.asarray(self.seg_rep, dtype=np.int64)]
+                     + np.asarray(self.seg_a, dtype=np.int64))[order]
+            lens = (np.asarray(self.seg_b, dtype=np.int64)
+                    - np.asarray(self.seg_a, dtype=np.int64) + 1)[order]
+            counts = np.bincount(req, weights=lens, minlength=n).astype(np.int64)
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            total = int(lens.sum())
+            seg_off = np.concatenate(([0], np.cumsum(lens)[:-1])) if lens.size else lens
+            idx = np.arange(total, dtype=np.int64) - np.repeat(seg_off - start, lens)
+            events = all_ends[idx]
+        else:
+            counts = np.fromiter(map(len, self.events), dtype=np.int64, count=n)
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            events = np.fromiter(chain.from_iterable(self.events), dtype=np.float64,
+                                 count=int(offsets[-1]))
+        tl_cols: dict[str, list[np.ndarray]] = {c: [] for c in TIMELINE_COLUMNS}
+        for r in reps_sorted(self.reps):
+            k = len(r.step_end_s)
+            tl_cols["replica"].append(np.full(k, r.index, dtype=np.int64))
+            tl_cols["start_s"].append(np.asarray(r.tl[0], dtype=np.float64))
+            tl_cols["end_s"].append(np.asarray(r.step_end_s, dtype=np.float64))
+            for name, col in zip(TIMELINE_COLUMNS[3:], r.tl[1:], strict=True):
+                tl_cols[name].append(np.asarray(col, dtype=np.int64))
+        timeline = {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in tl_cols.items()}
+        return SimResult(
+            sent_s=np.asarray(self.sent, dtype=np.float64),
+            end_s=np.asarray(self.end, dtype=np.float64),
+            prompt_tokens=self.wl.prompt_tokens.copy(),
+            output_tokens=self.wl.output_tokens.copy(),
+            status=self.status,
+            replica=np.asarray(self.replica, dtype=np.int64),
+            preemptions=np.asarray(self.preempt, dtype=np.int64),
+            event_offsets=offsets, event_times_s=events, timeline=timeline,
+            engine_stats=[r.engine.stats().to_dict() for r in self.reps],
+            mode=self.mode, roles=[r.role for r in self.reps],
+        )
+
+
+def reps_sorted(reps: list[Replica]) -> list[Replica]:
+    return sorted(reps, key=lambda r: r.index)
+
+
+def simulate(workload: Workload, config: EngineConfig, step_model: StepTimeModel,
+             cluster: ClusterConfig | None = None, *, mode: str = "fast",
+             progress: Callable[[int], None] | None = None) -> SimResult:
+    """Run the workload through the engine(s) on a virtual clock (t=0: the first arrival).
+
+    `progress(done)` is called about every 1000 completed requests.
+    """
+    return _Sim(workload, config, step_model, cluster or ClusterConfig(), mode, progress).run()

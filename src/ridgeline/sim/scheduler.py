@@ -1,0 +1,528 @@
+"""The continuous-batching scheduler (vLLM V1 policy) and its fast-forward of decode runs.
+
+One step, in order (vLLM's `Scheduler.schedule`, FCFS):
+
+1. Decodes first: every decoding sequence computes one token. If the KV pool lacks the blocks
+   they need, the most recently admitted running request is preempted (recompute: its blocks
+   are freed, it goes back to the head of the waiting queue and later recomputes its prompt
+   plus the tokens it had generated), until the rest fit.
+2. Running prefills (chunked prefill) get chunks from the remaining token budget
+   `max_num_batched_tokens - decodes`, in admission order.
+3. If nothing was preempted in this step, waiting requests are admitted in FCFS order while
+   fewer than `max_num_seqs` run, budget is left and the KV pool has their blocks. With
+   chunked prefill a request may take a partial chunk; without it, its whole (remaining)
+   prompt must fit in the budget (head-of-line blocking, as in vLLM).
+
+Decoding sequences are kept as aggregates (count, sum of contexts, counts of block-boundary
+phases, a heap of finish steps), so a step costs O(changes), not O(batch). Between events that
+change the batch, `decode_run` advances many decode-only steps in one numpy computation: step
+i of the run reads `sum_a + B * (n0 + i)` context tokens and needs `residue[(-(n0+i)) % bs]` new
+KV blocks, both closed forms.
+
+Deviation (rare, documented): when a running prefill chunk cannot get blocks and the most
+recently admitted request is an already-scheduled decode, the chunk waits instead of preempting.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ridgeline.sim.kv_cache import BlockPool
+from ridgeline.sim.sequence import (
+    ABORTED,
+    DECODE,
+    FINISHED,
+    PREFILL,
+    REJECTED,
+    WAITING,
+    EngineRequest,
+    Sequence,
+)
+
+# time_fn(prefill_tokens, prefill_attn_pairs, prefill_context_tokens, prefill_seqs,
+#         decode_seqs, decode_context_tokens) -> step seconds; six float64 arrays of one shape
+TimeFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                  np.ndarray]
+# Decode-only steps timed ahead with each single step (one step-time call then covers the
+# step and the decode steps likely to follow it; used only if the batch is still the same).
+SPECULATIVE_DECODE_STEPS = 8
+
+
+@dataclass
+class StepOutcome:
+    """What one scheduled step did (internal; Engine turns it into a StepResult)."""
+
+    duration_s: float = 0.0
+    prefill_tokens: int = 0
+    prefill_seqs: int = 0
+    decode_seqs: int = 0
+    decode_ids: list[str] = field(default_factory=list)     # only when collecting
+    first_tokens: list[str] = field(default_factory=list)   # prefill completions that emitted
+    finished: list[Sequence] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Scheduler:
+    """Waiting queue, running set, decode aggregates and the KV pool of one engine."""
+
+    def __init__(self, max_num_seqs: int, max_num_batched_tokens: int, chunked_prefill: bool,
+                 pool: BlockPool) -> None:
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.chunked_prefill = chunked_prefill
+        self.pool = pool
+        self.bs = pool.block_size_tokens
+        self.waiting: deque[Sequence] = deque()
+        self.running: dict[Sequence, None] = {}     # admission order; a dict as an ordered set
+        self.prefilling: list[Sequence] = []        # running, not yet decoding, admission order
+        self.seqs: dict[str, Sequence] = {}         # unfinished requests by id
+        self.done: list[Sequence] = []              # finished/aborted/rejected, for the caller
+        self.keep_done = False
+        # Decode aggregates.
+        self.dec_count = 0
+        self.dec_a_sum = 0
+        self.dec_residue = [0] * self.bs
+        self.dec_heap: list[tuple[int, int, Sequence]] = []
+        # Counters.
+        self.step_index = 0
+        self.admit_counter = 0
+        self.num_preemptions = 0
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.num_finished = 0
+        self.num_rejected = 0
+        self.prefix_queries_tokens = 0
+        self.prefix_hits_tokens = 0
+        self.pending_rejected: list[Sequence] = []
+        # (decode_seqs, sum of a) -> (first step, durations): decode-only steps timed ahead
+        self._dcache: dict[tuple[int, int], tuple[int, list[float]]] = {}
+
+    # ---- requests in and out -------------------------------------------------------------
+
+    def add(self, req: EngineRequest) -> Sequence:
+        if req.request_id in self.seqs:
+            raise ValueError(f"request id {req.request_id!r} is already in the engine")
+        seq = Sequence(req, self.bs)
+        max_kv_tokens = req.prompt_tokens + req.output_tokens - 1
+        too_long = _cdiv(max_kv_tokens, self.bs) > self.pool.num_blocks or (
+            not self.chunked_prefill
+            and req.prompt_tokens - req.kv_ready_tokens > self.max_num_batched_tokens
+        )
+        if too_long:
+            seq.state = REJECTED
+            self.num_rejected += 1
+            self.pending_rejected.append(seq)
+            if self.keep_done:
+                self.done.append(seq)
+            return seq
+        self.seqs[req.request_id] = seq
+        self.waiting.append(seq)
+        return seq
+
+    def abort(self, request_id: str) -> bool:
+        seq = self.seqs.get(request_id)
+        if seq is None:
+            return False
+        if seq.state == WAITING:
+            self.waiting.remove(seq)
+        else:
+            self._evict(seq, self.step_index)
+        seq.state = ABORTED
+        self._retire(seq)
+        return True
+
+    def _retire(self, seq: Sequence) -> None:
+        del self.seqs[seq.request_id]
+        if self.keep_done:
+            self.done.append(seq)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.seqs)
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _dec_remove(self, seq: Sequence) -> None:
+        self.dec_count -= 1
+        self.dec_a_sum -= seq.a
+        self.dec_residue[seq.a % self.bs] -= 1
+
+    def _evict(self, seq: Sequence, n: int) -> None:
+        """Take a running sequence out before step n runs: close its segment, free its KV."""
+        if seq.state == DECODE:
+            seq.g = seq.g_join + (n - 1 - seq.join_step)
+            kv_tokens = seq.a + n
+            seq.segments.append((seq.seg_start, n - 1))
+            self._dec_remove(seq)
+        else:
+            kv_tokens = seq.num_computed
+            self.prefilling.remove(seq)
+        blocks = _cdiv(kv_tokens, self.bs)
+        self.pool.release(seq.shared, blocks - len(seq.shared))
+        seq.shared = []
+        seq.num_computed = 0
+        seq.seg_start = -1
+        del self.running[seq]
+
+    def _preempt_tail(self, n: int) -> Sequence:
+        victim = next(reversed(self.running))
+        self._evict(victim, n)
+        victim.state = WAITING
+        victim.preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(victim)
+        return victim
+
+    def _admission_plan(self, seq: Sequence, budget: int, scheduled_any: bool
+                        ) -> tuple[list, int, int, int] | None:
+        """(prefix hits, computed tokens, chunk, new blocks) if `seq` can be admitted now."""
+        bs, pool = self.bs, self.pool
+        hits: list = []
+        computed = seq.num_computed
+        if seq.max_prefix_blocks and computed == 0:
+            # At least one token must be computed to sample from (as vLLM: hits <= n - 1).
+            hits = pool.lookup(seq.prefix_group,
+                               min(seq.max_prefix_blocks, (seq.num_tokens - 1) // bs))
+            computed = len(hits) * bs
+        remaining = seq.num_tokens - computed
+        if self.chunked_prefill:
+            chunk = min(remaining, budget)
+        else:
+            if remaining > budget and scheduled_any:
+                return None
+            chunk = remaining
+        new_blocks = _cdiv(computed + chunk, bs) - _cdiv(computed, bs)
+        if computed > len(hits) * bs:   # KV already present (transferred): its blocks too
+            new_blocks += _cdiv(computed, bs)
+        free = pool.free_blocks - (pool.evictable_among(hits) if hits else 0)
+        if new_blocks > free:
+            return None
+        return hits, computed, chunk, new_blocks
+
+    def head_admissible(self) -> bool:
+        """Would the next step admit the head of the waiting queue? (fast-forward guard)"""
+        if not self.waiting or len(self.running) >= self.max_num_seqs:
+            return False
+        budget = self.max_num_batched_tokens - self.dec_count
+        if budget <= 0:
+            return False
+        return self._admission_plan(self.waiting[0], budget, self.dec_count > 0) is not None
+
+    # ---- one step ------------------------------------------------------------------------
+
+    def step(self, now_s: float, time_fn: TimeFn, collect: bool) -> StepOutcome:
+        """Schedule and run step number `step_index`, starting at now_s."""
+        n = self.step_index
+        bs, pool = self.bs, self.pool
+        out = StepOutcome()
+
+        # 1. Decodes first; preempt the most recently admitted request while blocks lack.
+        need = self.dec_residue[(-n) % bs] if self.dec_count else 0
+        while need > pool.free_blocks:
+            victim = next(reversed(self.running))
+            if victim.state == DECODE and (victim.a + n) % bs == 0:
+                need -= 1
+            out.preempted.append(self._preempt_tail(n))
+        if need:
+            pool.allocate(need)
+        n_dec = self.dec_count
+        dec_ctx = self.dec_a_sum + n_dec * n
+        budget = self.max_num_batched_tokens - n_dec
+        chunks: list[tuple[Sequence, int]] = []
+
+        # 2. Running prefills (only with chunked prefill can one be part-way).
+        for seq in list(self.prefilling):
+            if budget <= 0:
+                break
+            if seq.state != PREFILL:
+                continue   # preempted just now, in this loop
+            chunk = min(seq.num_tokens - seq.num_computed, budget)
+            new_blocks = _cdiv(seq.num_computed + chunk, bs) - _cdiv(seq.num_computed, bs)
+            scheduled = True
+            while new_blocks > pool.free_blocks:
+                victim = next(reversed(self.running))
+                if victim.state == DECODE:
+                    scheduled = False       # see the module note: wait, do not un-schedule
+                    break
+                out.preempted.append(self._preempt_tail(n))
+                if victim is seq:
+                    scheduled = False
+                    break
+            if not scheduled:
+                break
+            pool.allocate(new_blocks)
+            budget -= chunk
+            chunks.append((seq, chunk))
+
+        # 3. Admit waiting requests (not in a step that had to preempt).
+        if not out.preempted:
+            waiting = self.waiting
+            while waiting and len(self.running) < self.max_num_seqs and budget > 0:
+                seq = waiting[0]
+                plan = self._admission_plan(seq, budget, bool(chunks) or n_dec > 0)
+                if plan is None:
+                    break
+                hits, computed, chunk, new_blocks = plan
+                waiting.popleft()
+                if seq.max_prefix_blocks and seq.num_computed == 0:
+                    self.prefix_queries_tokens += seq.num_tokens
+                    self.prefix_hits_tokens += computed
+                if hits:
+                    pool.acquire(hits)
+                    seq.shared = hits
+                seq.num_computed = computed
+                pool.allocate(new_blocks)
+                seq.state = PREFILL
+                seq.admit_order = self.admit_counter
+                self.admit_counter += 1
+                self.running[seq] = None
+                self.prefilling.append(seq)
+                budget -= chunk
+                chunks.append((seq, chunk))
+
+        if not chunks and n_dec == 0:
+            return out          # nothing to do: duration 0
+
+        # The work of the step. A one-token chunk of a sequence that has output already
+        # (a transferred request's first step) is a decode.
+        pf_tokens = pf_pairs = pf_ctx = pf_seqs = 0
+        for seq, c in chunks:
+            p = seq.num_computed
+            if c == 1 and seq.g > 0 and p == seq.num_tokens - 1:
+                n_dec += 1
+                dec_ctx += p
+            else:
+                pf_tokens += c
+                pf_pairs += c * p + c * (c + 1) // 2
+                pf_ctx += p
+                pf_seqs += 1
+        out.prefill_tokens = pf_tokens
+        out.prefill_seqs = pf_seqs
+        out.decode_seqs = n_dec
+        if collect:
+            out.decode_ids = [s.request_id for s in self.running if s.state == DECODE]
+
+        # Apply: decodes emit lazily; prefill chunks advance; completions emit a token.
+        self.generation_tokens_total += self.dec_count
+        for seq, c in chunks:
+            seq.num_computed += c
+            if seq.max_prefix_blocks:
+                self._register_prefix(seq)
+            if seq.num_computed == seq.num_tokens:
+                self._emit_first(seq, n, out)
+        if chunks:
+            self.prefilling = [s for s in self.prefilling if s.state == PREFILL]
+        self._finish_decodes(n, out)
+        self.step_index = n + 1
+        # Time the step (its effects above do not depend on its duration). A decode-only
+        # step may already be timed; otherwise one call times it together with the decode
+        # steps that follow if the batch stays as it now is.
+        cached = None if chunks else self._cached_decode_time(n, n_dec, dec_ctx - n_dec * n)
+        if cached is not None:
+            out.duration_s = cached
+        else:
+            out.duration_s = self._time_with_spec(time_fn, n, pf_tokens, pf_pairs, pf_ctx,
+                                                  pf_seqs, n_dec, dec_ctx)
+        return out
+
+    def _cached_decode_time(self, n: int, n_dec: int, a_sum: int) -> float | None:
+        e = self._dcache.get((n_dec, a_sum))
+        if e is None or not e[0] <= n < e[0] + len(e[1]):
+            return None
+        return e[1][n - e[0]]
+
+    def _store_decode_times(self, n_dec: int, a_sum: int, first: int, durs: list[float]
+                            ) -> None:
+        if len(self._dcache) >= 16:
+            self._dcache.clear()
+        self._dcache[(n_dec, a_sum)] = (first, durs)
+
+    def _time_with_spec(self, time_fn: TimeFn, n: int, pf_tokens: int, pf_pairs: int,
+                        pf_ctx: int, pf_seqs: int, n_dec: int, dec_ctx: int) -> float:
+        k = SPECULATIVE_DECODE_STEPS
+        b_next, a_next = self.dec_count, self.dec_a_sum
+        w = np.zeros((6, k + 1))
+        w[0, 0], w[1, 0], w[2, 0], w[3, 0] = pf_tokens, pf_pairs, pf_ctx, pf_seqs
+        w[4] = b_next
+        w[4, 0] = n_dec
+        w[5] = a_next + b_next * np.arange(n, n + k + 1, dtype=np.int64)
+        w[5, 0] = dec_ctx
+        d = time_fn(w[0], w[1], w[2], w[3], w[4], w[5])
+        if b_next:
+            self._store_decode_times(b_next, a_next, n + 1, d[1:].tolist())
+        return float(d[0])
+
+    def _register_prefix(self, seq: Sequence) -> None:
+        upto = min(seq.max_prefix_blocks, seq.num_computed // self.bs)
+        i = len(seq.shared)
+        while i < upto:
+            key = (seq.prefix_group, i)
+            if not self.pool.register(key):
+                break
+            seq.shared.append(key)
+            i += 1
+
+    def _emit_first(self, seq: Sequence, n: int, out: StepOutcome) -> None:
+        """A prefill (or a transferred request's first step) completed in step n."""
+        if not seq.segments:     # first output of this request here (not a recompute)
+            self.prompt_tokens_total += seq.prompt_tokens
+        seq.g += 1
+        self.generation_tokens_total += 1
+        seq.seg_start = n
+        out.first_tokens.append(seq.request_id)
+        if seq.g == seq.output_tokens:
+            seq.segments.append((n, n))
+            self._finish(seq, _cdiv(seq.num_computed, self.bs), n)
+            out.finished.append(seq)
+            return
+        seq.state = DECODE
+        seq.a = seq.num_computed - n - 1
+        seq.g_join = seq.g
+        seq.join_step = n
+        seq.finish_step = n + seq.output_tokens - seq.g
+        heapq.heappush(self.dec_heap, (seq.finish_step, seq.admit_order, seq))
+        self.dec_count += 1
+        self.dec_a_sum += seq.a
+        self.dec_residue[seq.a % self.bs] += 1
+
+    def _finish(self, seq: Sequence, blocks: int, n: int) -> None:
+        self.pool.release(seq.shared, blocks - len(seq.shared))
+        seq.shared = []
+        seq.state = FINISHED
+        seq.finish_step = n
+        del self.running[seq]
+        self.num_finished += 1
+        self._retire(seq)
+
+    def _finish_decodes(self, n: int, out: StepOutcome) -> None:
+        heap = self.dec_heap
+        while heap:
+            fs, _, seq = heap[0]
+            if seq.state != DECODE or seq.finish_step != fs:
+                heapq.heappop(heap)      # stale entry (preempted or aborted)
+                continue
+            if fs != n:
+                break
+            heapq.heappop(heap)
+            seq.g = seq.output_tokens
+            seq.segments.append((seq.seg_start, n))
+            self._dec_remove(seq)
+            self._finish(seq, _cdiv(seq.a + n + 1, self.bs), n)
+            out.finished.append(seq)
+
+    # ---- fast-forward --------------------------------------------------------------------
+
+    def _decode_times(self, time_fn: TimeFn, n: int, m: int,
+                      after_finish: tuple[int, int] | None = None) -> list[float]:
+        """Durations of decode-only steps n .. n+m-1 with the current decode set; with
+        `after_finish` = (decode seqs, sum of a) of the set left after step n+m-1, the same
+        call also times the decode steps that follow it."""
+        n_dec, a_sum = self.dec_count, self.dec_a_sum
+        k = SPECULATIVE_DECODE_STEPS if after_finish and after_finish[0] else 0
+        w = np.zeros((6, m + k))
+        idx = np.arange(n, n + m + k, dtype=np.int64)
+        w[4, :m] = n_dec
+        w[5, :m] = a_sum + n_dec * idx[:m]
+        if k:
+            b2, a2 = after_finish  # type: ignore[misc]
+            w[4, m:] = b2
+            w[5, m:] = a2 + b2 * idx[m:]
+        d = time_fn(w[0], w[1], w[2], w[3], w[4], w[5]).tolist()
+        self._store_decode_times(n_dec, a_sum, n, d[:m])
+        if k:
+            self._store_decode_times(b2, a2, n + m, d[m:])
+        return d[:m]
+
+    def _finishing_at(self, f: int) -> tuple[int, int]:
+        """(count, sum of a) of the decoding sequences that finish in step f (heap walk)."""
+        heap = self.dec_heap
+        stack = [0]
+        count = a_sum = 0
+        while stack:
+            i = stack.pop()
+            if i >= len(heap) or heap[i][0] != f:
+                continue   # children of a larger key are larger still
+            seq = heap[i][2]
+            if seq.state == DECODE and seq.finish_step == f:
+                count += 1
+                a_sum += seq.a
+            stack.append(2 * i + 1)
+            stack.append(2 * i + 2)
+        return count, a_sum
+
+    def can_fast_forward(self) -> bool:
+        """Only decodes run, and the next step would not admit anyone."""
+        return self.dec_count > 0 and not self.prefilling and not self.head_admissible()
+
+    def decode_run(self, now_s: float, stop_before_s: float, time_fn: TimeFn,
+                   max_steps: int = 1 << 30) -> tuple[list[float], list[int], list[Sequence]]:
+        """Advance the decode-only steps that start before `stop_before_s`, in one go.
+
+        Stops after the first step in which a sequence finishes, before the first step that
+        would lack KV blocks, and after `max_steps`. Returns (step end times, KV blocks used
+        after each step, finished sequences). Requires `can_fast_forward()`.
+
+        Step durations come in vectorized chunks (one step-time call per chunk); the loop
+        below only adds them up, one addition per step exactly as single steps do, so both
+        give bit-identical end times.
+        """
+        heap = self.dec_heap
+        while heap and (heap[0][2].state != DECODE or heap[0][2].finish_step != heap[0][0]):
+            heapq.heappop(heap)
+        n0 = self.step_index
+        finish_step = heap[0][0]
+        n_end = n0 + min(finish_step - n0 + 1, max_steps)
+        pool = self.pool
+        free = pool.free_blocks
+        used0 = pool.used_blocks
+        residue, bs = self.dec_residue, self.bs
+        ends: list[float] = []
+        used: list[int] = []
+        need_total = 0
+        t = now_s
+        n = n0
+        durs: list[float] = []
+        base = n0
+        chunk = 16
+        while n < n_end and t < stop_before_s:
+            need = residue[(-n) % bs]
+            if need_total + need > free:
+                break
+            i = n - base
+            if i >= len(durs):
+                e = self._dcache.get((self.dec_count, self.dec_a_sum))
+                if e is not None and e[0] <= n < e[0] + len(e[1]):
+                    base, durs = e
+                else:
+                    m = min(chunk, n_end - n)
+                    after = None
+                    if n + m == n_end == finish_step + 1:
+                        cnt, a_fin = self._finishing_at(finish_step)
+                        after = (self.dec_count - cnt, self.dec_a_sum - a_fin)
+                    durs, base = self._decode_times(time_fn, n, m, after), n
+                    chunk *= 4
+                i = n - base
+            t = t + durs[i]
+            need_total += need
+            ends.append(t)
+            used.append(used0 + need_total)
+            n += 1
+        if n == n0:
+            return ends, used, []
+        pool.allocate(need_total)
+        self.generation_tokens_total += self.dec_count * (n - n0)
+        self.step_index = n
+        out = StepOutcome()
+        self._finish_decodes(n - 1, out)
+        if out.finished:
+            # The last step's finishes free blocks after it: the timeline's last row shows that.
+            used[-1] = pool.used_blocks
+        return ends, used, out.finished

@@ -1,0 +1,159 @@
+"""Hardware spec: dense peak FLOP/s per dtype, memory, interconnect, efficiency factors.
+
+Catalog files (`specs/data/hardware/*.json`) carry each value's datasheet source in
+`_source`. Peaks are dense: the structured-sparsity figure is never used. A user file has the
+same fields:
+
+    {"name": "my-gpu", "peak_flops": {"bf16": 1.0e15, "fp8": 2.0e15, "fp32": 6e13},
+     "memory_bandwidth_bytes_s": 3.0e12, "memory_bytes": 8.0e10,
+     "interconnect_bandwidth_bytes_s": 4.5e11, "interconnect_latency_s": 5e-6,
+     "compute_efficiency": 0.7, "bandwidth_efficiency": 0.85, "kernel_overhead_us": 2.0}
+
+>>> h = load_hardware("h100-sxm")
+>>> round(h.ridge_point("bf16"))
+295
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ridgeline.errors import RidgelineError
+
+REQUIRED = ("peak_flops", "memory_bandwidth_bytes_s", "memory_bytes",
+            "interconnect_bandwidth_bytes_s")
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One accelerator. Peaks are dense; efficiencies scale them to what kernels achieve."""
+
+    name: str
+    peak_flops: dict[str, float]
+    memory_bandwidth_bytes_s: float
+    memory_bytes: float
+    interconnect_bandwidth_bytes_s: float  # per direction, per GPU
+    interconnect_latency_s: float = 5e-6
+    compute_efficiency: float = 0.7
+    bandwidth_efficiency: float = 0.85
+    kernel_overhead_us: float = 2.0
+    display_name: str = ""
+    interconnect: str = ""
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s for a compute dtype (fp16 falls back to bf16 and vice versa)."""
+        for key in (dtype, {"fp16": "bf16", "bf16": "fp16"}.get(dtype, dtype)):
+            if key in self.peak_flops:
+                return float(self.peak_flops[key])
+        raise RidgelineError(
+            f"activations: {self.name} has no {dtype} tensor-core peak; allowed here: "
+            f"{', '.join(sorted(self.peak_flops))} (weight-only {dtype} runs with "
+            f"--activations bf16)")
+
+    def ridge_point(self, dtype: str = "bf16") -> float:
+        """Peak FLOP/s over peak bandwidth: the arithmetic intensity where the roofline bends."""
+        return self.peak(dtype) / self.memory_bandwidth_bytes_s
+
+    def with_efficiency(self, compute_efficiency: float | None = None,
+                        bandwidth_efficiency: float | None = None,
+                        kernel_overhead_us: float | None = None) -> HardwareSpec:
+        """A copy with the given efficiency factors overridden (None keeps the file's)."""
+        out = self
+        for name, value in (("compute_efficiency", compute_efficiency),
+                            ("bandwidth_efficiency", bandwidth_efficiency)):
+            if value is not None:
+                if not 0 < value <= 1:
+                    raise RidgelineError(f"{name.replace('_', '-')}: got {value}; allowed: "
+                                         "0 < value <= 1")
+                out = replace(out, **{name: float(value)})
+        if kernel_overhead_us is not None:
+            if kernel_overhead_us < 0:
+                raise RidgelineError(f"kernel-overhead-us: got {kernel_overhead_us}; allowed: "
+                                     ">= 0")
+            out = replace(out, kernel_overhead_us=float(kernel_overhead_us))
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "display_name": self.display_name,
+            "peak_flops_per_s": dict(self.peak_flops),
+            "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_s,
+            "memory_bytes": self.memory_bytes,
+            "interconnect": self.interconnect,
+            "interconnect_bandwidth_bytes_per_s": self.interconnect_bandwidth_bytes_s,
+            "interconnect_latency_s": self.interconnect_latency_s,
+            "compute_efficiency": self.compute_efficiency,
+            "bandwidth_efficiency": self.bandwidth_efficiency,
+            "kernel_overhead_us": self.kernel_overhead_us,
+        }
+
+
+def from_dict(data: dict[str, Any], name: str) -> HardwareSpec:
+    """Build a HardwareSpec from a catalog or user JSON dict."""
+    for key in REQUIRED:
+        if data.get(key) is None:
+            raise RidgelineError(f"hardware {name}: missing field '{key}'")
+    peaks = data["peak_flops"]
+    if not isinstance(peaks, dict) or not peaks:
+        raise RidgelineError(f"hardware {name}: field 'peak_flops' must map dtype -> FLOP/s")
+    try:
+        spec = HardwareSpec(
+            name=str(data.get("name") or name),
+            peak_flops={str(k).lower(): float(v) for k, v in peaks.items()},
+            memory_bandwidth_bytes_s=float(data["memory_bandwidth_bytes_s"]),
+            memory_bytes=float(data["memory_bytes"]),
+            interconnect_bandwidth_bytes_s=float(data["interconnect_bandwidth_bytes_s"]),
+            interconnect_latency_s=float(data.get("interconnect_latency_s", 5e-6)),
+            compute_efficiency=float(data.get("compute_efficiency", 0.7)),
+            bandwidth_efficiency=float(data.get("bandwidth_efficiency", 0.85)),
+            kernel_overhead_us=float(data.get("kernel_overhead_us", 2.0)),
+            display_name=str(data.get("display_name", "")),
+            interconnect=str(data.get("interconnect", "")),
+            source=str(data.get("_source", "")),
+        )
+    except (TypeError, ValueError) as exc:
+        raise RidgelineError(f"hardware {name}: a numeric field is not a number ({exc})") from None
+    for key in ("memory_bandwidth_bytes_s", "memory_bytes", "interconnect_bandwidth_bytes_s"):
+        if getattr(spec, key) <= 0:
+            raise RidgelineError(f"hardware {name}: field '{key}' must be > 0")
+    return spec.with_efficiency(spec.compute_efficiency, spec.bandwidth_efficiency,
+                                spec.kernel_overhead_us)
+
+
+def _catalog_dir() -> Any:
+    return resources.files("ridgeline.specs").joinpath("data", "hardware")
+
+
+def hardware_catalog() -> dict[str, dict[str, Any]]:
+    """Catalog name -> raw JSON dict."""
+    out: dict[str, dict[str, Any]] = {}
+    for entry in sorted(_catalog_dir().iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".json"):
+            out[entry.name[:-5]] = json.loads(entry.read_text())
+    return out
+
+
+def load_hardware(name_or_path: str) -> HardwareSpec:
+    """A catalog GPU name (see `ridgeline hardware`) or a path to a hardware JSON file."""
+    path = Path(name_or_path)
+    if path.suffix == ".json" or path.is_file():
+        if not path.is_file():
+            raise RidgelineError(f"hardware: file {str(path)!r} not found")
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise RidgelineError(f"hardware: {str(path)!r} is not valid JSON ({exc.msg})") from None
+        return from_dict(data, path.stem)
+    key = name_or_path.lower()
+    entry = _catalog_dir().joinpath(f"{key}.json")
+    if not entry.is_file():
+        names = ", ".join(sorted(hardware_catalog()))
+        raise RidgelineError(f"hardware: got {name_or_path!r}; allowed: a JSON path or one of "
+                             f"{names}")
+    return from_dict(json.loads(entry.read_text()), key)

@@ -1,0 +1,320 @@
+"""The columnar request table: a trace held as numpy arrays, so metrics are vectorized.
+
+A trace file is one JSON object per request; metrics want one array per field. `Trace`
+holds the header, the optional footer, the reader's warnings, and per-request columns.
+Output events are flattened: request ``i`` owns ``event_times_s[event_offsets[i]:
+event_offsets[i + 1]]`` (and the same slice of ``event_tokens``).
+
+Missing values: float columns use NaN, token counts use -1.
+
+>>> t = Trace.from_records({"source": "doc"}, [
+...     {"id": "a", "sent_s": 0.0, "event_times_s": [0.2, 0.3], "end_s": 0.3},
+...     {"id": "b", "sent_s": 0.1, "event_times_s": [0.5], "event_tokens": [4], "end_s": 0.5},
+... ])
+>>> len(t), t.event_offsets.tolist(), t.event_tokens.tolist()
+(2, [0, 2, 3], [1, 1, 4])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import chain, repeat
+from typing import Any
+
+import numpy as np
+
+from ridgeline.errors import RidgelineError
+from ridgeline.trace.schema import TraceFooter, TraceHeader
+
+STATUSES: tuple[str, ...] = ("ok", "error", "cutoff", "rejected")
+STATUS_CODE: dict[str, int] = {name: i for i, name in enumerate(STATUSES)}
+TOKEN_SOURCES: tuple[str, ...] = (
+    "usage", "tokenizer", "chunks", "requested", "simulated", "unknown",
+)
+TOKEN_SOURCE_CODE: dict[str, int] = {name: i for i, name in enumerate(TOKEN_SOURCES)}
+
+_FLOAT_FIELDS = ("scheduled_s", "sent_s", "end_s", "ttft_s", "tpot_s", "e2e_s")
+
+
+class RecordError(ValueError):
+    """A request record that cannot enter the table; `index` is its position in the batch."""
+
+    def __init__(self, index: int, field_name: str, message: str) -> None:
+        super().__init__(f"field '{field_name}': {message}")
+        self.index = index
+        self.field_name = field_name
+        self.message = message
+
+
+def _float_column(values: list[Any], name: str) -> np.ndarray:
+    """None → NaN. Raises RecordError naming the first value that is not a number."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        for i, v in enumerate(values):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise RecordError(i, name, f"expected a number, got {v!r}") from None
+        raise
+
+
+def _int_column(values: list[Any], name: str) -> np.ndarray:
+    """None → -1."""
+    col = _float_column(values, name)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isnan(col) & ((col < 0) | (col != np.floor(col)))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise RecordError(i, name, f"expected a non-negative integer, got {values[i]!r}")
+    return np.where(np.isnan(col), -1, col).astype(np.int64)
+
+
+@dataclass
+class _Columns:
+    """Per-batch columns; concatenated into a Trace."""
+
+    ids: list[str]
+    scheduled_s: np.ndarray
+    sent_s: np.ndarray
+    end_s: np.ndarray
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    status: np.ndarray
+    token_source: np.ndarray
+    error_kind: list[str | None]
+    error: list[str | None]
+    event_counts: np.ndarray
+    event_times_s: np.ndarray
+    event_tokens: np.ndarray
+
+
+def build_columns(records: Sequence[Mapping[str, Any]]) -> _Columns:
+    """Turn request dicts into columns. Raises RecordError naming the record and the field.
+
+    This is the fast path: list comprehensions and one numpy conversion per field, no
+    per-record model validation (the validator does that, `ridgeline validate`).
+    """
+    n = len(records)
+    try:
+        ids = [r["id"] for r in records]
+    except KeyError:
+        i = next(i for i, r in enumerate(records) if "id" not in r)
+        raise RecordError(i, "id", "required field missing") from None
+    for i, v in enumerate(ids):
+        if not isinstance(v, str):
+            if isinstance(v, int) and not isinstance(v, bool):
+                ids[i] = str(v)  # integer ids are common in other tools' files
+            else:
+                raise RecordError(i, "id", f"expected a string, got {v!r}")
+    floats: dict[str, np.ndarray] = {}
+    for name in _FLOAT_FIELDS:
+        floats[name] = _float_column([r.get(name) for r in records], name)
+    sent = floats["sent_s"]
+    if np.isnan(sent).any():
+        i = int(np.flatnonzero(np.isnan(sent))[0])
+        raise RecordError(i, "sent_s", "required field missing (a number, seconds)")
+    prompt = _int_column([r.get("prompt_tokens") for r in records], "prompt_tokens")
+    output = _int_column([r.get("output_tokens") for r in records], "output_tokens")
+    try:
+        status = np.array([STATUS_CODE[r.get("status", "ok")] for r in records], dtype=np.int8)
+    except (KeyError, TypeError):
+        i = next(i for i, r in enumerate(records) if r.get("status", "ok") not in STATUS_CODE)
+        raise RecordError(
+            i, "status", f"got {records[i].get('status')!r}; allowed: {', '.join(STATUSES)}"
+        ) from None
+    try:
+        source = np.array(
+            [TOKEN_SOURCE_CODE[r.get("token_count_source", "unknown")] for r in records],
+            dtype=np.int8,
+        )
+    except (KeyError, TypeError):
+        i = next(
+            i for i, r in enumerate(records)
+            if r.get("token_count_source", "unknown") not in TOKEN_SOURCE_CODE
+        )
+        raise RecordError(
+            i, "token_count_source",
+            f"got {records[i].get('token_count_source')!r}; allowed: {', '.join(TOKEN_SOURCES)}",
+        ) from None
+    error_kind = [r.get("error_kind") for r in records]
+    error = [r.get("error") for r in records]
+
+    times_lists = [r.get("event_times_s") or () for r in records]
+    try:
+        counts = np.fromiter(map(len, times_lists), dtype=np.int64, count=n)
+    except TypeError:
+        i = next(i for i, t in enumerate(times_lists) if not isinstance(t, list | tuple))
+        raise RecordError(i, "event_times_s", "expected a list of numbers") from None
+    total = int(counts.sum())
+    try:
+        times = np.fromiter(chain.from_iterable(times_lists), dtype=np.float64, count=total)
+    except (TypeError, ValueError):
+        i = next(
+            i for i, t in enumerate(times_lists)
+            if any(isinstance(x, bool) or not isinstance(x, int | float) for x in t)
+        )
+        raise RecordError(i, "event_times_s", "expected a list of numbers") from None
+    tok_lists = [r.get("event_tokens") for r in records]
+    if all(t is None for t in tok_lists):
+        tokens = np.ones(total, dtype=np.int64)
+    else:
+        for i, t in enumerate(tok_lists):
+            if t is not None and (not isinstance(t, list | tuple) or len(t) != counts[i]):
+                raise RecordError(
+                    i, "event_tokens",
+                    f"needs one count per event ({int(counts[i])} events)",
+                )
+        tokens = np.fromiter(
+            chain.from_iterable(
+                t if t is not None else repeat(1, int(c))
+                for t, c in zip(tok_lists, counts.tolist(), strict=True)
+            ),
+            dtype=np.int64, count=total,
+        )
+        if (tokens < 0).any():
+            starts = np.concatenate(([0], np.cumsum(counts)))
+            j = int(np.flatnonzero(tokens < 0)[0])
+            i = int(np.searchsorted(starts, j, side="right") - 1)
+            raise RecordError(i, "event_tokens", "token counts must be >= 0")
+    return _Columns(
+        ids=ids, scheduled_s=floats["scheduled_s"], sent_s=sent, end_s=floats["end_s"],
+        ttft_s=floats["ttft_s"], tpot_s=floats["tpot_s"], e2e_s=floats["e2e_s"],
+        prompt_tokens=prompt, output_tokens=output, status=status, token_source=source,
+        error_kind=error_kind, error=error, event_counts=counts, event_times_s=times,
+        event_tokens=tokens,
+    )
+
+
+def _as_header(header: TraceHeader | Mapping[str, Any]) -> TraceHeader:
+    if isinstance(header, TraceHeader):
+        return header
+    data = dict(header)
+    data.setdefault("source", "unknown")
+    return TraceHeader.model_validate(data)
+
+
+@dataclass
+class Trace:
+    """A whole trace, columnar. Build with `Trace.from_records` or `read_trace`."""
+
+    header: TraceHeader
+    footer: TraceFooter | None
+    warnings: list[str]
+    ids: list[str]
+    scheduled_s: np.ndarray
+    sent_s: np.ndarray
+    end_s: np.ndarray
+    ttft_s: np.ndarray  # importer-supplied summaries (NaN when the events say it)
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+    prompt_tokens: np.ndarray  # -1 = unknown
+    output_tokens: np.ndarray  # -1 = unknown
+    status: np.ndarray  # int8 codes into STATUSES
+    token_source: np.ndarray  # int8 codes into TOKEN_SOURCES
+    error_kind: list[str | None]
+    error: list[str | None]
+    event_offsets: np.ndarray  # int64, len n + 1
+    event_times_s: np.ndarray
+    event_tokens: np.ndarray
+    path: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def event_counts(self) -> np.ndarray:
+        """Number of output events per request."""
+        return np.diff(self.event_offsets)
+
+    def status_names(self) -> list[str]:
+        """Status of each request as text."""
+        return [STATUSES[c] for c in self.status.tolist()]
+
+    @classmethod
+    def from_records(
+        cls,
+        header: TraceHeader | Mapping[str, Any],
+        records: Iterable[Mapping[str, Any]],
+        footer: TraceFooter | Mapping[str, Any] | None = None,
+        warnings: list[str] | None = None,
+    ) -> Trace:
+        """Build a trace from request dicts shaped like `RequestRecord` (in memory)."""
+        recs = list(records)
+        try:
+            cols = build_columns(recs)
+        except RecordError as exc:
+            raise RidgelineError(
+                f"request {exc.index} (id {recs[exc.index].get('id')!r}): {exc}"
+            ) from None
+        foot = footer if footer is None or isinstance(footer, TraceFooter) else (
+            TraceFooter.model_validate(dict(footer))
+        )
+        return cls.from_columns(_as_header(header), [cols], foot, list(warnings or []))
+
+    @classmethod
+    def from_columns(
+        cls,
+        header: TraceHeader,
+        parts: list[_Columns],
+        footer: TraceFooter | None,
+        warnings: list[str],
+        path: str | None = None,
+    ) -> Trace:
+        """Concatenate per-batch columns into one trace."""
+        def cat(name: str, dtype: Any) -> np.ndarray:
+            arrays = [getattr(p, name) for p in parts]
+            return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+
+        counts = cat("event_counts", np.int64)
+        offsets = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return cls(
+            header=header,
+            footer=footer,
+            warnings=warnings,
+            ids=[i for p in parts for i in p.ids],
+            scheduled_s=cat("scheduled_s", np.float64),
+            sent_s=cat("sent_s", np.float64),
+            end_s=cat("end_s", np.float64),
+            ttft_s=cat("ttft_s", np.float64),
+            tpot_s=cat("tpot_s", np.float64),
+            e2e_s=cat("e2e_s", np.float64),
+            prompt_tokens=cat("prompt_tokens", np.int64),
+            output_tokens=cat("output_tokens", np.int64),
+            status=cat("status", np.int8),
+            token_source=cat("token_source", np.int8),
+            error_kind=[k for p in parts for k in p.error_kind],
+            error=[k for p in parts for k in p.error],
+            event_offsets=offsets,
+            event_times_s=cat("event_times_s", np.float64),
+            event_tokens=cat("event_tokens", np.int64),
+            path=path,
+        )
+
+    def record(self, i: int) -> dict[str, Any]:
+        """Request ``i`` back as a dict (for display and round trips)."""
+        lo, hi = int(self.event_offsets[i]), int(self.event_offsets[i + 1])
+        out: dict[str, Any] = {"id": self.ids[i], "sent_s": float(self.sent_s[i])}
+        for name in ("scheduled_s", "end_s", "ttft_s", "tpot_s", "e2e_s"):
+            v = float(getattr(self, name)[i])
+            if not np.isnan(v):
+                out[name] = v
+        out["event_times_s"] = self.event_times_s[lo:hi].tolist()
+        toks = self.event_tokens[lo:hi]
+        if (toks != 1).any():
+            out["event_tokens"] = toks.tolist()
+        for name in ("prompt_tokens", "output_tokens"):
+            v = int(getattr(self, name)[i])
+            if v >= 0:
+                out[name] = v
+        out["token_count_source"] = TOKEN_SOURCES[int(self.token_source[i])]
+        out["status"] = STATUSES[int(self.status[i])]
+        if self.error_kind[i] is not None:
+            out["error_kind"] = self.error_kind[i]
+        if self.error[i] is not None:
+            out["error"] = self.error[i]
+        return out

@@ -1,0 +1,139 @@
+"""Metrics on a hand-made trace; every expected number is worked out by hand below.
+
+Requests (times in s; tokens per event in brackets):
+  A ok      sent 0.0 (scheduled 0.0)  events 0.2[1] 0.3[4] 0.5[2]  end 0.5   N=7   prompt 10
+  B error   sent 0.1                  no events                    end 0.15        prompt 60
+  C ok      sent 0.2                  events 0.4[1]                end 0.41  N=1   prompt 20
+  D cutoff  sent 0.3                  events 0.5[1] 0.6[1]         end 0.65        prompt 30
+  E ok      sent 0.4                  events 1.0[5] (one chunk)    end 1.0   N=5   prompt 40
+  F ok      sent 0.5 (scheduled 0.45) events 0.6 0.7 0.8 0.9       end 0.95  N=4   prompt 50
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ridgeline.metrics.analysis import analyze
+from ridgeline.metrics.per_request import request_metrics
+from ridgeline.trace.table import Trace
+
+RECORDS = [
+    {"id": "A", "scheduled_s": 0.0, "sent_s": 0.0, "event_times_s": [0.2, 0.3, 0.5],
+     "event_tokens": [1, 4, 2], "end_s": 0.5, "output_tokens": 7, "prompt_tokens": 10},
+    {"id": "B", "sent_s": 0.1, "end_s": 0.15, "status": "error", "error_kind": "http_500",
+     "prompt_tokens": 60},
+    {"id": "C", "sent_s": 0.2, "event_times_s": [0.4], "end_s": 0.41, "output_tokens": 1,
+     "prompt_tokens": 20},
+    {"id": "D", "sent_s": 0.3, "event_times_s": [0.5, 0.6], "end_s": 0.65, "status": "cutoff",
+     "error_kind": "client_cutoff", "prompt_tokens": 30},
+    {"id": "E", "sent_s": 0.4, "event_times_s": [1.0], "event_tokens": [5], "end_s": 1.0,
+     "output_tokens": 5, "prompt_tokens": 40},
+    {"id": "F", "scheduled_s": 0.45, "sent_s": 0.5, "event_times_s": [0.6, 0.7, 0.8, 0.9],
+     "end_s": 0.95, "output_tokens": 4, "prompt_tokens": 50},
+]
+
+
+@pytest.fixture()
+def trace() -> Trace:
+    return Trace.from_records({"source": "hand"}, RECORDS)
+
+
+def test_per_request_values(trace: Trace) -> None:
+    rm = request_metrics(trace)
+    np.testing.assert_allclose(rm.ttft_s[[0, 2, 4, 5]], [0.2, 0.2, 0.6, 0.1])
+    # TPOT: A = (0.5 - 0.2) / (7 - 1) = 0.05; F = (0.9 - 0.6) / 3 = 0.1.
+    assert rm.tpot_s[0] == pytest.approx(0.05)
+    assert rm.tpot_s[5] == pytest.approx(0.1)
+    assert math.isnan(rm.tpot_s[2])  # N = 1: undefined
+    assert math.isnan(rm.tpot_s[4])  # 5 tokens in one event: undefined
+    assert rm.tpot_single_token == 1 and rm.tpot_single_event == 1
+    np.testing.assert_allclose(rm.e2e_s, [0.5, 0.05, 0.21, 0.35, 0.6, 0.45])
+    assert rm.decode_rate_tok_s[0] == pytest.approx(20.0)
+    assert rm.itl_max_s[0] == pytest.approx(0.2) and rm.itl_max_s[5] == pytest.approx(0.1)
+    assert rm.queue_s[5] == pytest.approx(0.05) and rm.queue_s[0] == 0.0
+    assert rm.output_tokens[3] == 2  # D: no declared count, events carry 2
+    assert rm.tokens_from_events == 1
+
+
+def test_latency_distributions(trace: Trace) -> None:
+    r = analyze(trace, window=(0.0, 1.0))
+    lat = r.latency
+    assert lat["ttft_ms"].count == 4  # ok requests A, C, E, F
+    assert lat["ttft_ms"].mean == pytest.approx((200 + 200 + 600 + 100) / 4)
+    assert lat["ttft_ms"].median == pytest.approx(200.0)
+    assert lat["tpot_ms"].count == 2 and lat["tpot_ms"].mean == pytest.approx(75.0)
+    # Pooled ITL per event: A gives 100, 200; F gives 100, 100, 100 (D is not ok).
+    assert lat["itl_ms"].count == 5
+    assert lat["itl_ms"].mean == pytest.approx(600 / 5)
+    assert lat["itl_ms"].max == pytest.approx(200.0)
+    # Per token: A's gaps divided by 4 and 2 tokens → 25, 100; F's stay 100.
+    assert lat["itl_per_token_ms"].mean == pytest.approx((25 + 100 + 300) / 5)
+    assert lat["itl_per_token_ms"].min == pytest.approx(25.0)
+    assert lat["e2e_ms"].mean == pytest.approx((500 + 210 + 600 + 450) / 4)
+    assert lat["queue_ms"].count == 2 and lat["queue_ms"].max == pytest.approx(50.0)
+    # numpy linear P90 of TTFT [100, 200, 200, 600]: h = 3 * 0.9 = 2.7 → 200 + 0.7 * 400.
+    assert lat["ttft_ms"].percentiles["p90"].value == pytest.approx(480.0)
+    assert r.counts["by_status"] == {"ok": 4, "error": 1, "cutoff": 1, "rejected": 0}
+    assert r.counts["errors_by_kind"] == {"http_500": 1, "client_cutoff": 1}
+
+
+def test_throughput_concurrency_little(trace: Trace) -> None:
+    r = analyze(trace, window=(0.0, 1.0))
+    t = r.throughput
+    assert t.completed_in_window == 4
+    assert t.requests_s == pytest.approx(4.0)
+    # Events in [0, 1]: A 7 + C 1 + D 2 + E 5 + F 4 tokens = 19 (D's count although cut off).
+    assert t.output_tok_s == pytest.approx(19.0)
+    # Prompt tokens of requests whose first event is in the window: all but B → 150.
+    assert t.total_tok_s == pytest.approx(169.0)
+    # Areas in flight: 0.5 + 0.05 + 0.21 + 0.35 + 0.6 + 0.45 = 2.16 over 1 s.
+    assert r.concurrency.mean_in_flight == pytest.approx(2.16)
+    assert r.concurrency.max_in_flight == 4
+    assert r.little.lambda_req_s == pytest.approx(6.0)
+    assert r.little.w_s == pytest.approx(0.36)
+    assert r.little.ratio == pytest.approx(1.0)
+    assert r.little.ok is True
+
+
+def test_goodput(trace: Trace) -> None:
+    r = analyze(trace, slos=["ttft_ms<=300", "tpot_ms<=60"], window=(0.0, 1.0))
+    g = r.goodput
+    assert g is not None
+    # A meets both; C meets TTFT and has no TPOT (N = 1: vacuous); E fails TTFT; F fails TPOT.
+    assert g.good_requests == 2 and g.judged_requests == 6
+    assert g.attainment == pytest.approx(2 / 6)
+    assert g.requests_s == pytest.approx(2.0)
+    assert g.output_tok_s == pytest.approx(8.0)  # A's 7 tokens + C's 1
+    lo, hi = g.attainment_ci
+    assert lo <= 2 / 6 <= hi
+
+
+def test_window_excludes_warm_up_requests(trace: Trace) -> None:
+    r = analyze(trace, window="0.25:1.0")
+    # Sent in [0.25, 1.0]: D, E, F; of those E and F are ok.
+    assert r.counts["latency_population"] == 2
+    assert r.counts["excluded_outside_window"] == 2
+    assert r.latency["ttft_ms"].mean == pytest.approx((600 + 100) / 2)
+    assert any("outside the measurement window" in w for w in r.warnings)
+
+
+def test_to_dict_is_json_safe(trace: Trace) -> None:
+    import json
+
+    d = analyze(trace, slos=["e2e_s<=1"], window="all").to_dict()
+    text = json.dumps(d, allow_nan=False)
+    assert '"ttft_ms"' in text and '"output_tok_s"' in text
+    assert d["goodput"]["good_requests"] == 4
+
+
+def test_empty_and_all_failed_traces() -> None:
+    t = Trace.from_records({"source": "x"}, [
+        {"id": "a", "sent_s": 0.0, "end_s": 0.1, "status": "error", "error_kind": "timeout"}])
+    r = analyze(t)
+    assert r.latency["ttft_ms"].unavailable
+    assert r.counts["errors_by_kind"] == {"timeout": 1}
+    r0 = analyze(Trace.from_records({"source": "x"}, []))
+    assert r0.counts["requests"] == 0 and r0.throughput.unavailable
