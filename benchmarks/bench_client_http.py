@@ -12,7 +12,6 @@ Run: .venv/bin/python benchmarks/bench_client_http.py
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from test_bench_server import fetch_log, start_subprocess_server  # noqa: E402
 
 
-def body(i: int, tokens: int, itl_s: float) -> dict:
+def body(tokens: int, itl_s: float) -> dict:
     return {"model": "steady", "prompt": "a b c", "max_tokens": tokens, "stream": True,
             "ttft_s": 0.01, "itl_s": itl_s}
 
@@ -37,7 +36,7 @@ async def run_aiohttp(url: str, streams: int, tokens: int, itl_s: float, tag: st
 
     async def one(session: aiohttp.ClientSession, rid: str) -> None:
         got = times[rid] = []
-        async with session.post(url + "/v1/completions", json=body(0, tokens, itl_s),
+        async with session.post(url + "/v1/completions", json=body(tokens, itl_s),
                                 headers={"X-Request-Id": rid}) as resp:
             async for raw in resp.content.iter_any():
                 now = time.perf_counter()
@@ -56,7 +55,7 @@ async def run_httpx(url: str, streams: int, tokens: int, itl_s: float, tag: str)
 
     async def one(client: httpx.AsyncClient, rid: str) -> None:
         got = times[rid] = []
-        async with client.stream("POST", url + "/v1/completions", json=body(0, tokens, itl_s),
+        async with client.stream("POST", url + "/v1/completions", json=body(tokens, itl_s),
                                  headers={"X-Request-Id": rid}) as resp:
             async for raw in resp.aiter_raw():
                 now = time.perf_counter()
@@ -103,7 +102,6 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
-    _ = json  # results are printed; RESULTS_bench.md records a run
 
 
 if __name__ == "__main__":

@@ -27,12 +27,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_bench_server import fetch_log, start_subprocess_server  # noqa: E402
-
 from ridgeline.bench.client import EndpointConfig  # noqa: E402
 from ridgeline.bench.load import LoadSpec  # noqa: E402
 from ridgeline.bench.run import BenchConfig, run_bench  # noqa: E402
 from ridgeline.workload.lengths import parse_lengths  # noqa: E402
+from test_bench_server import fetch_log, start_subprocess_server  # noqa: E402
 
 
 def run_point(url: str, out: Path, streams: int, tokens: int, itl_s: float,

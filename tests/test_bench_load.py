@@ -261,3 +261,17 @@ def test_ray_workers_share_the_schedule_on_one_clock(server: str, tmp_path: Path
         client = [header["t0_perf_counter_s"] + t for t in r["event_times_s"]]
         diffs = [c - s for c, s in zip(client, log[r["id"]], strict=True)]
         assert all(-1e-3 <= d <= 0.025 for d in diffs), diffs
+
+
+def test_live_progress_line() -> None:
+    from ridgeline.bench.progress import LiveProgress
+
+    p = LiveProgress(total=3, enabled=False)
+    p.record({"status": "ok", "sent_s": 1.0, "event_times_s": [1.2, 1.3], "output_tokens": 2})
+    p.record({"status": "ok", "sent_s": 2.0, "event_times_s": [2.4], "output_tokens": 1})
+    p.record({"status": "error", "sent_s": 3.0, "event_times_s": [], "output_tokens": 0})
+    p.in_flight = 5
+    line = p.line()
+    # median of TTFTs 200 ms and 400 ms is 300 ms
+    assert "done 3/3" in line and "in flight 5" in line and "errors 1" in line
+    assert "P50 TTFT 300 ms" in line

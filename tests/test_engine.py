@@ -90,8 +90,8 @@ def test_preemption_hand_computed():
     e5 = e[-1] + 0.010 + 0.002              # step 5: A alone (B preempted)
     e6 = e5 + 0.010 + 9 * 0.001             # step 6: B recomputes 4 + 5 tokens
     assert [r.preempted for _, r in results][5] == ["B"]
-    assert events["A"] == pytest.approx(e + [e5])
-    assert events["B"] == pytest.approx(e + [e6])
+    assert events["A"] == pytest.approx([*e, e5])
+    assert events["B"] == pytest.approx([*e, e6])
     assert eng.stats().num_preemptions_total == 1
     assert eng.stats().kv_blocks_used == 0
     assert eng.scheduler.pool.free_blocks == 4

@@ -117,8 +117,13 @@ def simulate_cmd(
     from ridgeline.sim.cluster import ClusterConfig, parse_pd
     from ridgeline.sim.engine import EngineConfig
     from ridgeline.sim.sweep import parse_rates
+    from ridgeline.workload.lengths import parse_lengths
+    from ridgeline.workload.think import parse_think_time
 
     slos = parse_slos(slo)
+    parse_lengths(prompt, "--prompt")
+    parse_lengths(output, "--output")
+    parse_think_time(think_time)
     if concurrency is None and rate is None and not arrival.startswith(("ramp", "replay")):
         raise RidgelineError("--rate: give an arrival rate (req/s), a list, 'sweep', or "
                              "--concurrency for a closed loop")

@@ -172,10 +172,14 @@ class EmulatorProcess:
     def __init__(self, model: str = "llama-3.1-8b", hardware: str = "h100-sxm",
                  speed: float = 1.0, extra_args: Sequence[str] = (), *,
                  host: str = "127.0.0.1", port: int = 0, startup_timeout_s: float = 60.0,
-                 stop_timeout_s: float = 15.0, env: dict[str, str] | None = None) -> None:
-        self.args = [sys.executable, "-m", "ridgeline.cli", "serve", "--model", model,
-                     "--hardware", hardware, "--speed", repr(float(speed)),
-                     "--host", host, "--port", str(port), *extra_args]
+                 stop_timeout_s: float = 15.0, env: dict[str, str] | None = None,
+                 command: Sequence[str] | None = None) -> None:
+        # `command` replaces `ridgeline serve ...` (e.g. a script serving a custom engine
+        # with serve_app); it must print the READY_PREFIX line as serve_app does.
+        self.args = list(command) if command is not None else [
+            sys.executable, "-m", "ridgeline.cli", "serve", "--model", model,
+            "--hardware", hardware, "--speed", repr(float(speed)), "--host", host,
+            "--port", str(port), *extra_args]
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.env = {**os.environ, **(env or {})}

@@ -50,7 +50,7 @@ TimeFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, n
                   np.ndarray]
 # Decode-only steps timed ahead with each single step (one step-time call then covers the
 # step and the decode steps likely to follow it; used only if the batch is still the same).
-SPECULATIVE_DECODE_STEPS = 8
+SPECULATIVE_DECODE_STEPS = 32
 
 
 @dataclass

@@ -57,10 +57,27 @@ class EngineRequest:
 class Sequence:
     """Mutable engine state of one request (plain attributes, no behaviour)."""
 
-    __slots__ = ("a", "admit_order", "arrival_s", "finish_step", "g", "g_join", "join_step",
-                 "max_prefix_blocks", "num_computed", "output_tokens", "prefix_group",
-                 "preemptions", "prompt_tokens", "req", "request_id", "segments", "seg_start",
-                 "shared", "state")
+    __slots__ = (
+        "a",
+        "admit_order",
+        "arrival_s",
+        "finish_step",
+        "g",
+        "g_join",
+        "join_step",
+        "max_prefix_blocks",
+        "num_computed",
+        "output_tokens",
+        "preemptions",
+        "prefix_group",
+        "prompt_tokens",
+        "req",
+        "request_id",
+        "seg_start",
+        "segments",
+        "shared",
+        "state",
+    )
 
     def __init__(self, req: EngineRequest, block_size_tokens: int) -> None:
         self.req = req

@@ -70,7 +70,7 @@ def sweep_rates(capacity_req_s: float) -> list[float]:
     out = []
     for f in SWEEP_FRACTIONS:
         r = capacity_req_s * f
-        digits = 2 - int(math.floor(math.log10(r)))
+        digits = 2 - math.floor(math.log10(r))
         out.append(round(r, digits))
     return sorted(set(out))
 
