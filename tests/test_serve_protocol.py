@@ -245,3 +245,15 @@ def test_api_key_guards_everything_but_health() -> None:
         bad = openai.OpenAI(base_url=url + "/v1", api_key="wrong", max_retries=0)
         with pytest.raises(openai.AuthenticationError):
             bad.completions.create(model=MODEL, prompt="x", max_tokens=1)
+
+
+def test_continuous_usage_stats(server: str) -> None:
+    body = {"prompt": "hello world", "max_tokens": 3, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    with httpx.stream("POST", server + "/v1/completions", json=body) as resp:
+        events = [json.loads(line[6:]) for line in resp.iter_lines()
+                  if line.startswith("data: {")]
+    token_events = [e for e in events if e["choices"]]
+    assert [e["usage"]["completion_tokens"] for e in token_events] == [1, 2, 3]
+    assert all(e["usage"]["prompt_tokens"] == 2 for e in events)
+    assert events[-1]["choices"] == [] and events[-1]["usage"]["total_tokens"] == 5

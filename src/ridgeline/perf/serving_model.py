@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.fast_step import CompiledStep
 from ridgeline.perf.memory import MemoryPlan, plan_memory
 from ridgeline.perf.ops import ATTENTION, GEMM, VAR, WORK_VARS, OpTable, build_table
 from ridgeline.perf.step_time import ArrayLike, BatchWork
@@ -81,7 +82,7 @@ class RooflineStepTime:
         peaks = {GEMM: self.gemm_peak_flops, ATTENTION: self.attention_peak_flops}
         c_eff = np.array([peaks.get(k, self.vector_peak_flops) for k in self.table.kinds])
         self.compute_eff_flops_s = c_eff * hw.compute_efficiency  # per operator
-        self._n_ops = len(self.table.names)
+        self._n_ops = k = len(self.table.names)
         # Seconds per unit of each work variable: compute rows, then memory rows.
         self._stack = np.vstack([self.table.flops / self.compute_eff_flops_s[:, None],
                                  self.table.bytes / self.bandwidth_eff_bytes_s])
@@ -93,6 +94,9 @@ class RooflineStepTime:
         self._miss = 1.0 - model.experts_per_token / model.num_experts if self._moe else 1.0
         self._memory = plan_memory(model, hw, self.precision, self.parallel, 0.9,
                                    max_num_batched_tokens, max_num_seqs)
+        # The same sum, compiled for calls of a few steps (the simulator's pattern).
+        self._fast = CompiledStep(self._stack[:k], self._stack[k:], self._linear, self._moe,
+                                  self._E, self._miss, table_seqs=max_num_seqs)
 
     # --- construction by name ------------------------------------------------------------
     @classmethod
@@ -170,7 +174,18 @@ class RooflineStepTime:
         return out
 
     def step_time_s(self, work: BatchWork) -> ArrayLike:
-        """Seconds one engine step takes; broadcasts over array fields; no work -> 0 s."""
+        """Seconds one engine step takes; broadcasts over array fields; no work -> 0 s.
+
+        Scalars and calls of a few steps with prefill work (any number of decode-only
+        steps) take the compiled path (`ridgeline.perf.fast_step`); large grids with
+        prefill work take the matrix path. Both are sum_j max(F_j/C_eff, D_j/beta_eff) +
+        launches + communication, equal up to floating-point reassociation.
+        """
+        t = self._fast.evaluate((work.prefill_tokens, work.prefill_attn_pairs,
+                                 work.prefill_context_tokens, work.prefill_seqs,
+                                 work.decode_seqs, work.decode_context_tokens))
+        if t is not None:
+            return t
         v, shape = self.work_vars(work)
         t = self._times(v)
         return float(t[0]) if shape == () else t.reshape(shape)

@@ -253,9 +253,9 @@ class _EmulatorState:
             output_tokens = int(min(max(natural, min_tokens, 1), max_tokens))
         opts = req.stream_options
         return Plan(prompt_tokens=int(prompt_tokens), output_tokens=output_tokens,
-                     max_tokens=int(max_tokens),
-                     include_usage=bool(opts and opts.include_usage),
-                     continuous_usage=bool(opts and opts.continuous_usage_stats))
+                    max_tokens=int(max_tokens),
+                    include_usage=bool(opts and opts.include_usage),
+                    continuous_usage=bool(opts and opts.continuous_usage_stats))
 
     def _count_completion_prompt(self, prompt: Any) -> int:
         if isinstance(prompt, str):
@@ -344,14 +344,16 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
         if length is not None and length.isdigit() and int(length) > config.max_body_bytes:
             raise RequestError(f"request body larger than {config.max_body_bytes} bytes",
                                status=413)
-        raw = b""
+        parts: list[bytes] = []
+        size = 0
         async for chunk in request.stream():
-            raw += chunk
-            if len(raw) > config.max_body_bytes:
+            parts.append(chunk)
+            size += len(chunk)
+            if size > config.max_body_bytes:
                 raise RequestError(f"request body larger than {config.max_body_bytes} bytes",
                                    status=413)
         try:
-            return json.loads(raw)
+            return json.loads(b"".join(parts))
         except (ValueError, RecursionError):
             raise RequestError("request body is not valid JSON") from None
 

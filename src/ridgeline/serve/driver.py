@@ -169,7 +169,6 @@ class EngineDriver:
         self.lag = LagRecorder()
         self.steps = 0
         self.tokens_delivered = 0
-        self.num_waiting_admitted = 0
 
     # -- time -----------------------------------------------------------------------
     def now_emu_s(self) -> float:

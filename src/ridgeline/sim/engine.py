@@ -140,13 +140,12 @@ class Engine:
         cols = (prefill_tokens, prefill_attn_pairs, prefill_context_tokens, prefill_seqs,
                 decode_seqs, decode_context_tokens)
         if m == 1:
-            cols = tuple(np.repeat(c, 2) for c in cols)
-        work = BatchWork(prefill_tokens=cols[0], prefill_attn_pairs=cols[1],
-                         prefill_context_tokens=cols[2], prefill_seqs=cols[3],
-                         decode_seqs=cols[4], decode_context_tokens=cols[5])
-        t = np.asarray(self.step_model.step_time_s(work), dtype=np.float64)
-        t = np.broadcast_to(t, cols[5].shape)
-        return t[:m]
+            w = np.array([(c.item(0), c.item(0)) for c in cols], dtype=np.float64)
+            cols = tuple(w)
+        t = self.step_model.step_time_s(BatchWork(*cols))  # the fields, in order
+        if type(t) is not np.ndarray or t.shape != cols[5].shape or t.dtype != np.float64:
+            t = np.broadcast_to(np.asarray(t, dtype=np.float64), cols[5].shape)
+        return t[:1] if m == 1 else t
 
     # ---- the API of docs/engine.md -------------------------------------------------------
 

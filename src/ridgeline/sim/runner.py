@@ -228,15 +228,18 @@ class _Sim:
             t, kind, i = a, _NEW, self.ptr
             self.ptr += 1
         group = self.group[i] if self.group is not None else -1
-        pre = dict(prefix_group=group, prefix_tokens=self.ptoks[i]) if group >= 0 else {}  # type: ignore[index]
+        if group >= 0:
+            pgroup, ptoks = group, self.ptoks[i]  # type: ignore[index]
+        else:
+            pgroup, ptoks = None, 0
         if kind == _NEW:
             self.sent[i] = t
             r = self.entry_router.pick()
             out = 1 if self.cluster.pd else self.output[i]
-            req = EngineRequest(str(i), self.prompt[i], out, t, **pre)
+            req = EngineRequest(str(i), self.prompt[i], out, t, pgroup, ptoks)
         else:
             r = self.decode_router.pick()
-            req = EngineRequest(str(i), self.prompt[i], self.output[i], t, **pre,
+            req = EngineRequest(str(i), self.prompt[i], self.output[i], t, pgroup, ptoks,
                                 kv_ready_tokens=self.prompt[i], generated_tokens=1)
         sch = r.engine.scheduler
         seq = sch.add(req)
@@ -346,8 +349,24 @@ class _Sim:
 
     def run(self) -> SimResult:
         reps = self.reps
+        advance, next_arrival, dispatch = self._advance, self._next_arrival, self._dispatch_next
+        # Without dynamic arrivals the next arrival changes only when it is dispatched.
+        dynamic = self.dynamic
+        if len(reps) == 1:
+            r = reps[0]
+            sch = r.engine.scheduler
+            while True:
+                t_next = next_arrival()
+                while r.busy_until_s < t_next and sch.seqs:
+                    advance(r, t_next)
+                    if dynamic:
+                        t_next = next_arrival()
+                if t_next == math.inf:
+                    break
+                dispatch()
+            return self._result()
         while True:
-            t_next = self._next_arrival()
+            t_next = next_arrival()
             while True:
                 best = None
                 bt = t_next
@@ -356,11 +375,12 @@ class _Sim:
                         best, bt = r, r.busy_until_s
                 if best is None:
                     break
-                self._advance(best, t_next)
-                t_next = self._next_arrival()
+                advance(best, t_next)
+                if dynamic:
+                    t_next = next_arrival()
             if t_next == math.inf:
                 break
-            self._dispatch_next()
+            dispatch()
         return self._result()
 
     def _result(self) -> SimResult:
@@ -379,9 +399,15 @@ class _Sim:
             counts = np.bincount(req, weights=lens, minlength=n).astype(np.int64)
             offsets = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(counts, out=offsets[1:])
+            # Token j of segment i is step start[i] + j: the index array steps by 1 inside a
+            # segment and jumps at each segment's first token (a cumulative sum of jumps; much
+            # cheaper than np.repeat for tens of millions of tokens).
             total = int(lens.sum())
-            seg_off = np.concatenate(([0], np.cumsum(lens)[:-1])) if lens.size else lens
-            idx = np.arange(total, dtype=np.int64) - np.repeat(seg_off - start, lens)
+            idx = np.ones(total, dtype=np.int64)
+            if total:
+                idx[0] = start[0]
+                idx[np.cumsum(lens[:-1])] = start[1:] - start[:-1] - lens[:-1] + 1
+                np.cumsum(idx, out=idx)
             events = all_ends[idx]
         else:
             counts = np.fromiter(map(len, self.events), dtype=np.int64, count=n)

@@ -347,18 +347,38 @@ class Scheduler:
 
     def _time_with_spec(self, time_fn: TimeFn, n: int, pf_tokens: int, pf_pairs: int,
                         pf_ctx: int, pf_seqs: int, n_dec: int, dec_ctx: int) -> float:
+        """Time step n, and in the same call the decode-only steps that would follow it:
+        with the decode set as it now is up to its first finish, then (if that finish is
+        near) with the set left after it."""
         k = SPECULATIVE_DECODE_STEPS
-        b_next, a_next = self.dec_count, self.dec_a_sum
-        w = np.zeros((6, k + 1))
+        b1, a1 = self.dec_count, self.dec_a_sum
+        m1, b2, a2, m2 = k, 0, 0, 0
+        if b1:
+            heap = self.dec_heap
+            while heap and (heap[0][2].state != DECODE
+                            or heap[0][2].finish_step != heap[0][0]):
+                heapq.heappop(heap)
+            f1 = heap[0][0]
+            if f1 < n + k:
+                m1 = f1 - n
+                cnt, a_fin = self._finishing_at(f1)
+                b2, a2 = b1 - cnt, a1 - a_fin
+                m2 = k if b2 else 0
+        w = np.zeros((6, 1 + m1 + m2))
         w[0, 0], w[1, 0], w[2, 0], w[3, 0] = pf_tokens, pf_pairs, pf_ctx, pf_seqs
-        w[4] = b_next
-        w[4, 0] = n_dec
-        w[5] = a_next + b_next * np.arange(n, n + k + 1, dtype=np.int64)
-        w[5, 0] = dec_ctx
-        d = time_fn(w[0], w[1], w[2], w[3], w[4], w[5])
-        if b_next:
-            self._store_decode_times(b_next, a_next, n + 1, d[1:].tolist())
-        return float(d[0])
+        w[4, 0], w[5, 0] = n_dec, dec_ctx
+        idx = np.arange(n + 1, n + 1 + m1 + m2, dtype=np.int64)
+        w[4, 1:1 + m1] = b1
+        w[5, 1:1 + m1] = a1 + b1 * idx[:m1]
+        if m2:
+            w[4, 1 + m1:] = b2
+            w[5, 1 + m1:] = a2 + b2 * idx[m1:]
+        d = time_fn(w[0], w[1], w[2], w[3], w[4], w[5]).tolist()
+        if b1:
+            self._store_decode_times(b1, a1, n + 1, d[1:1 + m1])
+        if m2:
+            self._store_decode_times(b2, a2, n + 1 + m1, d[1 + m1:])
+        return d[0]
 
     def _register_prefix(self, seq: Sequence) -> None:
         upto = min(seq.max_prefix_blocks, seq.num_computed // self.bs)

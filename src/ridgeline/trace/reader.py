@@ -4,8 +4,14 @@ Crash tolerance: a trace whose writer was killed has no footer and may end in a 
 line. Both are accepted and reported in `Trace.warnings`; every complete request is read.
 A malformed line anywhere else is an error naming the line number and the field.
 
-The fast path parses with `json.loads` per line and builds numpy columns per batch; the
-pydantic models are only used to explain an error (and by `validate_trace`).
+The file is read in large binary blocks and parsed in batches of lines. Fast path: the
+``event_times_s`` / ``event_tokens`` arrays of a batch are cut out of the lines and parsed
+with a few numpy calls (they are most of the bytes and `json.loads` is slow on them), the
+rest of each line with one `json.loads` per batch. It only answers when it can prove the
+result is what the exact path gives; any batch it cannot handle (odd layout, a number
+format it does not know, a bad line) is read by the exact path: `json.loads` per line and
+`build_columns`, which also produces every error message. The pydantic models are only
+used to explain an error (and by `validate_trace`).
 
 >>> import os, tempfile
 >>> p = os.path.join(tempfile.mkdtemp(), "t.jsonl")
@@ -19,19 +25,32 @@ pydantic models are only used to explain an error (and by `validate_trace`).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import gzip
 import json
+import operator
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from ridgeline.errors import RidgelineError
 from ridgeline.trace.schema import RequestRecord, TraceFooter, TraceHeader
-from ridgeline.trace.table import RecordError, Trace, _Columns, build_columns
+from ridgeline.trace.table import (
+    RecordError,
+    Trace,
+    _Columns,
+    build_columns,
+    scalar_columns,
+)
 
 BATCH_LINES = 16_384
+BLOCK_BYTES = 1 << 23  # read size; lines are cut out of these blocks
 
 
 def open_text(path: str | Path) -> IO[bytes]:
@@ -65,21 +84,41 @@ def _explain_record(obj: Any, line_no: int, path: str) -> RidgelineError:
 
 
 def _batches(fh: IO[bytes]) -> Iterator[tuple[list[int], list[bytes], bool]]:
-    """Non-blank lines in batches: (line numbers, lines, is_last_batch)."""
+    """Non-blank lines (stripped) in batches of BATCH_LINES: (line numbers, lines,
+    is_last_batch). Reads large blocks and splits them, not a line at a time."""
     nos: list[int] = []
     lines: list[bytes] = []
     pending: tuple[list[int], list[bytes]] | None = None
-    for no, raw in enumerate(fh, start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        nos.append(no)
-        lines.append(line)
-        if len(lines) >= BATCH_LINES:
+    no = 0  # line number of the last line split off so far
+    tail = b""
+    while True:
+        block = fh.read(BLOCK_BYTES)
+        if block:
+            buf = tail + block if tail else block
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                tail = buf
+                continue
+            raw = buf[:cut].split(b"\n")
+            tail = buf[cut + 1:]
+        elif tail:
+            raw, tail = [tail], b""  # last line, no newline after it
+        else:
+            break
+        stripped = [r.strip() for r in raw]
+        if b"" in stripped:
+            kept = [(no + i, s) for i, s in enumerate(stripped, start=1) if s]
+            nos.extend(k[0] for k in kept)
+            lines.extend(k[1] for k in kept)
+        else:
+            nos.extend(range(no + 1, no + 1 + len(stripped)))
+            lines.extend(stripped)
+        no += len(raw)
+        while len(lines) >= BATCH_LINES:
             if pending is not None:
                 yield pending[0], pending[1], False
-            pending = (nos, lines)
-            nos, lines = [], []
+            pending = (nos[:BATCH_LINES], lines[:BATCH_LINES])
+            del nos[:BATCH_LINES], lines[:BATCH_LINES]
     if pending is not None:
         yield pending[0], pending[1], not lines
     if lines:
@@ -92,10 +131,12 @@ def _parse_batch(
     """Parse a batch as one JSON array (much faster than a call per line); on failure,
     line by line to name the bad line. A bad final line of the file is a truncation."""
     try:
-        return nos, json.loads(b"[" + b",".join(lines) + b"]")
+        objs = json.loads(b"[" + b",".join(lines) + b"]")
+        if len(objs) == len(lines):
+            return nos, objs
     except ValueError:
         pass
-    objs: list[Any] = []
+    objs = []
     for i, line in enumerate(lines):
         try:
             objs.append(json.loads(line))
@@ -110,12 +151,289 @@ def _parse_batch(
     return nos, objs
 
 
+# ---- fast path --------------------------------------------------------------------------------
+
+_KEY_T = b'"event_times_s":'
+_KEY_K = b'"event_tokens":'
+_OPEN_T = _KEY_T + b"["
+_OPEN_K = _KEY_K + b"["
+# What replaces a cut array: a JSON string that decodes to one control character. The
+# value seen at the top level of the parsed line proves the cut was the record's own field.
+_MARK_T_JSON, _MARK_T = b'"\\u0001"', "\x01"
+_MARK_K_JSON, _MARK_K = b'"\\u0002"', "\x02"
+_WS = b" \t\r\n"
+
+
+class _Cannot(Exception):
+    """The fast path cannot promise the exact path's result for this batch."""
+
+
+def _cut_one(line: bytes, key: bytes, mark: bytes) -> tuple[bytes, bytes | None]:
+    """Cut the first ``key [ ... ]`` of a line (any spacing): (line with the mark in place
+    of the array, the array's inside); (line, None) when there is nothing to cut."""
+    i = line.find(key)
+    if i < 0:
+        return line, None
+    p = i + len(key)
+    while p < len(line) and line[p] in _WS:
+        p += 1
+    if p >= len(line) or line[p] != 0x5B:  # "[" : not an array (null, a number): json reads it
+        return line, None
+    j = line.find(b"]", p)
+    if j < 0:
+        raise _Cannot
+    return line[:i + len(key)] + mark + line[j + 1:], line[p + 1:j]
+
+
+def _cut_arrays(lines: list[bytes]) -> tuple[list[bytes], list[bytes], list[bytes],
+                                                list[bool], list[bool]]:
+    """Each line without its event arrays, the arrays' insides, and which lines had them."""
+    rest: list[bytes] = []
+    ct: list[bytes] = []
+    ck: list[bytes] = []
+    has_t: list[bool] = []
+    has_k: list[bool] = []
+    ot, ok_, mt, mk = _OPEN_T, _OPEN_K, _MARK_T_JSON, _MARK_K_JSON
+    lt, lk = len(_OPEN_T), len(_OPEN_K)
+    for line in lines:
+        i = line.find(ot)
+        if i >= 0:
+            j = line.find(b"]", i)
+            k = line.find(ok_, j)
+            if k >= 0:  # the writer's layout: times, then tokens, compact
+                m = line.find(b"]", k)
+                if j >= 0 and m >= 0:
+                    ct.append(line[i + lt:j])
+                    ck.append(line[k + lk:m])
+                    rest.append(b"".join((line[:i + lt - 1], mt, line[j + 1:k + lk - 1], mk,
+                                          line[m + 1:])))
+                    has_t.append(True)
+                    has_k.append(True)
+                    continue
+        elif _KEY_T not in line and _KEY_K not in line:  # no events (an error, a header)
+            rest.append(line)
+            has_t.append(False)
+            has_k.append(False)
+            continue
+        line, t = _cut_one(line, _KEY_T, mt)
+        line, k_ = _cut_one(line, _KEY_K, mk)
+        rest.append(line)
+        has_t.append(t is not None)
+        has_k.append(k_ is not None)
+        if t is not None:
+            ct.append(t)
+        if k_ is not None:
+            ck.append(k_)
+    return rest, ct, ck, has_t, has_k
+
+
+def _token_counts(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Values per inside, from the start offsets of the values in the insides joined by
+    ","; `lens` are the insides' lengths (0: an empty array)."""
+    nonempty = lens > 0
+    ln = lens[nonempty]
+    cs = np.cumsum(ln + 1) - (ln + 1)  # where each non-empty inside begins
+    counts = np.zeros(lens.size, dtype=np.int64)
+    counts[nonempty] = np.searchsorted(starts, cs + ln) - np.searchsorted(starts, cs)
+    return counts
+
+
+def _fixed_point(text: bytes, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Parse "d+.d+,d+.d+,..." (JSON numbers without sign or exponent) exactly as float()
+    does, and count the values of each inside; None for anything else."""
+    a = np.frombuffer(text, dtype=np.uint8)
+    sep = np.flatnonzero(a < 48)  # only digits, "." (46) and "," (44) are left
+    if sep.size % 2 == 0:
+        return None
+    kinds = a[sep]
+    if (kinds[0::2] != 46).any() or (kinds[1::2] != 44).any():
+        return None  # not exactly one "." per number
+    if sep[0] == 0 or sep[-1] == a.size - 1 or (np.diff(sep) < 2).any():
+        return None  # an empty integer or fraction part
+    total = (sep.size + 1) // 2
+    starts = np.empty(total, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = sep[1::2] + 1
+    if ((a[starts] == 48) & (sep[0::2] - starts > 1)).any():
+        return None  # "01.5" is not JSON
+    # strtod rounds correctly, as float() does (checked in the tests)
+    v = np.fromstring(text, dtype=np.float64, sep=",")
+    if v.size != total:
+        return None
+    return v, _token_counts(starts, lens)
+
+
+def _plain_ints(text: bytes, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Parse "d+,d+,..." (JSON non-negative integers below 10**18) and count the values of
+    each inside; None for anything else."""
+    a = np.frombuffer(text, dtype=np.uint8)
+    commas = np.flatnonzero(a == 44)
+    total = commas.size + 1
+    bounds = np.empty(total + 1, dtype=np.int64)
+    bounds[0] = -1
+    bounds[1:-1] = commas
+    bounds[-1] = a.size
+    vlen = np.diff(bounds) - 1
+    if vlen.min() < 1 or vlen.max() > 18:
+        return None
+    starts = bounds[:-1] + 1
+    if ((a[starts] == 48) & (vlen > 1)).any():
+        return None  # "05" is not JSON
+    v = np.fromstring(text, dtype=np.int64, sep=",")
+    if v.size != total:
+        return None
+    return v, _token_counts(starts, lens)
+
+
+def _parse_arrays(contents: list[bytes], ints: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Values (concatenated) and counts of the cut arrays, exactly as `json.loads` followed
+    by the exact path's conversion gives them. Raises _Cannot otherwise."""
+    dtype = np.int64 if ints else np.float64
+    if not contents:
+        return np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int64)
+    allowed = b"0123456789," if ints else b"0123456789.,"
+    lens = np.fromiter(map(len, contents), dtype=np.int64, count=len(contents))
+    joined = b",".join(contents) if lens.all() else b",".join([c for c in contents if c])
+    rest = joined.translate(None, allowed)
+    if rest and not rest.strip(b" ") and b", " in joined:  # json.dumps' default spacing
+        contents = [c.replace(b", ", b",") for c in contents]
+        lens = np.fromiter(map(len, contents), dtype=np.int64, count=len(contents))
+        joined = b",".join([c for c in contents if c])
+        rest = joined.translate(None, allowed)
+    if not rest:
+        if not joined:
+            return np.zeros(0, dtype=dtype), np.zeros(lens.size, dtype=np.int64)
+        got = _plain_ints(joined, lens) if ints else _fixed_point(joined, lens)
+        if got is not None:
+            return got
+    # Other number formats (exponents, signs, spacing): json.loads on the batch's arrays.
+    contents = [c if c.strip() else b"" for c in contents]
+    counts = np.fromiter((c.count(b",") + 1 if c else 0 for c in contents), dtype=np.int64,
+                         count=len(contents))
+    try:
+        vals = json.loads(b"[" + b",".join([c for c in contents if c]) + b"]")
+    except ValueError:
+        raise _Cannot from None
+    if len(vals) != int(counts.sum()):
+        raise _Cannot
+    if not set(map(type, vals)) <= ({int} if ints else {int, float}):
+        raise _Cannot  # bool, None, nested: the exact path decides
+    try:
+        return np.array(vals, dtype=dtype), counts
+    except OverflowError:
+        raise _Cannot from None
+
+
+def _parse_events(ct: list[bytes], ck: list[bytes]) -> tuple[np.ndarray, ...]:
+    times, t_counts = _parse_arrays(ct, ints=False)
+    tokens, k_counts = _parse_arrays(ck, ints=True)
+    return times, t_counts, tokens, k_counts
+
+
+class _FastBatch:
+    """A batch parsed by the fast path, before the records are known. Raises _Cannot.
+
+    With `pool`, the numbers are parsed in its thread while this one runs `json.loads` on
+    the rest (numpy's text parsing releases the GIL, so the two use two cores).
+    """
+
+    def __init__(self, lines: list[bytes], pool: ThreadPoolExecutor | None) -> None:
+        rest, ct, ck, self.has_t, self.has_k = _cut_arrays(lines)
+        numbers = pool.submit(_parse_events, ct, ck) if pool is not None else None
+        try:
+            self._parse_rest(rest, len(lines), len(ct), len(ck))
+        finally:
+            got = numbers.result() if numbers is not None else None  # raises _Cannot
+        self.times, self.t_counts, self.tokens, self.k_counts = (
+            got if got is not None else _parse_events(ct, ck)
+        )
+
+    def _parse_rest(self, rest: list[bytes], n: int, n_t: int, n_k: int) -> None:
+        text = b"\n,".join(rest)
+        del rest
+        enabled = gc.isenabled()
+        gc.disable()  # a batch of fresh dicts: the cyclic GC would only rescan them
+        try:
+            objs = json.loads(b"[" + text + b"]")
+        except ValueError:
+            raise _Cannot from None
+        finally:
+            if enabled:
+                gc.enable()
+        if len(objs) != n:
+            raise _Cannot
+        try:
+            self.tv = list(map(dict.get, objs, repeat("event_times_s")))
+            self.kv = list(map(dict.get, objs, repeat("event_tokens")))
+            self.kinds = list(map(dict.get, objs, repeat("type"), repeat("request")))
+        except TypeError:
+            raise _Cannot from None  # a line that is not an object: the exact path says so
+        # Each cut must have been the line's own (top-level) field: its mark is the value.
+        if list(map(operator.eq, self.tv, repeat(_MARK_T))) != self.has_t or \
+                list(map(operator.eq, self.kv, repeat(_MARK_K))) != self.has_k:
+            raise _Cannot
+        if b"\\" in text and (text.count(_MARK_T_JSON) != n_t
+                              or text.count(_MARK_K_JSON) != n_k):
+            raise _Cannot  # a mark was in the file already (escapes are rare): be safe
+        self.all_requests = self.kinds.count("request") == n
+        if not self.all_requests:
+            for kind, t, k in zip(self.kinds, self.has_t, self.has_k, strict=True):
+                if kind != "request" and (t or k):
+                    raise _Cannot  # event arrays in a header or footer: keep them exact
+        self.objs = objs
+        # The usual batch (requests only): its scalar columns, while the numbers parse.
+        self.scalars: dict[str, Any] | None = None
+        if self.all_requests:
+            with contextlib.suppress(RecordError):  # columns() falls back on it
+                self.scalars = scalar_columns(objs, dicts=True)
+
+    def columns(self, req: list[int] | None) -> _Columns:
+        """Columns of the request records (indices into the batch; None: all lines)."""
+        objs = self.objs if req is None else [self.objs[i] for i in req]
+        tv = self.tv if req is None else [self.tv[i] for i in req]
+        kv = self.kv if req is None else [self.kv[i] for i in req]
+        n = len(objs)
+        scalars = self.scalars if req is None and self.scalars is not None else (
+            scalar_columns(objs, dicts=True)
+        )
+        # Anything but our marks or nothing (a parsed list, null, a number) → exact path.
+        has_t = np.fromiter(map(operator.eq, tv, repeat(_MARK_T)), dtype=bool, count=n)
+        has_k = np.fromiter(map(operator.eq, kv, repeat(_MARK_K)), dtype=bool, count=n)
+        if int(has_t.sum()) + tv.count(None) != n or int(has_k.sum()) + kv.count(None) != n:
+            raise _Cannot
+        # Header and footer lines carry no arrays (checked), so the cut arrays are exactly
+        # the request records', in order.
+        counts = np.zeros(n, dtype=np.int64)
+        counts[has_t] = self.t_counts
+        total = int(counts.sum())
+        if not has_k.any():
+            tokens = np.ones(total, dtype=np.int64)
+        else:
+            if not np.array_equal(counts[has_k], self.k_counts):
+                raise _Cannot  # event_tokens of another length: the exact path's error
+            if (self.tokens < 0).any():
+                raise _Cannot
+            if total == self.tokens.size:
+                tokens = self.tokens
+            else:
+                tokens = np.ones(total, dtype=np.int64)
+                tokens[np.repeat(has_k, counts)] = self.tokens
+        return _Columns(**scalars, event_counts=counts, event_times_s=self.times,
+                        event_tokens=tokens)
+
+
 def read_trace(path: str | Path) -> Trace:
     """Read a ridgeline trace file. Raises RidgelineError on a malformed file.
 
     Returns the columnar `Trace`; `warnings` lists what was skipped or missing (a truncated
     last line, a missing footer).
     """
+    return _read_trace(path)
+
+
+def _read_trace(path: str | Path, *, fast: bool = True, threads: bool = True) -> Trace:
+    """`read_trace`. `fast=False` reads every batch by the exact path (for the tests);
+    `threads=False` parses the numbers in this thread."""
     spath = str(path)
     warnings: list[str] = []
     parts: list[_Columns] = []
@@ -123,50 +441,75 @@ def read_trace(path: str | Path) -> Trace:
     footer: TraceFooter | None = None
     footer_line = 0
 
-    with open_text(path) as fh:
+    with open_text(path) as fh, ThreadPoolExecutor(1) as pool:
         for nos, lines, is_last in _batches(fh):
-            line_nos, objs = _parse_batch(nos, lines, is_last, spath, warnings)
+            fb: _FastBatch | None = None
+            if fast:
+                try:
+                    fb = _FastBatch(lines, pool if threads else None)
+                except _Cannot:
+                    fb = None
+            if fb is not None:
+                line_nos, objs = nos, fb.objs
+            else:
+                line_nos, objs = _parse_batch(nos, lines, is_last, spath, warnings)
             req_objs: list[Any] = []
             req_nos: list[int] = []
-            for no, obj in zip(line_nos, objs, strict=True):
-                kind = obj.get("type", "request") if isinstance(obj, dict) else None
-                if kind == "request" and header is not None:
-                    if footer is not None:
-                        warnings.append(f"line {no}: request after the footer (line "
-                                        f"{footer_line}); read anyway")
-                    req_objs.append(obj)
-                    req_nos.append(no)
-                    continue
-                if header is None:
-                    if kind != "header":
+            req_idx: list[int] | None = []
+            if (fb is not None and header is not None and footer is None
+                    and fb.kinds.count("request") == len(fb.kinds)):
+                req_objs, req_nos, req_idx = objs, line_nos, None  # the usual batch
+            else:
+                for idx, (no, obj) in enumerate(zip(line_nos, objs, strict=True)):
+                    kind = obj.get("type", "request") if isinstance(obj, dict) else None
+                    if kind == "request" and header is not None:
+                        if footer is not None:
+                            warnings.append(f"line {no}: request after the footer (line "
+                                            f"{footer_line}); read anyway")
+                        req_objs.append(obj)
+                        req_nos.append(no)
+                        req_idx.append(idx)  # type: ignore[union-attr]
+                        continue
+                    if header is None:
+                        if kind != "header":
+                            raise RidgelineError(
+                                f"{spath}: line {no}: field 'type': the first line must be "
+                                f"the trace header (type \"header\"){_format_hint(spath)}"
+                            )
+                        header = _validated(TraceHeader, obj, no, spath, "header")
+                    elif kind == "footer":
+                        footer = _validated(TraceFooter, obj, no, spath, "footer")
+                        footer_line = no
+                    elif kind == "header":
                         raise RidgelineError(
-                            f"{spath}: line {no}: field 'type': the first line must be the "
-                            f"trace header (type \"header\"){_format_hint(spath)}"
+                            f"{spath}: line {no}: field 'type': a second header (traces "
+                            "cannot be concatenated; analyze them separately)"
                         )
-                    header = _validated(TraceHeader, obj, no, spath, "header")
-                elif kind == "footer":
-                    footer = _validated(TraceFooter, obj, no, spath, "footer")
-                    footer_line = no
-                elif kind == "header":
-                    raise RidgelineError(
-                        f"{spath}: line {no}: field 'type': a second header (traces cannot "
-                        "be concatenated; analyze them separately)"
-                    )
-                elif not isinstance(obj, dict):
-                    raise _explain_record(obj, no, spath)
-                else:
-                    raise RidgelineError(
-                        f"{spath}: line {no}: field 'type': got {kind!r}; allowed: header, "
-                        "request, footer"
-                    )
-            if req_objs:
+                    elif not isinstance(obj, dict):
+                        raise _explain_record(obj, no, spath)
+                    else:
+                        raise RidgelineError(
+                            f"{spath}: line {no}: field 'type': got {kind!r}; allowed: "
+                            "header, request, footer"
+                        )
+            if not req_objs:
+                continue
+            if fb is not None:
                 try:
-                    parts.append(build_columns(req_objs))
-                except RecordError as exc:
-                    raise RidgelineError(
-                        f"{spath}: line {req_nos[exc.index]}: field '{exc.field_name}': "
-                        f"{exc.message}"
-                    ) from None
+                    parts.append(fb.columns(req_idx))
+                    continue
+                except (_Cannot, RecordError):
+                    # The exact path: every request line parsed on its own (all are valid
+                    # JSON here), so the record error and its order are the usual ones.
+                    idx = range(len(lines)) if req_idx is None else req_idx
+                    req_objs = json.loads(b"[" + b",".join([lines[i] for i in idx]) + b"]")
+            try:
+                parts.append(build_columns(req_objs))
+            except RecordError as exc:
+                raise RidgelineError(
+                    f"{spath}: line {req_nos[exc.index]}: field '{exc.field_name}': "
+                    f"{exc.message}"
+                ) from None
     if header is None:
         raise RidgelineError(f"{spath}: empty file (no trace header)")
     if footer is None:
@@ -176,7 +519,7 @@ def read_trace(path: str | Path) -> Trace:
         )
     elif footer.interrupted:
         warnings.append("footer says the run was interrupted before it finished")
-    trace = Trace.from_columns(header, parts, footer, warnings, path=spath)
+    trace = Trace.from_columns(header, parts, footer, warnings, path=spath, consume=True)
     if footer is not None and footer.requests_written != len(trace) and not footer.interrupted:
         warnings.append(
             f"footer says {footer.requests_written} requests were written, read {len(trace)}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -97,29 +98,54 @@ def build_columns(records: Sequence[Mapping[str, Any]]) -> _Columns:
     This is the fast path: list comprehensions and one numpy conversion per field, no
     per-record model validation (the validator does that, `ridgeline validate`).
     """
-    n = len(records)
+    scalars = scalar_columns(records)
+    counts, times, tokens = event_columns(
+        [r.get("event_times_s") or () for r in records],
+        [r.get("event_tokens") for r in records],
+    )
+    return _Columns(**scalars, event_counts=counts, event_times_s=times, event_tokens=tokens)
+
+
+def _field(records: Sequence[Mapping[str, Any]], name: str, default: Any, dicts: bool) -> list:
+    if dicts:  # plain dicts (the reader): dict.get through map, no Python frame per record
+        return list(map(dict.get, records, repeat(name), repeat(default)))  # type: ignore[arg-type]
+    return [r.get(name, default) for r in records]
+
+
+def scalar_columns(
+    records: Sequence[Mapping[str, Any]], *, dicts: bool = False
+) -> dict[str, Any]:
+    """Every column of `build_columns` except the events, as keyword arguments of `_Columns`.
+
+    `dicts=True` promises that every record is a plain `dict` (a faster way to read it).
+    Raises RecordError like `build_columns`, in the same order.
+    """
     try:
-        ids = [r["id"] for r in records]
+        ids = list(map(itemgetter("id"), records)) if dicts else [r["id"] for r in records]
     except KeyError:
         i = next(i for i, r in enumerate(records) if "id" not in r)
         raise RecordError(i, "id", "required field missing") from None
-    for i, v in enumerate(ids):
-        if not isinstance(v, str):
-            if isinstance(v, int) and not isinstance(v, bool):
-                ids[i] = str(v)  # integer ids are common in other tools' files
-            else:
-                raise RecordError(i, "id", f"expected a string, got {v!r}")
+    if not dicts or set(map(type, ids)) != {str}:
+        for i, v in enumerate(ids):
+            if not isinstance(v, str):
+                if isinstance(v, int) and not isinstance(v, bool):
+                    ids[i] = str(v)  # integer ids are common in other tools' files
+                else:
+                    raise RecordError(i, "id", f"expected a string, got {v!r}")
     floats: dict[str, np.ndarray] = {}
     for name in _FLOAT_FIELDS:
-        floats[name] = _float_column([r.get(name) for r in records], name)
+        floats[name] = _float_column(_field(records, name, None, dicts), name)
     sent = floats["sent_s"]
     if np.isnan(sent).any():
         i = int(np.flatnonzero(np.isnan(sent))[0])
         raise RecordError(i, "sent_s", "required field missing (a number, seconds)")
-    prompt = _int_column([r.get("prompt_tokens") for r in records], "prompt_tokens")
-    output = _int_column([r.get("output_tokens") for r in records], "output_tokens")
+    prompt = _int_column(_field(records, "prompt_tokens", None, dicts), "prompt_tokens")
+    output = _int_column(_field(records, "output_tokens", None, dicts), "output_tokens")
     try:
-        status = np.array([STATUS_CODE[r.get("status", "ok")] for r in records], dtype=np.int8)
+        status = np.array(
+            list(map(STATUS_CODE.__getitem__, _field(records, "status", "ok", dicts))),
+            dtype=np.int8,
+        )
     except (KeyError, TypeError):
         i = next(i for i, r in enumerate(records) if r.get("status", "ok") not in STATUS_CODE)
         raise RecordError(
@@ -127,7 +153,8 @@ def build_columns(records: Sequence[Mapping[str, Any]]) -> _Columns:
         ) from None
     try:
         source = np.array(
-            [TOKEN_SOURCE_CODE[r.get("token_count_source", "unknown")] for r in records],
+            list(map(TOKEN_SOURCE_CODE.__getitem__,
+                     _field(records, "token_count_source", "unknown", dicts))),
             dtype=np.int8,
         )
     except (KeyError, TypeError):
@@ -139,10 +166,21 @@ def build_columns(records: Sequence[Mapping[str, Any]]) -> _Columns:
             i, "token_count_source",
             f"got {records[i].get('token_count_source')!r}; allowed: {', '.join(TOKEN_SOURCES)}",
         ) from None
-    error_kind = [r.get("error_kind") for r in records]
-    error = [r.get("error") for r in records]
+    return dict(
+        ids=ids, scheduled_s=floats["scheduled_s"], sent_s=sent, end_s=floats["end_s"],
+        ttft_s=floats["ttft_s"], tpot_s=floats["tpot_s"], e2e_s=floats["e2e_s"],
+        prompt_tokens=prompt, output_tokens=output, status=status, token_source=source,
+        error_kind=_field(records, "error_kind", None, dicts),
+        error=_field(records, "error", None, dicts),
+    )
 
-    times_lists = [r.get("event_times_s") or () for r in records]
+
+def event_columns(
+    times_lists: list[Any], tok_lists: list[Any]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Event counts, flattened times and tokens from each record's ``event_times_s`` (falsy
+    → no events) and ``event_tokens`` (None → one token per event). Raises RecordError."""
+    n = len(times_lists)
     try:
         counts = np.fromiter(map(len, times_lists), dtype=np.int64, count=n)
     except TypeError:
@@ -157,7 +195,6 @@ def build_columns(records: Sequence[Mapping[str, Any]]) -> _Columns:
             if any(isinstance(x, bool) or not isinstance(x, int | float) for x in t)
         )
         raise RecordError(i, "event_times_s", "expected a list of numbers") from None
-    tok_lists = [r.get("event_tokens") for r in records]
     if all(t is None for t in tok_lists):
         tokens = np.ones(total, dtype=np.int64)
     else:
@@ -179,13 +216,7 @@ def build_columns(records: Sequence[Mapping[str, Any]]) -> _Columns:
             j = int(np.flatnonzero(tokens < 0)[0])
             i = int(np.searchsorted(starts, j, side="right") - 1)
             raise RecordError(i, "event_tokens", "token counts must be >= 0")
-    return _Columns(
-        ids=ids, scheduled_s=floats["scheduled_s"], sent_s=sent, end_s=floats["end_s"],
-        ttft_s=floats["ttft_s"], tpot_s=floats["tpot_s"], e2e_s=floats["e2e_s"],
-        prompt_tokens=prompt, output_tokens=output, status=status, token_source=source,
-        error_kind=error_kind, error=error, event_counts=counts, event_times_s=times,
-        event_tokens=tokens,
-    )
+    return counts, times, tokens
 
 
 def _as_header(header: TraceHeader | Mapping[str, Any]) -> TraceHeader:
@@ -263,11 +294,22 @@ class Trace:
         footer: TraceFooter | None,
         warnings: list[str],
         path: str | None = None,
+        *,
+        consume: bool = False,
     ) -> Trace:
-        """Concatenate per-batch columns into one trace."""
+        """Concatenate per-batch columns into one trace.
+
+        `consume=True` drops each column of `parts` as soon as it is concatenated (the
+        reader's case), so a trace is never held twice in memory.
+        """
         def cat(name: str, dtype: Any) -> np.ndarray:
             arrays = [getattr(p, name) for p in parts]
-            return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+            if consume:
+                for p in parts:
+                    setattr(p, name, None)
+            out = np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+            arrays.clear()
+            return out
 
         counts = cat("event_counts", np.int64)
         offsets = np.zeros(counts.size + 1, dtype=np.int64)
@@ -276,7 +318,7 @@ class Trace:
             header=header,
             footer=footer,
             warnings=warnings,
-            ids=[i for p in parts for i in p.ids],
+            ids=list(chain.from_iterable(p.ids for p in parts)),
             scheduled_s=cat("scheduled_s", np.float64),
             sent_s=cat("sent_s", np.float64),
             end_s=cat("end_s", np.float64),
@@ -287,8 +329,8 @@ class Trace:
             output_tokens=cat("output_tokens", np.int64),
             status=cat("status", np.int8),
             token_source=cat("token_source", np.int8),
-            error_kind=[k for p in parts for k in p.error_kind],
-            error=[k for p in parts for k in p.error],
+            error_kind=list(chain.from_iterable(p.error_kind for p in parts)),
+            error=list(chain.from_iterable(p.error for p in parts)),
             event_offsets=offsets,
             event_times_s=cat("event_times_s", np.float64),
             event_tokens=cat("event_tokens", np.int64),

@@ -1,0 +1,207 @@
+"""The roofline step time, evaluated cheaply for the simulator's call pattern.
+
+`RooflineStepTime.step_time_s` is sum_j max(F_j / C_eff, D_j / beta_eff) + kernel launches +
+exposed communication, where every operator's FLOPs F_j and bytes D_j are linear in the work
+variables of `ridgeline.perf.ops` (`OpTable`). Of those, only decode attention depends on
+`decode_context_tokens` (dc). So a step's time is
+
+    t = max(P + c_dc * dc, Q + m_dc * dc)
+
+where P (Q) is every other operator's max(compute, memory) time, the kernel launches and the
+communication, plus decode attention's compute (memory) time without its dc term: functions of
+the other five fields only (and of the expected unique experts E[U], a function of the token
+count). `CompiledStep` computes P and Q with a straight-line Python function generated once
+from the coefficient matrices (constants inlined), and for decode-only steps (the simulator's
+fast-forwarded and look-ahead steps: only decode_seqs and dc non-zero) reads them from a table
+indexed by decode_seqs. A call of a few steps is then a handful of numpy operations.
+
+Every step's value depends only on that step's six numbers, never on the other steps of the
+call, its position or the call's width: the same arithmetic in the same order, in Python
+floats or elementwise numpy (no BLAS, no reductions), gives the same bits. So the simulator's
+event-driven and step-by-step modes agree exactly however their steps are grouped.
+
+It equals the per-operator reference (`RooflineStepTime.breakdown`) up to floating-point
+reassociation (tests/test_perf_fast_step.py checks 1e-12 relative). `CompiledStep.evaluate`
+returns None where it does not apply (large grids with prefill work, non-integer or huge
+decode_seqs, an operator table with more than one dc-dependent operator); the caller then
+uses the matrix path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ridgeline.perf.ops import VAR, WORK_VARS
+
+# A call evaluates steps with prefill work one by one in Python: at most this many per call
+# (beyond it the matrix path is faster).
+MAX_SCALAR_COLUMNS = 16
+# decode_seqs values the decode-only table may grow to cover (beyond: the matrix path).
+MAX_TABLE_SEQS = 1 << 16
+
+_F64 = np.dtype(np.float64)
+_INPUTS = ("pt", "pairs", "pc", "ps", "dq")  # the generated function's arguments
+
+
+def _name(var: str) -> str:
+    return f"x_{var}"
+
+
+def _affine(coefs: np.ndarray, skip: int | None = None) -> str:
+    """sum_v coefs[v] * x_v over the non-zero coefficients, left to right in WORK_VARS
+    order (adding a zero term is exact, so skipping them changes nothing)."""
+    parts = [f"{float(c)!r} * {_name(WORK_VARS[v])}" for v, c in enumerate(coefs)
+             if c != 0.0 and v != skip]
+    return " + ".join(parts) if parts else "0.0"
+
+
+class CompiledStep:
+    """Straight-line evaluation of sum_j max(comp_j . x, mem_j . x) + lin . x.
+
+    comp, mem: (ops, WORK_VARS) seconds per unit of each work variable; lin: (WORK_VARS,)
+    seconds that add (kernel launches, exposed communication).
+    """
+
+    def __init__(self, comp: np.ndarray, mem: np.ndarray, lin: np.ndarray, moe: bool,
+                 num_experts: float, miss: float, table_seqs: int = 256) -> None:
+        dc = VAR["dc"]
+        uses_dc = np.flatnonzero((comp[:, dc] != 0) | (mem[:, dc] != 0))
+        self.applicable = len(uses_dc) <= 1 and lin[dc] == 0
+        if not self.applicable:
+            return
+        jd = int(uses_dc[0]) if len(uses_dc) else None
+        self.c_dc = float(comp[jd, dc]) if jd is not None else 0.0
+        self.m_dc = float(mem[jd, dc]) if jd is not None else 0.0
+        used = (comp != 0).any(axis=0) | (mem != 0).any(axis=0) | (lin != 0)
+        lines = [f"def _pq({', '.join(_name(v) for v in _INPUTS)}):",
+                 "    x_n = x_pt + x_dq",
+                 "    x_s = x_ps + x_dq",
+                 "    x_any = 1.0 if x_n > 0 else 0.0",
+                 "    x_pre = 1.0 if x_pt > 0 else 0.0",
+                 "    x_dec = 1.0 if x_dq > 0 else 0.0"]
+        if moe and used[VAR["u"]]:
+            lines.append(f"    x_u = {float(num_experts)!r} * (1.0 - {float(miss)!r} ** x_n)")
+        else:
+            lines.append("    x_u = 0.0")
+        lines.append("    t = 0.0")
+        for j in range(comp.shape[0]):
+            if j == jd or not (comp[j].any() or mem[j].any()):
+                continue
+            lines.append(f"    c = {_affine(comp[j])}")
+            lines.append(f"    m = {_affine(mem[j])}")
+            lines.append("    t += c if c > m else m")
+        if lin.any():
+            lines.append(f"    t += {_affine(lin)}")
+        if jd is None:
+            lines.append("    return t, t")
+        else:
+            lines.append(f"    return t + ({_affine(comp[jd], skip=dc)}), "
+                         f"t + ({_affine(mem[jd], skip=dc)})")
+        self.source = "\n".join(lines)
+        namespace: dict[str, object] = {}
+        exec(compile(self.source, "<ridgeline.perf.fast_step>", "exec"), namespace)
+        self._pq: Callable[[float, float, float, float, float], tuple[float, float]] = \
+            namespace["_pq"]  # type: ignore[assignment]
+        self._cm = np.array([self.c_dc, self.m_dc])
+        self._table_seqs = max(1, int(table_seqs))
+        self._tab = np.zeros((0, 2))
+        self._table(self._table_seqs + 1)
+
+    # --- pieces ----------------------------------------------------------------------------
+    def pq(self, pt: float, pairs: float, pc: float, ps: float, dq: float
+           ) -> tuple[float, float]:
+        """(P, Q) of one step: everything but decode attention's dc term (Python floats)."""
+        return self._pq(pt, pairs, pc, ps, dq)
+
+    def _table(self, need: int = 0) -> np.ndarray:
+        """(P, Q) of decode-only steps for decode_seqs = 0, 1, ... (at least `need` rows; one
+        row per value, grown on demand), built by the same function as single steps."""
+        tab = self._tab
+        if tab.shape[0] < need:
+            pq = self._pq
+            tab = np.array([pq(0.0, 0.0, 0.0, 0.0, float(b))
+                            for b in range(max(need, 2 * tab.shape[0]))], dtype=np.float64)
+            self._tab = tab
+        return tab
+
+    def scalar(self, pt: float, pairs: float, pc: float, ps: float, dq: float, dc: float
+               ) -> float:
+        """One step's seconds (Python floats in, a float out)."""
+        p, q = self._pq(pt, pairs, pc, ps, dq)
+        a = dc * self.c_dc + p
+        b = dc * self.m_dc + q
+        return a if a > b else b
+
+    # --- the call ----------------------------------------------------------------------------
+    def evaluate(self, vals: Sequence[object]) -> float | np.ndarray | None:
+        """Seconds of the steps whose six BatchWork fields are `vals` (scalars or arrays,
+        broadcast), or None where this path does not apply."""
+        if not self.applicable:
+            return None
+        pt, pairs, pc, ps, dq, dc = vals
+        nd = np.ndarray
+        if (type(dc) is nd and type(dq) is nd and type(pt) is nd and type(pairs) is nd
+                and type(pc) is nd and type(ps) is nd and len(dc.shape) == 1
+                and dc.shape == dq.shape == pt.shape == pairs.shape == pc.shape == ps.shape
+                and dc.dtype == _F64):
+            # The simulator's call: six 1-D arrays of one length (only dc's dtype matters:
+            # the others are read exactly, as Python floats or whole numbers).
+            shape = None
+        else:
+            arrs = [np.asarray(x, dtype=np.float64) for x in vals]
+            if not any(a.ndim for a in arrs):
+                return self.scalar(*(float(a) for a in arrs))
+            shape = np.broadcast_shapes(*(a.shape for a in arrs))
+            size = int(np.prod(shape))
+            if size > MAX_SCALAR_COLUMNS and any(a.ndim == 0 and a != 0 for a in arrs[:4]):
+                return None   # prefill work in every step of a large grid
+            pt, pairs, pc, ps, dq, dc = (np.broadcast_to(a, shape).reshape(size)
+                                         for a in arrs)
+        out = self._columns(pt, pairs, pc, ps, dq, dc)
+        if out is None or shape is None:
+            return out
+        return out.reshape(shape)
+
+    def _columns(self, pt: np.ndarray, pairs: np.ndarray, pc: np.ndarray, ps: np.ndarray,
+                 dq: np.ndarray, dc: np.ndarray) -> np.ndarray | None:
+        if not dc.shape[0]:
+            return np.zeros(0)
+        cnz = np.count_nonzero
+        n_pf = cnz(pt) + cnz(pairs) + cnz(pc) + cnz(ps)   # fields of steps with prefill work
+        # Every step's P, Q as a decode-only step, from the table indexed by decode_seqs.
+        # `idx != dq` catches fractions, NaN and (made positive here) negative values; one
+        # past the table raises IndexError.
+        idx = dq.astype(np.intp)
+        np.abs(idx, out=idx)
+        if cnz(idx != dq):
+            return None
+        try:
+            x = self._tab.take(idx, axis=0)
+        except IndexError:
+            top = int(idx.max())
+            if top >= MAX_TABLE_SEQS:
+                return None
+            x = self._table(top + 1).take(idx, axis=0)
+        # Steps with prefill work: P, Q one by one.
+        if n_pf:
+            pq = self._pq
+            f = (pt.item(0), pairs.item(0), pc.item(0), ps.item(0))
+            if n_pf == (f[0] != 0) + (f[1] != 0) + (f[2] != 0) + (f[3] != 0):
+                # The simulator's pattern: a mixed step, then decode-only ones.
+                x[0] = pq(f[0], f[1], f[2], f[3], dq.item(0))
+            else:
+                mask = pt != 0
+                mask |= pairs != 0
+                mask |= pc != 0
+                mask |= ps != 0
+                cols = np.flatnonzero(mask)
+                if cols.size > MAX_SCALAR_COLUMNS:
+                    return None
+                for j in cols.tolist():
+                    x[j] = pq(pt.item(j), pairs.item(j), pc.item(j), ps.item(j), dq.item(j))
+        # max(dc * c_dc + P, dc * m_dc + Q), elementwise.
+        y = dc[:, None] * self._cm
+        y += x
+        return np.maximum(y[:, 0], y[:, 1])
