@@ -242,7 +242,8 @@ def _case(label: str, server: Any, streams: int, seconds: float, warmup_s: float
     line = (f"[{label}, load {load_before:.1f}] streams={streams:5d} (all open after "
             f"{out['warmup_to_all_open_s']:.1f} s)  client {out['client_chunks_per_s']:8.0f} tok/s")
     if ridgeline:
-        line += (f"  server {out['server_tokens_per_s']:8.0f} tok/s  lag P50 "
+        line += (f"  server {out['server_tokens_per_s']:8.0f} tok/s "
+                 f"{out['server_steps_per_s']:.1f} steps/s  lag P50 "
                  f"{out['lag_p50_ms']:.3f} ms P99 {out['lag_p99_ms']:.3f} ms max "
                  f"{out['lag_max_ms']:.1f} ms")
     if "gap_error_p50_ms" in out:

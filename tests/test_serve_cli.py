@@ -23,6 +23,8 @@ def test_bad_flags_are_one_line_errors() -> None:
     r = _run_cli("--overload-status", "500", "--port", "0")
     assert r.returncode == 2 and r.stderr.startswith("error: --overload-status")
     assert "Traceback" not in r.stderr
+    r = _run_cli("--max-model-len", "100000000", "--port", "0")
+    assert r.returncode == 2 and r.stderr.startswith("error: --max-model-len")
     r = _run_cli("--model", "no-such-model", "--port", "0")
     assert r.returncode == 2 and r.stderr.startswith("error:")
     assert "Traceback" not in r.stderr

@@ -15,7 +15,7 @@ import httpx
 
 from ridgeline.perf.step_time import LinearStepTime
 from ridgeline.serve.app import EmulatorConfig, create_app
-from ridgeline.serve.launcher import running_server
+from ridgeline.serve.launcher import bind_socket, running_server
 from test_serve_standin import StandInEngine, StandInRequest
 
 
@@ -150,3 +150,103 @@ def test_shutdown_ends_open_streams_cleanly() -> None:
     assert result["status"] == 200 and result["done"]
     assert 5 < result["tokens"] < 5000
     assert result["errors"] and "shutting down" in result["errors"][0]["message"]
+
+
+def test_disconnect_frees_kv_blocks_in_the_real_engine() -> None:
+    """With the real engine: a 1,000-token prompt holds ceil(1001/16) = 63 blocks while it
+    decodes; when its client goes away they are all back in the pool within a step."""
+    from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest
+
+    async def main() -> tuple[int, int, int]:
+        engine = Engine(EngineConfig(num_kv_blocks=256, block_size_tokens=16),
+                        LinearStepTime(base_s=0.005))
+        app = create_app(engine, EngineRequest, EmulatorConfig(served_model_name="m"))
+        async with running_server(app) as url, httpx.AsyncClient(timeout=30) as client:
+            body = {"prompt": list(range(1000)), "max_tokens": 3000, "stream": True}
+            async with client.stream("POST", url + "/v1/completions", json=body) as resp:
+                lines = resp.aiter_lines()
+                while not (await lines.__anext__()).startswith("data: {"):
+                    pass
+                held = engine.stats().kv_blocks_used
+                running = engine.stats().num_running
+            for _ in range(200):
+                await asyncio.sleep(0.005)
+                if engine.stats().kv_blocks_used == 0:
+                    break
+            return held, running, engine.stats().kv_blocks_used
+
+    held, running, after = asyncio.run(main())
+    assert running == 1 and held >= 63
+    assert after == 0
+
+
+def test_request_that_can_never_fit_the_kv_cache_is_refused() -> None:
+    """4,096 tokens of KV (256 blocks of 16): 1,000 + 5,000 can never fit. The engine
+    rejects it in its next step; non-streaming gets a 400, streaming an error event."""
+    from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest
+
+    async def main() -> tuple[int, str, list[str]]:
+        engine = Engine(EngineConfig(num_kv_blocks=256, block_size_tokens=16),
+                        LinearStepTime(base_s=0.005))
+        app = create_app(engine, EngineRequest, EmulatorConfig(served_model_name="m"))
+        body = {"prompt": list(range(1000)), "max_tokens": 5000}
+        async with running_server(app) as url, httpx.AsyncClient(timeout=10) as client:
+            r = await client.post(url + "/v1/completions", json=body)
+            async with client.stream("POST", url + "/v1/completions",
+                                     json={**body, "stream": True}) as resp:
+                lines = [line async for line in resp.aiter_lines() if line]
+        return r.status_code, r.json()["error"]["message"], lines
+
+    status, message, lines = asyncio.run(main())
+    assert status == 400 and "never fit" in message
+    assert "never fit" in lines[0] and lines[-1] == "data: [DONE]"
+
+
+def test_slow_reader_gets_every_token_in_order() -> None:
+    """A client that stops reading fills its socket buffers; the server's writes then
+    wait (backpressure) and later chunks queue behind them, in order, while other
+    streams go on. The client then reads everything: all tokens, in order, and [DONE]."""
+    import socket
+
+    from ridgeline.serve.tokenizer import filler_text
+
+    n_tokens = 3000
+
+    async def main() -> tuple[bytes, dict]:
+        engine = StandInEngine(LinearStepTime(base_s=0.0005), max_num_seqs=4)
+        # Small kernel buffers on both ends, so ~250-byte chunks fill them quickly.
+        listen = bind_socket("127.0.0.1", 0)
+        listen.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        async with running_server(_app(engine, speed=4.0), sock=listen) as url:
+            host, port = url.removeprefix("http://").split(":")
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect((host, int(port)))
+            sock.setblocking(False)
+            # A small limit: the StreamReader stops pulling from the socket while unread.
+            reader, writer = await asyncio.open_connection(sock=sock, limit=4096)
+            body = json.dumps({"prompt": "x", "max_tokens": n_tokens, "ignore_eos": True,
+                               "stream": True, "stream_options": {
+                                   "include_usage": True, "continuous_usage_stats": True}})
+            writer.write((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                          f"Content-Type: application/json\r\nContent-Length: {len(body)}"
+                          f"\r\nConnection: close\r\n\r\n{body}").encode())
+            await writer.drain()
+            await asyncio.sleep(0.5)  # not reading; the stream outruns the buffers
+            async with httpx.AsyncClient(timeout=30) as client:  # others are served
+                other = await _stream(client, url, 20)
+            raw = await asyncio.wait_for(reader.read(), 60)
+            writer.close()
+        return raw, other
+
+    raw, other = asyncio.run(main())
+    assert other["tokens"] == 20 and other["done"]
+    text, usage_seen = [], []
+    for line in raw.split(b"\n"):
+        if line.startswith(b"data: {"):
+            obj = json.loads(line[6:])
+            usage_seen.append(obj["usage"]["completion_tokens"])
+            text.extend(c["text"] for c in obj["choices"])
+    assert "".join(text) == filler_text(0, n_tokens)
+    assert usage_seen == sorted(usage_seen) and usage_seen[-1] == n_tokens
+    assert raw.rstrip().endswith(b"data: [DONE]\n\n\r\n0")

@@ -116,7 +116,12 @@ def serve(
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
         gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size,
         enable_prefix_caching=enable_prefix_caching, chunked_prefill=chunked_prefill)
-    context = max_model_len or built.max_model_len
+    # As vLLM: a context that cannot fit in the KV cache is a configuration error, and by
+    # default the context is capped to what fits (vLLM would refuse to start instead).
+    if max_model_len is not None and max_model_len > built.kv_capacity_tokens:
+        raise field_error("--max-model-len", max_model_len,
+                          f"<= the KV-cache capacity, {built.kv_capacity_tokens} tokens")
+    context = max_model_len or min(built.max_model_len, built.kv_capacity_tokens)
     config = EmulatorConfig(
         served_model_name=served_model_name or model, speed=speed, max_model_len=context,
         max_waiting=max_waiting, overload_status=overload_status,

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.metrics.distribution import Distribution, _clean, summarize
-from ridgeline.metrics.per_request import RequestMetrics, event_gaps, request_metrics
+from ridgeline.metrics.distribution import Distribution, _clean, sorted_finite, summarize_sorted
+from ridgeline.metrics.per_request import RequestMetrics, request_metrics
 from ridgeline.metrics.slo import SLO, parse_slo
 from ridgeline.theory.stats import (
     DEFAULT_BOOTSTRAP_DRAWS,
@@ -417,29 +417,14 @@ def analyze(
                         "whose N > 1 tokens arrived in a single event (non-streaming?)")
 
     # ---- latency distributions --------------------------------------------------------------
-    gaps, gap_counts = event_gaps(trace)
-    itl_s = np.zeros(0)
-    itl_tok_s = np.zeros(0)
-    if gaps.size:
-        gap_sel = np.repeat(pop, gap_counts)
-        # Tokens of the event that ends each gap: every event except each request's first.
-        later = np.ones(trace.event_times_s.size, dtype=bool)
-        later[trace.event_offsets[:-1][trace.event_counts > 0]] = False
-        later &= np.repeat(pop, trace.event_counts)
-        itl_s = gaps[gap_sel]
-        del gaps
-        with np.errstate(invalid="ignore", divide="ignore"):
-            itl_tok_s = itl_s / trace.event_tokens[later]
-        del later, gap_sel
-        itl_tok_s = itl_tok_s[np.isfinite(itl_tok_s)]
-    if not header.has_event_tokens:
-        itl_tok_s = np.zeros(0)  # tokens per event unknown: no per-token view, not a guess
+    # Tokens per event unknown: no per-token view, not a guess.
+    itl_ms, itl_tok_ms = _itl_samples(trace, pop, per_token=header.has_event_tokens)
 
     samples = {
         "ttft_ms": rm.ttft_s[pop] * 1e3,
         "tpot_ms": rm.tpot_s[pop] * 1e3,
-        "itl_ms": itl_s * 1e3,
-        "itl_per_token_ms": itl_tok_s * 1e3,
+        "itl_ms": itl_ms,
+        "itl_per_token_ms": itl_tok_ms,
         "e2e_ms": rm.e2e_s[pop] * 1e3,
         "queue_ms": rm.queue_s[pop] * 1e3,
         "decode_rate_tok_s": rm.decode_rate_tok_s[pop],
@@ -461,8 +446,9 @@ def analyze(
     ]
     latency: dict[str, Distribution] = {}
     for stream, (key, label, unit, desc) in enumerate(specs):
-        d = summarize(key, label, samples[key], unit=unit, description=desc,
-                      seed=seed, stream=stream)
+        # One sorted copy at a time: the pooled ITL samples hold one value per event.
+        d = summarize_sorted(key, label, sorted_finite(samples[key]), unit=unit,
+                             description=desc, seed=seed, stream=stream)
         if d.unavailable:
             d.unavailable = _why_unavailable(key, trace, pop)
         latency[key] = d
@@ -500,9 +486,8 @@ def analyze(
                       and header.has_send_times and trace.event_times_s.size > 0)
         if use_events:
             ev_in = _in_window_closed(trace.event_times_s, win)
-            cum = np.zeros(trace.event_tokens.size + 1, dtype=np.int64)
-            np.cumsum(np.where(ev_in, trace.event_tokens, 0), out=cum[1:])
-            per_req_tok = (cum[trace.event_offsets[1:]] - cum[trace.event_offsets[:-1]])
+            per_req_tok = _tokens_per_request(trace, ev_in)
+            del ev_in
             out_tok = float(per_req_tok.sum())
             first_in = _in_window_closed(rm.first_event_s, win)
         else:
@@ -542,6 +527,67 @@ def analyze(
         concurrency=conc, little=little, goodput=goodput, definitions=dict(DEFINITIONS),
         warnings=warnings, seed=seed, samples=samples,
     )
+
+
+EVENT_CHUNK = 1 << 22  # events per step when walking the event arrays
+
+
+def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Pooled ITL samples of the requests in `pop`, in ms: each gap between consecutive
+    events of a request (`event_gaps` order), and each gap divided by the tokens of the
+    event that ends it (non-finite quotients dropped; empty unless `per_token`).
+
+    Computed in chunks into arrays of the exact size: no event-sized temporaries besides
+    one mask. Same values as ``gaps[np.repeat(pop, gap_counts)] * 1e3``.
+    """
+    times = trace.event_times_s
+    if times.size < 2:
+        return np.zeros(0), np.zeros(0)
+    # ends[p]: event p + 1 ends a gap of a request in pop (it is not a request's first).
+    ends = np.repeat(pop, trace.event_counts)
+    ends[trace.event_offsets[:-1][trace.event_counts > 0]] = False
+    ends = ends[1:]
+    itl = np.empty(int(np.count_nonzero(ends)))
+    itl_tok = np.empty(itl.size if per_token else 0)
+    tokens = trace.event_tokens
+    k = 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for lo in range(0, ends.size, EVENT_CHUNK):
+            hi = min(lo + EVENT_CHUNK, ends.size)
+            sel = ends[lo:hi]
+            gaps = (times[lo + 1:hi + 1] - times[lo:hi])[sel]
+            itl[k:k + gaps.size] = gaps
+            if per_token:
+                np.divide(gaps, tokens[lo + 1:hi + 1][sel], out=itl_tok[k:k + gaps.size])
+            k += gaps.size
+    del ends
+    if per_token:
+        finite = np.isfinite(itl_tok)
+        if not finite.all():
+            itl_tok = itl_tok[finite]
+        del finite
+        itl_tok *= 1e3
+    itl *= 1e3
+    return itl, itl_tok
+
+
+def _tokens_per_request(trace: Trace, ev_in: np.ndarray) -> np.ndarray:
+    """Sum of ``event_tokens`` over the events in `ev_in`, per request (int64), in chunks
+    of requests (no event-sized temporary)."""
+    offsets = trace.event_offsets
+    out = np.zeros(len(trace), dtype=np.int64)
+    nonempty = np.flatnonzero(trace.event_counts > 0)
+    if nonempty.size == 0:
+        return out
+    starts = offsets[nonempty]
+    # Request-aligned chunks of about EVENT_CHUNK events.
+    cuts = np.unique(np.searchsorted(starts, np.arange(0, int(offsets[-1]), EVENT_CHUNK)))
+    cuts = np.append(cuts, nonempty.size)
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        lo, hi = int(starts[a]), int(offsets[nonempty[b - 1] + 1])
+        vals = np.where(ev_in[lo:hi], trace.event_tokens[lo:hi], 0)
+        out[nonempty[a:b]] = np.add.reduceat(vals, starts[a:b] - lo)
+    return out
 
 
 def _why_unavailable(key: str, trace: Trace, pop: np.ndarray) -> str:
@@ -601,9 +647,9 @@ def _goodput(
         h = trace.header
         if h.has_event_times and h.has_event_tokens and h.has_send_times and \
                 trace.event_times_s.size:
-            ev_good = np.repeat(good, trace.event_counts)
-            ev_in = _in_window_closed(trace.event_times_s, win) & ev_good
-            g.output_tok_s = float(trace.event_tokens[ev_in].sum() / d)
+            ev_in = _in_window_closed(trace.event_times_s, win)
+            ev_in &= np.repeat(good, trace.event_counts)
+            g.output_tok_s = float(trace.event_tokens.sum(where=ev_in) / d)
         else:
             g.output_tok_s = float(np.nansum(rm.output_tokens[good & ended]) / d)
     return g

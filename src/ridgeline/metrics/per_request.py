@@ -83,9 +83,10 @@ def request_metrics(trace: Trace) -> RequestMetrics:
     counts = trace.event_counts
     first, last, has = _first_last(trace)
 
-    cum = np.zeros(trace.event_tokens.size + 1, dtype=np.int64)
-    np.cumsum(trace.event_tokens, out=cum[1:])
-    tok_sum = (cum[trace.event_offsets[1:]] - cum[trace.event_offsets[:-1]]).astype(np.float64)
+    # Tokens per request: one sum per non-empty request (no event-sized temporaries).
+    tok_sum = np.zeros(n, dtype=np.float64)
+    if has.any():
+        tok_sum[has] = np.add.reduceat(trace.event_tokens, trace.event_offsets[:-1][has])
     declared = trace.output_tokens.astype(np.float64)
     known = trace.output_tokens >= 0
     from_events = ~known & has & bool(trace.header.has_event_tokens)

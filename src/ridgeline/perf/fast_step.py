@@ -42,6 +42,10 @@ MAX_SCALAR_COLUMNS = 16
 MAX_TABLE_SEQS = 1 << 16
 
 _F64 = np.dtype(np.float64)
+try:  # the C function behind np.count_nonzero (its Python wrapper costs 3x on short arrays)
+    from numpy._core.multiarray import count_nonzero as _count_nonzero
+except ImportError:  # numpy < 2
+    _count_nonzero = np.count_nonzero
 _INPUTS = ("pt", "pairs", "pc", "ps", "dq")  # the generated function's arguments
 
 
@@ -104,9 +108,9 @@ class CompiledStep:
         exec(compile(self.source, "<ridgeline.perf.fast_step>", "exec"), namespace)
         self._pq: Callable[[float, float, float, float, float], tuple[float, float]] = \
             namespace["_pq"]  # type: ignore[assignment]
-        self._cm = np.array([self.c_dc, self.m_dc])
+        self._cm = np.array([[self.c_dc], [self.m_dc]])
         self._table_seqs = max(1, int(table_seqs))
-        self._tab = np.zeros((0, 2))
+        self._tab = np.zeros((3, 0))
         self._table(self._table_seqs + 1)
 
     # --- pieces ----------------------------------------------------------------------------
@@ -116,13 +120,14 @@ class CompiledStep:
         return self._pq(pt, pairs, pc, ps, dq)
 
     def _table(self, need: int = 0) -> np.ndarray:
-        """(P, Q) of decode-only steps for decode_seqs = 0, 1, ... (at least `need` rows; one
-        row per value, grown on demand), built by the same function as single steps."""
+        """Rows P, Q and decode_seqs of decode-only steps, one column per decode_seqs = 0, 1,
+        ... (at least `need`; grown on demand), built by the same function as single steps."""
         tab = self._tab
-        if tab.shape[0] < need:
+        if tab.shape[1] < need:
             pq = self._pq
-            tab = np.array([pq(0.0, 0.0, 0.0, 0.0, float(b))
-                            for b in range(max(need, 2 * tab.shape[0]))], dtype=np.float64)
+            size = max(need, 2 * tab.shape[1])
+            tab = np.array([(*pq(0.0, 0.0, 0.0, 0.0, float(b)), float(b))
+                            for b in range(size)], dtype=np.float64).T.copy()
             self._tab = tab
         return tab
 
@@ -168,29 +173,28 @@ class CompiledStep:
                  dq: np.ndarray, dc: np.ndarray) -> np.ndarray | None:
         if not dc.shape[0]:
             return np.zeros(0)
-        cnz = np.count_nonzero
+        cnz = _count_nonzero
         n_pf = cnz(pt) + cnz(pairs) + cnz(pc) + cnz(ps)   # fields of steps with prefill work
-        # Every step's P, Q as a decode-only step, from the table indexed by decode_seqs.
-        # `idx != dq` catches fractions, NaN and (made positive here) negative values; one
-        # past the table raises IndexError.
+        # Every step's P, Q as a decode-only step, from the table indexed by decode_seqs
+        # (rows P, Q, decode_seqs). A fraction, NaN or negative value does not match its row
+        # (a negative index wraps around); one past the table raises IndexError.
         idx = dq.astype(np.intp)
-        np.abs(idx, out=idx)
-        if cnz(idx != dq):
-            return None
         try:
-            x = self._tab.take(idx, axis=0)
+            x = self._tab.take(idx, axis=1)
         except IndexError:
             top = int(idx.max())
-            if top >= MAX_TABLE_SEQS:
+            if top >= MAX_TABLE_SEQS or int(idx.min()) < 0:
                 return None
-            x = self._table(top + 1).take(idx, axis=0)
+            x = self._table(top + 1).take(idx, axis=1)
+        if cnz(x[2] != dq):
+            return None
         # Steps with prefill work: P, Q one by one.
         if n_pf:
             pq = self._pq
             f = (pt.item(0), pairs.item(0), pc.item(0), ps.item(0))
             if n_pf == (f[0] != 0) + (f[1] != 0) + (f[2] != 0) + (f[3] != 0):
                 # The simulator's pattern: a mixed step, then decode-only ones.
-                x[0] = pq(f[0], f[1], f[2], f[3], dq.item(0))
+                x[0, 0], x[1, 0] = pq(f[0], f[1], f[2], f[3], dq.item(0))
             else:
                 mask = pt != 0
                 mask |= pairs != 0
@@ -200,8 +204,9 @@ class CompiledStep:
                 if cols.size > MAX_SCALAR_COLUMNS:
                     return None
                 for j in cols.tolist():
-                    x[j] = pq(pt.item(j), pairs.item(j), pc.item(j), ps.item(j), dq.item(j))
+                    x[0, j], x[1, j] = pq(pt.item(j), pairs.item(j), pc.item(j), ps.item(j),
+                                          dq.item(j))
         # max(dc * c_dc + P, dc * m_dc + Q), elementwise.
-        y = dc[:, None] * self._cm
-        y += x
-        return np.maximum(y[:, 0], y[:, 1])
+        y = np.multiply(self._cm, dc)
+        np.add(y, x[:2], out=y)
+        return np.maximum(y[0], y[1])

@@ -165,6 +165,7 @@ class EngineDriver:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._idle_arrival_emu_s: float | None = None
+        self._submitted = False  # a request arrived since the last step
         self.draining = False
         self.lag = LagRecorder()
         self.steps = 0
@@ -224,6 +225,7 @@ class EngineDriver:
             output_tokens=int(output_tokens), arrival_s=now, **engine_fields))
         if self._idle_arrival_emu_s is None:
             self._idle_arrival_emu_s = now
+        self._submitted = True
         self._wake.set()
         return stream
 
@@ -250,7 +252,9 @@ class EngineDriver:
     async def _run(self) -> None:
         next_start_emu: float | None = None
         while True:
-            if not self.engine.has_unfinished():
+            # A request that can never fit is not "unfinished" for the engine: it waits in
+            # the next step's `rejected`, so a step also runs after any new submission.
+            if not self.engine.has_unfinished() and not self._submitted:
                 next_start_emu = None
                 self._idle_arrival_emu_s = None
                 self._wake.clear()
@@ -261,6 +265,7 @@ class EngineDriver:
                 arrival = self._idle_arrival_emu_s
                 next_start_emu = arrival if arrival is not None else self.now_emu_s()
             start = next_start_emu
+            self._submitted = False
             result = self.engine.step(start)
             self.steps += 1
             duration = float(result.duration_s)

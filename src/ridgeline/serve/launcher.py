@@ -96,15 +96,18 @@ def serve_app(app: Any, host: str = "127.0.0.1", port: int = 8000, *,
 
 
 @contextlib.asynccontextmanager
-async def running_server(app: Any, host: str = "127.0.0.1") -> AsyncIterator[str]:
+async def running_server(app: Any, host: str = "127.0.0.1",
+                         sock: socket.socket | None = None) -> AsyncIterator[str]:
     """Serve `app` inside the running event loop; yields its base URL (tests, in-process).
+
+    `sock`: a listening socket from `bind_socket` (to set socket options first).
 
     >>> async def main():  # doctest: +SKIP
     ...     async with running_server(app) as base_url:
     ...         ...
     """
-    sock = bind_socket(host, 0)
-    port = sock.getsockname()[1]
+    sock = sock or bind_socket(host, 0)
+    host, port = sock.getsockname()[:2]
     server = _uvicorn_server(app, log_level="warning", access_log=False)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
     try:

@@ -131,21 +131,22 @@ class Engine:
                    decode_seqs: np.ndarray, decode_context_tokens: np.ndarray) -> np.ndarray:
         """Durations of several steps in one step-time call (six float64 arrays, one shape).
 
-        Every call evaluates at least two steps: a BLAS matrix product of one column can take
-        a different code path (and differ in the last bit) from the same column inside a
-        wider product, and a step must get the same duration whether it is timed alone or
-        inside a fast-forwarded run (so the step-by-step and event-driven modes agree).
+        A step must get the same duration whether it is timed alone or inside a
+        fast-forwarded run (so the step-by-step and event-driven modes agree). The roofline
+        model computes each step on its own (`ridgeline.perf.fast_step`), but a model built
+        on BLAS matrix products may not: one column can take a different code path (and
+        differ in the last bit) from the same column inside a wider product. So every call
+        evaluates at least two steps.
         """
-        m = decode_context_tokens.shape[0]
         cols = (prefill_tokens, prefill_attn_pairs, prefill_context_tokens, prefill_seqs,
                 decode_seqs, decode_context_tokens)
-        if m == 1:
-            w = np.array([(c.item(0), c.item(0)) for c in cols], dtype=np.float64)
-            cols = tuple(w)
+        one = decode_context_tokens.shape[0] == 1
+        if one:
+            cols = tuple(np.array([(c.item(0), c.item(0)) for c in cols], dtype=np.float64))
         t = self.step_model.step_time_s(BatchWork(*cols))  # the fields, in order
         if type(t) is not np.ndarray or t.shape != cols[5].shape or t.dtype != np.float64:
             t = np.broadcast_to(np.asarray(t, dtype=np.float64), cols[5].shape)
-        return t[:1] if m == 1 else t
+        return t[:1] if one else t
 
     # ---- the API of docs/engine.md -------------------------------------------------------
 

@@ -283,12 +283,14 @@ class _Sim:
 
     # ---- replicas ------------------------------------------------------------------------
 
-    def _advance(self, r: Replica, t_next: float) -> None:
+    def _advance_fast(self, r: Replica, t_next: float) -> None:
+        """Event-driven: replica r's next run of decode-only steps that start before t_next,
+        or else its next step."""
         eng = r.engine
         sch = eng.scheduler
         t0 = r.busy_until_s
         tl = r.tl
-        if self.fast and eng.can_fast_forward():
+        if eng.can_fast_forward():
             stop = t_next
             if self.dynamic and self.multi:
                 for o in self.reps:
@@ -301,55 +303,76 @@ class _Sim:
                 if k:
                     r.step_end_s.extend(ends)
                     tl[0].append(t0)
-                    tl[0].extend(ends[:-1])
-                    tl[1].extend([n_dec] * k)
-                    tl[2].extend([0] * k)
-                    tl[3].extend([n_dec] * k)
+                    if k > 1:
+                        tl[0].extend(ends[:-1])
+                        tl[1].extend([n_dec] * k)
+                        tl[2].extend([0] * k)
+                        tl[3].extend([n_dec] * k)
+                        tl[5].extend([len(sch.waiting)] * k)
+                    else:
+                        tl[1].append(n_dec)
+                        tl[2].append(0)
+                        tl[3].append(n_dec)
+                        tl[5].append(len(sch.waiting))
                     tl[4].extend(used)
-                    tl[5].extend([len(sch.waiting)] * k)
                     r.busy_until_s = ends[-1]
                     for seq in finished:
                         self._finished_fast(r, seq)
                     return
         n_before = sch.step_index
-        if self.fast:
-            out = eng.step_compact(t0)
-            duration, preempted = out.duration_s, out.preempted
-            pf_tok, pf_seqs, n_dec = out.prefill_tokens, out.prefill_seqs, out.decode_seqs
-        else:
-            res = eng.step(t0)
-            duration, preempted = res.duration_s, res.preempted
-            pf_tok, pf_seqs, n_dec = res.prefill_tokens, res.prefill_seqs, res.decode_seqs
-            for rid in res.preempted:
-                self.preempt[int(rid)] += 1
+        out = eng.step_compact(t0)
         if sch.step_index == n_before:
-            if not preempted:
+            if not out.preempted:
                 raise RuntimeError(f"replica {r.index}: engine made no progress at {t0}")
             return
-        end = t0 + duration
+        end = t0 + out.duration_s
         r.step_end_s.append(end)
         r.busy_until_s = end
+        n_dec = out.decode_seqs
         tl[0].append(t0)
-        tl[1].append(pf_seqs + n_dec)
-        tl[2].append(pf_tok)
+        tl[1].append(out.prefill_seqs + n_dec)
+        tl[2].append(out.prefill_tokens)
         tl[3].append(n_dec)
         tl[4].append(sch.pool.used_blocks)
         tl[5].append(len(sch.waiting))
-        if self.fast:
-            for seq in out.finished:
-                self._finished_fast(r, seq)
-        else:
-            events = self.events
-            for rid, _ in res.emitted:
-                events[int(rid)].append(end)
-            for rid in res.finished:
-                self._seq_done(r, int(rid), end)
+        for seq in out.finished:
+            self._finished_fast(r, seq)
+
+    def _advance_step(self, r: Replica, t_next: float) -> None:
+        """Reference: replica r's next step through the public `Engine.step`."""
+        eng = r.engine
+        sch = eng.scheduler
+        t0 = r.busy_until_s
+        tl = r.tl
+        n_before = sch.step_index
+        res = eng.step(t0)
+        for rid in res.preempted:
+            self.preempt[int(rid)] += 1
+        if sch.step_index == n_before:
+            if not res.preempted:
+                raise RuntimeError(f"replica {r.index}: engine made no progress at {t0}")
+            return
+        end = t0 + res.duration_s
+        r.step_end_s.append(end)
+        r.busy_until_s = end
+        tl[0].append(t0)
+        tl[1].append(res.prefill_seqs + res.decode_seqs)
+        tl[2].append(res.prefill_tokens)
+        tl[3].append(res.decode_seqs)
+        tl[4].append(sch.pool.used_blocks)
+        tl[5].append(len(sch.waiting))
+        events = self.events
+        for rid, _ in res.emitted:
+            events[int(rid)].append(end)
+        for rid in res.finished:
+            self._seq_done(r, int(rid), end)
 
     # ---- the loop ------------------------------------------------------------------------
 
     def run(self) -> SimResult:
         reps = self.reps
-        advance, next_arrival, dispatch = self._advance, self._next_arrival, self._dispatch_next
+        advance = self._advance_fast if self.fast else self._advance_step
+        next_arrival, dispatch = self._next_arrival, self._dispatch_next
         # Without dynamic arrivals the next arrival changes only when it is dispatched.
         dynamic = self.dynamic
         if len(reps) == 1:
@@ -399,16 +422,7 @@ class _Sim:
             counts = np.bincount(req, weights=lens, minlength=n).astype(np.int64)
             offsets = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(counts, out=offsets[1:])
-            # Token j of segment i is step start[i] + j: the index array steps by 1 inside a
-            # segment and jumps at each segment's first token (a cumulative sum of jumps; much
-            # cheaper than np.repeat for tens of millions of tokens).
-            total = int(lens.sum())
-            idx = np.ones(total, dtype=np.int64)
-            if total:
-                idx[0] = start[0]
-                idx[np.cumsum(lens[:-1])] = start[1:] - start[:-1] - lens[:-1] + 1
-                np.cumsum(idx, out=idx)
-            events = all_ends[idx]
+            events = _expand_segments(all_ends, start, lens)
         else:
             counts = np.fromiter(map(len, self.events), dtype=np.int64, count=n)
             offsets = np.zeros(n + 1, dtype=np.int64)
@@ -436,6 +450,41 @@ class _Sim:
             engine_stats=[r.engine.stats().to_dict() for r in self.reps],
             mode=self.mode, roles=[r.role for r in self.reps],
         )
+
+
+def _expand_segments(step_ends: np.ndarray, start: np.ndarray, lens: np.ndarray,
+                     chunk: int = 1 << 20) -> np.ndarray:
+    """Token times of consecutive segments: segment i is step_ends[start[i]:start[i]+lens[i]].
+
+    The step index steps by 1 inside a segment and jumps at each segment's first token, so it
+    is a cumulative sum of ones and jumps. It is built a chunk at a time in one small buffer
+    and gathered straight into the output: one array of the full size is allocated, not
+    three (a fresh page costs more than the arithmetic on it; np.repeat is slower still).
+    """
+    total = int(lens.sum())
+    out = np.empty(total, dtype=np.float64)
+    if not total:
+        return out
+    first = np.zeros(lens.size, dtype=np.int64)      # position of each segment's first token
+    np.cumsum(lens[:-1], out=first[1:])
+    jump = np.empty(lens.size, dtype=np.int64)       # step index there minus the one before
+    jump[0] = start[0]
+    jump[1:] = start[1:] - start[:-1] - lens[:-1] + 1
+    buf = np.empty(min(chunk, total), dtype=np.int64)
+    carry = 0       # step index of the token before the chunk
+    lo = 0          # first segment starting in the chunk
+    for s in range(0, total, chunk):
+        e = min(s + chunk, total)
+        d = buf[:e - s]
+        d.fill(1)
+        hi = int(np.searchsorted(first, e))
+        d[first[lo:hi] - s] = jump[lo:hi]
+        d[0] += carry
+        np.cumsum(d, out=d)
+        carry = int(d[-1])
+        np.take(step_ends, d, out=out[s:e], mode="clip")   # indices valid by construction
+        lo = hi
+    return out
 
 
 def reps_sorted(reps: list[Replica]) -> list[Replica]:

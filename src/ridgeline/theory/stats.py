@@ -100,13 +100,21 @@ def bootstrap_resample_percentiles(
 
 
 def bootstrap_mean_draws(
-    x: np.ndarray, n_draws: int, rng: np.random.Generator, chunk_elements: int = 4_000_000
+    x: np.ndarray,
+    n_draws: int,
+    rng: np.random.Generator,
+    chunk_elements: int = 4_000_000,
+    *,
+    mean: float | None = None,
+    sd: float | None = None,
 ) -> np.ndarray:
     """B bootstrap replicates of the mean.
 
     Resamples for real when n * B is at most 20 million index draws; beyond that the
     bootstrap distribution of a mean is normal to within the resampling noise (CLT, n is
     then over 10,000), so the draws come from N(mean, sd/sqrt(n)) with the sample sd.
+    `mean` and `sd` (``np.mean(x)``, ``np.std(x)``), when the caller has them, save two
+    passes over a large sample.
     """
     n = x.size
     if n == 0:
@@ -119,8 +127,9 @@ def bootstrap_mean_draws(
             idx = rng.integers(0, n, size=(stop - start, n))
             out[start:stop] = x[idx].mean(axis=1)
         return out
-    sd = float(np.std(x))
-    return float(np.mean(x)) + sd / math.sqrt(n) * rng.standard_normal(n_draws)
+    sd = float(np.std(x)) if sd is None else sd
+    mean = float(np.mean(x)) if mean is None else mean
+    return mean + sd / math.sqrt(n) * rng.standard_normal(n_draws)
 
 
 def poisson_bootstrap_sum_draws(

@@ -4,14 +4,22 @@ Crash tolerance: a trace whose writer was killed has no footer and may end in a 
 line. Both are accepted and reported in `Trace.warnings`; every complete request is read.
 A malformed line anywhere else is an error naming the line number and the field.
 
-The file is read in large binary blocks and parsed in batches of lines. Fast path: the
-``event_times_s`` / ``event_tokens`` arrays of a batch are cut out of the lines and parsed
-with a few numpy calls (they are most of the bytes and `json.loads` is slow on them), the
-rest of each line with one `json.loads` per batch. It only answers when it can prove the
-result is what the exact path gives; any batch it cannot handle (odd layout, a number
-format it does not know, a bad line) is read by the exact path: `json.loads` per line and
-`build_columns`, which also produces every error message. The pydantic models are only
-used to explain an error (and by `validate_trace`).
+How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see benchmarks/RESULTS_analyze.md):
+
+* The file is read in large binary blocks, parsed in batches of lines, and every batch is
+  copied straight into columns reserved for the whole file (no list of parts to join).
+* Fast path per batch: the ``event_times_s`` / ``event_tokens`` arrays (most of the bytes,
+  and slow in `json.loads`) are cut out of the lines and parsed with a few numpy calls;
+  the rest of the lines with one `json.loads`. It answers only when it can prove the
+  result equals the exact path's; a batch it cannot handle (odd layout, a number format it
+  does not know, a bad line) goes through the exact path: `json.loads` and
+  `build_columns`, which also produce every error message.
+* A large uncompressed file is split in two at a line boundary: a worker process reads the
+  second part while this process reads the first. Any error, warning it cannot place, or
+  failure of the worker makes the whole file be read again in this process alone, so what
+  comes out (values, warnings, errors) never depends on the split.
+
+The pydantic models are only used to explain an error (and by `validate_trace`).
 
 >>> import os, tempfile
 >>> p = os.path.join(tempfile.mkdtemp(), "t.jsonl")
@@ -25,13 +33,15 @@ used to explain an error (and by `validate_trace`).
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import gzip
 import json
 import operator
+import os
+import pickle
+import subprocess
+import sys
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from itertools import repeat
 from pathlib import Path
 from typing import IO, Any
@@ -42,15 +52,22 @@ from pydantic import ValidationError
 from ridgeline.errors import RidgelineError
 from ridgeline.trace.schema import RequestRecord, TraceFooter, TraceHeader
 from ridgeline.trace.table import (
+    _EVENT_COLUMNS,
     RecordError,
     Trace,
     _Columns,
+    _ColumnSink,
     build_columns,
     scalar_columns,
 )
 
 BATCH_LINES = 16_384
 BLOCK_BYTES = 1 << 23  # read size; lines are cut out of these blocks
+PARALLEL_MIN_BYTES = 64 << 20  # smaller files are read by this process alone
+# Share of the file this process reads when a worker reads the rest: the worker first
+# starts Python and counts the lines before its part.
+PARALLEL_SHARE = 0.53
+_EVENT_NAMES = frozenset(name for name, _ in _EVENT_COLUMNS)
 
 
 def open_text(path: str | Path) -> IO[bytes]:
@@ -83,16 +100,24 @@ def _explain_record(obj: Any, line_no: int, path: str) -> RidgelineError:
     return RidgelineError(f"{path}: line {line_no}: invalid request record")
 
 
-def _batches(fh: IO[bytes]) -> Iterator[tuple[list[int], list[bytes], bool]]:
+def _batches(
+    fh: IO[bytes], *, no: int = 0, limit: int | None = None
+) -> Iterator[tuple[list[int], list[bytes], bool]]:
     """Non-blank lines (stripped) in batches of BATCH_LINES: (line numbers, lines,
-    is_last_batch). Reads large blocks and splits them, not a line at a time."""
+    is_last_batch). Reads large blocks and splits them, not a line at a time.
+
+    `no`: lines before the file position (numbering starts after them). `limit`: read only
+    this many bytes (the end of a line); the batches then end with is_last_batch False.
+    """
     nos: list[int] = []
     lines: list[bytes] = []
     pending: tuple[list[int], list[bytes]] | None = None
-    no = 0  # line number of the last line split off so far
     tail = b""
+    left = limit
     while True:
-        block = fh.read(BLOCK_BYTES)
+        block = fh.read(BLOCK_BYTES if left is None else min(BLOCK_BYTES, left))
+        if left is not None:
+            left -= len(block)
         if block:
             buf = tail + block if tail else block
             cut = buf.rfind(b"\n")
@@ -119,10 +144,11 @@ def _batches(fh: IO[bytes]) -> Iterator[tuple[list[int], list[bytes], bool]]:
                 yield pending[0], pending[1], False
             pending = (nos[:BATCH_LINES], lines[:BATCH_LINES])
             del nos[:BATCH_LINES], lines[:BATCH_LINES]
+    at_eof = limit is None
     if pending is not None:
-        yield pending[0], pending[1], not lines
+        yield pending[0], pending[1], at_eof and not lines
     if lines:
-        yield nos, lines, True
+        yield nos, lines, at_eof
 
 
 def _parse_batch(
@@ -162,6 +188,7 @@ _OPEN_K = _KEY_K + b"["
 _MARK_T_JSON, _MARK_T = b'"\\u0001"', "\x01"
 _MARK_K_JSON, _MARK_K = b'"\\u0002"', "\x02"
 _WS = b" \t\r\n"
+_POW10 = np.array([float(10**k) for k in range(16)])  # exact doubles
 
 
 class _Cannot(Exception):
@@ -185,14 +212,11 @@ def _cut_one(line: bytes, key: bytes, mark: bytes) -> tuple[bytes, bytes | None]
     return line[:i + len(key)] + mark + line[j + 1:], line[p + 1:j]
 
 
-def _cut_arrays(lines: list[bytes]) -> tuple[list[bytes], list[bytes], list[bytes],
-                                                list[bool], list[bool]]:
-    """Each line without its event arrays, the arrays' insides, and which lines had them."""
+def _cut_arrays(lines: list[bytes]) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """Each line with its event arrays replaced by marks, and the arrays' insides."""
     rest: list[bytes] = []
     ct: list[bytes] = []
     ck: list[bytes] = []
-    has_t: list[bool] = []
-    has_k: list[bool] = []
     ot, ok_, mt, mk = _OPEN_T, _OPEN_K, _MARK_T_JSON, _MARK_K_JSON
     lt, lk = len(_OPEN_T), len(_OPEN_K)
     for line in lines:
@@ -207,24 +231,18 @@ def _cut_arrays(lines: list[bytes]) -> tuple[list[bytes], list[bytes], list[byte
                     ck.append(line[k + lk:m])
                     rest.append(b"".join((line[:i + lt - 1], mt, line[j + 1:k + lk - 1], mk,
                                           line[m + 1:])))
-                    has_t.append(True)
-                    has_k.append(True)
                     continue
         elif _KEY_T not in line and _KEY_K not in line:  # no events (an error, a header)
             rest.append(line)
-            has_t.append(False)
-            has_k.append(False)
             continue
         line, t = _cut_one(line, _KEY_T, mt)
         line, k_ = _cut_one(line, _KEY_K, mk)
         rest.append(line)
-        has_t.append(t is not None)
-        has_k.append(k_ is not None)
         if t is not None:
             ct.append(t)
         if k_ is not None:
             ck.append(k_)
-    return rest, ct, ck, has_t, has_k
+    return rest, ct, ck
 
 
 def _token_counts(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -251,15 +269,28 @@ def _fixed_point(text: bytes, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     if sep[0] == 0 or sep[-1] == a.size - 1 or (np.diff(sep) < 2).any():
         return None  # an empty integer or fraction part
     total = (sep.size + 1) // 2
+    dots = sep[0::2]
     starts = np.empty(total, dtype=np.int64)
     starts[0] = 0
     starts[1:] = sep[1::2] + 1
-    if ((a[starts] == 48) & (sep[0::2] - starts > 1)).any():
+    if ((a[starts] == 48) & (dots - starts > 1)).any():
         return None  # "01.5" is not JSON
-    # strtod rounds correctly, as float() does (checked in the tests)
-    v = np.fromstring(text, dtype=np.float64, sep=",")
-    if v.size != total:
-        return None
+    ends = np.empty(total, dtype=np.int64)
+    ends[:-1] = sep[1::2]
+    ends[-1] = a.size
+    del a, sep, kinds
+    if int((ends - starts).max()) <= 16:
+        # At most 15 digits: m, the digits without the point, is exact in a double, so is
+        # 10**f (f <= 14 fraction digits), and one IEEE division rounds m / 10**f correctly:
+        # the double float() gives (Clinger's fast path), at a third of strtod's cost.
+        m = np.fromstring(text.replace(b".", b""), dtype=np.int64, sep=",")
+        if m.size != total:
+            return None
+        v = np.divide(m, _POW10[ends - dots - 1])
+    else:
+        v = np.fromstring(text, dtype=np.float64, sep=",")  # strtod rounds as float() does
+        if v.size != total:
+            return None
     return v, _token_counts(starts, lens)
 
 
@@ -324,31 +355,15 @@ def _parse_arrays(contents: list[bytes], ints: bool) -> tuple[np.ndarray, np.nda
         raise _Cannot from None
 
 
-def _parse_events(ct: list[bytes], ck: list[bytes]) -> tuple[np.ndarray, ...]:
-    times, t_counts = _parse_arrays(ct, ints=False)
-    tokens, k_counts = _parse_arrays(ck, ints=True)
-    return times, t_counts, tokens, k_counts
-
-
 class _FastBatch:
     """A batch parsed by the fast path, before the records are known. Raises _Cannot.
 
-    With `pool`, the numbers are parsed in its thread while this one runs `json.loads` on
-    the rest (numpy's text parsing releases the GIL, so the two use two cores).
+    Everything that can fail is checked here, before the records are dispatched, so that a
+    batch it rejects is read by the exact path with the same errors in the same order.
     """
 
-    def __init__(self, lines: list[bytes], pool: ThreadPoolExecutor | None) -> None:
-        rest, ct, ck, self.has_t, self.has_k = _cut_arrays(lines)
-        numbers = pool.submit(_parse_events, ct, ck) if pool is not None else None
-        try:
-            self._parse_rest(rest, len(lines), len(ct), len(ck))
-        finally:
-            got = numbers.result() if numbers is not None else None  # raises _Cannot
-        self.times, self.t_counts, self.tokens, self.k_counts = (
-            got if got is not None else _parse_events(ct, ck)
-        )
-
-    def _parse_rest(self, rest: list[bytes], n: int, n_t: int, n_k: int) -> None:
+    def __init__(self, lines: list[bytes]) -> None:
+        rest, ct, ck = _cut_arrays(lines)
         text = b"\n,".join(rest)
         del rest
         enabled = gc.isenabled()
@@ -360,6 +375,7 @@ class _FastBatch:
         finally:
             if enabled:
                 gc.enable()
+        n = len(lines)
         if len(objs) != n:
             raise _Cannot
         try:
@@ -368,24 +384,23 @@ class _FastBatch:
             self.kinds = list(map(dict.get, objs, repeat("type"), repeat("request")))
         except TypeError:
             raise _Cannot from None  # a line that is not an object: the exact path says so
-        # Each cut must have been the line's own (top-level) field: its mark is the value.
-        if list(map(operator.eq, self.tv, repeat(_MARK_T))) != self.has_t or \
-                list(map(operator.eq, self.kv, repeat(_MARK_K))) != self.has_k:
+        # Each cut put one mark in the text. Without escapes in the batch no other mark
+        # can exist, so as many marks at the top level as cuts means every cut was the
+        # record's own field (a line has one value per key).
+        if (self.tv.count(_MARK_T) != len(ct) or self.kv.count(_MARK_K) != len(ck)
+                or (b"\\" in text and (text.count(_MARK_T_JSON) != len(ct)
+                                       or text.count(_MARK_K_JSON) != len(ck)))):
             raise _Cannot
-        if b"\\" in text and (text.count(_MARK_T_JSON) != n_t
-                              or text.count(_MARK_K_JSON) != n_k):
-            raise _Cannot  # a mark was in the file already (escapes are rare): be safe
+        del text
         self.all_requests = self.kinds.count("request") == n
         if not self.all_requests:
-            for kind, t, k in zip(self.kinds, self.has_t, self.has_k, strict=True):
-                if kind != "request" and (t or k):
+            for kind, t, k in zip(self.kinds, self.tv, self.kv, strict=True):
+                if kind != "request" and (t == _MARK_T or k == _MARK_K):
                     raise _Cannot  # event arrays in a header or footer: keep them exact
+        # Numbers last: a bad one anywhere sends the whole batch to the exact path.
+        self.times, self.t_counts = _parse_arrays(ct, ints=False)
+        self.tokens, self.k_counts = _parse_arrays(ck, ints=True)
         self.objs = objs
-        # The usual batch (requests only): its scalar columns, while the numbers parse.
-        self.scalars: dict[str, Any] | None = None
-        if self.all_requests:
-            with contextlib.suppress(RecordError):  # columns() falls back on it
-                self.scalars = scalar_columns(objs, dicts=True)
 
     def columns(self, req: list[int] | None) -> _Columns:
         """Columns of the request records (indices into the batch; None: all lines)."""
@@ -393,9 +408,7 @@ class _FastBatch:
         tv = self.tv if req is None else [self.tv[i] for i in req]
         kv = self.kv if req is None else [self.kv[i] for i in req]
         n = len(objs)
-        scalars = self.scalars if req is None and self.scalars is not None else (
-            scalar_columns(objs, dicts=True)
-        )
+        scalars = scalar_columns(objs, dicts=True)
         # Anything but our marks or nothing (a parsed list, null, a number) → exact path.
         has_t = np.fromiter(map(operator.eq, tv, repeat(_MARK_T)), dtype=bool, count=n)
         has_k = np.fromiter(map(operator.eq, kv, repeat(_MARK_K)), dtype=bool, count=n)
@@ -422,6 +435,102 @@ class _FastBatch:
                         event_tokens=tokens)
 
 
+# ---- reading ----------------------------------------------------------------------------------
+
+
+class _Reader:
+    """Reads batches in file order into a column sink: the header / request / footer logic
+    and the errors, shared by both paths and by the worker process."""
+
+    def __init__(self, spath: str, fast: bool, size: int, header: TraceHeader | None = None):
+        self.spath = spath
+        self.fast = fast
+        self.size = size  # bytes this reader will see (0: unknown), to reserve columns
+        self.seen = 0
+        self.warnings: list[str] = []
+        self.sink = _ColumnSink()
+        self.header = header
+        self.footer: TraceFooter | None = None
+        self.footer_line = 0
+
+    def feed(self, nos: list[int], lines: list[bytes], is_last: bool) -> None:
+        spath = self.spath
+        fb: _FastBatch | None = None
+        if self.fast:
+            try:
+                fb = _FastBatch(lines)
+            except _Cannot:
+                fb = None
+        if fb is not None:
+            line_nos, objs = nos, fb.objs
+        else:
+            line_nos, objs = _parse_batch(nos, lines, is_last, spath, self.warnings)
+        req_objs: list[Any] = []
+        req_nos: list[int] = []
+        req_idx: list[int] | None = []
+        if (fb is not None and fb.all_requests and self.header is not None
+                and self.footer is None):
+            req_objs, req_nos, req_idx = objs, line_nos, None  # the usual batch
+        else:
+            for idx, (no, obj) in enumerate(zip(line_nos, objs, strict=True)):
+                kind = obj.get("type", "request") if isinstance(obj, dict) else None
+                if kind == "request" and self.header is not None:
+                    if self.footer is not None:
+                        self.warnings.append(f"line {no}: request after the footer (line "
+                                             f"{self.footer_line}); read anyway")
+                    req_objs.append(obj)
+                    req_nos.append(no)
+                    req_idx.append(idx)  # type: ignore[union-attr]
+                    continue
+                if self.header is None:
+                    if kind != "header":
+                        raise RidgelineError(
+                            f"{spath}: line {no}: field 'type': the first line must be the "
+                            f"trace header (type \"header\"){_format_hint(spath)}"
+                        )
+                    self.header = _validated(TraceHeader, obj, no, spath, "header")
+                elif kind == "footer":
+                    self.footer = _validated(TraceFooter, obj, no, spath, "footer")
+                    self.footer_line = no
+                elif kind == "header":
+                    raise RidgelineError(
+                        f"{spath}: line {no}: field 'type': a second header (traces cannot "
+                        "be concatenated; analyze them separately)"
+                    )
+                elif not isinstance(obj, dict):
+                    raise _explain_record(obj, no, spath)
+                else:
+                    raise RidgelineError(
+                        f"{spath}: line {no}: field 'type': got {kind!r}; allowed: header, "
+                        "request, footer"
+                    )
+        self.seen += sum(map(len, lines)) + len(lines)
+        if not req_objs:
+            return
+        cols: _Columns | None = None
+        if fb is not None:
+            try:
+                cols = fb.columns(req_idx)
+            except (_Cannot, RecordError):
+                # The exact path: every request line parsed on its own (all are valid JSON
+                # here), so the record error and its order are the usual ones.
+                idx = range(len(lines)) if req_idx is None else req_idx
+                req_objs = json.loads(b"[" + b",".join([lines[i] for i in idx]) + b"]")
+        if cols is None:
+            try:
+                cols = build_columns(req_objs)
+            except RecordError as exc:
+                raise RidgelineError(
+                    f"{spath}: line {req_nos[exc.index]}: field '{exc.field_name}': "
+                    f"{exc.message}"
+                ) from None
+        if self.sink.n == 0 and self.size:  # room for all, estimated from this batch
+            scale = 1.1 * self.size / self.seen
+            self.sink.reserve(int(len(cols.ids) * scale) + 1024,
+                              int(cols.event_times_s.size * scale) + 1024)
+        self.sink.append(cols)
+
+
 def read_trace(path: str | Path) -> Trace:
     """Read a ridgeline trace file. Raises RidgelineError on a malformed file.
 
@@ -431,85 +540,26 @@ def read_trace(path: str | Path) -> Trace:
     return _read_trace(path)
 
 
-def _read_trace(path: str | Path, *, fast: bool = True, threads: bool = True) -> Trace:
-    """`read_trace`. `fast=False` reads every batch by the exact path (for the tests);
-    `threads=False` parses the numbers in this thread."""
+def _read_trace(path: str | Path, *, fast: bool = True, parallel: bool = True) -> Trace:
+    """`read_trace`. `fast=False`: every batch by the exact path (for the tests).
+    `parallel=False`: no worker process."""
     spath = str(path)
-    warnings: list[str] = []
-    parts: list[_Columns] = []
-    header: TraceHeader | None = None
-    footer: TraceFooter | None = None
-    footer_line = 0
+    with open_text(path) as fh:  # the not-found / directory errors first
+        gz = isinstance(fh, gzip.GzipFile)
+        size = 0 if gz else os.fstat(fh.fileno()).st_size
+        rd: _Reader | None = None
+        if parallel and fast and size >= PARALLEL_MIN_BYTES and _cpus() >= 2:
+            rd = _read_split(fh, spath, size)
+        if rd is None:
+            fh.seek(0)
+            rd = _Reader(spath, fast, size)
+            for batch in _batches(fh):
+                rd.feed(*batch)
+    return _finish(rd)
 
-    with open_text(path) as fh, ThreadPoolExecutor(1) as pool:
-        for nos, lines, is_last in _batches(fh):
-            fb: _FastBatch | None = None
-            if fast:
-                try:
-                    fb = _FastBatch(lines, pool if threads else None)
-                except _Cannot:
-                    fb = None
-            if fb is not None:
-                line_nos, objs = nos, fb.objs
-            else:
-                line_nos, objs = _parse_batch(nos, lines, is_last, spath, warnings)
-            req_objs: list[Any] = []
-            req_nos: list[int] = []
-            req_idx: list[int] | None = []
-            if (fb is not None and header is not None and footer is None
-                    and fb.kinds.count("request") == len(fb.kinds)):
-                req_objs, req_nos, req_idx = objs, line_nos, None  # the usual batch
-            else:
-                for idx, (no, obj) in enumerate(zip(line_nos, objs, strict=True)):
-                    kind = obj.get("type", "request") if isinstance(obj, dict) else None
-                    if kind == "request" and header is not None:
-                        if footer is not None:
-                            warnings.append(f"line {no}: request after the footer (line "
-                                            f"{footer_line}); read anyway")
-                        req_objs.append(obj)
-                        req_nos.append(no)
-                        req_idx.append(idx)  # type: ignore[union-attr]
-                        continue
-                    if header is None:
-                        if kind != "header":
-                            raise RidgelineError(
-                                f"{spath}: line {no}: field 'type': the first line must be "
-                                f"the trace header (type \"header\"){_format_hint(spath)}"
-                            )
-                        header = _validated(TraceHeader, obj, no, spath, "header")
-                    elif kind == "footer":
-                        footer = _validated(TraceFooter, obj, no, spath, "footer")
-                        footer_line = no
-                    elif kind == "header":
-                        raise RidgelineError(
-                            f"{spath}: line {no}: field 'type': a second header (traces "
-                            "cannot be concatenated; analyze them separately)"
-                        )
-                    elif not isinstance(obj, dict):
-                        raise _explain_record(obj, no, spath)
-                    else:
-                        raise RidgelineError(
-                            f"{spath}: line {no}: field 'type': got {kind!r}; allowed: "
-                            "header, request, footer"
-                        )
-            if not req_objs:
-                continue
-            if fb is not None:
-                try:
-                    parts.append(fb.columns(req_idx))
-                    continue
-                except (_Cannot, RecordError):
-                    # The exact path: every request line parsed on its own (all are valid
-                    # JSON here), so the record error and its order are the usual ones.
-                    idx = range(len(lines)) if req_idx is None else req_idx
-                    req_objs = json.loads(b"[" + b",".join([lines[i] for i in idx]) + b"]")
-            try:
-                parts.append(build_columns(req_objs))
-            except RecordError as exc:
-                raise RidgelineError(
-                    f"{spath}: line {req_nos[exc.index]}: field '{exc.field_name}': "
-                    f"{exc.message}"
-                ) from None
+
+def _finish(rd: _Reader) -> Trace:
+    spath, warnings, header, footer = rd.spath, rd.warnings, rd.header, rd.footer
     if header is None:
         raise RidgelineError(f"{spath}: empty file (no trace header)")
     if footer is None:
@@ -519,12 +569,134 @@ def _read_trace(path: str | Path, *, fast: bool = True, threads: bool = True) ->
         )
     elif footer.interrupted:
         warnings.append("footer says the run was interrupted before it finished")
-    trace = Trace.from_columns(header, parts, footer, warnings, path=spath, consume=True)
+    trace = rd.sink.trace(header, footer, warnings, path=spath)
     if footer is not None and footer.requests_written != len(trace) and not footer.interrupted:
         warnings.append(
             f"footer says {footer.requests_written} requests were written, read {len(trace)}"
         )
     return trace
+
+
+# ---- two processes ------------------------------------------------------------------------------
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _read_split(fh: IO[bytes], spath: str, size: int) -> _Reader | None:
+    """Read the file with a worker process taking the part after a line boundary near
+    PARALLEL_SHARE of it. None when the file must be read by this process alone (no
+    boundary, the worker did not start or failed, an error, a footer before the split)."""
+    fh.seek(int(size * PARALLEL_SHARE))
+    fh.readline()
+    split = fh.tell()
+    if split >= size:
+        return None
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(p) if p else os.getcwd()
+                                         for p in sys.path])
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from ridgeline.trace.reader import _worker_main; "
+             "_worker_main()", spath, str(split), str(BATCH_LINES)],
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env,
+        )
+    except OSError:
+        return None
+    try:
+        fh.seek(0)
+        rd = _Reader(spath, True, size)
+        try:
+            for batch in _batches(fh, limit=split):
+                rd.feed(*batch)
+        except Exception:
+            return None  # read again alone: the same error, from the same batches
+        if rd.header is None or rd.footer is not None:
+            return None  # the requests after it need this part's state: read alone
+        assert proc.stdout is not None
+        return rd if _receive(proc.stdout, rd) and proc.wait() == 0 else None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _receive(pipe: IO[bytes], rd: _Reader) -> bool:
+    """Append the worker's columns (read from its stdout straight into the sink) and its
+    footer and warnings to `rd`; False when the worker did not finish cleanly."""
+    try:
+        meta = pickle.load(pipe)
+    except Exception:
+        return False
+    if not isinstance(meta, dict) or not meta.get("ok"):
+        return False
+    sink, n, ne = rd.sink, meta["n"], meta["n_events"]
+    sink.reserve(sink.n + n, sink.n_events + ne)
+    for name, length in meta["arrays"]:
+        at = sink.n_events if name in _EVENT_NAMES else sink.n
+        view = memoryview(sink.arrays[name][at:at + length]).cast("B")
+        got = 0
+        while got < view.nbytes:
+            k = pipe.readinto(view[got:])  # type: ignore[attr-defined]
+            if not k:
+                return False
+            got += k
+    sink.ids.extend(meta["ids"])
+    sink.error_kind.extend(meta["error_kind"])
+    sink.error.extend(meta["error"])
+    sink.n += n
+    sink.n_events += ne
+    rd.warnings.extend(meta["warnings"])
+    if meta["footer"] is not None:
+        rd.footer = TraceFooter.model_validate(meta["footer"])
+        rd.footer_line = meta["footer_line"]
+    return True
+
+
+def _worker_main() -> None:
+    """The worker: read the file from byte argv[2] (a line start) to the end, and write
+    the columns to stdout (a pickled description, then the raw arrays)."""
+    global BATCH_LINES
+    spath, split = sys.argv[1], int(sys.argv[2])
+    BATCH_LINES = int(sys.argv[3])
+    out = sys.stdout.buffer
+    try:
+        with open(spath, "rb") as fh:
+            no = 0
+            while fh.tell() < split:  # lines before the part: the numbering goes on
+                block = fh.read(min(BLOCK_BYTES, split - fh.tell()))
+                if not block:
+                    break
+                no += int(np.count_nonzero(np.frombuffer(block, dtype=np.uint8) == 10))
+            size = os.fstat(fh.fileno()).st_size - split
+            fh.seek(split)
+            # The header is in the first part: this part's lines are requests and footer.
+            rd = _Reader(spath, True, size, header=TraceHeader(source="worker"))
+            for batch in _batches(fh, no=no):
+                rd.feed(*batch)
+        sink = rd.sink
+        arrays = [(name, a[:sink.n_events if name in _EVENT_NAMES else sink.n])
+                  for name, a in sink.arrays.items()]
+        meta = {"ok": True, "n": sink.n, "n_events": sink.n_events,
+                "arrays": [(name, a.size) for name, a in arrays],
+                "ids": sink.ids, "error_kind": sink.error_kind, "error": sink.error,
+                "warnings": rd.warnings, "footer_line": rd.footer_line,
+                "footer": rd.footer.model_dump() if rd.footer is not None else None}
+    except BaseException:
+        pickle.dump({"ok": False}, out)
+        out.flush()
+        raise SystemExit(1) from None
+    pickle.dump(meta, out, protocol=pickle.HIGHEST_PROTOCOL)
+    for _, a in arrays:
+        out.write(memoryview(np.ascontiguousarray(a)).cast("B"))
+    out.flush()
 
 
 def _validated(model: Any, obj: Any, no: int, spath: str, what: str) -> Any:

@@ -294,22 +294,11 @@ class Trace:
         footer: TraceFooter | None,
         warnings: list[str],
         path: str | None = None,
-        *,
-        consume: bool = False,
     ) -> Trace:
-        """Concatenate per-batch columns into one trace.
-
-        `consume=True` drops each column of `parts` as soon as it is concatenated (the
-        reader's case), so a trace is never held twice in memory.
-        """
+        """Concatenate per-batch columns into one trace."""
         def cat(name: str, dtype: Any) -> np.ndarray:
             arrays = [getattr(p, name) for p in parts]
-            if consume:
-                for p in parts:
-                    setattr(p, name, None)
-            out = np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
-            arrays.clear()
-            return out
+            return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
 
         counts = cat("event_counts", np.int64)
         offsets = np.zeros(counts.size + 1, dtype=np.int64)
@@ -360,3 +349,76 @@ class Trace:
         if self.error[i] is not None:
             out["error"] = self.error[i]
         return out
+
+
+_REQUEST_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("scheduled_s", np.float64), ("sent_s", np.float64), ("end_s", np.float64),
+    ("ttft_s", np.float64), ("tpot_s", np.float64), ("e2e_s", np.float64),
+    ("prompt_tokens", np.int64), ("output_tokens", np.int64), ("status", np.int8),
+    ("token_source", np.int8), ("event_counts", np.int64),
+)
+_EVENT_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("event_times_s", np.float64), ("event_tokens", np.int64),
+)
+
+
+class _ColumnSink:
+    """The columns of a trace being read, filled batch by batch.
+
+    Same result as `Trace.from_columns` on the list of batches, without holding the batches
+    and the concatenation at once: each batch is copied into arrays reserved ahead (the
+    reader reserves from the file size; pages never written cost no memory) and grown when
+    short, then trimmed in place.
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.n_events = 0
+        self.arrays = {name: np.empty(0, dtype=dtype)
+                       for name, dtype in _REQUEST_COLUMNS + _EVENT_COLUMNS}
+        self.ids: list[str] = []
+        self.error_kind: list[str | None] = []
+        self.error: list[str | None] = []
+
+    def reserve(self, n: int, n_events: int) -> None:
+        """Make room for `n` requests and `n_events` events in all."""
+        for columns, need, used in ((_REQUEST_COLUMNS, n, self.n),
+                                    (_EVENT_COLUMNS, n_events, self.n_events)):
+            for name, _ in columns:
+                old = self.arrays[name]
+                if old.size < need:
+                    new = np.empty(need, dtype=old.dtype)
+                    new[:used] = old[:used]
+                    self.arrays[name] = new
+
+    def append(self, cols: _Columns) -> None:
+        n, ne = len(cols.ids), cols.event_times_s.size
+        if self.n + n > self.arrays["sent_s"].size or \
+                self.n_events + ne > self.arrays["event_times_s"].size:
+            self.reserve(max(self.n + n, self.n * 3 // 2),
+                         max(self.n_events + ne, self.n_events * 3 // 2))
+        for name, _ in _REQUEST_COLUMNS:
+            self.arrays[name][self.n:self.n + n] = getattr(cols, name)
+        for name, _ in _EVENT_COLUMNS:
+            self.arrays[name][self.n_events:self.n_events + ne] = getattr(cols, name)
+        self.ids.extend(cols.ids)
+        self.error_kind.extend(cols.error_kind)
+        self.error.extend(cols.error)
+        self.n += n
+        self.n_events += ne
+
+    def trace(self, header: TraceHeader, footer: TraceFooter | None, warnings: list[str],
+              path: str | None = None) -> Trace:
+        """The trace; the sink is empty afterwards."""
+        arrays, self.arrays = self.arrays, {}
+        for columns, used in ((_REQUEST_COLUMNS, self.n), (_EVENT_COLUMNS, self.n_events)):
+            for name, _ in columns:
+                if arrays[name].size != used:
+                    arrays[name].resize(used, refcheck=False)  # realloc: shrinks in place
+        counts = arrays.pop("event_counts")
+        offsets = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        del counts
+        return Trace(header=header, footer=footer, warnings=warnings, ids=self.ids,
+                     error_kind=self.error_kind, error=self.error, event_offsets=offsets,
+                     path=path, **arrays)
