@@ -142,12 +142,11 @@ def test_emulator_target_zero_setup(tmp_path: Path) -> None:
     header, recs, footer = read_trace(trace)
     assert header["engine"] == "ridgeline-emulator" and header["hardware"] == "h100-sxm"
     assert footer is not None and len(recs) == 12
-    import numpy as np
-
     from ridgeline.workload.lengths import parse_lengths
+    from ridgeline.workload.streams import workload_streams
 
     # The emulator counts prompts with cl100k; synthetic prompts are one token per word.
-    asked = parse_lengths("uniform:min=20,max=200").sample(12, np.random.default_rng(0))
+    asked = parse_lengths("uniform:min=20,max=200").sample(12, workload_streams(0).lengths)
     by_id = {r["id"]: r for r in recs}
     for i, n in enumerate(asked.tolist()):
         r = by_id[f"r{i}"]

@@ -19,6 +19,7 @@ from ridgeline.bench.workers import split_concurrency
 from ridgeline.errors import RidgelineError
 from ridgeline.workload.arrivals import arrival_times_s, parse_arrival
 from ridgeline.workload.lengths import parse_lengths
+from ridgeline.workload.streams import workload_streams
 from test_bench_server import fetch_log, start_subprocess_server
 
 # KS critical value at alpha = 0.001 is 1.949 / sqrt(n) (asymptotic Kolmogorov).
@@ -87,8 +88,10 @@ def test_gamma_burstiness_matches_its_cv(server: str, tmp_path: Path) -> None:
     recs.sort(key=lambda r: r["scheduled_s"])
     sent = np.array([r["sent_s"] for r in recs])
     sched = np.array([r["scheduled_s"] for r in recs])
-    # The schedule is the seeded gamma process (seed 0): same times as drawn directly.
-    direct = arrival_times_s(parse_arrival("gamma:cv=2", 100.0), n, np.random.default_rng(0))
+    # The schedule is the seeded gamma process (seed 0's arrival stream, shared with
+    # simulate): same times as drawn directly.
+    direct = arrival_times_s(parse_arrival("gamma:cv=2", 100.0), n,
+                             workload_streams(0).arrivals)
     assert np.allclose(np.sort(sched), direct, atol=2e-6)
     cv_realized = np.diff(sent).std() / np.diff(sent).mean()
     cv_scheduled = np.diff(sched).std() / np.diff(sched).mean()
@@ -202,8 +205,7 @@ def test_synthetic_prompts_have_the_asked_lengths(server: str, tmp_path: Path) -
         prompt=parse_lengths("uniform:min=5,max=60"), output=parse_lengths("fixed:2"), seed=3)
     run_bench(config, warn=lambda m: None)
     recs = [json.loads(x) for x in config.trace_path.read_text().splitlines()[1:-1]]
-    rng = np.random.default_rng(3)
-    expected = parse_lengths("uniform:min=5,max=60").sample(30, rng)
+    expected = parse_lengths("uniform:min=5,max=60").sample(30, workload_streams(3).lengths)
     got = {r["id"]: r["prompt_tokens"] for r in recs}
     assert [got[f"r{i}"] for i in range(30)] == expected.tolist()
 

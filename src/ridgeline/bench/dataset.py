@@ -116,10 +116,16 @@ def exact_text(n_tokens: int, rng: np.random.Generator, tokenizer: Tokenizer | N
 def synthetic_requests(n: int, prompt: LengthDistribution, output: LengthDistribution,
                        rng: np.random.Generator, *, prefix_groups: int = 0,
                        prefix_tokens: int = 0, tokenizer: Tokenizer | None = None,
-                       id_prefix: str = "r") -> list[BenchRequest]:
-    """n requests with prompt and output lengths drawn from the two distributions."""
+                       id_prefix: str = "r",
+                       text_rng: np.random.Generator | None = None) -> list[BenchRequest]:
+    """n requests with prompt and output lengths drawn from the two distributions.
+
+    Lengths come from `rng` (prompt lengths, then output lengths, as `ridgeline simulate`
+    draws them); the prompt texts from `text_rng` (default: `rng`).
+    """
     prompt_lens = prompt.sample(n, rng)
     output_lens = output.sample(n, rng)
+    rng = text_rng if text_rng is not None else rng
     prefixes: list[str] = []
     if prefix_groups > 0 and prefix_tokens > 0:
         prefixes = [exact_text(prefix_tokens, rng, tokenizer) for _ in range(prefix_groups)]
@@ -218,15 +224,15 @@ def file_requests(spec: DatasetSpec, n: int, output: LengthDistribution | None,
 def build_requests(spec: DatasetSpec, n: int, prompt: LengthDistribution,
                    output: LengthDistribution | None, rng: np.random.Generator, *,
                    prefix_groups: int = 0, prefix_tokens: int = 0,
-                   tokenizer: Tokenizer | None = None, id_prefix: str = "r"
-                   ) -> list[BenchRequest]:
+                   tokenizer: Tokenizer | None = None, id_prefix: str = "r",
+                   text_rng: np.random.Generator | None = None) -> list[BenchRequest]:
     """The workload for any dataset kind. `output=None` means the file's own lengths."""
     if spec.kind == "synthetic":
         from ridgeline.workload.lengths import parse_lengths
 
         return synthetic_requests(n, prompt, output or parse_lengths("fixed:256", "--output"),
                                   rng, prefix_groups=prefix_groups, prefix_tokens=prefix_tokens,
-                                  tokenizer=tokenizer, id_prefix=id_prefix)
+                                  tokenizer=tokenizer, id_prefix=id_prefix, text_rng=text_rng)
     if prefix_groups:
         raise RidgelineError("--prefix-groups: only with --dataset synthetic")
     return file_requests(spec, n, output, rng, tokenizer=tokenizer, id_prefix=id_prefix)

@@ -31,16 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.bench.client import EndpointConfig, ServerInfo, probe_endpoint
+from ridgeline.bench.client import BenchRequest, EndpointConfig, ServerInfo, probe_endpoint
 from ridgeline.bench.dataset import DatasetSpec, build_requests
 from ridgeline.bench.load import LoadSpec, RequestSource, plan_source, pool_size
 from ridgeline.bench.progress import LiveProgress
 from ridgeline.bench.runner import RunOptions, RunStats, run_load
-from ridgeline.bench.tokens import load_tokenizer
+from ridgeline.bench.tokens import Tokenizer, load_tokenizer
 from ridgeline.errors import RidgelineError
 from ridgeline.trace.schema import TraceHeader
 from ridgeline.trace.writer import TraceWriter
 from ridgeline.workload.lengths import LengthDistribution, parse_lengths
+from ridgeline.workload.streams import workload_streams
 
 
 @dataclass
@@ -154,6 +155,21 @@ def _header(cfg: BenchConfig, info: ServerInfo, t0_perf: float, n_pool: int) -> 
     return header
 
 
+def plan_requests(cfg: BenchConfig, tok: Tokenizer | None = None
+                  ) -> tuple[list[BenchRequest], RequestSource]:
+    """The run's prompt pool and request source, before anything is sent.
+
+    The shared workload streams (`ridgeline.workload.streams`) make a synthetic run's
+    lengths and schedule identical to `ridgeline simulate` with the same specs and seed.
+    """
+    streams = workload_streams(cfg.seed)
+    pool = build_requests(cfg.dataset, pool_size(cfg.load), cfg.prompt, cfg.output,
+                          streams.lengths, prefix_groups=cfg.prefix_groups,
+                          prefix_tokens=cfg.prefix_tokens, tokenizer=tok,
+                          text_rng=streams.text)
+    return pool, plan_source(cfg.load, pool, streams.arrivals)
+
+
 def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
               stop_check: Callable[[], bool] | None = None) -> BenchOutcome:
     """Run one load point and write its trace. Bad input raises RidgelineError."""
@@ -168,13 +184,7 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
     elif info.models and ep.model not in info.models:
         warn(f"model {ep.model!r} is not in the server's /v1/models list {info.models[:5]}")
 
-    # Separate seeded streams, so the schedule is `arrival_times_s(process, n,
-    # default_rng(seed))` whatever the dataset, and the prompts do not depend on the load.
-    n_pool = pool_size(cfg.load)
-    pool = build_requests(cfg.dataset, n_pool, cfg.prompt, cfg.output,
-                          np.random.default_rng(cfg.seed), prefix_groups=cfg.prefix_groups,
-                          prefix_tokens=cfg.prefix_tokens, tokenizer=tok)
-    source = plan_source(cfg.load, pool, np.random.default_rng(cfg.seed))
+    pool, source = plan_requests(cfg, tok)
     warm = build_requests(cfg.dataset, cfg.load.warmup, cfg.prompt, cfg.output,
                           np.random.default_rng(cfg.seed + 1), tokenizer=tok,
                           id_prefix="warmup-") if cfg.load.warmup else []
@@ -186,7 +196,7 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
     progress = LiveProgress(total=total, enabled=cfg.progress)
 
     def open_trace(t0_perf: float) -> None:
-        writer_box.append(TraceWriter(cfg.trace_path, _header(cfg, info, t0_perf, n_pool)))
+        writer_box.append(TraceWriter(cfg.trace_path, _header(cfg, info, t0_perf, len(pool))))
 
     def emit(rec: dict) -> None:
         writer_box[0].write_request(rec)

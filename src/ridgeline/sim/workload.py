@@ -23,6 +23,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.sim.runner import Workload
 from ridgeline.workload.arrivals import arrival_times_s, parse_arrival
 from ridgeline.workload.lengths import parse_lengths
+from ridgeline.workload.streams import workload_streams
 from ridgeline.workload.think import parse_think_time
 
 
@@ -46,8 +47,8 @@ def build_workload(
         raise RidgelineError("--prefix-groups/--prefix-tokens: allowed: >= 0")
     if bool(prefix_groups) != bool(prefix_tokens):
         raise RidgelineError("--prefix-groups and --prefix-tokens go together (both > 0)")
-    s_len, s_arr, s_think = (np.random.default_rng(s)
-                             for s in np.random.SeedSequence(seed).spawn(3))
+    streams = workload_streams(seed)
+    s_len, s_arr, s_think = streams.lengths, streams.arrivals, streams.think
     p_dist = parse_lengths(prompt, "--prompt")
     o_dist = parse_lengths(output, "--output")
     prompt_tokens = p_dist.sample(n, s_len)

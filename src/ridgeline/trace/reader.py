@@ -66,7 +66,7 @@ BLOCK_BYTES = 1 << 23  # read size; lines are cut out of these blocks
 PARALLEL_MIN_BYTES = 64 << 20  # smaller files are read by this process alone
 # Share of the file this process reads when a worker reads the rest: the worker first
 # starts Python and counts the lines before its part.
-PARALLEL_SHARE = 0.53
+PARALLEL_SHARE = 0.50
 _EVENT_NAMES = frozenset(name for name, _ in _EVENT_COLUMNS)
 
 
