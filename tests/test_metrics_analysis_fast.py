@@ -1,0 +1,117 @@
+"""The memory-lean computations inside `analyze` equal the straightforward formulas they
+replaced, bit for bit (chunked ITL samples, per-request token sums, one-copy sorting)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import ridgeline.metrics.analysis as analysis
+from ridgeline.metrics.distribution import summarize
+from ridgeline.metrics.per_request import event_gaps, request_metrics
+from ridgeline.theory.stats import (
+    bootstrap_mean_draws,
+    bootstrap_percentile_draws,
+    ci_from_draws,
+)
+from ridgeline.trace.table import Trace
+
+
+def random_trace(seed: int, n: int = 400) -> Trace:
+    rng = np.random.default_rng(seed)
+    recs = []
+    for i in range(n):
+        k = int(rng.choice([0, 1, 2, 5, 30]))
+        t0 = float(rng.uniform(0, 100))
+        times = np.sort(t0 + rng.exponential(0.05, k)).tolist()
+        rec = {"id": str(i), "sent_s": t0, "event_times_s": times,
+               "status": "ok" if rng.random() > 0.1 else "error"}
+        if rng.random() > 0.3:
+            rec["event_tokens"] = rng.integers(0, 9, k).tolist()  # zeros: inf per token
+        if rng.random() > 0.5:
+            rec["output_tokens"] = int(rng.integers(0, 300))
+        recs.append(rec)
+    return Trace.from_records({"source": "test"}, recs)
+
+
+@pytest.mark.parametrize("chunk", [3, 64, 1 << 22])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_itl_samples_equal_the_gap_formula(
+    monkeypatch: pytest.MonkeyPatch, seed: int, chunk: int
+) -> None:
+    monkeypatch.setattr(analysis, "EVENT_CHUNK", chunk)
+    t = random_trace(seed)
+    pop = np.random.default_rng(seed + 10).random(len(t)) > 0.3
+    # The formula analyze used before (event_gaps, then the selection by request).
+    gaps, gap_counts = event_gaps(t)
+    itl_s = gaps[np.repeat(pop, gap_counts)]
+    later = np.ones(t.event_times_s.size, dtype=bool)
+    later[t.event_offsets[:-1][t.event_counts > 0]] = False
+    later &= np.repeat(pop, t.event_counts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tok = itl_s / t.event_tokens[later]
+    tok = tok[np.isfinite(tok)]
+    itl_ms, tok_ms = analysis._itl_samples(t, pop, per_token=True)
+    assert itl_ms.tobytes() == (itl_s * 1e3).tobytes()
+    assert tok_ms.tobytes() == (tok * 1e3).tobytes()
+    assert analysis._itl_samples(t, pop, per_token=False)[1].size == 0
+
+
+@pytest.mark.parametrize("chunk", [2, 50, 1 << 22])
+def test_tokens_per_request_equal_the_cumsum_formula(
+    monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    monkeypatch.setattr(analysis, "EVENT_CHUNK", chunk)
+    t = random_trace(3)
+    ev_in = np.random.default_rng(4).random(t.event_times_s.size) > 0.4
+    cum = np.zeros(t.event_tokens.size + 1, dtype=np.int64)
+    np.cumsum(np.where(ev_in, t.event_tokens, 0), out=cum[1:])
+    want = cum[t.event_offsets[1:]] - cum[t.event_offsets[:-1]]
+    got = analysis._tokens_per_request(t, ev_in)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+def test_output_tokens_from_events_equal_the_cumsum_formula() -> None:
+    t = random_trace(5)
+    cum = np.zeros(t.event_tokens.size + 1, dtype=np.int64)
+    np.cumsum(t.event_tokens, out=cum[1:])
+    tok_sum = (cum[t.event_offsets[1:]] - cum[t.event_offsets[:-1]]).astype(np.float64)
+    rm = request_metrics(t)
+    from_events = (t.output_tokens < 0) & (t.event_counts > 0)
+    assert from_events.any()
+    assert rm.output_tokens[from_events].tolist() == tok_sum[from_events].tolist()
+
+
+def old_summarize(values: np.ndarray, seed: int, stream: int) -> dict:
+    """`summarize` as it was: filter, np.sort, statistics on the sorted copy."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    rng = np.random.default_rng([seed, stream])
+    xs = np.sort(x)
+    out = {"mean": float(xs.mean()), "std": float(xs.std()), "min": float(xs[0]),
+           "max": float(xs[-1]), "mean_ci": ci_from_draws(bootstrap_mean_draws(xs, 2000, rng))}
+    for q in (50.0, 90.0, 95.0, 99.0, 99.9):
+        h = (xs.size - 1) * q / 100.0
+        lo = math.floor(h)
+        hi = min(lo + 1, xs.size - 1)
+        out[q] = (float(xs[lo] + (h - lo) * (xs[hi] - xs[lo])),
+                  ci_from_draws(bootstrap_percentile_draws(xs, q, 2000, rng)))
+    return out
+
+
+@pytest.mark.parametrize("n", [7, 5_000, 60_000])
+def test_summarize_equals_the_sort_copy_version(n: int) -> None:
+    rng = np.random.default_rng(n)
+    x = rng.lognormal(3, 1, n)
+    x[::11] = np.nan
+    x[::13] = np.inf
+    want = old_summarize(x, seed=2, stream=3)
+    d = summarize("x", "X", x, unit="ms", seed=2, stream=3)
+    assert (d.mean, d.std, d.min, d.max, d.mean_ci) == (
+        want["mean"], want["std"], want["min"], want["max"], want["mean_ci"])
+    for q in (50.0, 90.0, 95.0, 99.0, 99.9):
+        p = next(p for p in d.percentiles.values() if p.q == q)
+        assert (p.value, (p.ci_low, p.ci_high)) == want[q]
+    assert not np.isfinite(x).all()  # the input is left as it was
