@@ -7,11 +7,16 @@ of run), prompt lengths lognormal (median 512 tokens), output lengths lognormal 
 request carries about 20 events on average, each with its time and token count; 1% of
 requests fail with an HTTP error and no events. File size is about 0.5 GB.
 
-Each measurement runs in a fresh process and reports wall time and peak RSS (ru_maxrss)
-for read_trace + analyze (with two SLOs, so goodput is computed too), then the same with
+Each measurement runs in a fresh process and reports, for read_trace + analyze (with two
+SLOs, so goodput is computed too): wall time, CPU time (user + sys from getrusage, this
+process and, separately, the reader's worker process), peak RSS (ru_maxrss, likewise) and
+the load average, since wall times on a shared machine follow the load. Then the same with
 the file read by the reference pydantic-per-line parser, to show what the fast path buys.
 
     .venv/bin/python benchmarks/bench_analyze.py [--requests N] [--skip-pydantic]
+        [--sequential]   # no worker process: read_trace in this process alone
+        [--src DIR]      # import ridgeline from DIR (e.g. an older checkout, for before/after)
+        [--no-hugepage]  # NUMPY_MADVISE_HUGEPAGE=0 for the measured process (see RESULTS)
 """
 
 from __future__ import annotations
@@ -76,13 +81,16 @@ def write_trace(path: Path, n: int, seed: int = 0) -> None:
 
 
 CHILD = r"""
-import json, resource, sys, time
+import json, os, resource, sys, time
 t0 = time.perf_counter()
+load0 = os.getloadavg()[0]
 mode, path = sys.argv[1], sys.argv[2]
 from ridgeline.metrics.analysis import analyze
-if mode == "fast":
-    from ridgeline.trace.reader import read_trace
-    trace = read_trace(path)
+if mode in ("fast", "sequential"):
+    import ridgeline.trace.reader as reader
+    if mode == "sequential" and hasattr(reader, "PARALLEL_MIN_BYTES"):
+        reader.PARALLEL_MIN_BYTES = float("inf")
+    trace = reader.read_trace(path)
 else:
     from ridgeline.trace.schema import RequestRecord, TraceHeader
     from ridgeline.trace.table import Trace
@@ -96,12 +104,20 @@ else:
                 recs.append(RequestRecord.model_validate(obj).model_dump(exclude_none=True))
     trace = Trace.from_records(header, recs)
 t1 = time.perf_counter()
+ru1 = resource.getrusage(resource.RUSAGE_SELF)
 r = analyze(trace, slos=["ttft_ms<=500", "tpot_ms<=50"])
 t2 = time.perf_counter()
 d = r.to_dict()
+ru = resource.getrusage(resource.RUSAGE_SELF)
+ch = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({
-    "read_s": t1 - t0, "analyze_s": t2 - t1, "total_s": t2 - t0,
-    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "read_s": round(t1 - t0, 2), "analyze_s": round(t2 - t1, 2), "total_s": round(t2 - t0, 2),
+    "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),
+    "cpu_user_s": round(ru.ru_utime, 2), "cpu_sys_s": round(ru.ru_stime, 2),
+    "analyze_cpu_s": round(ru.ru_utime + ru.ru_stime - ru1.ru_utime - ru1.ru_stime, 2),
+    "worker_cpu_s": round(ch.ru_utime + ch.ru_stime, 2),
+    "peak_rss_mb": round(ru.ru_maxrss / 1024), "worker_peak_rss_mb": round(ch.ru_maxrss / 1024),
+    "load1_start": round(load0, 2), "load1_end": round(os.getloadavg()[0], 2),
     "requests": len(trace), "events": int(trace.event_times_s.size),
     "ttft_p99_ms": d["latency"]["ttft_ms"]["percentiles"]["p99"],
     "output_tok_s": d["throughput"]["output_tok_s"],
@@ -110,9 +126,14 @@ print(json.dumps({
 """
 
 
-def run_child(mode: str, path: Path) -> dict:
+def run_child(mode: str, path: Path, src: str | None = None, hugepage: bool = True) -> dict:
+    env = dict(os.environ)
+    if not hugepage:
+        env["NUMPY_MADVISE_HUGEPAGE"] = "0"
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(path)], capture_output=True,
-                          text=True, check=True)
+                          text=True, check=True, env=env)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -120,6 +141,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--skip-pydantic", action="store_true")
+    ap.add_argument("--sequential", action="store_true",
+                    help="read in one process (no worker process for the second part)")
+    ap.add_argument("--src", help="import ridgeline from this directory (before/after runs)")
+    ap.add_argument("--no-hugepage", action="store_true",
+                    help="NUMPY_MADVISE_HUGEPAGE=0 in the measured process")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
     path = Path(f"/tmp/ridgeline_bench_trace_{args.requests}.jsonl")
@@ -131,11 +157,12 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
           f"{platform.python_version()}, numpy {np.__version__}")
     print(f"trace: {path} ({path.stat().st_size / 1e6:.0f} MB)")
+    mode = "sequential" if args.sequential else "fast"
     for i in range(args.repeat):
-        res = run_child("fast", path)
-        print(f"fast path run {i + 1}: " + json.dumps(res))
+        res = run_child(mode, path, args.src, hugepage=not args.no_hugepage)
+        print(f"{mode} path run {i + 1}: " + json.dumps(res))
     if not args.skip_pydantic:
-        res = run_child("pydantic", path)
+        res = run_child("pydantic", path, args.src, hugepage=not args.no_hugepage)
         print("pydantic per-line reference: " + json.dumps(res))
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import ridgeline.metrics.analysis as analysis
-from ridgeline.metrics.distribution import summarize
+import ridgeline.metrics.per_request as per_request
+from ridgeline.metrics.distribution import sorted_finite, std_into, summarize
 from ridgeline.metrics.per_request import event_gaps, request_metrics
 from ridgeline.theory.stats import (
     bootstrap_mean_draws,
@@ -71,6 +72,48 @@ def test_tokens_per_request_equal_the_cumsum_formula(
     want = cum[t.event_offsets[1:]] - cum[t.event_offsets[:-1]]
     got = analysis._tokens_per_request(t, ev_in)
     assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+def test_chunks_end_inside_the_last_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analysis, "EVENT_CHUNK", 2)
+    monkeypatch.setattr(per_request, "EVENT_CHUNK", 2)
+    t = Trace.from_records({"source": "t"}, [
+        {"id": "a", "sent_s": 0.0, "event_times_s": [0.1, 0.3, 0.35, 0.9, 1.0, 1.2]}])
+    assert analysis._tokens_per_request(t, np.ones(6, dtype=bool)).tolist() == [6]
+    assert request_metrics(t).itl_max_s.tolist() == [0.9 - 0.35]
+
+
+@pytest.mark.parametrize("chunk", [2, 7, 1 << 22])
+@pytest.mark.parametrize("seed", [6, 7])
+def test_itl_max_equals_the_reduceat_formula(
+    monkeypatch: pytest.MonkeyPatch, seed: int, chunk: int
+) -> None:
+    monkeypatch.setattr(per_request, "EVENT_CHUNK", chunk)
+    t = random_trace(seed)
+    t.event_times_s[::17] = np.nan  # NaN propagates the same way
+    diffs = np.diff(t.event_times_s)
+    boundary = t.event_offsets[1:-1] - 1
+    diffs[boundary[(boundary >= 0) & (boundary < diffs.size)]] = -np.inf
+    want = np.full(len(t), np.nan)
+    multi = t.event_counts >= 2
+    want[multi] = np.maximum.reduceat(diffs, t.event_offsets[:-1][multi])
+    assert request_metrics(t).itl_max_s.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 1000, 100_003, 1_000_000])
+def test_std_into_is_numpys_std(n: int) -> None:
+    x = np.sort(np.random.default_rng(n).lognormal(2, 1.5, n)) * 1e3
+    assert std_into(x, np.empty(n + 5)) == float(x.std())
+    assert std_into(x + 1e9, np.empty(n)) == float((x + 1e9).std())
+
+
+def test_sorted_finite_into_a_buffer() -> None:
+    x = np.array([3.0, np.nan, -1.0, np.inf, 2.0, -np.inf, 0.5])
+    buf = np.full(10, 7.0)
+    xs = sorted_finite(x, out=buf)
+    assert xs.tolist() == [-1.0, 0.5, 2.0, 3.0] and np.shares_memory(xs, buf)
+    assert sorted_finite(x).tolist() == [-1.0, 0.5, 2.0, 3.0]
+    assert np.isnan(x[1])  # the input is left as it was
 
 
 def test_output_tokens_from_events_equal_the_cumsum_formula() -> None:

@@ -293,3 +293,13 @@ def test_error_with_worker_process_is_the_sequential_error(
         reader.read_trace(p)
     assert str(both.value) == str(alone.value)
     assert split_always == ([] if where < 0.5 else [False])
+
+
+def test_worker_can_be_turned_off(
+    tmp_path: Path, split_always: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RIDGELINE_READ_WORKER", "0")
+    p = tmp_path / "t.jsonl"
+    big_file(p, 500)
+    assert len(reader.read_trace(p)) == 500
+    assert split_always == []

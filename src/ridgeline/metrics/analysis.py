@@ -445,10 +445,16 @@ def analyze(
         ("prompt_tokens", "Prompt tokens", "tokens", "prompt length per successful request"),
     ]
     latency: dict[str, Distribution] = {}
+    # Two buffers as long as the largest sample, taking turns as the sorted copy and the
+    # standard deviation's scratch: no fresh sample-sized arrays per metric (the pooled
+    # ITL samples hold one value per event).
+    size = max(v.size for v in samples.values())
+    bufs = [np.empty(size), np.empty(size)]
     for stream, (key, label, unit, desc) in enumerate(specs):
-        # One sorted copy at a time: the pooled ITL samples hold one value per event.
-        d = summarize_sorted(key, label, sorted_finite(samples[key]), unit=unit,
-                             description=desc, seed=seed, stream=stream)
+        xs = sorted_finite(samples[key], out=bufs[stream % 2])
+        d = summarize_sorted(key, label, xs, unit=unit, description=desc, seed=seed,
+                             stream=stream, scratch=bufs[1 - stream % 2])
+        del xs
         if d.unavailable:
             d.unavailable = _why_unavailable(key, trace, pop)
         latency[key] = d
@@ -470,6 +476,7 @@ def analyze(
     thr = Throughput()
     conc = Concurrency()
     little = LittleCheck()
+    del bufs
     if win is None or not (win.duration_s > 0):
         thr.unavailable = "no measurement window (no send times or zero-length run)"
         little.note = "unavailable: no measurement window"
@@ -581,8 +588,8 @@ def _tokens_per_request(trace: Trace, ev_in: np.ndarray) -> np.ndarray:
         return out
     starts = offsets[nonempty]
     # Request-aligned chunks of about EVENT_CHUNK events.
-    cuts = np.unique(np.searchsorted(starts, np.arange(0, int(offsets[-1]), EVENT_CHUNK)))
-    cuts = np.append(cuts, nonempty.size)
+    cuts = np.unique(np.append(
+        np.searchsorted(starts, np.arange(0, int(offsets[-1]), EVENT_CHUNK)), nonempty.size))
     for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         lo, hi = int(starts[a]), int(offsets[nonempty[b - 1] + 1])
         vals = np.where(ev_in[lo:hi], trace.event_tokens[lo:hi], 0)

@@ -113,15 +113,36 @@ def summarize(
                             n_draws=n_draws, percentiles=percentiles)
 
 
-def sorted_finite(values: np.ndarray) -> np.ndarray:
+def sorted_finite(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The finite values, sorted ascending, as a new float64 array (one copy, sorted in
-    place: a 23-million-value sample needs one extra array, not two)."""
+    place), or in the first elements of `out` (float64, large enough) when given."""
     x = np.asarray(values, dtype=np.float64)
     finite = np.isfinite(x)
-    xs = x.copy() if finite.all() else x[finite]
+    if out is None:
+        xs = x.copy() if finite.all() else x[finite]
+    else:
+        xs = out[:int(np.count_nonzero(finite))]
+        if xs.size == x.size:
+            np.copyto(xs, x)
+        else:
+            xs[...] = x[finite]
     del finite
     xs.sort()
     return xs
+
+
+def std_into(xs: np.ndarray, scratch: np.ndarray) -> float:
+    """``float(xs.std())`` bit for bit (numpy's steps: the mean by a pairwise sum, the
+    squared deviations, their pairwise sum, divided by n), with the deviations written to
+    `scratch` instead of a new array: no allocation of a sample-sized temporary."""
+    n = np.intp(xs.size)
+    mean = np.add.reduce(xs, keepdims=True)
+    np.true_divide(mean, n, out=mean, casting="unsafe")
+    dev = np.subtract(xs, mean, out=scratch[:xs.size])
+    np.square(dev, out=dev)
+    var = np.add.reduce(dev)
+    var = var.dtype.type(var / np.maximum(n, 0))
+    return float(var.dtype.type(np.sqrt(var)))
 
 
 def summarize_sorted(
@@ -135,8 +156,10 @@ def summarize_sorted(
     stream: int = 0,
     n_draws: int = DEFAULT_BOOTSTRAP_DRAWS,
     percentiles: tuple[float, ...] = PERCENTILES,
+    scratch: np.ndarray | None = None,
 ) -> Distribution:
-    """`summarize` of a sample already through `sorted_finite`."""
+    """`summarize` of a sample already through `sorted_finite`. `scratch` (float64, at
+    least as long, not `xs`'s memory) spares the temporary of the standard deviation."""
     d = Distribution(name=name, label=label, unit=unit, description=description)
     if xs.size == 0:
         d.unavailable = "no samples"
@@ -144,7 +167,7 @@ def summarize_sorted(
     rng = np.random.default_rng([seed, stream])
     d.count = int(xs.size)
     d.mean = float(xs.mean())
-    d.std = float(xs.std())
+    d.std = float(xs.std()) if scratch is None else std_into(xs, scratch)
     d.min = float(xs[0])
     d.max = float(xs[-1])
     d.mean_ci = ci_from_draws(bootstrap_mean_draws(xs, n_draws, rng, mean=d.mean, sd=d.std))

@@ -76,6 +76,35 @@ def event_gaps(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return diffs[valid], gap_counts
 
 
+EVENT_CHUNK = 1 << 22  # events per step when walking the event arrays
+
+
+def _itl_max(trace: Trace) -> np.ndarray:
+    """Largest gap between consecutive events of each request (NaN below two events).
+
+    In request-aligned chunks of about EVENT_CHUNK events: no event-sized temporary. A max
+    does not round, so this equals one `np.maximum.reduceat` over all the gaps.
+    """
+    offsets = trace.event_offsets
+    times = trace.event_times_s
+    itl_max = np.full(len(trace), np.nan)
+    multi = np.flatnonzero(trace.event_counts >= 2)
+    if multi.size == 0:
+        return itl_max
+    starts = offsets[multi]
+    cuts = np.unique(np.append(
+        np.searchsorted(starts, np.arange(0, int(offsets[-1]), EVENT_CHUNK)), multi.size))
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        lo, hi = int(starts[a]), int(offsets[multi[b - 1] + 1])
+        gaps = np.diff(times[lo:hi])
+        # A gap into another request's first event is not a gap of the request before it.
+        firsts = offsets[np.searchsorted(offsets, lo, side="right"):
+                         np.searchsorted(offsets, hi, side="left")]
+        gaps[firsts - lo - 1] = -np.inf
+        itl_max[multi[a:b]] = np.maximum.reduceat(gaps, starts[a:b] - lo)
+    return itl_max
+
+
 def request_metrics(trace: Trace) -> RequestMetrics:
     """Compute every per-request metric of `trace`."""
     n = len(trace)
@@ -109,16 +138,7 @@ def request_metrics(trace: Trace) -> RequestMetrics:
     e2e = np.where(np.isnan(e2e) & has, last - trace.sent_s, e2e)
     queue = trace.sent_s - trace.scheduled_s
 
-    itl_max = np.full(n, np.nan)
-    if trace.event_times_s.size >= 2:
-        diffs = np.diff(trace.event_times_s)
-        boundary = trace.event_offsets[1:-1] - 1
-        boundary = boundary[(boundary >= 0) & (boundary < diffs.size)]
-        diffs[boundary] = -np.inf
-        multi = counts >= 2
-        if multi.any():
-            starts = trace.event_offsets[:-1][multi]
-            itl_max[multi] = np.maximum.reduceat(diffs, starts)
+    itl_max = _itl_max(trace)
 
     ok_single_token = ok & (n_tok <= 1)
     ok_single_event = ok & (n_tok > 1) & (counts == 1)

@@ -29,11 +29,12 @@ uses the matrix path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
 from ridgeline.perf.ops import VAR, WORK_VARS
+from ridgeline.perf.step_time import BatchWork
 
 # A call evaluates steps with prefill work one by one in Python: at most this many per call
 # (beyond it the matrix path is faster).
@@ -140,12 +141,14 @@ class CompiledStep:
         return a if a > b else b
 
     # --- the call ----------------------------------------------------------------------------
-    def evaluate(self, vals: Sequence[object]) -> float | np.ndarray | None:
-        """Seconds of the steps whose six BatchWork fields are `vals` (scalars or arrays,
-        broadcast), or None where this path does not apply."""
+    def evaluate(self, work: BatchWork) -> float | np.ndarray | None:
+        """Seconds of the steps of `work` (fields scalars or arrays, broadcast), or None
+        where this path does not apply."""
         if not self.applicable:
             return None
-        pt, pairs, pc, ps, dq, dc = vals
+        dc, dq = work.decode_context_tokens, work.decode_seqs
+        pt, pairs = work.prefill_tokens, work.prefill_attn_pairs
+        pc, ps = work.prefill_context_tokens, work.prefill_seqs
         nd = np.ndarray
         if (type(dc) is nd and type(dq) is nd and type(pt) is nd and type(pairs) is nd
                 and type(pc) is nd and type(ps) is nd and len(dc.shape) == 1
@@ -153,21 +156,16 @@ class CompiledStep:
                 and dc.dtype == _F64):
             # The simulator's call: six 1-D arrays of one length (only dc's dtype matters:
             # the others are read exactly, as Python floats or whole numbers).
-            shape = None
-        else:
-            arrs = [np.asarray(x, dtype=np.float64) for x in vals]
-            if not any(a.ndim for a in arrs):
-                return self.scalar(*(float(a) for a in arrs))
-            shape = np.broadcast_shapes(*(a.shape for a in arrs))
-            size = int(np.prod(shape))
-            if size > MAX_SCALAR_COLUMNS and any(a.ndim == 0 and a != 0 for a in arrs[:4]):
-                return None   # prefill work in every step of a large grid
-            pt, pairs, pc, ps, dq, dc = (np.broadcast_to(a, shape).reshape(size)
-                                         for a in arrs)
-        out = self._columns(pt, pairs, pc, ps, dq, dc)
-        if out is None or shape is None:
-            return out
-        return out.reshape(shape)
+            return self._columns(pt, pairs, pc, ps, dq, dc)
+        arrs = [np.asarray(x, dtype=np.float64) for x in (pt, pairs, pc, ps, dq, dc)]
+        if not any(a.ndim for a in arrs):
+            return self.scalar(*(float(a) for a in arrs))
+        shape = np.broadcast_shapes(*(a.shape for a in arrs))
+        size = int(np.prod(shape))
+        if size > MAX_SCALAR_COLUMNS and any(a.ndim == 0 and a != 0 for a in arrs[:4]):
+            return None   # prefill work in every step of a large grid
+        out = self._columns(*(np.broadcast_to(a, shape).reshape(size) for a in arrs))
+        return None if out is None else out.reshape(shape)
 
     def _columns(self, pt: np.ndarray, pairs: np.ndarray, pc: np.ndarray, ps: np.ndarray,
                  dq: np.ndarray, dc: np.ndarray) -> np.ndarray | None:

@@ -181,9 +181,7 @@ class RooflineStepTime:
         prefill work take the matrix path. Both are sum_j max(F_j/C_eff, D_j/beta_eff) +
         launches + communication, equal up to floating-point reassociation.
         """
-        t = self._fast.evaluate((work.prefill_tokens, work.prefill_attn_pairs,
-                                 work.prefill_context_tokens, work.prefill_seqs,
-                                 work.decode_seqs, work.decode_context_tokens))
+        t = self._fast.evaluate(work)
         if t is not None:
             return t
         v, shape = self.work_vars(work)

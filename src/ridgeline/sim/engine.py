@@ -140,13 +140,13 @@ class Engine:
         """
         cols = (prefill_tokens, prefill_attn_pairs, prefill_context_tokens, prefill_seqs,
                 decode_seqs, decode_context_tokens)
-        one = decode_context_tokens.shape[0] == 1
-        if one:
-            cols = tuple(np.array([(c.item(0), c.item(0)) for c in cols], dtype=np.float64))
-        t = self.step_model.step_time_s(BatchWork(*cols))  # the fields, in order
-        if type(t) is not np.ndarray or t.shape != cols[5].shape or t.dtype != np.float64:
-            t = np.broadcast_to(np.asarray(t, dtype=np.float64), cols[5].shape)
-        return t[:1] if one else t
+        shape = decode_context_tokens.shape
+        if shape[0] == 1:   # timed as two identical steps
+            return self.time_steps(*np.array([(c.item(0),) * 2 for c in cols]))[:1]
+        t = self.step_model.step_time_s(BatchWork(*cols))   # the fields, in order
+        if type(t) is np.ndarray and t.shape == shape and t.dtype == np.float64:
+            return t
+        return np.broadcast_to(np.asarray(t, dtype=np.float64), shape)
 
     # ---- the API of docs/engine.md -------------------------------------------------------
 

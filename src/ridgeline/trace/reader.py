@@ -14,10 +14,12 @@ How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see benchmarks/RESULTS_
   result equals the exact path's; a batch it cannot handle (odd layout, a number format it
   does not know, a bad line) goes through the exact path: `json.loads` and
   `build_columns`, which also produce every error message.
-* A large uncompressed file is split in two at a line boundary: a worker process reads the
-  second part while this process reads the first. Any error, warning it cannot place, or
-  failure of the worker makes the whole file be read again in this process alone, so what
-  comes out (values, warnings, errors) never depends on the split.
+* A large uncompressed file (PARALLEL_MIN_BYTES and up, 2+ CPUs) is split in two at a line
+  boundary: a worker process reads the second part while this process reads the first.
+  An error in either part, a footer before the split, or a failure of the worker makes
+  the whole file be read again in this process alone, so what comes out (values,
+  warnings, errors) never depends on the split. ``RIDGELINE_READ_WORKER=0`` turns the
+  worker off (one process, one core).
 
 The pydantic models are only used to explain an error (and by `validate_trace`).
 
@@ -548,7 +550,8 @@ def _read_trace(path: str | Path, *, fast: bool = True, parallel: bool = True) -
         gz = isinstance(fh, gzip.GzipFile)
         size = 0 if gz else os.fstat(fh.fileno()).st_size
         rd: _Reader | None = None
-        if parallel and fast and size >= PARALLEL_MIN_BYTES and _cpus() >= 2:
+        if (parallel and fast and size >= PARALLEL_MIN_BYTES and _cpus() >= 2
+                and os.environ.get("RIDGELINE_READ_WORKER", "1") != "0"):
             rd = _read_split(fh, spath, size)
         if rd is None:
             fh.seek(0)
