@@ -536,7 +536,7 @@ def analyze(
     )
 
 
-EVENT_CHUNK = 1 << 22  # events per step when walking the event arrays
+EVENT_CHUNK = 1 << 20  # events per step (8 MB temporaries: reused from the heap, not mmapped)
 
 
 def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool) -> tuple[np.ndarray, np.ndarray]:

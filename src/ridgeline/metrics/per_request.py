@@ -76,7 +76,7 @@ def event_gaps(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return diffs[valid], gap_counts
 
 
-EVENT_CHUNK = 1 << 22  # events per step when walking the event arrays
+EVENT_CHUNK = 1 << 20  # events per step (8 MB temporaries: reused from the heap, not mmapped)
 
 
 def _itl_max(trace: Trace) -> np.ndarray:
