@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ridgeline.bench.client import run_loop
 from ridgeline.bench.runner import RunStats
 from ridgeline.bench.workers import StopSignals, WorkerJob, merge_stats, worker_loop
 from ridgeline.errors import RidgelineError
@@ -84,7 +85,7 @@ class _Worker:
         thread = threading.Thread(target=pump, daemon=True)
         thread.start()
         try:
-            stats = asyncio.run(worker_loop(self.job, t0_local, emit, stop.is_set, hard.is_set))
+            stats = run_loop(worker_loop(self.job, t0_local, emit, stop.is_set, hard.is_set))
         finally:
             finished.set()
             thread.join()

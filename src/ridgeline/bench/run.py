@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.bench.client import BenchRequest, EndpointConfig, ServerInfo, probe_endpoint
+from ridgeline.bench.client import (BenchRequest, EndpointConfig, ServerInfo, probe_endpoint,
+                                    run_loop)
 from ridgeline.bench.dataset import DatasetSpec, build_requests
 from ridgeline.bench.load import LoadSpec, RequestSource, plan_source, pool_size
 from ridgeline.bench.progress import LiveProgress
@@ -174,7 +175,7 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
               stop_check: Callable[[], bool] | None = None) -> BenchOutcome:
     """Run one load point and write its trace. Bad input raises RidgelineError."""
     tok = load_tokenizer(cfg.tokenizer)
-    info = asyncio.run(probe_endpoint(cfg.endpoint))
+    info = run_loop(probe_endpoint(cfg.endpoint))
     ep = cfg.endpoint
     if not ep.model:
         if not info.models:
@@ -208,7 +209,7 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
             stats, t0, n_signals = _run_distributed(cfg, ep, source, warm, options, open_loop,
                                                     open_trace, emit, progress, warn, tok)
         else:
-            stats, t0, n_signals = asyncio.run(_run_single(
+            stats, t0, n_signals = run_loop(_run_single(
                 ep, source, warm, options, open_loop, cfg.load.concurrency, open_trace, emit,
                 progress, warn, tok, stop_check))
     if not writer_box:  # interrupted during warm-up: still leave a valid, empty trace
@@ -300,7 +301,7 @@ def _run_distributed(cfg: BenchConfig, ep: EndpointConfig, source: RequestSource
 
     if warm:
         stop = asyncio.Event()
-        asyncio.run(run_load(ep, RequestSource(warm, None, None).frozen(),
+        run_loop(run_load(ep, RequestSource(warm, None, None).frozen(),
                              t0_perf=time.perf_counter(),
                              concurrency=min(len(warm), cfg.load.concurrency or 8),
                              open_loop=False, emit=lambda rec: None, stop=stop,

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ridgeline.bench.client import EndpointConfig
+from ridgeline.bench.client import EndpointConfig, run_loop
 from ridgeline.bench.load import RequestSource
 from ridgeline.bench.runner import MIN_REQUESTS_FOR_ABORT, RunOptions, RunStats, run_load
 
@@ -112,7 +112,7 @@ def _worker_main(job: WorkerJob, out: Any, stop_ev: Any, hard_ev: Any, go_ev: An
                 last[0] = n
                 out.put(("inflight", job.worker, n))
 
-        stats = asyncio.run(worker_loop(
+        stats = run_loop(worker_loop(
             job, t0_value.value, lambda rec: out.put(("rec", rec)), stop_ev.is_set,
             hard_ev.is_set, report, lambda msg: out.put(("warn", job.worker, msg))))
         out.put(("done", job.worker, stats.to_dict()))
