@@ -268,3 +268,23 @@ def test_tokenizer_specs(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     for n in (1, 17, 300):
         assert tok.count(exact_text(n, rng, tok)) == n
+
+
+def test_run_loop_uses_uvloop_when_importable(monkeypatch):
+    import asyncio
+    import gc
+
+    from ridgeline.bench.client import run_loop
+
+    async def loop_name() -> str:
+        return type(asyncio.get_running_loop()).__module__
+
+    try:
+        import uvloop  # noqa: F401
+        expected = "uvloop"
+    except ImportError:
+        expected = "asyncio"
+    assert run_loop(loop_name()).startswith(expected)
+    monkeypatch.setenv("RIDGELINE_BENCH_LOOP", "asyncio")
+    assert run_loop(loop_name()).startswith("asyncio")
+    assert gc.get_freeze_count() == 0  # the heap is unfrozen again after the run

@@ -17,7 +17,6 @@ requests relative to each other but never the gaps inside one request.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Callable

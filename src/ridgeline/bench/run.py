@@ -31,8 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.bench.client import (BenchRequest, EndpointConfig, ServerInfo, probe_endpoint,
-                                    run_loop)
+from ridgeline.bench.client import (
+    BenchRequest,
+    EndpointConfig,
+    ServerInfo,
+    probe_endpoint,
+    run_loop,
+)
 from ridgeline.bench.dataset import DatasetSpec, build_requests
 from ridgeline.bench.load import LoadSpec, RequestSource, plan_source, pool_size
 from ridgeline.bench.progress import LiveProgress

@@ -328,13 +328,7 @@ class _Sim:
         end = t0 + out.duration_s
         r.step_end_s.append(end)
         r.busy_until_s = end
-        n_dec = out.decode_seqs
-        tl[0].append(t0)
-        tl[1].append(out.prefill_seqs + n_dec)
-        tl[2].append(out.prefill_tokens)
-        tl[3].append(n_dec)
-        tl[4].append(sch.pool.used_blocks)
-        tl[5].append(len(sch.waiting))
+        _log_step(tl, t0, out.prefill_seqs, out.prefill_tokens, out.decode_seqs, sch)
         for seq in out.finished:
             self._finished_fast(r, seq)
 
@@ -355,12 +349,7 @@ class _Sim:
         end = t0 + res.duration_s
         r.step_end_s.append(end)
         r.busy_until_s = end
-        tl[0].append(t0)
-        tl[1].append(res.prefill_seqs + res.decode_seqs)
-        tl[2].append(res.prefill_tokens)
-        tl[3].append(res.decode_seqs)
-        tl[4].append(sch.pool.used_blocks)
-        tl[5].append(len(sch.waiting))
+        _log_step(tl, t0, res.prefill_seqs, res.prefill_tokens, res.decode_seqs, sch)
         events = self.events
         for rid, _ in res.emitted:
             events[int(rid)].append(end)
@@ -485,6 +474,17 @@ def _expand_segments(step_ends: np.ndarray, start: np.ndarray, lens: np.ndarray,
         np.take(step_ends, d, out=out[s:e], mode="clip")   # indices valid by construction
         lo = hi
     return out
+
+
+def _log_step(tl: list[list[Any]], t0: float, prefill_seqs: int, prefill_tokens: int,
+              decode_seqs: int, sch: Any) -> None:
+    """Append one engine step to a replica's timeline columns (see TIMELINE_COLUMNS)."""
+    tl[0].append(t0)
+    tl[1].append(prefill_seqs + decode_seqs)
+    tl[2].append(prefill_tokens)
+    tl[3].append(decode_seqs)
+    tl[4].append(sch.pool.used_blocks)
+    tl[5].append(len(sch.waiting))
 
 
 def reps_sorted(reps: list[Replica]) -> list[Replica]:
