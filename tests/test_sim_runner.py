@@ -155,3 +155,29 @@ def test_workload_prefix_groups_add_prefix_tokens():
     assert wl.prompt_tokens.tolist() == [42] * 6
     assert wl.prefix_group.tolist() == [0, 1, 0, 1, 0, 1]
     assert data["prefix_tokens"] == 32
+
+
+def test_compiled_scheduler_timing_equals_the_step_time_function():
+    """The scheduler's in-loop timing of RooflineStepTime must give exactly the values of
+    `step_time_s` (the one step-time function): compare with a wrapper that hides the
+    compiled path, so the engine times every step through `step_time_s` itself."""
+    serving_model = pytest.importorskip("ridgeline.perf.serving_model")
+    model = serving_model.RooflineStepTime.from_names(model="llama-3.1-8b",
+                                                      hardware="h100-sxm")
+
+    class Opaque:
+        def step_time_s(self, work):
+            return model.step_time_s(work)
+
+    wl, _, _ = build_workload(400, "lognormal:mean=250,sigma=1.0", "lognormal:mean=200,"
+                              "sigma=0.8", rate_req_s=50.0, seed=5, prefix_groups=4,
+                              prefix_tokens=64)
+    config = EngineConfig(num_kv_blocks=1500, max_num_seqs=128, max_num_batched_tokens=2048,
+                          enable_prefix_caching=True)
+    compiled = simulate(wl, config, model, mode="fast")
+    plain = simulate(wl, config, Opaque(), mode="fast")
+    assert compiled.preemptions.sum() > 0
+    assert np.array_equal(compiled.event_offsets, plain.event_offsets)
+    assert np.array_equal(compiled.event_times_s, plain.event_times_s)
+    for key in compiled.timeline:
+        assert np.array_equal(compiled.timeline[key], plain.timeline[key]), key

@@ -208,3 +208,13 @@ class CompiledStep:
         y = np.multiply(self._cm, dc)
         np.add(y, x[:2], out=y)
         return np.maximum(y[0], y[1])
+
+    # --- scalar entry points (the simulator's per-step calls, no arrays) -----------------------
+    def decode_rows(self, need: int) -> tuple[list[float], list[float]] | None:
+        """P and Q of decode-only steps as Python lists indexed by decode_seqs, at least
+        `need` long: the decode-only table's values, which `evaluate` reads for such steps
+        (None where `evaluate` would leave the table for the matrix path)."""
+        if not self.applicable or need > MAX_TABLE_SEQS:
+            return None
+        tab = self._table(need)
+        return tab[0].tolist(), tab[1].tolist()

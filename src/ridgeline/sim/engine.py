@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.fast_step import CompiledStep
 from ridgeline.perf.step_time import BatchWork, StepTimeModel
 from ridgeline.sim.kv_cache import BlockPool
 from ridgeline.sim.scheduler import Scheduler, StepOutcome
@@ -109,6 +110,18 @@ class EngineStats:
         return asdict(self)
 
 
+def _compiled_step(step_model: StepTimeModel) -> CompiledStep | None:
+    """The compiled path behind `step_model.step_time_s`, if that method is exactly
+    `RooflineStepTime.step_time_s` (not overridden, not replaced on the instance)."""
+    from ridgeline.perf.serving_model import RooflineStepTime
+
+    if type(step_model).step_time_s is not RooflineStepTime.step_time_s or \
+            "step_time_s" in getattr(step_model, "__dict__", {}):
+        return None
+    fast = getattr(step_model, "_fast", None)
+    return fast if type(fast) is CompiledStep and fast.applicable else None
+
+
 class Engine:
     """A continuous-batching engine with a paged KV cache, timed by a step-time model."""
 
@@ -123,6 +136,12 @@ class Engine:
         # keep_finished: retired sequences (with their emission segments) are kept in
         # `scheduler.done` for the simulator to turn into trace records.
         self.scheduler.keep_done = keep_finished
+        # The roofline model's step times, computed by the scheduler one step at a time with
+        # the same arithmetic (see `Scheduler.use_compiled`); other models go through
+        # `time_steps`.
+        compiled = _compiled_step(step_model)
+        if compiled is not None:
+            self.scheduler.use_compiled(compiled)
 
     # ---- timing --------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ridgeline.perf.fast_step import CompiledStep
 from ridgeline.sim.kv_cache import BlockPool
 from ridgeline.sim.sequence import (
     ABORTED,
@@ -105,6 +106,42 @@ class Scheduler:
         self.pending_rejected: list[Sequence] = []
         # (decode_seqs, sum of a) -> (first step, durations): decode-only steps timed ahead
         self._dcache: dict[tuple[int, int], tuple[int, list[float]]] = {}
+        # Scalar step times (`use_compiled`): the compiled (P, Q) function of steps with
+        # prefill work, P and Q of decode-only steps by decode_seqs, the dc coefficients.
+        self._pq: Callable[[float, float, float, float, float], tuple[float, float]] | None \
+            = None
+        self._dec_p: list[float] = []
+        self._dec_q: list[float] = []
+        self._c_dc = self._m_dc = 0.0
+
+    def use_compiled(self, compiled: CompiledStep) -> bool:
+        """Time steps one by one in Python floats with the roofline model's compiled path
+        (the engine calls this when its step-time model is `RooflineStepTime`, whose
+        `step_time_s` is that path for the simulator's calls). A step's seconds are
+        max(dc * c_dc + P, dc * m_dc + Q), P and Q from the compiled function (prefill work)
+        or the decode-only table, the very operations `CompiledStep._columns` does
+        elementwise: the same bits, without the arrays and without timing decode steps
+        ahead. False (nothing changes) where that path does not apply."""
+        rows = compiled.decode_rows(self.max_num_seqs + 1)
+        if rows is None:
+            return False
+        self._pq = compiled.pq
+        self._dec_p, self._dec_q = rows
+        self._c_dc, self._m_dc = compiled.c_dc, compiled.m_dc
+        return True
+
+    def _time_scalar(self, pf_tokens: int, pf_pairs: int, pf_ctx: int, pf_seqs: int,
+                     n_dec: int, dec_ctx: int) -> float:
+        """One step's seconds (`use_compiled`; requires n_dec < len(self._dec_p))."""
+        if pf_tokens or pf_pairs or pf_ctx or pf_seqs:
+            p, q = self._pq(float(pf_tokens), float(pf_pairs), float(pf_ctx),  # type: ignore[misc]
+                            float(pf_seqs), float(n_dec))
+        else:
+            p, q = self._dec_p[n_dec], self._dec_q[n_dec]
+        dc = float(dec_ctx)
+        x = dc * self._c_dc + p
+        y = dc * self._m_dc + q
+        return x if x > y else y
 
     # ---- requests in and out -------------------------------------------------------------
 
@@ -322,9 +359,13 @@ class Scheduler:
             self.prefilling = [s for s in self.prefilling if s.state == PREFILL]
         self._finish_decodes(n, out)
         self.step_index = n + 1
-        # Time the step (its effects above do not depend on its duration). A decode-only
-        # step may already be timed; otherwise one call times it together with the decode
-        # steps that follow if the batch stays as it now is.
+        # Time the step (its effects above do not depend on its duration).
+        if self._pq is not None and n_dec < len(self._dec_p):
+            out.duration_s = self._time_scalar(pf_tokens, pf_pairs, pf_ctx, pf_seqs, n_dec,
+                                               dec_ctx)
+            return out
+        # Other models: a decode-only step may already be timed; otherwise one call times it
+        # together with the decode steps that follow if the batch stays as it now is.
         cached = None if chunks else self._cached_decode_time(n, n_dec, dec_ctx - n_dec * n)
         if cached is not None:
             out.duration_s = cached
@@ -512,6 +553,23 @@ class Scheduler:
         durs: list[float] = []
         base = n0
         chunk = 16
+        b = self.dec_count
+        if self._pq is not None and b < len(self._dec_p):
+            # Scalar step times (`use_compiled`): the decode set is fixed within the run.
+            p, q, cd, md = self._dec_p[b], self._dec_q[b], self._c_dc, self._m_dc
+            a_sum = self.dec_a_sum
+            while n < n_end and t < stop_before_s:
+                need = residue[(-n) % bs]
+                if need_total + need > free:
+                    break
+                dc = float(a_sum + b * n)
+                x = dc * cd + p
+                y = dc * md + q
+                t = t + (x if x > y else y)
+                need_total += need
+                ends.append(t)
+                used.append(used0 + need_total)
+                n += 1
         while n < n_end and t < stop_before_s:
             need = residue[(-n) % bs]
             if need_total + need > free:
