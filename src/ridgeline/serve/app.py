@@ -60,7 +60,13 @@ from ridgeline.serve.protocol import (
     error_body,
     parse_request,
 )
-from ridgeline.serve.responses import ChunkRenderer, EngineResponse, Plan, SSEWriter
+from ridgeline.serve.responses import (
+    RAW_SEND,
+    ChunkRenderer,
+    EngineResponse,
+    Plan,
+    SSEWriter,
+)
 from ridgeline.serve.tokenizer import get_tokenizer
 
 
@@ -419,7 +425,7 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
             await drain(driver, config.shutdown_grace_s)
             await driver.stop()
 
-    app = Starlette(
+    app = _EmulatorApp(
         routes=[
             Route("/health", health, methods=["GET"]),
             Route("/v1/models", models, methods=["GET"]),
@@ -433,6 +439,20 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
     )
     app.state.emulator = state
     return app
+
+
+class _EmulatorApp(Starlette):
+    """Starlette that also hands the server's own `send` to the streaming responses.
+
+    Starlette's middleware wraps `send` in a coroutine per layer; `SSEWriter` uses the
+    server's unwrapped `send` (scope key `RAW_SEND`) to write a token chunk with one
+    transport write, which is most of the cost of the fan-out at a step boundary.
+    """
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            scope[RAW_SEND] = send
+        await super().__call__(scope, receive, send)
 
 
 async def drain(driver: EngineDriver, grace_s: float) -> None:

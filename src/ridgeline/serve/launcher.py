@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import socket
 import subprocess
@@ -92,6 +93,12 @@ def serve_app(app: Any, host: str = "127.0.0.1", port: int = 8000, *,
     if announce:
         shown = f"[{host}]" if ":" in host else host
         print(f"{READY_PREFIX}http://{shown}:{actual_port}", flush=True)
+    # Everything built so far (the engine, its model tables, the libraries) lives as long
+    # as the process: move it out of the collector's reach, so a full collection, which
+    # would otherwise walk all of it, costs microseconds rather than landing a
+    # ~15 ms pause on a step boundary.
+    gc.collect()
+    gc.freeze()
     server.run(sockets=[sock])
 
 

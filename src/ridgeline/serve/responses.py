@@ -25,6 +25,7 @@ from ridgeline.serve.protocol import error_body
 from ridgeline.serve.tokenizer import filler_text
 
 DONE = b"data: [DONE]\n\n"
+RAW_SEND = "ridgeline.raw_send"  # scope key: the server's own, unwrapped ASGI `send`
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class SSEWriter:
         self.closed = asyncio.Event()  # the last chunk was sent, or the client is gone
         self._busy = True              # a send is in flight (or headers not sent yet)
         self._backlog: list[tuple[bytes, bool]] = []
+        self._cycle: Any = None        # uvicorn's response cycle, for the direct write
 
     # The driver's StreamWriter protocol.
     def render(self, n_tokens: int, finish_reason: str | None) -> bytes:
@@ -142,6 +144,13 @@ class SSEWriter:
             return
         if self._busy:
             self._backlog.append((payload, last))
+            return
+        cycle = self._cycle
+        if (cycle is not None and not last and not cycle.flow.write_paused
+                and not cycle.disconnected and not cycle.response_complete):
+            # What uvicorn's `send` does for a chunk that is not the last, minus the
+            # coroutines: one chunked-encoding frame, one transport write.
+            cycle.transport.write(b"%x\r\n%b\r\n" % (len(payload), payload))
             return
         coro = self.send({"type": "http.response.body", "body": payload,  # type: ignore[misc]
                           "more_body": not last})
@@ -159,13 +168,24 @@ class SSEWriter:
         self._busy = True
         asyncio.get_running_loop().create_task(self._finish(coro, fut, last))
 
-    async def start(self, send: Send) -> None:
-        """Send the headers, then anything the engine produced meanwhile."""
+    async def start(self, send: Send, raw_send: Any = None) -> None:
+        """Send the headers, then anything the engine produced meanwhile.
+
+        `raw_send` is the server's own `send` (see `RAW_SEND`); when it is uvicorn's
+        httptools response cycle, with chunked encoding, token chunks bypass the ASGI
+        layers and go straight to its transport (flow control and disconnects are
+        still honoured: the writer falls back to `send` whenever either applies).
+        """
         self.send = send
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"text/event-stream; charset=utf-8"),
             (b"cache-control", b"no-cache"),
             (b"x-request-id", self.renderer.request_id.encode())]})
+        cycle = getattr(raw_send, "__self__", None)
+        if (type(cycle).__module__ == "uvicorn.protocols.http.httptools_impl"
+                and getattr(cycle, "chunked_encoding", None) is True
+                and getattr(cycle, "response_started", False)):
+            self._cycle = cycle
         await self._drain_backlog()
 
     async def _finish(self, coro: Any, fut: Any, last: bool) -> None:
@@ -220,7 +240,7 @@ class EngineResponse:
         watcher = asyncio.get_running_loop().create_task(self._watch(receive))
         try:
             if self.writer is not None:
-                await self.writer.start(send)
+                await self.writer.start(send, scope.get(RAW_SEND))
                 await self.writer.closed.wait()
             else:
                 await self._whole(send)
@@ -261,4 +281,4 @@ class EngineResponse:
         await send({"type": "http.response.body", "body": data})
 
 
-__all__ = ["DONE", "ChunkRenderer", "EngineResponse", "Plan", "SSEWriter"]
+__all__ = ["DONE", "RAW_SEND", "ChunkRenderer", "EngineResponse", "Plan", "SSEWriter"]
