@@ -321,35 +321,38 @@ class _Sim:
                     return
         n_before = sch.step_index
         out = eng.step_compact(t0)
+        if self._close_step(r, t0, n_before, out) is None:
+            return
+        for seq in out.finished:
+            self._finished_fast(r, seq)
+
+    @staticmethod
+    def _close_step(r: Replica, t0: float, n_before: int, out: Any) -> float | None:
+        """Book a step that started at t0 (its end, the replica's clock, the timeline) and
+        return its end time; None when the engine only preempted (no step was taken)."""
+        sch = r.engine.scheduler
         if sch.step_index == n_before:
             if not out.preempted:
                 raise RuntimeError(f"replica {r.index}: engine made no progress at {t0}")
-            return
+            return None
         end = t0 + out.duration_s
         r.step_end_s.append(end)
         r.busy_until_s = end
-        _log_step(tl, t0, out.prefill_seqs, out.prefill_tokens, out.decode_seqs, sch)
-        for seq in out.finished:
-            self._finished_fast(r, seq)
+        _log_step(r.tl, t0, out.prefill_seqs, out.prefill_tokens, out.decode_seqs, sch)
+        return end
 
     def _advance_step(self, r: Replica, t_next: float) -> None:
         """Reference: replica r's next step through the public `Engine.step`."""
         eng = r.engine
         sch = eng.scheduler
         t0 = r.busy_until_s
-        tl = r.tl
         n_before = sch.step_index
         res = eng.step(t0)
         for rid in res.preempted:
             self.preempt[int(rid)] += 1
-        if sch.step_index == n_before:
-            if not res.preempted:
-                raise RuntimeError(f"replica {r.index}: engine made no progress at {t0}")
+        end = self._close_step(r, t0, n_before, res)
+        if end is None:
             return
-        end = t0 + res.duration_s
-        r.step_end_s.append(end)
-        r.busy_until_s = end
-        _log_step(tl, t0, res.prefill_seqs, res.prefill_tokens, res.decode_seqs, sch)
         events = self.events
         for rid, _ in res.emitted:
             events[int(rid)].append(end)
