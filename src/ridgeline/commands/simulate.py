@@ -115,7 +115,7 @@ def simulate_cmd(
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.perf.serving_model import RooflineStepTime
     from ridgeline.sim.cluster import ClusterConfig, parse_pd
-    from ridgeline.sim.engine import EngineConfig
+    from ridgeline.sim.engine import EngineConfig, kv_blocks_from_memory
     from ridgeline.sim.sweep import parse_rates
     from ridgeline.workload.lengths import parse_lengths
     from ridgeline.workload.think import parse_think_time
@@ -137,11 +137,8 @@ def simulate_cmd(
         bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
     if num_kv_blocks is None:
-        kv_tokens = step_model.kv_capacity_tokens(gpu_memory_utilization)
-        num_kv_blocks = int(kv_tokens // block_size)
-        if num_kv_blocks < 1:
-            raise RidgelineError(f"--gpu-memory-utilization: {gpu_memory_utilization} leaves "
-                                 "no KV cache after the weights")
+        num_kv_blocks = kv_blocks_from_memory(step_model, gpu_memory_utilization, block_size,
+                                              f"{model} on {hardware}")
     config = EngineConfig(max_num_seqs=max_num_seqs,
                           max_num_batched_tokens=max_num_batched_tokens,
                           chunked_prefill=chunked_prefill, block_size_tokens=block_size,

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ridgeline.errors import RidgelineError
-
 # Context limit when the model's config does not say (Llama 3.1's is 131072).
 DEFAULT_MAX_MODEL_LEN = 131072
 
@@ -71,7 +69,7 @@ def build_engine(
     step_model: Any | None = None,
 ) -> BuiltEngine:
     """The real engine timed by the roofline perf model (or by `step_model` if given)."""
-    from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest
+    from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest, kv_blocks_from_memory
 
     if step_model is None:
         from ridgeline.perf.serving_model import RooflineStepTime
@@ -81,15 +79,13 @@ def build_engine(
             tp=tp, pp=pp, ep=ep, compute_efficiency=compute_efficiency,
             bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+    num_kv_blocks = kv_blocks_from_memory(step_model, gpu_memory_utilization,
+                                          block_size_tokens, f"{model} on {hardware}")
     kv_tokens = int(step_model.kv_capacity_tokens(gpu_memory_utilization))
-    if kv_tokens < block_size_tokens:
-        raise RidgelineError(
-            f"--gpu-memory-utilization: {model} on {hardware} leaves no room for the KV cache "
-            f"({kv_tokens} tokens); use more GPUs (--tp/--pp), smaller weights, or a larger GPU")
     config = EngineConfig(
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
         chunked_prefill=chunked_prefill, block_size_tokens=block_size_tokens,
-        num_kv_blocks=kv_tokens // block_size_tokens,
+        num_kv_blocks=num_kv_blocks,
         enable_prefix_caching=enable_prefix_caching)
     engine = Engine(config, step_model)
     assumptions = step_model.assumptions() if hasattr(step_model, "assumptions") else None
@@ -101,7 +97,7 @@ def build_engine(
                           "max_num_batched_tokens": max_num_batched_tokens,
                           "chunked_prefill": chunked_prefill,
                           "block_size_tokens": block_size_tokens,
-                          "num_kv_blocks": kv_tokens // block_size_tokens,
+                          "num_kv_blocks": num_kv_blocks,
                           "gpu_memory_utilization": gpu_memory_utilization,
                           "enable_prefix_caching": enable_prefix_caching},
         "kv_capacity_tokens": kv_tokens,

@@ -58,6 +58,21 @@ class EngineConfig:
         return self.num_kv_blocks * self.block_size_tokens
 
 
+def kv_blocks_from_memory(step_model: Any, gpu_memory_utilization: float,
+                          block_size_tokens: int, what: str = "the model") -> int:
+    """KV blocks that fit beside the weights: the memory model's capacity in whole blocks.
+
+    Used by both `simulate` and `serve`, so the emulator and the simulator size the KV pool
+    identically. Raises a one-line error when not even one block fits.
+    """
+    kv_tokens = int(step_model.kv_capacity_tokens(gpu_memory_utilization))
+    if kv_tokens < block_size_tokens:
+        raise RidgelineError(
+            f"--gpu-memory-utilization: {what} leaves no room for the KV cache "
+            f"({kv_tokens} tokens); use more GPUs (--tp/--pp), smaller weights, or a larger GPU")
+    return kv_tokens // block_size_tokens
+
+
 @dataclass
 class StepResult:
     """One step: its duration and what became visible at `now_s + duration_s`."""
