@@ -92,10 +92,37 @@ def test_throughput_concurrency_little(trace: Trace) -> None:
     # Areas in flight: 0.5 + 0.05 + 0.21 + 0.35 + 0.6 + 0.45 = 2.16 over 1 s.
     assert r.concurrency.mean_in_flight == pytest.approx(2.16)
     assert r.concurrency.max_in_flight == 4
-    assert r.little.lambda_req_s == pytest.approx(6.0)
-    assert r.little.w_s == pytest.approx(0.36)
-    assert r.little.ratio == pytest.approx(1.0)
-    assert r.little.ok is True
+    # Little's law over the ARRIVAL window [0, 0.5] (window cut at the last send; over
+    # [0, 1] every request starts and ends inside, so L = λW would hold by arithmetic).
+    lt = r.little
+    assert (lt.window_start_s, lt.window_end_s) == (0.0, 0.5)
+    assert lt.lambda_req_s == pytest.approx(6 / 0.5)  # all six sent in [0, 0.5]
+    assert lt.w_s == pytest.approx(0.36)  # their whole stays: (0.5+.05+.21+.35+.6+.45)/6
+    # Time in system inside [0, 0.5]: A 0.5, B 0.05, C 0.21, D 0.2, E 0.1, F 0 → 1.06.
+    assert lt.l_in_flight == pytest.approx(1.06 / 0.5)
+    assert lt.ratio == pytest.approx(2.12 / (12 * 0.36))
+    # Departures in [0, 0.5]: A (0.5), B, C → 3/0.5 s; in system at 0: A; at 0.5: D, E, F.
+    assert lt.completed_req_s == pytest.approx(6.0)
+    assert (lt.in_system_start, lt.in_system_end) == (1, 3)
+    # Half the arrivals are not served in the window, but a growth of 2 is within noise
+    # (3·sqrt(L + 1) = 5.3): edge effects of a window of 0.5 s < 10 W, not overload.
+    assert lt.status == "inconsistent" and lt.ok is False
+    assert "edge effects" in lt.note
+
+
+def test_little_overload_by_hand() -> None:
+    # 40 arrivals, one every 0.1 s; a single server taking 0.2 s each (FIFO): request k
+    # ends at 0.2 (k + 1), so the queue grows by one every 0.2 s.
+    recs = [{"id": str(k), "sent_s": 0.1 * k, "event_times_s": [0.2 * (k + 1)],
+             "end_s": 0.2 * (k + 1), "output_tokens": 1} for k in range(40)]
+    r = analyze(Trace.from_records({"source": "hand"}, recs), window="all")
+    lt = r.little
+    # Arrival window [0, 3.9]: 40 arrivals; departures at 0.2..3.8 → 19.
+    assert lt.lambda_req_s == pytest.approx(40 / 3.9)
+    assert lt.completed_req_s == pytest.approx(19 / 3.9)
+    # In system at 3.9: requests 19..39 = 21 (request 18 ended at 3.8); at 0: request 0.
+    assert (lt.in_system_start, lt.in_system_end) == (1, 21)
+    assert lt.status == "overloaded" and lt.ok is False
 
 
 def test_goodput(trace: Trace) -> None:

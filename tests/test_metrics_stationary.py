@@ -27,7 +27,7 @@ def mm1_trace(lam: float, mu: float, n: int, seed: int, end_scale: float = 1.0) 
 
 def test_little_law_holds_on_a_stationary_queue() -> None:
     r = analyze(mm1_trace(8.0, 10.0, 20_000, seed=1))
-    assert r.little.ok is True
+    assert r.little.ok is True and r.little.status == "consistent"
     assert r.little.ratio == pytest.approx(1.0, abs=0.03)
     # M/M/1 mean time in system 1/(μ-λ) = 0.5 s; L = λW = 4.
     assert r.latency["e2e_ms"].mean == pytest.approx(500.0, rel=0.1)
@@ -40,9 +40,27 @@ def test_little_law_flags_a_non_stationary_run() -> None:
     # Overload (ρ = 1.2): the queue grows all run long, arrivals late in the window stay far
     # past it, so the time-averaged L inside the window is well below λ·W.
     r = analyze(mm1_trace(12.0, 10.0, 5_000, seed=2))
-    assert r.little.ok is False
+    assert r.little.ok is False and r.little.status == "overloaded"
     assert r.little.ratio < 0.9
     assert any("Little" in w for w in r.warnings)
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.8])
+def test_little_consistent_below_capacity_also_over_the_whole_run(rho: float) -> None:
+    r = analyze(mm1_trace(10.0 * rho, 10.0, 20_000, seed=4), window="all")
+    assert r.little.status == "consistent"
+    assert r.little.completed_req_s == pytest.approx(10.0 * rho, rel=0.05)
+
+
+def test_little_overloaded_at_rho_3_whatever_the_window() -> None:
+    # ρ = 3: the old check fell back to first send..last end, where L/(λW) = 1 by arithmetic.
+    t = mm1_trace(30.0, 10.0, 3_000, seed=6)
+    for window in (None, "all"):
+        lt = analyze(t, window=window).little
+        assert lt.status == "overloaded"
+        assert lt.completed_req_s == pytest.approx(10.0, rel=0.1)  # μ: the server is busy
+        assert lt.lambda_req_s == pytest.approx(30.0, rel=0.06)
+        assert lt.ratio == pytest.approx(1 / 3, rel=0.15)  # fluid limit: μ/λ
 
 
 def test_goodput_attainment_matches_exponential_tail() -> None:

@@ -55,9 +55,15 @@ def _check(rho: float, n: int, seed: int) -> None:
     from ridgeline.trace.schema import TraceHeader
 
     result = analyze(res.to_trace(TraceHeader(source="simulate")), window="all")
-    assert result.little.ratio == pytest.approx(1.0, abs=0.02)
-    # and L itself: rho / (1 - rho) in the system on average
-    assert result.little.l_in_flight == pytest.approx(rho / (1 - rho), rel=0.08)
+    lt = result.little
+    # Checked over the ARRIVAL window (first to last send), not first send to last end
+    # where L = λW holds by arithmetic; the overload tests below show it can fail.
+    assert lt.window_end_s == pytest.approx(float(res.sent_s.max()))
+    assert lt.status == "consistent"
+    assert lt.ratio == pytest.approx(1.0, abs=0.02)
+    # and L itself: rho / (1 - rho) in the system on average, λ the arrival rate
+    assert lt.l_in_flight == pytest.approx(rho / (1 - rho), rel=0.08)
+    assert lt.lambda_req_s == pytest.approx(lam, rel=0.03)
 
 
 def test_mm1_rho_half():
@@ -67,6 +73,23 @@ def test_mm1_rho_half():
 @pytest.mark.slow
 def test_mm1_rho_0_8():
     _check(0.8, 400_000, seed=12)
+
+
+def test_mm1_overload_rho_3_is_reported_overloaded():
+    # ρ = 3: arrivals at 3μ. Fluid limit over an arrival window of length T starting empty:
+    # N(t) = (λ − μ) t, so L = (λ − μ) T / 2; an arrival at t waits N(t)/μ, so
+    # W = (λ − μ) T / (2μ) and L/(λW) = μ/λ = 1/ρ. Departures run at μ the whole time.
+    res, lam, mean_s = _mm1(3.0, 3000, seed=13)
+    from ridgeline.metrics.analysis import analyze
+    from ridgeline.trace.schema import TraceHeader
+
+    for window in ("all", None):  # asked whole run, and the auto window (falls back)
+        lt = analyze(res.to_trace(TraceHeader(source="simulate")), window=window).little
+        assert lt.status == "overloaded" and lt.ok is False
+        assert lt.lambda_req_s == pytest.approx(lam, rel=0.06)
+        assert lt.completed_req_s == pytest.approx(1 / mean_s, rel=0.1)
+        assert lt.ratio == pytest.approx(1 / 3, rel=0.15)
+        assert "overloaded" in lt.note
 
 
 def test_service_is_tokens_times_step():

@@ -111,8 +111,9 @@ def gate_cmd(
     candidate: Annotated[str, typer.Argument(help="Candidate trace.")],
     max_regression: Annotated[
         list[str],
-        typer.Option("--max-regression", help="METRIC=PERCENT, e.g. tpot_p95=5% "
-                     "(repeatable). Latencies regress upward, throughputs downward."),
+        typer.Option("--max-regression", help="METRIC=PERCENT, e.g. tpot_p95=5% (or a "
+                     "fraction below 1, 0.05; a bare 5 is refused as ambiguous). Repeatable. "
+                     "Latencies regress upward, throughputs downward."),
     ],
     window: WindowOpt = None,
     json_out: JsonOpt = False,
@@ -124,8 +125,9 @@ def gate_cmd(
     fmt: FormatOpt = "auto",
     seed: SeedOpt = 0,
 ) -> None:
-    """Exit 1 only when a regression beyond its threshold is established (the 95% CI of
-    the relative change lies above the threshold); exit 0 otherwise."""
+    """Exit 1 when a regression beyond its threshold is established (the 95% CI of the
+    relative change lies above the threshold), 3 when a rule cannot be evaluated (no
+    successful request in a run's window, an undefined metric), 0 otherwise."""
     from ridgeline.metrics.analysis import analyze
     from ridgeline.metrics.gate import gate, gate_markdown, parse_rule
 

@@ -32,6 +32,11 @@ from ridgeline.theory.stats import (
 from ridgeline.trace.table import STATUSES, Trace
 
 LITTLE_TOLERANCE = 0.10  # |L / (λW) − 1| above this is flagged
+# Overloaded: more than this fraction of the offered requests is not completed inside the
+# arrival window (a stationary queue completes what arrives, up to edge effects of about
+# W / window), and the number in system grew beyond its noise (OVERLOAD_SIGMAS · sqrt(L+1)).
+OVERLOAD_DEFICIT = 0.10
+OVERLOAD_SIGMAS = 3.0
 CONCURRENCY_BINS = 60
 MIN_AUTO_WINDOW_REQUESTS = 20
 
@@ -92,20 +97,45 @@ class Concurrency:
 
 @dataclass
 class LittleCheck:
-    l_in_flight: float = math.nan  # time-averaged number in flight, from the trace
-    lambda_req_s: float = math.nan  # arrivals per second in the window
+    """Little's law over the ARRIVAL window (the measurement window cut at the last send):
+    λ = arrivals per second in it, W = mean time in system of those arrivals (their whole
+    stay, also after the window), L = time-averaged number in system over it (requests
+    that arrived before it and those still in the system at its end count too). Over the
+    whole run (first send to last end) L = λW holds by arithmetic, so that window is never
+    used. The offered (arrival) and completed (departure) rates over the same window, and
+    the growth of the number in system, tell an overloaded run from a stationary one."""
+
+    l_in_flight: float = math.nan  # time-averaged number in system over the arrival window
+    lambda_req_s: float = math.nan  # arrivals per second in the arrival window (offered)
     w_s: float = math.nan  # mean time in system of those arrivals
     ratio: float = math.nan  # L / (λ·W)
-    ok: bool | None = None
+    ok: bool | None = None  # True only when "consistent"
+    status: str = "unavailable"  # "consistent" | "inconsistent" | "overloaded" | "unavailable"
+    completed_req_s: float = math.nan  # departures per second in the arrival window
+    in_system_start: int = 0  # number in system at the start of the arrival window
+    in_system_end: int = 0  # ... and at its end
+    window_start_s: float = math.nan
+    window_end_s: float = math.nan
     note: str = ""
+
+    @property
+    def backlog_growth(self) -> int:
+        return self.in_system_end - self.in_system_start
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "status": self.status,
+            "arrival_window": {"start_s": _clean(self.window_start_s),
+                               "end_s": _clean(self.window_end_s)},
             "L_in_flight": _clean(self.l_in_flight),
             "lambda_req_s": _clean(self.lambda_req_s),
             "W_s": _clean(self.w_s),
             "lambda_W": _clean(self.lambda_req_s * self.w_s),
             "ratio_L_over_lambda_W": _clean(self.ratio),
+            "offered_req_s": _clean(self.lambda_req_s),
+            "completed_req_s": _clean(self.completed_req_s),
+            "in_system_start": self.in_system_start,
+            "in_system_end": self.in_system_end,
             "ok": self.ok,
             "note": self.note,
         }
@@ -290,28 +320,68 @@ def _concurrency(sent: np.ndarray, end: np.ndarray, w: Window) -> Concurrency:
     return c
 
 
-def _little(sent: np.ndarray, end: np.ndarray, w: Window, conc: Concurrency) -> LittleCheck:
+def _in_system(sent: np.ndarray, end: np.ndarray, t: float) -> int:
+    """Requests in the system at time t (sent <= t < end)."""
+    return int(np.count_nonzero((sent <= t) & (end > t)))
+
+
+def _little(sent: np.ndarray, end_s: np.ndarray, w: Window) -> LittleCheck:
+    """Little's law and the overload test over the arrival window; see `LittleCheck`."""
     lc = LittleCheck()
-    d = w.duration_s
-    arrive = _in_window(sent, w) & np.isfinite(end)
-    if not (d > 0) or arrive.sum() == 0:
-        lc.note = "no arrivals inside the window"
+    finite_end = np.isfinite(end_s)
+    # A request with no end is still in the system when the trace stops: its stay is
+    # censored at the last time the trace knows (W is then a lower bound).
+    t_last = float(max(np.nanmax(end_s) if finite_end.any() else -math.inf,
+                       float(sent.max())))
+    end = np.where(finite_end, end_s, t_last)
+    a0 = w.start_s
+    a1 = min(w.end_s, float(sent.max()))
+    lc.window_start_s, lc.window_end_s = a0, a1
+    d = a1 - a0
+    if not (d > 0):
+        lc.note = ("unavailable: no arrival window (every request in the window was sent at "
+                   "the same time; L = λW over the whole run holds by arithmetic)")
         return lc
-    lc.l_in_flight = conc.mean_in_flight
-    lc.lambda_req_s = float(arrive.sum() / d)
+    arrive = (sent >= a0) & (sent <= a1)
+    n_arr = int(arrive.sum())
+    if n_arr == 0:
+        lc.note = "unavailable: no arrivals inside the window"
+        return lc
+    area = float(np.clip(np.minimum(end, a1) - np.maximum(sent, a0), 0.0, None).sum())
+    lc.l_in_flight = area / d
+    lc.lambda_req_s = n_arr / d
     lc.w_s = float(np.mean(end[arrive] - sent[arrive]))
+    lc.completed_req_s = float(np.count_nonzero((end >= a0) & (end <= a1))) / d
+    lc.in_system_start = _in_system(sent, end, a0)
+    lc.in_system_end = _in_system(sent, end, a1)
     lw = lc.lambda_req_s * lc.w_s
     lc.ratio = lc.l_in_flight / lw if lw > 0 else math.nan
-    lc.ok = bool(abs(lc.ratio - 1.0) <= LITTLE_TOLERANCE) if math.isfinite(lc.ratio) else None
-    if lc.ok is False:
+    deficit = 1.0 - lc.completed_req_s / lc.lambda_req_s
+    grew = lc.backlog_growth > OVERLOAD_SIGMAS * math.sqrt(lc.l_in_flight + 1.0)
+    censored = int(np.count_nonzero(arrive & ~finite_end))
+    if deficit > OVERLOAD_DEFICIT and grew:
+        lc.status, lc.ok = "overloaded", False
+        lc.note = (f"overloaded: offered {lc.lambda_req_s:.4g} req/s, completed "
+                   f"{lc.completed_req_s:.4g} req/s ({deficit:.0%} not served in the arrival "
+                   f"window); the number in system grew from {lc.in_system_start} to "
+                   f"{lc.in_system_end}: the queue grows, latencies depend on the run length "
+                   f"(L/(λW) = {lc.ratio:.3f})")
+    elif not math.isfinite(lc.ratio):
+        lc.note = "unavailable: zero time in system"
+        return lc
+    elif abs(lc.ratio - 1.0) <= LITTLE_TOLERANCE:
+        lc.status, lc.ok = "consistent", True
+        lc.note = f"L/(λW) = {lc.ratio:.3f}: consistent"
+    else:
+        lc.status, lc.ok = "inconsistent", False
         edge = d < 10 * lc.w_s
         lc.note = (
             f"L/(λW) = {lc.ratio:.3f}: off by more than {LITTLE_TOLERANCE:.0%}; "
-            + ("the window is shorter than 10 mean latencies, so edge effects may explain it"
-               if edge else "the trace is broken or the run was not stationary")
+            + ("the arrival window is shorter than 10 mean latencies, so edge effects may "
+               "explain it" if edge else "the trace is broken or the run was not stationary")
         )
-    elif lc.ok:
-        lc.note = f"L/(λW) = {lc.ratio:.3f}: consistent"
+    if censored:
+        lc.note += f" ({censored} arrivals never ended: their time in system is censored)"
     return lc
 
 
@@ -516,7 +586,7 @@ def analyze(
         samples["_window_completed_ok"] = done_ok.astype(np.float64)
         if header.has_send_times:
             conc = _concurrency(trace.sent_s, rm.end_s, win)
-            little = _little(trace.sent_s, rm.end_s, win, conc)
+            little = _little(trace.sent_s, rm.end_s, win)
             if little.ok is False:
                 warnings.append(f"Little's law: {little.note}")
         else:

@@ -84,9 +84,12 @@ def _summary_lines(result: AnalysisResult) -> list[str]:
     if math.isfinite(lt.ratio):
         lines.append(
             f"Little's law: L = {fmt(lt.l_in_flight)} vs λ·W = {fmt(lt.lambda_req_s)} × "
-            f"{fmt(lt.w_s)} s = {fmt(lt.lambda_req_s * lt.w_s)} (ratio {lt.ratio:.3f}, "
-            f"{'ok' if lt.ok else 'CHECK'})"
+            f"{fmt(lt.w_s)} s = {fmt(lt.lambda_req_s * lt.w_s)} over the arrival window "
+            f"(ratio {lt.ratio:.3f}): {lt.status.upper() if not lt.ok else lt.status}; "
+            f"offered {fmt(lt.lambda_req_s)} req/s, completed {fmt(lt.completed_req_s)} req/s"
         )
+        if lt.status == "overloaded":
+            lines.append(f"  {lt.note}")
     elif lt.note:
         lines.append(f"Little's law: {lt.note}")
     g = result.goodput
