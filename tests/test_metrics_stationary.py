@@ -70,3 +70,27 @@ def test_goodput_attainment_matches_exponential_tail() -> None:
     assert g is not None
     assert g.attainment == pytest.approx(1 - np.exp(-2.0), abs=0.02)
     assert g.attainment_ci[0] < g.attainment < g.attainment_ci[1]
+
+
+def test_analyze_ci_is_wide_enough_for_a_correlated_queue() -> None:
+    # M/M/1 at ρ = 0.9 (λ = 9, μ = 10): successive E2E are correlated over hundreds of
+    # requests. The block bootstrap's CI of the mean E2E (true 1/(μ-λ) = 1 s) is many
+    # times the i.i.d. one, and covers the truth; two runs of the same queue are then
+    # "within noise" in compare, where the i.i.d. interval calls them different.
+    from ridgeline.metrics.compare import compare
+    from ridgeline.theory.stats import bootstrap_mean_draws, ci_from_draws
+
+    a = analyze(mm1_trace(9.0, 10.0, 20_000, seed=21), window="all")
+    b = analyze(mm1_trace(9.0, 10.0, 20_000, seed=22), window="all")
+    d = a.latency["e2e_ms"]
+    assert d.block_requests is not None and d.block_requests > 50
+    x = np.sort(a.samples["e2e_ms"])
+    iid = ci_from_draws(bootstrap_mean_draws(x, 2000, np.random.default_rng(0)))
+    assert (d.mean_ci[1] - d.mean_ci[0]) > 5 * (iid[1] - iid[0])
+    assert d.mean_ci[0] <= 1000.0 <= d.mean_ci[1]
+    row = compare(a, b, ["e2e_mean"]).row("e2e_mean")
+    assert row.verdict == "within noise"
+    xb = np.sort(b.samples["e2e_ms"])
+    iid_b = bootstrap_mean_draws(xb, 2000, np.random.default_rng(1))
+    lo, hi = ci_from_draws(iid_b - bootstrap_mean_draws(x, 2000, np.random.default_rng(2)))
+    assert lo > 0 or hi < 0  # the i.i.d. bootstrap would have called it significant

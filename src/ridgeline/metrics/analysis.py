@@ -25,6 +25,7 @@ from ridgeline.metrics.slo import SLO, parse_slo
 from ridgeline.theory.stats import (
     DEFAULT_BOOTSTRAP_DRAWS,
     MIN_TAIL_SAMPLES,
+    RequestSample,
     bootstrap_fraction_draws,
     ci_from_draws,
     min_samples_for_percentile,
@@ -182,6 +183,8 @@ class AnalysisResult:
     seed: int
     # Per-request samples behind `latency` (not serialized): compare and gate use them.
     samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    # The same samples grouped by request in send order, for the block bootstrap.
+    request_samples: dict[str, RequestSample] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -196,7 +199,9 @@ class AnalysisResult:
             "definitions": self.definitions,
             "percentile_method": "numpy linear (Hyndman-Fan type 7)",
             "confidence_intervals": (
-                f"95% percentile bootstrap, {DEFAULT_BOOTSTRAP_DRAWS} draws, seed {self.seed}"
+                f"95% percentile bootstrap, {DEFAULT_BOOTSTRAP_DRAWS} draws, seed {self.seed}: "
+                "circular blocks of whole requests in send order (ITL gaps stay with their "
+                "request; block length by the Politis-White rule), see docs/metrics.md"
             ),
             "warnings": self.warnings,
         }
@@ -488,7 +493,18 @@ def analyze(
 
     # ---- latency distributions --------------------------------------------------------------
     # Tokens per event unknown: no per-token view, not a guess.
-    itl_ms, itl_tok_ms = _itl_samples(trace, pop, per_token=header.has_event_tokens)
+    itl_ms, itl_tok_ms = _itl_samples(trace, pop, per_token=header.has_event_tokens,
+                                      keep_nan=True)
+    # Requests in send order (trace order when the source has no send times), so the CIs
+    # can resample blocks of consecutive requests (theory/stats.py).
+    send_pop = trace.sent_s[pop] if header.has_send_times else None
+    gaps_per_req = np.maximum(trace.event_counts[pop] - 1, 0)
+    request_samples = {
+        "itl_ms": _grouped_sample(itl_ms, gaps_per_req, send_pop),
+        "itl_per_token_ms": _grouped_sample(itl_tok_ms, gaps_per_req, send_pop),
+    }
+    if itl_tok_ms.size:
+        itl_tok_ms = itl_tok_ms[np.isfinite(itl_tok_ms)]
 
     samples = {
         "ttft_ms": rm.ttft_s[pop] * 1e3,
@@ -521,9 +537,12 @@ def analyze(
     size = max(v.size for v in samples.values())
     bufs = [np.empty(size), np.empty(size)]
     for stream, (key, label, unit, desc) in enumerate(specs):
+        if key not in request_samples:
+            request_samples[key] = RequestSample.per_request(samples[key], send_pop)
         xs = sorted_finite(samples[key], out=bufs[stream % 2])
         d = summarize_sorted(key, label, xs, unit=unit, description=desc, seed=seed,
-                             stream=stream, scratch=bufs[1 - stream % 2])
+                             stream=stream, scratch=bufs[1 - stream % 2],
+                             requests=request_samples[key])
         del xs
         if d.unavailable:
             d.unavailable = _why_unavailable(key, trace, pop)
@@ -602,17 +621,40 @@ def analyze(
     return AnalysisResult(
         source=source, counts=counts, window=win, latency=latency, throughput=thr,
         concurrency=conc, little=little, goodput=goodput, definitions=dict(DEFINITIONS),
-        warnings=warnings, seed=seed, samples=samples,
+        warnings=warnings, seed=seed, samples=samples, request_samples=request_samples,
     )
 
 
 EVENT_CHUNK = 1 << 20  # events per step (8 MB temporaries: reused from the heap, not mmapped)
 
 
-def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool) -> tuple[np.ndarray, np.ndarray]:
+def _grouped_sample(flat: np.ndarray, counts: np.ndarray, send_s: np.ndarray | None
+                    ) -> RequestSample:
+    """Pooled per-event values (request by request) as a RequestSample: non-finite values
+    dropped, requests left with none left out, the rest ordered by send time."""
+    has = counts > 0
+    if flat.size == 0 or not has.any():
+        return RequestSample(np.zeros(0), np.zeros(0, dtype=np.int64),
+                             np.zeros(0, dtype=np.int64))
+    c = counts[has]
+    fin = np.isfinite(flat)
+    if not fin.all():
+        starts = np.concatenate(([0], np.cumsum(c)[:-1]))
+        c = np.add.reduceat(fin.astype(np.int64), starts)
+        flat = flat[fin]
+    keep = c > 0
+    send = send_s[has][keep] if send_s is not None else None
+    order = (np.argsort(send, kind="stable") if send is not None
+             else np.arange(int(keep.sum())))
+    return RequestSample(flat, c[keep].astype(np.int64), order)
+
+
+def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool, keep_nan: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Pooled ITL samples of the requests in `pop`, in ms: each gap between consecutive
     events of a request (`event_gaps` order), and each gap divided by the tokens of the
-    event that ends it (non-finite quotients dropped; empty unless `per_token`).
+    event that ends it (non-finite quotients dropped unless `keep_nan`; empty unless
+    `per_token`).
 
     Computed in chunks into arrays of the exact size: no event-sized temporaries besides
     one mask. Same values as ``gaps[np.repeat(pop, gap_counts)] * 1e3``.
@@ -638,11 +680,12 @@ def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool) -> tuple[np.nda
                 np.divide(gaps, tokens[lo + 1:hi + 1][sel], out=itl_tok[k:k + gaps.size])
             k += gaps.size
     del ends
-    if per_token:
+    if per_token and not keep_nan:
         finite = np.isfinite(itl_tok)
         if not finite.all():
             itl_tok = itl_tok[finite]
         del finite
+    if per_token:
         itl_tok *= 1e3
     itl *= 1e3
     return itl, itl_tok

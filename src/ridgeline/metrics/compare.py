@@ -93,7 +93,9 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {"a": self.a_label, "b": self.b_label, "rows": [r.to_dict() for r in self.rows],
-                "confidence": "95% bootstrap CI of B - A (independent resamples of each run)"}
+                "confidence": "95% bootstrap CI of B - A (independent resamples of each run; "
+                              "within a run, circular blocks of whole requests in send "
+                              "order)"}
 
 
 def parse_metric(name: str) -> tuple[str, str, str, bool]:
@@ -132,7 +134,8 @@ def metric_draws(
     values = result.samples.get(sample)
     if values is None:
         return math.nan, np.full(n_draws, np.nan)
-    return statistic_draws(values, stat, seed=seed, stream=3000 + stream, n_draws=n_draws)
+    return statistic_draws(values, stat, seed=seed, stream=3000 + stream, n_draws=n_draws,
+                           requests=result.request_samples.get(sample))
 
 
 def compare_metric(

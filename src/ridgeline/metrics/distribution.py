@@ -19,10 +19,12 @@ import numpy as np
 from ridgeline.theory.stats import (
     DEFAULT_BOOTSTRAP_DRAWS,
     MIN_TAIL_SAMPLES,
+    RequestSample,
     bootstrap_mean_draws,
     bootstrap_percentile_draws,
     ci_from_draws,
     min_samples_for_percentile,
+    request_bootstrap_draws,
 )
 
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
@@ -64,6 +66,9 @@ class Distribution:
     max: float = math.nan
     percentiles: dict[str, Percentile] = field(default_factory=dict)
     unavailable: str | None = None
+    # Circular block bootstrap over requests in send order: its block length (requests);
+    # None when the values were resampled as independent.
+    block_requests: float | None = None
 
     @property
     def median(self) -> float:
@@ -87,6 +92,9 @@ class Distribution:
             "median": _clean(self.median),
             "max": _clean(self.max),
             "percentiles": {k: p.to_dict() for k, p in self.percentiles.items()},
+            "ci_method": ("i.i.d. percentile bootstrap" if self.block_requests is None else
+                          "circular block bootstrap of whole requests in send order, "
+                          f"block {self.block_requests:.1f} requests (Politis-White)"),
         }
 
 
@@ -157,9 +165,12 @@ def summarize_sorted(
     n_draws: int = DEFAULT_BOOTSTRAP_DRAWS,
     percentiles: tuple[float, ...] = PERCENTILES,
     scratch: np.ndarray | None = None,
+    requests: RequestSample | None = None,
 ) -> Distribution:
     """`summarize` of a sample already through `sorted_finite`. `scratch` (float64, at
-    least as long, not `xs`'s memory) spares the temporary of the standard deviation."""
+    least as long, not `xs`'s memory) spares the temporary of the standard deviation.
+    `requests` (the same values grouped by request, in send order) makes the CIs those of
+    the block bootstrap over requests (theory/stats.py) instead of the i.i.d. bootstrap."""
     d = Distribution(name=name, label=label, unit=unit, description=description)
     if xs.size == 0:
         d.unavailable = "no samples"
@@ -170,10 +181,18 @@ def summarize_sorted(
     d.std = float(xs.std()) if scratch is None else std_into(xs, scratch)
     d.min = float(xs[0])
     d.max = float(xs[-1])
-    d.mean_ci = ci_from_draws(bootstrap_mean_draws(xs, n_draws, rng, mean=d.mean, sd=d.std))
+    block_draws: dict[str, np.ndarray] = {}
+    if requests is not None:
+        d.block_requests, block_draws = request_bootstrap_draws(
+            requests, xs, ("mean", *(pct_key(q) for q in percentiles)), n_draws, rng)
+        d.mean_ci = ci_from_draws(block_draws["mean"])
+    else:
+        d.mean_ci = ci_from_draws(bootstrap_mean_draws(xs, n_draws, rng, mean=d.mean,
+                                                       sd=d.std))
     for q in percentiles:
         value = sorted_percentile(xs, q)
-        draws = bootstrap_percentile_draws(xs, q, n_draws, rng)
+        draws = (block_draws[pct_key(q)] if requests is not None else
+                 bootstrap_percentile_draws(xs, q, n_draws, rng))
         lo, hi = ci_from_draws(draws)
         d.percentiles[pct_key(q)] = Percentile(
             q=q, value=value, ci_low=lo, ci_high=hi,
@@ -191,14 +210,20 @@ def sorted_percentile(xs: np.ndarray, q: float) -> float:
 
 
 def statistic_draws(
-    values: np.ndarray, stat: str, *, seed: int, stream: int, n_draws: int
+    values: np.ndarray, stat: str, *, seed: int, stream: int, n_draws: int,
+    requests: RequestSample | None = None,
 ) -> tuple[float, np.ndarray]:
-    """Point value and bootstrap draws of `stat` ('mean' or 'p<q>') for compare/gate."""
+    """Point value and bootstrap draws of `stat` ('mean' or 'p<q>') for compare/gate; with
+    `requests`, by the block bootstrap over requests (see `summarize_sorted`)."""
     x = np.asarray(values, dtype=np.float64)
     x = np.sort(x[np.isfinite(x)])
     rng = np.random.default_rng([seed, stream])
     if x.size == 0:
         return math.nan, np.full(n_draws, np.nan)
+    if requests is not None:
+        _, draws = request_bootstrap_draws(requests, x, (stat,), n_draws, rng)
+        point = float(x.mean()) if stat == "mean" else sorted_percentile(x, float(stat[1:]))
+        return point, draws[stat]
     if stat == "mean":
         return float(x.mean()), bootstrap_mean_draws(x, n_draws, rng)
     q = float(stat[1:])
