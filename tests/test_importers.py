@@ -122,3 +122,62 @@ def test_unknown_format_is_a_user_error(tmp_path: Path) -> None:
         load_trace(p)
     with pytest.raises(RidgelineError, match="--format"):
         load_trace(p, fmt="bogus")
+
+
+# ---- bad numbers in a peer's file: a one-line error naming the record and the field ------
+
+def _edit_vllm(tmp_path: Path, edit) -> Path:
+    obj = json.loads((DATA / "vllm_detailed.json").read_text())
+    edit(obj)
+    out = tmp_path / "vllm_bad.json"
+    out.write_text(json.dumps(obj))
+    return out
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (lambda o: o["latencies"].__setitem__(1, -1.0), "request 1: field 'latencies': got -1.0"),
+    (lambda o: o["ttfts"].__setitem__(0, "abc"), "request 0: field 'ttfts': got 'abc'"),
+    (lambda o: o["ttfts"].__setitem__(0, [1]), "request 0: field 'ttfts'"),
+    (lambda o: o["itls"][0].__setitem__(1, -0.05), "request 0: field 'itls[1]'"),
+    (lambda o: o["output_lens"].__setitem__(0, "many"), "field 'output_lens'"),
+    (lambda o: o["input_lens"].__setitem__(3, 2.5), "request 3: field 'input_lens'"),
+    (lambda o: o["start_times"].__setitem__(2, "x"), "request 2: field 'start_times'"),
+    # TTFT after the end of the request: inconsistent, not importable as "ok".
+    (lambda o: o["ttfts"].__setitem__(0, 5.0), "request 0: field 'latencies'"),
+])
+def test_vllm_bad_numbers_are_one_line_errors(tmp_path: Path, edit, needle: str) -> None:
+    with pytest.raises(RidgelineError) as e:
+        load_trace(_edit_vllm(tmp_path, edit))
+    msg = str(e.value)
+    assert needle in msg and "\n" not in msg and "allowed" in msg
+
+
+def test_other_importers_refuse_negative_and_non_numeric(tmp_path: Path) -> None:
+    lines = (DATA / "aiperf_profile_export.jsonl").read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec["metrics"]["request_latency"]["value"] = -1000.0
+    bad = tmp_path / "profile_export.jsonl"
+    bad.write_text("\n".join([lines[0], json.dumps(rec), *lines[2:]]) + "\n")
+    with pytest.raises(RidgelineError, match=r"record 0: field 'metrics.request_latency"):
+        load_trace(bad, fmt="aiperf")
+    rec = json.loads(lines[1])
+    rec["metrics"]["time_to_first_token"]["value"] = "soon"
+    bad.write_text("\n".join([lines[0], json.dumps(rec), *lines[2:]]) + "\n")
+    with pytest.raises(RidgelineError, match=r"field 'metrics.time_to_first_token.value'"):
+        load_trace(bad, fmt="aiperf")
+
+    items = json.loads((DATA / "llmperf_individual_responses.json").read_text())
+    ok = next(i for i, r in enumerate(items) if not r.get("error_code"))
+    items[ok]["end_to_end_latency_s"] = -2.0
+    bad = tmp_path / "llmperf.json"
+    bad.write_text(json.dumps(items))
+    with pytest.raises(RidgelineError, match=rf"item {ok}: field 'end_to_end_latency_s'"):
+        load_trace(bad, fmt="llmperf")
+
+    rep = json.loads((DATA / "guidellm_benchmarks.json").read_text())
+    r0 = rep["benchmarks"][0]["requests"]["successful"][0]
+    r0["info"]["timings"]["first_token_iteration"] = r0["info"]["timings"]["request_start"] - 1
+    bad = tmp_path / "guidellm.json"
+    bad.write_text(json.dumps(rep))
+    with pytest.raises(RidgelineError, match=r"request 0: field 'first_token_iteration'"):
+        load_trace(bad, fmt="guidellm")

@@ -69,3 +69,46 @@ def pick(items: list[Any], select: int | None, what: str, notes: list[str]) -> A
         notes.append(f"file holds {len(items)} {what}s; imported #{idx % len(items)} "
                      "(choose another with --select N)")
     return items[idx]
+
+
+def _bad(path: Path, where: str, field: str, x: Any, allowed: str) -> RidgelineError:
+    shown = repr(x) if len(repr(x)) <= 40 else repr(x)[:37] + "..."
+    return RidgelineError(f"{path}: {where}: field '{field}': got {shown}; allowed: {allowed}")
+
+
+def checked_num(x: Any, path: Path, where: str, field: str, *, minimum: float | None = 0.0,
+                allowed: str = "a finite number >= 0") -> float | None:
+    """A number from a peer's file, or None when absent (null). A value that is not a
+    finite number (a string like "abc", a list, NaN) or is below `minimum` (a negative
+    latency) is an error naming the file, the record and the field: importing it would
+    give wrong metrics that look right."""
+    if x is None:
+        return None
+    if isinstance(x, bool) or not isinstance(x, int | float | str):
+        raise _bad(path, where, field, x, allowed)
+    try:
+        v = float(x)
+    except ValueError:
+        raise _bad(path, where, field, x, allowed) from None
+    if not math.isfinite(v) or (minimum is not None and v < minimum):
+        raise _bad(path, where, field, x, allowed)
+    return v
+
+
+def checked_count(x: Any, path: Path, where: str, field: str) -> int | None:
+    """A token count (integer >= 0) or None when absent; anything else is an error."""
+    v = checked_num(x, path, where, field, allowed="a whole number >= 0")
+    if v is None:
+        return None
+    if v != round(v):
+        raise _bad(path, where, field, x, "a whole number >= 0")
+    return round(v)
+
+
+def check_order(first: float | None, later: float | None, path: Path, where: str,
+                first_name: str, later_name: str, slack_s: float = 1e-6) -> None:
+    """`later` must not precede `first` (e.g. TTFT <= E2E): an inverted pair is an error."""
+    if first is not None and later is not None and later < first - slack_s:
+        raise RidgelineError(f"{path}: {where}: field '{later_name}' ({later:g} s) is "
+                             f"before '{first_name}' ({first:g} s); allowed: "
+                             f"{first_name} <= {later_name}")

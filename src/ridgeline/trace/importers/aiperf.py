@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
-from ridgeline.trace.importers._common import int_or_none, num
+from ridgeline.trace.importers._common import check_order, checked_count, checked_num
 from ridgeline.trace.schema import TraceHeader
 from ridgeline.trace.table import Trace
 
@@ -33,9 +33,10 @@ def _metric(metrics: dict[str, Any], tag: str) -> Any:
     return None, None
 
 
-def _seconds(metrics: dict[str, Any], tag: str) -> float | None:
+def _seconds(metrics: dict[str, Any], tag: str, path: Path, where: str) -> float | None:
+    """A latency metric in seconds; negative or non-numeric values are errors."""
     value, unit = _metric(metrics, tag)
-    v = num(value)
+    v = checked_num(value, path, where, f"metrics.{tag}.value")
     if v is None:
         return None
     return v * _TO_SECONDS.get(str(unit or "ms"), 1e-3)
@@ -62,7 +63,8 @@ def import_aiperf(path: str | Path) -> Trace:
     rows = [r for r in rows if r["metadata"].get("benchmark_phase") != "warmup"]
     if warmup:
         notes.append(f"{len(warmup)} warm-up records skipped")
-    starts = [num(r["metadata"].get("request_start_ns")) for r in rows]
+    starts = [checked_num(r["metadata"].get("request_start_ns"), p, f"record {i}",
+                          "metadata.request_start_ns") for i, r in enumerate(rows)]
     known = [s for s in starts if s is not None]
     if len(known) != len(rows):
         raise RidgelineError(f"{p}: field 'metadata.request_start_ns': missing in "
@@ -76,12 +78,16 @@ def import_aiperf(path: str | Path) -> Trace:
         metrics = r.get("metrics") or {}
         err = r.get("error")
         sent = (starts[i] - t0) * 1e-9
-        end_ns = num(md.get("request_end_ns"))
+        where = f"record {i}"
+        end_ns = checked_num(md.get("request_end_ns"), p, where, "metadata.request_end_ns")
+        check_order(starts[i], end_ns, p, where, "request_start_ns", "request_end_ns",
+                    slack_s=0.0)
         rid = md.get("x_request_id") or str(md.get("session_num", i))
         rec: dict[str, Any] = {
             "id": str(rid), "sent_s": sent,
             "end_s": (end_ns - t0) * 1e-9 if end_ns is not None else None,
-            "prompt_tokens": int_or_none(_metric(metrics, "input_sequence_length")[0]),
+            "prompt_tokens": checked_count(_metric(metrics, "input_sequence_length")[0], p,
+                                           where, "metrics.input_sequence_length.value"),
             "token_count_source": "tokenizer",
         }
         if err or md.get("was_cancelled"):
@@ -91,16 +97,20 @@ def import_aiperf(path: str | Path) -> Trace:
                 rec["error"] = str(err.get("message") or "")[:500]
             records.append(rec)
             continue
-        osl = int_or_none(_metric(metrics, "output_sequence_length")[0])
+        osl = checked_count(_metric(metrics, "output_sequence_length")[0], p, where,
+                            "metrics.output_sequence_length.value")
         if osl is None:
-            osl = int_or_none(_metric(metrics, "output_token_count")[0])
+            osl = checked_count(_metric(metrics, "output_token_count")[0], p, where,
+                                "metrics.output_token_count.value")
         rec["output_tokens"] = osl
-        ttft = _seconds(metrics, "time_to_first_token")
+        ttft = _seconds(metrics, "time_to_first_token", p, where)
         icl_value, icl_unit = _metric(metrics, "inter_chunk_latency")
         if ttft is not None and isinstance(icl_value, list):
             any_chunks = True
             scale = _TO_SECONDS.get(str(icl_unit or "ms"), 1e-3)
-            gaps = np.asarray([num(g) or 0.0 for g in icl_value], dtype=np.float64) * scale
+            gaps = np.asarray([checked_num(g, p, where, f"metrics.inter_chunk_latency[{j}]")
+                               or 0.0 for j, g in enumerate(icl_value)],
+                              dtype=np.float64) * scale
             first = sent + ttft
             times = np.concatenate(([first], first + np.cumsum(gaps)))
             rec["event_times_s"] = times.tolist()
@@ -108,8 +118,9 @@ def import_aiperf(path: str | Path) -> Trace:
                 single_token_chunks = False
         else:
             rec["ttft_s"] = ttft
-            rec["tpot_s"] = _seconds(metrics, "inter_token_latency")
-        lat = _seconds(metrics, "request_latency")
+            rec["tpot_s"] = _seconds(metrics, "inter_token_latency", p, where)
+        lat = _seconds(metrics, "request_latency", p, where)
+        check_order(ttft, lat, p, where, "time_to_first_token", "request_latency")
         if lat is not None:
             rec["e2e_s"] = lat
         records.append(rec)

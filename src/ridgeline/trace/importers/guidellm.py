@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
-from ridgeline.trace.importers._common import int_or_none, num, pick, read_json
+from ridgeline.trace.importers._common import (
+    check_order,
+    checked_count,
+    checked_num,
+    int_or_none,
+    num,
+    pick,
+    read_json,
+)
 from ridgeline.trace.schema import TraceHeader
 from ridgeline.trace.table import Trace
 
@@ -61,10 +69,19 @@ def import_guidellm(path: str | Path, select: int | None = None) -> Trace:
         start = starts[i]
         if start is None:
             continue
+        where = f"request {i}"
+        for key in ("request_start", "request_end", "first_token_iteration",
+                    "last_token_iteration"):
+            checked_num(tim.get(key), p, where, f"info.timings.{key}")
         end = num(tim.get("request_end")) or num(r.get("request_end_time"))
         first = num(tim.get("first_token_iteration"))
         last = num(tim.get("last_token_iteration"))
-        n_out = int_or_none(_get(r, "output_metrics", "total_tokens"))
+        # Times must come in order: a first token before the send gives a negative TTFT.
+        check_order(start, first, p, where, "request_start", "first_token_iteration")
+        check_order(first, last, p, where, "first_token_iteration", "last_token_iteration")
+        check_order(start, end, p, where, "request_start", "request_end")
+        n_out = checked_count(_get(r, "output_metrics", "total_tokens"), p, where,
+                              "output_metrics.total_tokens")
         source = "usage"
         if n_out is None:
             n_out = int_or_none(r.get("output_tokens")) or int_or_none(tim.get("token_iterations"))

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
-from ridgeline.trace.importers._common import int_or_none, num, read_json
+from ridgeline.trace.importers._common import (
+    check_order,
+    checked_count,
+    checked_num,
+    read_json,
+)
 from ridgeline.trace.schema import TraceHeader
 from ridgeline.trace.table import Trace
 
@@ -31,12 +36,16 @@ def import_llmperf(path: str | Path) -> Trace:
         if not isinstance(r, dict):
             raise RidgelineError(f"{p}: item {i}: expected an object")
         failed = bool(r.get("error_code")) or bool(r.get("error_msg"))
-        ttft = num(r.get("ttft_s"))
-        e2e = num(r.get("end_to_end_latency_s"))
-        n_out = int_or_none(r.get("number_output_tokens"))
+        where = f"item {i}"
+        ttft = checked_num(r.get("ttft_s"), p, where, "ttft_s")
+        e2e = checked_num(r.get("end_to_end_latency_s"), p, where, "end_to_end_latency_s")
+        n_out = checked_count(r.get("number_output_tokens"), p, where, "number_output_tokens")
+        if not failed:
+            check_order(ttft, e2e, p, where, "ttft_s", "end_to_end_latency_s")
         rec: dict[str, Any] = {
             "id": str(i), "sent_s": 0.0,
-            "prompt_tokens": int_or_none(r.get("number_input_tokens")),
+            "prompt_tokens": checked_count(r.get("number_input_tokens"), p, where,
+                                           "number_input_tokens"),
             "output_tokens": None if failed else n_out,
             "token_count_source": "tokenizer",
             "status": "error" if failed else "ok",

@@ -18,7 +18,14 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
-from ridgeline.trace.importers._common import int_or_none, json_objects, num, pick
+from ridgeline.trace.importers._common import (
+    check_order,
+    checked_count,
+    checked_num,
+    json_objects,
+    num,
+    pick,
+)
 from ridgeline.trace.schema import TraceHeader
 from ridgeline.trace.table import Trace
 
@@ -67,6 +74,10 @@ def import_vllm(path: str | Path, select: int | None = None) -> Trace:
 
     errors = obj.get("errors") or [""] * n
     starts = obj.get("start_times")
+    if isinstance(starts, list):
+        for i, st in enumerate(starts):
+            checked_num(st, p, f"request {i}", "start_times", minimum=None,
+                        allowed="a finite number (seconds)")
     has_send = isinstance(starts, list) and all(num(s) is not None for s in starts)
     t0 = min(float(s) for s in starts) if has_send and n else 0.0
     has_events = isinstance(ttfts, list) and isinstance(itls, list)
@@ -86,20 +97,38 @@ def import_vllm(path: str | Path, select: int | None = None) -> Trace:
         err = errors[i] if i < len(errors) else ""
         ok = not err
         sent = float(starts[i]) - t0 if has_send else 0.0
+        where = f"request {i}"
+        n_in = checked_count(in_lens[i], p, where, "input_lens")
+        n_out_rec = checked_count(out_lens[i], p, where, "output_lens")
         rec: dict[str, Any] = {
             "id": str(i), "sent_s": sent,
-            "prompt_tokens": int_or_none(in_lens[i]),
-            "output_tokens": int_or_none(out_lens[i]) if ok else None,
+            "prompt_tokens": n_in,
+            "output_tokens": n_out_rec if ok else None,
             "token_count_source": "unknown",
             "status": "ok" if ok else "error",
         }
         if not ok:
             rec["error_kind"] = "error"
             rec["error"] = str(err)[:500]
-        ttft = num(ttfts[i]) if isinstance(ttfts, list) else None
-        lat = num(latencies[i]) if isinstance(latencies, list) else None
+        # Negative or non-numeric latencies are refused (vLLM writes 0.0 for failed
+        # requests, which passes): they would import as "ok" and give negative metrics.
+        ttft = (checked_num(ttfts[i], p, where, "ttfts", allowed="a finite number >= 0 "
+                            "(seconds)") if isinstance(ttfts, list) else None)
+        lat = (checked_num(latencies[i], p, where, "latencies", allowed="a finite number >= 0 "
+                           "(seconds)") if isinstance(latencies, list) else None)
+        row_itls = itls[i] if isinstance(itls, list) else None
+        if row_itls is not None and not isinstance(row_itls, list):
+            raise RidgelineError(f"{p}: {where}: field 'itls': got {type(row_itls).__name__}; "
+                                 "allowed: a list of gaps in seconds")
+        gap_list = [checked_num(g, p, where, f"itls[{j}]", allowed="a finite number >= 0 "
+                                "(seconds)") for j, g in enumerate(row_itls or [])]
+        if ok:
+            check_order(ttft, lat, p, where, "ttfts", "latencies")
+            if ttft is not None and lat is not None and gap_list:
+                check_order(ttft + sum(g or 0.0 for g in gap_list), lat + 1e-3, p, where,
+                            "ttfts + sum(itls)", "latencies")
         if ok and has_events and ttft is not None:
-            gaps = np.asarray([num(g) or 0.0 for g in (itls[i] or [])], dtype=np.float64)
+            gaps = np.asarray([g or 0.0 for g in gap_list], dtype=np.float64)
             first = sent + ttft
             times = np.concatenate(([first], first + np.cumsum(gaps)))
             rec["event_times_s"] = times.tolist()
