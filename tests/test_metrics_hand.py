@@ -164,3 +164,41 @@ def test_empty_and_all_failed_traces() -> None:
     assert r.counts["errors_by_kind"] == {"timeout": 1}
     r0 = analyze(Trace.from_records({"source": "x"}, []))
     assert r0.counts["requests"] == 0 and r0.throughput.unavailable
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    ({"event_times_s": [-0.1, 0.3, 0.5]}, "first event (-0.1 s) is before sent_s"),
+    ({"end_s": -0.5}, "end_s (-0.5 s) is before sent_s"),
+    ({"end_s": 0.4}, "before its last event"),
+    ({"event_times_s": [0.2, 0.1, 0.5]}, "go backwards"),
+])
+def test_inconsistent_times_are_refused_not_reported(change: dict, needle: str) -> None:
+    """A record whose first event precedes sent_s would give a negative TTFT: analyze
+    refuses the trace with one line, as `validate` calls it invalid."""
+    from ridgeline.errors import RidgelineError
+
+    recs = [dict(RECORDS[0], **change), *RECORDS[1:]]
+    with pytest.raises(RidgelineError) as e:
+        analyze(Trace.from_records({"source": "hand"}, recs))
+    assert needle in str(e.value) and "request 'A'" in str(e.value)
+    assert "\n" not in str(e.value) and "validate" in str(e.value)
+
+
+def test_negative_ttft_refused_through_the_cli(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"type":"header","source":"t"}\n' + json.dumps(
+        {"type": "request", "id": "a", "sent_s": 1.0, "event_times_s": [0.5],
+         "end_s": 1.2}) + "\n")
+    exe = Path(sys.executable).parent / "ridgeline"
+    proc = subprocess.run([str(exe), "analyze", str(p)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("error: ") and "negative TTFT" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert subprocess.run([str(exe), "validate", str(p)], capture_output=True,
+                          timeout=60).stdout.count(b"INVALID") == 1

@@ -105,12 +105,58 @@ def _itl_max(trace: Trace) -> np.ndarray:
     return itl_max
 
 
+TIME_TOLERANCE_S = 1e-9  # as `ridgeline validate` (trace/validator.py)
+
+
+def check_times(trace: Trace, first: np.ndarray, last: np.ndarray, has: np.ndarray) -> None:
+    """Refuse a trace whose times contradict each other, as `ridgeline validate` does:
+    an event before the send (a negative TTFT), an end before the send or before the last
+    event, events going backwards, negative imported latencies. Metrics from such a trace
+    would be wrong while looking right. Raises RidgelineError naming the first request."""
+    from ridgeline.errors import RidgelineError
+
+    tol = TIME_TOLERANCE_S
+    sent = trace.sent_s
+    with np.errstate(invalid="ignore"):
+        checks = [
+            (has & (first < sent - tol), "its first event ({first:g} s) is before sent_s "
+             "({sent:g} s): a negative TTFT"),
+            (np.isfinite(trace.end_s) & (trace.end_s < sent - tol), "end_s ({end:g} s) is "
+             "before sent_s ({sent:g} s)"),
+            (has & np.isfinite(trace.end_s) & (trace.end_s < last - tol), "end_s ({end:g} s) "
+             "is before its last event ({last:g} s)"),
+        ]
+        for name in ("ttft_s", "tpot_s", "e2e_s"):
+            v = getattr(trace, name)
+            checks.append((v < -tol, f"{name} is negative"))
+        times = trace.event_times_s
+        if times.size > 1:
+            back = np.flatnonzero(np.diff(times) < -tol) + 1  # event index going back
+            starts = trace.event_offsets[:-1]
+            back = back[~np.isin(back, starts)]  # a request's first event starts afresh
+            if back.size:
+                bad = np.zeros(len(trace), dtype=bool)
+                bad[np.searchsorted(trace.event_offsets, back, side="right") - 1] = True
+                checks.append((bad, "its event times go backwards"))
+    for mask, what in checks:
+        idx = np.flatnonzero(mask)
+        if idx.size:
+            i = int(idx[0])
+            where = f"{trace.path}: " if trace.path else ""
+            text = what.format(first=first[i], sent=sent[i], end=trace.end_s[i], last=last[i])
+            more = f" ({idx.size - 1} more like it)" if idx.size > 1 else ""
+            raise RidgelineError(
+                f"{where}request {trace.ids[i]!r}: {text}{more}; the trace is invalid "
+                "(`ridgeline validate` lists every problem)")
+
+
 def request_metrics(trace: Trace) -> RequestMetrics:
-    """Compute every per-request metric of `trace`."""
+    """Compute every per-request metric of `trace` (after `check_times`)."""
     n = len(trace)
     ok = trace.status == STATUS_CODE["ok"]
     counts = trace.event_counts
     first, last, has = _first_last(trace)
+    check_times(trace, first, last, has)
 
     # Tokens per request: one sum per non-empty request (no event-sized temporaries).
     tok_sum = np.zeros(n, dtype=np.float64)
