@@ -182,6 +182,15 @@ def estimate_cmd(
     if not sweep:
         m, r, const = results[0]
         scalar = {k: (v.item() if isinstance(v, np.ndarray) else v) for k, v in r.items()}
+        if not scalar["within_context"]:
+            # vLLM refuses a request beyond max_model_len (HTTP 400): no estimate "fits" it.
+            window = int(scalar["context_window_tokens"])
+            total = scalar["prompt_tokens"] + scalar["output_tokens"]
+            raise RidgelineError(
+                f"--prompt/--output: S + N = {total:,.0f} tokens (decode context "
+                f"{scalar['decode_context_tokens']:,.0f}) exceeds {spec.name}'s context window "
+                f"of {window:,} tokens (max_position_embeddings); allowed: S + N <= {window:,} "
+                "(vLLM rejects such a request)")
         ridge = const["ridge_point_flop_per_byte"]
         op_tables = None
         if ops:
@@ -272,6 +281,11 @@ def _print_single(m: Any, r: dict[str, Any], const: dict[str, float],
                  f"{const['ridge_point_flop_per_byte']:.0f} FLOP/byte "
                  f"(effective {const['effective_ridge_point_flop_per_byte']:.0f})")
     seed.add_row("batch turning point ≈ (C/β)·b_w/2", f"{const['batch_turning_point_seqs']:.0f}")
+    if "decode_expected_experts" in r:
+        e = r["num_experts"]
+        seed.add_row("MoE distinct experts per layer E[U] = E(1-(1-k/E)^tokens) (§6)",
+                     f"prefill {r['prefill_expected_experts']:.2f} of {e:g}, decode "
+                     f"{r['decode_expected_experts']:.2f} of {e:g}")
     con.print(seed)
     mem = Table(title=f"Memory per GPU (utilization {util:g})", title_justify="left",
                 show_header=False)
@@ -333,7 +347,9 @@ def _print_sweep(results: list[Any], rows: list[dict[str, Any]]) -> None:
                     f"{r['output_tokens']:g}", f"{r['decode_context_tokens']:g}",
                     f"{r['ttft_s'] * 1e3:.2f}", f"{r['tpot_s'] * 1e3:.3f}", f"{r['e2e_s']:.3f}",
                     f"{r['decode_aggregate_tok_s']:,.0f}", f"{r['per_sequence_tok_s']:,.1f}",
-                    r["decode_bound"], "yes" if r["memory_fits"] else
+                    r["decode_bound"],
+                    f"no (> context {r['context_window_tokens']:,.0f})"
+                    if not r["within_context"] else "yes" if r["memory_fits"] else
                     f"no (-{r['memory_shortfall_bytes'] / GIB:.1f} GiB)")
     con.print(tab)
     if len(rows) > len(shown):

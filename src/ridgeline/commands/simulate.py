@@ -181,12 +181,13 @@ def _rates_from_capacity(requests: int, prompt: str, output: str, config: Any,
 
     from ridgeline.sim.runner import simulate
     from ridgeline.sim.sweep import sweep_rates
-    from ridgeline.sim.workload import build_workload
+    from ridgeline.sim.workload import build_workload, check_context
 
     n = min(requests, 2000)
     wl, _, _ = build_workload(n, prompt, output, rate_req_s=1.0, arrival="constant",
                               prefix_groups=prefix_groups, prefix_tokens=prefix_tokens,
                               seed=seed)
+    check_context(wl, step_model)
     wl.arrival_s = np.zeros(n)
     res = simulate(wl, config, step_model, cluster)
     span = float(np.nanmax(res.end_s))
@@ -216,7 +217,7 @@ def _run_all(rates: list[float | None], ctx: dict[str, Any], trace: str | None,
 
     from ridgeline.metrics.analysis import analyze
     from ridgeline.sim.runner import simulate
-    from ridgeline.sim.workload import build_workload
+    from ridgeline.sim.workload import build_workload, check_context
 
     n = ctx["requests"]
     runs = []
@@ -230,6 +231,7 @@ def _run_all(rates: list[float | None], ctx: dict[str, Any], trace: str | None,
                 concurrency=ctx["concurrency"], think_time=ctx["think_time"],
                 prefix_groups=ctx["prefix_groups"], prefix_tokens=ctx["prefix_tokens"],
                 seed=ctx["seed"])
+            check_context(wl, ctx["step_model"])
             progress.update(task, description=f"simulating {load.get('rate_req_s', '')} req/s"
                             if rate else "simulating")
             base = k * n

@@ -160,6 +160,18 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
         "memory_fits": shortfall <= 0,
         "memory_shortfall_bytes": shortfall,
     })
+    # The context window: a request of S + N tokens beyond max_position_embeddings is one
+    # vLLM refuses (HTTP 400), whatever the memory; 0 = unknown (no limit checked).
+    window = float(mdl.max_position_embeddings) if mdl.max_position_embeddings else np.inf
+    out["context_window_tokens"] = np.full(b.shape, window if np.isfinite(window) else np.nan)
+    out["within_context"] = (s + n <= window) & (ctx + 1 <= window)
+    if mdl.is_moe:
+        # Seed 000 §6: E[U] = E(1 - (1 - k/E)^tokens), the distinct experts one MoE layer
+        # reads in a step, exactly as the step time uses it (work variable "u").
+        u = VAR["u"]
+        out["num_experts"] = np.full(b.shape, float(mdl.num_experts))
+        out["prefill_expected_experts"] = model.work_vars(pre_w)[0][u].reshape(b.shape)
+        out["decode_expected_experts"] = model.work_vars(dec_w)[0][u].reshape(b.shape)
     return out
 
 

@@ -77,3 +77,26 @@ def build_workload(
                   prefix_tokens=ptoks)
     load = {"pattern": "open-loop", **proc.describe(), "requests": n}
     return wl, load, dataset
+
+
+def check_context(wl: Workload, step_model: Any) -> None:
+    """Refuse a workload with requests longer than the model's context window.
+
+    vLLM rejects a request whose prompt + max_tokens exceeds max_model_len (HTTP 400,
+    as `ridgeline serve` does); a simulation that served it would report a run the real
+    engine cannot have. Step-time models without a model spec (or a spec without
+    max_position_embeddings) are not checked.
+    """
+    spec = getattr(step_model, "model", None)
+    window = int(getattr(spec, "max_position_embeddings", 0) or 0)
+    if not window:
+        return
+    total = np.asarray(wl.prompt_tokens, dtype=np.int64) + np.asarray(wl.output_tokens,
+                                                                       dtype=np.int64)
+    over = int(np.count_nonzero(total > window))
+    if over:
+        raise RidgelineError(
+            f"--prompt/--output: {over} of {total.size} requests have prompt + output tokens "
+            f"above {getattr(spec, 'name', 'the model')}'s context window of {window:,} "
+            f"(max_position_embeddings; longest {int(total.max()):,}); allowed: prompt + "
+            "output <= the context window (vLLM rejects longer requests)")

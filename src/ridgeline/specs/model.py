@@ -57,6 +57,8 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    # Context window (max_position_embeddings): prompt + output must fit; 0 = unknown.
+    max_position_embeddings: int = 0
 
     # --- derived shapes -------------------------------------------------------------
     @property
@@ -194,34 +196,107 @@ def _need(cfg: dict[str, Any], key: str, family: str) -> Any:
     return value
 
 
+# Sane bounds of the shape fields (far beyond any released model; a 1e30 hidden size or a
+# zero head count is a broken file, and would give inf/NaN or nonsense downstream).
+_BOUNDS: dict[str, tuple[int, int]] = {
+    "hidden_size": (1, 1 << 20),
+    "num_hidden_layers": (1, 10_000),
+    "num_attention_heads": (1, 1 << 14),
+    "num_key_value_heads": (1, 1 << 14),
+    "head_dim": (1, 1 << 14),
+    "vocab_size": (1, 1 << 24),
+    "intermediate_size": (1, 1 << 22),
+    "moe_intermediate_size": (1, 1 << 22),
+    "shared_expert_intermediate_size": (0, 1 << 22),
+    "num_local_experts": (1, 1 << 16),
+    "num_experts": (1, 1 << 16),
+    "n_routed_experts": (1, 1 << 16),
+    "num_experts_per_tok": (1, 1 << 16),
+    "n_shared_experts": (0, 1 << 10),
+    "decoder_sparse_step": (1, 10_000),
+    "moe_layer_freq": (1, 10_000),
+    "first_k_dense_replace": (0, 10_000),
+    "q_lora_rank": (0, 1 << 16),
+    "kv_lora_rank": (1, 1 << 16),
+    "qk_rope_head_dim": (1, 1 << 14),
+    "qk_nope_head_dim": (1, 1 << 14),
+    "v_head_dim": (1, 1 << 14),
+    "max_position_embeddings": (1, 1 << 27),
+}
+
+
+def _int(cfg: dict[str, Any], key: str, family: str, default: int | None = None) -> int:
+    """A whole-number shape field within `_BOUNDS`; `default` when absent or null (None:
+    required). Anything else (a string, NaN, 1e30, 0 heads, 2.5) is a one-line error."""
+    value = cfg.get(key)
+    if value is None:
+        if default is not None:
+            return default
+        raise RidgelineError(f"config.json: missing field '{key}' (required for {family})")
+    lo, hi = _BOUNDS[key]
+    allowed = f"a whole number from {lo:,} to {hi:,}"
+    ok_type = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok_type or value != value or value in (float("inf"), float("-inf")) or \
+            value != int(value) or not lo <= value <= hi:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise RidgelineError(f"config.json: field '{key}': got {shown}; allowed: {allowed}")
+    return int(value)
+
+
+def _check_spec(m: ModelSpec) -> ModelSpec:
+    """Cross-field rules: GQA groups, head width, experts."""
+    if m.num_kv_heads > m.num_heads or m.num_heads % m.num_kv_heads:
+        raise RidgelineError(
+            f"config.json: field 'num_key_value_heads': got {m.num_kv_heads}; allowed: a "
+            f"divisor of num_attention_heads ({m.num_heads}), at most {m.num_heads}")
+    if m.head_dim < 1:
+        raise RidgelineError(
+            f"config.json: field 'hidden_size': got {m.hidden_size}; allowed: at least "
+            f"num_attention_heads ({m.num_heads}) when head_dim is not given")
+    if m.num_experts and m.experts_per_token > m.num_experts:
+        raise RidgelineError(
+            f"config.json: field 'num_experts_per_tok': got {m.experts_per_token}; allowed: "
+            f"1 to the number of experts ({m.num_experts})")
+    return m
+
+
 def from_hf_config(cfg: dict[str, Any], name: str | None = None) -> ModelSpec:
-    """Build a ModelSpec from a parsed Hugging Face config.json dict."""
+    """Build a ModelSpec from a parsed Hugging Face config.json dict (validated: every
+    problem is a one-line RidgelineError naming the field and what is allowed)."""
+    if not isinstance(cfg, dict):
+        raise RidgelineError(f"config.json: got a JSON {type(cfg).__name__}; allowed: a JSON "
+                             "object of Hugging Face config fields ({\"model_type\": ...})")
+    return _check_spec(_from_hf_config(cfg, name))
+
+
+def _from_hf_config(cfg: dict[str, Any], name: str | None) -> ModelSpec:
     model_type = cfg.get("model_type")
     if model_type is None:
         archs = cfg.get("architectures") or []
         raise RidgelineError(
             f"config.json: missing field 'model_type' (architectures={archs}); "
             f"supported model_type: {', '.join(SUPPORTED_TYPES)}")
-    if model_type not in SUPPORTED_TYPES:
+    if not isinstance(model_type, str) or model_type not in SUPPORTED_TYPES:
         raise RidgelineError(f"config.json: model_type {model_type!r} is not supported; "
                              f"supported: {', '.join(SUPPORTED_TYPES)}")
     fam = model_type
-    d = int(_need(cfg, "hidden_size", fam))
-    layers = int(_need(cfg, "num_hidden_layers", fam))
-    heads = int(_need(cfg, "num_attention_heads", fam))
-    kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or d // heads)
-    vocab = int(_need(cfg, "vocab_size", fam))
+    d = _int(cfg, "hidden_size", fam)
+    layers = _int(cfg, "num_hidden_layers", fam)
+    heads = _int(cfg, "num_attention_heads", fam)
+    kv_heads = _int(cfg, "num_key_value_heads", fam, default=heads)
+    head_dim = _int(cfg, "head_dim", fam, default=d // heads)
+    vocab = _int(cfg, "vocab_size", fam)
     common: dict[str, Any] = dict(
         name=name or str(cfg.get("_name_or_path") or model_type), model_type=model_type,
         hidden_size=d, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
         head_dim=head_dim, vocab_size=vocab,
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        max_position_embeddings=_int(cfg, "max_position_embeddings", fam, default=0),
     )
     if model_type in DENSE_TYPES:
         return ModelSpec(
             **common,
-            intermediate_size=int(_need(cfg, "intermediate_size", fam)),
+            intermediate_size=_int(cfg, "intermediate_size", fam),
             # Qwen2 always has q/k/v biases (not a config field); Llama/Qwen3 say so.
             qkv_bias=model_type == "qwen2" or bool(cfg.get("attention_bias", False)),
             qk_norm=model_type == "qwen3",
@@ -229,53 +304,53 @@ def from_hf_config(cfg: dict[str, Any], name: str | None = None) -> ModelSpec:
     if model_type == "mixtral":
         return ModelSpec(
             **common,
-            intermediate_size=int(_need(cfg, "intermediate_size", fam)),
-            num_experts=int(_need(cfg, "num_local_experts", fam)),
-            experts_per_token=int(_need(cfg, "num_experts_per_tok", fam)),
-            moe_intermediate_size=int(_need(cfg, "intermediate_size", fam)),
+            intermediate_size=_int(cfg, "intermediate_size", fam),
+            num_experts=_int(cfg, "num_local_experts", fam),
+            experts_per_token=_int(cfg, "num_experts_per_tok", fam),
+            moe_intermediate_size=_int(cfg, "intermediate_size", fam),
             num_moe_layers=layers,
         )
     if model_type in ("qwen2_moe", "qwen3_moe"):
-        step = int(cfg.get("decoder_sparse_step") or 1)
+        step = _int(cfg, "decoder_sparse_step", fam, default=1)
         dense_only = set(cfg.get("mlp_only_layers") or [])
         moe_layers = sum(1 for i in range(layers)
                          if i not in dense_only and (i + 1) % step == 0)
-        shared = int(cfg.get("shared_expert_intermediate_size") or 0)
+        shared = _int(cfg, "shared_expert_intermediate_size", fam, default=0)
         return ModelSpec(
             **common,
-            intermediate_size=int(_need(cfg, "intermediate_size", fam)),
+            intermediate_size=_int(cfg, "intermediate_size", fam),
             qkv_bias=model_type == "qwen2_moe",
             qk_norm=model_type == "qwen3_moe",
-            num_experts=int(_need(cfg, "num_experts", fam)),
-            experts_per_token=int(_need(cfg, "num_experts_per_tok", fam)),
-            moe_intermediate_size=int(_need(cfg, "moe_intermediate_size", fam)),
+            num_experts=_int(cfg, "num_experts", fam),
+            experts_per_token=_int(cfg, "num_experts_per_tok", fam),
+            moe_intermediate_size=_int(cfg, "moe_intermediate_size", fam),
             num_shared_experts=1 if shared else 0,
             shared_expert_intermediate_size=shared,
             num_moe_layers=moe_layers,
         )
     # DeepSeek V2/V3: MLA attention, routed + shared experts, first k layers dense.
-    n_routed = int(_need(cfg, "n_routed_experts", fam))
-    first_dense = int(cfg.get("first_k_dense_replace") or 0)
-    freq = int(cfg.get("moe_layer_freq") or 1)
+    n_routed = _int(cfg, "n_routed_experts", fam)
+    first_dense = _int(cfg, "first_k_dense_replace", fam, default=0)
+    freq = _int(cfg, "moe_layer_freq", fam, default=1)
     moe_layers = sum(1 for i in range(layers) if i >= first_dense and i % freq == 0)
-    moe_width = int(_need(cfg, "moe_intermediate_size", fam))
+    moe_width = _int(cfg, "moe_intermediate_size", fam)
     # MLA has no per-head K/V width; record the query/key head width (nope + rope).
-    common["head_dim"] = int(_need(cfg, "qk_nope_head_dim", fam)) + int(
-        _need(cfg, "qk_rope_head_dim", fam))
+    common["head_dim"] = _int(cfg, "qk_nope_head_dim", fam) + _int(
+        cfg, "qk_rope_head_dim", fam)
     return ModelSpec(
         **common,
-        intermediate_size=int(_need(cfg, "intermediate_size", fam)),
+        intermediate_size=_int(cfg, "intermediate_size", fam),
         num_experts=n_routed,
-        experts_per_token=int(_need(cfg, "num_experts_per_tok", fam)),
+        experts_per_token=_int(cfg, "num_experts_per_tok", fam),
         moe_intermediate_size=moe_width,
-        num_shared_experts=int(cfg.get("n_shared_experts") or 0),
+        num_shared_experts=_int(cfg, "n_shared_experts", fam, default=0),
         shared_expert_intermediate_size=moe_width,
         num_moe_layers=moe_layers,
-        q_lora_rank=int(cfg.get("q_lora_rank") or 0),
-        kv_lora_rank=int(_need(cfg, "kv_lora_rank", fam)),
-        qk_rope_head_dim=int(_need(cfg, "qk_rope_head_dim", fam)),
-        qk_nope_head_dim=int(_need(cfg, "qk_nope_head_dim", fam)),
-        v_head_dim=int(_need(cfg, "v_head_dim", fam)),
+        q_lora_rank=_int(cfg, "q_lora_rank", fam, default=0),
+        kv_lora_rank=_int(cfg, "kv_lora_rank", fam),
+        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", fam),
+        qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", fam),
+        v_head_dim=_int(cfg, "v_head_dim", fam),
     )
 
 
@@ -302,8 +377,9 @@ def load_model(name_or_path: str) -> ModelSpec:
             raise RidgelineError(f"model: file {str(path)!r} not found")
         try:
             cfg = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise RidgelineError(f"model: {str(path)!r} is not valid JSON ({exc.msg})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
+            raise RidgelineError(f"model: {str(path)!r} is not valid JSON ({why})") from None
         return from_hf_config(cfg, name=path.parent.name or path.stem)
     key = name_or_path.lower()
     entry = _catalog_dir().joinpath(f"{key}.json")
