@@ -41,7 +41,7 @@ def test_broken_config_is_one_line_error(change: dict, field: str, allowed: str)
 
 def test_moe_experts_per_token_bounded_by_experts() -> None:
     cfg = {**model_catalog()["mixtral-8x7b"], "num_experts_per_tok": 9}
-    with pytest.raises(RidgelineError, match="num_experts_per_tok.*1 to the number of experts"):
+    with pytest.raises(RidgelineError, match=r"num_experts_per_tok.*1 to the number of experts"):
         from_hf_config(cfg)
 
 
