@@ -133,10 +133,24 @@ def test_more_batch_never_lowers_throughput_until_compute_bound(
 
 def test_kv_capacity_and_fit() -> None:
     m = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+    # By hand (vLLM's budget: util x memory, less weights, one pass's activations and a
+    # runtime reserve; perf/memory.py), Llama-3.1-8B in bf16 on one H100 SXM (85,520,809,984
+    # bytes), max_num_batched_tokens 8,192, max_num_seqs 256:
+    #   weights: 32 layers x (4096 x 6144 qkv + 4096^2 o + 3 x 4096 x 14336 MLP + 2 x 4096
+    #            norms) + 2 x 128,256 x 4,096 (embedding, untied head) = 8,030,257,152
+    #            parameters x 2 bytes = 16,060,514,304
+    #   workspace: 8,192 tokens x (2 x 4096 + 6144 + 4096 + 3 x 14336) x 2 bytes
+    #            + 256 x 128,256 fp32 logits = 1,137,967,104
+    #   reserve: 1 GiB; KV per token: 32 x 2 x 8 heads x 128 x 2 bytes = 131,072
+    budget = 0.9 * 85_520_809_984
+    weights = (32 * (4096 * 6144 + 4096**2 + 3 * 4096 * 14336 + 2 * 4096)
+               + 2 * 128_256 * 4096) * 2
+    work = 8192 * (2 * 4096 + 6144 + 4096 + 3 * 14336) * 2 + 256 * 128_256 * 4
+    assert (weights, work) == (16_060_514_304, 1_137_967_104)
     cap = m.kv_capacity_tokens(0.9)
-    # (0.9 * 81559 MiB - 15.0 GB weights - workspace - 1 GiB) / 128 KiB per token
-    assert 400_000 < cap < 470_000
-    assert m.kv_capacity_tokens(0.5) < cap
+    assert cap == int((budget - weights - work - 2**30) // 131_072) == 447_818
+    budget_half = 0.5 * 85_520_809_984
+    assert m.kv_capacity_tokens(0.5) == int((budget_half - weights - work - 2**30) // 131_072)
     with pytest.raises(RidgelineError, match=r"does not fit.*short by"):
         RooflineStepTime.from_names(model="llama-3.1-405b", hardware="h100-sxm")
     big = RooflineStepTime.from_names(model="llama-3.1-405b", hardware="h200", weights="fp8",

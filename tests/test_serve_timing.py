@@ -2,12 +2,12 @@
 
 `ridgeline serve` runs in a subprocess (its own interpreter, as in real use) with the
 real engine and the roofline step-time model for llama-3.1-8b on h100-sxm. A client
-streams one request with a 2,000-token prompt given as token ids (exact length) and
-`ignore_eos`, and timestamps every chunk.
+streams one request with a prompt given as token ids (exact length: 2,000 tokens at speed
+1, 8,000 at speed 4) and `ignore_eos`, and timestamps every chunk.
 
 Expected values come from the step-time model directly, not from the server:
-- TTFT = one prefill step of 2,000 tokens (the whole prompt fits one step's budget of
-  8,192 tokens), plus the HTTP round trip;
+- TTFT = one prefill step of the prompt (it fits one step's budget of 8,192 tokens), plus
+  the HTTP round trip;
 - each inter-token gap = one decode step of a single sequence whose context grows by one
   token per step.
 
@@ -17,7 +17,11 @@ sent 3 times (up to 6 if the machine disturbed all of them) and each token's tim
 the send is taken as its minimum over the repeats: the least-disturbed timeline.
 Tolerances on it, and why (this 2-core box is shared with other test runs):
 - TTFT: strictly >= the prefill step (no early token is possible), and <= prefill + 5 %
-  + 10 ms (HTTP handling and a request's parsing, ~1-3 ms, plus CPU contention).
+  + 10 ms of wall time (HTTP handling and a request's parsing, ~1-3 ms, plus CPU
+  contention: the least-disturbed of 6 runs on this box under load 10 was 8 ms late at
+  speed 4). The slack is wall time, so it does not shrink with --speed: at speed 4 a
+  2,000-token prefill is 11.7 ms of wall time and the slack would allow +91 %; the
+  8,000-token prompt (a 202 ms prefill, 50 ms of wall time) keeps it to +25 %.
 - TPOT (mean gap) within 5 %: (t_last - t_first) / (n - 1) carries only the first and
   last token's lateness: 2 x 7 ms over the 230 ms span of 39 steps at speed 1 (290 ms
   wall for 199 steps at speed 4) is < 5 %.
@@ -57,16 +61,19 @@ def _stream_times(base_url: str, prompt_tokens: int, max_tokens: int) -> np.ndar
     return np.asarray(times)
 
 
-@pytest.mark.parametrize(("speed", "output_tokens"), [(1.0, 40), (4.0, 200)])
-def test_single_request_matches_the_perf_model(speed: float, output_tokens: int) -> None:
+@pytest.mark.parametrize(("speed", "output_tokens", "prompt"),
+                         [(1.0, 40, PROMPT), (4.0, 200, 4 * PROMPT)])
+def test_single_request_matches_the_perf_model(speed: float, output_tokens: int,
+                                               prompt: int) -> None:
     step = RooflineStepTime.from_names(model=MODEL, hardware=HARDWARE)
-    prefill_s = float(step.step_time_s(BatchWork.for_chunks([PROMPT], [0], [])))
-    contexts = PROMPT + np.arange(1, output_tokens)  # context of each decode step
+    prefill_s = float(step.step_time_s(BatchWork.for_chunks([prompt], [0], [])))
+    contexts = prompt + np.arange(1, output_tokens)  # context of each decode step
     decode_s = np.asarray(step.step_time_s(BatchWork(
         decode_seqs=np.ones(contexts.size), decode_context_tokens=contexts.astype(float))))
     # Sanity of the hand-off: an 8B model on an H100 prefills 2k tokens in tens of ms and
     # decodes one token in ~6 ms (16 GB of weights / ~2.8 TB/s effective).
-    assert 0.02 < prefill_s < 0.1 and 0.004 < decode_s[0] < 0.01
+    scale = prompt / PROMPT
+    assert 0.02 * scale < prefill_s < 0.1 * scale and 0.004 < decode_s[0] < 0.01
 
     def problems(emulated: np.ndarray) -> list[str]:
         ttft, gaps = emulated[0], np.diff(emulated)
@@ -86,7 +93,7 @@ def test_single_request_matches_the_perf_model(speed: float, output_tokens: int)
         # 3 runs; up to 6 when a busy machine disturbed them all (a systematic timing
         # error fails every run, so the extra runs cannot hide one).
         while True:
-            wall = _stream_times(emu.base_url, PROMPT, output_tokens)
+            wall = _stream_times(emu.base_url, prompt, output_tokens)
             assert wall.size == output_tokens  # one chunk per step at low load
             assert wall[0] * speed >= prefill_s  # never early, on any run
             runs.append(wall)

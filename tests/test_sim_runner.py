@@ -104,11 +104,29 @@ def test_timeline_matches_the_trace():
     res = simulate(wl, EngineConfig(num_kv_blocks=200, max_num_seqs=64), MODEL)
     tl = res.timeline
     assert np.all(tl["end_s"] > tl["start_s"])
-    # each step emits one token per decoding sequence plus one per finished prefill; the
-    # tokens of the trace are exactly those
-    assert tl["decode_seqs"].sum() <= res.tokens_out.sum()
+    # Each step emits one token per decoding sequence plus one per finished prefill. A
+    # request's prefill finishes once, plus once more after each preemption that struck it
+    # while decoding (recompute: the re-prefill of prompt + generated tokens samples the
+    # next token); a preemption during a (chunked) prefill adds none. So
+    #   tokens = decode slots + ok requests + preemptions of decoding sequences,
+    # bounded by decode slots + ok requests (+ all preemptions).
+    ok = np.array(res.status) == "ok"
+    dec = int(tl["decode_seqs"].sum())
+    assert dec + ok.sum() <= res.tokens_out.sum() <= dec + ok.sum() + res.preemptions.sum()
     assert np.all(np.isin(res.event_times_s, tl["end_s"]))
     assert tl["kv_blocks_used"].max() <= 200
+
+
+def test_tokens_out_identity_exact_without_chunked_prefill():
+    # Without chunked prefill a prefill completes in the step that admits it, so every
+    # preemption strikes a decoding sequence: the identity above is exact.
+    wl = random_workload(300, seed=4)
+    res = simulate(wl, EngineConfig(num_kv_blocks=200, max_num_seqs=64,
+                                    chunked_prefill=False), MODEL)
+    tl = res.timeline
+    ok = np.array(res.status) == "ok"
+    assert res.preemptions.sum() > 50  # the preemption term is exercised
+    assert res.tokens_out.sum() == tl["decode_seqs"].sum() + ok.sum() + res.preemptions.sum()
 
 
 def test_pd_handoff_hand_computed():
