@@ -120,7 +120,8 @@ def print_analysis(result: AnalysisResult, console: Any = None) -> None:
     for row in _rows(result):
         table.add_row(*row)
     con.print(table)
-    con.print("[dim]* fewer than 10 samples beyond this percentile: noise. CIs: 95% bootstrap, "
+    con.print("[dim]* fewer than 10 samples beyond this percentile: noise. CIs: 95% bootstrap "
+              f"of whole requests in blocks of consecutive requests ({_blocks(result)}), "
               "numpy linear percentiles. TTFT is measured from the client send time.[/dim]")
     for line in _summary_lines(result):
         con.print(line, highlight=False)
@@ -128,6 +129,16 @@ def print_analysis(result: AnalysisResult, console: Any = None) -> None:
         con.print("[yellow]warnings:[/yellow]")
         for w in result.warnings:
             con.print(f"  - {w}", highlight=False, markup=False)
+
+
+def _blocks(result: AnalysisResult) -> str:
+    """Block lengths the CIs used, e.g. 'block 1-340 requests'."""
+    b = [d.block_requests for d in result.latency.values() if d.block_requests]
+    if not b:
+        return "no blocks"
+    lo, hi = min(b), max(b)
+    return f"block {lo:.0f} requests" if round(lo) == round(hi) else \
+        f"block {lo:.0f}-{hi:.0f} requests"
 
 
 def analysis_markdown(result: AnalysisResult) -> str:
@@ -139,7 +150,8 @@ def analysis_markdown(result: AnalysisResult) -> str:
     for row in _rows(result):
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
     out.append("")
-    out.append("`*` fewer than 10 samples beyond this percentile (noise). CIs are 95% bootstrap; "
+    out.append("`*` fewer than 10 samples beyond this percentile (noise). CIs are 95% bootstrap "
+               f"of whole requests in blocks of consecutive requests ({_blocks(result)}); "
                "percentiles use numpy's linear method; TTFT is measured from the client send "
                "time.")
     out.append("")
