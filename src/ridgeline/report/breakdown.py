@@ -18,7 +18,8 @@ def plot_op_breakdown(ops: dict[str, list[dict[str, Any]]], title: str | None = 
     """Stacked bars of `estimate_view(...)["ops"]`. One BarContainer per operator (its
     label is the operator's name), one bar per phase; each bar sums to 100 %."""
     phases = [p for p in ("prefill", "decode") if ops.get(p)]
-    names = list(dict.fromkeys(r["op"] for p in phases for r in ops[p]))
+    # Same order (hence colors) as roofline_data's op_order.
+    names = list(dict.fromkeys(r["op"] for p in ("prefill", "decode") for r in ops.get(p, [])))
     totals = {p: sum(r["time_s"] for r in ops[p]) for p in phases}
     fig, axes = new_figure(9.5, 3.2 + 0.15 * len(names))
     ax = axes[0, 0]

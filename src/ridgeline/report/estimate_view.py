@@ -69,7 +69,11 @@ def roofline_data(step_model: Any, ops: dict[str, list[dict[str, Any]]]) -> dict
                            "attainable_flops_per_s": min(peak, inten * bw),
                            "peak_flops_per_s": peak, "time_s": row["time_s"],
                            "bound": row["bound"]})
+    # Every operator in step order: plots color an operator the same in every figure.
+    order = list(dict.fromkeys(r["op"] for phase in ("prefill", "decode")
+                               for r in ops.get(phase, [])))
     return {"hardware": hw.name, "bandwidth_bytes_per_s": bw, "roofs": roofs,
+            "op_order": order,
             "compute_dtype": gemm_dtype,
             "ridge_point_flop_per_byte": step_model.gemm_peak_flops / bw,
             "points": points}

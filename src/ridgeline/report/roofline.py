@@ -123,9 +123,11 @@ def plot_roofline(data: dict[str, Any], measured: list[dict[str, Any]] | None = 
     ax.annotate(f"ridge point {ridge:.0f} FLOP/byte\n({data.get('compute_dtype', 'bf16')})",
                 (ridge, ridge_y), xytext=(12, -34), textcoords="offset points", fontsize=8.5,
                 arrowprops={"arrowstyle": "-", "color": "0.4"})
+    order = list(data.get("op_order") or [])
     names = list(dict.fromkeys(p["op"] for p in pts))
+    order += [n for n in names if n not in order]
     for p in pts:
-        ci = names.index(p["op"])
+        ci = order.index(p["op"])
         ax.plot([p["intensity_flop_per_byte"]], [p["attainable_flops_per_s"]], ls="none",
                 marker=PHASE_MARKERS.get(p["phase"], "s"), ms=8, alpha=0.85,
                 markerfacecolor=op_color(ci) if p["phase"] == "prefill" else "none",
@@ -149,8 +151,8 @@ def plot_roofline(data: dict[str, Any], measured: list[dict[str, Any]] | None = 
     handles += [Line2D([], [], ls="none", marker="o", color="0.3", label="prefill op"),
                 Line2D([], [], ls="none", marker="^", markerfacecolor="none",
                        markeredgecolor="0.3", label="decode op")]
-    handles += [Line2D([], [], ls="none", marker="s", color=op_color(i), label=n)
-                for i, n in enumerate(names)]
+    handles += [Line2D([], [], ls="none", marker="s", color=op_color(order.index(n)), label=n)
+                for n in names]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
               frameon=False)
     return fig
