@@ -21,6 +21,9 @@ from ridgeline.commands.options import (
     WeightsOpt,
 )
 
+ReportOpt = Annotated[str | None, typer.Option(
+    "--report", help="Also write a self-contained HTML report here at the end (.md: "
+    "markdown).")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Trace format: auto, ridgeline, "
                                         "vllm, aiperf, guidellm, llmperf.")]
 WindowOpt = Annotated[str | None, typer.Option(
@@ -91,6 +94,20 @@ def report_cmd(
                    title=title)
     path = write(data, out, markdown=markdown)
     typer.echo(f"report: {path}")
+
+
+def check_report_path(path: str | None) -> None:
+    """Fail before a run, not after it, when `--report` names an unusable file."""
+    if path is None:
+        return
+    from pathlib import Path
+
+    from ridgeline.errors import RidgelineError
+
+    p = Path(path)
+    if p.suffix.lower() not in (".html", ".htm", ".md", ".markdown") or p.is_dir():
+        raise RidgelineError(f"--report: got {path!r}; allowed: an .html file name (or .md "
+                             "for markdown)")
 
 
 def write_report_for_traces(traces: list[str], out: str, *, sweep: bool = False,

@@ -71,9 +71,28 @@ def _thin(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mids[keep], sums[keep] / counts[keep]
 
 
+IDLE_ZERO = ("batch_size", "prefill_tokens")  # an idle engine runs nothing
+
+
+def _steps(start: np.ndarray, end: np.ndarray, v: np.ndarray, col: str
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Step-function points: each step's value from its start; idle gaps between steps
+    show 0 for batch and prefill tokens and keep the last value for KV and queue."""
+    if start.size == 0:
+        return start, v
+    gap = start[1:] > end[:-1] + 1e-12
+    idle_v = np.zeros(int(gap.sum())) if col in IDLE_ZERO else v[:-1][gap]
+    t = np.concatenate([start, end[:-1][gap], end[-1:]])
+    vv = np.concatenate([v, idle_v, v[-1:]])
+    order = np.argsort(t, kind="stable")
+    return t[order], vv[order]
+
+
 def plot_engine_timeline(timeline: dict[str, Any], title: str | None = None) -> Figure:
-    """Four panels sharing the time axis, one line per replica (gid '<column>:<replica>')."""
+    """Four panels sharing the time axis, one step line per replica (gid
+    '<column>:<replica>')."""
     t_end = np.asarray(timeline["end_s"], dtype=np.float64)
+    t_start = np.asarray(timeline.get("start_s", t_end), dtype=np.float64)
     rep = np.asarray(timeline.get("replica", np.zeros(t_end.size)), dtype=np.int64)
     fig, axes = new_figure(11, 7.5, len(TIMELINE_PANELS), 1, sharex=True)
     replicas = sorted(set(rep.tolist())) or [0]
@@ -82,9 +101,11 @@ def plot_engine_timeline(timeline: dict[str, Any], title: str | None = None) -> 
         v_all = np.asarray(timeline[col], dtype=np.float64)
         for j, r in enumerate(replicas):
             sel = rep == r
-            t, v = _thin(t_end[sel], v_all[sel])
-            thinned |= t.size < int(sel.sum())
-            ax.plot(t, v, lw=0.9, color=color(j), gid=f"{col}:{r}",
+            t, v = _steps(t_start[sel], t_end[sel], v_all[sel], col)
+            n = t.size
+            t, v = _thin(t, v)
+            thinned |= t.size < n
+            ax.plot(t, v, lw=0.9, color=color(j), gid=f"{col}:{r}", drawstyle="steps-post",
                     label=f"replica {r}" if len(replicas) > 1 else None)
         ax.set_ylabel(label, fontsize=9)
         ax.grid(True, alpha=0.3)
@@ -92,7 +113,7 @@ def plot_engine_timeline(timeline: dict[str, Any], title: str | None = None) -> 
             ax.legend(fontsize=7, frameon=False, ncol=min(len(replicas), 6))
     axes[-1, 0].set_xlabel("simulated time (s)")
     note = " (time-bin means)" if thinned else ""
-    fig.suptitle((title or "Engine timeline (one point per step)") + note, x=0.01,
+    fig.suptitle((title or "Engine timeline (per engine step)") + note, x=0.01,
                  ha="left", fontsize=11)
     return fig
 
