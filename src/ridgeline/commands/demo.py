@@ -74,7 +74,7 @@ def demo_cmd(
     if quick:
         run("3. Report", ["report", *sweep_args, *estimate_args, *slos, "--out", report_path,
                           "--title", f"ridgeline demo (quick): {model} on {hardware}"])
-        console.print(f"\nReport: {Path(report_path).resolve()}")
+        typer.echo(f"\nReport: {Path(report_path).resolve()}")  # plain: never wrapped
         return
     bench_trace = str(out / "bench-emulator.jsonl")
     sim_trace = str(out / "simulate.jsonl")
@@ -93,8 +93,8 @@ def demo_cmd(
          *estimate_args, *slos, "--out", report_path,
          "--title", f"ridgeline demo: {model} on {hardware}"])
     console.print(f"\nTraces are in {out}/ — try `ridgeline analyze {bench_trace}`.")
-    console.print(f"Report: {Path(report_path).resolve()} (open it in a browser; it works "
-                  "offline)")
+    typer.echo(f"Report: {Path(report_path).resolve()}")  # plain: a path is never wrapped
+    typer.echo("(one self-contained HTML file: open it in a browser; it works offline)")
 
 
 def register(app: typer.Typer) -> None:
