@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from browser import chromium, console_errors
 from ridgeline.metrics.render import fmt
 

@@ -21,7 +21,7 @@ def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
 def assert_usage_error(r: subprocess.CompletedProcess[str], *words: str) -> None:
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert lines and lines[-1].startswith("error:") or any("Error" in x for x in lines), r.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     for w in words:
         assert w in r.stderr, r.stderr

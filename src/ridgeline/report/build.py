@@ -107,7 +107,9 @@ def advice_markdown(runs: list[Run], estimate: dict[str, Any] | None) -> str | N
                    {"estimate": estimate}):
         try:
             adv = fn(**{k: v for k, v in kwargs.items() if v is not None})
-        except Exception:  # noqa: BLE001 - an unknown signature: try the next shape
+        except Exception:
+            # An interface this code does not know (or a failure in advise): try the next
+            # call shape; the report goes on without advice rather than failing.
             continue
         md = getattr(adv, "markdown", None)
         if callable(md):

@@ -147,7 +147,7 @@ def plot_roofline(data: dict[str, Any], measured: list[dict[str, Any]] | None = 
     ax.set_ylabel("attainable FLOP/s")
     ax.set_title(title or f"Roofline: {data['hardware']}", loc="left", fontsize=11)
     ax.grid(True, which="major", alpha=0.3)
-    handles, labels = ax.get_legend_handles_labels()
+    handles, _labels = ax.get_legend_handles_labels()
     handles += [Line2D([], [], ls="none", marker="o", color="0.3", label="prefill op"),
                 Line2D([], [], ls="none", marker="^", markerfacecolor="none",
                        markeredgecolor="0.3", label="decode op")]

@@ -15,10 +15,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
-from ridgeline.errors import RidgelineError  # noqa: E402
+from ridgeline.errors import RidgelineError
 
 FORMATS = ("png", "svg")
 DPI = 110
