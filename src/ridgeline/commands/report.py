@@ -50,8 +50,9 @@ def report_cmd(
     inputs: Annotated[list[str] | None, typer.Argument(
         help="Traces or peer result files (anything `analyze` reads) and timeline CSVs.",
         show_default=False)] = None,
-    out: Annotated[str, typer.Option("--out", help="Report file (.html; .md with "
-                                     "--markdown).")] = "report.html",
+    out: Annotated[str | None, typer.Option("--out", help="Report file (.html; .md with "
+                                            "--markdown) [default: report.html or report.md]."
+                                            )] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown for a pull request "
                                            "(PNGs written to <name>_files/).")] = False,
     sweep: SweepOpt = None,
@@ -81,6 +82,8 @@ def report_cmd(
     from ridgeline.errors import RidgelineError
     from ridgeline.report.build import collect, write
 
+    if out is None:
+        out = "report.md" if markdown else "report.html"
     est = None
     if estimate_model is not None:
         est = dict(model=estimate_model, hardware=hardware, weights=weights, kv=kv,

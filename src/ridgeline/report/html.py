@@ -23,7 +23,7 @@ from ridgeline.report.build import ReportData, Run
 GIB = 1024**3
 STATS = ("p50", "p90", "p95", "p99")
 ENV_KEYS = ("source", "tool", "tool_version", "engine", "engine_version", "clock",
-            "start_time_unix_s", "environment", "host", "bench", "emulator_speed")
+            "environment", "host", "bench", "emulator_speed")
 LOAD_KEYS = ("load", "dataset", "seed")
 CONFIG_KEYS = ("model", "hardware", "precision", "parallelism", "engine_config")
 
@@ -59,8 +59,8 @@ def _value_text(v: Any) -> str:
         return ", ".join(f"{k}={_value_text(x)}" for k, x in v.items() if x not in (None, {}))
     if isinstance(v, list):
         return ", ".join(_value_text(x) for x in v)
-    if isinstance(v, float) and "start_time" not in str(v):
-        return f"{v:g}"
+    if isinstance(v, float):
+        return f"{v:.6g}"
     return str(v)
 
 
