@@ -93,6 +93,22 @@ def test_batch_slider_moves_tpot_to_the_estimate_of_that_batch(ui_server, tmp_pa
         assert driver.execute_script("return !!document.getElementById('ridge')")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(ARTIFACTS / "ui-model.png"))
+        # Upload a config.json (a smaller model than the catalog default): the page now
+        # shows the estimate `ridgeline estimate --model FILE` gives at batch 64.
+        cfg = tmp_path / "my-model" / "config.json"
+        cfg.parent.mkdir()
+        cfg.write_text(json.dumps({
+            "model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 8192,
+            "vocab_size": 128256, "tie_word_embeddings": True}))
+        driver.find_element("id", "config-file").send_keys(str(cfg))
+        _wait(driver, "return document.getElementById('config-note').textContent"
+                      ".includes('config.json')")
+        want = json.loads(subprocess.run(
+            [RIDGELINE, "estimate", "--model", str(cfg), "--batch", "64", "--json"],
+            capture_output=True, text=True, check=True).stdout)["result"]["tpot_s"] * 1e3
+        _wait(driver, "return Math.abs(Number(document.getElementById('tpot').dataset.value) - "
+                      f"{want}) < 1e-9 * {want}")
         # The simulation tab: a small sweep draws latency vs load and marks the knee.
         driver.execute_script("document.getElementById('tab-sim').click();"
                               "document.getElementById('sim-rates').value = '4,16,32';"

@@ -9,7 +9,6 @@ Metric cells carry `data-metric`, `data-stat` and `data-value` (the full-precisi
 from __future__ import annotations
 
 import html
-import json
 import math
 import time
 from collections.abc import Iterator
@@ -361,11 +360,3 @@ def render_markdown(data: ReportData, out_path: Path) -> str:
     out += [f"_ridgeline {__version__}_", ""]
     return "\n".join(out)
 
-
-def report_json_summary(data: ReportData) -> str:
-    """A small machine-readable index of what the report holds (tests, scripts)."""
-    return json.dumps({"runs": [r.label for r in data.runs], "sweeps": list(data.sweeps),
-                       "estimate": data.estimate is not None,
-                       "timelines": [t for t, _ in data.timelines],
-                       "comparisons": len(data.comparisons),
-                       "advice": data.advice_markdown is not None})
