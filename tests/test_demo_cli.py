@@ -24,6 +24,10 @@ def test_quick_demo_predicts_and_simulates(tmp_path: Path) -> None:
     assert "prefill = TTFT" in out.stdout  # the estimate's phase table
     assert "knee" in out.stdout  # the simulated latency-vs-load sweep
     assert "Traceback" not in out.stderr
+    report = tmp_path / "demo" / "report.html"
+    assert f"Report: {report.resolve()}" in out.stdout
+    html = report.read_text()
+    assert ">Prediction (roofline model)</h2>" in html and ">Latency vs load</h2>" in html
 
 
 @pytest.mark.slow
@@ -38,3 +42,9 @@ def test_full_demo_measures_the_emulator_and_compares(tmp_path: Path) -> None:
     assert len(ok) == 120 and all(r["status"] == "ok" for r in ok)
     assert json.loads(sim.read_text().splitlines()[0])["source"] == "simulate"
     assert "Does the measurement agree?" in out.stdout and "tpot_p50" in out.stdout
+    html = (tmp_path / "demo" / "report.html").read_text()
+    for section in ("Prediction (roofline model)", "Latency vs load", "Runs and metrics",
+                    "Comparison", "Timelines"):
+        assert f">{section}</h2>" in html
+    assert "bench-emulator.jsonl" in html and "ridgeline-emulator" in html
+    assert f"Report: {(tmp_path / 'demo' / 'report.html').resolve()}" in out.stdout

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from ridgeline.commands.options import JsonOpt, SeedOpt, SloOpt, TraceOutOpt
+from ridgeline.commands.report import ReportOpt, check_report_path
 
 _EXAMPLES = """
 Examples:
@@ -144,6 +145,7 @@ def bench(
                                                   "terminal).")] = None,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
+    report: ReportOpt = None,
 ) -> None:
     """Load-test an OpenAI-compatible endpoint; write one trace per load point."""
     import contextlib
@@ -176,6 +178,7 @@ def bench(
         raise field_error("--max-error-rate", max_error_rate, "a fraction in [0, 1]")
     if requests is None and duration_s is None:
         requests = 100
+    check_report_path(report)
     rates = _split_list(rate, "--rate", float)
     concs = _split_list(concurrency, "--concurrency", int)
     if len(rates) > 1 and len(concs) > 1:
@@ -289,6 +292,12 @@ def bench(
             payload["sweep"] = rows
             payload["knee"] = rows[knee]["point"] if knee is not None else None
         typer.echo(json.dumps(payload if sweeping else results[0], indent=2, default=str))
+    if report and results:
+        from ridgeline.commands.report import write_report_for_traces
+
+        path = write_report_for_traces([r["trace"] for r in results], report,
+                                       sweep=len(rates) > 1, slos=slos, seed=seed)
+        typer.echo(f"report: {path}", err=json_out)
     if exit_code:
         raise typer.Exit(exit_code)
 

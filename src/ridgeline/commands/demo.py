@@ -1,7 +1,8 @@
 """`ridgeline demo`: the whole pipeline on built-in defaults, no GPU, no network.
 
 predict (estimate) -> simulate a load sweep -> measure the emulator with the load generator
--> simulate the same workload -> compare measurement and simulation with bootstrap CIs.
+-> simulate the same workload -> compare measurement and simulation with bootstrap CIs
+-> write one self-contained HTML report of all of it and print where it is.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ def demo_cmd(
     quick: Annotated[
         bool, typer.Option("--quick", help="Skip the emulator measurement (seconds, not a minute).")
     ] = False,
+    report: Annotated[str | None, typer.Option(
+        "--report", help="Where to write the HTML report (default: <out-dir>/report.html).")
+    ] = None,
 ) -> None:
     """Run the whole pipeline on built-in defaults: estimate, simulate, bench the emulator,
     and compare measurement with simulation."""
@@ -58,9 +62,19 @@ def demo_cmd(
 
     run("1. Predict: roofline estimate (batch 32, prompt 1024, output 256)",
         ["estimate", *common, "--batch", "32", "--prompt", "1024", "--output", "256"])
+    report_path = report or str(out / "report.html")
+    for stale in out.glob("sweep.rate*.jsonl"):  # an earlier demo's rates would mix in
+        stale.unlink()
     run("2. Simulate: latency vs load, with the knee and the SLO-feasible rate",
-        ["simulate", *common, "--rate", "sweep", "--requests", "2000", *workload, *slos])
+        ["simulate", *common, "--rate", "sweep", "--requests", "2000", *workload, *slos,
+         "--trace", str(out / "sweep.jsonl")])
+    estimate_args = ["--estimate-model", model, "--hardware", hardware, "--batch", "32",
+                     "--prompt", "1024", "--output", "256"]
+    sweep_args = ["--sweep", str(out / "sweep.rate*.jsonl")]
     if quick:
+        run("3. Report", ["report", *sweep_args, *estimate_args, *slos, "--out", report_path,
+                          "--title", f"ridgeline demo (quick): {model} on {hardware}"])
+        typer.echo(f"\nReport: {Path(report_path).resolve()}")  # plain: never wrapped
         return
     bench_trace = str(out / "bench-emulator.jsonl")
     sim_trace = str(out / "simulate.jsonl")
@@ -68,11 +82,19 @@ def demo_cmd(
     run("3. Measure: the load generator against the built-in emulator (wall clock)",
         ["bench", "--target", "emulator", *common, *load, *workload, *slos,
          "--trace", bench_trace, "--no-progress"])
+    timeline = str(out / "timeline.csv")
     run("4. Simulate the same workload on the virtual clock",
-        ["simulate", *common, *load, *workload, *slos, "--trace", sim_trace])
+        ["simulate", *common, *load, *workload, *slos, "--trace", sim_trace,
+         "--timeline", timeline])
     run("5. Does the measurement agree? compare (simulation vs measurement)",
         ["compare", sim_trace, bench_trace])
+    run("6. Report: prediction, latency vs load, both runs, comparison, engine timeline",
+        ["report", sim_trace, bench_trace, *sweep_args, "--timeline", timeline,
+         *estimate_args, *slos, "--out", report_path,
+         "--title", f"ridgeline demo: {model} on {hardware}"])
     console.print(f"\nTraces are in {out}/ — try `ridgeline analyze {bench_trace}`.")
+    typer.echo(f"Report: {Path(report_path).resolve()}")  # plain: a path is never wrapped
+    typer.echo("(one self-contained HTML file: open it in a browser; it works offline)")
 
 
 def register(app: typer.Typer) -> None:

@@ -30,6 +30,7 @@ from ridgeline.commands.options import (
     TraceOutOpt,
     WeightsOpt,
 )
+from ridgeline.commands.report import ReportOpt, check_report_path
 
 DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
 DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
@@ -109,6 +110,7 @@ def simulate_cmd(
         "same trace).")] = False,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
+    report: ReportOpt = None,
 ) -> None:
     """Simulate an LLM serving engine under load; print the metrics of `analyze`."""
     from ridgeline.errors import RidgelineError
@@ -121,6 +123,7 @@ def simulate_cmd(
     from ridgeline.workload.think import parse_think_time
 
     slos = parse_slos(slo)
+    check_report_path(report)
     parse_lengths(prompt, "--prompt")
     parse_lengths(output, "--output")
     parse_think_time(think_time)
@@ -168,6 +171,11 @@ def simulate_cmd(
         _report_one(runs[0], step_model, json_out)
     else:
         _report_sweep(runs, step_model, slos, slo_attainment, json_out)
+    if report:
+        from ridgeline.commands.report import write_report_for_simulation
+
+        typer.echo(f"report: {write_report_for_simulation(runs, step_model, report)}",
+                   err=json_out)
 
 
 # ---- running ----------------------------------------------------------------------------

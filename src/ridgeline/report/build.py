@@ -1,0 +1,225 @@
+"""Gather what a report shows: runs (trace + analysis), a rate sweep, an estimate, engine
+timelines, comparisons, advice. The HTML and markdown writers (`ridgeline.report.html`)
+only lay this out.
+
+Every metric comes from `ridgeline.metrics.analysis.analyze` with the same defaults as
+`ridgeline analyze` (window 'auto', seed 0), so the report's tables hold the numbers of
+`ridgeline analyze --json`.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ridgeline.errors import RidgelineError
+from ridgeline.report.load import LoadPoint, load_point
+
+
+@dataclass
+class Run:
+    """One analyzed run: where it came from, its header (dict) and its AnalysisResult."""
+
+    label: str
+    header: dict[str, Any]
+    analysis: Any
+    telemetry: list[tuple[float, str, float]] = field(default_factory=list)
+    latency_series: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class ReportData:
+    title: str
+    runs: list[Run] = field(default_factory=list)
+    sweeps: dict[str, list[LoadPoint]] = field(default_factory=dict)
+    estimate: dict[str, Any] | None = None
+    measured: list[dict[str, Any]] | None = None
+    timelines: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    comparisons: list[Any] = field(default_factory=list)
+    advice_markdown: str | None = None
+    inputs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _series_name(header: dict[str, Any]) -> str:
+    src = str(header.get("source") or "")
+    if src == "simulate":
+        return "simulated"
+    if src in ("bench", "serve"):
+        return "measured"
+    return f"measured ({src})" if src else "measured"
+
+
+def run_from_trace(label: str, trace: Any, slos: list[str] | None = None,
+                   window: str | None = None, seed: int = 0) -> Run:
+    """Analyze a loaded trace exactly as `ridgeline analyze` does."""
+    import numpy as np
+
+    from ridgeline.metrics.analysis import analyze
+    from ridgeline.metrics.slo import parse_slos
+    from ridgeline.report.timeline import telemetry_rows
+
+    a = analyze(trace, slos=parse_slos(slos), window=window, seed=seed)
+    header = trace.header.model_dump(exclude_none=True)
+    lat: dict[str, tuple[Any, Any]] = {}
+    telemetry = telemetry_rows(trace)
+    if telemetry:
+        from ridgeline.metrics.per_request import request_metrics
+
+        rm = request_metrics(trace)
+        ok = np.isfinite(rm.ttft_s)
+        lat["TTFT"] = (trace.sent_s[ok], rm.ttft_s[ok] * 1e3)
+        ok = np.isfinite(rm.e2e_s)
+        lat["E2E"] = (trace.sent_s[ok], rm.e2e_s[ok] * 1e3)
+    return Run(label, header, a, telemetry, lat)
+
+
+def _expand(patterns: list[str], what: str) -> list[str]:
+    out: list[str] = []
+    for pat in patterns:
+        if any(ch in pat for ch in "*?["):
+            hits = sorted(glob.glob(pat))
+            if not hits:
+                raise RidgelineError(f"{what}: no file matches {pat!r}")
+            out.extend(hits)
+        else:
+            out.append(pat)
+    return out
+
+
+def advice_markdown(runs: list[Run], estimate: dict[str, Any] | None) -> str | None:
+    """The advice of `ridgeline.advise` when that module exists; None otherwise.
+
+    Guarded: a missing module or an interface this code does not know yields no section.
+    """
+    try:
+        from ridgeline import advise as advise_mod  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    fn = getattr(advise_mod, "advise", None)
+    if fn is None:
+        return None
+    analysis = runs[-1].analysis if runs else None
+    for kwargs in ({"analysis": analysis, "estimate": estimate}, {"analysis": analysis},
+                   {"estimate": estimate}):
+        try:
+            adv = fn(**{k: v for k, v in kwargs.items() if v is not None})
+        except Exception:
+            # An interface this code does not know (or a failure in advise): try the next
+            # call shape; the report goes on without advice rather than failing.
+            continue
+        md = getattr(adv, "markdown", None)
+        if callable(md):
+            return str(md())
+        if isinstance(adv, str):
+            return adv
+    return None
+
+
+def collect(inputs: list[str], *, sweep: list[str] | None = None,
+            timeline: list[str] | None = None, estimate: dict[str, Any] | None = None,
+            calibration: str | None = None, slos: list[str] | None = None,
+            window: str | None = None, seed: int = 0, fmt: str = "auto",
+            title: str | None = None) -> ReportData:
+    """Read and analyze every input. `inputs`: traces or peer result files (any format
+    `ridgeline analyze` reads) and timeline CSVs; `sweep`: traces (or glob patterns) of a
+    rate sweep; `estimate`: keyword arguments of `estimate_view`."""
+    from ridgeline.metrics.compare import DEFAULT_ROWS, compare
+    from ridgeline.report.estimate_view import estimate_view
+    from ridgeline.report.roofline import load_measured_points
+    from ridgeline.report.timeline import is_timeline_csv, read_timeline_csv
+    from ridgeline.trace.importers import load_trace
+
+    data = ReportData(title=title or "ridgeline report")
+    for path in _expand(list(inputs), "input"):
+        data.inputs.append(path)
+        if is_timeline_csv(path):
+            data.timelines.append((path, read_timeline_csv(path)))
+            continue
+        data.runs.append(run_from_trace(path, load_trace(path, fmt=fmt), slos, window, seed))
+    for path in _expand(list(timeline or []), "--timeline"):
+        data.timelines.append((path, read_timeline_csv(path)))
+    for path in _expand(list(sweep or []), "--sweep"):
+        run = run_from_trace(path, load_trace(path, fmt=fmt), slos, window, seed)
+        rate = (run.header.get("load") or {}).get("rate_req_s")
+        if not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+            raise RidgelineError(f"--sweep: {path} records no arrival rate (header "
+                                 "load.rate_req_s); allowed: traces of an open-loop run")
+        data.sweeps.setdefault(_series_name(run.header), []).append(load_point(rate, run.analysis))
+        data.inputs.append(path)
+    if estimate is not None:
+        data.estimate = estimate_view(**estimate)
+    if calibration:
+        data.measured = load_measured_points(calibration)
+    if len(data.runs) > 1:
+        a = data.runs[0]
+        data.comparisons = [compare(a.analysis, b.analysis, DEFAULT_ROWS) for b in data.runs[1:]]
+        for c, b in zip(data.comparisons, data.runs[1:], strict=True):
+            c.a_label, c.b_label = a.label, b.label
+    if not (data.runs or data.sweeps or data.timelines or data.estimate):
+        raise RidgelineError("report: nothing to report; give a trace, --sweep traces, a "
+                             "--timeline CSV or --estimate-model")
+    data.advice_markdown = advice_markdown(data.runs, data.estimate)
+    return data
+
+
+def simulation_report_data(runs: list[dict[str, Any]], step_model: Any,
+                           title: str | None = None) -> ReportData:
+    """A report of `ridgeline simulate`'s in-memory runs (one run, or a rate sweep): the
+    metrics, the latency-vs-load sweep, the engine timeline, and the estimate of the same
+    configuration at the run's mean batch, prompt and output."""
+    import numpy as np
+
+    from ridgeline.report.estimate_view import estimate_view
+
+    desc = step_model.describe()
+    data = ReportData(title=title or f"ridgeline simulate: {desc['model']} on "
+                      f"{desc['hardware']}")
+    base = {k: desc[k] for k in ("model", "hardware", "precision", "parallelism")}
+    if len(runs) > 1:
+        data.sweeps["simulated"] = [load_point(r["rate"], r["analysis"]) for r in runs]
+    for r in runs if len(runs) == 1 else runs[-1:]:
+        label = f"simulate (rate {r['rate']:g} req/s)" if r["rate"] else "simulate"
+        header = base | {"source": "simulate", "engine": "ridgeline-sim", "load": r["load"]}
+        data.runs.append(Run(label, header, r["analysis"]))
+        tl = r["result"].timeline
+        if tl["end_s"].size:
+            data.timelines.append((label, tl))
+    res = runs[0]["result"]
+    tl = res.timeline
+    ok = [s == "ok" for s in res.status]
+    if tl["end_s"].size and any(ok):
+        batch = max(1.0, round(float(np.mean(tl["batch_size"]))))
+        a = runs[0]["analysis"]
+        pr = a.latency.get("prompt_tokens")
+        out = a.latency.get("output_tokens")
+        prompt = max(1.0, round(pr.mean)) if pr is not None and not pr.unavailable else 512.0
+        output = max(2.0, round(out.mean)) if out is not None and not out.unavailable else 128.0
+        par = step_model.parallel
+        pre = step_model.precision
+        data.estimate = estimate_view(step_model.model, step_model.hardware,
+                                      weights=pre.weights, kv=pre.kv,
+                                      activations=pre.activations, tp=par.tp, pp=par.pp,
+                                      ep=par.ep, batch=batch, prompt=prompt, output=output)
+        data.notes.append(f"estimate at the simulated run's mean batch {batch:g}, mean prompt "
+                          f"{prompt:g} and mean output {output:g} tokens")
+    data.advice_markdown = advice_markdown(data.runs, data.estimate)
+    return data
+
+
+def write(data: ReportData, out: str | Path, markdown: bool = False) -> Path:
+    """Write the report (HTML, or markdown with PNGs beside it) and return its path."""
+    from ridgeline.report.html import render_html, render_markdown
+
+    p = Path(out)
+    if p.exists() and p.is_dir():
+        raise RidgelineError(f"--out: {p} is a directory; give a file name")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if markdown:
+        p.write_text(render_markdown(data, p), encoding="utf-8")
+    else:
+        p.write_text(render_html(data), encoding="utf-8")
+    return p

@@ -1,0 +1,1 @@
+"""`ridgeline ui`: a local page over the perf model (see docs/ui.md)."""

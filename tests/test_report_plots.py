@@ -1,0 +1,192 @@
+"""Plot functions: the expected artists, checked through matplotlib's objects.
+
+Reference numbers come from the catalog JSON (peaks, bandwidth), from `ridgeline estimate
+--json --ops` run as a separate process, or from hand-built inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ridgeline.metrics.analysis import analyze
+from ridgeline.report.breakdown import plot_op_breakdown
+from ridgeline.report.cdf import plot_cdfs
+from ridgeline.report.estimate_view import estimate_view
+from ridgeline.report.load import LoadPoint, plot_latency_vs_load
+from ridgeline.report.roofline import load_measured_points, plot_roofline
+from ridgeline.report.style import save_figure
+from ridgeline.report.timeline import plot_engine_timeline, plot_run_series
+from ridgeline.trace.table import Trace
+
+RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
+
+
+def _lines_by_gid(ax, prefix: str) -> dict[str, object]:
+    return {ln.get_gid(): ln for ln in ax.get_lines() if (ln.get_gid() or "").startswith(prefix)}
+
+
+@pytest.fixture(scope="module")
+def est_json() -> dict:
+    out = subprocess.run([RIDGELINE, "estimate", "--model", "llama-3.1-8b", "--hardware",
+                          "h100-sxm", "--batch", "16", "--prompt", "512", "--output", "64",
+                          "--ops", "--json"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_roofline_has_labels_ridge_and_one_marker_per_operator(est_json):
+    hw = json.loads(resources.files("ridgeline.specs").joinpath(
+        "data", "hardware", "h100-sxm.json").read_text())
+    peak, bw = hw["peak_flops"]["bf16"], hw["memory_bandwidth_bytes_s"]
+    v = estimate_view("llama-3.1-8b", "h100-sxm", batch=16, prompt=512, output=64)
+    fig = plot_roofline(v["roofline"])
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "arithmetic intensity (FLOP/byte)"
+    assert ax.get_ylabel() == "attainable FLOP/s"
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    ridge = _lines_by_gid(ax, "ridge")["ridge"]
+    assert ridge.get_xdata()[0] == pytest.approx(peak / bw)  # 295 FLOP/byte on an H100
+    assert ridge.get_ydata()[0] == pytest.approx(peak)
+    assert any("ridge point 295 FLOP/byte" in t.get_text() for t in ax.texts)
+    roofs = _lines_by_gid(ax, "roof:")
+    assert set(roofs) == {"roof:fp32", "roof:bf16", "roof:fp8"}
+    assert roofs["roof:fp8"].get_ydata()[0] == pytest.approx(hw["peak_flops"]["fp8"])
+    # One marker per operator that has FLOPs and bytes, at F/D and min(peak, I * bw).
+    expected = {f"op:{phase}:{r['op']}": r for phase, rows in est_json["ops"].items()
+                for r in rows if r.get("flops", 0) > 0 and r.get("bytes", 0) > 0}
+    markers = _lines_by_gid(ax, "op:")
+    assert set(markers) == set(expected)
+    for gid, row in expected.items():
+        x = row["flops"] / row["bytes"]
+        pk = peak if row["kind"] in ("gemm", "attention") else hw["peak_flops"]["fp32"]
+        assert markers[gid].get_xdata()[0] == pytest.approx(x)
+        assert markers[gid].get_ydata()[0] == pytest.approx(min(pk, x * bw))
+    # prefill and decode are told apart by the marker shape
+    assert {m.get_marker() for g, m in markers.items() if g.startswith("op:prefill")} == {"o"}
+    assert {m.get_marker() for g, m in markers.items() if g.startswith("op:decode")} == {"^"}
+
+
+def test_roofline_overlays_measured_points_from_a_loose_json(tmp_path):
+    cal = tmp_path / "profile.json"
+    cal.write_text(json.dumps({"device": "x", "gemm": {"points": [
+        {"name": "gemm 1x4096x4096", "flops": 2 * 4096 * 4096, "bytes": 2 * 4096 * 4098,
+         "measured_s": 2e-5},
+        {"kind": "bandwidth", "intensity_flop_per_byte": 0.5, "achieved_flops_per_s": 1e12}]}}))
+    pts = load_measured_points(cal)
+    assert len(pts) == 2
+    v = estimate_view("llama-3.1-8b", "h100-sxm")
+    ax = plot_roofline(v["roofline"], pts).axes[0]
+    m = _lines_by_gid(ax, "measured")["measured"]
+    assert m.get_xdata()[0] == pytest.approx(4096 / 4098)
+    assert m.get_ydata()[0] == pytest.approx(2 * 4096 * 4096 / 2e-5)
+    assert list(m.get_xdata())[1] == 0.5
+
+
+def test_operator_breakdown_bars_sum_to_100_per_phase(est_json):
+    v = estimate_view("llama-3.1-8b", "h100-sxm", batch=16, prompt=512, output=64)
+    ax = plot_op_breakdown(v["ops"]).axes[0]
+    names = {r["op"] for rows in est_json["ops"].values() for r in rows}
+    assert {c.get_label() for c in ax.containers} == names
+    widths = np.array([[p.get_width() for p in c.patches] for c in ax.containers])
+    assert widths.sum(axis=0) == pytest.approx([100.0, 100.0])
+    # the decode bar's gate_up_proj share is its time over the decode step (from the CLI)
+    dec = est_json["ops"]["decode"]
+    share = 100 * sum(r["time_s"] for r in dec if r["op"] == "gate_up_proj") / sum(
+        r["time_s"] for r in dec)
+    gate = next(c for c in ax.containers if c.get_label() == "gate_up_proj")
+    assert gate.patches[1].get_width() == pytest.approx(share)
+    assert ax.get_xlabel() == "share of the step time (%)"
+
+
+def _pt(rate: float, ttft99: float) -> LoadPoint:
+    return LoadPoint(rate, ttft99 / 2, (ttft99 / 2 - 1, ttft99 / 2 + 1), ttft99,
+                     (ttft99 - 2, ttft99 + 2), 10.0, (9.0, 11.0), 12.0, (11.0, 13.0),
+                     rate * 0.98, rate * 100, rate * 0.9)
+
+
+def test_latency_vs_load_marks_the_knee_and_draws_both_series():
+    # P99 TTFT at the lowest rate is 10 ms: the knee is the last rate with <= 30 ms (rate 4).
+    sim = [_pt(1, 10), _pt(2, 12), _pt(4, 25), _pt(8, 400)]
+    meas = [_pt(1, 11), _pt(2, 40)]
+    fig = plot_latency_vs_load({"simulated": sim, "measured": meas})
+    ax_ttft, ax_tpot, ax_thr = fig.axes
+    assert ax_ttft.get_ylabel() == "TTFT (ms)" and ax_tpot.get_ylabel() == "TPOT (ms)"
+    assert ax_ttft.get_xlabel() == "offered rate (req/s)"
+    knees = _lines_by_gid(ax_ttft, "knee:")
+    assert knees["knee:simulated"].get_xdata()[0] == 4
+    assert knees["knee:measured"].get_xdata()[0] == 1  # 40 > 3 x 11
+    p99 = _lines_by_gid(ax_ttft, "ttft:p99:simulated")["ttft:p99:simulated"]
+    assert list(p99.get_ydata()) == [10, 12, 25, 400]
+    assert len(ax_ttft.collections) == 4  # CI bands: P50 and P99 of two series
+    assert "goodput:simulated" in _lines_by_gid(ax_thr, "goodput")
+
+
+def _trace(ttfts: list[float], gap_s: float = 0.01, tokens: int = 5) -> Trace:
+    recs = []
+    for i, t in enumerate(ttfts):
+        sent = i * 0.5
+        ev = [sent + t + k * gap_s for k in range(tokens)]
+        recs.append({"id": str(i), "sent_s": sent, "event_times_s": ev, "end_s": ev[-1],
+                     "output_tokens": tokens})
+    return Trace.from_records({"source": "test"}, recs)
+
+
+def test_cdfs_one_line_per_run_from_the_analysis_samples():
+    a_ttft = [0.1 + 0.001 * i for i in range(40)]
+    a = analyze(_trace(a_ttft), window="all")
+    b = analyze(_trace([0.2] * 40, gap_s=0.02), window="all")
+    fig = plot_cdfs([("A", a), ("B", b)])
+    labels = [ax.get_xlabel() for ax in fig.axes]
+    assert labels == ["TTFT (ms)", "TPOT (ms)", "ITL (ms)", "E2E (ms)"]
+    for ax in fig.axes:
+        assert len(ax.get_lines()) == 2
+    line = _lines_by_gid(fig.axes[0], "cdf:ttft_ms:A")["cdf:ttft_ms:A"]
+    assert line.get_xdata() == pytest.approx([x * 1e3 for x in a_ttft])
+    assert line.get_ydata()[-1] == 1.0 and line.get_ydata()[0] == pytest.approx(1 / 40)
+    tpot_b = _lines_by_gid(fig.axes[1], "cdf:tpot_ms:B")["cdf:tpot_ms:B"]
+    assert tpot_b.get_xdata() == pytest.approx([20.0] * 40)
+
+
+def test_engine_timeline_panels_and_idle_gaps():
+    tl = {"replica": np.zeros(3), "start_s": np.array([0.0, 1.0, 3.0]),
+          "end_s": np.array([1.0, 2.0, 4.0]), "batch_size": np.array([2, 3, 1]),
+          "prefill_tokens": np.array([100, 0, 50]), "decode_seqs": np.array([0, 3, 1]),
+          "kv_blocks_used": np.array([10, 12, 5]), "num_waiting": np.array([1, 0, 0])}
+    fig = plot_engine_timeline(tl)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["batch size (seqs)", "prefill tokens",
+                                                   "KV blocks in use", "queue length"]
+    batch = fig.axes[0].get_lines()[0]
+    assert batch.get_gid() == "batch_size:0"
+    # steps at 0 and 1, idle from 2 to 3 (batch 0), a step at 3, the end at 4
+    assert list(batch.get_xdata()) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert list(batch.get_ydata()) == [2, 3, 0, 1, 1]
+    kv = fig.axes[2].get_lines()[0]
+    assert list(kv.get_ydata()) == [10, 12, 12, 5, 5]  # KV keeps its value while idle
+    assert fig.axes[-1].get_xlabel() == "simulated time (s)"
+
+
+def test_telemetry_series_one_panel_per_name_beside_latency():
+    rows = [(0.0, "kv_usage", 0.1), (1.0, "kv_usage", 0.5), (0.5, "num_running", 3),
+            (2.0, "kv_usage", 0.4)]
+    fig = plot_run_series(rows, {"TTFT": ([0.1, 0.9], [50.0, 70.0])})
+    assert len(fig.axes) == 3
+    kv = _lines_by_gid(fig.axes[1], "telemetry:kv_usage")["telemetry:kv_usage"]
+    assert list(kv.get_xdata()) == [0.0, 1.0, 2.0] and list(kv.get_ydata()) == [0.1, 0.5, 0.4]
+    assert fig.axes[2].get_ylabel() == "num_running"
+
+
+@pytest.mark.parametrize("suffix,magic", [("png", b"\x89PNG"), ("svg", b"<?xml")])
+def test_save_figure_writes_png_and_svg(tmp_path, suffix, magic):
+    v = estimate_view("llama-3.1-8b", "h100-sxm")
+    p = save_figure(plot_roofline(v["roofline"]), tmp_path / f"r.{suffix}")
+    assert p.read_bytes().startswith(magic)
+    if suffix == "svg":
+        assert "arithmetic intensity" in p.read_text()
+    assert math.isfinite(p.stat().st_size)

@@ -1,0 +1,102 @@
+"""The UI's JSON API (no browser): the numbers are those of `ridgeline estimate --json`;
+bad input is a 400 with a one-line error; the page references nothing outside the server."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from ridgeline.ui.app import create_app
+
+RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app())
+
+
+def cli_estimate(*args: str) -> dict:
+    out = subprocess.run([RIDGELINE, "estimate", *args, "--ops", "--json"],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_estimate_matches_the_cli(client):
+    body = {"model": "qwen2.5-72b", "hardware": "h100-sxm", "weights": "fp8", "tp": 4,
+            "batch": 24, "prompt": 2048, "output": 300}
+    r = client.post("/api/estimate", json=body)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    cli = cli_estimate("--model", "qwen2.5-72b", "--hardware", "h100-sxm", "--weights", "fp8",
+                       "--tp", "4", "--batch", "24", "--prompt", "2048", "--output", "300")
+    assert got["summary"]["tpot_ms"] == pytest.approx(cli["result"]["tpot_s"] * 1e3,
+                                                      rel=1e-12)
+    assert got["summary"]["ttft_ms"] == pytest.approx(cli["result"]["ttft_s"] * 1e3,
+                                                      rel=1e-12)
+    assert got["result"]["kv_capacity_tokens"] == cli["result"]["kv_capacity_tokens"]
+    assert got["ops"] == cli["ops"]
+    # fp8 weights with bf16 activations: the GEMMs run at the bf16 peak, hence its ridge
+    assert got["roofline"]["ridge_point_flop_per_byte"] == pytest.approx(
+        cli["constants"]["ridge_point_flop_per_byte"])
+    assert got["roofline"]["compute_dtype"] == "bf16"
+
+
+def test_uploaded_config_gives_the_catalog_numbers(client):
+    cfg = json.loads(resources.files("ridgeline.specs").joinpath(
+        "data", "models", "llama-3.1-8b.json").read_text())
+    a = client.post("/api/estimate", json={"config": cfg, "batch": 8}).json()
+    b = client.post("/api/estimate", json={"model": "llama-3.1-8b", "batch": 8}).json()
+    assert a["summary"]["tpot_ms"] == b["summary"]["tpot_ms"]
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"batch": 0}, "batch"), ({"batch": "many"}, "batch"), ({"hardware": "gpu9000"}, "hardware"),
+    ({"model": "nope"}, "model"), ({"model": "/etc/passwd"}, "model"), ({"tp": 3}, "tp"),
+    ({"config": {"model_type": "bert"}}, "config"), ({"weights": "fp3"}, "weights"),
+])
+def test_bad_estimate_input_is_a_400_with_one_line(client, body, field):
+    r = client.post("/api/estimate", json=body)
+    assert r.status_code == 400
+    msg = r.json()["error"]
+    assert "\n" not in msg and field.split("_")[0] in msg.lower()
+
+
+def test_malformed_body_is_a_400(client):
+    r = client.post("/api/estimate", content=b"{not json", headers={"content-type":
+                                                                    "application/json"})
+    assert r.status_code == 400 and "JSON" in r.json()["error"]
+    assert client.post("/api/simulate", json={"rates": "fast"}).status_code == 400
+    assert client.post("/api/simulate", json={"requests": 10**6}).status_code == 400
+
+
+def test_simulate_returns_latency_vs_load_with_cis(client):
+    r = client.post("/api/simulate", json={"rates": [2, 8], "requests": 100,
+                                           "prompt": "fixed:256", "output": "fixed:32"})
+    assert r.status_code == 200, r.text
+    pts = r.json()["points"]
+    assert [p["rate_req_s"] for p in pts] == [2, 8]
+    for p in pts:
+        lo, hi = p["ttft_p50_ci"]
+        assert lo <= p["ttft_p50_ms"] <= hi
+        assert p["throughput_req_s"] > 0
+
+
+def test_catalog_and_page_are_self_contained(client):
+    cat = client.get("/api/catalog").json()
+    assert {m["name"] for m in cat["models"]} >= {"llama-3.1-8b", "mixtral-8x7b"}
+    assert "h100-sxm" in {h["name"] for h in cat["hardware"]}
+    for path in ("/", "/static/app.js", "/static/style.css"):
+        r = client.get(path)
+        assert r.status_code == 200
+        assert "default-src 'self'" in r.headers["content-security-policy"]
+        text = r.text.replace("http://www.w3.org/2000/svg", "")  # a namespace, not a URL
+        assert not re.search(r"https?://", text), path  # no CDN, no external request
+    assert client.get("/static/../app.py").status_code == 404
