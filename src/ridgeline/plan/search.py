@@ -113,19 +113,22 @@ class PlanResult:
                      f"analytically, {len(self.simulated)} simulated at "
                      f"{r.planning_rate_req_s:g} req/s (headroom {r.headroom:.0%}).")
         lines.append("")
-        if self.chosen and self.headroom:
+        if self.chosen:
+            c = self.chosen.candidate
+            lines += [f"**Cheapest meeting the SLOs:** {c.label}", "",
+                      f"- {c.gpus} GPUs, ${c.usd_per_hour:.2f}/hour; SLO attainment "
+                      f"{self.chosen.outcome.attainment:.1%} at {r.planning_rate_req_s:g} req/s"]
             h = self.headroom
-            lines += [f"**Cheapest meeting the SLOs:** {self.chosen.candidate.label}", "",
-                      f"- {self.chosen.candidate.gpus} GPUs, "
-                      f"${self.chosen.candidate.usd_per_hour:.2f}/hour, "
-                      f"${h.usd_per_million_output_tokens:.3f} per million output tokens",
-                      f"- utilization {h.utilization:.0%} (capacity {h.capacity_req_s:.3g} "
-                      f"req/s), knee at "
-                      + (f"{h.knee_rate_req_s:.3g} req/s ({h.distance_from_knee:+.0%} from "
-                         "the asked rate)" if h.knee_rate_req_s else "— (not found)"),
-                      f"- SLO attainment {h.attainment_at_rate:.1%} at {r.rate_req_s:g} req/s, "
-                      f"{self.chosen.outcome.attainment:.1%} at {r.planning_rate_req_s:g} req/s",
-                      ""]
+            if h:
+                knee = (f"{h.knee_rate_req_s:.3g} req/s ({h.distance_from_knee:+.0%} from the "
+                        "asked rate)" if h.knee_rate_req_s and h.distance_from_knee is not None
+                        else "— (not found)")
+                lines += [f"- ${h.usd_per_million_output_tokens:.3f} per million output "
+                          f"tokens at {r.rate_req_s:g} req/s (SLO attainment "
+                          f"{h.attainment_at_rate:.1%})",
+                          f"- utilization {h.utilization:.0%} (capacity "
+                          f"{h.capacity_req_s:.3g} req/s), knee at {knee}"]
+            lines.append("")
         else:
             lines += ["**No configuration in the space meets the SLOs.**", ""]
         if self.pareto:

@@ -67,6 +67,11 @@ class PlanRequest:
     seed: int = 0
     gpu_memory_utilization: float = 0.9
 
+    def replace(self, **changes: Any) -> PlanRequest:
+        import dataclasses
+
+        return dataclasses.replace(self, **changes)
+
     def validate(self) -> PlanRequest:
         from ridgeline.metrics.slo import parse_slos
         from ridgeline.workload.lengths import parse_lengths
