@@ -101,3 +101,35 @@ def test_whatif_validation():
         with pytest.raises(RidgelineError):
             bad.validate()
     assert not math.isnan(expected_tokens_per_step(0, 0.5))
+
+
+def test_estimate_and_simulate_take_the_whatif_flags():
+    import json
+
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+    from ridgeline.perf.serving_model import RooflineStepTime
+
+    runner = CliRunner()
+    base = json.loads(runner.invoke(app, ["estimate", "-b", "1", "--json"]).stdout)["result"]
+    r = runner.invoke(app, ["estimate", "-b", "1", "--json", "--spec-k", "3",
+                            "--spec-alpha", "1.0"])
+    assert r.exit_code == 0, r.output
+    spec = json.loads(r.stdout)["result"]
+    # alpha = 1: every round yields k + 1 = 4 tokens; the round is one verify pass of 4
+    # tokens on the mean context, so TPOT = t_verify / 4 (TTFT unchanged).
+    m = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+    t_ctx = base["decode_context_tokens"]
+    verify = BatchWork(prefill_tokens=4, prefill_attn_pairs=4 * t_ctx + 4 * 5 / 2,
+                       prefill_context_tokens=t_ctx, prefill_seqs=1)
+    assert spec["tpot_s"] == pytest.approx(m.step_time_s(verify) / 4)
+    assert spec["ttft_s"] == pytest.approx(base["ttft_s"])
+    r = runner.invoke(app, ["simulate", "--rate", "2", "-n", "30", "--json",
+                            "--cpu-detokenize-us-per-event", "1000"])
+    assert r.exit_code == 0, r.output
+    tpot = json.loads(r.stdout)["analysis"]["latency"]["tpot_ms"]["percentiles"]["p50"]["value"]
+    r0 = runner.invoke(app, ["simulate", "--rate", "2", "-n", "30", "--json"])
+    tpot0 = json.loads(r0.stdout)["analysis"]["latency"]["tpot_ms"]["percentiles"]["p50"][
+        "value"]
+    assert tpot - tpot0 >= 1.0   # at least one event's 1 ms per decode step
