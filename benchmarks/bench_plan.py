@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_plan.py [--workers 2] [--requests 300] [--out FILE]
 
-Space: Llama-3.1-8B on H100-SXM, A100-80GB and L40S; bf16 and fp8 weights; TP 1, 2, 4;
+Space: Llama-3.1-8B on H100-SXM, A100-80GB and L40S; bf16 and fp8 weights; TP 1, 2, 4, 8;
 max_num_seqs 64, 256; max_num_batched_tokens 2048, 8192; chunked prefill on and off; the
 analytic minimum of replicas and one more; P/D splits near the prefill share.
 Workload: prompts lognormal mean 1000 tokens (sigma 0.8, max 8192),
@@ -36,7 +36,7 @@ def main() -> None:
 
     req = PlanRequest(
         models=("llama-3.1-8b",), hardware=("h100-sxm", "a100-80gb", "l40s"),
-        weights=("bf16", "fp8"), tp=(1, 2, 4), max_num_seqs=(64, 256),
+        weights=("bf16", "fp8"), tp=(1, 2, 4, 8), max_num_seqs=(64, 256),
         max_num_batched_tokens=(2048, 8192), chunked_prefill=(True, False),
         prompt="lognormal:mean=1000,sigma=0.8,max=8192",
         output="lognormal:mean=250,sigma=0.8,max=2048", rate_req_s=40.0,

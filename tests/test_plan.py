@@ -120,3 +120,12 @@ def test_cli_plan_json_and_bad_input(tmp_path):
         assert r.returncode == 2, (bad, r.stderr)
         assert "Traceback" not in r.stderr
         assert [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+
+
+def test_plot_is_written(result, tmp_path):
+    pytest.importorskip("matplotlib")
+    from ridgeline.plan.search import plot_pareto
+
+    out = tmp_path / "pareto.png"
+    plot_pareto(result, str(out))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -206,16 +206,17 @@ def _preemptions_from_file(path: str | None) -> tuple[int, int] | None:
     if it has them (ridgeline simulate and serve write them)."""
     if not path or not Path(path).is_file():
         return None
+    import re
+
+    pat = re.compile(r'"preemptions"\s*:\s*(\d+)')
     reqs = total = 0
     seen = False
     with open(path, encoding="utf-8") as fh:
         for line in fh:
-            if '"preemptions"' not in line:
+            m = pat.search(line)
+            if m is None:
                 continue
-            try:
-                p = int(json.loads(line).get("preemptions") or 0)
-            except (ValueError, TypeError):
-                continue
+            p = int(m.group(1))
             seen = True
             total += p
             reqs += p > 0
