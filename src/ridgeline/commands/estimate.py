@@ -26,6 +26,15 @@ from ridgeline.commands.options import (
     TpOpt,
     WeightsOpt,
 )
+from ridgeline.commands.whatif_options import (
+    CpuDetokenizeOpt,
+    CpuTokenizeOpt,
+    EagerOpt,
+    SpecAlphaOpt,
+    SpecDraftOpt,
+    SpecKOpt,
+    whatif_from_options,
+)
 from ridgeline.errors import RidgelineError
 
 GRID_HELP = ("a value, a comma list (1,8,64), a doubling range a:b (1:256), a linear range "
@@ -113,6 +122,10 @@ def register(app: typer.Typer) -> None:
     app.command("hardware")(hardware_cmd)
 
 
+def _with_whatif(base: Any, wi: Any) -> Any:
+    return lambda: [*base(), *wi.assumptions()]
+
+
 def estimate_cmd(
     model: ModelOpt = "llama-3.1-8b",
     hardware: Annotated[str, typer.Option(
@@ -144,6 +157,12 @@ def estimate_cmd(
         "(as vLLM).")] = 0.9,
     ops: Annotated[bool, typer.Option("--ops", help="Per-operator breakdown (prefill and "
                                       "decode).")] = False,
+    spec_k: SpecKOpt = 0,
+    spec_alpha: SpecAlphaOpt = 0.7,
+    spec_draft_model: SpecDraftOpt = None,
+    enforce_eager: EagerOpt = False,
+    cpu_tokenize_us_per_token: CpuTokenizeOpt = 0.0,
+    cpu_detokenize_us_per_event: CpuDetokenizeOpt = 0.0,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict prefill/TTFT, decode/TPOT, E2E, throughput and memory from first principles."""
@@ -170,13 +189,24 @@ def estimate_cmd(
     mesh = np.meshgrid(*(np.array(v) for v in grids.values()), indexing="ij")
     b, s, n, t = (x.ravel() for x in mesh)
     sweep = b.size > 1 or len(hw_names) > 1
+    from ridgeline.perf.whatif import apply_whatif, kernel_overhead_for
+
+    wi = whatif_from_options(spec_k, spec_alpha, spec_draft_model, enforce_eager,
+                             cpu_tokenize_us_per_token, cpu_detokenize_us_per_event)
     results = []
     for hw_name in hw_names:
-        hw = load_hardware(hw_name).with_efficiency(compute_efficiency, bandwidth_efficiency,
-                                                    kernel_overhead_us)
+        hw = load_hardware(hw_name).with_efficiency(
+            compute_efficiency, bandwidth_efficiency,
+            kernel_overhead_for(hw_name, kernel_overhead_us, wi))
         m = RooflineStepTime(spec, hw, precision, parallel)
         ctx = None if context is None else t
         r = estimate(m, b, s, n, prefix, ctx, gpu_memory_utilization)
+        if wi is not None:
+            # What-ifs change the timings (one step-time function, wrapped); FLOPs, bytes and
+            # memory stay those of the base model.
+            r.update(estimate(apply_whatif(m, wi), b, s, n, prefix, ctx,
+                              gpu_memory_utilization, details=False))
+            m.assumptions = _with_whatif(m.assumptions, wi)  # type: ignore[method-assign]
         results.append((m, r, model_constants(m)))
 
     if not sweep:

@@ -124,11 +124,13 @@ def write_report_for_traces(traces: list[str], out: str, *, sweep: bool = False,
     return str(write(data, out, markdown=out.lower().endswith((".md", ".markdown"))))
 
 
-def write_report_for_simulation(runs: list[dict[str, Any]], step_model: Any, out: str) -> str:
-    """`simulate --report`: the in-memory runs of that command."""
+def write_report_for_simulation(runs: list[Any], step_model: Any, out: str) -> str:
+    """`simulate --report`: the in-memory runs (`ridgeline.sim.scenario.ScenarioRun`)."""
     from ridgeline.report.build import simulation_report_data, write
 
-    data = simulation_report_data(runs, step_model)
+    data = simulation_report_data(
+        [{"rate": r.rate_req_s, "analysis": r.analysis, "load": r.load, "result": r.result}
+         for r in runs], step_model)
     return str(write(data, out, markdown=out.lower().endswith((".md", ".markdown"))))
 
 

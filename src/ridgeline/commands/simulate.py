@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,8 +29,19 @@ from ridgeline.commands.options import (
     TraceOutOpt,
     WeightsOpt,
 )
+from ridgeline.commands.whatif_options import (
+    CpuDetokenizeOpt,
+    CpuTokenizeOpt,
+    EagerOpt,
+    SpecAlphaOpt,
+    SpecDraftOpt,
+    SpecKOpt,
+    whatif_from_options,
+)
 from ridgeline.commands.report import ReportOpt, check_report_path
 
+# The library's defaults (ridgeline.sim.scenario), repeated as literals so the command module
+# imports only typer; tests/test_scenario.py checks they agree.
 DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
 DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
 
@@ -108,6 +118,12 @@ def simulate_cmd(
     step_by_step: Annotated[bool, typer.Option(
         "--step-by-step", help="Reference mode: one engine step per loop iteration (slower; "
         "same trace).")] = False,
+    spec_k: SpecKOpt = 0,
+    spec_alpha: SpecAlphaOpt = 0.7,
+    spec_draft_model: SpecDraftOpt = None,
+    enforce_eager: EagerOpt = False,
+    cpu_tokenize_us_per_token: CpuTokenizeOpt = 0.0,
+    cpu_detokenize_us_per_event: CpuDetokenizeOpt = 0.0,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
     report: ReportOpt = None,
@@ -115,18 +131,10 @@ def simulate_cmd(
     """Simulate an LLM serving engine under load; print the metrics of `analyze`."""
     from ridgeline.errors import RidgelineError
     from ridgeline.metrics.slo import parse_slos
-    from ridgeline.perf.serving_model import RooflineStepTime
-    from ridgeline.sim.cluster import ClusterConfig, parse_pd
-    from ridgeline.sim.engine import EngineConfig, kv_blocks_from_memory
+    from ridgeline.sim.cluster import parse_pd
+    from ridgeline.sim.scenario import Built, Scenario, sweep_rates_for
     from ridgeline.sim.sweep import parse_rates
-    from ridgeline.workload.lengths import parse_lengths
-    from ridgeline.workload.think import parse_think_time
 
-    slos = parse_slos(slo)
-    check_report_path(report)
-    parse_lengths(prompt, "--prompt")
-    parse_lengths(output, "--output")
-    parse_think_time(think_time)
     if concurrency is None and rate is None and not arrival.startswith(("ramp", "replay")):
         raise RidgelineError("--rate: give an arrival rate (req/s), a list, 'sweep', or "
                              "--concurrency for a closed loop")
@@ -134,132 +142,73 @@ def simulate_cmd(
         raise RidgelineError("--rate/--concurrency: give one (open loop or closed loop)")
     if not 0 < slo_attainment <= 1:
         raise RidgelineError(f"--slo-attainment: got {slo_attainment}; allowed: (0, 1]")
-    step_model = RooflineStepTime.from_names(
+    check_report_path(report)
+    sc = Scenario(
         model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,
         tp=tp, pp=pp, ep=ep, compute_efficiency=compute_efficiency,
         bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
-        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
-    if num_kv_blocks is None:
-        num_kv_blocks = kv_blocks_from_memory(step_model, gpu_memory_utilization, block_size,
-                                              f"{model} on {hardware}")
-    config = EngineConfig(max_num_seqs=max_num_seqs,
-                          max_num_batched_tokens=max_num_batched_tokens,
-                          chunked_prefill=chunked_prefill, block_size_tokens=block_size,
-                          num_kv_blocks=num_kv_blocks, enable_prefix_caching=prefix_caching)
-    pd_split = parse_pd(pd)
-    cluster = ClusterConfig(
-        replicas=replicas, router=router, pd=pd_split,
-        kv_bytes_per_token=step_model.kv_bytes_per_token,
-        link_bandwidth_bytes_s=step_model.interconnect_bandwidth_bytes_s,
-        kv_transfer_latency_s=kv_transfer_latency_us * 1e-6)
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+        chunked_prefill=chunked_prefill, prefix_caching=prefix_caching, block_size=block_size,
+        gpu_memory_utilization=gpu_memory_utilization, num_kv_blocks=num_kv_blocks,
+        requests=requests, arrival=arrival, concurrency=concurrency, think_time=think_time,
+        prompt=prompt, output=output, prefix_groups=prefix_groups,
+        prefix_tokens=prefix_tokens, replicas=replicas, router=router, pd=parse_pd(pd),
+        kv_transfer_latency_us=kv_transfer_latency_us,
+        slos=tuple(x.text for x in parse_slos(slo)), seed=seed,
+        mode="step" if step_by_step else "fast", whatif=whatif_from_options(
+            spec_k, spec_alpha, spec_draft_model, enforce_eager, cpu_tokenize_us_per_token,
+            cpu_detokenize_us_per_event)).validate()
+    built = Built.of(sc)
     rates: list[float | None]
     if concurrency is not None or rate is None:
         rates = [None]
     else:
         parsed = parse_rates(rate)
-        if parsed is None:
-            parsed = _rates_from_capacity(requests, prompt, output, config, step_model,
-                                          cluster, seed, prefix_groups, prefix_tokens)
-        rates = list(parsed)
-    ctx = dict(model=model, hardware=hardware, requests=requests, arrival=arrival,
-               concurrency=concurrency, think_time=think_time, prompt=prompt, output=output,
-               prefix_groups=prefix_groups, prefix_tokens=prefix_tokens, config=config,
-               step_model=step_model, cluster=cluster, slos=slos, seed=seed,
-               mode="step" if step_by_step else "fast")
-    runs = _run_all(rates, ctx, trace, timeline)
+        rates = list(parsed if parsed is not None else sweep_rates_for(sc, built))
+    runs = _run_all(sc, built, rates, trace, timeline)
     if len(runs) == 1:
-        _report_one(runs[0], step_model, json_out)
+        _report_one(runs[0], built.step_model, json_out)
     else:
-        _report_sweep(runs, step_model, slos, slo_attainment, json_out)
+        _report_sweep(runs, built.step_model, sc.slos, slo_attainment, json_out)
     if report:
         from ridgeline.commands.report import write_report_for_simulation
 
-        typer.echo(f"report: {write_report_for_simulation(runs, step_model, report)}",
+        typer.echo(f"report: {write_report_for_simulation(runs, built.step_model, report)}",
                    err=json_out)
 
 
 # ---- running ----------------------------------------------------------------------------
 
 
-def _rates_from_capacity(requests: int, prompt: str, output: str, config: Any,
-                         step_model: Any, cluster: Any, seed: int, prefix_groups: int,
-                         prefix_tokens: int) -> list[float]:
-    """Saturation throughput from a run with every request arriving at once."""
-    import numpy as np
-
-    from ridgeline.sim.runner import simulate
-    from ridgeline.sim.sweep import sweep_rates
-    from ridgeline.sim.workload import build_workload, check_context
-
-    n = min(requests, 2000)
-    wl, _, _ = build_workload(n, prompt, output, rate_req_s=1.0, arrival="constant",
-                              prefix_groups=prefix_groups, prefix_tokens=prefix_tokens,
-                              seed=seed)
-    check_context(wl, step_model)
-    wl.arrival_s = np.zeros(n)
-    res = simulate(wl, config, step_model, cluster)
-    span = float(np.nanmax(res.end_s))
-    return sweep_rates(n / span)
-
-
-def _header(ctx: dict[str, Any], load: dict[str, Any], dataset: dict[str, Any]) -> Any:
-    from ridgeline.trace.schema import TraceHeader
-
-    desc = ctx["step_model"].describe()
-    cfg = ctx["config"]
-    return TraceHeader(
-        source="simulate", clock="virtual (simulated seconds; t=0 is the first arrival)",
-        model=desc.get("model", ctx["model"]), hardware=desc.get("hardware", ctx["hardware"]),
-        engine="ridgeline-sim", precision=desc.get("precision", {}),
-        parallelism=desc.get("parallelism", {}),
-        engine_config={**cfg.__dict__, "kv_capacity_tokens": cfg.kv_capacity_tokens,
-                       **ctx["cluster"].describe(), "mode": ctx["mode"]},
-        load=load, dataset=dataset, seed=ctx["seed"],
-        )
-
-
-def _run_all(rates: list[float | None], ctx: dict[str, Any], trace: str | None,
-             timeline: str | None) -> list[dict[str, Any]]:
+def _run_all(sc: Any, built: Any, rates: list[float | None], trace: str | None,
+             timeline: str | None) -> list[Any]:
+    """Run each rate through the library (`ridgeline.sim.scenario.run_scenario`) under one
+    progress bar, writing each run's trace and timeline as it finishes."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from ridgeline.metrics.analysis import analyze
-    from ridgeline.sim.runner import simulate
-    from ridgeline.sim.workload import build_workload, check_context
+    from ridgeline.sim.scenario import run_scenario
 
-    n = ctx["requests"]
+    n = sc.requests
     runs = []
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         console=Console(stderr=True), transient=True)
     with progress:
         task = progress.add_task("simulating", total=n * len(rates))
         for k, rate in enumerate(rates):
-            wl, load, dataset = build_workload(
-                n, ctx["prompt"], ctx["output"], rate_req_s=rate, arrival=ctx["arrival"],
-                concurrency=ctx["concurrency"], think_time=ctx["think_time"],
-                prefix_groups=ctx["prefix_groups"], prefix_tokens=ctx["prefix_tokens"],
-                seed=ctx["seed"])
-            check_context(wl, ctx["step_model"])
-            progress.update(task, description=f"simulating {load.get('rate_req_s', '')} req/s"
+            progress.update(task, description=f"simulating {rate:g} req/s"
                             if rate else "simulating")
             base = k * n
-            t0 = time.perf_counter()
-            res = simulate(wl, ctx["config"], ctx["step_model"], ctx["cluster"],
-                           mode=ctx["mode"],
-                           progress=lambda d, base=base: progress.update(task,
-                                                                         completed=base + d))
-            wall_s = time.perf_counter() - t0
+            run = run_scenario(sc, rate, built=built,
+                               progress=lambda d, base=base: progress.update(
+                                   task, completed=base + d))
             progress.update(task, completed=base + n)
-            header = _header(ctx, load, dataset)
-            tr = res.to_trace(header)
-            result = analyze(tr, slos=ctx["slos"], seed=ctx["seed"])
             suffix = f".rate{rate:g}" if len(rates) > 1 and rate is not None else ""
             if trace:
-                _write_trace(_with_suffix(trace, suffix), header, res)
+                _write_trace(_with_suffix(trace, suffix), run.header, run.result)
             if timeline:
-                _write_timeline(_with_suffix(timeline, suffix), res)
-            runs.append({"rate": rate, "result": res, "analysis": result, "wall_s": wall_s,
-                         "load": load})
+                _write_timeline(_with_suffix(timeline, suffix), run.result)
+            runs.append(run)
     return runs
 
 
@@ -298,33 +247,10 @@ def _write_timeline(path: str, res: Any) -> None:
 # ---- reporting --------------------------------------------------------------------------
 
 
-def _sim_summary(run: dict[str, Any]) -> dict[str, Any]:
-    import numpy as np
-
-    res = run["result"]
-    tl = res.timeline
-    n = len(res)
-    return {
-        "requests": n,
-        "finished": int(sum(s == "ok" for s in res.status)),
-        "rejected": int(sum(s == "rejected" for s in res.status)),
-        "preemptions": int(res.preemptions.sum()),
-        "engine_steps": int(tl["end_s"].size),
-        "mean_batch_size": float(tl["batch_size"].mean()) if tl["end_s"].size else 0.0,
-        "max_kv_blocks_used": int(tl["kv_blocks_used"].max()) if tl["end_s"].size else 0,
-        "simulated_s": float(np.nanmax(res.end_s)) if n else 0.0,
-        "wall_s": run["wall_s"],
-        "simulated_requests_per_wall_s": n / run["wall_s"] if run["wall_s"] > 0 else math.inf,
-        "mode": res.mode,
-        "instances": res.roles,
-        "engine_stats": res.engine_stats,
-    }
-
-
-def _report_one(run: dict[str, Any], step_model: Any, json_out: bool) -> None:
-    summary = _sim_summary(run)
+def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
+    summary = run.summary()
     if json_out:
-        typer.echo(json.dumps({"simulation": summary, "analysis": run["analysis"].to_dict(),
+        typer.echo(json.dumps({"simulation": summary, "analysis": run.analysis.to_dict(),
                                "assumptions": step_model.assumptions()}, indent=2))
         return
     from rich.console import Console
@@ -332,7 +258,7 @@ def _report_one(run: dict[str, Any], step_model: Any, json_out: bool) -> None:
     from ridgeline.metrics.render import print_analysis
 
     con = Console()
-    print_analysis(run["analysis"], con)
+    print_analysis(run.analysis, con)
     s = summary
     con.print(
         f"simulated {s['requests']:,} requests ({s['finished']:,} finished, {s['rejected']:,} "
@@ -344,45 +270,16 @@ def _report_one(run: dict[str, Any], step_model: Any, json_out: bool) -> None:
               highlight=False)
 
 
-def _report_sweep(runs: list[dict[str, Any]], step_model: Any, slos: Any, target: float,
+def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], target: float,
                   json_out: bool) -> None:
-    from ridgeline.sim.sweep import KNEE_FACTOR, SweepPoint, best_rate_index, knee_index
+    from ridgeline.sim.scenario import summarize_sweep
+    from ridgeline.sim.sweep import KNEE_FACTOR
 
-    points = []
-    for run in runs:
-        a = run["analysis"]
-        res = run["result"]
-
-        def pct(key: str, p: str, a: Any = a) -> float:
-            d = a.latency.get(key)
-            if d is None or d.unavailable or p not in d.percentiles:
-                return math.nan
-            return float(d.percentiles[p].value)
-
-        g = a.goodput
-        points.append(SweepPoint(
-            rate_req_s=run["rate"], throughput_req_s=a.throughput.requests_s,
-            output_tok_s=a.throughput.output_tok_s,
-            ttft_p50_ms=pct("ttft_ms", "p50"), ttft_p99_ms=pct("ttft_ms", "p99"),
-            tpot_p50_ms=pct("tpot_ms", "p50"), tpot_p99_ms=pct("tpot_ms", "p99"),
-            goodput_req_s=g.requests_s if g else math.nan,
-            attainment=g.attainment if g else math.nan,
-            preemptions=int(res.preemptions.sum()),
-            rejected=int(sum(s == "rejected" for s in res.status))))
-    rates = [p.rate_req_s for p in points]
-    knee = knee_index(rates, [p.ttft_p99_ms for p in points])
-    best = best_rate_index(rates, [p.attainment for p in points], target) if slos else None
+    sweep = summarize_sweep([r.sweep_point() for r in runs], slos, target,
+                            step_model.assumptions())
+    points, knee, best, rates = sweep.points, sweep.knee, sweep.best, sweep.rates
     if json_out:
-        typer.echo(json.dumps({
-            "sweep": [p.to_dict() for p in points],
-            "knee_rate_req_s": rates[knee] if knee is not None else None,
-            "knee_rule": f"highest rate with P99 TTFT <= {KNEE_FACTOR:g} x its value at the "
-                         "lowest rate",
-            "slos": [s.text for s in slos],
-            "max_rate_meeting_slos_req_s": rates[best] if best is not None else None,
-            "slo_attainment_target": target,
-            "assumptions": step_model.assumptions(),
-        }, indent=2))
+        typer.echo(json.dumps(sweep.to_dict(), indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -411,7 +308,7 @@ def _report_sweep(runs: list[dict[str, Any]], step_model: Any, slos: Any, target
               f"rate: {rates[knee]:g} req/s" if knee is not None else "knee: not found",
               highlight=False)
     if slos:
-        texts = ", ".join(s.text for s in slos)
+        texts = ", ".join(slos)
         con.print(f"highest rate meeting {texts} for >= {target:.0%} of requests: "
                   + (f"{rates[best]:g} req/s" if best is not None else "none of the rates"),
                   highlight=False)

@@ -1,0 +1,360 @@
+"""The search space of `ridgeline plan` and its analytic pruning.
+
+A *family* is (model, hardware, weights, TP, EP); a *candidate* adds the batching limits
+(max_num_seqs, max_num_batched_tokens, chunked prefill) and the cluster shape (replicas, or a
+prefill/decode split). Every candidate is a `Scenario` simulated at the planning rate
+lambda x (1 + headroom) (see ridgeline.plan.search).
+
+Pruning uses the perf model and queueing theory only; each rule is a bound that a simulation
+could not beat, so a pruned candidate would fail anyway (the tests check this exhaustively on
+small spaces):
+
+1. memory fit: weights + workspace + reserve must fit (`RooflineStepTime.memory`);
+2. TTFT floor: a request's TTFT is at least its first prefill chunk alone on an idle replica;
+   if more than (1 - goodput target) of the sampled prompts exceed a TTFT bound that way,
+   no load level can meet it;
+3. TPOT floor: likewise with one decode step of batch 1 at the request's context;
+4. throughput ceiling: per replica at most mu = 1 / (S * tau_prefill + N * t_dec(B*) / B*)
+   requests/s (tau_prefill per prompt token at a full chunk, B* = min(max_num_seqs,
+   KV capacity / (S + N)) the largest decode batch; S, N mean prompt/output), times
+   `CEILING_SLACK` because mixed steps share one weight read between prefill and decode;
+5. Little's law: L = lambda_r x W_min in flight per replica with W_min = S * tau_prefill +
+   N * t_dec(1) (the fastest a request can finish) must fit the batch cap and the KV cache
+   (lambda x W x context x KV bytes/token, `theory.queueing.little_kv_bytes`); otherwise the
+   replica cannot carry lambda_r even in the best case.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ridgeline.errors import RidgelineError
+from ridgeline.sim.scenario import Scenario
+
+CEILING_SLACK = 1.25
+MAX_GPUS_PER_REPLICA = 8
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What `ridgeline plan` searches: the fixed inputs and the axes of the space."""
+
+    models: tuple[str, ...] = ("llama-3.1-8b",)
+    hardware: tuple[str, ...] = ("h100-sxm",)
+    weights: tuple[str, ...] = ("bf16",)
+    kv: str | None = None
+    prompt: str = "lognormal:mean=500,sigma=0.8,max=4096"
+    output: str = "lognormal:mean=200,sigma=0.8,max=1024"
+    rate_req_s: float = 10.0
+    slos: tuple[str, ...] = ()
+    goodput_target: float = 0.99
+    headroom: float = 0.2
+    tp: tuple[int, ...] = (1, 2, 4, 8)
+    ep: bool = True
+    max_num_seqs: tuple[int, ...] = (64, 256)
+    max_num_batched_tokens: tuple[int, ...] = (2048, 8192)
+    chunked_prefill: tuple[bool, ...] = (True,)
+    max_replicas: int = 16
+    extra_replicas: int = 1
+    pd: bool = True
+    max_gpus: int = 64
+    prices: tuple[tuple[str, float], ...] = ()
+    requests: int = 500
+    seed: int = 0
+    gpu_memory_utilization: float = 0.9
+
+    def replace(self, **changes: Any) -> PlanRequest:
+        import dataclasses
+
+        return dataclasses.replace(self, **changes)
+
+    def validate(self) -> PlanRequest:
+        from ridgeline.metrics.slo import parse_slos
+        from ridgeline.workload.lengths import parse_lengths
+
+        if not self.slos:
+            raise RidgelineError("--slo: give at least one SLO (e.g. --slo ttft_ms<=1000)")
+        parse_slos(list(self.slos))
+        parse_lengths(self.prompt, "--prompt")
+        parse_lengths(self.output, "--output")
+        if not (self.rate_req_s > 0 and math.isfinite(self.rate_req_s)):
+            raise RidgelineError(f"--rate: got {self.rate_req_s}; allowed: > 0 req/s")
+        if not 0 < self.goodput_target <= 1:
+            raise RidgelineError(f"--goodput-target: got {self.goodput_target}; allowed: (0, 1]")
+        if not 0 <= self.headroom <= 4:
+            raise RidgelineError(f"--headroom: got {self.headroom}; allowed: 0..4")
+        for name in ("max_replicas", "max_gpus", "requests"):
+            if getattr(self, name) < 1:
+                raise RidgelineError(f"--{name.replace('_', '-')}: allowed: >= 1")
+        for t in self.tp:
+            if t < 1:
+                raise RidgelineError(f"--tp: got {t}; allowed: >= 1")
+        for hw in self.hardware:
+            self.price_of(hw)
+        return self
+
+    @property
+    def planning_rate_req_s(self) -> float:
+        """The rate every candidate is simulated at: lambda x (1 + headroom)."""
+        return self.rate_req_s * (1.0 + self.headroom)
+
+    def price_of(self, hardware: str) -> float:
+        """USD per GPU-hour: --price overrides, else the catalog's price."""
+        for name, price in self.prices:
+            if name == hardware:
+                return price
+        from ridgeline.specs.hardware import hardware_catalog
+
+        entry = hardware_catalog().get(hardware)
+        price = entry.get("price_usd_per_gpu_hour") if entry else None
+        if price is None:
+            raise RidgelineError(f"--price: no price for {hardware!r}; give --price "
+                                 f"{hardware}=USD_PER_GPU_HOUR")
+        return float(price)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration: its scenario, family and price."""
+
+    scenario: Scenario
+    family: str
+    usd_per_hour: float
+
+    @property
+    def gpus(self) -> int:
+        return self.scenario.gpus
+
+    @property
+    def label(self) -> str:
+        sc = self.scenario
+        shape = f"pd={sc.pd[0]}:{sc.pd[1]}" if sc.pd else f"replicas={sc.replicas}"
+        return (f"{self.family}, max_num_seqs={sc.max_num_seqs}, "
+                f"max_num_batched_tokens={sc.max_num_batched_tokens}"
+                f"{'' if sc.chunked_prefill else ', no chunked prefill'}, {shape}")
+
+    def sort_key(self) -> tuple[Any, ...]:
+        sc = self.scenario
+        return (round(self.usd_per_hour, 9), self.gpus, self.family, sc.pd is not None,
+                sc.pd or (0, 0), -sc.max_num_seqs, -sc.max_num_batched_tokens,
+                not sc.chunked_prefill)
+
+
+@dataclass
+class Space:
+    """The enumerated space: candidates to simulate and pruned ones with their reasons."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    pruned: list[tuple[Candidate | None, str, str]] = field(default_factory=list)
+    families: list[str] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.candidates) + len(self.pruned)
+
+
+@dataclass
+class _Bounds:
+    """Per-family-and-batching analytic numbers."""
+
+    mu_req_s: float                    # throughput ceiling per mixed replica (with slack)
+    prefill_mu_req_s: float            # per prefill-only instance
+    decode_mu_req_s: float             # per decode-only instance
+    w_min_s: float                     # fastest request
+    inflight_cap: float                # min(max_num_seqs, KV capacity / mean context)
+    kv_capacity_tokens: int
+    prefill_share: float
+
+
+def _lengths(req: PlanRequest) -> tuple[np.ndarray, np.ndarray]:
+    from ridgeline.workload.lengths import parse_lengths
+    from ridgeline.workload.streams import workload_streams
+
+    s = workload_streams(req.seed).lengths
+    n = min(req.requests, 4000)
+    return (parse_lengths(req.prompt, "--prompt").sample(n, s).astype(np.float64),
+            parse_lengths(req.output, "--output").sample(n, s).astype(np.float64))
+
+
+def _floors(sm: Any, req: PlanRequest, prompts: np.ndarray, outputs: np.ndarray,
+            mbt: int, chunked: bool) -> str | None:
+    """Rules 2-3: reasons some SLO cannot be met even on an idle replica (None: fine)."""
+    from ridgeline.metrics.slo import parse_slos
+    from ridgeline.perf.estimate import decode_work, prefill_work
+
+    allowed = 1.0 - req.goodput_target
+    first_chunk = np.minimum(prompts, mbt) if chunked else prompts
+    for slo in parse_slos(list(req.slos)):
+        if slo.op not in ("<=", "<"):
+            continue
+        if slo.metric in ("ttft", "e2e"):
+            t = np.asarray(sm.step_time_s(prefill_work(1.0, first_chunk)), dtype=np.float64)
+            fail = float(np.mean(t > slo.bound_base))
+            if fail > allowed:
+                return (f"{slo.text}: {fail:.0%} of prompts exceed it prefilled alone on an "
+                        f"idle replica ({np.median(t) * 1e3:.0f} ms median)")
+        if slo.metric in ("tpot", "itl_max"):
+            multi = outputs > 1
+            t = np.asarray(sm.step_time_s(decode_work(1.0, prompts)), dtype=np.float64)
+            fail = float(np.mean((t > slo.bound_base) & multi))
+            if fail > allowed:
+                return (f"{slo.text}: {fail:.0%} of requests exceed it at batch 1 "
+                        f"({np.median(t) * 1e3:.1f} ms median decode step)")
+    return None
+
+
+def _bounds(sm: Any, req: PlanRequest, s_mean: float, n_mean: float, mns: int,
+            mbt: int) -> _Bounds:
+    from ridgeline.perf.estimate import decode_work, prefill_work
+
+    kv_tokens = int(sm.kv_capacity_tokens(req.gpu_memory_utilization))
+    ctx = s_mean + max(n_mean - 2.0, 0.0) / 2.0
+    b_star = max(1.0, min(float(mns), math.floor(kv_tokens / max(s_mean + n_mean, 1.0))))
+    chunk = max(1.0, min(float(mbt), s_mean))
+    tau = float(sm.step_time_s(prefill_work(1.0, chunk))) / chunk
+    t_dec = float(sm.step_time_s(decode_work(b_star, ctx)))
+    t_dec1 = float(sm.step_time_s(decode_work(1.0, ctx)))
+    pre_s = s_mean * tau
+    dec_s = max(n_mean - 1.0, 0.0) * t_dec / b_star
+    return _Bounds(
+        mu_req_s=CEILING_SLACK / (pre_s + dec_s),
+        prefill_mu_req_s=CEILING_SLACK / pre_s,
+        decode_mu_req_s=CEILING_SLACK / dec_s if dec_s > 0 else math.inf,
+        w_min_s=pre_s + max(n_mean - 1.0, 0.0) * t_dec1,
+        inflight_cap=min(float(mns), kv_tokens / max(ctx, 1.0)),
+        kv_capacity_tokens=kv_tokens,
+        prefill_share=pre_s / (pre_s + dec_s))
+
+
+def _ep_options(model: Any, tp: int, allow: bool) -> list[int]:
+    if not model.is_moe or not allow or tp == 1:
+        return [1]
+    return [1, tp] if model.num_experts % tp == 0 else [1]
+
+
+def enumerate_space(req: PlanRequest) -> Space:
+    """Every candidate of the space, pruned analytically (see the module docstring)."""
+    from ridgeline.perf.serving_model import RooflineStepTime
+    from ridgeline.specs import load_model
+    from ridgeline.theory.queueing import little_in_system, little_kv_bytes
+
+    prompts, outputs = _lengths(req)
+    s_mean, n_mean = float(prompts.mean()), float(outputs.mean())
+    lam = req.planning_rate_req_s
+    space = Space()
+    for model_name in req.models:
+        model = load_model(model_name)
+        for hw in req.hardware:
+            price = req.price_of(hw)
+            for weights in req.weights:
+                for tp in req.tp:
+                    for ep in _ep_options(model, tp, req.ep):
+                        family = f"{model.name} on {hw}, {weights}, tp={tp}" + \
+                            (f", ep={ep}" if ep > 1 else "")
+                        space.families.append(family)
+                        _enumerate_family(req, space, family, model_name, hw, price, weights,
+                                          tp, ep, prompts, outputs, s_mean, n_mean, lam,
+                                          RooflineStepTime, little_in_system, little_kv_bytes)
+    return space
+
+
+def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: str, hw: str,
+                      price: float, weights: str, tp: int, ep: int, prompts: np.ndarray,
+                      outputs: np.ndarray, s_mean: float, n_mean: float, lam: float,
+                      roofline: Any, little_in_system: Any, little_kv_bytes: Any) -> None:
+    base = Scenario(model=model_name, hardware=hw, weights=weights, kv=req.kv, tp=tp, ep=ep,
+                    prompt=req.prompt, output=req.output, requests=req.requests,
+                    rate_req_s=lam, slos=req.slos, seed=req.seed,
+                    gpu_memory_utilization=req.gpu_memory_utilization)
+    combos = [(m, b, c) for m in req.max_num_seqs for b in req.max_num_batched_tokens
+              for c in req.chunked_prefill]
+
+    def reject_all(reason: str) -> None:
+        space.pruned.append((None, family, f"{reason} (all {len(combos)} batching settings)"))
+
+    if tp > MAX_GPUS_PER_REPLICA:
+        reject_all(f"tp={tp} exceeds {MAX_GPUS_PER_REPLICA} GPUs per node")
+        return
+    try:
+        sm = roofline.from_names(model=model_name, hardware=hw, weights=weights, kv=req.kv,
+                                 tp=tp, ep=ep, check_fit=False)
+    except RidgelineError as exc:
+        reject_all(str(exc))
+        return
+    if not sm.memory(req.gpu_memory_utilization).fits:
+        reject_all("memory: " + sm.no_fit_message(req.gpu_memory_utilization))
+        return
+    for mns, mbt, chunked in combos:
+        if mbt < mns:
+            continue     # vLLM rejects it too (EngineConfig)
+        sc = base.replace(max_num_seqs=mns, max_num_batched_tokens=mbt,
+                          chunked_prefill=chunked)
+        try:
+            smc = sc.step_model()
+            kv_tokens = int(smc.kv_capacity_tokens(req.gpu_memory_utilization))
+        except RidgelineError as exc:
+            space.pruned.append((None, family, str(exc)))
+            continue
+        if kv_tokens < sc.block_size:
+            space.pruned.append((None, family, f"memory: no room for the KV cache with "
+                                 f"max_num_batched_tokens={mbt}"))
+            continue
+        floor = _floors(smc, req, prompts, outputs, mbt, chunked)
+        if floor:
+            space.pruned.append((None, family, f"SLO floor: {floor}"))
+            continue
+        bd = _bounds(smc, req, s_mean, n_mean, mns, mbt)
+        n_min = max(1, math.ceil(lam / bd.mu_req_s - 1e-9))
+        if n_min > req.max_replicas or n_min * tp > req.max_gpus:
+            space.pruned.append((None, family, f"throughput ceiling: needs >= {n_min} "
+                                 f"replicas for {lam:g} req/s (ceiling {bd.mu_req_s:.3g} "
+                                 f"req/s each), over --max-replicas/--max-gpus"))
+            continue
+        for n in range(n_min, n_min + req.extra_replicas + 1):
+            if n > req.max_replicas or n * tp > req.max_gpus:
+                break
+            shapes: list[tuple[int, tuple[int, int] | None]] = [(n, None)]
+            if req.pd and n >= 2:
+                p_star = n * bd.prefill_share
+                for p in sorted({min(max(math.floor(p_star), 1), n - 1),
+                                 min(max(math.ceil(p_star), 1), n - 1)}):
+                    shapes.append((n, (p, n - p)))
+            for n_inst, pd in shapes:
+                cand = Candidate(sc.replace(replicas=n_inst if pd is None else 1, pd=pd),
+                                 family, n_inst * tp * price)
+                reason = _little_reason(req, bd, lam, n_inst, pd, s_mean, n_mean, smc,
+                                        little_in_system, little_kv_bytes)
+                if reason:
+                    space.pruned.append((cand, family, reason))
+                else:
+                    space.candidates.append(cand)
+
+
+def _little_reason(req: PlanRequest, bd: _Bounds, lam: float, n: int,
+                   pd: tuple[int, int] | None, s_mean: float, n_mean: float, sm: Any,
+                   little_in_system: Any, little_kv_bytes: Any) -> str | None:
+    """Rules 4-5 for one cluster shape."""
+    if pd is not None:
+        cap = min(pd[0] * bd.prefill_mu_req_s, pd[1] * bd.decode_mu_req_s)
+        if lam > cap:
+            return (f"throughput ceiling: P/D {pd[0]}:{pd[1]} carries <= {cap:.3g} req/s < "
+                    f"{lam:g}")
+        return None
+    if lam > n * bd.mu_req_s:
+        return f"throughput ceiling: {n} replicas carry <= {n * bd.mu_req_s:.3g} req/s < {lam:g}"
+    lam_r = lam / n
+    inflight = little_in_system(lam_r, bd.w_min_s)
+    if inflight > bd.inflight_cap:
+        ctx = s_mean + n_mean / 2
+        kv = little_kv_bytes(lam_r, bd.w_min_s, ctx, sm.kv_bytes_per_token)
+        return (f"Little's law: >= {inflight:.0f} requests in flight per replica "
+                f"(KV {kv / 1e9:.1f} GB) > what the batch cap and KV cache hold "
+                f"({bd.inflight_cap:.0f})")
+    return None
+
+
+__all__ = ["CEILING_SLACK", "Candidate", "PlanRequest", "Space", "enumerate_space"]

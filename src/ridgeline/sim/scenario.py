@@ -1,0 +1,366 @@
+"""One simulated scenario, typed: what `simulate`, `plan`, `advise`, the UI and Ray workers run.
+
+A `Scenario` names everything a run needs (model, hardware, precision, parallelism, engine
+settings, workload, arrivals, cluster, SLOs, seed and what-ifs) as plain picklable values.
+The library functions build the step-time model, the engine and the cluster from it:
+
+- `run_scenario(sc, rate_req_s)`: one simulation and its `analyze` result;
+- `probe_capacity(sc)`: saturation throughput (every request arriving at t=0);
+- `rate_sweep(sc, rates)`: one run per rate, the knee and the highest SLO-meeting rate;
+- `trace_header(sc, ...)`: the header of the trace a run writes.
+
+>>> sc = Scenario(requests=20, prompt="fixed:100", output="fixed:10", rate_req_s=2.0)
+>>> run = run_scenario(sc)
+>>> run.summary()["finished"]
+20
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ridgeline.errors import RidgelineError
+from ridgeline.perf.whatif import WhatIf
+from ridgeline.sim.sweep import KNEE_FACTOR, SweepPoint, best_rate_index, knee_index
+
+DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
+DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
+CAPACITY_PROBE_MAX_REQUESTS = 2000
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A complete, picklable description of one simulated serving setup."""
+
+    # what runs, where
+    model: str = "llama-3.1-8b"
+    hardware: str = "h100-sxm"
+    weights: str = "bf16"
+    kv: str | None = None
+    activations: str = "bf16"
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    compute_efficiency: float | None = None
+    bandwidth_efficiency: float | None = None
+    kernel_overhead_us: float | None = None
+    # engine (vLLM names)
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+    prefix_caching: bool = True
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    num_kv_blocks: int | None = None
+    # workload and arrivals
+    requests: int = 1000
+    rate_req_s: float | None = None
+    arrival: str = "poisson"
+    concurrency: int | None = None
+    think_time: str = "0"
+    prompt: str = DEFAULT_PROMPT
+    output: str = DEFAULT_OUTPUT
+    prefix_groups: int = 0
+    prefix_tokens: int = 0
+    # cluster
+    replicas: int = 1
+    router: str = "round-robin"
+    pd: tuple[int, int] | None = None
+    kv_transfer_latency_us: float = 0.0
+    # SLOs (texts as `--slo` takes them) and the run
+    slos: tuple[str, ...] = ()
+    seed: int = 0
+    mode: str = "fast"
+    # what-ifs (see ridgeline.perf.whatif)
+    whatif: WhatIf | None = None
+
+    def replace(self, **changes: Any) -> Scenario:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the scenario occupies (all instances x TP x PP)."""
+        inst = self.pd[0] + self.pd[1] if self.pd else self.replicas
+        return inst * self.tp * self.pp
+
+    def step_model(self) -> Any:
+        """The step-time model (roofline, with the what-ifs applied). RidgelineError when the
+        model does not fit."""
+        from ridgeline.perf.serving_model import RooflineStepTime
+        from ridgeline.perf.whatif import apply_whatif, kernel_overhead_for
+
+        base = RooflineStepTime.from_names(
+            model=self.model, hardware=self.hardware, weights=self.weights, kv=self.kv,
+            activations=self.activations, tp=self.tp, pp=self.pp, ep=self.ep,
+            compute_efficiency=self.compute_efficiency,
+            bandwidth_efficiency=self.bandwidth_efficiency,
+            kernel_overhead_us=kernel_overhead_for(self.hardware, self.kernel_overhead_us,
+                                                   self.whatif),
+            max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs)
+        return apply_whatif(base, self.whatif)
+
+    def engine_config(self, step_model: Any) -> Any:
+        from ridgeline.sim.engine import EngineConfig, kv_blocks_from_memory
+
+        blocks = self.num_kv_blocks
+        if blocks is None:
+            blocks = kv_blocks_from_memory(step_model, self.gpu_memory_utilization,
+                                           self.block_size, f"{self.model} on {self.hardware}")
+        return EngineConfig(max_num_seqs=self.max_num_seqs,
+                            max_num_batched_tokens=self.max_num_batched_tokens,
+                            chunked_prefill=self.chunked_prefill,
+                            block_size_tokens=self.block_size, num_kv_blocks=blocks,
+                            enable_prefix_caching=self.prefix_caching)
+
+    def cluster_config(self, step_model: Any) -> Any:
+        from ridgeline.sim.cluster import ClusterConfig
+
+        return ClusterConfig(
+            replicas=self.replicas, router=self.router, pd=self.pd,
+            kv_bytes_per_token=step_model.kv_bytes_per_token,
+            link_bandwidth_bytes_s=step_model.interconnect_bandwidth_bytes_s,
+            kv_transfer_latency_s=self.kv_transfer_latency_us * 1e-6)
+
+    def validate(self) -> Scenario:
+        """Check the texts (lengths, think time, SLOs) early, with one-line errors."""
+        from ridgeline.metrics.slo import parse_slos
+        from ridgeline.workload.lengths import parse_lengths
+        from ridgeline.workload.think import parse_think_time
+
+        parse_slos(list(self.slos))
+        parse_lengths(self.prompt, "--prompt")
+        parse_lengths(self.output, "--output")
+        parse_think_time(self.think_time)
+        if self.mode not in ("fast", "step"):
+            raise RidgelineError(f"mode: got {self.mode!r}; allowed: fast, step")
+        return self
+
+
+@dataclass
+class Built:
+    """The objects a scenario builds once and every run of it shares."""
+
+    step_model: Any
+    config: Any
+    cluster: Any
+
+    @classmethod
+    def of(cls, sc: Scenario) -> Built:
+        sm = sc.step_model()
+        return cls(sm, sc.engine_config(sm), sc.cluster_config(sm))
+
+
+@dataclass
+class ScenarioRun:
+    """One simulation of a scenario: the raw result, its analysis and its trace header."""
+
+    scenario: Scenario
+    rate_req_s: float | None
+    result: Any          # ridgeline.sim.runner.SimResult
+    analysis: Any        # ridgeline.metrics.analysis.Analysis
+    header: Any          # ridgeline.trace.schema.TraceHeader
+    load: dict[str, Any]
+    wall_s: float
+    built: Built
+
+    def summary(self) -> dict[str, Any]:
+        """The simulator's own counters (what `simulate --json` prints as "simulation")."""
+        res = self.result
+        tl = res.timeline
+        n = len(res)
+        return {
+            "requests": n,
+            "finished": int(sum(s == "ok" for s in res.status)),
+            "rejected": int(sum(s == "rejected" for s in res.status)),
+            "preemptions": int(res.preemptions.sum()),
+            "engine_steps": int(tl["end_s"].size),
+            "mean_batch_size": float(tl["batch_size"].mean()) if tl["end_s"].size else 0.0,
+            "max_kv_blocks_used": int(tl["kv_blocks_used"].max()) if tl["end_s"].size else 0,
+            "simulated_s": float(np.nanmax(res.end_s)) if n else 0.0,
+            "wall_s": self.wall_s,
+            "simulated_requests_per_wall_s": n / self.wall_s if self.wall_s > 0 else math.inf,
+            "mode": res.mode,
+            "instances": res.roles,
+            "engine_stats": res.engine_stats,
+        }
+
+    def sweep_point(self) -> SweepPoint:
+        """This run's headline numbers as one row of a sweep."""
+        a = self.analysis
+        res = self.result
+
+        def pct(key: str, p: str) -> float:
+            d = a.latency.get(key)
+            if d is None or d.unavailable or p not in d.percentiles:
+                return math.nan
+            return float(d.percentiles[p].value)
+
+        g = a.goodput
+        return SweepPoint(
+            rate_req_s=self.rate_req_s if self.rate_req_s is not None else math.nan,
+            throughput_req_s=a.throughput.requests_s,
+            output_tok_s=a.throughput.output_tok_s,
+            ttft_p50_ms=pct("ttft_ms", "p50"), ttft_p99_ms=pct("ttft_ms", "p99"),
+            tpot_p50_ms=pct("tpot_ms", "p50"), tpot_p99_ms=pct("tpot_ms", "p99"),
+            goodput_req_s=g.requests_s if g else math.nan,
+            attainment=g.attainment if g else math.nan,
+            preemptions=int(res.preemptions.sum()),
+            rejected=int(sum(s == "rejected" for s in res.status)))
+
+
+@dataclass
+class SweepResult:
+    """Latency against load: the points, the knee and the highest SLO-meeting rate."""
+
+    points: list[SweepPoint]
+    slos: tuple[str, ...]
+    attainment_target: float
+    knee: int | None
+    best: int | None
+    assumptions: list[str] = field(default_factory=list)
+    runs: list[ScenarioRun] = field(default_factory=list)
+
+    @property
+    def rates(self) -> list[float]:
+        return [p.rate_req_s for p in self.points]
+
+    @property
+    def knee_rate_req_s(self) -> float | None:
+        return self.rates[self.knee] if self.knee is not None else None
+
+    @property
+    def max_rate_meeting_slos_req_s(self) -> float | None:
+        return self.rates[self.best] if self.best is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sweep": [p.to_dict() for p in self.points],
+            "knee_rate_req_s": self.knee_rate_req_s,
+            "knee_rule": f"highest rate with P99 TTFT <= {KNEE_FACTOR:g} x its value at the "
+                         "lowest rate",
+            "slos": list(self.slos),
+            "max_rate_meeting_slos_req_s": self.max_rate_meeting_slos_req_s,
+            "slo_attainment_target": self.attainment_target,
+            "assumptions": self.assumptions,
+        }
+
+
+def summarize_sweep(points: Sequence[SweepPoint], slos: Sequence[str] = (),
+                    attainment_target: float = 0.99, assumptions: list[str] | None = None,
+                    runs: list[ScenarioRun] | None = None) -> SweepResult:
+    """Knee and best rate of sweep points (any source: simulate, bench)."""
+    rates = [p.rate_req_s for p in points]
+    knee = knee_index(rates, [p.ttft_p99_ms for p in points])
+    best = best_rate_index(rates, [p.attainment for p in points], attainment_target) \
+        if slos else None
+    return SweepResult(list(points), tuple(slos), attainment_target, knee, best,
+                       assumptions or [], runs or [])
+
+
+def trace_header(sc: Scenario, built: Built, load: dict[str, Any],
+                 dataset: dict[str, Any]) -> Any:
+    """The trace header of a simulated run of `sc`."""
+    from ridgeline.trace.schema import TraceHeader
+
+    desc = built.step_model.describe()
+    cfg = built.config
+    engine_config = {**cfg.__dict__, "kv_capacity_tokens": cfg.kv_capacity_tokens,
+                     **built.cluster.describe(), "mode": sc.mode}
+    if sc.whatif is not None and not sc.whatif.is_identity:
+        engine_config["whatif"] = sc.whatif.describe()
+    return TraceHeader(
+        source="simulate", clock="virtual (simulated seconds; t=0 is the first arrival)",
+        model=desc.get("model", sc.model), hardware=desc.get("hardware", sc.hardware),
+        engine="ridgeline-sim", precision=desc.get("precision", {}),
+        parallelism=desc.get("parallelism", {}), engine_config=engine_config,
+        load=load, dataset=dataset, seed=sc.seed)
+
+
+def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built | None = None,
+                 progress: Callable[[int], None] | None = None) -> ScenarioRun:
+    """Simulate `sc` (at `rate_req_s`, else `sc.rate_req_s`) and analyze the result."""
+    from ridgeline.metrics.analysis import analyze
+    from ridgeline.metrics.slo import parse_slos
+    from ridgeline.sim.runner import simulate
+    from ridgeline.sim.workload import build_workload, check_context
+
+    built = built or Built.of(sc)
+    rate = rate_req_s if rate_req_s is not None else sc.rate_req_s
+    if sc.concurrency is not None:
+        rate = None
+    wl, load, dataset = build_workload(
+        sc.requests, sc.prompt, sc.output, rate_req_s=rate, arrival=sc.arrival,
+        concurrency=sc.concurrency, think_time=sc.think_time, prefix_groups=sc.prefix_groups,
+        prefix_tokens=sc.prefix_tokens, seed=sc.seed)
+    check_context(wl, built.step_model)
+    t0 = time.perf_counter()
+    res = simulate(wl, built.config, built.step_model, built.cluster, mode=sc.mode,
+                   progress=progress)
+    wall_s = time.perf_counter() - t0
+    header = trace_header(sc, built, load, dataset)
+    analysis = analyze(res.to_trace(header), slos=parse_slos(list(sc.slos)), seed=sc.seed)
+    return ScenarioRun(sc, rate, res, analysis, header, load, wall_s, built)
+
+
+def probe_capacity(sc: Scenario, built: Built | None = None) -> float:
+    """Saturation throughput (req/s): up to 2,000 of the scenario's requests all arriving at
+    t=0, completed requests over the time the last one ends."""
+    from ridgeline.sim.runner import simulate
+    from ridgeline.sim.workload import build_workload, check_context
+
+    built = built or Built.of(sc)
+    n = min(sc.requests, CAPACITY_PROBE_MAX_REQUESTS)
+    wl, _, _ = build_workload(n, sc.prompt, sc.output, rate_req_s=1.0, arrival="constant",
+                              prefix_groups=sc.prefix_groups, prefix_tokens=sc.prefix_tokens,
+                              seed=sc.seed)
+    check_context(wl, built.step_model)
+    wl.arrival_s = np.zeros(n)
+    res = simulate(wl, built.config, built.step_model, built.cluster)
+    return n / float(np.nanmax(res.end_s))
+
+
+def sweep_rates_for(sc: Scenario, built: Built | None = None) -> list[float]:
+    """The rates of `--rate sweep`: fractions of the probed capacity."""
+    from ridgeline.sim.sweep import sweep_rates
+
+    return sweep_rates(probe_capacity(sc, built))
+
+
+def rate_sweep(sc: Scenario, rates: Sequence[float] | None = None,
+               attainment_target: float = 0.99, *, built: Built | None = None,
+               on_run: Callable[[ScenarioRun], None] | None = None,
+               progress: Callable[[int], None] | None = None,
+               keep_runs: bool = True) -> SweepResult:
+    """One run per rate (None: rates around the probed capacity); the knee and best rate.
+
+    `progress(done)` counts completed requests over the whole sweep; `on_run(run)` sees
+    each run as it finishes (to write its trace, say).
+    """
+    built = built or Built.of(sc)
+    rate_list = list(rates) if rates is not None else sweep_rates_for(sc, built)
+    runs: list[ScenarioRun] = []
+    points: list[SweepPoint] = []
+    for k, rate in enumerate(rate_list):
+        base = k * sc.requests
+        cb = None if progress is None else (lambda d, base=base: progress(base + d))
+        run = run_scenario(sc, rate, built=built, progress=cb)
+        if progress is not None:
+            progress(base + sc.requests)
+        if on_run is not None:
+            on_run(run)
+        points.append(run.sweep_point())
+        if keep_runs:
+            runs.append(run)
+    return summarize_sweep(points, sc.slos, attainment_target,
+                           built.step_model.assumptions(), runs)
+
+
+__all__ = ["Built", "Scenario", "ScenarioRun", "SweepResult", "probe_capacity", "rate_sweep",
+           "run_scenario", "summarize_sweep", "sweep_rates_for", "trace_header"]
