@@ -159,3 +159,17 @@ def test_estimate_json_of_the_report_matches_the_cli(tmp_path):
     assert v["result"]["tpot_s"] == cli["result"]["tpot_s"]
     assert v["result"]["ttft_s"] == cli["result"]["ttft_s"]
     assert v["ops"]["decode"] == cli["ops"]["decode"]
+
+
+def test_report_includes_the_advice_of_ridgeline_advise(tmp_path, traces):
+    """The report's advice section is `ridgeline advise` on the same trace, word for word."""
+    out = tmp_path / "a.md"
+    r = run("report", str(traces["b"]), "--markdown", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    from ridgeline.advise import advise
+
+    expected = advise(str(traces["b"])).markdown().strip()
+    assert expected and expected.splitlines()[0] in out.read_text()
+    html_out = tmp_path / "a.html"
+    assert run("report", str(traces["b"]), "--out", str(html_out)).returncode == 0
+    assert '<h2 id="advice">Advice' in html_out.read_text()

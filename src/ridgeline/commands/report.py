@@ -129,8 +129,8 @@ def write_report_for_simulation(runs: list[Any], step_model: Any, out: str) -> s
     from ridgeline.report.build import simulation_report_data, write
 
     data = simulation_report_data(
-        [{"rate": r.rate_req_s, "analysis": r.analysis, "load": r.load, "result": r.result}
-         for r in runs], step_model)
+        [{"rate": r.rate_req_s, "analysis": r.analysis, "load": r.load, "result": r.result,
+          "trace": r.result.to_trace(r.header)} for r in runs], step_model)
     return str(write(data, out, markdown=out.lower().endswith((".md", ".markdown"))))
 
 

@@ -29,6 +29,7 @@ from ridgeline.commands.options import (
     TraceOutOpt,
     WeightsOpt,
 )
+from ridgeline.commands.report import ReportOpt, check_report_path
 from ridgeline.commands.whatif_options import (
     CpuDetokenizeOpt,
     CpuTokenizeOpt,
@@ -38,7 +39,6 @@ from ridgeline.commands.whatif_options import (
     SpecKOpt,
     whatif_from_options,
 )
-from ridgeline.commands.report import ReportOpt, check_report_path
 
 # The library's defaults (ridgeline.sim.scenario), repeated as literals so the command module
 # imports only typer; tests/test_scenario.py checks they agree.

@@ -28,6 +28,7 @@ class Run:
     analysis: Any
     telemetry: list[tuple[float, str, float]] = field(default_factory=list)
     latency_series: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    trace: Any = None  # the loaded Trace, for `ridgeline.advise`
 
 
 @dataclass
@@ -74,7 +75,7 @@ def run_from_trace(label: str, trace: Any, slos: list[str] | None = None,
         lat["TTFT"] = (trace.sent_s[ok], rm.ttft_s[ok] * 1e3)
         ok = np.isfinite(rm.e2e_s)
         lat["E2E"] = (trace.sent_s[ok], rm.e2e_s[ok] * 1e3)
-    return Run(label, header, a, telemetry, lat)
+    return Run(label, header, a, telemetry, lat, trace)
 
 
 def _expand(patterns: list[str], what: str) -> list[str]:
@@ -90,33 +91,19 @@ def _expand(patterns: list[str], what: str) -> list[str]:
     return out
 
 
-def advice_markdown(runs: list[Run], estimate: dict[str, Any] | None) -> str | None:
-    """The advice of `ridgeline.advise` when that module exists; None otherwise.
+def advice_markdown(runs: list[Run]) -> str | None:
+    """The advice of `ridgeline.advise` for the last run that has its trace; None when no run
+    has one. A trace that advise cannot read (it says why) leaves the section out."""
+    from ridgeline.advise import advise
+    from ridgeline.errors import RidgelineError
 
-    Guarded: a missing module or an interface this code does not know yields no section.
-    """
+    run = next((r for r in reversed(runs) if r.trace is not None), None)
+    if run is None:
+        return None
     try:
-        from ridgeline import advise as advise_mod  # type: ignore[attr-defined]
-    except ImportError:
+        return advise(run.trace, analysis=run.analysis).markdown()
+    except RidgelineError:
         return None
-    fn = getattr(advise_mod, "advise", None)
-    if fn is None:
-        return None
-    analysis = runs[-1].analysis if runs else None
-    for kwargs in ({"analysis": analysis, "estimate": estimate}, {"analysis": analysis},
-                   {"estimate": estimate}):
-        try:
-            adv = fn(**{k: v for k, v in kwargs.items() if v is not None})
-        except Exception:
-            # An interface this code does not know (or a failure in advise): try the next
-            # call shape; the report goes on without advice rather than failing.
-            continue
-        md = getattr(adv, "markdown", None)
-        if callable(md):
-            return str(md())
-        if isinstance(adv, str):
-            return adv
-    return None
 
 
 def collect(inputs: list[str], *, sweep: list[str] | None = None,
@@ -162,7 +149,7 @@ def collect(inputs: list[str], *, sweep: list[str] | None = None,
     if not (data.runs or data.sweeps or data.timelines or data.estimate):
         raise RidgelineError("report: nothing to report; give a trace, --sweep traces, a "
                              "--timeline CSV or --estimate-model")
-    data.advice_markdown = advice_markdown(data.runs, data.estimate)
+    data.advice_markdown = advice_markdown(data.runs)
     return data
 
 
@@ -184,7 +171,7 @@ def simulation_report_data(runs: list[dict[str, Any]], step_model: Any,
     for r in runs if len(runs) == 1 else runs[-1:]:
         label = f"simulate (rate {r['rate']:g} req/s)" if r["rate"] else "simulate"
         header = base | {"source": "simulate", "engine": "ridgeline-sim", "load": r["load"]}
-        data.runs.append(Run(label, header, r["analysis"]))
+        data.runs.append(Run(label, header, r["analysis"], trace=r.get("trace")))
         tl = r["result"].timeline
         if tl["end_s"].size:
             data.timelines.append((label, tl))
@@ -206,7 +193,7 @@ def simulation_report_data(runs: list[dict[str, Any]], step_model: Any,
                                       ep=par.ep, batch=batch, prompt=prompt, output=output)
         data.notes.append(f"estimate at the simulated run's mean batch {batch:g}, mean prompt "
                           f"{prompt:g} and mean output {output:g} tokens")
-    data.advice_markdown = advice_markdown(data.runs, data.estimate)
+    data.advice_markdown = advice_markdown(data.runs)
     return data
 
 
