@@ -10,10 +10,13 @@ from typing import Annotated
 
 import typer
 
+from ridgeline.commands.options import writable_dir
+
 
 def demo_cmd(
     out_dir: Annotated[
-        str, typer.Option("--out-dir", help="Where the demo writes its traces.")
+        str, typer.Option("--out-dir", callback=writable_dir,
+                          help="Where the demo writes its traces.")
     ] = "ridgeline-demo",
     model: Annotated[str, typer.Option("--model", "-m", help="Catalog model.")] = "llama-3.1-8b",
     hardware: Annotated[
@@ -45,7 +48,7 @@ def demo_cmd(
     # prompts, fixed outputs (the load generator forces exact lengths with ignore_eos).
     workload = ["--prompt", "lognormal:mean=512,sigma=0.5,max=4096", "--output", "fixed:128",
                 "--seed", "7"]
-    slos = ["--slo", "ttft_ms<=500", "--slo", "tpot_ms<=50"]
+    slos = ["--slo", "ttft_ms:500", "--slo", "tpot_ms:50"]
 
     def run(title: str, args: list[str]) -> None:
         console.print(Rule(f"[bold]{title}[/bold]"))

@@ -207,8 +207,16 @@ class EmulatorProcess:
         deadline = time.monotonic() + self.startup_timeout_s
         while not found:
             if self.proc.poll() is not None:
+                text = self.stderr_text()
+                errors = [ln for ln in text.splitlines() if ln.startswith("error: ")]
+                if self.proc.returncode == 2 and errors:
+                    # serve refused its arguments: bad input to bench, not a crash
+                    from ridgeline.errors import RidgelineError
+
+                    raise RidgelineError(f"--target emulator: ridgeline serve refused its "
+                                         f"arguments: {errors[-1][len('error: '):]}")
                 raise RuntimeError(f"ridgeline serve exited with {self.proc.returncode}: "
-                                   f"{self.stderr_text()[-2000:]}")
+                                   f"{text[-2000:]}")
             if time.monotonic() > deadline:
                 self.stop()
                 raise TimeoutError("ridgeline serve did not start within "
