@@ -304,6 +304,8 @@ def bench(
                 console.print(f"[red]error:[/] aborted: {outcome.aborted}")
             if outcome.failed:
                 exit_code = 1
+            if outcome.interrupted:
+                exit_code = 130  # as a shell reports Ctrl-C, after the trace is written
             if outcome.interrupted or outcome.aborted:
                 break
         knee = None

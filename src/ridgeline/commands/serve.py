@@ -93,6 +93,10 @@ def serve(
         "--shutdown-grace", callback=number(ge=0),
         help="Seconds in-flight streams get to finish on "
         "SIGTERM/SIGINT before they are ended with an error event.")] = 10.0,
+    header_timeout_s: Annotated[float, typer.Option(
+        "--header-timeout", callback=number(gt=0), help="Close a connection whose request "
+        "headers are not complete this many seconds after it opens or its request starts "
+        "(nginx's client_header_timeout).")] = 30.0,
     log_level: Annotated[str, typer.Option(
         "--log-level", help="uvicorn log level.")] = "warning",
     access_log: Annotated[bool, typer.Option(
@@ -131,6 +135,7 @@ def serve(
         max_waiting=max_waiting, overload_status=overload_status,
         retry_after_s=retry_after_s, api_key=api_key, default_max_tokens=default_max_tokens,
         eos_lengths=eos_lengths, seed=seed, shutdown_grace_s=shutdown_grace_s,
+        header_timeout_s=header_timeout_s,
         description=built.description)
     try:
         app = create_app(built.engine, built.make_request, config)
