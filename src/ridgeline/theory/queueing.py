@@ -91,11 +91,13 @@ class QueueResult:
 
 def _check_rates(arrival_rate_req_s: float, service_rate_req_s: float, servers: int = 1) -> None:
     if arrival_rate_req_s < 0 or service_rate_req_s <= 0 or servers < 1:
-        raise RidgelineError("rates: arrival >= 0 and service > 0 req/s, servers >= 1")
+        raise RidgelineError("--arrival-rate/--service-rate: arrival >= 0 and service > 0 "
+                             "req/s, servers >= 1")
     if arrival_rate_req_s >= servers * service_rate_req_s:
         raise RidgelineError(
-            f"utilization: λ/(cμ) = {arrival_rate_req_s / (servers * service_rate_req_s):.3f};"
-            " allowed: < 1 (the queue grows without bound)"
+            "--arrival-rate: utilization λ/(cμ) = "
+            f"{arrival_rate_req_s / (servers * service_rate_req_s):.3f}; allowed: < 1 (at or "
+            "above 1 the queue grows without bound)"
         )
 
 
