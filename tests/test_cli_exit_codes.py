@@ -93,6 +93,7 @@ BAD_INPUT: list[Any] = [
     (("simulate", "--rate", "1", "--kv-transfer-latency-us", "-1"),
      "--kv-transfer-latency-us"),
     (("simulate", "--rate", "1", "--num-kv-blocks", "0"), "--num-kv-blocks"),
+    (("simulate", "--rate", "1", "--max-num-seqs", "100000000"), "--max-num-seqs"),
     (("simulate", "--rate", "1", "--gpu-memory-utilization", "nan"),
      "--gpu-memory-utilization"),
     # serve (all refused before binding a port)
@@ -100,6 +101,7 @@ BAD_INPUT: list[Any] = [
     (("serve", "--gpu-memory-utilization", "nan"), "--gpu-memory-utilization"),
     (("serve", "--overload-status", "500"), "--overload-status"),
     (("serve", "--header-timeout", "0"), "--header-timeout"),
+    (("serve", "--max-num-seqs", "100000000"), "--max-num-seqs"),
     (("serve", "--max-model-len", "100000000"), "--max-model-len"),
     (("serve", "-m", "nosuchmodel"), "model"),
     # bench (all refused before a request is sent)

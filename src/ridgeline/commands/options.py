@@ -128,6 +128,10 @@ def writable_dir(value: Any) -> Any:
     return value
 
 
+# The step-time model tabulates every batch size up to --max-num-seqs (a second per ~50k
+# rows); vLLM deployments use hundreds to a few thousand, so 65,536 is generous.
+MAX_NUM_SEQS = 65_536
+
 ModelOpt = Annotated[
     str,
     typer.Option("--model", "-m", help="Catalog model name (see `ridgeline models`) or a path "

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from ridgeline.commands.options import (
+    MAX_NUM_SEQS,
     ActivationsOpt,
     BandwidthEffOpt,
     ComputeEffOpt,
@@ -50,7 +51,8 @@ def serve(
         help="Run the emulated timeline this many times faster than "
         "real time (tests); latencies in /metrics stay on the emulated timeline.")] = 1.0,
     max_num_seqs: Annotated[int, typer.Option(
-        "--max-num-seqs", min=1, help="Most sequences in one engine step (vLLM's).")] = 256,
+        "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
+        help="Most sequences in one engine step (vLLM's).")] = 256,
     max_num_batched_tokens: Annotated[int, typer.Option(
         "--max-num-batched-tokens", min=1, help="Token budget of one engine step.")] = 8192,
     gpu_memory_utilization: Annotated[float, typer.Option(

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from ridgeline.commands.options import (
+    MAX_NUM_SEQS,
     ActivationsOpt,
     BandwidthEffOpt,
     ComputeEffOpt,
@@ -78,7 +79,9 @@ def simulate_cmd(
     kv_transfer_latency_us: Annotated[float, typer.Option(
         "--kv-transfer-latency-us", callback=number(ge=0),
         help="Fixed latency per P/D KV transfer.")] = 0.0,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 256,
+    max_num_seqs: Annotated[int, typer.Option(
+        "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
+        help="Most sequences in one engine step (vLLM's).")] = 256,
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1)
                                       ] = 8192,
     chunked_prefill: Annotated[bool, typer.Option(
