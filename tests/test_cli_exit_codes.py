@@ -284,14 +284,18 @@ def test_bench_exits_1_when_every_request_fails(tmp_path: Path) -> None:
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        proc = run("bench", "--base-url", url, "-n", "5", "--trace",
-                   str(tmp_path / "t.jsonl"), "--no-progress", timeout=120)
+        # Neither --requests nor --duration: the stated default bound, said up front.
+        proc = run("bench", "--base-url", url, "--trace", str(tmp_path / "t.jsonl"),
+                   "--no-progress", timeout=120)
     finally:
         server.shutdown()
         server.server_close()
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
-    assert (tmp_path / "t.jsonl").exists()  # the failed requests are still on record
+    assert f"bench: {url} model m: 100 requests; trace" in proc.stderr.splitlines()[0]
+    records = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    failed = [r for r in records if r["type"] == "request"]
+    assert len(failed) == 100 and all(r["status"] != "ok" for r in failed)
 
 
 def _cpu_seconds(pid: int) -> float:

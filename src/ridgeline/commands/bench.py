@@ -258,12 +258,15 @@ def bench(
     exit_code = 0
     with emulator_cm as emu:
         url = emu.base_url if emu is not None else base_url
-        # Say what will run and for how long before the first request: a run that shows
-        # no progress (stderr not a terminal) must still say it is working and on what.
+        # Say what runs and for how long before the first request: a run that shows no
+        # progress (stderr not a terminal) must still say it is working, and on what.
         bound = " or ".join(b for b in (f"{requests} requests" if requests else "",
                                         f"{duration_s:g} s" if duration_s else "") if b)
-        typer.echo(f"bench: {url}: {len(points)} point(s), each {bound} (whichever first); "
-                   f"trace {trace_base}", err=True)
+
+        def announce(cfg: BenchConfig) -> None:
+            typer.echo(f"bench: {cfg.endpoint.base_url} model {cfg.endpoint.model}: {bound}"
+                       f"{' (whichever first)' if ' or ' in bound else ''}; trace "
+                       f"{cfg.trace_path}", err=True)
         endpoint = EndpointConfig(
             base_url=url, model=model, api=api,
             api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY"),
@@ -288,7 +291,8 @@ def bench(
             if sweeping:
                 console.print(f"[bold]{label}[/bold] → {cfg.trace_path}")
             outcome = run_bench(cfg, warn=lambda m: console.print(f"[yellow]warning:[/] {m}",
-                                                                  highlight=False))
+                                                                  highlight=False),
+                                on_start=announce)
             result = analyze_trace(outcome.trace_path, slos, seed)
             book = bookkeeping(outcome.trace_path)
             if not sweeping and not json_out:
