@@ -53,11 +53,11 @@ def demo_cmd(
     def run(title: str, args: list[str]) -> None:
         console.print(Rule(f"[bold]{title}[/bold]"))
         console.print(f"[dim]$ ridgeline {' '.join(args)}[/dim]")
-        try:
-            app(args, standalone_mode=False)
-        except SystemExit as exc:  # a sub-command's own exit code; the demo goes on
-            if exc.code not in (0, None):
-                raise
+        # Without standalone mode click returns a step's exit code (and turns Ctrl-C into
+        # 130): stop on an interrupt; a failed check (1) is reported and the demo goes on.
+        code = app(args, standalone_mode=False)
+        if code == 130:
+            raise typer.Exit(130)
 
     run("1. Predict: roofline estimate (batch 32, prompt 1024, output 256)",
         ["estimate", *common, "--batch", "32", "--prompt", "1024", "--output", "256"])
