@@ -234,22 +234,9 @@ def test_gate_command_raises_exit_with_the_status_code(traces: dict[str, Path],
         assert e.value.exit_code == code, cand
 
 
-def _main_propagates_exit_codes(tmp_path: Path) -> bool:
-    """Whether the installed `ridgeline` passes typer.Exit codes on (`validate` of an
-    invalid trace must exit 1). False before the cli.main() fix of branch i9cli."""
-    bad = tmp_path / "invalid.jsonl"
-    bad.write_text('{"type":"header","source":"t"}\n{"type":"request","id":"a"}\n')
-    exe = Path(sys.executable).parent / "ridgeline"
-    return subprocess.run([str(exe), "validate", str(bad)], capture_output=True,
-                          timeout=60).returncode == 1
-
-
 def test_gate_exit_codes_through_the_installed_command(traces: dict[str, Path],
                                                        tmp_path: Path) -> None:
-    """Exit codes as a CI job sees them. Needs cli.main() to propagate typer.Exit codes
-    (fixed on the i9cli branch): skipped until then, runs once both are merged."""
-    if not _main_propagates_exit_codes(tmp_path):
-        pytest.skip("cli.main() drops exit codes on this branch (fixed by branch i9cli)")
+    """Exit codes as a CI job sees them: 0 pass, 1 regression, 3 cannot evaluate, 2 bad rule."""
     exe = Path(sys.executable).parent / "ridgeline"
     dead = str(_failed_trace(tmp_path / "dead.jsonl"))
     cases = [([str(traces["same"]), "--max-regression", "tpot_p95=5%"], 0),

@@ -102,10 +102,10 @@ def test_catalog_commands() -> None:
 @pytest.mark.parametrize("args, field", [
     (("estimate", "--model", "nope"), "model"),
     (("estimate", "--hardware", "tpu"), "hardware"),
-    (("estimate", "--batch", "0:4"), "batch"),
+    (("estimate", "--batch", "0:4"), "--batch"),
     (("estimate", "--weights", "int2"), "weights"),
     (("estimate", "--activations", "fp8", "--hardware", "a100-80gb"), "activations"),
-    (("roofline", "--dtype", "fp64"), "dtype"),
+    (("roofline", "--dtype", "fp64"), "--dtype"),
 ])
 def test_bad_input_exits_2_with_one_line(args: tuple[str, ...], field: str) -> None:
     proc = run(*args)
@@ -119,6 +119,6 @@ def test_parse_grid() -> None:
     assert parse_grid("1:256", "batch") == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert parse_grid("1:100:x10", "batch") == [1, 10, 100]
     assert parse_grid("100:300:100", "prompt") == [100, 200, 300]
-    for bad in ("a", "4:1", "1.5", "1:8:0", "1:8:x1"):
+    for bad in ("a", "4:1", "1.5", "1:8:0", "1:8:x1", "nan", "inf", "1:inf", "1:8:xnan"):
         with pytest.raises(RidgelineError, match=r"^batch"):
             parse_grid(bad, "batch")

@@ -26,6 +26,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help: rich markup would read `a:b:step` as the `:b:` emoji and `[x]` as a
+    # style tag (issue 9).
+    rich_markup_mode=None,
 )
 
 # Modules in ridgeline.commands that expose `register(app)`. A module that is not there
@@ -59,28 +62,110 @@ for _name in COMMAND_MODULES:
     _module.register(app)
 
 
-def main() -> None:
-    """Entry point: run the app, turning RidgelineError into a one-line message."""
-    try:
-        app(standalone_mode=False)
-    except RidgelineError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        typer.echo("aborted", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
+def _click_exception_type() -> type[Exception]:
+    """click's ClickException as typer uses it (typer >= 0.20 bundles its own click)."""
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == "ClickException":
+            return cls
+    raise RuntimeError("typer.BadParameter does not derive from ClickException")
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _usage_error(exc: Exception) -> int:
+    """Print a click usage error as click's usage line plus ONE `error:` line, on stderr."""
+    ctx = getattr(exc, "ctx", None)
+    if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        # `ridgeline` or `ridgeline theory ...` with nothing to run: the help, then why.
+        typer.echo(ctx.get_help(), err=True)
+        typer.echo(f"error: missing command; run '{ctx.command_path} COMMAND' "
+                   f"(see '{ctx.command_path} --help')", err=True)
+        return 2
+    if ctx is not None:
+        typer.echo(ctx.get_usage(), err=True)
+    message = _one_line(exc.format_message())  # type: ignore[attr-defined]
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    typer.echo(f"error: {message}{hint}", err=True)
+    return int(getattr(exc, "exit_code", 2) or 2)
+
+
+def _crash_report(exc: BaseException) -> str:
+    """Write the traceback of an unexpected exception to a file; return its path."""
+    import tempfile
+    import time
+    import traceback
+
+    text = (f"ridgeline {__version__} crash report\nargv: {sys.argv!r}\n"
+            f"python: {sys.version}\n\n" + "".join(traceback.format_exception(exc)))
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    for folder in (os.path.join(cache, "ridgeline"), tempfile.gettempdir()):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, name)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return path
+        except OSError:
+            continue
+    return "nowhere: no writable cache or temp folder"
+
+
+# Exit codes (docs/cli.md): 0 ok; 1 a check failed (gate regression, invalid trace, a bench
+# where nothing succeeded); 2 bad input; 3 gate cannot evaluate a rule; 70 internal error
+# (EX_SOFTWARE: a bug, never to be read as a regression); 130 interrupted (Ctrl-C).
+EXIT_INTERNAL_ERROR = 70
+EXIT_INTERRUPTED = 130
+
+
+def run(args: list[str] | None = None) -> int:
+    """Run the command line and return its exit code; never lets a traceback reach the user.
+
+    Set RIDGELINE_DEBUG=1 to get the traceback of an internal error on the terminal too.
+    """
+    click_exception = _click_exception_type()
+    try:
+        code = app(args=args, standalone_mode=False, prog_name="ridgeline")
+    except RidgelineError as exc:
+        typer.echo(f"error: {_one_line(str(exc))}", err=True)
+        return 2
+    except click_exception as exc:
+        if hasattr(exc, "ctx"):  # a usage error: bad option, missing argument, no command
+            return _usage_error(exc)
+        typer.echo(f"error: {_one_line(exc.format_message())}", err=True)  # type: ignore
+        return int(getattr(exc, "exit_code", 1) or 1)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        code = EXIT_INTERRUPTED
+    except Exception as exc:
+        if os.environ.get("RIDGELINE_DEBUG"):
+            raise
+        path = _crash_report(exc)
+        typer.echo(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+                   f"(full report written to {path})", err=True)
+        return EXIT_INTERNAL_ERROR
+    # In non-standalone mode click returns the code of a `typer.Exit` (and turns Ctrl-C into
+    # Exit(130)); a command that returns normally gives None.
+    code = code if isinstance(code, int) and not isinstance(code, bool) else 0
+    if code == EXIT_INTERRUPTED:
+        typer.echo("interrupted", err=True)
+    return code
+
+
+def main() -> None:
+    """Entry point of the `ridgeline` console script."""
+    code = run()
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        # `ridgeline models | head -1`: the reader left; exit quietly without a second error
+        # when the interpreter flushes stdout at shutdown.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -255,10 +255,33 @@ def run_loop(coro: Awaitable[Any]) -> Any:
     gc.collect()
     gc.freeze()
     try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            return runner.run(coro)  # type: ignore[arg-type]
+        return run_with_loop_factory(coro, _loop_factory())
     finally:
         gc.unfreeze()
+
+
+def run_with_loop_factory(coro: Awaitable[Any],
+                          factory: Callable[[], asyncio.AbstractEventLoop] | None) -> Any:
+    """`asyncio.Runner(loop_factory=factory).run(coro)`, also on Python 3.10 (no Runner)."""
+    if hasattr(asyncio, "Runner"):  # Python >= 3.11
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(coro)  # type: ignore[arg-type]
+    loop = factory() if factory is not None else asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(coro)
+    finally:
+        try:  # what asyncio.run does on the way out
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 def make_session(cfg: EndpointConfig) -> aiohttp.ClientSession:

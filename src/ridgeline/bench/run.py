@@ -177,8 +177,13 @@ def plan_requests(cfg: BenchConfig, tok: Tokenizer | None = None
 
 
 def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
-              stop_check: Callable[[], bool] | None = None) -> BenchOutcome:
-    """Run one load point and write its trace. Bad input raises RidgelineError."""
+              stop_check: Callable[[], bool] | None = None,
+              on_start: Callable[[BenchConfig], None] | None = None) -> BenchOutcome:
+    """Run one load point and write its trace. Bad input raises RidgelineError.
+
+    `on_start(cfg)` is called once the endpoint answered and the workload is planned, just
+    before the first request (cfg then names the model the server chose, if any).
+    """
     tok = load_tokenizer(cfg.tokenizer)
     info = run_loop(probe_endpoint(cfg.endpoint))
     ep = cfg.endpoint
@@ -191,6 +196,8 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
         warn(f"model {ep.model!r} is not in the server's /v1/models list {info.models[:5]}")
 
     pool, source = plan_requests(cfg, tok)
+    if on_start is not None:
+        on_start(cfg)
     warm = build_requests(cfg.dataset, cfg.load.warmup, cfg.prompt, cfg.output,
                           np.random.default_rng(cfg.seed + 1), tokenizer=tok,
                           id_prefix="warmup-") if cfg.load.warmup else []

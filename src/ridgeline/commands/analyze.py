@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.commands.options import JsonOpt, SeedOpt, SloOpt
+from ridgeline.commands.options import JsonOpt, SeedOpt, SloOpt, writable_file
 
 FormatOpt = Annotated[
     str,
@@ -20,7 +20,7 @@ FormatOpt = Annotated[
 ]
 SelectOpt = Annotated[
     int | None,
-    typer.Option("--select", help="Which run to import from a file holding several (vLLM "
+    typer.Option("--select", min=0, help="Which run to import from a file holding several (vLLM "
                  "--append-result objects, GuideLLM benchmarks); 0-based."),
 ]
 WindowOpt = Annotated[
@@ -119,8 +119,8 @@ def gate_cmd(
     json_out: JsonOpt = False,
     summary_file: Annotated[
         str | None,
-        typer.Option("--summary-file", help="Also append the markdown summary here (e.g. "
-                     "$GITHUB_STEP_SUMMARY)."),
+        typer.Option("--summary-file", callback=writable_file, help="Also append the markdown "
+                     "summary here (e.g. $GITHUB_STEP_SUMMARY)."),
     ] = None,
     fmt: FormatOpt = "auto",
     seed: SeedOpt = 0,

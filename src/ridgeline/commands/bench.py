@@ -12,14 +12,24 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.commands.options import JsonOpt, SeedOpt, SloOpt, TraceOutOpt
+from ridgeline.commands.options import (
+    JsonOpt,
+    SeedOpt,
+    SloOpt,
+    TraceOutOpt,
+    check_writable,
+    number,
+    parse_number,
+)
 from ridgeline.commands.report import ReportOpt, check_report_path
+from ridgeline.errors import RidgelineError, field_error
 
+DEFAULT_REQUESTS = 100
 _EXAMPLES = """
 Examples:
 
   ridgeline bench --base-url http://127.0.0.1:8000 --model NAME --rate 8 --requests 2000
-      --prompt lognormal:mean=1000,sigma=0.5 --output fixed:256 --slo ttft_ms<=500
+      --prompt lognormal:mean=1000,sigma=0.5 --output fixed:256 --slo ttft_ms:500
 
   ridgeline bench --target emulator --model llama-3.1-8b --hardware h100-sxm
       --concurrency 1,8,32 --requests 200          (a sweep: one trace per point)
@@ -31,20 +41,29 @@ def _split_list(text: str | None, field: str, kind: type) -> list:
         return []
     out = []
     for part in str(text).split(","):
-        part = part.strip()
         try:
-            value = kind(part)
-        except ValueError:
-            from ridgeline.errors import field_error
-
-            raise field_error(field, text, "a number or a comma-separated list, e.g. 1,2,4,8"
+            value = parse_number(part, field, gt=0)
+            if kind is int and value != int(value):
+                raise ValueError(part)
+        except (ValueError, RidgelineError):
+            allowed = "whole numbers > 0" if kind is int else "finite numbers > 0"
+            raise field_error(field, text, f"{allowed}, one or a comma list, e.g. 1,2,4,8"
                               ) from None
-        if value <= 0:
-            from ridgeline.errors import field_error
-
-            raise field_error(field, text, "values > 0")
-        out.append(value)
+        out.append(kind(value))
     return out
+
+
+def _check_base_url(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise field_error("--base-url", url, "an http:// or https:// URL with a host, e.g. "
+                          "http://127.0.0.1:8000")
+    try:
+        parts.port  # noqa: B018 (raises on a port out of range)
+    except ValueError:
+        raise field_error("--base-url", url, "a port in 1..65535") from None
 
 
 def _headers(items: list[str] | None) -> tuple[tuple[str, str], ...]:
@@ -52,8 +71,6 @@ def _headers(items: list[str] | None) -> tuple[tuple[str, str], ...]:
     for item in items or []:
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
-            from ridgeline.errors import field_error
-
             raise field_error("--header", item, "'Name: value'")
         out.append((name.strip(), value.strip()))
     return tuple(out)
@@ -71,8 +88,9 @@ def bench(
                                        "--target emulator a catalog model).")] = "",
     hardware: Annotated[str, typer.Option("--hardware", "-g", help="Emulator only: catalog "
                                           "GPU.")] = "h100-sxm",
-    speed: Annotated[float, typer.Option("--speed", help="Emulator only: time scale (2 = "
-                                         "twice as fast as the model predicts).")] = 1.0,
+    speed: Annotated[float, typer.Option(
+        "--speed", callback=number(gt=0), help="Emulator only: time scale (2 = twice as fast "
+        "as the model predicts).")] = 1.0,
     emulator_arg: Annotated[list[str] | None, typer.Option(
         "--emulator-arg", help="Emulator only: one more `ridgeline serve` argument "
         "(repeatable), e.g. --emulator-arg=--max-num-seqs --emulator-arg=64.")] = None,
@@ -82,16 +100,18 @@ def bench(
                                                 "$OPENAI_API_KEY).")] = None,
     header: Annotated[list[str] | None, typer.Option("--header", help="Extra HTTP header "
                                                      "'Name: value' (repeatable).")] = None,
-    timeout_s: Annotated[float, typer.Option("--timeout", help="Per-request limit, seconds.")
-                         ] = 600.0,
+    timeout_s: Annotated[float, typer.Option("--timeout", callback=number(gt=0),
+                                             help="Per-request limit, seconds.")] = 600.0,
     stall_timeout_s: Annotated[float | None, typer.Option(
-        "--stall-timeout", help="Fail a request after this many seconds without data.")] = None,
+        "--stall-timeout", callback=number(gt=0),
+        help="Fail a request after this many seconds without data.")] = None,
     ignore_eos: Annotated[bool, typer.Option("--ignore-eos", help="Send ignore_eos=true "
                                              "(vLLM/SGLang) so outputs reach max_tokens.")
                           ] = False,
     min_tokens: Annotated[bool, typer.Option("--min-tokens", help="Send min_tokens=max_tokens "
                                              "(vLLM) to force exact output lengths.")] = False,
-    temperature: Annotated[float | None, typer.Option("--temperature")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", callback=number(ge=0),
+                                                      help="Sampling temperature.")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS "
                                            "certificates.")] = False,
     no_usage: Annotated[bool, typer.Option("--no-usage", help="Do not ask for "
@@ -105,11 +125,12 @@ def bench(
     arrival: Annotated[str, typer.Option(
         "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
         "replay:path=FILE.")] = "poisson",
-    requests: Annotated[int | None, typer.Option("--requests", "-n", min=1,
-                                                 help="Requests per point.")] = None,
-    duration_s: Annotated[float | None, typer.Option("--duration", help="Seconds per point; "
-                                                     "with --requests, whichever comes "
-                                                     "first.")] = None,
+    requests: Annotated[int | None, typer.Option(
+        "--requests", "-n", min=1, help=f"Requests per point (default {DEFAULT_REQUESTS} when "
+        "--duration is not given either).")] = None,
+    duration_s: Annotated[float | None, typer.Option(
+        "--duration", callback=number(gt=0), help="Seconds per point; with --requests, "
+        "whichever comes first.")] = None,
     warmup: Annotated[int, typer.Option("--warmup", min=0, help="Warm-up requests before "
                                         "each point, not recorded.")] = 0,
     prompt: Annotated[str, typer.Option("--prompt", help="Prompt length distribution "
@@ -130,11 +151,11 @@ def bench(
     trace: TraceOutOpt = None,
     slo: SloOpt = None,
     max_error_rate: Annotated[float | None, typer.Option(
-        "--max-error-rate", help="Abort when more than this fraction of finished requests "
-        "failed (checked after 20).")] = None,
-    grace_s: Annotated[float, typer.Option("--grace", help="Seconds requests in flight may "
-                                           "finish after Ctrl-C or the duration limit.")
-                       ] = 10.0,
+        "--max-error-rate", callback=number(ge=0, le=1), help="Abort when more than this "
+        "fraction of finished requests failed (checked after 20).")] = None,
+    grace_s: Annotated[float, typer.Option(
+        "--grace", callback=number(ge=0), help="Seconds requests in flight may finish after "
+        "Ctrl-C or the duration limit.")] = 10.0,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Client processes on this "
                                          "machine.")] = 1,
     ray: Annotated[str | None, typer.Option("--ray", help="Spread client workers over a Ray "
@@ -166,7 +187,6 @@ def bench(
         print_sweep,
         sweep_row,
     )
-    from ridgeline.errors import RidgelineError, field_error
     from ridgeline.workload.arrivals import parse_arrival
     from ridgeline.workload.lengths import parse_lengths
 
@@ -176,8 +196,10 @@ def bench(
         raise field_error("--target", target, "url, emulator")
     if max_error_rate is not None and not 0 <= max_error_rate <= 1:
         raise field_error("--max-error-rate", max_error_rate, "a fraction in [0, 1]")
+    if target == "url":
+        _check_base_url(base_url)
     if requests is None and duration_s is None:
-        requests = 100
+        requests = DEFAULT_REQUESTS  # vLLM and AIPerf also default to a request count
     check_report_path(report)
     rates = _split_list(rate, "--rate", float)
     concs = _split_list(concurrency, "--concurrency", int)
@@ -204,6 +226,7 @@ def bench(
             raise RidgelineError("--ray: Ray is not installed (pip install ray, or "
                                  "pip install 'ridgeline[ray]')") from None
     trace_base = trace or time.strftime("bench-%Y%m%d-%H%M%S.jsonl")
+    check_writable(trace_base, "--trace")
     points: list[tuple[str, float | None, int | None]] = []
     if len(rates) > 1:
         points = [(f"rate={r:g}", r, concs[0] if concs else None) for r in rates]
@@ -238,6 +261,15 @@ def bench(
     exit_code = 0
     with emulator_cm as emu:
         url = emu.base_url if emu is not None else base_url
+        # Say what runs and for how long before the first request: a run that shows no
+        # progress (stderr not a terminal) must still say it is working, and on what.
+        bound = " or ".join(b for b in (f"{requests} requests" if requests else "",
+                                        f"{duration_s:g} s" if duration_s else "") if b)
+
+        def announce(cfg: BenchConfig) -> None:
+            typer.echo(f"bench: {cfg.endpoint.base_url} model {cfg.endpoint.model}: {bound}"
+                       f"{' (whichever first)' if ' or ' in bound else ''}; trace "
+                       f"{cfg.trace_path}", err=True)
         endpoint = EndpointConfig(
             base_url=url, model=model, api=api,
             api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY"),
@@ -262,7 +294,8 @@ def bench(
             if sweeping:
                 console.print(f"[bold]{label}[/bold] → {cfg.trace_path}")
             outcome = run_bench(cfg, warn=lambda m: console.print(f"[yellow]warning:[/] {m}",
-                                                                  highlight=False))
+                                                                  highlight=False),
+                                on_start=announce)
             result = analyze_trace(outcome.trace_path, slos, seed)
             book = bookkeeping(outcome.trace_path)
             if not sweeping and not json_out:
@@ -278,6 +311,8 @@ def bench(
                 console.print(f"[red]error:[/] aborted: {outcome.aborted}")
             if outcome.failed:
                 exit_code = 1
+            if outcome.interrupted:
+                exit_code = 130  # as a shell reports Ctrl-C, after the trace is written
             if outcome.interrupted or outcome.aborted:
                 break
         knee = None

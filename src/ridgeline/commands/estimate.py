@@ -7,6 +7,7 @@ imported inside the command bodies so `ridgeline` starts fast.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Annotated, Any
 
@@ -25,6 +26,8 @@ from ridgeline.commands.options import (
     PpOpt,
     TpOpt,
     WeightsOpt,
+    number,
+    range_problem,
 )
 from ridgeline.commands.whatif_options import (
     CpuDetokenizeOpt,
@@ -40,6 +43,7 @@ from ridgeline.errors import RidgelineError
 GRID_HELP = ("a value, a comma list (1,8,64), a doubling range a:b (1:256), a linear range "
              "a:b:step or a geometric one a:b:xF")
 GIB = 1024**3
+MAX_GRID_VALUES = 1_000_000
 
 
 def parse_grid(text: str, field: str) -> list[float]:
@@ -48,32 +52,37 @@ def parse_grid(text: str, field: str) -> list[float]:
     >>> parse_grid("1:16", "--batch"), parse_grid("100:300:100", "--prompt")
     ([1.0, 2.0, 4.0, 8.0, 16.0], [100.0, 200.0, 300.0])
     """
+    def num(t: str) -> float:
+        if range_problem(v := float(t)):  # nan and inf are not sizes
+            raise ValueError(t)
+        return v
+
     values: list[float] = []
     for part in str(text).split(","):
         part = part.strip()
         try:
             if ":" not in part:
-                values.append(float(part))
+                values.append(num(part))
                 continue
             bits = part.split(":")
-            lo, hi = float(bits[0]), float(bits[1])
+            lo, hi = num(bits[0]), num(bits[1])
             step = bits[2] if len(bits) > 2 else "x2"
             if len(bits) > 3 or lo <= 0 or hi < lo:
                 raise ValueError
             if step.startswith("x"):
-                factor = float(step[1:])
+                factor = num(step[1:])
                 if factor <= 1:
                     raise ValueError
                 v = lo
-                while v <= hi * (1 + 1e-12):
+                while v <= hi * (1 + 1e-12) and len(values) <= MAX_GRID_VALUES:
                     values.append(v)
                     v *= factor
             else:
-                inc = float(step)
+                inc = num(step)
                 if inc <= 0:
                     raise ValueError
                 v = lo
-                while v <= hi * (1 + 1e-12):
+                while v <= hi * (1 + 1e-12) and len(values) <= MAX_GRID_VALUES:
                     values.append(v)
                     v += inc
         except ValueError:
@@ -81,8 +90,9 @@ def parse_grid(text: str, field: str) -> list[float]:
     if not values or any(v != int(v) or v < 0 for v in values):
         raise RidgelineError(f"{field}: got {text!r}; allowed: non-negative integers, "
                              f"{GRID_HELP}")
-    if len(values) > 1_000_000:
-        raise RidgelineError(f"{field}: {len(values)} values; allowed: at most 1,000,000")
+    if len(values) > MAX_GRID_VALUES:
+        raise RidgelineError(f"{field}: got {text!r}, more than {MAX_GRID_VALUES:,} values; "
+                             f"allowed: at most {MAX_GRID_VALUES:,}")
     return values
 
 
@@ -153,8 +163,8 @@ def estimate_cmd(
     bandwidth_efficiency: BandwidthEffOpt = None,
     kernel_overhead_us: KernelOverheadOpt = None,
     gpu_memory_utilization: Annotated[float, typer.Option(
-        "--gpu-memory-utilization", help="Fraction of GPU memory for weights + workspace + KV "
-        "(as vLLM).")] = 0.9,
+        "--gpu-memory-utilization", callback=number(gt=0, le=1), help="Fraction of GPU memory "
+        "for weights + workspace + KV (as vLLM).")] = 0.9,
     ops: Annotated[bool, typer.Option("--ops", help="Per-operator breakdown (prefill and "
                                       "decode).")] = False,
     spec_k: SpecKOpt = 0,
@@ -179,13 +189,17 @@ def estimate_cmd(
     precision = resolve_precision(weights, kv, activations)
     parallel = Parallelism(tp=tp, pp=pp, ep=ep, dp=dp).validate(spec)
     grids = {
-        "batch": parse_grid(batch, "batch"), "prompt": parse_grid(prompt, "prompt"),
-        "output": parse_grid(output, "output"),
-        "context": parse_grid(context, "context") if context is not None else [float("nan")],
+        "batch": parse_grid(batch, "--batch"), "prompt": parse_grid(prompt, "--prompt"),
+        "output": parse_grid(output, "--output"),
+        "context": parse_grid(context, "--context") if context is not None else [float("nan")],
     }
     hw_names = [h.strip() for h in hardware.split(",") if h.strip()]
     if not hw_names:
-        raise RidgelineError("hardware: got ''; allowed: a catalog name or JSON path")
+        raise RidgelineError("--hardware: got ''; allowed: a catalog name or JSON path")
+    points = math.prod(len(v) for v in grids.values())
+    if points > MAX_GRID_VALUES:
+        raise RidgelineError(f"--batch/--prompt/--output/--context: {points:,} combinations; "
+                             f"allowed: at most {MAX_GRID_VALUES:,}")
     mesh = np.meshgrid(*(np.array(v) for v in grids.values()), indexing="ij")
     b, s, n, t = (x.ravel() for x in mesh)
     sweep = b.size > 1 or len(hw_names) > 1
@@ -420,16 +434,16 @@ def roofline_cmd(
     from ridgeline.specs.precision import DTYPE_BYTES
 
     if dtype not in DTYPE_BYTES:
-        raise RidgelineError(f"dtype: got {dtype!r}; allowed: {', '.join(DTYPE_BYTES)}")
+        raise RidgelineError(f"--dtype: got {dtype!r}; allowed: {', '.join(DTYPE_BYTES)}")
     hw = load_hardware(hardware)
     peak = hw.peak("bf16" if dtype == "fp16" else ("int8" if dtype == "int4" else dtype))
     bw = hw.memory_bandwidth_bytes_s
     if efficiency:
         peak, bw = peak * hw.compute_efficiency, bw * hw.bandwidth_efficiency
     b = DTYPE_BYTES[dtype]
-    ms = np.array(parse_grid(m, "m"))
+    ms = np.array(parse_grid(m, "--m"))
     if np.any(ms < 1):
-        raise RidgelineError("m: got a value < 1; allowed: >= 1")
+        raise RidgelineError("--m: got a value < 1; allowed: >= 1")
     inten = gemm_intensity(ms, k, n, b)
     att = attainable_flops(inten, peak, bw)
     ridge = ridge_point(peak, bw)

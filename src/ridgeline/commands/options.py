@@ -5,9 +5,132 @@ Only typer and the standard library are imported: command modules must stay chea
 
 from __future__ import annotations
 
-from typing import Annotated
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+
+from ridgeline.errors import RidgelineError
+
+# ---- numbers: one parser and one range check for every numeric option ------------------
+
+
+def _bounds_text(gt: float | None, ge: float | None, lt: float | None,
+                 le: float | None) -> str:
+    parts = [f"{op} {b:g}" for op, b in ((">", gt), (">=", ge), ("<", lt), ("<=", le))
+             if b is not None]
+    return "a finite number" + (" " + " and ".join(parts) if parts else "")
+
+
+def range_problem(value: float, *, gt: float | None = None, ge: float | None = None,
+                  lt: float | None = None, le: float | None = None) -> str | None:
+    """None when `value` is finite and inside the bounds, else 'allowed: ...' text."""
+    ok = (math.isfinite(value) and (gt is None or value > gt) and (ge is None or value >= ge)
+          and (lt is None or value < lt) and (le is None or value <= le))
+    return None if ok else f"allowed: {_bounds_text(gt, ge, lt, le)}"
+
+
+def parse_number(text: str, field: str, *, gt: float | None = None, ge: float | None = None,
+                 lt: float | None = None, le: float | None = None) -> float:
+    """Parse a number typed by a user: finite (no nan/inf) and inside the bounds.
+
+    >>> parse_number("2.5", "--rate", gt=0)
+    2.5
+    """
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        value = math.nan
+    problem = range_problem(value, gt=gt, ge=ge, lt=lt, le=le)
+    if problem:
+        raise RidgelineError(f"{field}: got {str(text).strip()!r}; {problem}")
+    return value
+
+
+def number(*, gt: float | None = None, ge: float | None = None, lt: float | None = None,
+           le: float | None = None) -> Callable[[Any], Any]:
+    """A typer option callback: the value (or each value of a list) is finite and in range.
+
+    click's own ranges (`min=`) let nan and inf through, so every float option uses this.
+    """
+
+    def check(value: Any) -> Any:
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if v is None:
+                continue
+            problem = range_problem(float(v), gt=gt, ge=ge, lt=lt, le=le)
+            if problem:
+                raise typer.BadParameter(f"got {v!r}; {problem}")
+        return value
+
+    return check
+
+
+# ---- output paths: found unwritable before the work, not after -------------------------
+
+
+def writable_problem(path: str | os.PathLike[str], *, directory: bool = False) -> str | None:
+    """None when `path` can be written (a file, or with directory=True a folder), else why.
+
+    Creates nothing that stays: it tries a temporary file in the folder that would hold it.
+    """
+    p = Path(path).expanduser()
+    if not str(path).strip():
+        return "an empty path"
+    if p.exists() and p.is_dir() != directory:
+        return "a directory" if p.is_dir() else "a file, not a directory"
+    folder = p if directory else p.parent
+    while not folder.exists():  # the writer creates missing parents: test the first that is
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a directory"
+    try:
+        if p.exists() and not directory:
+            with open(p, "a", encoding="utf-8"):
+                pass
+        else:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+    except OSError as exc:
+        return f"cannot write in {folder} ({exc.strerror or exc})"
+    return None
+
+
+def check_writable(path: str | os.PathLike[str], field: str, *, directory: bool = False) -> None:
+    """Raise a one-line RidgelineError when `path` cannot be written."""
+    problem = writable_problem(path, directory=directory)
+    if problem:
+        kind = "a writable folder" if directory else "a writable file path"
+        raise RidgelineError(f"{field}: got {str(path)!r}: {problem}; allowed: {kind}")
+
+
+def writable_file(value: Any) -> Any:
+    """Option callback: an output file path that can be written (None passes)."""
+    if value is not None:
+        problem = writable_problem(value)
+        if problem:
+            raise typer.BadParameter(f"got {str(value)!r}: {problem}; allowed: a writable "
+                                     "file path")
+    return value
+
+
+def writable_dir(value: Any) -> Any:
+    """Option callback: an output folder that can be created or written (None passes)."""
+    if value is not None:
+        problem = writable_problem(value, directory=True)
+        if problem:
+            raise typer.BadParameter(f"got {str(value)!r}: {problem}; allowed: a writable "
+                                     "folder")
+    return value
+
+
+# The step-time model tabulates every batch size up to --max-num-seqs (a second per ~50k
+# rows); vLLM deployments use hundreds to a few thousand, so 65,536 is generous.
+MAX_NUM_SEQS = 65_536
 
 ModelOpt = Annotated[
     str,
@@ -35,26 +158,27 @@ EpOpt = Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel degree 
 DpOpt = Annotated[int, typer.Option("--dp", min=1, help="Data-parallel replicas.")]
 ComputeEffOpt = Annotated[
     float | None,
-    typer.Option("--compute-efficiency", help="Achieved/peak FLOP/s (default from hardware "
-                 "file)."),
+    typer.Option("--compute-efficiency", callback=number(gt=0, le=1),
+                 help="Achieved/peak FLOP/s (default from hardware file)."),
 ]
 BandwidthEffOpt = Annotated[
     float | None,
-    typer.Option("--bandwidth-efficiency", help="Achieved/peak memory bandwidth (default from "
-                 "hardware file)."),
+    typer.Option("--bandwidth-efficiency", callback=number(gt=0, le=1),
+                 help="Achieved/peak memory bandwidth (default from hardware file)."),
 ]
 KernelOverheadOpt = Annotated[
     float | None,
-    typer.Option("--kernel-overhead-us", help="Per-kernel launch/scheduling overhead in "
-                 "microseconds (default from hardware file)."),
+    typer.Option("--kernel-overhead-us", callback=number(ge=0), help="Per-kernel "
+                 "launch/scheduling overhead in microseconds (default from hardware file)."),
 ]
 SloOpt = Annotated[
     list[str] | None,
-    typer.Option("--slo", help="SLO bound on a per-request metric, e.g. ttft_ms<=500, "
-                 "tpot_ms<=50, e2e_s<=20 (repeatable)."),
+    typer.Option("--slo", help="SLO bound on a per-request metric, METRIC:LIMIT (at most), "
+                 "e.g. ttft_ms:500, tpot_ms:50, e2e_s:20 (repeatable)."),
 ]
 TraceOutOpt = Annotated[
-    str | None, typer.Option("--trace", help="Write the per-request trace (JSONL) here.")
+    str | None, typer.Option("--trace", callback=writable_file,
+                             help="Write the per-request trace (JSONL) here.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (runs are reproducible).")]

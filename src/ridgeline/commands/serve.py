@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from ridgeline.commands.options import (
+    MAX_NUM_SEQS,
     ActivationsOpt,
     BandwidthEffOpt,
     ComputeEffOpt,
@@ -24,6 +25,7 @@ from ridgeline.commands.options import (
     SeedOpt,
     TpOpt,
     WeightsOpt,
+    number,
 )
 
 
@@ -45,14 +47,16 @@ def serve(
     port: Annotated[int, typer.Option(
         "--port", min=0, max=65535, help="TCP port; 0 picks a free one (printed).")] = 8000,
     speed: Annotated[float, typer.Option(
-        "--speed", min=1e-6, help="Run the emulated timeline this many times faster than "
+        "--speed", callback=number(gt=0),
+        help="Run the emulated timeline this many times faster than "
         "real time (tests); latencies in /metrics stay on the emulated timeline.")] = 1.0,
     max_num_seqs: Annotated[int, typer.Option(
-        "--max-num-seqs", min=1, help="Most sequences in one engine step (vLLM's).")] = 256,
+        "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
+        help="Most sequences in one engine step (vLLM's).")] = 256,
     max_num_batched_tokens: Annotated[int, typer.Option(
         "--max-num-batched-tokens", min=1, help="Token budget of one engine step.")] = 8192,
     gpu_memory_utilization: Annotated[float, typer.Option(
-        "--gpu-memory-utilization", min=0.01, max=1.0,
+        "--gpu-memory-utilization", callback=number(gt=0, le=1),
         help="Fraction of GPU memory the engine may use (sets the KV-cache size).")] = 0.9,
     block_size: Annotated[int, typer.Option(
         "--block-size", min=1, help="KV-cache block size in tokens.")] = 16,
@@ -73,7 +77,8 @@ def serve(
     overload_status: Annotated[int, typer.Option(
         "--overload-status", help="HTTP status for a full queue: 429 or 503.")] = 429,
     retry_after_s: Annotated[float, typer.Option(
-        "--retry-after", min=0.0, help="Retry-After seconds sent with the overload status.")
+        "--retry-after", callback=number(ge=0),
+        help="Retry-After seconds sent with the overload status.")
     ] = 1.0,
     api_key: Annotated[str | None, typer.Option(
         "--api-key", envvar="RIDGELINE_API_KEY", show_envvar=True,
@@ -87,8 +92,13 @@ def serve(
         "every request runs to max_tokens.")] = None,
     seed: SeedOpt = 0,
     shutdown_grace_s: Annotated[float, typer.Option(
-        "--shutdown-grace", min=0.0, help="Seconds in-flight streams get to finish on "
+        "--shutdown-grace", callback=number(ge=0),
+        help="Seconds in-flight streams get to finish on "
         "SIGTERM/SIGINT before they are ended with an error event.")] = 10.0,
+    header_timeout_s: Annotated[float, typer.Option(
+        "--header-timeout", callback=number(gt=0), help="Close a connection whose request "
+        "headers are not complete this many seconds after it opens or its request starts "
+        "(nginx's client_header_timeout).")] = 30.0,
     log_level: Annotated[str, typer.Option(
         "--log-level", help="uvicorn log level.")] = "warning",
     access_log: Annotated[bool, typer.Option(
@@ -127,6 +137,7 @@ def serve(
         max_waiting=max_waiting, overload_status=overload_status,
         retry_after_s=retry_after_s, api_key=api_key, default_max_tokens=default_max_tokens,
         eos_lengths=eos_lengths, seed=seed, shutdown_grace_s=shutdown_grace_s,
+        header_timeout_s=header_timeout_s,
         description=built.description)
     try:
         app = create_app(built.engine, built.make_request, config)

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from ridgeline.commands.options import (
+    MAX_NUM_SEQS,
     ActivationsOpt,
     BandwidthEffOpt,
     ComputeEffOpt,
@@ -28,6 +29,8 @@ from ridgeline.commands.options import (
     TpOpt,
     TraceOutOpt,
     WeightsOpt,
+    number,
+    writable_file,
 )
 from ridgeline.commands.report import ReportOpt, check_report_path
 from ridgeline.commands.whatif_options import (
@@ -58,7 +61,7 @@ def simulate_cmd(
         "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
         "replay:path=FILE.")] = "poisson",
     concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", help="Closed loop: this many users, each sending its next request "
+        "--concurrency", min=1, help="Closed loop: this many users, each sending its next request "
         "when the last one ends (instead of --rate).")] = None,
     think_time: Annotated[str, typer.Option(
         "--think-time", help="Closed loop: seconds a user waits between requests: 0, "
@@ -70,10 +73,12 @@ def simulate_cmd(
     output: Annotated[str, typer.Option("--output", help="Output lengths (same syntax).")
                       ] = DEFAULT_OUTPUT,
     prefix_groups: Annotated[int, typer.Option(
-        "--prefix-groups", help="Shared-prefix groups: request i starts with prefix i mod G.")
+        "--prefix-groups", min=0,
+        help="Shared-prefix groups: request i starts with prefix i mod G.")
     ] = 0,
     prefix_tokens: Annotated[int, typer.Option(
-        "--prefix-tokens", help="Tokens of each group's shared prefix (added to the prompt).")
+        "--prefix-tokens", min=0,
+        help="Tokens of each group's shared prefix (added to the prompt).")
     ] = 0,
     replicas: Annotated[int, typer.Option("--replicas", min=1,
                                           help="Engine replicas (data parallel).")] = 1,
@@ -83,8 +88,11 @@ def simulate_cmd(
         "--pd", help="Prefill/decode disaggregation P:D (P prefill and D decode instances; "
         "replaces --replicas).")] = None,
     kv_transfer_latency_us: Annotated[float, typer.Option(
-        "--kv-transfer-latency-us", help="Fixed latency per P/D KV transfer.")] = 0.0,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 256,
+        "--kv-transfer-latency-us", callback=number(ge=0),
+        help="Fixed latency per P/D KV transfer.")] = 0.0,
+    max_num_seqs: Annotated[int, typer.Option(
+        "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
+        help="Most sequences in one engine step (vLLM's).")] = 256,
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1)
                                       ] = 8192,
     chunked_prefill: Annotated[bool, typer.Option(
@@ -96,9 +104,10 @@ def simulate_cmd(
     block_size: Annotated[int, typer.Option("--block-size", min=1,
                                             help="KV block size (tokens).")] = 16,
     gpu_memory_utilization: Annotated[float, typer.Option(
-        "--gpu-memory-utilization", help="Fraction of GPU memory for weights + KV.")] = 0.9,
+        "--gpu-memory-utilization", callback=number(gt=0, le=1),
+        help="Fraction of GPU memory for weights + KV.")] = 0.9,
     num_kv_blocks: Annotated[int | None, typer.Option(
-        "--num-kv-blocks", help="Override the KV capacity from the memory model.")] = None,
+        "--num-kv-blocks", min=1, help="Override the KV capacity from the memory model.")] = None,
     weights: WeightsOpt = "bf16",
     kv: KvOpt = None,
     activations: ActivationsOpt = "bf16",
@@ -110,11 +119,13 @@ def simulate_cmd(
     kernel_overhead_us: KernelOverheadOpt = None,
     slo: SloOpt = None,
     slo_attainment: Annotated[float, typer.Option(
-        "--slo-attainment", help="Sweep: a rate meets the SLOs when at least this fraction "
+        "--slo-attainment", callback=number(gt=0, le=1),
+        help="Sweep: a rate meets the SLOs when at least this fraction "
         "of its requests meets all of them.")] = 0.99,
     trace: TraceOutOpt = None,
     timeline: Annotated[str | None, typer.Option(
-        "--timeline", help="Write the engine timeline (one row per step) as CSV.")] = None,
+        "--timeline", callback=writable_file,
+        help="Write the engine timeline (one row per step) as CSV.")] = None,
     step_by_step: Annotated[bool, typer.Option(
         "--step-by-step", help="Reference mode: one engine step per loop iteration (slower; "
         "same trace).")] = False,

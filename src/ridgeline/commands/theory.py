@@ -11,9 +11,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ridgeline.commands.options import JsonOpt
+from ridgeline.commands.options import JsonOpt, number
 
 theory_app = typer.Typer(
+    rich_markup_mode=None,  # plain help, as the root app (no emoji codes, no style tags)
     help="Serving math: Amdahl, Little (and KV memory), M/M/1, M/M/c, fan-out tails, "
     "samples for a stable percentile, E2E from TTFT/TPOT.",
     no_args_is_help=False,
@@ -80,10 +81,11 @@ def theory_examples(ctx: typer.Context, json_out: JsonOpt = False) -> None:
 
 @theory_app.command("amdahl")
 def amdahl_cmd(
-    fraction: Annotated[float, typer.Option("--fraction", help="Share of time of the part "
-                                            "being optimized (0..1).")],
-    speedup: Annotated[float, typer.Option("--speedup", help="How many times faster that "
-                                           "part gets.")],
+    fraction: Annotated[float, typer.Option(
+        "--fraction", callback=number(ge=0, le=1),
+        help="Share of time of the part being optimized (0..1).")],
+    speedup: Annotated[float, typer.Option(
+        "--speedup", callback=number(gt=0), help="How many times faster that part gets.")],
     json_out: JsonOpt = False,
 ) -> None:
     """Overall speedup 1/((1 − f) + f/s), and its ceiling 1/(1 − f)."""
@@ -95,14 +97,17 @@ def amdahl_cmd(
 
 @theory_app.command("little")
 def little_cmd(
-    rate: Annotated[float, typer.Option("--rate", help="Arrival rate λ (req/s).")],
-    latency_s: Annotated[float, typer.Option("--latency-s", help="Mean time in system W "
-                                             "(s), e.g. mean E2E.")],
+    rate: Annotated[float, typer.Option("--rate", callback=number(ge=0),
+                                        help="Arrival rate λ (req/s).")],
+    latency_s: Annotated[float, typer.Option(
+        "--latency-s", callback=number(ge=0), help="Mean time in system W (s), e.g. mean E2E.")],
     context_tokens: Annotated[float | None, typer.Option(
-        "--context-tokens", help="Mean context length per request (tokens), for KV memory.")]
+        "--context-tokens", callback=number(ge=0),
+        help="Mean context length per request (tokens), for KV memory.")]
     = None,
     kv_bytes_per_token: Annotated[float | None, typer.Option(
-        "--kv-bytes-per-token", help="KV-cache bytes per token (whole model).")] = None,
+        "--kv-bytes-per-token", callback=number(ge=0),
+        help="KV-cache bytes per token (whole model).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """L = λW requests in flight; with a context length and KV bytes/token, the KV memory."""
@@ -119,10 +124,13 @@ def little_cmd(
 
 @theory_app.command("mm1")
 def mm1_cmd(
-    arrival_rate: Annotated[float, typer.Option("--arrival-rate", help="λ (req/s).")],
-    service_rate: Annotated[float, typer.Option("--service-rate", help="μ (req/s).")],
+    arrival_rate: Annotated[float, typer.Option("--arrival-rate", callback=number(ge=0),
+                                                help="λ (req/s).")],
+    service_rate: Annotated[float, typer.Option("--service-rate", callback=number(gt=0),
+                                                help="μ (req/s).")],
     percentile: Annotated[list[float] | None, typer.Option(
-        "--percentile", help="Percentiles of the time in system / in queue (repeatable).")]
+        "--percentile", callback=number(gt=0, lt=100),
+        help="Percentiles of the time in system / in queue (repeatable).")]
     = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -151,12 +159,14 @@ def mm1_cmd(
 
 @theory_app.command("mmc")
 def mmc_cmd(
-    arrival_rate: Annotated[float, typer.Option("--arrival-rate", help="λ (req/s).")],
-    service_rate: Annotated[float, typer.Option("--service-rate", help="μ per replica "
-                                                "(req/s).")],
+    arrival_rate: Annotated[float, typer.Option("--arrival-rate", callback=number(ge=0),
+                                                help="λ (req/s).")],
+    service_rate: Annotated[float, typer.Option("--service-rate", callback=number(gt=0),
+                                                help="μ per replica (req/s).")],
     servers: Annotated[int, typer.Option("--servers", "-c", min=1, help="Replicas c.")],
     percentile: Annotated[list[float] | None, typer.Option(
-        "--percentile", help="Percentiles of the queueing wait (repeatable).")] = None,
+        "--percentile", callback=number(gt=0, lt=100),
+        help="Percentiles of the queueing wait (repeatable).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """M/M/c (Erlang C): probability of waiting, mean wait and time in system."""
@@ -180,8 +190,8 @@ def mmc_cmd(
 def fanout_cmd(
     calls: Annotated[int, typer.Option("--calls", "-k", min=1, help="Parallel calls per "
                                        "page/request.")],
-    percentile: Annotated[float, typer.Option("--percentile", help="Per-call percentile, "
-                                              "e.g. 99.")] = 99.0,
+    percentile: Annotated[float, typer.Option("--percentile", callback=number(gt=0, lt=100),
+                                              help="Per-call percentile, e.g. 99.")] = 99.0,
     json_out: JsonOpt = False,
 ) -> None:
     """Tail amplification: a page waiting for the slowest of k calls."""
@@ -203,12 +213,14 @@ def fanout_cmd(
 
 @theory_app.command("samples")
 def samples_cmd(
-    percentile: Annotated[float, typer.Option("--percentile", help="e.g. 99.")] = 99.0,
-    tail: Annotated[int, typer.Option("--tail", help="Samples wanted beyond the "
+    percentile: Annotated[float, typer.Option("--percentile", callback=number(gt=0, lt=100),
+                                              help="e.g. 99.")] = 99.0,
+    tail: Annotated[int, typer.Option("--tail", min=1, help="Samples wanted beyond the "
                                       "percentile.")] = 10,
-    half_width: Annotated[float, typer.Option("--half-width", help="Rank precision in "
-                                              "percentile points (±).")] = 0.5,
-    have: Annotated[int | None, typer.Option("--have", help="A sample size to judge.")]
+    half_width: Annotated[float, typer.Option("--half-width", callback=number(gt=0, lt=100),
+                                              help="Rank precision in percentile points (±).")
+                          ] = 0.5,
+    have: Annotated[int | None, typer.Option("--have", min=1, help="A sample size to judge.")]
     = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -234,8 +246,10 @@ def samples_cmd(
 
 @theory_app.command("e2e")
 def e2e_cmd(
-    ttft_ms: Annotated[float, typer.Option("--ttft-ms")],
-    tpot_ms: Annotated[float, typer.Option("--tpot-ms")],
+    ttft_ms: Annotated[float, typer.Option("--ttft-ms", callback=number(ge=0),
+                                           help="Time to first token (ms).")],
+    tpot_ms: Annotated[float, typer.Option("--tpot-ms", callback=number(ge=0),
+                                           help="Time per output token (ms).")],
     output_tokens: Annotated[int, typer.Option("--output-tokens", min=1)],
     json_out: JsonOpt = False,
 ) -> None:

@@ -86,6 +86,7 @@ class EmulatorConfig:
     seed: int = 0
     max_body_bytes: int = 32 * 1024 * 1024
     shutdown_grace_s: float = 10.0         # in-flight streams get this long to finish
+    header_timeout_s: float = 30.0         # a request's headers must arrive within this
     description: dict[str, Any] = field(default_factory=dict)  # shown in /ridgeline/stats
 
 
@@ -226,7 +227,7 @@ class _EmulatorState:
                 max_tokens = max(1, cfg.max_model_len - prompt_tokens)
         else:
             messages = [m.model_dump(exclude_none=True) for m in req.messages]
-            prompt_tokens = self.tokenizer.count_chat(messages)
+            prompt_tokens = self.tokenizer.count_chat(messages, cfg.max_model_len)
             max_field = ("max_completion_tokens" if req.max_completion_tokens is not None
                          else "max_tokens")
             max_tokens = (req.max_completion_tokens if req.max_completion_tokens is not None
@@ -238,6 +239,13 @@ class _EmulatorState:
             prompt_tokens = req.ridgeline.prompt_tokens
         if prompt_tokens < 1:
             raise RequestError("prompt: must contain at least one token", param="prompt")
+        if prompt_tokens >= cfg.max_model_len:
+            # vLLM's words for a prompt that leaves no room for even one output token (the
+            # count may have stopped early past the limit, hence "at least").
+            raise RequestError(
+                f"This model's maximum context length is {cfg.max_model_len} tokens. However, "
+                f"your request has at least {prompt_tokens} input tokens. Please reduce the "
+                "length of the input messages.", param="prompt")
         if max_tokens < 1:
             raise RequestError(f"{max_field}: must be at least 1, got {max_tokens}",
                                param=max_field)
@@ -265,7 +273,7 @@ class _EmulatorState:
 
     def _count_completion_prompt(self, prompt: Any) -> int:
         if isinstance(prompt, str):
-            return self.tokenizer.count(prompt)
+            return self.tokenizer.count(prompt, self.config.max_model_len)
         if not prompt:
             return 0
         if isinstance(prompt[0], int):

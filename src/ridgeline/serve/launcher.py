@@ -50,8 +50,16 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def _uvicorn_server(app: Any, *, log_level: str, access_log: bool) -> Any:
     import uvicorn
 
+    from ridgeline.serve.header_timeout import (
+        DEFAULT_HEADER_TIMEOUT_S,
+        base_protocol_class,
+        with_header_timeout,
+    )
+
     emulator = getattr(getattr(app, "state", None), "emulator", None)
     grace_s = emulator.config.shutdown_grace_s if emulator is not None else 5.0
+    header_timeout_s = (emulator.config.header_timeout_s if emulator is not None
+                        else DEFAULT_HEADER_TIMEOUT_S)
 
     class _GracefulServer(uvicorn.Server):
         """On shutdown, bound the wait for open streams by the emulator's grace period."""
@@ -70,12 +78,15 @@ def _uvicorn_server(app: Any, *, log_level: str, access_log: bool) -> Any:
     # uvicorn's own timeout is only a backstop: drain() ends every stream after grace_s.
     # loop/http "auto" pick uvloop and httptools when installed (about 1.7x the token rate
     # of asyncio + h11, see benchmarks/RESULTS_serve.md); the environment variables force
-    # one implementation (benchmarks, tests of the pure-Python path).
+    # one implementation (benchmarks, tests of the pure-Python path). The HTTP protocol is
+    # uvicorn's, with a deadline for request headers added (header_timeout.py).
+    http = with_header_timeout(base_protocol_class(os.environ.get("RIDGELINE_SERVE_HTTP",
+                                                                  "auto")), header_timeout_s)
     config = uvicorn.Config(app, log_level=log_level, access_log=access_log,
                             lifespan="on", timeout_keep_alive=30, backlog=2048,
                             timeout_graceful_shutdown=int(grace_s) + 5,
                             loop=os.environ.get("RIDGELINE_SERVE_LOOP", "auto"),
-                            http=os.environ.get("RIDGELINE_SERVE_HTTP", "auto"))
+                            http=http)
     return _GracefulServer(config)
 
 
@@ -207,8 +218,16 @@ class EmulatorProcess:
         deadline = time.monotonic() + self.startup_timeout_s
         while not found:
             if self.proc.poll() is not None:
+                text = self.stderr_text()
+                errors = [ln for ln in text.splitlines() if ln.startswith("error: ")]
+                if self.proc.returncode == 2 and errors:
+                    # serve refused its arguments: bad input to bench, not a crash
+                    from ridgeline.errors import RidgelineError
+
+                    raise RidgelineError(f"--target emulator: ridgeline serve refused its "
+                                         f"arguments: {errors[-1][len('error: '):]}")
                 raise RuntimeError(f"ridgeline serve exited with {self.proc.returncode}: "
-                                   f"{self.stderr_text()[-2000:]}")
+                                   f"{text[-2000:]}")
             if time.monotonic() > deadline:
                 self.stop()
                 raise TimeoutError("ridgeline serve did not start within "

@@ -43,6 +43,26 @@ CHAT_TOKENS_PER_NAME = 1
 CHAT_REPLY_PRIMING_TOKENS = 3
 
 
+# bpe-openai refuses to encode 1,000,000 characters or more ("Input too long to encode
+# safely"); longer prompts are counted in pieces cut at whitespace (where cl100k's
+# pre-tokenizer splits anyway, so the sum is the whole-text count up to a token or so per
+# cut). The 32 MiB body limit bounds the number of pieces.
+MAX_ENCODE_CHARS = 500_000
+
+
+def _pieces(text: str, size: int = MAX_ENCODE_CHARS) -> list[str]:
+    """`text` cut into pieces of at most `size` characters, before a space where one is near."""
+    out = []
+    start = 0
+    while len(text) - start > size:
+        cut = text.rfind(" ", start + size // 2, start + size)
+        cut = cut if cut > start else start + size
+        out.append(text[start:cut])
+        start = cut
+    out.append(text[start:])
+    return out
+
+
 class _Encoder(Protocol):
     def encode_ordinary(self, text: str) -> list[int]: ...
 
@@ -55,28 +75,39 @@ class PromptTokenizer:
     exact: bool
     _encoder: Any = None
 
-    def count(self, text: str) -> int:
-        """Tokens in `text` (special-token text counts as ordinary text, never an error)."""
-        if self._encoder is not None:
-            return len(self._encoder.encode_ordinary(text))
-        # ceil(chars / 4): the common rule of thumb for English with GPT-style BPEs.
-        return (len(text) + 3) // 4
+    def count(self, text: str, stop_after: int | None = None) -> int:
+        """Tokens in `text` (special-token text counts as ordinary text, never an error).
 
-    def count_chat(self, messages: list[dict[str, Any]]) -> int:
+        With `stop_after`, counting may stop once the total passes it (the result is then
+        a lower bound above `stop_after`): a prompt past the context needs no exact count.
+        """
+        if self._encoder is None:
+            # ceil(chars / 4): the common rule of thumb for English with GPT-style BPEs.
+            return (len(text) + 3) // 4
+        if len(text) <= MAX_ENCODE_CHARS:
+            return len(self._encoder.encode_ordinary(text))
+        total = 0
+        for piece in _pieces(text):
+            total += len(self._encoder.encode_ordinary(piece))
+            if stop_after is not None and total > stop_after:
+                break
+        return total
+
+    def count_chat(self, messages: list[dict[str, Any]], stop_after: int | None = None) -> int:
         """Tokens of a chat prompt: message contents plus OpenAI's per-message framing."""
         total = CHAT_REPLY_PRIMING_TOKENS
         for message in messages:
             total += CHAT_TOKENS_PER_MESSAGE
             for key, value in message.items():
                 if isinstance(value, str) and key in ("content", "name", "role"):
-                    total += self.count(value)
+                    total += self.count(value, stop_after)
                     if key == "name":
                         total += CHAT_TOKENS_PER_NAME
                 elif key == "content" and isinstance(value, list):
                     # Content parts: count the text parts (images etc. are not modelled).
                     for part in value:
                         if isinstance(part, dict) and isinstance(part.get("text"), str):
-                            total += self.count(part["text"])
+                            total += self.count(part["text"], stop_after)
         return total
 
 

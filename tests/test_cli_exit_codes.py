@@ -1,0 +1,372 @@
+"""The installed `ridgeline` command tells the truth (issue 9): exit codes and error lines.
+
+Every case runs the console script that pip installed, in a subprocess, as a user would
+(not CliRunner, which skips `main()`). For bad input the contract is (docs/cli.md):
+exit code 2, nothing on stdout, exactly one stderr line starting with `error:` that names
+the option, and no traceback anywhere. Checks that fail exit 1, Ctrl-C 130, a bug 70.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+RIDGELINE = Path(sys.executable).parent / "ridgeline"
+
+
+def run(*args: str, cwd: Path | None = None, timeout: float = 180,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(RIDGELINE), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
+
+
+# (arguments, text the error line must contain: the option or field it names). "{d}" is
+# the work folder (traces, bad model files), "{dir}" a folder, "{ro}" a path no one can
+# create even as root (/proc refuses new files).
+BAD_INPUT: list[Any] = [
+    # usage errors: no command, unknown command/option, bad option values, missing args
+    ((), "command"),
+    (("estimat",), "estimat"),
+    (("--bogus",), "--bogus"),
+    (("estimate", "--bogus"), "--bogus"),
+    (("estimate", "--tp", "0"), "--tp"),
+    (("estimate", "--tp", "abc"), "--tp"),
+    (("simulate", "--rate", "1", "-n", "0"), "--requests"),
+    (("analyze",), "trace"),
+    (("serve", "--port", "99999"), "--port"),
+    (("theory", "bogus"), "bogus"),
+    (("theory", "--bogus"), "--bogus"),
+    # estimate: non-finite, negative, zero, out of range, too many points
+    (("estimate", "-b", "nan"), "--batch"),
+    (("estimate", "-b", "inf"), "--batch"),
+    (("estimate", "-b", "-5"), "--batch"),
+    (("estimate", "-b", "1:1e15:1"), "--batch"),
+    (("estimate", "-p", "1:inf"), "--prompt"),
+    (("estimate", "-o", "0:4"), "--output"),
+    (("estimate", "-t", "nan"), "--context"),
+    (("estimate", "-b", "1:1000:1", "-p", "1:5000:1"), "--batch"),
+    (("estimate", "--compute-efficiency", "nan"), "--compute-efficiency"),
+    (("estimate", "--bandwidth-efficiency", "0"), "--bandwidth-efficiency"),
+    (("estimate", "--kernel-overhead-us", "-1"), "--kernel-overhead-us"),
+    (("estimate", "--gpu-memory-utilization", "1.5"), "--gpu-memory-utilization"),
+    (("estimate", "--prefix", "-1"), "--prefix"),
+    (("estimate", "-m", "nosuchmodel"), "model"),
+    (("estimate", "-g", "tpu"), "hardware"),
+    (("estimate", "--weights", "int2"), "weights"),
+    pytest.param(("estimate", "-m", "{d}/list.json"), "model"),
+    pytest.param(("estimate", "-m", "{d}/nan.json"), "hidden_size"),
+    pytest.param(("estimate", "-m", "{d}/zero_heads.json"), "num_attention_heads"),
+    # roofline, models, hardware
+    (("roofline", "--m", "nan"), "--m"),
+    (("roofline", "--k", "0"), "--k"),
+    (("roofline", "--dtype", "fp64"), "--dtype"),
+    (("models", "--bogus"), "--bogus"),
+    (("hardware", "extra"), "extra"),
+    # simulate
+    (("simulate",), "--rate"),
+    (("simulate", "--rate", "nan"), "--rate"),
+    (("simulate", "--rate", "-1"), "--rate"),
+    (("simulate", "--rate", "1", "--concurrency", "0"), "--concurrency"),
+    (("simulate", "--rate", "1", "--trace", "{ro}/t.jsonl"), "--trace"),
+    (("simulate", "--rate", "1", "--trace", "{dir}"), "--trace"),
+    (("simulate", "--rate", "1", "--trace", "{d}/a.jsonl/t.jsonl"), "--trace"),
+    (("simulate", "--rate", "1", "--timeline", "{ro}/t.csv"), "--timeline"),
+    (("simulate", "--rate", "1", "--slo", "ttft_ms<"), "--slo"),
+    (("simulate", "--rate", "1", "--slo", "ttft_ms:-5"), "--slo"),
+    (("simulate", "--rate", "1", "--slo-attainment", "0"), "--slo-attainment"),
+    (("simulate", "--rate", "1", "--prompt", "fixed:nan"), "--prompt"),
+    (("simulate", "--rate", "1", "--arrival", "gamma:cv=-1"), "--arrival"),
+    (("simulate", "--rate", "1", "--kv-transfer-latency-us", "-1"),
+     "--kv-transfer-latency-us"),
+    (("simulate", "--rate", "1", "--num-kv-blocks", "0"), "--num-kv-blocks"),
+    (("simulate", "--rate", "1", "--max-num-seqs", "100000000"), "--max-num-seqs"),
+    (("simulate", "--rate", "1", "--gpu-memory-utilization", "nan"),
+     "--gpu-memory-utilization"),
+    # serve (all refused before binding a port)
+    (("serve", "--speed", "0"), "--speed"),
+    (("serve", "--gpu-memory-utilization", "nan"), "--gpu-memory-utilization"),
+    (("serve", "--overload-status", "500"), "--overload-status"),
+    (("serve", "--header-timeout", "0"), "--header-timeout"),
+    (("serve", "--max-num-seqs", "100000000"), "--max-num-seqs"),
+    (("serve", "--max-model-len", "100000000"), "--max-model-len"),
+    (("serve", "-m", "nosuchmodel"), "model"),
+    # bench (all refused before a request is sent)
+    (("bench", "--base-url", "notaurl"), "--base-url"),
+    (("bench", "--base-url", "ftp://example.com"), "--base-url"),
+    (("bench", "--base-url", "http://127.0.0.1:99999"), "--base-url"),
+    (("bench", "--duration", "-3"), "--duration"),
+    (("bench", "--target", "emulator", "-m", "nosuchmodel", "-n", "1",
+      "--trace", "{d}/never.jsonl"), "model"),
+    (("bench", "--target", "emulator", "--speed", "0"), "--speed"),
+    (("bench", "--rate", "nan"), "--rate"),
+    (("bench", "--concurrency", "0"), "--concurrency"),
+    (("bench", "--trace", "{dir}"), "--trace"),
+    (("bench", "--trace", "{ro}/t.jsonl"), "--trace"),
+    (("bench", "--max-error-rate", "2"), "--max-error-rate"),
+    (("bench", "--api", "grpc"), "--api"),
+    (("bench", "--target", "cloud"), "--target"),
+    (("bench", "--timeout", "0"), "--timeout"),
+    (("bench", "--temperature", "nan"), "--temperature"),
+    # analyze, compare, gate, validate
+    (("analyze", "{d}/missing.jsonl"), "trace"),
+    (("analyze", "{dir}"), "trace"),
+    (("analyze", "{d}/a.jsonl", "--window", "5:1"), "--window"),
+    (("analyze", "{d}/a.jsonl", "--slo", "bogus"), "--slo"),
+    (("analyze", "{d}/a.jsonl", "--format", "bogus"), "--format"),
+    (("analyze", "{d}/a.jsonl", "--select", "-1"), "--select"),
+    (("compare", "{d}/a.jsonl"), "'b'"),
+    (("compare", "{d}/a.jsonl", "{d}/a.jsonl", "--metric", "bogus"), "metric"),
+    (("gate", "{d}/a.jsonl", "{d}/a.jsonl"), "--max-regression"),
+    (("gate", "{d}/a.jsonl", "{d}/a.jsonl", "--max-regression", "bogus=5%"), "metric"),
+    (("gate", "{d}/a.jsonl", "{d}/a.jsonl", "--max-regression", "tpot_p95=5%",
+      "--summary-file", "{ro}/summary.md"), "--summary-file"),
+    (("validate",), "trace"),
+    (("validate", "{d}/missing.jsonl"), "trace"),
+    (("validate", "{dir}"), "trace"),
+    # demo
+    (("demo", "--out-dir", "{ro}/demo"), "--out-dir"),
+    (("demo", "--out-dir", "{d}/a.jsonl"), "--out-dir"),
+    (("demo", "--bogus"), "--bogus"),
+    # theory
+    (("theory", "mm1", "--arrival-rate", "8", "--service-rate", "10", "--percentile", "150"),
+     "--percentile"),
+    (("theory", "mm1", "--arrival-rate", "12", "--service-rate", "10"), "--arrival-rate"),
+    (("theory", "mmc", "--arrival-rate", "nan", "--service-rate", "1", "-c", "2"),
+     "--arrival-rate"),
+    (("theory", "mmc", "--arrival-rate", "8", "--service-rate", "10", "-c", "0"), "--servers"),
+    (("theory", "samples", "--half-width", "0"), "--half-width"),
+    (("theory", "samples", "--have", "0"), "--have"),
+    (("theory", "amdahl", "--fraction", "2", "--speedup", "2"), "--fraction"),
+    (("theory", "amdahl", "--speedup", "2"), "--fraction"),
+    (("theory", "little", "--rate", "nan", "--latency-s", "1"), "--rate"),
+    (("theory", "fanout", "-k", "0"), "--calls"),
+    (("theory", "e2e", "--ttft-ms", "-1", "--tpot-ms", "1", "--output-tokens", "3"),
+     "--ttft-ms"),
+]
+
+
+def _case_args(case: Any) -> tuple[str, ...]:
+    return case.values[0] if hasattr(case, "values") else case[0]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two simulated traces (one slower), bad model files, an invalid trace."""
+    d = tmp_path_factory.mktemp("cli")
+    common = ("simulate", "--rate", "4", "-n", "300", "--prompt", "fixed:200", "--output",
+              "fixed:100", "--seed", "1", "--json")
+    with ThreadPoolExecutor(2) as pool:
+        fast = pool.submit(run, *common, "--trace", str(d / "a.jsonl"))
+        # Half the memory bandwidth: decode (memory-bound) steps take about twice as long.
+        slow = pool.submit(run, *common, "--bandwidth-efficiency", "0.4",
+                           "--trace", str(d / "slow.jsonl"))
+        for proc in (fast.result(), slow.result()):
+            assert proc.returncode == 0, proc.stderr
+    (d / "dir").mkdir()
+    (d / "list.json").write_text("[1, 2]")
+    from ridgeline.specs import model_catalog
+
+    cfg = {k: v for k, v in model_catalog()["llama-3.1-8b"].items() if not k.startswith("_")}
+    (d / "nan.json").write_text(json.dumps({**cfg, "hidden_size": float("nan")}))
+    (d / "zero_heads.json").write_text(json.dumps({**cfg, "num_attention_heads": 0}))
+    lines = (d / "a.jsonl").read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["sent_s"] = bad["event_times_s"][-1] + 5.0  # sent after its last token arrived
+    (d / "invalid.jsonl").write_text("\n".join([lines[0], json.dumps(bad), *lines[2:]]) + "\n")
+    return d
+
+
+@pytest.fixture(scope="module")
+def bad_input_results(work: Path) -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
+    """Every BAD_INPUT case, run once, four at a time (start-up dominates each case)."""
+    subs = {"{d}": str(work), "{dir}": str(work / "dir"), "{ro}": "/proc/ridgeline-nope"}
+
+    def expand(args: tuple[str, ...]) -> tuple[str, ...]:
+        out = []
+        for a in args:
+            for k, v in subs.items():
+                a = a.replace(k, v)
+            out.append(a)
+        return tuple(out)
+
+    cases = [_case_args(c) for c in BAD_INPUT]
+    with ThreadPoolExecutor(4) as pool:
+        procs = list(pool.map(lambda a: run(*expand(a), cwd=work), cases))
+    return dict(zip(cases, procs, strict=True))
+
+
+def test_table_is_big_and_covers_every_command() -> None:
+    cases = [_case_args(c) for c in BAD_INPUT]
+    assert len(cases) >= 60 and len(set(cases)) == len(cases)
+    commands = {a[0] for a in cases if a}
+    assert commands >= {"demo", "models", "hardware", "estimate", "roofline", "simulate",
+                        "serve", "bench", "analyze", "compare", "gate", "validate", "theory"}
+    theory = {a[1] for a in cases if a[:1] == ("theory",) and len(a) > 1}
+    assert theory >= {"mm1", "mmc", "samples", "amdahl", "little", "fanout", "e2e"}
+
+
+@pytest.mark.parametrize(("args", "names"), BAD_INPUT, ids=lambda v: " ".join(v)
+                         if isinstance(v, tuple) else None)
+def test_bad_input_is_one_error_line_and_exit_2(
+        bad_input_results: dict[tuple[str, ...], subprocess.CompletedProcess[str]],
+        args: tuple[str, ...], names: str) -> None:
+    proc = bad_input_results[args]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    assert names in errors[0], errors[0]
+
+
+# ---- exit codes of checks, interrupts and bugs ------------------------------------------
+
+
+def test_gate_passes_0_and_fails_1_on_real_traces(work: Path) -> None:
+    a, slow = str(work / "a.jsonl"), str(work / "slow.jsonl")
+    same = run("gate", a, a, "--max-regression", "tpot_p95=5%")
+    assert same.returncode == 0, same.stdout + same.stderr
+    faster = run("gate", slow, a, "--max-regression", "tpot_p95=5%")
+    assert faster.returncode == 0, faster.stdout + faster.stderr
+    regressed = run("gate", a, slow, "--max-regression", "tpot_p95=5%",
+                    "--summary-file", str(work / "summary.md"))
+    assert regressed.returncode == 1, regressed.stdout + regressed.stderr
+    assert "FAIL" in regressed.stdout and "Traceback" not in regressed.stderr
+    assert "FAIL" in (work / "summary.md").read_text()
+
+
+def test_validate_exits_1_on_an_invalid_trace(work: Path) -> None:
+    ok = run("validate", str(work / "a.jsonl"))
+    assert ok.returncode == 0, ok.stderr
+    bad = run("validate", str(work / "invalid.jsonl"))
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "INVALID" in bad.stdout and "Traceback" not in bad.stderr
+
+
+class _Always500(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # /v1/models works: the server is up
+        body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]})
+        self._send(200, body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self._send(500, json.dumps({"error": {"message": "boom"}}))
+
+    def _send(self, status: int, body: str) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_bench_exits_1_when_every_request_fails(tmp_path: Path) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Always500)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        # Neither --requests nor --duration: the stated default bound, said up front.
+        proc = run("bench", "--base-url", url, "--trace", str(tmp_path / "t.jsonl"),
+                   "--no-progress", timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"bench: {url} model m: 100 requests; trace" in proc.stderr.splitlines()[0]
+    records = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    failed = [r for r in records if r["type"] == "request"]
+    assert len(failed) == 100 and all(r["status"] != "ok" for r in failed)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_ctrl_c_exits_130_with_one_short_line(tmp_path: Path) -> None:
+    proc = subprocess.Popen([str(RIDGELINE), "simulate", "--rate", "50", "-n", "400000",
+                             "--step-by-step"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        # Interrupt once it is simulating (past imports), not while Python starts up.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if not Path("/proc").is_dir():
+                time.sleep(5)
+                break
+            if _cpu_seconds(proc.pid) > 2.0:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, "simulate ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and out == ""
+    assert err.strip() == "interrupted"
+
+
+def test_an_internal_error_is_one_line_and_a_report_file(tmp_path: Path) -> None:
+    # A command that fails with a bug, run through the real entry point (main()).
+    code = ("import sys; from ridgeline import cli\n"
+            "@cli.app.command('boom')\n"
+            "def boom() -> None:\n"
+            "    raise ZeroDivisionError('a bug')\n"
+            "sys.argv = ['ridgeline', 'boom']; cli.main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert proc.returncode == 70
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("error: internal error: ZeroDivisionError: a bug (full report "
+                           "written to ")
+    report = Path(line.rsplit("written to ", 1)[1].rstrip(")"))
+    assert report.parent == tmp_path / "ridgeline"
+    assert "Traceback" in report.read_text() and "a bug" in report.read_text()
+
+
+def test_help_has_no_emoji_and_examples_are_shell_safe() -> None:
+    for cmd in ("estimate", "simulate", "bench", "analyze", "serve"):
+        proc = run(cmd, "--help")
+        assert proc.returncode == 0 and proc.stderr == ""
+        text = proc.stdout
+        assert "🅱" not in text and all(ord(ch) < 0x1F000 for ch in text)
+        assert "ms<=" not in text and "ms>=" not in text  # `<` is a shell redirection
+    assert "a:b:step" in run("estimate", "--help").stdout
+
+
+def test_shell_safe_slo_means_at_most(work: Path) -> None:
+    a = str(work / "a.jsonl")
+    colon = json.loads(run("analyze", a, "--slo", "ttft_ms:50", "--json").stdout)
+    op = json.loads(run("analyze", a, "--slo", "ttft_ms<=50", "--json").stdout)
+    assert colon["goodput"] == op["goodput"]
+    assert colon["goodput"]["slos"] == ["ttft_ms<=50"]
+
+
+def test_theory_mmc_with_a_billion_servers_is_instant() -> None:
+    t0 = time.monotonic()
+    proc = run("theory", "mmc", "--arrival-rate", "8", "--service-rate", "10", "-c",
+               "1000000000", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["P(wait) (Erlang C)"] == 0.0
+    assert time.monotonic() - t0 < 30  # start-up included; was minutes
