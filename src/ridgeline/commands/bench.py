@@ -142,6 +142,24 @@ def bench(
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Live "
                                                   "progress (default: when stderr is a "
                                                   "terminal).")] = None,
+    extra_body: Annotated[str | None, typer.Option(
+        "--extra-body", help="JSON object merged into every request body (sampling "
+        "parameters, chat_template_kwargs, engine fields), e.g. '{\"top_k\": 20}'.")] = None,
+    prompt_nonce: Annotated[int | None, typer.Option(
+        "--prompt-nonce", min=0, help="Repeat a run's prompt texts exactly (the trace "
+        "header's dataset.prompt_nonce); default: fresh texts every run, so no prompt is "
+        "answered from a cache it warmed.")] = None,
+    server_metrics: Annotated[str | None, typer.Option(
+        "--server-metrics", help="Prometheus URL to scrape during the run (default: the "
+        "target's /metrics, auto-detected).")] = None,
+    no_server_metrics: Annotated[bool, typer.Option(
+        "--no-server-metrics", help="Do not scrape server metrics or sample the GPU.")
+    ] = False,
+    telemetry_interval_ms: Annotated[float, typer.Option(
+        "--telemetry-interval-ms", help="Server-metrics and GPU sampling period, ms.")] = 500.0,
+    save_result: Annotated[list[str] | None, typer.Option(
+        "--save-result", help="Also write a peer's result file next to each trace: vllm "
+        "(`vllm bench serve --save-result` JSON) or aiperf-csv (repeatable).")] = None,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
 ) -> None:
@@ -156,6 +174,7 @@ def bench(
     from ridgeline.bench.dataset import parse_dataset
     from ridgeline.bench.load import LoadSpec
     from ridgeline.bench.run import BenchConfig, run_bench
+    from ridgeline.bench.telemetry import TelemetryConfig
     from ridgeline.bench.summary import (
         analyze_trace,
         bookkeeping,
@@ -176,6 +195,21 @@ def bench(
         raise field_error("--max-error-rate", max_error_rate, "a fraction in [0, 1]")
     if requests is None and duration_s is None:
         requests = 100
+    from ridgeline.bench.options import (
+        check_save_result,
+        check_telemetry_interval,
+        parse_extra_body,
+        parse_metrics_url,
+    )
+
+    body_extra = parse_extra_body(extra_body)
+    result_formats = check_save_result(save_result)
+    check_telemetry_interval(telemetry_interval_ms)
+    metrics_url = parse_metrics_url(server_metrics)
+    if prompt_nonce is None:
+        from ridgeline.bench.prompts import new_prompt_nonce
+
+        prompt_nonce = new_prompt_nonce()  # one per invocation: sweep points differ by index
     rates = _split_list(rate, "--rate", float)
     concs = _split_list(concurrency, "--concurrency", int)
     if len(rates) > 1 and len(concs) > 1:
@@ -240,9 +274,9 @@ def bench(
             api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY"),
             headers=_headers(header), timeout_s=timeout_s, stall_timeout_s=stall_timeout_s,
             temperature=temperature, ignore_eos=ignore_eos, min_tokens=min_tokens,
-            verify_tls=not insecure, include_usage=not no_usage)
+            verify_tls=not insecure, include_usage=not no_usage, extra_body=body_extra)
         rows = []
-        for label, point_rate, point_conc in points:
+        for point_index, (label, point_rate, point_conc) in enumerate(points):
             arrival_proc = (parse_arrival(arrival, point_rate) if point_rate is not None
                             else None)
             if point_rate is None and arrival not in ("poisson",):
@@ -255,13 +289,21 @@ def bench(
                 prompt=prompt_dist, output=output_dist, prefix_groups=prefix_groups,
                 prefix_tokens=prefix_tokens, tokenizer=tokenizer, seed=seed, grace_s=grace_s,
                 max_error_rate=max_error_rate, workers=workers,
-                ray_address=ray, progress=show_progress, header_extra=dict(header_extra))
+                ray_address=ray, progress=show_progress, header_extra=dict(header_extra),
+                prompt_nonce=prompt_nonce, point_index=point_index,
+                telemetry=TelemetryConfig(enabled=not no_server_metrics, url=metrics_url,
+                                          interval_s=telemetry_interval_ms / 1e3))
             if sweeping:
                 console.print(f"[bold]{label}[/bold] → {cfg.trace_path}")
             outcome = run_bench(cfg, warn=lambda m: console.print(f"[yellow]warning:[/] {m}",
                                                                   highlight=False))
             result = analyze_trace(outcome.trace_path, slos, seed)
             book = bookkeeping(outcome.trace_path)
+            if result_formats:
+                from ridgeline.bench.results_peer import write_peer_results
+
+                for path in write_peer_results(outcome.trace_path, result_formats, slos):
+                    console.print(f"result: {path}", highlight=False)
             if not sweeping and not json_out:
                 print_summary(result, book, [*outcome.notes, f"trace: {outcome.trace_path}"],
                               console)

@@ -37,6 +37,8 @@ class Plan:
     max_tokens: int
     include_usage: bool
     continuous_usage: bool
+    # Content keys of the prompt's full KV blocks (prefix caching on), else None.
+    block_hashes: tuple[int, ...] | None = None
 
 
 class ChunkRenderer:

@@ -226,8 +226,9 @@ class Scheduler:
         computed = seq.num_computed
         if seq.max_prefix_blocks and computed == 0:
             # At least one token must be computed to sample from (as vLLM: hits <= n - 1).
-            hits = pool.lookup(seq.prefix_group,
-                               min(seq.max_prefix_blocks, (seq.num_tokens - 1) // bs))
+            limit = min(seq.max_prefix_blocks, (seq.num_tokens - 1) // bs)
+            hits = (pool.lookup_keys(seq.block_keys, limit) if seq.block_keys
+                    else pool.lookup(seq.prefix_group, limit))
             computed = len(hits) * bs
         remaining = seq.num_tokens - computed
         if self.chunked_prefill:
@@ -424,8 +425,9 @@ class Scheduler:
     def _register_prefix(self, seq: Sequence) -> None:
         upto = min(seq.max_prefix_blocks, seq.num_computed // self.bs)
         i = len(seq.shared)
+        keys = seq.block_keys
         while i < upto:
-            key = (seq.prefix_group, i)
+            key = keys[i] if keys else (seq.prefix_group, i)
             if not self.pool.register(key):
                 break
             seq.shared.append(key)
