@@ -2,10 +2,10 @@
 
 >>> parse_extra_body('{"top_k": 20}')
 {'top_k': 20}
->>> parse_extra_body('[1]')
+>>> parse_extra_body('[1]')  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ridgeline.errors.RidgelineError: --extra-body: got '[1]'; allowed: a JSON object, e.g. '{"top_k": 20}'
+ridgeline.errors.RidgelineError: --extra-body: got '[1]'; allowed: a JSON object, ...
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def open_nvml() -> tuple[Any, list[Any], str]:
 def _fetch(url: str, timeout_s: float) -> tuple[int, str]:
     req = urllib.request.Request(url, headers={"Accept": "text/plain"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 (http only)
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return resp.status, resp.read().decode("utf-8", errors="replace")
     except urllib.error.HTTPError as exc:
         return exc.code, ""

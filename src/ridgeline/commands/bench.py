@@ -174,7 +174,6 @@ def bench(
     from ridgeline.bench.dataset import parse_dataset
     from ridgeline.bench.load import LoadSpec
     from ridgeline.bench.run import BenchConfig, run_bench
-    from ridgeline.bench.telemetry import TelemetryConfig
     from ridgeline.bench.summary import (
         analyze_trace,
         bookkeeping,
@@ -183,6 +182,8 @@ def bench(
         print_sweep,
         sweep_row,
     )
+    from ridgeline.bench.telemetry import TelemetryConfig
+    from ridgeline.metrics.telemetry import telemetry_lines, trace_file_telemetry
     from ridgeline.errors import RidgelineError, field_error
     from ridgeline.workload.arrivals import parse_arrival
     from ridgeline.workload.lengths import parse_lengths
@@ -304,14 +305,17 @@ def bench(
 
                 for path in write_peer_results(outcome.trace_path, result_formats, slos):
                     console.print(f"result: {path}", highlight=False)
+            telemetry = trace_file_telemetry(outcome.trace_path)
             if not sweeping and not json_out:
                 print_summary(result, book, [*outcome.notes, f"trace: {outcome.trace_path}"],
                               console)
+                for line in telemetry_lines(telemetry):
+                    console.print(line, highlight=False)
             row = sweep_row(label or "run", result, book)
             rows.append(row)
             results.append({"point": label or "run", "trace": str(outcome.trace_path),
                             "interrupted": outcome.interrupted, "aborted": outcome.aborted,
-                            "bench": book, "notes": outcome.notes,
+                            "bench": book, "notes": outcome.notes, "telemetry": telemetry,
                             "analysis": result.to_dict() if result is not None else None})
             if outcome.aborted:
                 console.print(f"[red]error:[/] aborted: {outcome.aborted}")

@@ -53,6 +53,7 @@ from ridgeline.serve.prometheus import (
     TTFT_BUCKETS_S,
     Registry,
 )
+from ridgeline.serve.prompt_blocks import prompt_block_hashes
 from ridgeline.serve.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -67,7 +68,6 @@ from ridgeline.serve.responses import (
     Plan,
     SSEWriter,
 )
-from ridgeline.serve.prompt_blocks import prompt_block_hashes
 from ridgeline.serve.tokenizer import get_tokenizer
 
 

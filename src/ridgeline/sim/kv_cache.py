@@ -5,8 +5,8 @@ blocks, some of them shared prefix blocks and the rest private. A shared block i
 its content where the prompt's text is known (the emulator: `block_hashes`, a chain of hashes
 of each full block's token ids, as vLLM keys its prefix cache, so two prompts share exactly
 their common leading full blocks), else by `(prefix_group, block_index)` (the simulator, which
-has no text: a declared group's block i). This keeps every operation O(1) per block touched, which the simulator needs to run
-hundreds of thousands of requests.
+has no text: a declared group's block i). This keeps every operation O(1) per block
+touched, which the simulator needs to run hundreds of thousands of requests.
 
 Prefix cache (vLLM's automatic prefix caching, reduced to what a simulator can know): the full
 blocks of a request's shared prefix are registered under their key once computed. A block whose
