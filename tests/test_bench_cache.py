@@ -56,7 +56,7 @@ def bench(base_url: str, tmp: Path, name: str, *args: str) -> list[dict]:
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
-    points = obj["points"] if "points" in obj else [obj]
+    points = obj.get("points", [obj])
     return [p["analysis"] for p in points]
 
 
@@ -100,7 +100,7 @@ def test_block_hashes_chain_and_engine_reuses_exactly_the_common_blocks() -> Non
     ha, hb = block_hashes(a, BLOCK), block_hashes(b, BLOCK)
     assert len(ha) == 6 and ha[:3] == hb[:3] and ha[3] != hb[3]
     # A change in block 0 changes every later key (chained), though later tokens agree.
-    hc = block_hashes([7] + a[1:], BLOCK)
+    hc = block_hashes([7, *a[1:]], BLOCK)
     assert all(x != y for x, y in zip(ha, hc, strict=True))
 
     from ridgeline.sim.kv_cache import BlockPool
@@ -125,7 +125,7 @@ def test_engine_counts_content_hits() -> None:
     while eng.has_unfinished():
         eng.step(0.0)
     eng.add_request(EngineRequest("b", 200, 2, block_hashes=hashes))
-    eng.add_request(EngineRequest("c", 200, 2, block_hashes=block_hashes([5] + ids[1:], BLOCK)))
+    eng.add_request(EngineRequest("c", 200, 2, block_hashes=block_hashes([5, *ids[1:]], BLOCK)))
     while eng.has_unfinished():
         eng.step(0.0)
     st = eng.stats()

@@ -161,7 +161,7 @@ class EngineLikeServer:
 
 def _common(a: list[str], b: list[str]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1
@@ -215,7 +215,7 @@ def test_prompts_are_unique_and_repeats_are_warned(engine_server: EngineLikeServ
 
 def test_prefix_groups_share_exactly_their_prefix(engine_server: EngineLikeServer,
                                                   tmp_path: Path) -> None:
-    _, out, recs = _run(engine_server, tmp_path, "g", nonce=9, telemetry=False,
+    _, out, _recs = _run(engine_server, tmp_path, "g", nonce=9, telemetry=False,
                         prefix_groups=2)
     words = [b["prompt"].split() for b in engine_server.bodies]
     assert all(len(w) == 96 for w in words)

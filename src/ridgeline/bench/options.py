@@ -57,6 +57,22 @@ def check_telemetry_interval(interval_ms: float) -> None:
                              "60000")
 
 
+def parse_percentiles(text: str) -> list[float]:
+    """`--metric-percentiles 50,90,99`: numbers in (0, 100]."""
+    out = []
+    for part in str(text).split(","):
+        try:
+            p = float(part)
+        except ValueError:
+            raise RidgelineError(f"--metric-percentiles: got {text!r}; allowed: numbers in "
+                                 "(0, 100], comma-separated, e.g. 50,90,99") from None
+        if not 0 < p <= 100:
+            raise RidgelineError(f"--metric-percentiles: got {part!r}; allowed: numbers in "
+                                 "(0, 100]")
+        out.append(p)
+    return out
+
+
 def parse_metrics_url(url: str | None) -> str | None:
     if url is None:
         return None
@@ -68,4 +84,4 @@ def parse_metrics_url(url: str | None) -> str | None:
 
 
 __all__ = ["SAVE_RESULT_FORMATS", "check_save_result", "check_telemetry_interval",
-           "parse_extra_body", "parse_metrics_url"]
+           "parse_extra_body", "parse_metrics_url", "parse_percentiles"]

@@ -52,7 +52,6 @@ def analyze_cmd(
     concurrency and the Little's-law check."""
     from ridgeline.metrics.analysis import analyze
     from ridgeline.metrics.slo import parse_slos
-
     from ridgeline.metrics.telemetry import telemetry_lines, trace_telemetry_of
 
     slos = parse_slos(slo)

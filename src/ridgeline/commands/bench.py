@@ -160,6 +160,9 @@ def bench(
     save_result: Annotated[list[str] | None, typer.Option(
         "--save-result", help="Also write a peer's result file next to each trace: vllm "
         "(`vllm bench serve --save-result` JSON) or aiperf-csv (repeatable).")] = None,
+    metric_percentiles: Annotated[str, typer.Option(
+        "--metric-percentiles", help="Percentiles in the --save-result vllm file, e.g. "
+        "50,90,99 (as vLLM's option).")] = "99",
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
 ) -> None:
@@ -183,8 +186,8 @@ def bench(
         sweep_row,
     )
     from ridgeline.bench.telemetry import TelemetryConfig
-    from ridgeline.metrics.telemetry import telemetry_lines, trace_file_telemetry
     from ridgeline.errors import RidgelineError, field_error
+    from ridgeline.metrics.telemetry import telemetry_lines, trace_file_telemetry
     from ridgeline.workload.arrivals import parse_arrival
     from ridgeline.workload.lengths import parse_lengths
 
@@ -201,10 +204,12 @@ def bench(
         check_telemetry_interval,
         parse_extra_body,
         parse_metrics_url,
+        parse_percentiles,
     )
 
     body_extra = parse_extra_body(extra_body)
     result_formats = check_save_result(save_result)
+    pcts = tuple(parse_percentiles(metric_percentiles))
     check_telemetry_interval(telemetry_interval_ms)
     metrics_url = parse_metrics_url(server_metrics)
     if prompt_nonce is None:
@@ -303,7 +308,7 @@ def bench(
             if result_formats:
                 from ridgeline.bench.results_peer import write_peer_results
 
-                for path in write_peer_results(outcome.trace_path, result_formats, slos):
+                for path in write_peer_results(outcome.trace_path, result_formats, slos, pcts):
                     console.print(f"result: {path}", highlight=False)
             telemetry = trace_file_telemetry(outcome.trace_path)
             if not sweeping and not json_out:

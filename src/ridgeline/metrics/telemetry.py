@@ -173,5 +173,11 @@ def telemetry_lines(summary: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-__all__ = ["read_samples", "summarize_samples", "telemetry_lines", "trace_telemetry",
-           "trace_file_telemetry", "trace_telemetry_of"]
+__all__ = [
+    "read_samples",
+    "summarize_samples",
+    "telemetry_lines",
+    "trace_file_telemetry",
+    "trace_telemetry",
+    "trace_telemetry_of",
+]
