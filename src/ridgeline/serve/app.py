@@ -68,7 +68,7 @@ from ridgeline.serve.responses import (
     Plan,
     SSEWriter,
 )
-from ridgeline.serve.tokenizer import get_tokenizer
+from ridgeline.serve.tokenizer import get_tokenizer, model_tokenizer
 
 
 @dataclass
@@ -88,6 +88,7 @@ class EmulatorConfig:
     max_body_bytes: int = 32 * 1024 * 1024
     shutdown_grace_s: float = 10.0         # in-flight streams get this long to finish
     description: dict[str, Any] = field(default_factory=dict)  # shown in /ridgeline/stats
+    tokenizer: str | None = None           # `serve --tokenizer`: count like the real model
 
 
 class _Metrics:
@@ -192,7 +193,8 @@ class _EmulatorState:
         self.engine = engine
         self.make_request = make_request
         self.config = config
-        self.tokenizer = get_tokenizer()
+        self.tokenizer = (model_tokenizer(config.tokenizer) if config.tokenizer
+                          else get_tokenizer())
         # Prefix caching on: prompts are keyed by content (serve/prompt_blocks.py).
         engine_cfg = getattr(engine, "config", None)
         self.block_size_tokens = (int(engine_cfg.block_size_tokens) if getattr(
