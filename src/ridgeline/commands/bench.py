@@ -99,7 +99,9 @@ def bench(
         "--concurrency", "-c", help="Closed loop at this many in flight, or with --rate the "
         "cap on in-flight requests. A list (1,8,32) sweeps.")] = None,
     rate: Annotated[str | None, typer.Option(
-        "--rate", "-r", help="Open loop at this many requests/s. A list (1,2,4,8) sweeps.")
+        "--rate", "-r", help="Open loop at this many requests/s. A list (1,2,4,8) sweeps; "
+        "'sweep' measures saturation (closed loop at --concurrency, default 64) then sweeps "
+        "20%-110% of it, as simulate does.")
     ] = None,
     arrival: Annotated[str, typer.Option(
         "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
@@ -216,8 +218,12 @@ def bench(
         from ridgeline.bench.prompts import new_prompt_nonce
 
         prompt_nonce = new_prompt_nonce()  # one per invocation: sweep points differ by index
-    rates = _split_list(rate, "--rate", float)
+    rate_sweep = rate is not None and rate.strip().lower() == "sweep"
+    rates = [] if rate_sweep else _split_list(rate, "--rate", float)
     concs = _split_list(concurrency, "--concurrency", int)
+    if rate_sweep and len(concs) > 1:
+        raise RidgelineError("--rate sweep: --concurrency takes one value there (the "
+                             "saturation probe's), not a list")
     if len(rates) > 1 and len(concs) > 1:
         raise RidgelineError("--rate/--concurrency: sweep one of them at a time (give the "
                              "other a single value)")
@@ -248,7 +254,13 @@ def bench(
         points = [(f"concurrency={c}", rates[0] if rates else None, c) for c in concs]
     else:
         points = [("", rates[0] if rates else None, concs[0] if concs else None)]
-    sweeping = len(points) > 1
+    if rate_sweep:  # the rates are added once the saturation probe has run
+        from ridgeline.bench.rate_sweep import SATURATION_CONCURRENCY
+
+        points = [("saturation", None, concs[0] if concs else SATURATION_CONCURRENCY)]
+    sweeping = len(points) > 1 or rate_sweep
+    sweep_runs: list[dict] = []
+    capacity = float("nan")
     console = Console(stderr=json_out)
     show_progress = progress if progress is not None else sys.stderr.isatty()
 
@@ -285,7 +297,7 @@ def bench(
         for point_index, (label, point_rate, point_conc) in enumerate(points):
             arrival_proc = (parse_arrival(arrival, point_rate) if point_rate is not None
                             else None)
-            if point_rate is None and arrival not in ("poisson",):
+            if point_rate is None and arrival not in ("poisson",) and not rate_sweep:
                 # an arrival spec that carries its own rate (ramp, replay) makes it open loop
                 arrival_proc = parse_arrival(arrival, None)
             load = LoadSpec(concurrency=point_conc, arrival=arrival_proc, requests=requests,
@@ -322,6 +334,20 @@ def bench(
                             "interrupted": outcome.interrupted, "aborted": outcome.aborted,
                             "bench": book, "notes": outcome.notes, "telemetry": telemetry,
                             "analysis": result.to_dict() if result is not None else None})
+            if rate_sweep and result is not None:
+                from ridgeline.bench import rate_sweep as rs
+
+                if label == "saturation":
+                    capacity = rs.capacity_req_s(result)
+                    if capacity == capacity:  # not NaN: the probe completed requests
+                        points.extend((f"rate={r:g}", r, None) for r in rs.rates_below(capacity))
+                    else:
+                        console.print("[red]error:[/] --rate sweep: the saturation probe "
+                                      "completed no request")
+                        exit_code = 1
+                else:
+                    sweep_runs.append({"rate": point_rate, "analysis": result, "book": book,
+                                       "telemetry": telemetry})
             if outcome.aborted:
                 console.print(f"[red]error:[/] aborted: {outcome.aborted}")
             if outcome.failed:
@@ -334,11 +360,22 @@ def bench(
                               [(r.get("e2e_mean_ms") or math_nan()) / 1e3 for r in rows])
             if not json_out:
                 print_sweep(rows, knee, console)
+                if sweep_runs:
+                    from ridgeline.bench.rate_sweep import print_rate_sweep
+
+                    print_rate_sweep(capacity, sweep_runs, slos,
+                                     [f"measured against {url}"])
     if json_out:
         payload: dict = {"points": results}
         if sweeping:
             payload["sweep"] = rows
             payload["knee"] = rows[knee]["point"] if knee is not None else None
+        if sweep_runs:
+            from ridgeline.bench import rate_sweep as rs
+
+            payload["rate_sweep"] = rs.sweep_summary(
+                capacity, [rs.sweep_point(r["rate"], r["analysis"], r["book"], r["telemetry"])
+                           for r in sweep_runs], slos)
         typer.echo(json.dumps(payload if sweeping else results[0], indent=2, default=str))
     if exit_code:
         raise typer.Exit(exit_code)
