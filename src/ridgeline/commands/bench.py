@@ -162,6 +162,18 @@ def bench(
     save_result: Annotated[list[str] | None, typer.Option(
         "--save-result", help="Also write a peer's result file next to each trace: vllm "
         "(`vllm bench serve --save-result` JSON) or aiperf-csv (repeatable).")] = None,
+    replay: Annotated[str | None, typer.Option(
+        "--replay", help="Replay a production trace: BurstGPT CSV or Mooncake JSONL "
+        "(arrival times, input/output lengths, Mooncake's shared blocks).")] = None,
+    replay_speed: Annotated[float, typer.Option(
+        "--replay-speed", help="Replay time scale: 2 sends twice as fast.")] = 1.0,
+    multi_turn: Annotated[int | None, typer.Option(
+        "--multi-turn", help="Conversations of this many turns; each turn carries the "
+        "history (prefix caching on purpose). --concurrency = conversations at once.")
+    ] = None,
+    think_time: Annotated[str, typer.Option(
+        "--think-time", help="Multi-turn: seconds between a reply and the next turn, e.g. "
+        "exponential:mean=2.")] = "0",
     metric_percentiles: Annotated[str, typer.Option(
         "--metric-percentiles", help="Percentiles in the --save-result vllm file, e.g. "
         "50,90,99 (as vLLM's option).")] = "99",
@@ -174,6 +186,7 @@ def bench(
     import sys
 
     from rich.console import Console
+    from rich.markup import escape
 
     from ridgeline.bench.client import EndpointConfig
     from ridgeline.bench.dataset import parse_dataset
@@ -199,6 +212,7 @@ def bench(
         raise field_error("--target", target, "url, emulator")
     if max_error_rate is not None and not 0 <= max_error_rate <= 1:
         raise field_error("--max-error-rate", max_error_rate, "a fraction in [0, 1]")
+    requests_given = requests is not None
     if requests is None and duration_s is None:
         requests = 100
     from ridgeline.bench.options import (
@@ -218,6 +232,32 @@ def bench(
         from ridgeline.bench.prompts import new_prompt_nonce
 
         prompt_nonce = new_prompt_nonce()  # one per invocation: sweep points differ by index
+    replay_trace = None
+    if replay is not None:
+        from ridgeline.bench.replay import load_replay
+
+        if rate is not None or dataset != "synthetic" or prefix_groups:
+            raise RidgelineError("--replay: the trace sets arrival times and lengths; drop "
+                                 "--rate, --dataset and --prefix-groups")
+        replay_trace = load_replay(replay, replay_speed)
+        if not requests_given and duration_s is None:
+            requests = len(replay_trace.times_s)  # the whole trace unless --requests says
+    elif replay_speed != 1.0:
+        raise RidgelineError("--replay-speed: only with --replay")
+    turns = None
+    if multi_turn is not None:
+        from ridgeline.bench.multiturn import parse_multi_turn
+
+        turns = parse_multi_turn(multi_turn, think_time)
+        if rate is not None or replay is not None or dataset != "synthetic" or \
+                prefix_groups or workers > 1 or ray is not None:
+            raise RidgelineError("--multi-turn: a closed loop of conversations in one "
+                                 "process; drop --rate, --replay, --dataset, --prefix-groups, "
+                                 "--workers and --ray")
+        if requests is None:
+            raise RidgelineError("--multi-turn: give --requests (the total number of turns)")
+    elif think_time != "0":
+        raise RidgelineError("--think-time: only with --multi-turn")
     rate_sweep = rate is not None and rate.strip().lower() == "sweep"
     rates = [] if rate_sweep else _split_list(rate, "--rate", float)
     concs = _split_list(concurrency, "--concurrency", int)
@@ -300,6 +340,11 @@ def bench(
             if point_rate is None and arrival not in ("poisson",) and not rate_sweep:
                 # an arrival spec that carries its own rate (ramp, replay) makes it open loop
                 arrival_proc = parse_arrival(arrival, None)
+            if replay_trace is not None:
+                from ridgeline.workload.arrivals import ArrivalProcess
+
+                arrival_proc = ArrivalProcess("replay", replay_times_s=replay_trace.times_s)
+                point_conc = concs[0] if concurrency else None
             load = LoadSpec(concurrency=point_conc, arrival=arrival_proc, requests=requests,
                             duration_s=duration_s, warmup=warmup)
             cfg = BenchConfig(
@@ -308,13 +353,14 @@ def bench(
                 prefix_tokens=prefix_tokens, tokenizer=tokenizer, seed=seed, grace_s=grace_s,
                 max_error_rate=max_error_rate, workers=workers,
                 ray_address=ray, progress=show_progress, header_extra=dict(header_extra),
-                prompt_nonce=prompt_nonce, point_index=point_index,
+                prompt_nonce=prompt_nonce, point_index=point_index, replay=replay_trace,
+                multi_turn=turns,
                 telemetry=TelemetryConfig(enabled=not no_server_metrics, url=metrics_url,
                                           interval_s=telemetry_interval_ms / 1e3))
             if sweeping:
                 console.print(f"[bold]{label}[/bold] → {cfg.trace_path}")
-            outcome = run_bench(cfg, warn=lambda m: console.print(f"[yellow]warning:[/] {m}",
-                                                                  highlight=False))
+            outcome = run_bench(cfg, warn=lambda m: console.print(
+                f"[yellow]warning:[/] {escape(m)}", highlight=False))
             result = analyze_trace(outcome.trace_path, slos, seed)
             book = bookkeeping(outcome.trace_path)
             if result_formats:
