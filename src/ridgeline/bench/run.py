@@ -40,10 +40,10 @@ from ridgeline.bench.client import (
 )
 from ridgeline.bench.dataset import DatasetSpec, build_requests
 from ridgeline.bench.load import LoadSpec, RequestSource, plan_source, pool_size
-from ridgeline.bench.progress import LiveProgress
 from ridgeline.bench.multiturn import MultiTurnSpec
-from ridgeline.bench.replay import ReplayTrace, replay_requests
+from ridgeline.bench.progress import LiveProgress
 from ridgeline.bench.prompts import CacheWatch, PromptTagger, new_prompt_nonce, text_rng
+from ridgeline.bench.replay import ReplayTrace, replay_requests
 from ridgeline.bench.runner import RunOptions, RunStats, run_load
 from ridgeline.bench.telemetry import TelemetryConfig, TelemetrySampler
 from ridgeline.bench.tokens import Tokenizer, load_tokenizer
