@@ -132,3 +132,29 @@ def test_engine_counts_content_hits() -> None:
     # a: miss; b: 12 full blocks (199 // 16) hit; c: differs in block 0, miss.
     assert st.prefix_cache_hits_tokens_total == 12 * BLOCK
     assert st.prefix_cache_queries_tokens_total == 3 * 200
+
+
+def test_a_cycled_pool_prompt_is_retagged_and_keeps_its_length() -> None:
+    import numpy as np
+
+    from ridgeline.bench.dataset import synthetic_requests
+    from ridgeline.bench.load import RequestSource
+    from ridgeline.bench.prompts import TAG_WORDS, PromptTagger
+    from ridgeline.workload.lengths import parse_lengths
+
+    pool = synthetic_requests(3, parse_lengths("fixed:20"), parse_lengths("fixed:4"),
+                              np.random.default_rng(0), prefix_groups=1, prefix_tokens=8)
+    src = RequestSource(pool, None, None, PromptTagger(nonce=1, point=0))
+    first = [src.get(i) for i in range(3)]
+    again = [src.get(i) for i in range(3, 9)]
+    assert [r.prompt for r in first] == [r.prompt for r in pool]  # the pool itself as drawn
+    prompts = [r.prompt for r in first + again]
+    assert len(set(prompts)) == len(prompts)  # every cycle is new text
+    for r in again:
+        words, base = r.prompt.split(), pool[int(r.id[1:]) % 3].prompt.split()
+        assert len(words) == 28 and words[:8] == base[:8]  # shared prefix kept
+        assert words[8 + TAG_WORDS:] == base[8 + TAG_WORDS:]  # only the tag changed
+    # A worker's share of an unbounded run cycles with its own tags.
+    w0, w1 = src.subset(0, 2), src.subset(1, 2)
+    a, b = w0.get(4), w1.get(4)
+    assert a is not None and b is not None and a.prompt != b.prompt
