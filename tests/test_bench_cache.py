@@ -92,6 +92,13 @@ def test_repeating_the_prompts_does_hit_the_cache(emulator: str, tmp_path: Path)
     # (1024 - 1) // 16 = 63 full blocks.
     assert h1 - h0 == 8 * ((PROMPT_TOKENS - 1) // BLOCK) * BLOCK
     assert ttft_p50(second)["value"] < 0.7 * ttft_p50(first)["value"]
+    # The emulator says so per request (usage.prompt_tokens_details, as vLLM), and bench
+    # warns about a cache the workload did not ask for (footer note).
+    for name, cached, warned in (("first", 0, False), ("second", 1008, True)):
+        lines = [json.loads(x) for x in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
+        recs = [x for x in lines if x.get("type") == "request"]
+        assert [r["cached_prompt_tokens"] for r in recs] == [cached] * 8
+        assert any("prefix cache" in n for n in lines[-1]["notes"]) is warned
 
 
 def test_block_hashes_chain_and_engine_reuses_exactly_the_common_blocks() -> None:

@@ -62,14 +62,16 @@ def test_each_conversation_reuses_exactly_its_own_history(emulator: str,
     expected = 0
     for (c, k), r in by.items():
         if k == 1:
-            assert r["prompt_tokens"] == msg[3 * c]
+            assert r["prompt_tokens"] == msg[3 * c] and r["cached_prompt_tokens"] == 0
             continue
         prev = by[(c, k - 1)]
         # turn k's prompt = turn k-1's prompt + its reply + a new message
         assert r["prompt_tokens"] == prev["prompt_tokens"] + prev["output_tokens"] + \
             msg[3 * c + k - 1]
-        # the cache holds turn k-1's full prompt blocks: exactly those are reused
+        # the cache holds turn k-1's full prompt blocks: exactly those are reused, request
+        # by request (the emulator's usage.prompt_tokens_details.cached_tokens)
         expected += BLOCK * (prev["prompt_tokens"] // BLOCK)
+        assert r["cached_prompt_tokens"] == BLOCK * (prev["prompt_tokens"] // BLOCK)
     assert h1 - h0 == expected > 0
     assert q1 - q0 == sum(r["prompt_tokens"] for r in recs)
 

@@ -401,6 +401,7 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
             extra = {"block_hashes": plan.block_hashes} if plan.block_hashes else {}
             stream = driver.submit(plan.prompt_tokens, plan.output_tokens, plan.max_tokens,
                                    request_id=request_id, writer=writer, **extra)
+            renderer.engine_request = stream.engine_request
         except Overloaded as exc:
             state.metrics.rejected.inc(reason="overload" if not driver.draining
                                        else "shutdown")

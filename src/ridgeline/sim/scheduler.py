@@ -313,6 +313,8 @@ class Scheduler:
                 if seq.max_prefix_blocks and seq.num_computed == 0:
                     self.prefix_queries_tokens += seq.num_tokens
                     self.prefix_hits_tokens += computed
+                    if seq.req.cached_tokens is None:
+                        seq.req.cached_tokens = computed
                 if hits:
                     pool.acquire(hits)
                     seq.shared = hits

@@ -46,6 +46,9 @@ class EngineRequest:
     # `prefix_group`: every full block of the prompt can be shared with any request whose
     # prompt starts with the same tokens.
     block_hashes: tuple[Hashable, ...] | None = None
+    # Set by the engine at the first admission: prompt tokens served from the prefix cache
+    # (the emulator reports it as usage.prompt_tokens_details.cached_tokens, as vLLM does).
+    cached_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.prompt_tokens < 1 or self.output_tokens < 1:
