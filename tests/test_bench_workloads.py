@@ -68,10 +68,12 @@ def test_each_conversation_reuses_exactly_its_own_history(emulator: str,
         # turn k's prompt = turn k-1's prompt + its reply + a new message
         assert r["prompt_tokens"] == prev["prompt_tokens"] + prev["output_tokens"] + \
             msg[3 * c + k - 1]
-        # the cache holds turn k-1's full prompt blocks: exactly those are reused, request
-        # by request (the emulator's usage.prompt_tokens_details.cached_tokens)
-        expected += BLOCK * (prev["prompt_tokens"] // BLOCK)
-        assert r["cached_prompt_tokens"] == BLOCK * (prev["prompt_tokens"] // BLOCK)
+        # the cache holds the full blocks of turn k-1's prompt and reply (the KV of all but
+        # its last output token, as vLLM): exactly those are reused, request by request
+        # (the emulator's usage.prompt_tokens_details.cached_tokens)
+        held = prev["prompt_tokens"] + prev["output_tokens"] - 1
+        expected += BLOCK * (held // BLOCK)
+        assert r["cached_prompt_tokens"] == BLOCK * (held // BLOCK)
     assert h1 - h0 == expected > 0
     assert q1 - q0 == sum(r["prompt_tokens"] for r in recs)
 

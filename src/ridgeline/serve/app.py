@@ -272,7 +272,8 @@ class _EmulatorState:
         opts = req.stream_options
         hashes = None
         if self.block_size_tokens:
-            hashes = prompt_block_hashes(self.tokenizer, req, self.block_size_tokens)
+            hashes = prompt_block_hashes(self.tokenizer, req, self.block_size_tokens,
+                                         output_tokens)
         return Plan(prompt_tokens=int(prompt_tokens), output_tokens=output_tokens,
                     max_tokens=int(max_tokens),
                     include_usage=bool(opts and opts.include_usage),

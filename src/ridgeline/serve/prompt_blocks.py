@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ridgeline.serve.tokenizer import filler_text
 from ridgeline.sim.kv_cache import block_hashes
 
 
@@ -47,6 +48,9 @@ def prompt_token_ids(tokenizer: Any, req: Any) -> list[int]:
             d = m.model_dump(exclude_none=True) if hasattr(m, "model_dump") else dict(m)
             ids.extend(text_ids(tokenizer, f"<|{d.get('role', '')}|>"))
             ids.extend(text_ids(tokenizer, _content_text(d.get("content"))))
+        # The generation prompt: the reply follows an assistant marker, as a chat template
+        # renders it, so the next turn (which carries this reply) shares its blocks.
+        ids.extend(text_ids(tokenizer, "<|assistant|>"))
         return ids
     prompt = getattr(req, "prompt", None)
     if isinstance(prompt, str):
@@ -62,9 +66,15 @@ def prompt_token_ids(tokenizer: Any, req: Any) -> list[int]:
     return []
 
 
-def prompt_block_hashes(tokenizer: Any, req: Any, block_size_tokens: int) -> tuple[int, ...]:
-    """Chained content hashes of the prompt's full blocks (see kv_cache.block_hashes)."""
-    return block_hashes(prompt_token_ids(tokenizer, req), block_size_tokens)
+def prompt_block_hashes(tokenizer: Any, req: Any, block_size_tokens: int,
+                        output_tokens: int = 0) -> tuple[int, ...]:
+    """Chained content hashes of the full blocks of the prompt followed by the reply the
+    emulator will stream (its filler text), as vLLM names the blocks of both: the engine
+    looks up only the prompt's and caches the reply's when the request finishes."""
+    ids = prompt_token_ids(tokenizer, req)
+    if output_tokens > 1:  # the last output token's KV is never written
+        ids = ids + text_ids(tokenizer, filler_text(0, output_tokens - 1))
+    return block_hashes(ids, block_size_tokens)
 
 
 __all__ = ["prompt_block_hashes", "prompt_token_ids", "text_ids"]

@@ -445,7 +445,7 @@ class Scheduler:
         out.first_tokens.append(seq.request_id)
         if seq.g == seq.output_tokens:
             seq.segments.append((n, n))
-            self._finish(seq, _cdiv(seq.num_computed, self.bs), n)
+            self._finish(seq, _cdiv(seq.num_computed, self.bs), n, seq.num_computed)
             out.finished.append(seq)
             return
         seq.state = DECODE
@@ -458,7 +458,16 @@ class Scheduler:
         self.dec_a_sum += seq.a
         self.dec_residue[seq.a % self.bs] += 1
 
-    def _finish(self, seq: Sequence, blocks: int, n: int) -> None:
+    def _finish(self, seq: Sequence, blocks: int, n: int, kv_tokens: int = 0) -> None:
+        keys = seq.block_keys
+        if keys and len(keys) > len(seq.shared) and self.pool.enable_prefix_caching:
+            # Content keys beyond the prompt name the reply's full blocks: cache them as
+            # vLLM does, so a next turn that carries this reply reuses it.
+            shared = seq.shared
+            for i in range(len(shared), min(len(keys), kv_tokens // self.bs)):
+                if not self.pool.register(keys[i]):
+                    break
+                shared.append(keys[i])
         self.pool.release(seq.shared, blocks - len(seq.shared))
         seq.shared = []
         seq.state = FINISHED
@@ -480,7 +489,7 @@ class Scheduler:
             seq.g = seq.output_tokens
             seq.segments.append((seq.seg_start, n))
             self._dec_remove(seq)
-            self._finish(seq, _cdiv(seq.a + n + 1, self.bs), n)
+            self._finish(seq, _cdiv(seq.a + n + 1, self.bs), n, seq.a + n + 1)
             out.finished.append(seq)
 
     # ---- fast-forward --------------------------------------------------------------------

@@ -100,6 +100,8 @@ class Sequence:
         self.prefix_group = req.prefix_group
         self.block_keys = req.block_hashes
         if req.block_hashes:
+            # Keys may run past the prompt (the emulator also names the reply's blocks); a
+            # lookup never goes past the prompt (the scheduler caps it at num_tokens - 1).
             self.max_prefix_blocks = len(req.block_hashes)
         else:
             self.max_prefix_blocks = (req.prefix_tokens // block_size_tokens
