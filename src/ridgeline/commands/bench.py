@@ -126,8 +126,10 @@ def bench(
     prefix_tokens: Annotated[int, typer.Option("--prefix-tokens", min=0, help="Tokens in each "
                                                "shared prefix.")] = 0,
     tokenizer: Annotated[str | None, typer.Option(
-        "--tokenizer", help="tokenizer.json file (needs `tokenizers`) or tiktoken:<encoding>; "
-        "for counting when the server sends no usage.")] = None,
+        "--tokenizer", help="The served model's tokenizer: a tokenizer.json, a folder "
+        "holding one, a Hugging Face model id (org/name) or tiktoken:<encoding>; synthetic "
+        "prompts then hold exactly N of its tokens, and it counts output when the server "
+        "sends no usage (pip install 'ridgeline[tokenizer]').")] = None,
     trace: TraceOutOpt = None,
     slo: SloOpt = None,
     max_error_rate: Annotated[float | None, typer.Option(
