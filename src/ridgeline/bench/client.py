@@ -262,8 +262,21 @@ def run_loop(coro: Awaitable[Any]) -> Any:
     gc.collect()
     gc.freeze()
     try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            return runner.run(coro)  # type: ignore[arg-type]
+        factory = _loop_factory()
+        if hasattr(asyncio, "Runner"):  # Python 3.11+
+            with asyncio.Runner(loop_factory=factory) as runner:
+                return runner.run(coro)  # type: ignore[arg-type]
+        # Python 3.10: the same with an explicit loop.
+        loop = factory() if factory is not None else asyncio.new_event_loop()
+        try:
+            asyncio.set_event_loop(loop)
+            return loop.run_until_complete(coro)
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
     finally:
         gc.unfreeze()
 
