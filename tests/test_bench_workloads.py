@@ -84,7 +84,7 @@ def test_mooncake_replay_shares_the_blocks_its_hash_ids_share(emulator: str,
     rows = []
     for i in range(9):
         group = i % 3  # three groups of requests sharing two 512-token blocks
-        rows.append({"timestamp": 100 * i, "input_length": 1124, "output_length": 4,
+        rows.append({"timestamp": 400 * i, "input_length": 1124, "output_length": 4,
                      "hash_ids": [10 + group, 20 + group, 100 + i]})
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     h0, _ = hits_queries(emulator)
@@ -95,7 +95,7 @@ def test_mooncake_replay_shares_the_blocks_its_hash_ids_share(emulator: str,
     assert header["dataset"]["kind"] == "replay:mooncake"
     assert header["dataset"]["prompt_reuse"] == "trace hash_ids"
     assert len(recs) == 9
-    assert [r["scheduled_s"] for r in recs] == pytest.approx([0.05 * i for i in range(9)])
+    assert [r["scheduled_s"] for r in recs] == pytest.approx([0.2 * i for i in range(9)])
     assert all(r["prompt_tokens"] == 1124 and r["output_tokens"] == 4 for r in recs)
     # every request but the first of each group reuses its group's two blocks
     assert h1 - h0 == 6 * 1024
