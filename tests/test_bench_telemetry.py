@@ -422,6 +422,9 @@ def test_emulator_metrics_are_scraped(tmp_path: Path) -> None:
     (["--save-result", "csv"], "--save-result: got 'csv'; allowed: vllm, aiperf-csv"),
     (["--telemetry-interval-ms", "1"], "--telemetry-interval-ms: got 1"),
     (["--server-metrics", "localhost:9/metrics"], "--server-metrics: got"),
+    (["--metric-percentiles", "50,101"], "--metric-percentiles: got '101'"),
+    (["--metric-percentiles", "p99"], "--metric-percentiles: got 'p99'"),
+    (["--prompt-nonce", "-1"], "--prompt-nonce: got -1"),
 ])
 def test_new_options_fail_in_one_line(args: list[str], message: str) -> None:
     out = subprocess.run([RIDGELINE, "bench", "--base-url", "http://127.0.0.1:9", *args],

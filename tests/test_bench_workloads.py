@@ -126,6 +126,7 @@ def test_burstgpt_replay_times_and_lengths(emulator: str, tmp_path: Path) -> Non
     (["--multi-turn", "2", "--think-time", "bogus:x=1"], "--think-time"),
     (["--replay", "nope.csv"], "--replay: file 'nope.csv' not found"),
     (["--replay-speed", "2"], "--replay-speed: only with --replay"),
+    (["--replay", __file__, "--replay-speed", "0"], "--replay-speed: got 0"),
 ])
 def test_workload_options_fail_in_one_line(args: list[str], message: str) -> None:
     out = subprocess.run([RIDGELINE, "bench", "--base-url", "http://127.0.0.1:9", *args],

@@ -150,7 +150,7 @@ def bench(
         "--extra-body", help="JSON object merged into every request body (sampling "
         "parameters, chat_template_kwargs, engine fields), e.g. '{\"top_k\": 20}'.")] = None,
     prompt_nonce: Annotated[int | None, typer.Option(
-        "--prompt-nonce", min=0, help="Repeat a run's prompt texts exactly (the trace "
+        "--prompt-nonce", help="Repeat a run's prompt texts exactly (the trace "
         "header's dataset.prompt_nonce); default: fresh texts every run, so no prompt is "
         "answered from a cache it warmed.")] = None,
     server_metrics: Annotated[str | None, typer.Option(
@@ -230,6 +230,8 @@ def bench(
     pcts = tuple(parse_percentiles(metric_percentiles))
     check_telemetry_interval(telemetry_interval_ms)
     metrics_url = parse_metrics_url(server_metrics)
+    if prompt_nonce is not None and not 0 <= prompt_nonce < 2**32:
+        raise field_error("--prompt-nonce", prompt_nonce, "an integer in [0, 2**32)")
     if prompt_nonce is None:
         from ridgeline.bench.prompts import new_prompt_nonce
 
