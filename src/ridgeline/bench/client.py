@@ -90,6 +90,7 @@ class BenchRequest:
     max_tokens: int | None
     prompt_tokens: int | None = None
     scheduled_s: float | None = None
+    tag_at: int = 0  # where the per-request uniqueness tag goes (after a shared prefix)
 
 
 def request_body(cfg: EndpointConfig, req: BenchRequest) -> bytes:
@@ -117,7 +118,8 @@ class InFlight:
     """A request's state while it streams; the runner turns it into a trace record even
     when the request is cut off (cancelled) half-way."""
 
-    __slots__ = ("admitted_s", "chunk_tokens", "completion_tokens", "done", "end_s", "error",
+    __slots__ = ("admitted_s", "cached_tokens", "chunk_tokens", "completion_tokens", "done",
+                 "end_s", "error",
                  "error_kind", "event_times_s", "finish_reason", "http_status", "malformed",
                  "pieces", "prompt_usage", "ready_s", "reasoning_events", "req", "sent_s",
                  "status", "tokenizer")
@@ -134,6 +136,7 @@ class InFlight:
         self.pieces: list[str] = []
         self.completion_tokens: int | None = None
         self.prompt_usage: int | None = None
+        self.cached_tokens: int | None = None
         self.reasoning_events = 0
         self.finish_reason: str | None = None
         self.http_status: int | None = None
@@ -163,6 +166,8 @@ class InFlight:
             return
         if chunk.prompt_tokens is not None:
             self.prompt_usage = chunk.prompt_tokens
+        if chunk.cached_tokens is not None:
+            self.cached_tokens = chunk.cached_tokens
         new_tokens: int | None = None
         if chunk.completion_tokens is not None:
             if chunk.has_choices:  # usage on every chunk (vLLM continuous_usage_stats)
@@ -210,6 +215,8 @@ class InFlight:
         if prompt_tokens is not None:
             rec["prompt_tokens"] = prompt_tokens
             rec["prompt_token_source"] = "usage" if self.prompt_usage is not None else "dataset"
+        if self.cached_tokens is not None:
+            rec["cached_prompt_tokens"] = self.cached_tokens
         rec["output_tokens"] = output_tokens
         rec["token_count_source"] = source
         rec["status"] = self.status
@@ -469,11 +476,17 @@ class ServerInfo:
     models: list[str]
     server: str | None = None
     version: str | None = None
+    # The engine's own description where it offers one (bench/selfdesc.py).
+    self_description: dict[str, Any] = field(default_factory=dict)
 
 
 async def probe_endpoint(cfg: EndpointConfig, timeout_s: float = 10.0) -> ServerInfo:
-    """GET /v1/models (and /version); an unreachable endpoint is one RidgelineError line."""
+    """GET /v1/models and the engine's self-description endpoints; an unreachable endpoint
+    is one RidgelineError line."""
+    from ridgeline.bench.selfdesc import describe_server
+
     timeout = aiohttp.ClientTimeout(total=timeout_s)
+    model_entries: list[dict[str, Any]] = []
     async with make_session(cfg) as session:
         try:
             async with session.get(cfg.root_url + "/v1/models", headers=cfg.request_headers(),
@@ -483,8 +496,8 @@ async def probe_endpoint(cfg: EndpointConfig, timeout_s: float = 10.0) -> Server
                 if resp.status == 200:
                     try:
                         obj = await resp.json(content_type=None)
-                        models = [str(m.get("id")) for m in obj.get("data", [])
-                                  if isinstance(m, dict)]
+                        model_entries = [m for m in obj.get("data", []) if isinstance(m, dict)]
+                        models = [str(m.get("id")) for m in model_entries]
                     except (json.JSONDecodeError, aiohttp.ContentTypeError, AttributeError):
                         pass
                 elif resp.status in (401, 403):
@@ -495,16 +508,9 @@ async def probe_endpoint(cfg: EndpointConfig, timeout_s: float = 10.0) -> Server
             raise RidgelineError(
                 f"--base-url: cannot reach {cfg.root_url} ({reason}); is the server running?"
             ) from None
-        version = None
-        try:
-            async with session.get(cfg.root_url + "/version", timeout=timeout) as resp:
-                if resp.status == 200:
-                    obj = await resp.json(content_type=None)
-                    if isinstance(obj, dict) and obj.get("version"):
-                        version = str(obj["version"])
-        except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError, ValueError):
-            pass
-    return ServerInfo(models=models, server=server, version=version)
+        info = ServerInfo(models=models, server=server)
+        await describe_server(session, cfg, info, model_entries, timeout)
+    return info
 
 
 __all__ = ["BenchRequest", "EndpointConfig", "InFlight", "ServerInfo", "make_session",

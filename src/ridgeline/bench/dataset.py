@@ -133,10 +133,13 @@ def synthetic_requests(n: int, prompt: LengthDistribution, output: LengthDistrib
     for i in range(n):
         body = exact_text(int(prompt_lens[i]), rng, tokenizer)
         n_prompt = int(prompt_lens[i])
+        tag_at = 0
         if prefixes:
+            tag_at = len(prefixes[i % len(prefixes)]) + 1
             body = prefixes[i % len(prefixes)] + " " + body
             n_prompt += prefix_tokens
-        out.append(BenchRequest(f"{id_prefix}{i}", body, int(output_lens[i]), n_prompt))
+        out.append(BenchRequest(f"{id_prefix}{i}", body, int(output_lens[i]), n_prompt,
+                                tag_at=tag_at))
     return out
 
 

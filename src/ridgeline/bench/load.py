@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.bench.client import BenchRequest
+from ridgeline.bench.prompts import PromptTagger
 from ridgeline.errors import RidgelineError
 from ridgeline.workload.arrivals import ArrivalProcess, arrival_times_s
 
@@ -96,6 +97,8 @@ class RequestSource:
     pool: list[BenchRequest]
     times_s: np.ndarray | None
     limit: int | None
+    # Makes reused pool prompts (and every file prompt) unique; see bench/prompts.py.
+    tagger: PromptTagger | None = None
 
     def __len__(self) -> int:
         n = self.limit if self.limit is not None else 2**62
@@ -104,8 +107,15 @@ class RequestSource:
     def get(self, i: int, id_prefix: str = "r") -> BenchRequest | None:
         if i >= len(self):
             return None
-        base = self.pool[i % len(self.pool)]
+        n_pool = len(self.pool)
+        base = self.pool[i % n_pool]
         sched = float(self.times_s[i]) if self.times_s is not None else None
+        tagger = self.tagger
+        if tagger is not None and (i >= n_pool or tagger.mode == "prefix"):
+            prompt = tagger.apply(base.prompt, base.tag_at, f"{base.id}/{i}")
+            tokens = base.prompt_tokens if tagger.mode == "replace" else None
+            return replace(base, id=f"{id_prefix}{i}", scheduled_s=sched, prompt=prompt,
+                           prompt_tokens=tokens)
         return replace(base, id=f"{id_prefix}{i}", scheduled_s=sched)
 
     def subset(self, k: int, n_workers: int) -> RequestSource:
@@ -113,7 +123,7 @@ class RequestSource:
         total = len(self)
         if total >= 2**62:  # duration-only closed loop: each worker cycles the whole pool
             return RequestSource([replace(r, id=f"w{k}-{r.id}") for r in self.pool],
-                                 None, None)
+                                 None, None, self.tagger)
         reqs = [self.get(i) for i in range(k, total, n_workers)]
         return RequestSource([r for r in reqs if r is not None], None, None).frozen()
 
@@ -131,7 +141,7 @@ class _FixedSource(RequestSource):
 
 
 def plan_source(load: LoadSpec, pool: list[BenchRequest],
-                rng: np.random.Generator) -> RequestSource:
+                rng: np.random.Generator, tagger: PromptTagger | None = None) -> RequestSource:
     """Attach scheduled times (open loop) to a prompt pool, truncated to the run's bounds."""
     times = None
     if load.arrival is not None:
@@ -140,7 +150,7 @@ def plan_source(load: LoadSpec, pool: list[BenchRequest],
         if load.duration_s is not None:
             times = times[times < load.duration_s]
     limit = load.requests
-    return RequestSource(pool, times, limit)
+    return RequestSource(pool, times, limit, tagger)
 
 
 def pool_size(load: LoadSpec) -> int:

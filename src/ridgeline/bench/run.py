@@ -40,8 +40,12 @@ from ridgeline.bench.client import (
 )
 from ridgeline.bench.dataset import DatasetSpec, build_requests
 from ridgeline.bench.load import LoadSpec, RequestSource, plan_source, pool_size
+from ridgeline.bench.multiturn import MultiTurnSpec
 from ridgeline.bench.progress import LiveProgress
+from ridgeline.bench.prompts import CacheWatch, PromptTagger, new_prompt_nonce, text_rng
+from ridgeline.bench.replay import ReplayTrace, replay_requests
 from ridgeline.bench.runner import RunOptions, RunStats, run_load
+from ridgeline.bench.telemetry import TelemetryConfig, TelemetrySampler
 from ridgeline.bench.tokens import Tokenizer, load_tokenizer
 from ridgeline.errors import RidgelineError
 from ridgeline.trace.schema import TraceHeader
@@ -71,6 +75,16 @@ class BenchConfig:
     ray_address: str | None = None
     progress: bool = False
     header_extra: dict[str, Any] = field(default_factory=dict)
+    # Unique prompts (bench/prompts.py): texts keyed on (seed, nonce, point); None = random.
+    prompt_nonce: int | None = None
+    point_index: int = 0
+    # Server /metrics and NVML sampling during the run (bench/telemetry.py); off by default
+    # for library callers, on for the command.
+    telemetry: TelemetryConfig = field(default_factory=lambda: TelemetryConfig(enabled=False))
+    # `--replay`: arrival times and lengths from a production trace (bench/replay.py).
+    replay: ReplayTrace | None = None
+    # `--multi-turn`: conversations whose turns carry their history (bench/multiturn.py).
+    multi_turn: MultiTurnSpec | None = None
 
 
 @dataclass
@@ -109,7 +123,8 @@ def _warn_stderr(msg: str) -> None:
     print(f"warning: {msg}", file=sys.stderr, flush=True)
 
 
-def _header(cfg: BenchConfig, info: ServerInfo, t0_perf: float, n_pool: int) -> TraceHeader:
+def _header(cfg: BenchConfig, info: ServerInfo, t0_perf: float, n_pool: int,
+            telemetry: dict[str, Any] | None = None) -> TraceHeader:
     ep = cfg.endpoint
     load = cfg.load.describe()
     load["workers"] = cfg.workers
@@ -123,8 +138,21 @@ def _header(cfg: BenchConfig, info: ServerInfo, t0_perf: float, n_pool: int) -> 
             dataset["prefix_tokens"] = cfg.prefix_tokens
     dataset["output"] = cfg.output.spec if cfg.output is not None else "from dataset"
     dataset["distinct_prompts"] = n_pool
+    dataset["prompt_reuse"] = "prefix-groups" if cfg.prefix_groups else "none"
+    if cfg.multi_turn is not None:
+        dataset["prompt_reuse"] = "multi-turn"
+        dataset["multi_turn"] = cfg.multi_turn.describe()
+    if cfg.replay is not None:
+        dataset = {**cfg.replay.describe(), "distinct_prompts": n_pool,
+                   "prompt_reuse": "trace hash_ids" if cfg.replay.hash_ids else "none"}
+    dataset["prompt_nonce"] = cfg.prompt_nonce
+    dataset["point_index"] = cfg.point_index
     unix_now, perf_now = time.time(), time.perf_counter()
     extra = dict(cfg.header_extra)
+    if telemetry is not None:
+        extra["telemetry"] = telemetry
+    if info.self_description:
+        extra["engine_self_description"] = info.self_description
     header = TraceHeader(
         source="bench",
         clock="perf_counter",
@@ -169,11 +197,18 @@ def plan_requests(cfg: BenchConfig, tok: Tokenizer | None = None
     lengths and schedule identical to `ridgeline simulate` with the same specs and seed.
     """
     streams = workload_streams(cfg.seed)
+    nonce = cfg.prompt_nonce if cfg.prompt_nonce is not None else 0
+    if cfg.replay is not None:
+        n = min(cfg.load.requests or len(cfg.replay.times_s), len(cfg.replay.times_s))
+        pool = replay_requests(cfg.replay, n, nonce, tok)
+        return pool, plan_source(cfg.load, pool, streams.arrivals)
     pool = build_requests(cfg.dataset, pool_size(cfg.load), cfg.prompt, cfg.output,
                           streams.lengths, prefix_groups=cfg.prefix_groups,
                           prefix_tokens=cfg.prefix_tokens, tokenizer=tok,
-                          text_rng=streams.text)
-    return pool, plan_source(cfg.load, pool, streams.arrivals)
+                          text_rng=text_rng(cfg.seed, nonce, cfg.point_index))
+    tagger = PromptTagger(nonce, cfg.point_index,
+                          "replace" if cfg.dataset.kind == "synthetic" else "prefix")
+    return pool, plan_source(cfg.load, pool, streams.arrivals, tagger)
 
 
 def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
@@ -185,6 +220,8 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
     before the first request (cfg then names the model the server chose, if any).
     """
     tok = load_tokenizer(cfg.tokenizer)
+    if cfg.prompt_nonce is None:
+        cfg = BenchConfig(**{**cfg.__dict__, "prompt_nonce": new_prompt_nonce()})
     info = run_loop(probe_endpoint(cfg.endpoint))
     ep = cfg.endpoint
     if not ep.model:
@@ -200,7 +237,9 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
         on_start(cfg)
     warm = build_requests(cfg.dataset, cfg.load.warmup, cfg.prompt, cfg.output,
                           np.random.default_rng(cfg.seed + 1), tokenizer=tok,
-                          id_prefix="warmup-") if cfg.load.warmup else []
+                          id_prefix="warmup-",
+                          text_rng=text_rng(cfg.seed + 1, cfg.prompt_nonce or 0,
+                                            cfg.point_index)) if cfg.load.warmup else []
     options = RunOptions(grace_s=cfg.grace_s, max_error_rate=cfg.max_error_rate,
                          duration_s=cfg.load.duration_s)
     open_loop = cfg.load.arrival is not None
@@ -208,27 +247,46 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
     writer_box: list[TraceWriter] = []
     progress = LiveProgress(total=total, enabled=cfg.progress)
 
+    sampler = TelemetrySampler(cfg.telemetry, ep.root_url, cfg.trace_path, warn)
+
     def open_trace(t0_perf: float) -> None:
-        writer_box.append(TraceWriter(cfg.trace_path, _header(cfg, info, t0_perf, len(pool))))
+        writer_box.append(TraceWriter(cfg.trace_path, _header(cfg, info, t0_perf, len(pool),
+                                                              sampler.header())))
+
+    cache = CacheWatch(asked=bool(cfg.prefix_groups or cfg.multi_turn or (
+        cfg.replay is not None and cfg.replay.hash_ids)))
 
     def emit(rec: dict) -> None:
         writer_box[0].write_request(rec)
         progress.record(rec)
+        cache.record(rec)
 
     t_start = time.perf_counter()
-    with progress:
-        if cfg.workers > 1 or cfg.ray_address:
-            stats, t0, n_signals = _run_distributed(cfg, ep, source, warm, options, open_loop,
-                                                    open_trace, emit, progress, warn, tok)
-        else:
-            stats, t0, n_signals = run_loop(_run_single(
-                ep, source, warm, options, open_loop, cfg.load.concurrency, open_trace, emit,
-                progress, warn, tok, stop_check))
+    sampler.start()
+    try:
+        with progress:
+            if cfg.workers > 1 or cfg.ray_address:
+                stats, t0, n_signals = _run_distributed(cfg, ep, source, warm, options,
+                                                        open_loop, open_trace, emit, progress,
+                                                        warn, tok)
+            else:
+                main = _multi_turn_main(cfg, ep, tok, emit) if cfg.multi_turn else None
+                stats, t0, n_signals = run_loop(_run_single(
+                    ep, source, warm, options, open_loop, cfg.load.concurrency, open_trace,
+                    emit, progress, warn, tok, stop_check, main))
+    finally:
+        sampler.stop()
     if not writer_box:  # interrupted during warm-up: still leave a valid, empty trace
         open_trace(time.perf_counter())
     interrupted = n_signals > 0
     end_s = time.perf_counter() - t0
     notes = [lag_note(stats.lags_s), *stats.notes]
+    if sampler.note():
+        notes.append(sampler.note())  # type: ignore[arg-type]
+    cache_warning = cache.warning()
+    if cache_warning:
+        warn(cache_warning)
+        notes.append(cache_warning)
     if stats.aborted:
         notes.append(f"aborted: {stats.aborted}")
     if interrupted:
@@ -248,7 +306,8 @@ async def _run_single(ep: EndpointConfig, source: RequestSource, warm: list, opt
                       open_loop: bool, concurrency: int | None,
                       open_trace: Callable[[float], None], emit: Callable[[dict], None],
                       progress: LiveProgress, warn: Callable[[str], None], tok: Any,
-                      stop_check: Callable[[], bool] | None) -> tuple[RunStats, float, int]:
+                      stop_check: Callable[[], bool] | None, main: Any = None
+                      ) -> tuple[RunStats, float, int]:
     loop = asyncio.get_running_loop()
     stop, hard = asyncio.Event(), asyncio.Event()
     signals = [0]
@@ -292,7 +351,9 @@ async def _run_single(ep: EndpointConfig, source: RequestSource, warm: list, opt
                            options=RunOptions(grace_s=0.0), tokenizer=tok)
         t0 = time.perf_counter()
         open_trace(t0)
-        if not stop.is_set():
+        if main is not None and not stop.is_set():  # multi-turn conversations
+            await main(t0, stop, stats)
+        elif not stop.is_set():
             await run_load(ep, source, t0_perf=t0, concurrency=concurrency,
                            open_loop=open_loop, emit=emit, stop=stop, hard_stop=hard,
                            options=options, tokenizer=tok, warn=warn, stats=stats)
@@ -303,6 +364,28 @@ async def _run_single(ep: EndpointConfig, source: RequestSource, warm: list, opt
         for sig in installed:
             loop.remove_signal_handler(sig)
     return stats, t0, signals[0]
+
+
+def _multi_turn_main(cfg: BenchConfig, ep: EndpointConfig, tok: Any,
+                     emit: Callable[[dict], None]) -> Any:
+    """The load of a multi-turn run (bench/multiturn.py), run where run_load would run."""
+    from ridgeline.bench.dataset import exact_text
+    from ridgeline.bench.multiturn import plan_conversations, run_conversations
+
+    assert cfg.multi_turn is not None and cfg.load.requests is not None
+    n = cfg.load.requests
+    streams = workload_streams(cfg.seed)
+    msg_lens = cfg.prompt.sample(n, streams.lengths)
+    out_lens = (cfg.output or parse_lengths("fixed:256", "--output")).sample(n, streams.lengths)
+    rng = text_rng(cfg.seed, cfg.prompt_nonce or 0, cfg.point_index)
+    convs = plan_conversations(n, cfg.multi_turn.turns, msg_lens, out_lens,
+                               lambda k: exact_text(k, rng, tok))
+
+    async def main(t0: float, stop: asyncio.Event, stats: RunStats) -> None:
+        await run_conversations(ep, convs, cfg.load.concurrency or 1, cfg.multi_turn.think,
+                                streams.think, t0, emit, stop, tok, stats)
+
+    return main
 
 
 def _run_distributed(cfg: BenchConfig, ep: EndpointConfig, source: RequestSource, warm: list,

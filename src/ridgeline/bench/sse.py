@@ -88,6 +88,9 @@ class Chunk:
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # Prompt tokens the server answered from its prefix cache (vLLM/OpenAI
+    # usage.prompt_tokens_details.cached_tokens, llama.cpp timings.cache_n).
+    cached_tokens: int | None = None
     error: str | None = None
     done: bool = False
 
@@ -122,6 +125,12 @@ def parse_chunk(payload: str) -> Chunk:
     if isinstance(usage, dict):
         chunk.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
         chunk.completion_tokens = _int_or_none(usage.get("completion_tokens"))
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict):
+            chunk.cached_tokens = _int_or_none(details.get("cached_tokens"))
+    timings = obj.get("timings")
+    if isinstance(timings, dict) and "cache_n" in timings:
+        chunk.cached_tokens = _int_or_none(timings.get("cache_n"))
     choices = obj.get("choices")
     if isinstance(choices, list) and choices:
         chunk.has_choices = True

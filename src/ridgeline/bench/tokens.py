@@ -56,6 +56,9 @@ class _HFTokenizer:
     def decode(self, ids: list[int]) -> str:
         return str(self._tok.decode(ids))
 
+    def encode_ordinary(self, text: str) -> list[int]:  # the emulator's encoder interface
+        return self.encode(text)
+
 
 class _TiktokenTokenizer:
     def __init__(self, encoding: str) -> None:
@@ -127,11 +130,39 @@ def load_tokenizer(spec: str | None) -> Tokenizer | None:
     if path.is_dir():
         path = path / "tokenizer.json"
     if not path.is_file():
+        if _looks_like_hub_id(spec):
+            return _HFTokenizer(_hub_tokenizer_json(spec))
         raise RidgelineError(
             f"--tokenizer: got {spec!r}; allowed: a tokenizer.json file (or a folder holding "
-            "one) or tiktoken:<encoding>"
+            "one), a Hugging Face model id (org/name) or tiktoken:<encoding>"
         )
     return _HFTokenizer(path)
+
+
+def _looks_like_hub_id(spec: str) -> bool:
+    parts = spec.split("/")
+    return len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~")) and \
+        not spec.endswith(".json")
+
+
+def _hub_tokenizer_json(repo_id: str) -> Path:
+    """The model's tokenizer.json from the Hugging Face Hub (or its local cache)."""
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise RidgelineError(
+            f"--tokenizer: {repo_id!r} is a Hugging Face model id, which needs the "
+            "'huggingface_hub' package (pip install 'ridgeline[tokenizer]'); or give a local "
+            "tokenizer.json"
+        ) from None
+    try:
+        return Path(hf_hub_download(repo_id, "tokenizer.json"))
+    except Exception as exc:  # offline, gated, missing file: the hub raises many types
+        raise RidgelineError(
+            f"--tokenizer: cannot fetch tokenizer.json of {repo_id!r} from the Hugging Face "
+            f"Hub ({type(exc).__name__}; offline, gated or no such model?); download it once "
+            "and give its path"
+        ) from None
 
 
 __all__ = ["Tokenizer", "load_tokenizer"]

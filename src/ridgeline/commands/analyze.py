@@ -52,19 +52,29 @@ def analyze_cmd(
     concurrency and the Little's-law check."""
     from ridgeline.metrics.analysis import analyze
     from ridgeline.metrics.slo import parse_slos
+    from ridgeline.metrics.telemetry import telemetry_lines, trace_telemetry_of
 
     slos = parse_slos(slo)
-    result = analyze(_load(trace, fmt, select), slos=slos, window=window, seed=seed)
+    loaded = _load(trace, fmt, select)
+    result = analyze(loaded, slos=slos, window=window, seed=seed)
+    telemetry = trace_telemetry_of(trace, loaded)  # server/GPU samples of a bench run
     if json_out:
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        payload = result.to_dict()
+        if telemetry is not None:
+            payload["telemetry"] = telemetry
+        typer.echo(json.dumps(payload, indent=2))
     elif markdown:
         from ridgeline.metrics.render import analysis_markdown
 
         typer.echo(analysis_markdown(result))
+        for line in telemetry_lines(telemetry):
+            typer.echo(f"- {line}")
     else:
         from ridgeline.metrics.render import print_analysis
 
         print_analysis(result)
+        for line in telemetry_lines(telemetry):
+            typer.echo(line)
 
 
 def compare_cmd(

@@ -120,7 +120,9 @@ def bench(
         "--concurrency", "-c", help="Closed loop at this many in flight, or with --rate the "
         "cap on in-flight requests. A list (1,8,32) sweeps.")] = None,
     rate: Annotated[str | None, typer.Option(
-        "--rate", "-r", help="Open loop at this many requests/s. A list (1,2,4,8) sweeps.")
+        "--rate", "-r", help="Open loop at this many requests/s. A list (1,2,4,8) sweeps; "
+        "'sweep' measures saturation (closed loop at --concurrency, default 64) then sweeps "
+        "20%-110% of it, as simulate does.")
     ] = None,
     arrival: Annotated[str, typer.Option(
         "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
@@ -146,8 +148,10 @@ def bench(
     prefix_tokens: Annotated[int, typer.Option("--prefix-tokens", min=0, help="Tokens in each "
                                                "shared prefix.")] = 0,
     tokenizer: Annotated[str | None, typer.Option(
-        "--tokenizer", help="tokenizer.json file (needs `tokenizers`) or tiktoken:<encoding>; "
-        "for counting when the server sends no usage.")] = None,
+        "--tokenizer", help="The served model's tokenizer: a tokenizer.json, a folder "
+        "holding one, a Hugging Face model id (org/name) or tiktoken:<encoding>; synthetic "
+        "prompts then hold exactly N of its tokens, and it counts output when the server "
+        "sends no usage (pip install 'ridgeline[tokenizer]').")] = None,
     trace: TraceOutOpt = None,
     slo: SloOpt = None,
     max_error_rate: Annotated[float | None, typer.Option(
@@ -164,6 +168,39 @@ def bench(
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Live "
                                                   "progress (default: when stderr is a "
                                                   "terminal).")] = None,
+    extra_body: Annotated[str | None, typer.Option(
+        "--extra-body", help="JSON object merged into every request body (sampling "
+        "parameters, chat_template_kwargs, engine fields), e.g. '{\"top_k\": 20}'.")] = None,
+    prompt_nonce: Annotated[int | None, typer.Option(
+        "--prompt-nonce", help="Repeat a run's prompt texts exactly (the trace "
+        "header's dataset.prompt_nonce); default: fresh texts every run, so no prompt is "
+        "answered from a cache it warmed.")] = None,
+    server_metrics: Annotated[str | None, typer.Option(
+        "--server-metrics", help="Prometheus URL to scrape during the run (default: the "
+        "target's /metrics, auto-detected).")] = None,
+    no_server_metrics: Annotated[bool, typer.Option(
+        "--no-server-metrics", help="Do not scrape server metrics or sample the GPU.")
+    ] = False,
+    telemetry_interval_ms: Annotated[float, typer.Option(
+        "--telemetry-interval-ms", help="Server-metrics and GPU sampling period, ms.")] = 500.0,
+    save_result: Annotated[list[str] | None, typer.Option(
+        "--save-result", help="Also write a peer's result file next to each trace: vllm "
+        "(`vllm bench serve --save-result` JSON) or aiperf-csv (repeatable).")] = None,
+    replay: Annotated[str | None, typer.Option(
+        "--replay", help="Replay a production trace: BurstGPT CSV or Mooncake JSONL "
+        "(arrival times, input/output lengths, Mooncake's shared blocks).")] = None,
+    replay_speed: Annotated[float, typer.Option(
+        "--replay-speed", help="Replay time scale: 2 sends twice as fast.")] = 1.0,
+    multi_turn: Annotated[int | None, typer.Option(
+        "--multi-turn", help="Conversations of this many turns; each turn carries the "
+        "history (prefix caching on purpose). --concurrency = conversations at once.")
+    ] = None,
+    think_time: Annotated[str, typer.Option(
+        "--think-time", help="Multi-turn: seconds between a reply and the next turn, e.g. "
+        "exponential:mean=2.")] = "0",
+    metric_percentiles: Annotated[str, typer.Option(
+        "--metric-percentiles", help="Percentiles in the --save-result vllm file, e.g. "
+        "50,90,99 (as vLLM's option).")] = "99",
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
     report: ReportOpt = None,
@@ -174,6 +211,7 @@ def bench(
     import sys
 
     from rich.console import Console
+    from rich.markup import escape
 
     from ridgeline.bench.client import EndpointConfig
     from ridgeline.bench.dataset import parse_dataset
@@ -187,6 +225,8 @@ def bench(
         print_sweep,
         sweep_row,
     )
+    from ridgeline.bench.telemetry import TelemetryConfig
+    from ridgeline.metrics.telemetry import telemetry_lines, trace_file_telemetry
     from ridgeline.workload.arrivals import parse_arrival
     from ridgeline.workload.lengths import parse_lengths
 
@@ -198,11 +238,61 @@ def bench(
         raise field_error("--max-error-rate", max_error_rate, "a fraction in [0, 1]")
     if target == "url":
         _check_base_url(base_url)
+    check_report_path(report)
+    requests_given = requests is not None
     if requests is None and duration_s is None:
         requests = DEFAULT_REQUESTS  # vLLM and AIPerf also default to a request count
-    check_report_path(report)
-    rates = _split_list(rate, "--rate", float)
+    from ridgeline.bench.options import (
+        check_save_result,
+        check_telemetry_interval,
+        parse_extra_body,
+        parse_metrics_url,
+        parse_percentiles,
+    )
+
+    body_extra = parse_extra_body(extra_body)
+    result_formats = check_save_result(save_result)
+    pcts = tuple(parse_percentiles(metric_percentiles))
+    check_telemetry_interval(telemetry_interval_ms)
+    metrics_url = parse_metrics_url(server_metrics)
+    if prompt_nonce is not None and not 0 <= prompt_nonce < 2**32:
+        raise field_error("--prompt-nonce", prompt_nonce, "an integer in [0, 2**32)")
+    if prompt_nonce is None:
+        from ridgeline.bench.prompts import new_prompt_nonce
+
+        prompt_nonce = new_prompt_nonce()  # one per invocation: sweep points differ by index
+    replay_trace = None
+    if replay is not None:
+        from ridgeline.bench.replay import load_replay
+
+        if rate is not None or dataset != "synthetic" or prefix_groups:
+            raise RidgelineError("--replay: the trace sets arrival times and lengths; drop "
+                                 "--rate, --dataset and --prefix-groups")
+        replay_trace = load_replay(replay, replay_speed)
+        if not requests_given and duration_s is None:
+            requests = len(replay_trace.times_s)  # the whole trace unless --requests says
+    elif replay_speed != 1.0:
+        raise RidgelineError("--replay-speed: only with --replay")
+    turns = None
+    if multi_turn is not None:
+        from ridgeline.bench.multiturn import parse_multi_turn
+
+        turns = parse_multi_turn(multi_turn, think_time)
+        if rate is not None or replay is not None or dataset != "synthetic" or \
+                prefix_groups or workers > 1 or ray is not None:
+            raise RidgelineError("--multi-turn: a closed loop of conversations in one "
+                                 "process; drop --rate, --replay, --dataset, --prefix-groups, "
+                                 "--workers and --ray")
+        if requests is None:
+            raise RidgelineError("--multi-turn: give --requests (the total number of turns)")
+    elif think_time != "0":
+        raise RidgelineError("--think-time: only with --multi-turn")
+    rate_sweep = rate is not None and rate.strip().lower() == "sweep"
+    rates = [] if rate_sweep else _split_list(rate, "--rate", float)
     concs = _split_list(concurrency, "--concurrency", int)
+    if rate_sweep and len(concs) > 1:
+        raise RidgelineError("--rate sweep: --concurrency takes one value there (the "
+                             "saturation probe's), not a list")
     if len(rates) > 1 and len(concs) > 1:
         raise RidgelineError("--rate/--concurrency: sweep one of them at a time (give the "
                              "other a single value)")
@@ -234,7 +324,13 @@ def bench(
         points = [(f"concurrency={c}", rates[0] if rates else None, c) for c in concs]
     else:
         points = [("", rates[0] if rates else None, concs[0] if concs else None)]
-    sweeping = len(points) > 1
+    if rate_sweep:  # the rates are added once the saturation probe has run
+        from ridgeline.bench.rate_sweep import SATURATION_CONCURRENCY
+
+        points = [("saturation", None, concs[0] if concs else SATURATION_CONCURRENCY)]
+    sweeping = len(points) > 1 or rate_sweep
+    sweep_runs: list[dict] = []
+    capacity = float("nan")
     console = Console(stderr=json_out)
     show_progress = progress if progress is not None else sys.stderr.isatty()
 
@@ -275,14 +371,19 @@ def bench(
             api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY"),
             headers=_headers(header), timeout_s=timeout_s, stall_timeout_s=stall_timeout_s,
             temperature=temperature, ignore_eos=ignore_eos, min_tokens=min_tokens,
-            verify_tls=not insecure, include_usage=not no_usage)
+            verify_tls=not insecure, include_usage=not no_usage, extra_body=body_extra)
         rows = []
-        for label, point_rate, point_conc in points:
+        for point_index, (label, point_rate, point_conc) in enumerate(points):
             arrival_proc = (parse_arrival(arrival, point_rate) if point_rate is not None
                             else None)
-            if point_rate is None and arrival not in ("poisson",):
+            if point_rate is None and arrival not in ("poisson",) and not rate_sweep:
                 # an arrival spec that carries its own rate (ramp, replay) makes it open loop
                 arrival_proc = parse_arrival(arrival, None)
+            if replay_trace is not None:
+                from ridgeline.workload.arrivals import ArrivalProcess
+
+                arrival_proc = ArrivalProcess("replay", replay_times_s=replay_trace.times_s)
+                point_conc = concs[0] if concurrency else None
             load = LoadSpec(concurrency=point_conc, arrival=arrival_proc, requests=requests,
                             duration_s=duration_s, warmup=warmup)
             cfg = BenchConfig(
@@ -290,23 +391,48 @@ def bench(
                 prompt=prompt_dist, output=output_dist, prefix_groups=prefix_groups,
                 prefix_tokens=prefix_tokens, tokenizer=tokenizer, seed=seed, grace_s=grace_s,
                 max_error_rate=max_error_rate, workers=workers,
-                ray_address=ray, progress=show_progress, header_extra=dict(header_extra))
+                ray_address=ray, progress=show_progress, header_extra=dict(header_extra),
+                prompt_nonce=prompt_nonce, point_index=point_index, replay=replay_trace,
+                multi_turn=turns,
+                telemetry=TelemetryConfig(enabled=not no_server_metrics, url=metrics_url,
+                                          interval_s=telemetry_interval_ms / 1e3))
             if sweeping:
                 console.print(f"[bold]{label}[/bold] → {cfg.trace_path}")
-            outcome = run_bench(cfg, warn=lambda m: console.print(f"[yellow]warning:[/] {m}",
-                                                                  highlight=False),
-                                on_start=announce)
+            outcome = run_bench(cfg, warn=lambda m: console.print(
+                f"[yellow]warning:[/] {escape(m)}", highlight=False), on_start=announce)
             result = analyze_trace(outcome.trace_path, slos, seed)
             book = bookkeeping(outcome.trace_path)
+            if result_formats:
+                from ridgeline.bench.results_peer import write_peer_results
+
+                for path in write_peer_results(outcome.trace_path, result_formats, slos, pcts):
+                    console.print(f"result: {path}", highlight=False)
+            telemetry = trace_file_telemetry(outcome.trace_path)
             if not sweeping and not json_out:
                 print_summary(result, book, [*outcome.notes, f"trace: {outcome.trace_path}"],
                               console)
+                for line in telemetry_lines(telemetry):
+                    console.print(line, highlight=False)
             row = sweep_row(label or "run", result, book)
             rows.append(row)
             results.append({"point": label or "run", "trace": str(outcome.trace_path),
                             "interrupted": outcome.interrupted, "aborted": outcome.aborted,
-                            "bench": book, "notes": outcome.notes,
+                            "bench": book, "notes": outcome.notes, "telemetry": telemetry,
                             "analysis": result.to_dict() if result is not None else None})
+            if rate_sweep and result is not None:
+                from ridgeline.bench import rate_sweep as rs
+
+                if label == "saturation":
+                    capacity = rs.capacity_req_s(result)
+                    if capacity == capacity:  # not NaN: the probe completed requests
+                        points.extend((f"rate={r:g}", r, None) for r in rs.rates_below(capacity))
+                    else:
+                        console.print("[red]error:[/] --rate sweep: the saturation probe "
+                                      "completed no request")
+                        exit_code = 1
+                else:
+                    sweep_runs.append({"rate": point_rate, "analysis": result, "book": book,
+                                       "telemetry": telemetry})
             if outcome.aborted:
                 console.print(f"[red]error:[/] aborted: {outcome.aborted}")
             if outcome.failed:
@@ -321,11 +447,22 @@ def bench(
                               [(r.get("e2e_mean_ms") or math_nan()) / 1e3 for r in rows])
             if not json_out:
                 print_sweep(rows, knee, console)
+                if sweep_runs:
+                    from ridgeline.bench.rate_sweep import print_rate_sweep
+
+                    print_rate_sweep(capacity, sweep_runs, slos,
+                                     [f"measured against {url}"])
     if json_out:
         payload: dict = {"points": results}
         if sweeping:
             payload["sweep"] = rows
             payload["knee"] = rows[knee]["point"] if knee is not None else None
+        if sweep_runs:
+            from ridgeline.bench import rate_sweep as rs
+
+            payload["rate_sweep"] = rs.sweep_summary(
+                capacity, [rs.sweep_point(r["rate"], r["analysis"], r["book"], r["telemetry"])
+                           for r in sweep_runs], slos)
         typer.echo(json.dumps(payload if sweeping else results[0], indent=2, default=str))
     if report and results:
         from ridgeline.commands.report import write_report_for_traces

@@ -99,6 +99,11 @@ def serve(
         "--header-timeout", callback=number(gt=0), help="Close a connection whose request "
         "headers are not complete this many seconds after it opens or its request starts "
         "(nginx's client_header_timeout).")] = 30.0,
+    tokenizer: Annotated[str | None, typer.Option(
+        "--tokenizer", help="Count prompt tokens with the served model's tokenizer: a "
+        "tokenizer.json, a folder holding one, a Hugging Face model id (needs "
+        "huggingface_hub and network or its cache) or tiktoken:<encoding>; default "
+        "cl100k_base.")] = None,
     log_level: Annotated[str, typer.Option(
         "--log-level", help="uvicorn log level.")] = "warning",
     access_log: Annotated[bool, typer.Option(
@@ -138,7 +143,11 @@ def serve(
         retry_after_s=retry_after_s, api_key=api_key, default_max_tokens=default_max_tokens,
         eos_lengths=eos_lengths, seed=seed, shutdown_grace_s=shutdown_grace_s,
         header_timeout_s=header_timeout_s,
-        description=built.description)
+        description=built.description, tokenizer=tokenizer)
+    if tokenizer:
+        from ridgeline.serve.tokenizer import model_tokenizer
+
+        model_tokenizer(tokenizer)  # a bad --tokenizer fails here, in one line
     try:
         app = create_app(built.engine, built.make_request, config)
     except ValueError as exc:

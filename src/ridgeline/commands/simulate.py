@@ -282,7 +282,7 @@ def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
 
 
 def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], target: float,
-                  json_out: bool) -> None:
+                  json_out: bool, title: str = "ridgeline simulate — latency vs load") -> None:
     from ridgeline.sim.scenario import summarize_sweep
     from ridgeline.sim.sweep import KNEE_FACTOR
 
@@ -298,7 +298,7 @@ def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], targe
     from ridgeline.metrics.render import fmt
 
     con = Console()
-    table = Table(title="ridgeline simulate — latency vs load", title_justify="left")
+    table = Table(title=title, title_justify="left")
     cols = ["rate (req/s)", "throughput (req/s)", "output (tok/s)", "TTFT P50 (ms)",
             "TTFT P99 (ms)", "TPOT P50 (ms)", "TPOT P99 (ms)", "preempt"]
     if slos:

@@ -53,6 +53,7 @@ from ridgeline.serve.prometheus import (
     TTFT_BUCKETS_S,
     Registry,
 )
+from ridgeline.serve.prompt_blocks import prompt_block_hashes
 from ridgeline.serve.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -67,7 +68,7 @@ from ridgeline.serve.responses import (
     Plan,
     SSEWriter,
 )
-from ridgeline.serve.tokenizer import get_tokenizer
+from ridgeline.serve.tokenizer import get_tokenizer, model_tokenizer
 
 
 @dataclass
@@ -88,6 +89,7 @@ class EmulatorConfig:
     shutdown_grace_s: float = 10.0         # in-flight streams get this long to finish
     header_timeout_s: float = 30.0         # a request's headers must arrive within this
     description: dict[str, Any] = field(default_factory=dict)  # shown in /ridgeline/stats
+    tokenizer: str | None = None           # `serve --tokenizer`: count like the real model
 
 
 class _Metrics:
@@ -114,6 +116,11 @@ class _Metrics:
                   stat("kv_usage_fraction"))
         reg.gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage (pre-V1 name). 1 means "
                   "100 percent usage.", stat("kv_usage_fraction"))
+        reg.counter_fn("vllm:prefix_cache_queries_total", "Prefix-cache queries, in tokens "
+                       "(prompt tokens of requests looked up).",
+                       stat("prefix_cache_queries_tokens_total"))
+        reg.counter_fn("vllm:prefix_cache_hits_total", "Prefix-cache hits, in tokens.",
+                       stat("prefix_cache_hits_tokens_total"))
         self.preemptions = reg.counter("vllm:num_preemptions_total",
                                        "Cumulative number of preemptions from the engine.")
         self.prompt_tokens = reg.counter("vllm:prompt_tokens_total",
@@ -187,7 +194,12 @@ class _EmulatorState:
         self.engine = engine
         self.make_request = make_request
         self.config = config
-        self.tokenizer = get_tokenizer()
+        self.tokenizer = (model_tokenizer(config.tokenizer) if config.tokenizer
+                          else get_tokenizer())
+        # Prefix caching on: prompts are keyed by content (serve/prompt_blocks.py).
+        engine_cfg = getattr(engine, "config", None)
+        self.block_size_tokens = (int(engine_cfg.block_size_tokens) if getattr(
+            engine_cfg, "enable_prefix_caching", False) else 0)
         self._driver_ref: list[EngineDriver] = []
         self.metrics = _Metrics(config.served_model_name, self._driver_ref)
         self.driver: EngineDriver | None = None
@@ -266,10 +278,15 @@ class _EmulatorState:
             natural = int(self.eos.sample(1, rng)[0])
             output_tokens = int(min(max(natural, min_tokens, 1), max_tokens))
         opts = req.stream_options
+        hashes = None
+        if self.block_size_tokens:
+            hashes = prompt_block_hashes(self.tokenizer, req, self.block_size_tokens,
+                                         output_tokens)
         return Plan(prompt_tokens=int(prompt_tokens), output_tokens=output_tokens,
                     max_tokens=int(max_tokens),
                     include_usage=bool(opts and opts.include_usage),
-                    continuous_usage=bool(opts and opts.continuous_usage_stats))
+                    continuous_usage=bool(opts and opts.continuous_usage_stats),
+                    block_hashes=hashes)
 
     def _count_completion_prompt(self, prompt: Any) -> int:
         if isinstance(prompt, str):
@@ -390,8 +407,10 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
                                  plan)
         writer = SSEWriter(renderer, lambda: driver.abort(request_id)) if req.stream else None
         try:
+            extra = {"block_hashes": plan.block_hashes} if plan.block_hashes else {}
             stream = driver.submit(plan.prompt_tokens, plan.output_tokens, plan.max_tokens,
-                                   request_id=request_id, writer=writer)
+                                   request_id=request_id, writer=writer, **extra)
+            renderer.engine_request = stream.engine_request
         except Overloaded as exc:
             state.metrics.rejected.inc(reason="overload" if not driver.draining
                                        else "shutdown")

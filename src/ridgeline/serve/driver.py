@@ -86,6 +86,7 @@ class Stream:
     error_status: int = 500
     finish_reason: str | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    engine_request: Any = field(default=None, repr=False)  # its EngineRequest (cached_tokens)
 
     def _finish(self, reason: str | None, error: str | None = None, status: int = 500) -> None:
         if self.finished:
@@ -220,9 +221,10 @@ class EngineDriver:
                         output_tokens=int(output_tokens), max_tokens=int(max_tokens),
                         arrival_emu_s=now, writer=writer)
         self.streams[rid] = stream
-        self.engine.add_request(self._make_request(
+        stream.engine_request = self._make_request(
             request_id=rid, prompt_tokens=int(prompt_tokens),
-            output_tokens=int(output_tokens), arrival_s=now, **engine_fields))
+            output_tokens=int(output_tokens), arrival_s=now, **engine_fields)
+        self.engine.add_request(stream.engine_request)
         if self._idle_arrival_emu_s is None:
             self._idle_arrival_emu_s = now
         self._submitted = True

@@ -92,6 +92,14 @@ class Gauge:
                 f"{self.name}{_labels_text(self.labels)} {_fmt(self.read())}"]
 
 
+class FnCounter(Gauge):
+    """A counter whose value is read from a callback at scrape time."""
+
+    def render(self) -> list[str]:
+        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter",
+                f"{self.name}{_labels_text(self.labels)} {_fmt(self.read())}"]
+
+
 class Histogram:
     def __init__(self, name: str, help_text: str, labels: dict[str, str],
                  buckets: Sequence[float]) -> None:
@@ -142,6 +150,11 @@ class Registry:
         m = Gauge(name, help_text, self.labels, read)
         self._metrics.append(m)
         return m
+
+    def counter_fn(self, name: str, help_text: str, read: Callable[[], float]) -> FnCounter:
+        c = FnCounter(name, help_text, self.labels, read)
+        self._metrics.append(c)
+        return c
 
     def histogram(self, name: str, help_text: str, buckets: Sequence[float]) -> Histogram:
         m = Histogram(name, help_text, self.labels, buckets)

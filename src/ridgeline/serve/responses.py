@@ -37,6 +37,8 @@ class Plan:
     max_tokens: int
     include_usage: bool
     continuous_usage: bool
+    # Content keys of the prompt's full KV blocks (prefix caching on), else None.
+    block_hashes: tuple[int, ...] | None = None
 
 
 class ChunkRenderer:
@@ -53,11 +55,16 @@ class ChunkRenderer:
         self.head = (f'data: {{"id":{json.dumps(request_id)},"object":"{obj}",'
                      f'"created":{created},"model":{json.dumps(model)},"choices":[')
         self.index = 0  # output tokens rendered so far
+        self.engine_request: Any = None  # set after submit when prefix caching is on
 
     def usage(self, completion_tokens: int) -> str:
         p = self.plan.prompt_tokens
+        details = ""
+        if self.plan.block_hashes is not None:  # prefix caching on: say what it served
+            cached = getattr(self.engine_request, "cached_tokens", None) or 0
+            details = f',"prompt_tokens_details":{{"cached_tokens":{int(cached)}}}'
         return (f'{{"prompt_tokens":{p},"completion_tokens":{completion_tokens},'
-                f'"total_tokens":{p + completion_tokens}}}')
+                f'"total_tokens":{p + completion_tokens}{details}}}')
 
     def step(self, n_tokens: int, finish_reason: str | None) -> bytes:
         """Everything a step sends: [role chunk,] token chunk [, usage chunk, DONE]."""

@@ -125,6 +125,26 @@ def get_tokenizer() -> PromptTokenizer:
     return PromptTokenizer(name="cl100k_base", exact=True, _encoder=encoder)
 
 
+def model_tokenizer(spec: str) -> PromptTokenizer:
+    """`serve --tokenizer`: the served model's own tokenizer (a tokenizer.json, a folder
+    holding one, a Hugging Face model id, or tiktoken:<encoding>), so prompts are counted
+    as that model counts them. Bad input raises RidgelineError."""
+    from ridgeline.bench.tokens import load_tokenizer
+
+    tok = load_tokenizer(spec)
+    assert tok is not None
+    encoder = tok if hasattr(tok, "encode_ordinary") else _EncodeAdapter(tok)
+    return PromptTokenizer(name=tok.name, exact=True, _encoder=encoder)
+
+
+class _EncodeAdapter:
+    def __init__(self, tok: Any) -> None:
+        self._tok = tok
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return list(self._tok.encode(text))
+
+
 def filler_text(start_index: int, n_tokens: int) -> str:
     """Output tokens start_index .. start_index + n_tokens - 1 of the filler stream."""
     words = FILLER_WORDS
@@ -132,4 +152,5 @@ def filler_text(start_index: int, n_tokens: int) -> str:
     return "".join(words[(start_index + i) % k] for i in range(n_tokens))
 
 
-__all__ = ["FILLER_WORDS", "PromptTokenizer", "filler_text", "get_tokenizer"]
+__all__ = ["FILLER_WORDS", "PromptTokenizer", "filler_text", "get_tokenizer",
+           "model_tokenizer"]

@@ -1,9 +1,12 @@
 """The paged KV cache: a pool of fixed-size blocks, with an optional prefix cache.
 
 Blocks are counted, not named: a sequence holding T tokens of KV owns ceil(T / block_size)
-blocks, some of them shared prefix blocks (named by `(prefix_group, block_index)`) and the rest
-private. This keeps every operation O(1) per block touched, which the simulator needs to run
-hundreds of thousands of requests.
+blocks, some of them shared prefix blocks and the rest private. A shared block is named by
+its content where the prompt's text is known (the emulator: `block_hashes`, a chain of hashes
+of each full block's token ids, as vLLM keys its prefix cache, so two prompts share exactly
+their common leading full blocks), else by `(prefix_group, block_index)` (the simulator, which
+has no text: a declared group's block i). This keeps every operation O(1) per block
+touched, which the simulator needs to run hundreds of thousands of requests.
 
 Prefix cache (vLLM's automatic prefix caching, reduced to what a simulator can know): the full
 blocks of a request's shared prefix are registered under their key once computed. A block whose
@@ -28,7 +31,25 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable
 
-BlockKey = tuple[Hashable, int]
+BlockKey = Hashable
+
+
+def block_hashes(token_ids: list[int], block_size_tokens: int) -> tuple[int, ...]:
+    """Content keys of the full blocks of `token_ids`: block i's key hashes block i-1's key
+    with block i's tokens, so equal keys mean equal prefixes (vLLM's scheme). Python's
+    hash of a tuple of ints is deterministic, so keys are stable across processes.
+
+    >>> a = block_hashes(list(range(40)), 16); b = block_hashes(list(range(32)) + [7], 16)
+    >>> len(a), a == b[:2], block_hashes([9] + list(range(1, 40)), 16)[1] == a[1]
+    (2, True, False)
+    """
+    out: list[int] = []
+    prev = 0
+    n_full = len(token_ids) // block_size_tokens
+    for i in range(n_full):
+        prev = hash((prev, tuple(token_ids[i * block_size_tokens:(i + 1) * block_size_tokens])))
+        out.append(prev)
+    return tuple(out)
 
 
 class BlockPool:
@@ -76,6 +97,18 @@ class BlockPool:
         cached = self.cached
         for i in range(max_blocks):
             key = (group, i)
+            if key not in cached:
+                break
+            hits.append(key)
+        return hits
+
+    def lookup_keys(self, keys: tuple[Hashable, ...], max_blocks: int) -> list[Hashable]:
+        """The leading cached blocks among content keys (chained: a miss ends the match)."""
+        if not self.enable_prefix_caching:
+            return []
+        hits: list[Hashable] = []
+        cached = self.cached
+        for key in keys[:max_blocks]:
             if key not in cached:
                 break
             hits.append(key)

@@ -226,8 +226,9 @@ class Scheduler:
         computed = seq.num_computed
         if seq.max_prefix_blocks and computed == 0:
             # At least one token must be computed to sample from (as vLLM: hits <= n - 1).
-            hits = pool.lookup(seq.prefix_group,
-                               min(seq.max_prefix_blocks, (seq.num_tokens - 1) // bs))
+            limit = min(seq.max_prefix_blocks, (seq.num_tokens - 1) // bs)
+            hits = (pool.lookup_keys(seq.block_keys, limit) if seq.block_keys
+                    else pool.lookup(seq.prefix_group, limit))
             computed = len(hits) * bs
         remaining = seq.num_tokens - computed
         if self.chunked_prefill:
@@ -312,6 +313,8 @@ class Scheduler:
                 if seq.max_prefix_blocks and seq.num_computed == 0:
                     self.prefix_queries_tokens += seq.num_tokens
                     self.prefix_hits_tokens += computed
+                    if seq.req.cached_tokens is None:
+                        seq.req.cached_tokens = computed
                 if hits:
                     pool.acquire(hits)
                     seq.shared = hits
@@ -424,8 +427,9 @@ class Scheduler:
     def _register_prefix(self, seq: Sequence) -> None:
         upto = min(seq.max_prefix_blocks, seq.num_computed // self.bs)
         i = len(seq.shared)
+        keys = seq.block_keys
         while i < upto:
-            key = (seq.prefix_group, i)
+            key = keys[i] if keys else (seq.prefix_group, i)
             if not self.pool.register(key):
                 break
             seq.shared.append(key)
@@ -441,7 +445,7 @@ class Scheduler:
         out.first_tokens.append(seq.request_id)
         if seq.g == seq.output_tokens:
             seq.segments.append((n, n))
-            self._finish(seq, _cdiv(seq.num_computed, self.bs), n)
+            self._finish(seq, _cdiv(seq.num_computed, self.bs), n, seq.num_computed)
             out.finished.append(seq)
             return
         seq.state = DECODE
@@ -454,7 +458,16 @@ class Scheduler:
         self.dec_a_sum += seq.a
         self.dec_residue[seq.a % self.bs] += 1
 
-    def _finish(self, seq: Sequence, blocks: int, n: int) -> None:
+    def _finish(self, seq: Sequence, blocks: int, n: int, kv_tokens: int = 0) -> None:
+        keys = seq.block_keys
+        if keys and len(keys) > len(seq.shared) and self.pool.enable_prefix_caching:
+            # Content keys beyond the prompt name the reply's full blocks: cache them as
+            # vLLM does, so a next turn that carries this reply reuses it.
+            shared = seq.shared
+            for i in range(len(shared), min(len(keys), kv_tokens // self.bs)):
+                if not self.pool.register(keys[i]):
+                    break
+                shared.append(keys[i])
         self.pool.release(seq.shared, blocks - len(seq.shared))
         seq.shared = []
         seq.state = FINISHED
@@ -476,7 +489,7 @@ class Scheduler:
             seq.g = seq.output_tokens
             seq.segments.append((seq.seg_start, n))
             self._dec_remove(seq)
-            self._finish(seq, _cdiv(seq.a + n + 1, self.bs), n)
+            self._finish(seq, _cdiv(seq.a + n + 1, self.bs), n, seq.a + n + 1)
             out.finished.append(seq)
 
     # ---- fast-forward --------------------------------------------------------------------

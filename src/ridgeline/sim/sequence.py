@@ -25,7 +25,8 @@ STATE_NAMES = ("waiting", "prefill", "decode", "finished", "aborted", "rejected"
 class EngineRequest:
     """One request handed to the engine.
 
-    `prefix_group`/`prefix_tokens`: the first `prefix_tokens` prompt tokens are identical for
+    `prefix_group`/`prefix_tokens` (the simulator, which has no text): the first
+    `prefix_tokens` prompt tokens are identical for
     every request of the group (a system prompt, a shared document): prefix caching can reuse
     their KV. `kv_ready_tokens`/`generated_tokens` let a decode instance of a prefill/decode
     split accept a request whose prompt KV was transferred and whose first token was already
@@ -40,6 +41,14 @@ class EngineRequest:
     prefix_tokens: int = 0
     kv_ready_tokens: int = 0
     generated_tokens: int = 0
+    # Content keys of the prompt's full KV blocks (chained hashes of their token ids, as
+    # vLLM's prefix cache keys them; see kv_cache.block_hashes). When given they replace
+    # `prefix_group`: every full block of the prompt can be shared with any request whose
+    # prompt starts with the same tokens.
+    block_hashes: tuple[Hashable, ...] | None = None
+    # Set by the engine at the first admission: prompt tokens served from the prefix cache
+    # (the emulator reports it as usage.prompt_tokens_details.cached_tokens, as vLLM does).
+    cached_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.prompt_tokens < 1 or self.output_tokens < 1:
@@ -61,6 +70,7 @@ class Sequence:
         "a",
         "admit_order",
         "arrival_s",
+        "block_keys",
         "finish_step",
         "g",
         "g_join",
@@ -88,8 +98,14 @@ class Sequence:
         self.g = req.generated_tokens          # output tokens generated (exact unless DECODE)
         self.num_computed = req.kv_ready_tokens
         self.prefix_group = req.prefix_group
-        self.max_prefix_blocks = (req.prefix_tokens // block_size_tokens
-                                  if req.prefix_group is not None else 0)
+        self.block_keys = req.block_hashes
+        if req.block_hashes:
+            # Keys may run past the prompt (the emulator also names the reply's blocks); a
+            # lookup never goes past the prompt (the scheduler caps it at num_tokens - 1).
+            self.max_prefix_blocks = len(req.block_hashes)
+        else:
+            self.max_prefix_blocks = (req.prefix_tokens // block_size_tokens
+                                      if req.prefix_group is not None else 0)
         self.state = WAITING
         self.admit_order = -1
         self.shared: list[tuple[Hashable, int]] = []   # cached prefix blocks held, in order
