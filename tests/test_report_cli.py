@@ -94,9 +94,20 @@ def test_bench_report_option(tmp_path):
     out = tmp_path / "bench.html"
     r = run("bench", "--target", "emulator", "--model", "llama-3.1-8b", "--rate", "8",
             "--requests", "30", "--prompt", "fixed:100", "--output", "fixed:8",
-            "--trace", str(tmp_path / "b.jsonl"), "--no-progress", "--report", str(out))
+            "--trace", str(tmp_path / "b.jsonl"), "--no-progress", "--report", str(out),
+            "--telemetry-interval-ms", "100")
     assert r.returncode == 0, r.stderr
-    assert "ridgeline-emulator" in out.read_text()
+    html = out.read_text()
+    assert "ridgeline-emulator" in html
+    # the emulator's /metrics, sampled beside the trace, plotted on the run's time axis
+    assert (tmp_path / "b.telemetry.jsonl").exists()
+    assert f'alt="Server telemetry: {tmp_path / "b.jsonl"}"' in html
+    from ridgeline.metrics.telemetry import telemetry_series
+    from ridgeline.trace.reader import read_trace
+
+    trace = read_trace(str(tmp_path / "b.jsonl"))
+    names = {name for _, name, _ in telemetry_series(tmp_path / "b.jsonl", trace.header)}
+    assert {"kv_usage", "running", "waiting"} <= names
 
 
 @pytest.mark.parametrize("args,words", [

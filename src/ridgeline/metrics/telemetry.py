@@ -181,3 +181,30 @@ __all__ = [
     "trace_telemetry",
     "trace_telemetry_of",
 ]
+
+
+SERIES_KEYS = {"server": ("kv_usage", "running", "waiting"),
+               "gpu": ("util_pct", "mem_used_bytes", "power_w")}
+
+
+def telemetry_series(trace_path: str | Path, header: Any) -> list[tuple[float, str, float]]:
+    """The sidecar's samples as (t_s, name, value) rows on the trace's clock (seconds from the
+    trace's t=0), for plots; [] when the header names no telemetry file or it is gone.
+    Names: `kv_usage`, `running`, `waiting` (server) and `gpu<i> util_pct|mem_used_bytes|
+    power_w`."""
+    extra = getattr(header, "model_extra", None) or {}
+    tel = extra.get("telemetry") if isinstance(extra, dict) else None
+    t0 = extra.get("t0_perf_counter_s") if isinstance(extra, dict) else None
+    if not isinstance(tel, dict) or not tel.get("file") or t0 is None:
+        return []
+    path = Path(trace_path).with_name(str(tel["file"]))
+    if not path.is_file():
+        return []
+    rows: list[tuple[float, str, float]] = []
+    for s in read_samples(path):
+        source = s.get("source")
+        prefix = f"gpu{s.get('gpu', 0)} " if source == "gpu" else ""
+        t_s = float(s["t_perf_s"]) - float(t0)
+        rows.extend((t_s, prefix + key, float(s[key]))
+                    for key in SERIES_KEYS.get(str(source), ()) if s.get(key) is not None)
+    return rows

@@ -168,28 +168,12 @@ def plot_run_series(telemetry: Iterable[tuple[float, str, float]],
 
 
 def telemetry_rows(trace: Any) -> list[tuple[float, str, float]]:
-    """Telemetry stored with a trace, as (t_s, name, value) rows; [] when there is none.
+    """The server/GPU telemetry `bench` sampled beside a trace (its sidecar file), as
+    (t_s, name, value) rows on the trace's clock; [] when there is none."""
+    from ridgeline.metrics.telemetry import telemetry_series
 
-    Read loosely from the header's `telemetry` field: a list of {t_s, name, value} objects
-    or of [t_s, name, value] triples, or {name: {"t_s": [...], "value(s)": [...]}}.
-    """
+    path = getattr(trace, "path", None)
     header = getattr(trace, "header", None)
-    extra = getattr(header, "model_extra", None) or {}
-    tel = extra.get("telemetry")
-    rows: list[tuple[float, str, float]] = []
-    try:
-        if isinstance(tel, list):
-            for item in tel:
-                if isinstance(item, dict):
-                    rows.append((float(item["t_s"]), str(item["name"]), float(item["value"])))
-                else:
-                    t, name, v = item
-                    rows.append((float(t), str(name), float(v)))
-        elif isinstance(tel, dict):
-            for name, s in tel.items():
-                vals = s.get("value", s.get("values", []))
-                rows.extend((float(t), str(name), float(v))
-                            for t, v in zip(s["t_s"], vals, strict=False))
-    except (KeyError, TypeError, ValueError):
+    if not path or header is None:
         return []
-    return rows
+    return telemetry_series(path, header)
