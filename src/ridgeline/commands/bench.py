@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.commands.options import JsonOpt, SeedOpt, SloOpt, TraceOutOpt
+from ridgeline.commands.options import CalibrationOpt, JsonOpt, SeedOpt, SloOpt, TraceOutOpt
 
 _EXAMPLES = """
 Examples:
@@ -172,6 +172,8 @@ def bench(
         raise field_error("--api", api, "completions, chat")
     if target not in ("url", "emulator"):
         raise field_error("--target", target, "url, emulator")
+    if calibration and target != "emulator":
+        raise field_error("--calibration", calibration, "only with --target emulator")
     if max_error_rate is not None and not 0 <= max_error_rate <= 1:
         raise field_error("--max-error-rate", max_error_rate, "a fraction in [0, 1]")
     if requests is None and duration_s is None:
@@ -228,7 +230,9 @@ def bench(
             raise RidgelineError("--target emulator: the emulator (ridgeline.serve) is not "
                                  "available in this installation") from None
         emulator_cm = EmulatorProcess(model=model or "llama-3.1-8b", hardware=hardware,
-                                      speed=speed, extra_args=list(emulator_arg or []))
+                                      speed=speed, extra_args=list(emulator_arg or []) + (
+                                          ["--calibration", calibration] if calibration
+                                          else []))
         header_extra = {"hardware": hardware, "engine": "ridgeline-emulator",
                         "emulator_speed": speed}
     results = []

@@ -15,6 +15,7 @@ import typer
 from ridgeline.commands.options import (
     ActivationsOpt,
     BandwidthEffOpt,
+    CalibrationOpt,
     ComputeEffOpt,
     DpOpt,
     EpOpt,
@@ -144,10 +145,17 @@ def estimate_cmd(
         "(as vLLM).")] = 0.9,
     ops: Annotated[bool, typer.Option("--ops", help="Per-operator breakdown (prefill and "
                                       "decode).")] = False,
+    calibration: CalibrationOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict prefill/TTFT, decode/TPOT, E2E, throughput and memory from first principles."""
     import numpy as np
+
+    if calibration:   # a measured profile times the phases instead of the roofline model
+        from ridgeline.calibrate.report import estimate_calibrated
+
+        estimate_calibrated(calibration, batch, prompt, output, context, prefix, as_json)
+        return
 
     from ridgeline.perf.estimate import estimate, model_constants, op_rows
     from ridgeline.perf.serving_model import RooflineStepTime

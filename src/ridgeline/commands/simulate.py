@@ -16,6 +16,7 @@ import typer
 from ridgeline.commands.options import (
     ActivationsOpt,
     BandwidthEffOpt,
+    CalibrationOpt,
     ComputeEffOpt,
     EpOpt,
     HardwareOpt,
@@ -97,6 +98,7 @@ def simulate_cmd(
     compute_efficiency: ComputeEffOpt = None,
     bandwidth_efficiency: BandwidthEffOpt = None,
     kernel_overhead_us: KernelOverheadOpt = None,
+    calibration: CalibrationOpt = None,
     slo: SloOpt = None,
     slo_attainment: Annotated[float, typer.Option(
         "--slo-attainment", help="Sweep: a rate meets the SLOs when at least this fraction "
@@ -111,6 +113,7 @@ def simulate_cmd(
     seed: SeedOpt = 0,
 ) -> None:
     """Simulate an LLM serving engine under load; print the metrics of `analyze`."""
+    from ridgeline.calibrate.resolve import engine_config_for, load_step_model
     from ridgeline.errors import RidgelineError
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.perf.serving_model import RooflineStepTime
@@ -131,11 +134,11 @@ def simulate_cmd(
         raise RidgelineError("--rate/--concurrency: give one (open loop or closed loop)")
     if not 0 < slo_attainment <= 1:
         raise RidgelineError(f"--slo-attainment: got {slo_attainment}; allowed: (0, 1]")
-    step_model = RooflineStepTime.from_names(
+    step_model = load_step_model(calibration, lambda: RooflineStepTime.from_names(
         model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,
         tp=tp, pp=pp, ep=ep, compute_efficiency=compute_efficiency,
         bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
-        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs))
     if num_kv_blocks is None:
         num_kv_blocks = kv_blocks_from_memory(step_model, gpu_memory_utilization, block_size,
                                               f"{model} on {hardware}")
@@ -143,6 +146,7 @@ def simulate_cmd(
                           max_num_batched_tokens=max_num_batched_tokens,
                           chunked_prefill=chunked_prefill, block_size_tokens=block_size,
                           num_kv_blocks=num_kv_blocks, enable_prefix_caching=prefix_caching)
+    config = engine_config_for(step_model, config)
     pd_split = parse_pd(pd)
     cluster = ClusterConfig(
         replicas=replicas, router=router, pd=pd_split,

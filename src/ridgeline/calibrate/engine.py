@@ -1,0 +1,78 @@
+"""`calibrate engine` / `calibrate fit` as library functions (the commands only parse options).
+
+>>> # calibrate_from_traces(["probe-decode-b1.jsonl", ...], preset="llama.cpp", slots=8)
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ridgeline import __version__
+from ridgeline.calibrate.fit import fit_profile
+from ridgeline.calibrate.presets import preset_scheduling
+from ridgeline.calibrate.probe import (
+    ProbeDesign,
+    engine_facts,
+    run_probe,
+    samples_from_traces,
+)
+from ridgeline.calibrate.profile import CalibrationProfile, Provenance
+
+
+def host_facts() -> dict[str, Any]:
+    import os
+
+    return {"hostname": socket.gethostname(), "platform": platform.platform(),
+            "machine": platform.machine(), "processor": platform.processor(),
+            "cpu_count": os.cpu_count(), "python": platform.python_version()}
+
+
+def kv_bytes_per_token_of(config_path: str | None, kv_bytes: float = 2.0) -> float:
+    """K and V of every layer for one token (llama.cpp's default f16 cache: 2 bytes)."""
+    if not config_path:
+        return 0.0
+    from ridgeline.specs.model import load_model
+
+    m = load_model(config_path)
+    return float(2 * m.num_layers * m.num_kv_heads * m.head_dim * kv_bytes)
+
+
+def calibrate_from_traces(paths: list[str], *, preset: str = "llama.cpp",
+                          slots: int | None = None, n_batch: int = 2048, n_ubatch: int = 512,
+                          kv_capacity_tokens: int = 1 << 20, config_path: str | None = None,
+                          design: dict[str, Any] | None = None,
+                          facts: dict[str, Any] | None = None) -> CalibrationProfile:
+    """Fit a profile from probe traces (`ridgeline calibrate fit`)."""
+    samples, refs, notes = samples_from_traces(paths)
+    ef = engine_facts(paths)
+    batches = [s.tokens for s in samples if not s.point.startswith(("prefill", "context"))]
+    sched = preset_scheduling(preset, slots or (max(batches) if batches else None), n_batch,
+                              n_ubatch)
+    prov = Provenance(engine=preset if ef.engine in ("unknown", "None") else ef.engine,
+                      engine_version=ef.engine_version, base_url=ef.base_url, model=ef.model,
+                      model_config_path=config_path, host=host_facts(),
+                      ridgeline_version=__version__, probe_design=design or {},
+                      probe_traces=refs, **(facts or {}))
+    return fit_profile(samples, sched, prov, kv_bytes_per_token_of(config_path),
+                       kv_capacity_tokens, notes)
+
+
+def calibrate_engine(endpoint: Any, design: ProbeDesign, probe_dir: str | Path, *,
+                     preset: str = "llama.cpp", slots: int | None = None, n_batch: int = 2048,
+                     n_ubatch: int = 512, kv_capacity_tokens: int = 1 << 20,
+                     config_path: str | None = None, seed: int = 0,
+                     log: Callable[[str], None] | None = None) -> CalibrationProfile:
+    """Probe a live endpoint through the bench client, then fit (`ridgeline calibrate
+    engine`)."""
+    points = run_probe(endpoint, design, probe_dir, engine=preset, seed=seed, log=log)
+    return calibrate_from_traces([p.trace_path for p in points], preset=preset,
+                                 slots=slots or design.max_batch, n_batch=n_batch,
+                                 n_ubatch=n_ubatch, kv_capacity_tokens=kv_capacity_tokens,
+                                 config_path=config_path, design=design.describe())
+
+
+__all__ = ["calibrate_engine", "calibrate_from_traces", "host_facts", "kv_bytes_per_token_of"]
