@@ -138,12 +138,12 @@ def test_profile_round_trip_and_bad_files(tmp_path: Path) -> None:
     again = CalibrationProfile.load(path)
     assert again.step_s == prof.step_s and again.tokens == [1, 2]
     (tmp_path / "bad.json").write_text('{"kind": "other"}')
-    with pytest.raises(RidgelineError, match="--calibration: .* is not a calibration profile"):
+    with pytest.raises(RidgelineError, match=r"--calibration: .* is not a calibration profile"):
         CalibrationProfile.load(tmp_path / "bad.json")
     obj = json.loads(path.read_text())
     obj["step_s"] = [0.01, -1]
     (tmp_path / "neg.json").write_text(json.dumps(obj))
-    with pytest.raises(RidgelineError, match="--calibration: .*step_s"):
+    with pytest.raises(RidgelineError, match=r"--calibration: .*step_s"):
         CalibrationProfile.load(tmp_path / "neg.json")
     with pytest.raises(RidgelineError, match="--calibration: cannot read"):
         CalibrationProfile.load(tmp_path / "missing.json")

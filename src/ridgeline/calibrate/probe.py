@@ -87,8 +87,8 @@ def run_probe(endpoint: Any, design: ProbeDesign, out_dir: str | Path, *,
               engine: str = "llama.cpp", seed: int = 0,
               log: Any = None) -> list[ProbePoint]:
     """Run every probe point against `endpoint` (an EndpointConfig); traces go to out_dir."""
-    from ridgeline.bench.run import BenchConfig, run_bench
     from ridgeline.bench.load import LoadSpec
+    from ridgeline.bench.run import BenchConfig, run_bench
     from ridgeline.workload.lengths import parse_lengths
 
     out = Path(out_dir)
@@ -113,7 +113,9 @@ def run_probe(endpoint: Any, design: ProbeDesign, out_dir: str | Path, *,
             log(f"probe {pt.label}: {pt.requests} requests at concurrency {pt.batch}")
         outcome = run_bench(cfg, warn=log or (lambda m: None))
         if outcome.failed:
-            raise RidgelineError(f"calibrate: probe point {pt.label} failed ({outcome.aborted or 'no request succeeded'}); see {pt.trace_path}")
+            why = outcome.aborted or "no request succeeded"
+            raise RidgelineError(f"calibrate: probe point {pt.label} failed ({why}); see "
+                                 f"{pt.trace_path}")
     return points
 
 
@@ -194,7 +196,7 @@ def prefill_sample(recs: list[dict[str, Any]], label: str) -> StepSample | None:
     toks = [int(r.get("prompt_tokens") or 0) for r in recs if r.get("event_times_s")]
     if not ttft or not all(toks):
         return None
-    n = int(round(float(np.median(toks))))
+    n = round(float(np.median(toks)))
     return StepSample(label, n, n * (n + 1) / 2.0, float(np.median(ttft)), len(ttft))
 
 

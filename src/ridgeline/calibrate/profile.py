@@ -19,8 +19,8 @@ such step is counted in `extrapolated_steps` and printed by `assumptions()`: nev
 
 >>> p = CalibrationProfile.from_table(tokens=[1, 2, 4, 8], step_s=[0.01, 0.02, 0.04, 0.03])
 >>> from ridgeline.perf.step_time import BatchWork
->>> round(p.step_time_s(BatchWork(decode_seqs=8)), 6), round(p.step_time_s(BatchWork(decode_seqs=6)), 6)
-(0.03, 0.035)
+>>> [round(p.step_time_s(BatchWork(decode_seqs=b)), 6) for b in (4, 6, 8)]
+[0.04, 0.035, 0.03]
 """
 
 from __future__ import annotations

@@ -75,6 +75,7 @@ def bench(
     emulator_arg: Annotated[list[str] | None, typer.Option(
         "--emulator-arg", help="Emulator only: one more `ridgeline serve` argument "
         "(repeatable), e.g. --emulator-arg=--max-num-seqs --emulator-arg=64.")] = None,
+    calibration: CalibrationOpt = None,
     api: Annotated[str, typer.Option("--api", help="completions (/v1/completions) or chat "
                                      "(/v1/chat/completions).")] = "completions",
     api_key: Annotated[str | None, typer.Option("--api-key", help="Bearer token (default: "
