@@ -111,3 +111,15 @@ def test_simulate_and_estimate_take_the_profile(known: Path) -> None:
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["rows"]
     assert [round(x["tpot_s"], 6) for x in rows] == [0.06, 0.045]
+
+
+def test_bench_emulator_takes_the_profile(known: Path, tmp_path: Path) -> None:
+    # One user: TPOT is T(1) = 20 ms of the known table on the wall clock (+ small overhead).
+    r = _run("bench", "--target", "emulator", "--calibration", str(known), "--concurrency",
+             "1", "--requests", "3", "--prompt", "fixed:16", "--output", "fixed:6",
+             "--trace", str(tmp_path / "t.jsonl"), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    lat = json.loads(r.stdout)["analysis"]["latency"]
+    assert lat["tpot_ms"]["percentiles"]["p50"]["value"] == pytest.approx(20.0, rel=0.25)
+    r = _run("bench", "--calibration", str(known), "--requests", "1")
+    assert r.returncode == 2 and "--calibration" in r.stderr

@@ -138,13 +138,15 @@ def _pct(analysis: Any, key: str, q: str) -> tuple[float, float, float]:
 
 
 def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str, float],
-                 seed: int = 0) -> list[VerifyRow]:
+                 seed: int = 0, config: Any = None) -> list[VerifyRow]:
+    """Rows for one trace; `profile` is any step-time model (`config`: its EngineConfig,
+    default the profile's own scheduling)."""
     from ridgeline.metrics.analysis import analyze
     from ridgeline.sim.runner import simulate
     from ridgeline.trace.schema import TraceHeader
 
     wl = replay_workload(trace)
-    res = simulate(wl, profile.engine_config(), profile)
+    res = simulate(wl, config if config is not None else profile.engine_config(), profile)
     sim_header = TraceHeader(source="simulate", clock="virtual", engine="ridgeline-sim",
                              load=dict(trace.header.load or {}))
     predicted = analyze(res.to_trace(sim_header), seed=seed)
@@ -166,7 +168,7 @@ def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str,
 
 
 def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None = None,
-           fmt: str = "auto", seed: int = 0) -> VerifyReport:
+           fmt: str = "auto", seed: int = 0, config: Any = None) -> VerifyReport:
     """Predicted vs measured for every trace (one load point each)."""
     from ridgeline.trace.importers import load_trace
 
@@ -175,8 +177,8 @@ def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None
     report = VerifyReport(bounds=bounds)
     for path in trace_paths:
         trace = load_trace(path, fmt)
-        report.rows.extend(verify_trace(trace, profile, metrics, bounds, seed))
-    if profile.extrapolated_steps:
+        report.rows.extend(verify_trace(trace, profile, metrics, bounds, seed, config))
+    if getattr(profile, "extrapolated_steps", 0):
         report.warnings.append(profile.assumptions()[-1])
     return report
 
