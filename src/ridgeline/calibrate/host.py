@@ -31,6 +31,7 @@ import itertools
 import math
 import os
 import platform
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -479,18 +480,19 @@ def measure_host(model_spec: ModelSpec | None = None, dtypes: Sequence[str] | No
                  quick: bool = False, *, threads: int | None = None,
                  include_seed_003: bool = True, torch_devices: Sequence[str] = ("cpu", "cuda"),
                  backends: Sequence[Backend] | None = None,
-                 progress: Callable[[str], None] | None = None) -> HostProfile:
+                 progress: Callable[[str], None] | None = None,
+                 timer: Callable[[], float] = time.perf_counter) -> HostProfile:
     """Measure this machine: bandwidth (read/write/copy) and GEMM sweeps; return the profile.
 
     `dtypes` limits the GEMM dtypes (default: every dtype a backend offers); `quick` uses
     fewer repeats, a shorter m sweep and a smaller buffer (about a minute on 2 cores).
-    `backends` replaces the detected ones (tests pass a fake).
+    `backends` replaces the detected ones and `timer` the clock (tests pass fakes).
     """
     threads = threads or os.cpu_count() or 1
     llc = llc_bytes()
     buffer = max(4 * llc, (128 if quick else 256) * MIB)
     timing = {"repeats": 5 if quick else 9, "warmup": 1 if quick else 2,
-              "min_sample_s": 0.02 if quick else 0.05}
+              "min_sample_s": 0.02 if quick else 0.05, "timer": timer}
     say = progress or (lambda _msg: None)
     owned = backends is None
     backs: list[Any] = list(backends) if backends is not None else (
