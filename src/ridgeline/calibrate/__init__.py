@@ -1,4 +1,1 @@
-"""Calibration: measure a host or a live engine and fit a step-time profile from it.
-
-See docs/calibration.md.
-"""
+"""Calibration: host microbenchmarks, a real engine as tooling, profiles fitted to measurement."""
