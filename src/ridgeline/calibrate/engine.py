@@ -41,6 +41,27 @@ def kv_bytes_per_token_of(config_path: str | None, kv_bytes: float = 2.0) -> flo
     return float(2 * m.num_layers * m.num_kv_heads * m.head_dim * kv_bytes)
 
 
+def engine_props(base_url: str, timeout_s: float = 5.0) -> dict[str, Any]:
+    """llama.cpp's GET /props (slots, per-slot context, build); {} when the engine has none."""
+    import json
+    import urllib.request
+
+    url = base_url.rstrip("/").removesuffix("/v1") + "/props"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            obj = json.loads(resp.read().decode("utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(obj, dict):
+        return {}
+    gen = obj.get("default_generation_settings") or {}
+    out = {k: obj[k] for k in ("total_slots", "build_info", "model_path", "model_ftype")
+           if k in obj}
+    if isinstance(gen, dict) and isinstance(gen.get("n_ctx"), int):
+        out["slot_n_ctx"] = gen["n_ctx"]
+    return out
+
+
 def calibrate_from_traces(paths: list[str], *, preset: str = "llama.cpp",
                           slots: int | None = None, n_batch: int = 2048, n_ubatch: int = 512,
                           kv_capacity_tokens: int = 1 << 20, config_path: str | None = None,
@@ -63,16 +84,27 @@ def calibrate_from_traces(paths: list[str], *, preset: str = "llama.cpp",
 
 def calibrate_engine(endpoint: Any, design: ProbeDesign, probe_dir: str | Path, *,
                      preset: str = "llama.cpp", slots: int | None = None, n_batch: int = 2048,
-                     n_ubatch: int = 512, kv_capacity_tokens: int = 1 << 20,
+                     n_ubatch: int = 512, kv_capacity_tokens: int | None = None,
                      config_path: str | None = None, seed: int = 0,
                      log: Callable[[str], None] | None = None) -> CalibrationProfile:
     """Probe a live endpoint through the bench client, then fit (`ridgeline calibrate
-    engine`)."""
+    engine`). llama.cpp's /props, when it answers, gives the slots and the KV capacity
+    (slots x per-slot context) unless they are given."""
+    props = engine_props(endpoint.base_url) if preset == "llama.cpp" else {}
+    slots = slots or props.get("total_slots") or design.max_batch
+    if kv_capacity_tokens is None:
+        kv_capacity_tokens = slots * props["slot_n_ctx"] if "slot_n_ctx" in props else 1 << 20
     points = run_probe(endpoint, design, probe_dir, engine=preset, seed=seed, log=log)
-    return calibrate_from_traces([p.trace_path for p in points], preset=preset,
-                                 slots=slots or design.max_batch, n_batch=n_batch,
-                                 n_ubatch=n_ubatch, kv_capacity_tokens=kv_capacity_tokens,
+    facts = {"engine_props": props} if props else {}
+    if props.get("build_info"):
+        facts["engine_version"] = str(props["build_info"])
+    prof = calibrate_from_traces([p.trace_path for p in points], preset=preset, slots=slots,
+                                 n_batch=n_batch, n_ubatch=n_ubatch,
+                                 kv_capacity_tokens=kv_capacity_tokens,
                                  config_path=config_path, design=design.describe())
+    for k, v in facts.items():
+        setattr(prof.provenance, k, v)
+    return prof
 
 
 __all__ = ["calibrate_engine", "calibrate_from_traces", "host_facts", "kv_bytes_per_token_of"]

@@ -54,7 +54,9 @@ def engine_cmd(
     slots: SlotsOpt = None,
     n_batch: NBatchOpt = 2048,
     n_ubatch: NUbatchOpt = 512,
-    kv_capacity_tokens: KvCapOpt = 1 << 20,
+    kv_capacity_tokens: Annotated[int | None, typer.Option(
+        "--kv-capacity-tokens", min=1, help="The engine's KV cache in tokens (default: "
+        "llama.cpp's /props slots x n_ctx, else 1048576).")] = None,
     probe_dir: Annotated[str | None, typer.Option("--probe-dir", help="Where the probe traces "
                                                   "go (default: beside --out).")] = None,
     timeout_s: Annotated[float, typer.Option("--timeout", help="Per-request limit, s.")] = 120.0,
@@ -114,22 +116,17 @@ def host_cmd(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Also time this model's "
                                               "own GEMM shapes (catalog name or config.json).")
                      ] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer sizes and repeats.")] = False,
 ) -> None:
-    """Microbenchmark this host (memory bandwidth, GEMM sweep); write a host profile."""
-    import json
-    from pathlib import Path
+    """Microbenchmark this host (memory bandwidth, GEMM sweep); write a host profile
+    (also a hardware file: `estimate --hardware host.json`)."""
+    from ridgeline.calibrate.host import measure_host
+    from ridgeline.specs.model import load_model
 
-    from ridgeline.errors import RidgelineError
-
-    try:
-        from ridgeline.calibrate.host import measure_host
-    except ImportError:
-        raise RidgelineError("calibrate host: the host microbenchmarks are not in this "
-                             "installation") from None
-    prof = measure_host(model=model) if model else measure_host()
-    data = prof.model_dump(mode="json") if hasattr(prof, "model_dump") else prof
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    spec = load_model(model) if model else None
+    prof = measure_host(model_spec=spec, quick=quick,
+                        progress=lambda m: typer.echo(m, err=True))
+    prof.write(out)
     typer.echo(f"host profile written to {out}")
 
 
