@@ -200,6 +200,10 @@ class CalibrationProfile(BaseModel):
         out = np.where(n > 0, t, 0.0)
         return float(out) if out.ndim == 0 else out
 
+    def step_time_s_of(self, **fields: float) -> float:
+        """One step's seconds from BatchWork fields given by name (a convenience)."""
+        return float(self.step_time_s(BatchWork(**fields)))
+
     @property
     def kv_bytes_per_token(self) -> float:
         return self.kv_bytes_per_token_value
