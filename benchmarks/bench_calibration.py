@@ -3,11 +3,12 @@
     .venv/bin/python benchmarks/bench_calibration.py [--shape membound] [--starts 2]
         [--out benchmarks/results_calibration.json]
 
-Each of `--starts` fresh server starts (memory-bound random Llama, ~400 MB F32, `-np 8 -t 2`):
-calibrate on closed-loop probes only (decode lockstep at B = 1, 2, 4, 8; B = 1 at a long
-context; single-stream prefills of 16..512 tokens), then bench three load points NOT used for
-fitting (closed loop at C = 3, between the probed 2 and 4; Poisson at two rates; prompt 64,
-output 32 tokens, unlike the probes) and predict them with `verify`. Reported per point:
+Each of `--starts` fresh server starts (memory-bound random Llama, ~400 MB F32, `-np 8`,
+`-t 1` by default): calibrate on closed-loop probes only (decode lockstep at B = 1, 2, 4, 8;
+B = 1 at a long context; single-stream prefills of 16..512 tokens), then bench three load
+points NOT used for fitting (closed loop at C = 3, between the probed 2 and 4; Poisson at two
+rates; prompt 64, output 32 tokens, unlike the probes) and predict them with `verify`.
+Reported per point:
 predicted, measured, error for TTFT/TPOT/E2E P50; the median absolute error per metric; the
 same prediction from the profile of the *other* start (cross-start); the measured run-to-run
 noise between starts; and the uncalibrated roofline's error on the same points, using the
@@ -85,6 +86,10 @@ def main() -> int:
     ap.add_argument("--starts", type=int, default=2)
     ap.add_argument("--out", default="benchmarks/results_calibration.json")
     ap.add_argument("--work", default="/tmp/ridgeline-bench-calibration")
+    ap.add_argument("--threads", type=int, default=1, help="llama-server -t (1 on a shared "
+                    "box: with 2 threads on 2 busy cores ggml's spinning barriers stall)")
+    ap.add_argument("--rates", type=lambda t: [float(x) for x in t.split(",")],
+                    default=[0.8, 1.6])
     args = ap.parse_args()
 
     from ridgeline.calibrate.gguf_model import ensure_model
@@ -92,13 +97,15 @@ def main() -> int:
     from ridgeline.calibrate.verify import verify
 
     points = (LoadPoint("closed c=3", concurrency=3, requests=15),
-              LoadPoint("poisson 1 req/s", rate_req_s=1.0, requests=20),
-              LoadPoint("poisson 2 req/s", rate_req_s=2.0, requests=24))
+              LoadPoint(f"poisson {args.rates[0]:g} req/s", rate_req_s=args.rates[0],
+                        requests=20),
+              LoadPoint(f"poisson {args.rates[1]:g} req/s", rate_req_s=args.rates[1],
+                        requests=24))
     work = Path(args.work)
     runs = []
     for k in range(args.starts):
         cfg = RealLoopConfig(out_dir=str(work / f"start{k}"), shape=args.shape, slots=8,
-                             threads=2, ctx_per_slot=1024, batches=(1, 2, 4, 8),
+                             threads=args.threads, ctx_per_slot=1024, batches=(1, 2, 4, 8),
                              decode_prompt_tokens=32, decode_output_tokens=32, rounds=2,
                              context_prompt_tokens=384,
                              prefill_tokens=(16, 64, 128, 256, 512), prefill_repeats=3,

@@ -38,9 +38,9 @@ def test_real_engine_loop(tmp_path: Path) -> None:
     from ridgeline.calibrate.real_loop import LoadPoint, RealLoopConfig, run_real_loop
 
     cfg = RealLoopConfig(
-        out_dir=str(tmp_path), shape="tiny", slots=4, threads=2, ctx_per_slot=512,
+        out_dir=str(tmp_path), shape="tiny", slots=4, threads=1, ctx_per_slot=512,
         batches=(1, 2, 4), decode_output_tokens=16, rounds=2, context_prompt_tokens=256,
-        prefill_tokens=(16, 64, 128), prefill_repeats=2, prompt="fixed:48", output="fixed:24",
+        prefill_tokens=(16, 64, 256), prefill_repeats=3, prompt="fixed:48", output="fixed:24",
         points=(LoadPoint("closed c=3", concurrency=3, requests=9),))
     res = run_real_loop(cfg, log=lambda m: None)
     # No process left behind.

@@ -15,7 +15,10 @@ Step times come from the client's event times (what `verify` later compares agai
 decode step is the gap between consecutive output events of a stream, kept only when exactly
 B streams were decoding and no other request completed a prefill in the same step (a mixed
 step). The engine's own `timings` (llama.cpp), when the trace has them, are compared with the
-client's times in the fit notes.
+client's times in the fit notes. Where the client cannot resolve single steps (median gap
+under 2 ms: chunks coalesce in one network read) or no clean step exists, the decode step
+is the engine's own per-request decode time instead, predicted_ms / (predicted_n - 1)
+(labelled "(engine timings)" in the residuals).
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ import numpy as np
 from ridgeline.calibrate.fit import StepSample
 from ridgeline.calibrate.profile import TraceRef
 from ridgeline.errors import RidgelineError
+
+# Below this median gap between output events the client's read timestamps no longer
+# resolve single steps (chunks coalesce in one read): use the engine's own timings.
+MIN_CLIENT_GAP_S = 0.002
 
 
 @dataclass(frozen=True)
@@ -184,10 +191,27 @@ def decode_sample(recs: list[dict[str, Any]], batch: int, label: str) -> StepSam
                 continue
             gaps.append(float(end - e[k - 1]))
             pairs.append(batch * (p + k))
-    if len(gaps) < 3:
+    if len(gaps) >= 3 and float(np.median(gaps)) >= MIN_CLIENT_GAP_S:
+        return StepSample(label, batch, float(np.median(pairs)), float(np.median(gaps)),
+                          len(gaps))
+    return engine_decode_sample(recs, batch, label)
+
+
+def engine_decode_sample(recs: list[dict[str, Any]], batch: int, label: str
+                         ) -> StepSample | None:
+    """Steps too short for the client to resolve (or no clean ones): the engine's own
+    per-request decode time, predicted_ms / (predicted_n - 1), median over requests."""
+    per, pairs = [], []
+    for r in recs:
+        t = r.get("engine_timings") or {}
+        n = t.get("predicted_n") or 0
+        if n >= 3 and t.get("predicted_ms"):
+            per.append(float(t["predicted_ms"]) / 1e3 / (n - 1))
+            pairs.append(batch * (float(r.get("prompt_tokens") or 0) + n / 2))
+    if len(per) < 2:
         return None
-    return StepSample(label, batch, float(np.median(pairs)), float(np.median(gaps)),
-                      len(gaps))
+    return StepSample(label + " (engine timings)", batch, float(np.median(pairs)),
+                      float(np.median(per)), len(per))
 
 
 def prefill_sample(recs: list[dict[str, Any]], label: str) -> StepSample | None:

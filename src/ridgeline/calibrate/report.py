@@ -54,7 +54,7 @@ def print_verify(report: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    con = Console(highlight=False)
+    con = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
     tab = Table(title="ridgeline verify — predicted vs measured", title_justify="left")
     for c in ("point", "metric", "predicted", "measured", "measured 95% CI", "error",
               "in CI", "bound", "ok"):
