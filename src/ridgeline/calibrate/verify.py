@@ -1,10 +1,11 @@
 """Predicted vs measured: replay a measured trace through the simulator with a profile.
 
 For each trace (any format `analyze` reads): the requests' prompt and output lengths and
-their arrivals are replayed through `ridgeline.sim.runner.simulate` with the profile as the
-step-time model and its scheduling as the engine config: a closed-loop trace (header load
-pattern closed, concurrency C) as a closed loop of C users with no think time, anything
-else as an open loop at the measured send times. Both traces go through the one metrics
+their measured send times are replayed through `ridgeline.sim.runner.simulate` with the
+profile as the step-time model and its scheduling as the engine config. With
+`closed_loop=True` a closed-loop trace (header load pattern closed, concurrency C) is
+simulated as C users with no think time instead (all start at t=0, so they stay in
+lockstep, which a real client rarely does). Both traces go through the one metrics
 implementation (`analyze`); per metric the error is (predicted - measured) / measured and
 `in_ci` says whether the prediction lies inside the measurement's own bootstrap 95% CI.
 
@@ -107,8 +108,9 @@ def point_label(trace: Any) -> str:
     return Path(trace.path or "trace").stem
 
 
-def replay_workload(trace: Any) -> Any:
-    """The trace's successful requests as a simulator workload (lengths and arrivals)."""
+def replay_workload(trace: Any, closed_loop: bool = False) -> Any:
+    """The trace's successful requests as a simulator workload: their lengths, and their
+    measured send times (`closed_loop`: a closed-loop trace as C users instead)."""
     from ridgeline.sim.runner import Workload
     from ridgeline.trace.table import STATUS_CODE
 
@@ -123,7 +125,7 @@ def replay_workload(trace: Any) -> Any:
     sent = trace.sent_s[ok][order]
     load = trace.header.load or {}
     conc = load.get("concurrency")
-    if str(load.get("pattern", "")).startswith("closed") and conc:
+    if closed_loop and str(load.get("pattern", "")).startswith("closed") and conc:
         return Workload(prompt, output, concurrency=int(conc),
                         think_s=np.zeros(prompt.size))
     return Workload(prompt, output, arrival_s=sent - sent[0])
@@ -138,14 +140,15 @@ def _pct(analysis: Any, key: str, q: str) -> tuple[float, float, float]:
 
 
 def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str, float],
-                 seed: int = 0, config: Any = None) -> list[VerifyRow]:
+                 seed: int = 0, config: Any = None, closed_loop: bool = False
+                 ) -> list[VerifyRow]:
     """Rows for one trace; `profile` is any step-time model (`config`: its EngineConfig,
     default the profile's own scheduling)."""
     from ridgeline.metrics.analysis import analyze
     from ridgeline.sim.runner import simulate
     from ridgeline.trace.schema import TraceHeader
 
-    wl = replay_workload(trace)
+    wl = replay_workload(trace, closed_loop)
     res = simulate(wl, config if config is not None else profile.engine_config(), profile)
     sim_header = TraceHeader(source="simulate", clock="virtual", engine="ridgeline-sim",
                              load=dict(trace.header.load or {}))
@@ -168,7 +171,8 @@ def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str,
 
 
 def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None = None,
-           fmt: str = "auto", seed: int = 0, config: Any = None) -> VerifyReport:
+           fmt: str = "auto", seed: int = 0, config: Any = None,
+           closed_loop: bool = False) -> VerifyReport:
     """Predicted vs measured for every trace (one load point each)."""
     from ridgeline.trace.importers import load_trace
 
@@ -177,7 +181,8 @@ def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None
     report = VerifyReport(bounds=bounds)
     for path in trace_paths:
         trace = load_trace(path, fmt)
-        report.rows.extend(verify_trace(trace, profile, metrics, bounds, seed, config))
+        report.rows.extend(verify_trace(trace, profile, metrics, bounds, seed, config,
+                                        closed_loop))
     if getattr(profile, "extrapolated_steps", 0):
         report.warnings.append(profile.assumptions()[-1])
     return report

@@ -19,6 +19,9 @@ def verify_cmd(
         "ttft_p50=20% (repeatable).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="Trace format (auto, ridgeline, vllm, "
                                      "aiperf, guidellm, llmperf).")] = "auto",
+    closed_loop: Annotated[bool, typer.Option(
+        "--closed-loop", help="Simulate a closed-loop trace as C users starting together "
+        "instead of replaying its measured send times.")] = False,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
 ) -> None:
@@ -31,7 +34,7 @@ def verify_cmd(
 
     bounds = parse_bounds(bound)
     profile = CalibrationProfile.load(calibration)
-    report = verify(list(traces), profile, bounds, fmt, seed)
+    report = verify(list(traces), profile, bounds, fmt, seed, closed_loop=closed_loop)
     if json_out:
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
