@@ -95,6 +95,7 @@ def main() -> int:
     from ridgeline.calibrate.gguf_model import ensure_model
     from ridgeline.calibrate.real_loop import LoadPoint, RealLoopConfig, run_real_loop
     from ridgeline.calibrate.verify import verify
+    from ridgeline.errors import RidgelineError
 
     points = (LoadPoint("closed c=3", concurrency=3, requests=15),
               LoadPoint(f"poisson {args.rates[0]:g} req/s", rate_req_s=args.rates[0],
@@ -111,7 +112,11 @@ def main() -> int:
                              prefill_tokens=(16, 64, 128, 256, 512), prefill_repeats=3,
                              prompt="fixed:64", output="fixed:32", points=points, seed=k)
         t0 = time.time()
-        res = run_real_loop(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
+        try:
+            res = run_real_loop(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
+        except RidgelineError as exc:   # a failed start is reported, the others kept
+            print(f"start {k} failed: {exc}", file=sys.stderr)
+            continue
         runs.append({"res": res, "wall_s": time.time() - t0, "load1": os.getloadavg()[0]})
     model = ensure_model(args.shape)
     hw_path = work / "host-hardware.json"

@@ -64,6 +64,12 @@ def fit_per_pair_s(samples: list[StepSample]) -> tuple[float, str]:
     if slope < 0:
         return 0.0, (f"per_pair_s: fitted slope {slope:.3g} s/pair < 0 (noise above the "
                      "context effect); floored at 0")
+    # Attention cannot take more than the whole step: cap the slope at half of the smallest
+    # step_s / pairs over all samples (a noisy context probe must not swallow a prefill).
+    cap = 0.5 * min((s.step_s / s.pairs for s in samples if s.pairs > 0), default=slope)
+    if slope > cap:
+        return cap, (f"per_pair_s: fitted slope {slope:.3g} s/pair capped at {cap:.3g} (half "
+                     "the smallest step time per pair among the probes): context probe noisy")
     return slope, f"per_pair_s from {used} token count(s) probed at several contexts"
 
 
