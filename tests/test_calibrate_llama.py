@@ -79,3 +79,50 @@ def test_real_engine_loop(tmp_path: Path) -> None:
     assert abs(err["tpot_p50"]) < 1.5, res.report.to_dict()
     assert abs(err["ttft_p50"]) < 1.5, res.report.to_dict()
     assert not res.profile.extrapolated_steps, res.profile.assumptions()
+
+
+def test_demo_real_stops_the_server_on_sigterm(tmp_path: Path) -> None:
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _binary()
+    exe = str(Path(sys.executable).parent / "ridgeline")
+    proc = subprocess.Popen([exe, "demo", "--real", "--out-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    pid = None
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 120
+        for line in proc.stdout:
+            m = re.search(r"llama-server pid (\d+)", line)
+            if m:
+                pid = int(m.group(1))
+                break
+            assert time.monotonic() < deadline
+        assert pid is not None
+        time.sleep(1.0)            # inside the probe
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)   # exit status 130 once cli.main() propagates it (lead's merge)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            break        # exited; only not yet reaped by its parent
+        time.sleep(0.2)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"llama-server {pid} outlived `ridgeline demo --real`")
+    rest = proc.stdout.read() if proc.stdout else ""
+    assert "Traceback" not in rest
+    assert "predicted vs measured" not in rest     # it stopped there, as after Ctrl-C

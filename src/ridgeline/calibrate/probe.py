@@ -119,11 +119,28 @@ def run_probe(endpoint: Any, design: ProbeDesign, out_dir: str | Path, *,
         if log is not None:
             log(f"probe {pt.label}: {pt.requests} requests at concurrency {pt.batch}")
         outcome = run_bench(cfg, warn=log or (lambda m: None))
+        term_as_interrupt()
+        if outcome.interrupted:
+            raise KeyboardInterrupt
         if outcome.failed:
             why = outcome.aborted or "no request succeeded"
             raise RidgelineError(f"calibrate: probe point {pt.label} failed ({why}); see "
                                  f"{pt.trace_path}")
     return points
+
+
+def term_as_interrupt() -> None:
+    """SIGTERM raises KeyboardInterrupt in the main thread, so `with` blocks that own a
+    server stop it. (The bench's event loop handles SIGTERM itself while it runs and resets
+    it to the default when done: call this again after every bench run.)"""
+    import signal
+    import threading
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise)
 
 
 # ---- reading probe traces -----------------------------------------------------------------

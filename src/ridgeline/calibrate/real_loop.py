@@ -76,10 +76,11 @@ def run_real_loop(cfg: RealLoopConfig, log: Callable[[str], None] = print) -> Re
     from ridgeline.calibrate.engine import calibrate_engine
     from ridgeline.calibrate.gguf_model import ensure_model
     from ridgeline.calibrate.llama_server import LlamaServer
-    from ridgeline.calibrate.probe import ProbeDesign
+    from ridgeline.calibrate.probe import ProbeDesign, term_as_interrupt
     from ridgeline.calibrate.verify import verify
 
     exe = binary_or_error()
+    term_as_interrupt()   # a SIGTERM still stops the server (the `with` below)
     model = ensure_model(cfg.shape, seed=cfg.seed)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -91,8 +92,13 @@ def run_real_loop(cfg: RealLoopConfig, log: Callable[[str], None] = print) -> Re
                          prefill_repeats=cfg.prefill_repeats)
     traces: list[Path] = []
     log(f"llama-server {exe} with {model.gguf_path} (-np {cfg.slots} -t {cfg.threads})")
-    with LlamaServer(exe, model.gguf_path, n_parallel=cfg.slots, threads=cfg.threads,
-                     ctx_per_slot=cfg.ctx_per_slot) as srv:
+    srv = LlamaServer(exe, model.gguf_path, n_parallel=cfg.slots, threads=cfg.threads,
+                      ctx_per_slot=cfg.ctx_per_slot)
+    # Not `with`: a signal during start() (before __enter__ returns) must stop it too;
+    # stop() is by PID and safe to call twice.
+    try:
+        srv.start()
+        log(f"llama-server pid {srv.proc.pid if srv.proc else '?'} at {srv.base_url}")
         endpoint = EndpointConfig(base_url=srv.base_url, model=srv.alias, timeout_s=300.0,
                                   ignore_eos=True)
         profile = calibrate_engine(endpoint, design, out / "probe", preset="llama.cpp",
@@ -107,6 +113,8 @@ def run_real_loop(cfg: RealLoopConfig, log: Callable[[str], None] = print) -> Re
                                       cfg.seed + 100 + i, log))
         server_log = srv.log_file
         pid = srv.proc.pid if srv.proc is not None else None
+    finally:
+        srv.stop()
     report = verify([str(t) for t in traces], profile, cfg.bounds)
     return RealLoopResult(profile_path, traces, report, profile, server_log, pid)
 
@@ -116,6 +124,7 @@ def bench_point(endpoint: Any, pt: LoadPoint, out: Path, prompt: str, output: st
     """One held-out load point through the bench client (cache_prompt off for llama.cpp)."""
     from ridgeline.bench.load import LoadSpec
     from ridgeline.bench.run import BenchConfig, run_bench
+    from ridgeline.calibrate.probe import term_as_interrupt
     from ridgeline.workload.arrivals import parse_arrival
     from ridgeline.workload.lengths import parse_lengths
 
@@ -130,6 +139,9 @@ def bench_point(endpoint: Any, pt: LoadPoint, out: Path, prompt: str, output: st
                                     prompt=parse_lengths(prompt, "--prompt"),
                                     output=parse_lengths(output, "--output"), seed=seed),
                         warn=log)
+    term_as_interrupt()
+    if outcome.interrupted:
+        raise KeyboardInterrupt
     if outcome.failed:
         why = outcome.aborted or "no request succeeded"
         raise RidgelineError(f"bench {pt.label} failed ({why}); see {path}")
@@ -148,7 +160,7 @@ def demo_real(out_dir: str) -> None:
 
     con = Console(highlight=False)
     cfg = RealLoopConfig(
-        out_dir=out_dir, shape="tiny", slots=4, threads=2, ctx_per_slot=1024,
+        out_dir=out_dir, shape="tiny", slots=4, threads=1, ctx_per_slot=1024,
         batches=(1, 2, 4), decode_output_tokens=24, prefill_tokens=(16, 64, 128, 256),
         prefill_repeats=2, context_prompt_tokens=384,
         points=(LoadPoint("closed c=3", concurrency=3, requests=12),
