@@ -34,7 +34,7 @@ app = typer.Typer(
 # Modules in ridgeline.commands that expose `register(app)`. A module that is not there
 # yet (a capability still being built) is skipped.
 COMMAND_MODULES = ("demo", "estimate", "analyze", "theory", "simulate", "serve", "bench",
-                   "report", "ui", "plan", "advise")
+                   "report", "ui", "plan", "advise", "calibrate", "verify")
 
 
 def _version_callback(value: bool) -> None:

@@ -35,6 +35,7 @@ from typing import Any
 
 import aiohttp
 
+from ridgeline.bench.engine_timings import has_timings, parse_timings
 from ridgeline.bench.sse import MalformedChunk, SSEParser, parse_chunk
 from ridgeline.bench.tokens import Tokenizer
 from ridgeline.errors import RidgelineError
@@ -119,8 +120,8 @@ class InFlight:
     when the request is cut off (cancelled) half-way."""
 
     __slots__ = ("admitted_s", "cached_tokens", "chunk_tokens", "completion_tokens", "done",
-                 "end_s", "error",
-                 "error_kind", "event_times_s", "finish_reason", "http_status", "malformed",
+                 "end_s", "engine_timings", "error", "error_kind", "event_times_s",
+                 "finish_reason", "http_status", "malformed",
                  "pieces", "prompt_usage", "ready_s", "reasoning_events", "req", "sent_s",
                  "status", "tokenizer")
 
@@ -145,6 +146,7 @@ class InFlight:
         self.status = "ok"
         self.error_kind: str | None = None
         self.error: str | None = None
+        self.engine_timings: dict[str, Any] | None = None  # llama.cpp `timings`
 
     def fail(self, kind: str, message: str, status: str = "error") -> None:
         if self.error_kind is None:  # the first failure is the cause; later ones follow it
@@ -160,6 +162,8 @@ class InFlight:
         if chunk.done:
             self.done = True
             return
+        if has_timings(payload):
+            self.engine_timings = parse_timings(payload) or self.engine_timings
         if chunk.error is not None:
             self.fail("stream_error", chunk.error)
             self.done = True
@@ -233,6 +237,8 @@ class InFlight:
             rec["reasoning_events"] = self.reasoning_events
         if worker is not None:
             rec["worker"] = worker
+        if self.engine_timings:
+            rec["engine_timings"] = self.engine_timings
         return rec
 
 

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from ridgeline.commands.options import (
+    CalibrationOpt,
     JsonOpt,
     SeedOpt,
     SloOpt,
@@ -94,6 +95,7 @@ def bench(
     emulator_arg: Annotated[list[str] | None, typer.Option(
         "--emulator-arg", help="Emulator only: one more `ridgeline serve` argument "
         "(repeatable), e.g. --emulator-arg=--max-num-seqs --emulator-arg=64.")] = None,
+    calibration: CalibrationOpt = None,
     api: Annotated[str, typer.Option("--api", help="completions (/v1/completions) or chat "
                                      "(/v1/chat/completions).")] = "completions",
     api_key: Annotated[str | None, typer.Option("--api-key", help="Bearer token (default: "
@@ -234,6 +236,8 @@ def bench(
         raise field_error("--api", api, "completions, chat")
     if target not in ("url", "emulator"):
         raise field_error("--target", target, "url, emulator")
+    if calibration and target != "emulator":
+        raise field_error("--calibration", calibration, "only with --target emulator")
     if max_error_rate is not None and not 0 <= max_error_rate <= 1:
         raise field_error("--max-error-rate", max_error_rate, "a fraction in [0, 1]")
     if target == "url":
@@ -350,7 +354,9 @@ def bench(
             raise RidgelineError("--target emulator: the emulator (ridgeline.serve) is not "
                                  "available in this installation") from None
         emulator_cm = EmulatorProcess(model=model or "llama-3.1-8b", hardware=hardware,
-                                      speed=speed, extra_args=list(emulator_arg or []))
+                                      speed=speed, extra_args=list(emulator_arg or []) + (
+                                          ["--calibration", calibration] if calibration
+                                          else []))
         header_extra = {"hardware": hardware, "engine": "ridgeline-emulator",
                         "emulator_speed": speed}
     results = []

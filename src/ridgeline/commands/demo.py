@@ -29,9 +29,19 @@ def demo_cmd(
     report: Annotated[str | None, typer.Option(
         "--report", help="Where to write the HTML report (default: <out-dir>/report.html).")
     ] = None,
+    real: Annotated[
+        bool, typer.Option("--real", help="Instead: the whole loop on a local llama.cpp "
+                           "llama-server (probe, calibrate, bench, simulate, verify); needs "
+                           "RIDGELINE_LLAMA_SERVER (tools/llama_server/build.sh).")
+    ] = False,
 ) -> None:
     """Run the whole pipeline on built-in defaults: estimate, simulate, bench the emulator,
     and compare measurement with simulation."""
+    if real:
+        from ridgeline.calibrate.real_loop import demo_real
+
+        demo_real(out_dir if out_dir != "ridgeline-demo" else "ridgeline-demo-real")
+        return
     import os
     import sys
     from pathlib import Path

@@ -16,6 +16,7 @@ import typer
 from ridgeline.commands.options import (
     ActivationsOpt,
     BandwidthEffOpt,
+    CalibrationOpt,
     ComputeEffOpt,
     DpOpt,
     EpOpt,
@@ -173,10 +174,17 @@ def estimate_cmd(
     enforce_eager: EagerOpt = False,
     cpu_tokenize_us_per_token: CpuTokenizeOpt = 0.0,
     cpu_detokenize_us_per_event: CpuDetokenizeOpt = 0.0,
+    calibration: CalibrationOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict prefill/TTFT, decode/TPOT, E2E, throughput and memory from first principles."""
     import numpy as np
+
+    if calibration:   # a measured profile times the phases instead of the roofline model
+        from ridgeline.calibrate.report import estimate_calibrated
+
+        estimate_calibrated(calibration, batch, prompt, output, context, prefix, as_json)
+        return
 
     from ridgeline.perf.estimate import estimate, model_constants, op_rows
     from ridgeline.perf.serving_model import RooflineStepTime

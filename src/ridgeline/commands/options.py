@@ -182,3 +182,8 @@ TraceOutOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (runs are reproducible).")]
+CalibrationOpt = Annotated[
+    str | None,
+    typer.Option("--calibration", help="A calibration profile (`ridgeline calibrate`): its "
+                 "measured step times and scheduling replace the roofline model's."),
+]

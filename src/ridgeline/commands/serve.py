@@ -15,6 +15,7 @@ from ridgeline.commands.options import (
     MAX_NUM_SEQS,
     ActivationsOpt,
     BandwidthEffOpt,
+    CalibrationOpt,
     ComputeEffOpt,
     EpOpt,
     HardwareOpt,
@@ -41,6 +42,7 @@ def serve(
     compute_efficiency: ComputeEffOpt = None,
     bandwidth_efficiency: BandwidthEffOpt = None,
     kernel_overhead_us: KernelOverheadOpt = None,
+    calibration: CalibrationOpt = None,
     host: Annotated[str, typer.Option(
         "--host", help="Address to bind. Default loopback only; anything else exposes the "
         "emulator to the network.")] = "127.0.0.1",
@@ -124,13 +126,19 @@ def serve(
         raise field_error("--overload-status", overload_status, "429 or 503")
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise field_error("--log-level", log_level, "critical, error, warning, info, debug")
+    engine_kw = dict(
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+        block_size_tokens=block_size, enable_prefix_caching=enable_prefix_caching,
+        chunked_prefill=chunked_prefill)
+    if calibration:   # the measured engine's step times and scheduling
+        from ridgeline.calibrate.resolve import engine_kwargs, load_step_model
+
+        engine_kw = engine_kwargs(load_step_model(calibration, lambda: None))
     built = build_engine(
         model, hardware, weights=weights, kv=kv, activations=activations, tp=tp, pp=pp,
         ep=ep, compute_efficiency=compute_efficiency,
         bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-        gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size,
-        enable_prefix_caching=enable_prefix_caching, chunked_prefill=chunked_prefill)
+        gpu_memory_utilization=gpu_memory_utilization, **engine_kw)
     # As vLLM: a context that cannot fit in the KV cache is a configuration error, and by
     # default the context is capped to what fits (vLLM would refuse to start instead).
     if max_model_len is not None and max_model_len > built.kv_capacity_tokens:

@@ -16,6 +16,7 @@ from ridgeline.commands.options import (
     MAX_NUM_SEQS,
     ActivationsOpt,
     BandwidthEffOpt,
+    CalibrationOpt,
     ComputeEffOpt,
     EpOpt,
     HardwareOpt,
@@ -117,6 +118,7 @@ def simulate_cmd(
     compute_efficiency: ComputeEffOpt = None,
     bandwidth_efficiency: BandwidthEffOpt = None,
     kernel_overhead_us: KernelOverheadOpt = None,
+    calibration: CalibrationOpt = None,
     slo: SloOpt = None,
     slo_attainment: Annotated[float, typer.Option(
         "--slo-attainment", callback=number(gt=0, le=1),
@@ -158,6 +160,7 @@ def simulate_cmd(
         model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,
         tp=tp, pp=pp, ep=ep, compute_efficiency=compute_efficiency,
         bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
+        calibration=calibration,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
         chunked_prefill=chunked_prefill, prefix_caching=prefix_caching, block_size=block_size,
         gpu_memory_utilization=gpu_memory_utilization, num_kv_blocks=num_kv_blocks,

@@ -51,6 +51,9 @@ class Scenario:
     compute_efficiency: float | None = None
     bandwidth_efficiency: float | None = None
     kernel_overhead_us: float | None = None
+    # a calibrated profile (`ridgeline calibrate`) replaces the roofline model and brings the
+    # measured engine's scheduling (docs/calibration.md)
+    calibration: str | None = None
     # engine (vLLM names)
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -91,10 +94,19 @@ class Scenario:
         return inst * self.tp * self.pp
 
     def step_model(self) -> Any:
-        """The step-time model (roofline, with the what-ifs applied). RidgelineError when the
-        model does not fit."""
+        """The step-time model (roofline, with the what-ifs applied; or the calibrated profile).
+        RidgelineError when the model does not fit."""
         from ridgeline.perf.serving_model import RooflineStepTime
         from ridgeline.perf.whatif import apply_whatif, kernel_overhead_for
+
+        if self.calibration:
+            from ridgeline.calibrate.resolve import load_step_model
+
+            if self.whatif is not None and (self.whatif.changes_step or
+                                            self.whatif.enforce_eager):
+                raise RidgelineError("--calibration: the what-if flags change the roofline "
+                                     "model; a calibrated profile is a measurement (drop one)")
+            return load_step_model(self.calibration, lambda: None)
 
         base = RooflineStepTime.from_names(
             model=self.model, hardware=self.hardware, weights=self.weights, kv=self.kv,
@@ -113,11 +125,12 @@ class Scenario:
         if blocks is None:
             blocks = kv_blocks_from_memory(step_model, self.gpu_memory_utilization,
                                            self.block_size, f"{self.model} on {self.hardware}")
-        return EngineConfig(max_num_seqs=self.max_num_seqs,
-                            max_num_batched_tokens=self.max_num_batched_tokens,
-                            chunked_prefill=self.chunked_prefill,
-                            block_size_tokens=self.block_size, num_kv_blocks=blocks,
-                            enable_prefix_caching=self.prefix_caching)
+        from ridgeline.calibrate.resolve import engine_config_for
+
+        return engine_config_for(step_model, EngineConfig(
+            max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
+            chunked_prefill=self.chunked_prefill, block_size_tokens=self.block_size,
+            num_kv_blocks=blocks, enable_prefix_caching=self.prefix_caching))
 
     def cluster_config(self, step_model: Any) -> Any:
         from ridgeline.sim.cluster import ClusterConfig

@@ -1,0 +1,1 @@
+"""Calibration: host microbenchmarks, a real engine as tooling, profiles fitted to measurement."""

@@ -1,0 +1,110 @@
+"""`calibrate engine` / `calibrate fit` as library functions (the commands only parse options).
+
+>>> # calibrate_from_traces(["probe-decode-b1.jsonl", ...], preset="llama.cpp", slots=8)
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ridgeline import __version__
+from ridgeline.calibrate.fit import fit_profile
+from ridgeline.calibrate.presets import preset_scheduling
+from ridgeline.calibrate.probe import (
+    ProbeDesign,
+    engine_facts,
+    run_probe,
+    samples_from_traces,
+)
+from ridgeline.calibrate.profile import CalibrationProfile, Provenance
+
+
+def host_facts() -> dict[str, Any]:
+    import os
+
+    return {"hostname": socket.gethostname(), "platform": platform.platform(),
+            "machine": platform.machine(), "processor": platform.processor(),
+            "cpu_count": os.cpu_count(), "python": platform.python_version()}
+
+
+def kv_bytes_per_token_of(config_path: str | None, kv_bytes: float = 2.0) -> float:
+    """K and V of every layer for one token (llama.cpp's default f16 cache: 2 bytes)."""
+    if not config_path:
+        return 0.0
+    from ridgeline.specs.model import load_model
+
+    m = load_model(config_path)
+    return float(2 * m.num_layers * m.num_kv_heads * m.head_dim * kv_bytes)
+
+
+def engine_props(base_url: str, timeout_s: float = 5.0) -> dict[str, Any]:
+    """llama.cpp's GET /props (slots, per-slot context, build); {} when the engine has none."""
+    import json
+    import urllib.request
+
+    url = base_url.rstrip("/").removesuffix("/v1") + "/props"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            obj = json.loads(resp.read().decode("utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(obj, dict):
+        return {}
+    gen = obj.get("default_generation_settings") or {}
+    out = {k: obj[k] for k in ("total_slots", "build_info", "model_path", "model_ftype")
+           if k in obj}
+    if isinstance(gen, dict) and isinstance(gen.get("n_ctx"), int):
+        out["slot_n_ctx"] = gen["n_ctx"]
+    return out
+
+
+def calibrate_from_traces(paths: list[str], *, preset: str = "llama.cpp",
+                          slots: int | None = None, n_batch: int = 2048, n_ubatch: int = 512,
+                          kv_capacity_tokens: int = 1 << 20, config_path: str | None = None,
+                          design: dict[str, Any] | None = None,
+                          facts: dict[str, Any] | None = None) -> CalibrationProfile:
+    """Fit a profile from probe traces (`ridgeline calibrate fit`)."""
+    samples, refs, notes = samples_from_traces(paths)
+    ef = engine_facts(paths)
+    batches = [s.tokens for s in samples if not s.point.startswith(("prefill", "context"))]
+    sched = preset_scheduling(preset, slots or (max(batches) if batches else None), n_batch,
+                              n_ubatch)
+    prov = Provenance(engine=preset if ef.engine in ("unknown", "None") else ef.engine,
+                      engine_version=ef.engine_version, base_url=ef.base_url, model=ef.model,
+                      model_config_path=config_path, host=host_facts(),
+                      ridgeline_version=__version__, probe_design=design or {},
+                      probe_traces=refs, **(facts or {}))
+    return fit_profile(samples, sched, prov, kv_bytes_per_token_of(config_path),
+                       kv_capacity_tokens, notes)
+
+
+def calibrate_engine(endpoint: Any, design: ProbeDesign, probe_dir: str | Path, *,
+                     preset: str = "llama.cpp", slots: int | None = None, n_batch: int = 2048,
+                     n_ubatch: int = 512, kv_capacity_tokens: int | None = None,
+                     config_path: str | None = None, seed: int = 0,
+                     log: Callable[[str], None] | None = None) -> CalibrationProfile:
+    """Probe a live endpoint through the bench client, then fit (`ridgeline calibrate
+    engine`). llama.cpp's /props, when it answers, gives the slots and the KV capacity
+    (slots x per-slot context) unless they are given."""
+    props = engine_props(endpoint.base_url) if preset == "llama.cpp" else {}
+    slots = slots or props.get("total_slots") or design.max_batch
+    if kv_capacity_tokens is None:
+        kv_capacity_tokens = slots * props["slot_n_ctx"] if "slot_n_ctx" in props else 1 << 20
+    points = run_probe(endpoint, design, probe_dir, engine=preset, seed=seed, log=log)
+    facts = {"engine_props": props} if props else {}
+    if props.get("build_info"):
+        facts["engine_version"] = str(props["build_info"])
+    prof = calibrate_from_traces([p.trace_path for p in points], preset=preset, slots=slots,
+                                 n_batch=n_batch, n_ubatch=n_ubatch,
+                                 kv_capacity_tokens=kv_capacity_tokens,
+                                 config_path=config_path, design=design.describe())
+    for k, v in facts.items():
+        setattr(prof.provenance, k, v)
+    return prof
+
+
+__all__ = ["calibrate_engine", "calibrate_from_traces", "host_facts", "kv_bytes_per_token_of"]

@@ -1,0 +1,268 @@
+"""The calibration profile: a measured step-time model, stored as JSON (docs/calibration.md).
+
+A `CalibrationProfile` implements the engine's step-time interface (`step_time_s(BatchWork)`,
+`kv_bytes_per_token`, `kv_capacity_tokens()`, `assumptions()`, `describe()`), so `estimate`,
+`simulate` and `serve` take it in place of the roofline model (architecture rule 7).
+
+A step's time is a measured table over the tokens the step computes plus an attention term:
+
+    n     = prefill_tokens + decode_seqs            (tokens in the step)
+    pairs = prefill_attn_pairs + decode_context_tokens   (query-key pairs of its attention)
+    t     = T(n) + per_pair_s * pairs                (0 s when n = 0)
+
+T is piecewise linear between the probed token counts (so a measured drop, e.g. decode at 8
+sequences faster than at 4, is reproduced exactly at the probed points). With
+`scheduling.ubatch_tokens = U` (llama.cpp's n_ubatch) a step of n > U tokens runs as
+floor(n/U) graphs of U tokens plus one of the rest, as the engine does. Beyond the largest
+probed count T is extended in proportion (t(max) * n / max, the compute-bound law); every
+such step is counted in `extrapolated_steps` and printed by `assumptions()`: never silent.
+
+>>> p = CalibrationProfile.from_table(tokens=[1, 2, 4, 8], step_s=[0.01, 0.02, 0.04, 0.03])
+>>> from ridgeline.perf.step_time import BatchWork
+>>> [round(p.step_time_s(BatchWork(decode_seqs=b)), 6) for b in (4, 6, 8)]
+[0.04, 0.035, 0.03]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from ridgeline.errors import RidgelineError
+from ridgeline.perf.step_time import ArrayLike, BatchWork
+
+PROFILE_KIND = "ridgeline-calibration"
+PROFILE_SCHEMA_VERSION = 1
+
+
+class TraceRef(BaseModel):
+    """A probe trace the fit used: where it was and what it held."""
+
+    path: str
+    sha256: str
+    requests: int = 0
+    point: str = ""
+
+
+class Provenance(BaseModel):
+    """What was measured, where, when and how (enough to redo the measurement)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    engine: str = "unknown"
+    engine_version: str | None = None
+    base_url: str | None = None
+    model: str = "unknown"
+    model_config_path: str | None = None
+    host: dict[str, Any] = Field(default_factory=dict)
+    created_unix_s: float = Field(default_factory=time.time)
+    ridgeline_version: str = ""
+    probe_design: dict[str, Any] = Field(default_factory=dict)
+    probe_traces: list[TraceRef] = Field(default_factory=list)
+
+
+class Scheduling(BaseModel):
+    """The measured engine's scheduling parameters, as ridgeline's EngineConfig names them."""
+
+    preset: str = "vllm"
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+    enable_prefix_caching: bool = False
+    block_size_tokens: int = 16
+    ubatch_tokens: int | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class Residual(BaseModel):
+    """One probed point: measured step time against the fitted profile's."""
+
+    point: str
+    tokens: int
+    pairs: float
+    measured_s: float
+    fitted_s: float
+    samples: int = 0
+
+    @property
+    def rel_error(self) -> float:
+        return (self.fitted_s - self.measured_s) / self.measured_s if self.measured_s else math.nan
+
+
+class CalibrationProfile(BaseModel):
+    """A fitted step-time model of one engine serving one model on one host."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["ridgeline-calibration"] = PROFILE_KIND
+    schema_version: int = PROFILE_SCHEMA_VERSION
+    provenance: Provenance = Field(default_factory=Provenance)
+    tokens: list[int] = Field(description="probed tokens per step, ascending, >= 1")
+    step_s: list[float] = Field(description="T(n): step seconds at those token counts, "
+                                "without the attention term")
+    per_pair_s: float = Field(0.0, description="seconds per attention query-key pair")
+    kv_bytes_per_token_value: float = Field(0.0, alias="kv_bytes_per_token")
+    kv_capacity_tokens_value: int = Field(1 << 20, alias="kv_capacity_tokens")
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+    residuals: list[Residual] = Field(default_factory=list)
+    fit_notes: list[str] = Field(default_factory=list)
+
+    _extrapolated_steps: int = PrivateAttr(default=0)
+    _max_tokens_seen: float = PrivateAttr(default=0.0)
+
+    @model_validator(mode="after")
+    def _check(self) -> CalibrationProfile:
+        if not self.tokens or len(self.tokens) != len(self.step_s):
+            raise ValueError("tokens and step_s must be non-empty lists of one length")
+        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:], strict=False)) or \
+                self.tokens[0] < 1:
+            raise ValueError("tokens must be ascending integers >= 1")
+        if any(not (s > 0 and math.isfinite(s)) for s in self.step_s):
+            raise ValueError("step_s values must be finite and > 0")
+        if not (self.per_pair_s >= 0 and math.isfinite(self.per_pair_s)):
+            raise ValueError("per_pair_s must be finite and >= 0")
+        u = self.scheduling.ubatch_tokens
+        if u is not None and u > self.tokens[-1]:
+            raise ValueError(f"scheduling.ubatch_tokens ({u}) must not exceed the largest "
+                             f"probed token count ({self.tokens[-1]})")
+        return self
+
+    # ---- construction and files ---------------------------------------------------------
+    @classmethod
+    def from_table(cls, tokens: list[int], step_s: list[float], per_pair_s: float = 0.0,
+                   **kw: Any) -> CalibrationProfile:
+        return cls(tokens=list(tokens), step_s=list(step_s), per_pair_s=per_pair_s, **kw)
+
+    @classmethod
+    def load(cls, path: str | Path, option: str = "--calibration") -> CalibrationProfile:
+        """Read a profile file; a bad file is one RidgelineError line naming `option`."""
+        p = Path(path)
+        try:
+            obj = json.loads(p.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise RidgelineError(f"{option}: cannot read {path} ({exc.strerror})") from None
+        except ValueError as exc:
+            raise RidgelineError(f"{option}: {path} is not JSON ({exc})") from None
+        if not isinstance(obj, dict) or obj.get("kind") != PROFILE_KIND:
+            raise RidgelineError(f"{option}: {path} is not a calibration profile (expected "
+                                 f"\"kind\": \"{PROFILE_KIND}\"; make one with `ridgeline "
+                                 "calibrate engine`)")
+        try:
+            return cls.model_validate(obj)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(x) for x in err.get("loc", ())) or "profile"
+            raise RidgelineError(f"{option}: {path}: {loc}: {err.get('msg')}") from None
+
+    def save(self, path: str | Path) -> None:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(self.model_dump_json(indent=2, by_alias=True) + "\n", encoding="utf-8")
+
+    # ---- the step-time interface --------------------------------------------------------
+    def table_time_s(self, n: ArrayLike) -> np.ndarray:
+        """T(n) for token counts n (array), with ubatch splitting and counted extrapolation."""
+        x = np.asarray(n, dtype=np.float64)
+        tok = np.asarray(self.tokens, dtype=np.float64)
+        ts = np.asarray(self.step_s, dtype=np.float64)
+        u = self.scheduling.ubatch_tokens
+        if u is not None:
+            full = np.floor(x / u)
+            rem = x - full * u
+            t_u = float(np.interp(u, tok, ts))
+            return full * t_u + self._interp(rem, tok, ts)
+        return self._interp(x, tok, ts)
+
+    def _interp(self, x: np.ndarray, tok: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        top = tok[-1]
+        # Below the smallest probe (only 0 < n < tokens[0]): proportional to T(tokens[0]).
+        out = np.interp(x, np.concatenate(([0.0], tok)), np.concatenate(([0.0], ts)))
+        over = x > top
+        if np.any(over):
+            self._extrapolated_steps += int(np.count_nonzero(over))
+            self._max_tokens_seen = max(self._max_tokens_seen, float(np.max(x)))
+            out = np.where(over, ts[-1] * x / top, out)
+        return out
+
+    def step_time_s(self, work: BatchWork) -> ArrayLike:
+        """Seconds one engine step takes; broadcasts over array fields; no work -> 0 s."""
+        n = np.asarray(work.prefill_tokens, dtype=np.float64) + np.asarray(
+            work.decode_seqs, dtype=np.float64)
+        pairs = np.asarray(work.prefill_attn_pairs, dtype=np.float64) + np.asarray(
+            work.decode_context_tokens, dtype=np.float64)
+        t = self.table_time_s(n) + self.per_pair_s * pairs
+        out = np.where(n > 0, t, 0.0)
+        return float(out) if out.ndim == 0 else out
+
+    def step_time_s_of(self, **fields: float) -> float:
+        """One step's seconds from BatchWork fields given by name (a convenience)."""
+        return float(self.step_time_s(BatchWork(**fields)))
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return self.kv_bytes_per_token_value
+
+    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9) -> int:
+        """The measured engine's KV capacity (its own setting; the utilization is ignored)."""
+        return int(self.kv_capacity_tokens_value)
+
+    @property
+    def interconnect_bandwidth_bytes_s(self) -> float:
+        return math.inf   # a single measured engine: no P/D transfer is modelled
+
+    @property
+    def extrapolated_steps(self) -> int:
+        return self._extrapolated_steps
+
+    def engine_config(self) -> Any:
+        """The EngineConfig that schedules like the measured engine."""
+        from ridgeline.sim.engine import EngineConfig
+
+        s = self.scheduling
+        bs = s.block_size_tokens
+        return EngineConfig(max_num_seqs=s.max_num_seqs,
+                            max_num_batched_tokens=s.max_num_batched_tokens,
+                            chunked_prefill=s.chunked_prefill, block_size_tokens=bs,
+                            num_kv_blocks=max(1, self.kv_capacity_tokens() // bs),
+                            enable_prefix_caching=s.enable_prefix_caching)
+
+    def assumptions(self) -> list[str]:
+        pv = self.provenance
+        out = [
+            f"calibrated profile: {pv.engine} {pv.engine_version or ''} serving {pv.model} "
+            f"(measured {time.strftime('%Y-%m-%d %H:%M', time.gmtime(pv.created_unix_s))} "
+            "UTC)".replace("  ", " "),
+            f"step time = T(tokens in step) + {self.per_pair_s:.3g} s x attention pairs; T "
+            f"measured at {len(self.tokens)} token counts {self.tokens[0]}..{self.tokens[-1]},"
+            " linear between them",
+            f"scheduling ({self.scheduling.preset}): max_num_seqs "
+            f"{self.scheduling.max_num_seqs}, token budget "
+            f"{self.scheduling.max_num_batched_tokens}, chunked prefill "
+            f"{'on' if self.scheduling.chunked_prefill else 'off'}"
+            + (f", ubatch {self.scheduling.ubatch_tokens} tokens"
+               if self.scheduling.ubatch_tokens else ""),
+        ]
+        if self._extrapolated_steps:
+            out.append(f"WARNING: {self._extrapolated_steps} steps had more tokens than the "
+                       f"largest probe ({self.tokens[-1]}; up to {self._max_tokens_seen:g}): "
+                       "extrapolated in proportion to tokens; probe larger prefills")
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        pv = self.provenance
+        return {"model": pv.model, "hardware": pv.host.get("hostname", "calibrated host"),
+                "engine": pv.engine, "engine_version": pv.engine_version,
+                "calibration": {"created_unix_s": pv.created_unix_s,
+                                "tokens": self.tokens, "per_pair_s": self.per_pair_s},
+                "precision": {}, "parallelism": {},
+                "kv_bytes_per_token": self.kv_bytes_per_token,
+                "kv_capacity_tokens": self.kv_capacity_tokens()}
+
+
+__all__ = ["CalibrationProfile", "Provenance", "Residual", "Scheduling", "TraceRef"]

@@ -1,0 +1,70 @@
+"""Printing for calibrated commands: `estimate --calibration` and the verify table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import numpy as np
+
+
+def estimate_calibrated(calibration: str, batch: str, prompt: str, output: str,
+                        context: str | None, prefix: int, as_json: bool) -> None:
+    """`ridgeline estimate --calibration FILE`: the phase timings from the measured profile."""
+    from ridgeline.calibrate.resolve import load_step_model
+    from ridgeline.commands.estimate import parse_grid
+    from ridgeline.perf.estimate import estimate
+
+    prof = load_step_model(calibration, lambda: None)
+    grids = [np.array(parse_grid(x, f)) for x, f in ((batch, "batch"), (prompt, "prompt"),
+                                                     (output, "output"))]
+    ctx = np.array(parse_grid(context, "context")) if context is not None else None
+    b, s, n = (x.ravel() for x in np.meshgrid(*grids, indexing="ij"))
+    if ctx is not None:
+        b, s, n, ctx = np.broadcast_arrays(b[:, None], s[:, None], n[:, None], ctx[None, :])
+        b, s, n, ctx = (x.ravel() for x in (b, s, n, ctx))
+    r = estimate(prof, b, s, n, prefix, ctx, details=False)
+    keys = ("batch_seqs", "prompt_tokens", "output_tokens", "decode_context_tokens",
+            "ttft_s", "tpot_s", "e2e_s", "decode_aggregate_tok_s")
+    rows = [{k: float(np.asarray(r[k]).ravel()[i]) for k in keys} for i in range(b.size)]
+    notes = prof.assumptions()
+    if as_json:
+        sys.stdout.write(json.dumps({"calibration": calibration, "rows": rows,
+                                     "assumptions": notes}, indent=2) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False)
+    tab = Table(title=f"calibrated estimate ({calibration})", title_justify="left")
+    for c in ("B", "S", "N", "T", "TTFT (ms)", "TPOT (ms)", "E2E (ms)", "decode tok/s"):
+        tab.add_column(c, justify="right")
+    for row in rows:
+        tab.add_row(f"{row['batch_seqs']:g}", f"{row['prompt_tokens']:g}",
+                    f"{row['output_tokens']:g}", f"{row['decode_context_tokens']:g}",
+                    f"{row['ttft_s'] * 1e3:.2f}", f"{row['tpot_s'] * 1e3:.3f}",
+                    f"{row['e2e_s'] * 1e3:.1f}", f"{row['decode_aggregate_tok_s']:,.1f}")
+    con.print(tab)
+    con.print("[dim]assumptions: " + "; ".join(prof.assumptions()) + "[/dim]")
+
+
+def print_verify(report: Any) -> None:
+    """The per-point table of `ridgeline verify`."""
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    tab = Table(title="ridgeline verify — predicted vs measured", title_justify="left")
+    for c in ("point", "metric", "predicted", "measured", "measured 95% CI", "error",
+              "in CI", "bound", "ok"):
+        tab.add_column(c, justify="left" if c in ("point", "metric") else "right")
+    for row in report.rows:
+        bound = f"±{row.bound:.0%}" if row.bound is not None else ""
+        ok = "" if row.bound is None else ("yes" if row.within_bound else "NO")
+        tab.add_row(row.point, row.metric, f"{row.predicted:.2f}", f"{row.measured:.2f}",
+                    f"[{row.ci_low:.2f}, {row.ci_high:.2f}]", f"{row.error:+.1%}",
+                    "yes" if row.in_ci else "no", bound, ok)
+    con.print(tab)
+    for line in report.summary_lines():
+        con.print(line)

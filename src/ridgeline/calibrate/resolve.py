@@ -1,0 +1,48 @@
+"""One place that turns `--calibration FILE` (or the roofline specs) into a step-time model.
+
+`estimate`, `simulate`, `serve` and `bench --target emulator` all accept `--calibration`; each
+calls `load_step_model` and, for the engine, `engine_config_for`, so a calibrated profile
+replaces the roofline model everywhere in the same way (architecture rule 7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ridgeline.calibrate.profile import CalibrationProfile
+
+
+def load_step_model(calibration: str | None, roofline: Callable[[], Any]) -> Any:
+    """The profile in `calibration` if given, else `roofline()` (the perf model)."""
+    if calibration:
+        return CalibrationProfile.load(calibration)
+    return roofline()
+
+
+def is_calibrated(step_model: Any) -> bool:
+    return isinstance(step_model, CalibrationProfile)
+
+
+def engine_config_for(step_model: Any, config: Any) -> Any:
+    """A calibrated profile brings the measured engine's scheduling; otherwise `config`.
+
+    The profile's KV capacity replaces the memory model's; its scheduling (slots, token
+    budget, chunked prefill, prefix caching, block size) replaces the command's defaults.
+    """
+    if is_calibrated(step_model):
+        return step_model.engine_config()
+    return config
+
+
+def engine_kwargs(step_model: Any) -> dict[str, Any]:
+    """`ridgeline.serve.factory.build_engine` keyword arguments of a calibrated profile."""
+    s = step_model.scheduling
+    return {"step_model": step_model, "max_num_seqs": s.max_num_seqs,
+            "max_num_batched_tokens": s.max_num_batched_tokens,
+            "chunked_prefill": s.chunked_prefill,
+            "enable_prefix_caching": s.enable_prefix_caching,
+            "block_size_tokens": s.block_size_tokens}
+
+
+__all__ = ["engine_config_for", "engine_kwargs", "is_calibrated", "load_step_model"]

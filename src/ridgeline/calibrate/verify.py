@@ -1,0 +1,192 @@
+"""Predicted vs measured: replay a measured trace through the simulator with a profile.
+
+For each trace (any format `analyze` reads): the requests' prompt and output lengths and
+their measured send times are replayed through `ridgeline.sim.runner.simulate` with the
+profile as the step-time model and its scheduling as the engine config. With
+`closed_loop=True` a closed-loop trace (header load pattern closed, concurrency C) is
+simulated as C users with no think time instead (all start at t=0, so they stay in
+lockstep, which a real client rarely does). Both traces go through the one metrics
+implementation (`analyze`); per metric the error is (predicted - measured) / measured and
+`in_ci` says whether the prediction lies inside the measurement's own bootstrap 95% CI.
+
+>>> parse_bounds(["tpot_p50=10%", "ttft_p90=0.2"])
+{'tpot_p50': 0.1, 'ttft_p90': 0.2}
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ridgeline.errors import RidgelineError
+
+METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "itl": "itl_ms"}
+DEFAULT_METRICS = ("ttft_p50", "tpot_p50", "e2e_p50")
+
+
+def parse_bounds(items: list[str] | None) -> dict[str, float]:
+    """`metric_pXX=10%` (or a fraction) -> {metric_pXX: 0.10}."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        key, sep, val = item.partition("=")
+        key = key.strip()
+        name, _, pct = key.partition("_p")
+        ok = bool(sep) and name in METRICS and pct.replace(".", "", 1).isdigit()
+        try:
+            v = float(val.strip().rstrip("%")) / (100.0 if val.strip().endswith("%") else 1.0)
+        except ValueError:
+            ok = False
+        if not ok or not (v > 0 and math.isfinite(v)):
+            raise RidgelineError(f"--bound: got {item!r}; allowed: METRIC_pQ=PCT with METRIC "
+                                 f"in {', '.join(METRICS)}, e.g. tpot_p50=10%")
+        out[key] = v
+    return out
+
+
+@dataclass
+class VerifyRow:
+    point: str
+    metric: str
+    predicted: float
+    measured: float
+    ci_low: float
+    ci_high: float
+    error: float
+    in_ci: bool
+    bound: float | None = None
+    within_bound: bool | None = None
+
+
+@dataclass
+class VerifyReport:
+    rows: list[VerifyRow] = field(default_factory=list)
+    bounds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(r.within_bound is False for r in self.rows)
+
+    def median_abs_error(self, metric: str) -> float:
+        errs = [abs(r.error) for r in self.rows if r.metric == metric and
+                math.isfinite(r.error)]
+        return float(np.median(errs)) if errs else math.nan
+
+    def summary_lines(self) -> list[str]:
+        metrics = list(dict.fromkeys(r.metric for r in self.rows))
+        out = [f"median |error| {m}: {self.median_abs_error(m):.1%}" for m in metrics]
+        bad = [r for r in self.rows if r.within_bound is False]
+        if self.bounds:
+            out.append("bounds exceeded: " + ", ".join(f"{r.point} {r.metric} "
+                                                        f"{r.error:+.1%}" for r in bad)
+                       if bad else "all bounds met")
+        out += [f"warning: {w}" for w in self.warnings]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        def clean(x: Any) -> Any:
+            return None if isinstance(x, float) and not math.isfinite(x) else x
+
+        metrics = list(dict.fromkeys(r.metric for r in self.rows))
+        return {"rows": [{k: clean(v) for k, v in asdict(r).items()} for r in self.rows],
+                "bounds": self.bounds, "failed": self.failed, "warnings": self.warnings,
+                "median_abs_error": {m: clean(self.median_abs_error(m)) for m in metrics}}
+
+
+def point_label(trace: Any) -> str:
+    load = trace.header.load or {}
+    pattern = str(load.get("pattern", ""))
+    if pattern.startswith("closed"):
+        return f"closed c={load.get('concurrency')}"
+    rate = load.get("rate_req_s") or load.get("rate")
+    if rate:
+        return f"{load.get('arrival', load.get('kind', 'open'))} {float(rate):g} req/s"
+    return Path(trace.path or "trace").stem
+
+
+def replay_workload(trace: Any, closed_loop: bool = False) -> Any:
+    """The trace's successful requests as a simulator workload: their lengths, and their
+    measured send times (`closed_loop`: a closed-loop trace as C users instead)."""
+    from ridgeline.sim.runner import Workload
+    from ridgeline.trace.table import STATUS_CODE
+
+    ok = (trace.status == STATUS_CODE["ok"]) & (trace.prompt_tokens > 0) & \
+        (trace.output_tokens > 0)
+    if not np.any(ok):
+        raise RidgelineError(f"TRACE: {trace.path}: no successful requests with known prompt "
+                             "and output token counts to replay")
+    order = np.argsort(trace.sent_s[ok], kind="stable")
+    prompt = trace.prompt_tokens[ok][order]
+    output = trace.output_tokens[ok][order]
+    sent = trace.sent_s[ok][order]
+    load = trace.header.load or {}
+    conc = load.get("concurrency")
+    if closed_loop and str(load.get("pattern", "")).startswith("closed") and conc:
+        return Workload(prompt, output, concurrency=int(conc),
+                        think_s=np.zeros(prompt.size))
+    return Workload(prompt, output, arrival_s=sent - sent[0])
+
+
+def _pct(analysis: Any, key: str, q: str) -> tuple[float, float, float]:
+    d = analysis.latency.get(key)
+    if d is None or d.unavailable or q not in d.percentiles:
+        return math.nan, math.nan, math.nan
+    p = d.percentiles[q]
+    return float(p.value), float(p.ci_low), float(p.ci_high)
+
+
+def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str, float],
+                 seed: int = 0, config: Any = None, closed_loop: bool = False
+                 ) -> list[VerifyRow]:
+    """Rows for one trace; `profile` is any step-time model (`config`: its EngineConfig,
+    default the profile's own scheduling)."""
+    from ridgeline.metrics.analysis import analyze
+    from ridgeline.sim.runner import simulate
+    from ridgeline.trace.schema import TraceHeader
+
+    wl = replay_workload(trace, closed_loop)
+    res = simulate(wl, config if config is not None else profile.engine_config(), profile)
+    sim_header = TraceHeader(source="simulate", clock="virtual", engine="ridgeline-sim",
+                             load=dict(trace.header.load or {}))
+    predicted = analyze(res.to_trace(sim_header), seed=seed)
+    measured = analyze(trace, seed=seed)
+    label = point_label(trace)
+    rows = []
+    for m in metrics:
+        name, _, q = m.partition("_p")
+        key, qk = METRICS[name], f"p{q}"
+        pv, _, _ = _pct(predicted, key, qk)
+        mv, lo, hi = _pct(measured, key, qk)
+        err = (pv - mv) / mv if mv else math.nan
+        bound = bounds.get(m)
+        rows.append(VerifyRow(point=label, metric=m, predicted=pv, measured=mv, ci_low=lo,
+                              ci_high=hi, error=err, in_ci=bool(lo <= pv <= hi),
+                              bound=bound,
+                              within_bound=None if bound is None else bool(abs(err) <= bound)))
+    return rows
+
+
+def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None = None,
+           fmt: str = "auto", seed: int = 0, config: Any = None,
+           closed_loop: bool = False) -> VerifyReport:
+    """Predicted vs measured for every trace (one load point each)."""
+    from ridgeline.trace.importers import load_trace
+
+    bounds = bounds or {}
+    metrics = list(dict.fromkeys([*DEFAULT_METRICS, *bounds]))
+    report = VerifyReport(bounds=bounds)
+    for path in trace_paths:
+        trace = load_trace(path, fmt)
+        report.rows.extend(verify_trace(trace, profile, metrics, bounds, seed, config,
+                                        closed_loop))
+    if getattr(profile, "extrapolated_steps", 0):
+        report.warnings.append(profile.assumptions()[-1])
+    return report
+
+
+__all__ = ["DEFAULT_METRICS", "METRICS", "VerifyReport", "VerifyRow", "parse_bounds",
+           "point_label", "replay_workload", "verify", "verify_trace"]

@@ -1,0 +1,164 @@
+"""`ridgeline calibrate host|engine|fit`: measure, then fit a step-time profile.
+
+Only typer and the standard library at import time.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+calibrate_app = typer.Typer(help="Measure a host or a live engine; write a calibration "
+                            "profile that --calibration accepts (docs/calibration.md).",
+                            no_args_is_help=True)
+
+OutOpt = Annotated[str, typer.Option("--out", "-o", help="Where to write the JSON.")]
+PresetOpt = Annotated[str, typer.Option("--preset", help="Engine scheduling: llama.cpp or "
+                                        "vllm.")]
+SlotsOpt = Annotated[int | None, typer.Option("--slots", min=1, help="Engine slots (llama.cpp "
+                                              "-np, vLLM max_num_seqs); default --max-batch.")]
+NBatchOpt = Annotated[int, typer.Option("--n-batch", min=1, help="llama.cpp n_batch (token "
+                                        "budget of a step).")]
+NUbatchOpt = Annotated[int, typer.Option("--n-ubatch", min=1, help="llama.cpp n_ubatch (tokens "
+                                         "per graph).")]
+KvCapOpt = Annotated[int, typer.Option("--kv-capacity-tokens", min=1, help="The engine's KV "
+                                       "cache in tokens (llama.cpp -c).")]
+ConfigOpt = Annotated[str | None, typer.Option("--config", help="The model's HF config.json "
+                                               "(for KV bytes per token).")]
+
+
+@calibrate_app.command("engine")
+def engine_cmd(
+    base_url: Annotated[str, typer.Option("--base-url", help="The live endpoint's root URL.")],
+    out: OutOpt = "profile.json",
+    model: Annotated[str, typer.Option("--model", "-m", help="Model name sent in requests "
+                                       "(default: the server's first).")] = "",
+    config: ConfigOpt = None,
+    max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Decode probes at batch "
+                                           "1..N.")] = 8,
+    batches: Annotated[str | None, typer.Option("--batches", help="Decode batch sizes instead "
+                                                "of 1..N, e.g. 1,2,4,8.")] = None,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, help="Decode probes' "
+                                               "prompt length.")] = 32,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=3, help="Decode probes' "
+                                               "output length.")] = 32,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Lockstep rounds per batch "
+                                        "size.")] = 2,
+    context_tokens: Annotated[int, typer.Option("--context-tokens", min=0, help="Prompt of the "
+                                                "long-context probe (0: none).")] = 384,
+    prefill_tokens: Annotated[str, typer.Option("--prefill-tokens", help="Prefill probe "
+                                                "prompt lengths.")] = "16,64,128,256,512",
+    prefill_repeats: Annotated[int, typer.Option("--prefill-repeats", min=1)] = 3,
+    preset: PresetOpt = "llama.cpp",
+    slots: SlotsOpt = None,
+    n_batch: NBatchOpt = 2048,
+    n_ubatch: NUbatchOpt = 512,
+    kv_capacity_tokens: Annotated[int | None, typer.Option(
+        "--kv-capacity-tokens", min=1, help="The engine's KV cache in tokens (default: "
+        "llama.cpp's /props slots x n_ctx, else 1048576).")] = None,
+    probe_dir: Annotated[str | None, typer.Option("--probe-dir", help="Where the probe traces "
+                                                  "go (default: beside --out).")] = None,
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Per-request limit, s.")] = 120.0,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+) -> None:
+    """Probe a live OpenAI-compatible engine through the bench client and fit a profile."""
+    from pathlib import Path
+
+    from ridgeline.bench.client import EndpointConfig
+    from ridgeline.calibrate.engine import calibrate_engine
+    from ridgeline.calibrate.presets import preset_scheduling
+    from ridgeline.calibrate.probe import ProbeDesign
+
+    preset_scheduling(preset)   # a bad name fails before any request
+    design = ProbeDesign(max_batch=max_batch, decode_prompt_tokens=prompt_tokens,
+                         decode_output_tokens=output_tokens, rounds=rounds,
+                         context_prompt_tokens=context_tokens,
+                         prefill_tokens=tuple(_ints(prefill_tokens, "--prefill-tokens")),
+                         prefill_repeats=prefill_repeats,
+                         batches=tuple(_ints(batches, "--batches")) if batches else ())
+    endpoint = EndpointConfig(base_url=base_url, model=model, timeout_s=timeout_s,
+                              ignore_eos=True)
+    pdir = probe_dir or str(Path(out).with_suffix("")) + "-probe"
+    profile = calibrate_engine(endpoint, design, pdir, preset=preset, slots=slots,
+                               n_batch=n_batch, n_ubatch=n_ubatch,
+                               kv_capacity_tokens=kv_capacity_tokens, config_path=config,
+                               seed=seed, log=lambda m: typer.echo(m, err=True))
+    _finish(profile, out)
+
+
+@calibrate_app.command("fit")
+def fit_cmd(
+    traces: Annotated[list[str], typer.Argument(help="Probe traces (from `calibrate engine` "
+                                                "or `bench`).")],
+    out: OutOpt = "profile.json",
+    config: ConfigOpt = None,
+    preset: PresetOpt = "llama.cpp",
+    slots: SlotsOpt = None,
+    n_batch: NBatchOpt = 2048,
+    n_ubatch: NUbatchOpt = 512,
+    kv_capacity_tokens: KvCapOpt = 1 << 20,
+) -> None:
+    """Fit a profile from existing probe traces (no requests sent)."""
+    from ridgeline.calibrate.engine import calibrate_from_traces
+    from ridgeline.calibrate.presets import preset_scheduling
+
+    preset_scheduling(preset)
+    profile = calibrate_from_traces(list(traces), preset=preset, slots=slots, n_batch=n_batch,
+                                    n_ubatch=n_ubatch, kv_capacity_tokens=kv_capacity_tokens,
+                                    config_path=config)
+    _finish(profile, out)
+
+
+@calibrate_app.command("host")
+def host_cmd(
+    out: OutOpt = "host.json",
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Also time this model's "
+                                              "own GEMM shapes (catalog name or config.json).")
+                     ] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer sizes and repeats.")] = False,
+) -> None:
+    """Microbenchmark this host (memory bandwidth, GEMM sweep); write a host profile
+    (also a hardware file: `estimate --hardware host.json`)."""
+    from ridgeline.calibrate.host import measure_host
+    from ridgeline.specs.model import load_model
+
+    spec = load_model(model) if model else None
+    prof = measure_host(model_spec=spec, quick=quick,
+                        progress=lambda m: typer.echo(m, err=True))
+    prof.write(out)
+    typer.echo(f"host profile written to {out}")
+
+
+def _ints(text: str, option: str) -> list[int]:
+    from ridgeline.errors import field_error
+
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise field_error(option, text, "comma-separated integers >= 1") from None
+    if not vals or min(vals) < 1:
+        raise field_error(option, text, "comma-separated integers >= 1")
+    return vals
+
+
+def _finish(profile: object, out: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    profile.save(out)  # type: ignore[attr-defined]
+    con = Console(highlight=False, stderr=False)
+    tab = Table(title="fitted step times (residuals)", title_justify="left")
+    for c in ("point", "tokens", "pairs", "measured (ms)", "fitted (ms)", "error", "steps"):
+        tab.add_column(c, justify="left" if c == "point" else "right")
+    for r in profile.residuals:  # type: ignore[attr-defined]
+        tab.add_row(r.point, str(r.tokens), f"{r.pairs:g}", f"{r.measured_s * 1e3:.2f}",
+                    f"{r.fitted_s * 1e3:.2f}", f"{r.rel_error:+.1%}", str(r.samples))
+    con.print(tab)
+    for note in profile.fit_notes:  # type: ignore[attr-defined]
+        con.print(f"[dim]{note}[/dim]")
+    con.print(f"profile written to {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(calibrate_app, name="calibrate")

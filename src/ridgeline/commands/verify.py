@@ -1,0 +1,47 @@
+"""`ridgeline verify`: predicted vs measured, per load point, with the measurement's CIs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ridgeline.commands.options import JsonOpt, SeedOpt
+
+
+def verify_cmd(
+    traces: Annotated[list[str], typer.Argument(help="Measured traces (any format `analyze` "
+                                                "reads), one load point each.")],
+    calibration: Annotated[str, typer.Option("--calibration", help="The calibration profile "
+                                             "to predict with.")],
+    bound: Annotated[list[str] | None, typer.Option(
+        "--bound", help="Fail (exit 1) when |error| exceeds it: tpot_p50=10%, e2e_p50=10%, "
+        "ttft_p50=20% (repeatable).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Trace format (auto, ridgeline, vllm, "
+                                     "aiperf, guidellm, llmperf).")] = "auto",
+    closed_loop: Annotated[bool, typer.Option(
+        "--closed-loop", help="Simulate a closed-loop trace as C users starting together "
+        "instead of replaying its measured send times.")] = False,
+    json_out: JsonOpt = False,
+    seed: SeedOpt = 0,
+) -> None:
+    """Replay measured traces through the simulator with a profile; compare the metrics."""
+    import json
+
+    from ridgeline.calibrate.profile import CalibrationProfile
+    from ridgeline.calibrate.report import print_verify
+    from ridgeline.calibrate.verify import parse_bounds, verify
+
+    bounds = parse_bounds(bound)
+    profile = CalibrationProfile.load(calibration)
+    report = verify(list(traces), profile, bounds, fmt, seed, closed_loop=closed_loop)
+    if json_out:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        print_verify(report)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify_cmd)

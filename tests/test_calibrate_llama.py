@@ -1,0 +1,128 @@
+"""Integration: a real llama.cpp llama-server (tiny random model) probed, calibrated,
+benched at a held-out load point, simulated and verified.
+
+Skipped locally when the binary is missing; in CI (CI=true, .ci/run builds the binary) a
+missing binary fails the test. The server is stopped by PID even when an assertion fails
+(`LlamaServer` is a context manager inside `run_real_loop`); the test checks the PID is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ls = pytest.importorskip("ridgeline.calibrate.llama_server")
+pytest.importorskip("gguf")
+
+
+def _binary() -> Path:
+    exe = ls.find_llama_server()
+    if exe is None:
+        msg = f"llama-server not found; build tools/llama_server/build.sh, set {ls.ENV_BINARY}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return exe
+
+
+def _records(path: Path) -> list[dict]:
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == "request"]
+
+
+def test_real_engine_loop(tmp_path: Path) -> None:
+    _binary()
+    from ridgeline.calibrate.real_loop import LoadPoint, RealLoopConfig, run_real_loop
+
+    cfg = RealLoopConfig(
+        out_dir=str(tmp_path), shape="tiny", slots=4, threads=1, ctx_per_slot=512,
+        batches=(1, 2, 4), decode_output_tokens=16, rounds=2, context_prompt_tokens=256,
+        prefill_tokens=(16, 64, 256), prefill_repeats=3, prompt="fixed:48", output="fixed:24",
+        points=(LoadPoint("closed c=3", concurrency=3, requests=9),))
+    res = run_real_loop(cfg, log=lambda m: None)
+    # No process left behind.
+    assert res.server_pid is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(res.server_pid, 0)
+    recs = _records(res.traces[0])
+    assert len(recs) == 9 and all(r["status"] == "ok" for r in recs)
+    # Exact token counts: 24 one-token chunks, usage agrees, the engine predicted 24.
+    for r in recs:
+        assert r["output_tokens"] == 24 and r["token_count_source"] == "usage"
+        assert len(r["event_times_s"]) == 24
+        assert r["engine_timings"]["predicted_n"] == 24
+    # Client times enclose the server's own: E2E >= prompt_ms + predicted_ms (the tiny
+    # model's 0.3-2 ms steps can arrive in one network read, so single gaps are not
+    # comparable), and the difference (HTTP, tokenization, waiting for the running step)
+    # is small (10-30 ms measured on this shared box).
+    over = [(r["end_s"] - r["sent_s"]) * 1e3 - r["engine_timings"]["prompt_ms"]
+            - r["engine_timings"]["predicted_ms"] for r in recs]
+    assert min(over) > -1.0 and np.median(over) < 100.0, over
+    # The profile is a step-time model with provenance and per-point residuals.
+    prof = res.profile
+    assert prof.scheduling.preset == "llama.cpp" and prof.scheduling.max_num_seqs == 4
+    assert len(prof.provenance.probe_traces) == 3 + 1 + 3
+    assert {r.point.split(" ")[0] for r in prof.residuals} == {
+        "decode-b1", "decode-b2", "decode-b4", "context-b1", "prefill-p16", "prefill-p64",
+        "prefill-p256"}
+    assert all(np.isfinite(r.rel_error) for r in prof.residuals)
+    # Prediction of the held-out point. The tiny model's steps are at the client's
+    # resolution and this box is shared (run-to-run noise up to ~60% even on the 400 MB
+    # model, docs/BENCHMARKS.md); measured errors ranged 2-70%. The bounds catch a broken
+    # loop (a wrong table gave 7000% before the fix), not a 10% drift: the accuracy bars are
+    # benchmarks/bench_calibration.py's job.
+    err = {r.metric: r.error for r in res.report.rows}
+    assert abs(err["e2e_p50"]) < 1.0, res.report.to_dict()
+    assert abs(err["tpot_p50"]) < 1.5, res.report.to_dict()
+    assert abs(err["ttft_p50"]) < 1.5, res.report.to_dict()
+    assert not res.profile.extrapolated_steps, res.profile.assumptions()
+
+
+def test_demo_real_stops_the_server_on_sigterm(tmp_path: Path) -> None:
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _binary()
+    exe = str(Path(sys.executable).parent / "ridgeline")
+    proc = subprocess.Popen([exe, "demo", "--real", "--out-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    pid = None
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 120
+        for line in proc.stdout:
+            m = re.search(r"llama-server pid (\d+)", line)
+            if m:
+                pid = int(m.group(1))
+                break
+            assert time.monotonic() < deadline
+        assert pid is not None
+        time.sleep(1.0)            # inside the probe
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)   # exit status 130 once cli.main() propagates it (lead's merge)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            break        # exited; only not yet reaped by its parent
+        time.sleep(0.2)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"llama-server {pid} outlived `ridgeline demo --real`")
+    rest = proc.stdout.read() if proc.stdout else ""
+    assert "Traceback" not in rest
+    assert "predicted vs measured" not in rest     # it stopped there, as after Ctrl-C

@@ -1,0 +1,105 @@
+"""The real engine as tooling: random-weight GGUFs and a llama-server that starts and stops.
+
+The server tests skip without a llama-server binary (tools/llama_server/build.sh) unless CI=true,
+where .ci/run builds it and a missing binary fails them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import llama_server_binary, tiny_gguf
+from ridgeline.calibrate.llama_server import LlamaServer, stream_completion
+
+gguf = pytest.importorskip("gguf", reason="the real-engine models need the 'gguf' package")
+
+from ridgeline.bench.dataset import WORDS  # noqa: E402
+from ridgeline.calibrate.gguf_model import (  # noqa: E402
+    EMBED_DIM0,
+    MEMBOUND,
+    TINY,
+    ensure_model,
+)
+from ridgeline.specs.model import load_model  # noqa: E402
+
+
+def test_gguf_file_matches_config_and_is_rigged() -> None:
+    m = ensure_model("tiny")
+    reader = gguf.GGUFReader(str(m.gguf_path))
+    tensors = {t.name: t for t in reader.tensors}
+    n_params = sum(int(t.n_elements) for t in reader.tensors)
+    spec = load_model(str(m.config_path))
+    assert n_params == spec.total_params == TINY.total_params
+    assert spec.model_type == "llama" and spec.num_kv_heads == TINY.num_kv_heads
+    head = tensors["output.weight"].data.reshape(TINY.vocab_size, TINY.hidden_size)
+    emb = tensors["token_embd.weight"].data.reshape(TINY.vocab_size, TINY.hidden_size)
+    tok_types = reader.fields["tokenizer.ggml.token_type"]
+    types = [int(tok_types.parts[i][0]) for i in tok_types.data]
+    normal = [t == 1 for t in types]
+    # Specials (0-2), 256 bytes, ChatML markers: strongly negative on dim 0, nothing else.
+    assert all(head[i, 0] < -50 for i in range(len(types)) if not normal[i])
+    assert all(head[i, 0] == 0 for i in range(len(types)) if normal[i])
+    assert sum(not n for n in normal) == 3 + 256 + 2
+    assert (emb[:, 0] == EMBED_DIM0).all()
+
+
+def test_membound_shape_is_the_issue_model() -> None:
+    spec = MEMBOUND.to_model_spec()
+    assert 95e6 < spec.total_params < 105e6  # ~100 M parameters
+    assert 380e6 < 4 * spec.total_params < 420e6  # ~400 MB in F32
+
+
+def test_cli_estimate_reads_the_written_config() -> None:
+    m = ensure_model("tiny")
+    cfg = json.loads(m.config_path.read_text())
+    assert cfg["model_type"] == "llama" and cfg["torch_dtype"] == "float32"
+    exe = Path(sys.executable).parent / "ridgeline"
+    run = subprocess.run([str(exe), "estimate", "--model", str(m.config_path), "--hardware",
+                          "h100-sxm", "--weights", "fp32", "--batch", "1", "--prompt", "32",
+                          "--output", "8"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is gone for our purposes once reaped.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def test_exact_tokens_and_client_times_match_server_timings(tiny_llama_server) -> None:
+    srv = tiny_llama_server
+    words = " ".join(WORDS[i % len(WORDS)] for i in range(0, 7 * 24, 7))  # 24 prompt words
+    for n in (1, 5, 32):
+        r = stream_completion(srv.base_url, words, n, model=srv.alias)
+        # max_tokens N -> exactly N one-token chunks, none empty, and the server agrees.
+        assert len(r.texts) == n and all(r.texts)
+        assert r.usage["completion_tokens"] == n
+        assert r.timings["predicted_n"] == n
+        # 24 one-token words + BOS.
+        assert r.usage["prompt_tokens"] == 25
+        assert r.finish_reason == "length"
+        if n >= 5:
+            # The client's first-to-last-token span covers n-1 of the server's n predicted
+            # tokens; allow 30% + 5 ms for HTTP and scheduling on a loaded 2-core box.
+            server_s = r.timings["predicted_ms"] / 1e3 * (n - 1) / n
+            assert r.decode_s == pytest.approx(server_s, rel=0.3, abs=0.005)
+
+
+def test_server_is_stopped_even_when_the_body_raises() -> None:
+    srv = LlamaServer(llama_server_binary(), tiny_gguf(), n_parallel=1, ctx_per_slot=256)
+    with pytest.raises(RuntimeError, match="boom"), srv:
+        pid = srv.proc.pid
+        assert srv.health() == 200
+        raise RuntimeError("boom")
+    assert not _alive(pid)
+    assert srv.health() is None
