@@ -76,7 +76,15 @@ def test_real_engine_loop(tmp_path: Path) -> None:
     # benchmarks/bench_calibration.py's job.
     err = {r.metric: r.error for r in res.report.rows}
     assert abs(err["e2e_p50"]) < 1.0, res.report.to_dict()
-    assert abs(err["tpot_p50"]) < 1.5, res.report.to_dict()
+    tpot = next(r for r in res.report.rows if r.metric == "tpot_p50")
+    if tpot.measured >= 2.0:
+        assert abs(tpot.error) < 1.5, res.report.to_dict()
+    else:
+        # The tiny model's ~1 ms tokens can all land in one network read (client TPOT 0):
+        # then compare with the engine's own per-token time.
+        engine_tpot_ms = float(np.median([r["engine_timings"]["predicted_ms"]
+                                          / r["engine_timings"]["predicted_n"] for r in recs]))
+        assert abs(tpot.predicted / engine_tpot_ms - 1) < 1.5, (tpot, engine_tpot_ms)
     assert abs(err["ttft_p50"]) < 1.5, res.report.to_dict()
     assert not res.profile.extrapolated_steps, res.profile.assumptions()
 
@@ -106,7 +114,7 @@ def test_demo_real_stops_the_server_on_sigterm(tmp_path: Path) -> None:
         assert pid is not None
         time.sleep(1.0)            # inside the probe
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)   # exit status 130 once cli.main() propagates it (lead's merge)
+        assert proc.wait(timeout=60) == 130   # as after Ctrl-C
     finally:
         if proc.poll() is None:
             proc.kill()
