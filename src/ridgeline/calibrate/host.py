@@ -81,7 +81,8 @@ class GemmPoint(BaseModel):
     bytes: float  # minimum traffic: (mk + kn + mn) elements
     weight_copies: int
     median_s: float
-    flops_per_s: float
+    flops_per_s: float  # at the median time
+    best_flops_per_s: float  # at the fastest repeat (less sensitive to a shared machine)
     spread_rel: float
     repeats: int
     inner: int
@@ -143,15 +144,20 @@ class HostProfile(BaseModel):
 
     model_config = {"populate_by_name": True}
 
-    def bandwidth_bytes_s(self, kind: str = "read", device: str = "cpu") -> float:
+    def bandwidth_bytes_s(self, kind: str = "read", device: str = "cpu",
+                          best: bool = False) -> float:
+        """Median bytes/s of a bandwidth kernel (`best`: of its fastest repeat)."""
         pts = [p for p in self.bandwidth if p.kind == kind and p.device == device]
         if not pts:
             raise RidgelineError(f"bandwidth: no {kind} measurement on {device}")
-        return max(p.median_bytes_s for p in pts)
+        return max(p.max_bytes_s if best else p.median_bytes_s for p in pts)
 
-    def peak_flops_s(self, dtype: str = "fp32", device: str = "cpu") -> float:
-        """Best median FLOP/s over every GEMM of this dtype and device."""
-        pts = [p.flops_per_s for p in self.gemm if p.dtype == dtype and p.device == device]
+    def peak_flops_s(self, dtype: str = "fp32", device: str = "cpu", best: bool = False
+                     ) -> float:
+        """Largest median FLOP/s over every GEMM of this dtype and device (`best`: over the
+        fastest repeats)."""
+        pts = [p.best_flops_per_s if best else p.flops_per_s
+               for p in self.gemm if p.dtype == dtype and p.device == device]
         if not pts:
             raise RidgelineError(f"dtype: no {dtype} GEMM measured on {device}")
         return max(pts)
@@ -460,7 +466,8 @@ def gemm_point(backend: Backend, shape: GemmShape, m: int, dtype: str, llc: int,
                      dtype=dtype, m=m, k=shape.k, n=shape.n, flops=flops,
                      bytes=float(e * (m * shape.k + shape.k * shape.n + m * shape.n)),
                      weight_copies=copies, median_s=s.median_s,
-                     flops_per_s=flops / s.median_s, spread_rel=s.spread_rel,
+                     flops_per_s=flops / s.median_s,
+                     best_flops_per_s=flops / min(s.seconds), spread_rel=s.spread_rel,
                      repeats=s.repeats, inner=s.inner)
 
 
