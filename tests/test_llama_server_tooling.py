@@ -103,3 +103,53 @@ def test_server_is_stopped_even_when_the_body_raises() -> None:
         raise RuntimeError("boom")
     assert not _alive(pid)
     assert srv.health() is None
+
+
+FAKE_SERVER = """#!{python}
+import http.server, signal, sys
+args = sys.argv[1:]
+port = int(args[args.index("--port") + 1])
+if "--ignore-term" in args:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"{{}}")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def _fake_binary(tmp_path: Path, body: str) -> Path:
+    exe = tmp_path / "llama-server"
+    exe.write_text(body.format(python=sys.executable))
+    exe.chmod(0o755)
+    return exe
+
+
+def test_manager_kills_a_server_that_ignores_sigterm(tmp_path: Path) -> None:
+    """No llama.cpp needed: a stand-in that answers /health and ignores SIGTERM is killed."""
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    srv = LlamaServer(_fake_binary(tmp_path, FAKE_SERVER), model,
+                      extra_args=["--ignore-term"], log_path=tmp_path / "log.txt")
+    with srv:
+        pid = srv.proc.pid
+        assert srv.health() == 200 and srv.base_url.startswith("http://127.0.0.1:")
+        assert f"-np {srv.n_parallel} -c {srv.n_parallel * srv.ctx_per_slot}" in " ".join(
+            srv.command())
+        srv_stop = srv.stop
+        srv.stop = lambda timeout_s=0.5: srv_stop(timeout_s)  # type: ignore[method-assign]
+    assert not _alive(pid)
+
+
+def test_manager_reports_a_server_that_exits(tmp_path: Path) -> None:
+    from ridgeline.errors import RidgelineError
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    exe = _fake_binary(tmp_path, "#!/bin/sh\necho 'error: bad model file' >&2\nexit 3\n")
+    with pytest.raises(RidgelineError, match=r"exited with 3: error: bad model file"):
+        LlamaServer(exe, model, log_path=tmp_path / "log.txt").start()
+    with pytest.raises(RidgelineError, match=r"binary .* not found"):
+        LlamaServer(tmp_path / "nope", model).start()
