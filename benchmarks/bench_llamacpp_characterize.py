@@ -54,9 +54,9 @@ def _row(point: dict[str, Any]) -> dict[str, Any]:
 
 
 def timings_check(base_url: str, model: str, n: int, prompt_words: int) -> dict[str, float]:
-    """Client decode span vs the server's predicted_ms over 5 single requests (medians)."""
+    """Client decode span vs the server's predicted_ms over 3 single requests (medians)."""
     client, server, prompt_ms, ttft = [], [], [], []
-    for i in range(5):
+    for i in range(3):
         text = " ".join(WORDS[(7 * j + i) % len(WORDS)] for j in range(prompt_words))
         r = stream_completion(base_url, f"{i} {text}", n, model=model)
         assert len(r.texts) == n, (len(r.texts), n)
@@ -111,7 +111,7 @@ def main() -> int:
             print(f"| {c} | {row['tpot_p50_ms']:.1f} | {row['ttft_p50_ms']:.0f} | "
                   f"{row['e2e_p50_ms']:.0f} | {row['output_tok_s']:.1f} |")
         t = res["timings"]
-        print(f"single request, medians of 5: client decode {t['client_decode_ms']:.1f} ms vs "
+        print(f"single request, medians of 3: client decode {t['client_decode_ms']:.1f} ms vs "
               f"server predicted {t['server_decode_ms']:.1f} ms "
               f"({t['client_decode_ms'] - t['server_decode_ms']:+.1f} ms); client TTFT "
               f"{t['client_ttft_ms']:.1f} ms vs server prompt_ms {t['server_prompt_ms']:.1f}")

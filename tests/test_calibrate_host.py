@@ -70,12 +70,21 @@ class FakeBackend:
 def test_time_op_median_and_spread_by_hand() -> None:
     clock = FakeClock()
     durations = [0.010, 0.012, 0.011, 0.030, 0.009]  # one outlier: the median ignores it
-    calls = iter([0.01, 0.01, *durations])  # warm-up x2, then one call per sample
+    calls = iter([0.01, 0.01, *durations])  # warm-up x2 (long enough: no calibration calls)
     s = time_op(lambda i: clock.advance(next(calls)), repeats=5, warmup=2, timer=clock,
                 min_sample_s=0.001)
     assert s.inner == 1
     assert s.median_s == pytest.approx(0.011)
     assert s.spread_rel == pytest.approx((0.030 - 0.009) / 0.011)
+
+
+def test_time_op_inner_count_ignores_one_stalled_call() -> None:
+    clock = FakeClock()
+    calls = iter([0.050, 0.001, 0.001])  # a stalled warm-up, then two normal calls
+    s = time_op(lambda i: clock.advance(next(calls, 0.001)), repeats=3, warmup=1,
+                timer=clock, min_sample_s=0.01)
+    assert s.inner == 10  # from the fastest single call, not the stalled one (which gives 1)
+    assert s.median_s == pytest.approx(0.001)
 
 
 def test_fake_machine_ceilings_are_recovered() -> None:

@@ -9,7 +9,7 @@ filled with non-zero random values and rotated between copies so no repeat hits 
   Bytes counted as STREAM does (copy = read + write).
 - GEMM [m, k] x [k, n] over a sweep of m: seed 003's 4096 x 4096 table and, given a
   `ModelSpec`, the model's own projections (qkv, o, gate+up, down, lm_head). The weight is
-  rotated through enough copies to exceed twice the LLC, as a decode step that streams all
+  rotated through enough copies (at least 2) to exceed 4x the LLC, as a decode step that streams all
   layers' weights would find it. Per dtype: numpy (BLAS) fp32 and fp64; torch CPU fp32/bf16
   and torch CUDA bf16/fp16/fp32 when torch is importable. numpy fp16 matmul is not
   BLAS-backed, so it is not offered.
@@ -458,7 +458,8 @@ def gemm_point(backend: Backend, shape: GemmShape, m: int, dtype: str, llc: int,
                timing: dict[str, Any]) -> GemmPoint:
     e = DTYPE_BYTES[dtype]
     weight_bytes = shape.k * shape.n * e
-    copies = max(1, min(64, math.ceil(2 * llc / weight_bytes)))
+    # Enough copies to stream >= 4x the LLC, at most ~1 GiB of them.
+    copies = max(2, min(64, math.ceil(4 * llc / weight_bytes), 2**30 // weight_bytes))
     op = backend.gemm_op(m, shape.k, shape.n, dtype, copies)
     s = time_op(op, sync=backend.sync, **timing)
     flops = 2.0 * m * shape.k * shape.n
@@ -544,7 +545,7 @@ def measure_host(model_spec: ModelSpec | None = None, dtypes: Sequence[str] | No
         method={"warmup": timing["warmup"], "repeats": timing["repeats"],
                 "min_sample_s": timing["min_sample_s"], "statistic": "median",
                 "spread": "(max-min)/median over repeats", "buffer_bytes": buffer,
-                "weights_rotated_over": ">= 2x LLC of copies", "inputs": "uniform [0.5, 1.5)",
+                "weights_rotated_over": ">= 4x LLC of copies (>= 2)", "inputs": "uniform [0.5, 1.5)",
                 "quick": quick},
         bandwidth=bw, gemm=gemm, fits=fits)
     if gemm and bw:
