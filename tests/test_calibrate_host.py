@@ -70,7 +70,7 @@ class FakeBackend:
 def test_time_op_median_and_spread_by_hand() -> None:
     clock = FakeClock()
     durations = [0.010, 0.012, 0.011, 0.030, 0.009]  # one outlier: the median ignores it
-    calls = iter([0.01, 0.01, *durations])  # warm-up x2 (long enough: no calibration calls)
+    calls = iter([0.01] * 4 + durations)  # warm-up x2, 2 calibration calls, 1 per sample
     s = time_op(lambda i: clock.advance(next(calls)), repeats=5, warmup=2, timer=clock,
                 min_sample_s=0.001)
     assert s.inner == 1

@@ -545,7 +545,8 @@ def measure_host(model_spec: ModelSpec | None = None, dtypes: Sequence[str] | No
         method={"warmup": timing["warmup"], "repeats": timing["repeats"],
                 "min_sample_s": timing["min_sample_s"], "statistic": "median",
                 "spread": "(max-min)/median over repeats", "buffer_bytes": buffer,
-                "weights_rotated_over": ">= 4x LLC of copies (>= 2)", "inputs": "uniform [0.5, 1.5)",
+                "weights_rotated_over": ">= 4x LLC of copies (>= 2)",
+                "inputs": "uniform [0.5, 1.5)",
                 "quick": quick},
         bandwidth=bw, gemm=gemm, fits=fits)
     if gemm and bw:
