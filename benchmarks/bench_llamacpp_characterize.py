@@ -80,6 +80,8 @@ def main() -> int:
     ap.add_argument("--output", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=8)
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="one more llama-server argument (repeatable), e.g. --server-arg=--poll")
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args()
     exe = find_llama_server()
@@ -88,12 +90,14 @@ def main() -> int:
                          "RIDGELINE_LLAMA_SERVER")
     model = ensure_model("membound")
     results: list[dict[str, Any]] = []
+    load_before = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() \
+        else []
     with tempfile.TemporaryDirectory() as tmp:
         for start in range(args.starts):
             t0 = time.perf_counter()
             with LlamaServer(exe, model.gguf_path, n_parallel=args.parallel,
-                             threads=args.threads, ctx_per_slot=args.prompt + args.output + 64
-                             ) as srv:
+                             threads=args.threads, ctx_per_slot=args.prompt + args.output + 64,
+                             extra_args=args.server_arg) as srv:
                 rows = sweep(srv.base_url, srv.alias, args.concurrency, args,
                              Path(tmp) / f"start{start}.jsonl")
                 check = timings_check(srv.base_url, srv.alias, args.output, args.prompt)
@@ -103,7 +107,7 @@ def main() -> int:
     print(f"model {model.gguf_path.name} ({model.shape.total_params / 1e6:.1f} M params, "
           f"{model.gguf_path.stat().st_size / 1e6:.0f} MB), llama-server {exe}, -np "
           f"{args.parallel} -t {args.threads}; prompt {args.prompt}, output {args.output}, "
-          f"{args.requests} requests per point")
+          f"{args.requests} requests per point; load average before {' '.join(load_before)}")
     for i, res in enumerate(results):
         print(f"\nstart {i + 1} ({res['wall_s']:.0f} s)\n| C | TPOT P50 ms | TTFT P50 ms | "
               "E2E P50 ms | out tok/s |\n|---|---|---|---|---|")
