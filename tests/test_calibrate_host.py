@@ -187,3 +187,15 @@ def test_real_quick_run_has_roofline_shape() -> None:
     assert rates[1] < rates[64] < rates[1024]
     assert rates[1024] / rates[256] < 3.2
     assert np.all(np.isfinite([p.spread_rel for p in pts.values()]))
+
+
+def test_reading_a_non_profile_is_one_error_line(tmp_path: Path) -> None:
+    from ridgeline.errors import RidgelineError
+
+    bad = tmp_path / "x.json"
+    bad.write_text('{"schema": "something else"}')
+    with pytest.raises(RidgelineError, match="is not a host profile") as err:
+        HostProfile.read(bad)
+    assert "\n" not in str(err.value)
+    with pytest.raises(RidgelineError, match="not found"):
+        HostProfile.read(tmp_path / "nope.json")

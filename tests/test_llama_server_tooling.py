@@ -153,3 +153,29 @@ def test_manager_reports_a_server_that_exits(tmp_path: Path) -> None:
         LlamaServer(exe, model, log_path=tmp_path / "log.txt").start()
     with pytest.raises(RidgelineError, match=r"binary .* not found"):
         LlamaServer(tmp_path / "nope", model).start()
+
+
+def test_binary_lookup_skips_locally_and_fails_in_ci(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RIDGELINE_LLAMA_SERVER", str(tmp_path / "missing"))
+    monkeypatch.setenv("RIDGELINE_CACHE", str(tmp_path))
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="build it with tools/llama_server"):
+        llama_server_binary()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="llama-server not found"):
+        llama_server_binary()
+
+
+def test_build_script_reuses_a_cached_binary(tmp_path: Path) -> None:
+    """No build, no network: a working binary at the cache path is reused and printed."""
+    exe = tmp_path / "llama.cpp" / "0.3.36" / "build" / "bin" / "llama-server"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\necho 'version: fake'\n")
+    exe.chmod(0o755)
+    script = Path(__file__).resolve().parents[1] / "tools" / "llama_server" / "build.sh"
+    run = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "RIDGELINE_CACHE": str(tmp_path)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == str(exe)
+    assert "reusing" in run.stderr
