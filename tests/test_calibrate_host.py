@@ -164,11 +164,7 @@ def test_profile_json_roundtrip_and_estimate_reads_it(tmp_path: Path) -> None:
     assert "Traceback" not in run.stderr
 
 
-def test_real_quick_run_has_roofline_shape() -> None:
-    """This CPU, numpy fp32, the 4096^2 weight at a few m (fastest of 5 repeats, robust to a
-    shared machine): positive finite figures; m=1 moves bytes at a rate comparable to the
-    read bandwidth (bandwidth-bound); FLOP/s grow with m; from m=256 to 1024 (4x the work)
-    they grow clearly less than the 4x a bandwidth-bound kernel would show (compute-bound)."""
+def _shape_problems() -> list[str]:
     be = NumpyBackend()
     timing = {"repeats": 5, "warmup": 1, "min_sample_s": 0.02}
     shape = GemmShape("4096x4096", 4096, 4096)
@@ -180,13 +176,31 @@ def test_real_quick_run_has_roofline_shape() -> None:
         be.close()
     rates = {m: p.best_flops_per_s for m, p in pts.items()}
     assert all(math.isfinite(r) and r > 0 for r in rates.values())
-    read_bytes_s = moved / min(s.seconds)
-    assert read_bytes_s > 1e8  # > 0.1 GB/s: any machine does that
-    m1_bytes_s = pts[1].bytes / (pts[1].flops / rates[1])
-    assert 0.1 * read_bytes_s < m1_bytes_s < 3 * read_bytes_s
-    assert rates[1] < rates[64] < rates[1024]
-    assert rates[1024] / rates[256] < 3.2
     assert np.all(np.isfinite([p.spread_rel for p in pts.values()]))
+    read_bytes_s = moved / min(s.seconds)
+    m1_bytes_s = pts[1].bytes / (pts[1].flops / rates[1])
+    checks = {
+        f"read {read_bytes_s:.3g} B/s > 0.1 GB/s": read_bytes_s > 1e8,
+        f"m=1 moves {m1_bytes_s:.3g} B/s, within 0.1-3x read": (
+            0.1 * read_bytes_s < m1_bytes_s < 3 * read_bytes_s),
+        f"FLOP/s rise with m: {rates}": rates[1] < rates[64] < rates[1024],
+        f"flat at large m: rate(1024)/rate(256) = {rates[1024] / rates[256]:.2f} < 3.2": (
+            rates[1024] / rates[256] < 3.2),
+    }
+    return [name for name, ok in checks.items() if not ok]
+
+
+def test_real_quick_run_has_roofline_shape() -> None:
+    """This CPU, numpy fp32, the 4096^2 weight at a few m (fastest of 5 repeats): positive
+    finite figures; m=1 moves bytes at a rate comparable to the read bandwidth
+    (bandwidth-bound); FLOP/s grow with m; from m=256 to 1024 (4x the work) they grow clearly
+    less than the 4x a bandwidth-bound kernel would show (compute-bound). A neighbour's burst
+    can spoil one measurement on a shared box, so a second attempt is allowed; a broken
+    measurement fails both."""
+    problems = _shape_problems()
+    if problems:
+        problems = _shape_problems()
+    assert not problems, problems
 
 
 def test_reading_a_non_profile_is_one_error_line(tmp_path: Path) -> None:
