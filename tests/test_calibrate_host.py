@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,12 +70,21 @@ class FakeBackend:
 def test_time_op_median_and_spread_by_hand() -> None:
     clock = FakeClock()
     durations = [0.010, 0.012, 0.011, 0.030, 0.009]  # one outlier: the median ignores it
-    calls = iter([0.01, 0.01, *durations])  # warm-up x2, then one call per sample
+    calls = iter([0.01] * 4 + durations)  # warm-up x2, 2 calibration calls, 1 per sample
     s = time_op(lambda i: clock.advance(next(calls)), repeats=5, warmup=2, timer=clock,
                 min_sample_s=0.001)
     assert s.inner == 1
     assert s.median_s == pytest.approx(0.011)
     assert s.spread_rel == pytest.approx((0.030 - 0.009) / 0.011)
+
+
+def test_time_op_inner_count_ignores_one_stalled_call() -> None:
+    clock = FakeClock()
+    calls = iter([0.050, 0.001, 0.001])  # a stalled warm-up, then two normal calls
+    s = time_op(lambda i: clock.advance(next(calls, 0.001)), repeats=3, warmup=1,
+                timer=clock, min_sample_s=0.01)
+    assert s.inner == 10  # from the fastest single call, not the stalled one (which gives 1)
+    assert s.median_s == pytest.approx(0.001)
 
 
 def test_fake_machine_ceilings_are_recovered() -> None:
@@ -154,23 +164,52 @@ def test_profile_json_roundtrip_and_estimate_reads_it(tmp_path: Path) -> None:
     assert "Traceback" not in run.stderr
 
 
-def test_real_quick_run_has_roofline_shape() -> None:
-    """This CPU, numpy fp32, 4096^2 sweep at a few m: positive finite figures; achieved FLOP/s
-    grows with m while bandwidth-bound (m=1 -> 64 by >= 8x, a 64x work increase for about the
-    same weight traffic), then flattens (m=256 -> 1024 gains < 2x, a 4x work increase)."""
+def _shape_problems() -> list[str]:
     be = NumpyBackend()
-    timing = {"repeats": 3, "warmup": 1, "min_sample_s": 0.02}
+    timing = {"repeats": 5, "warmup": 1, "min_sample_s": 0.02}
     shape = GemmShape("4096x4096", 4096, 4096)
     try:
         pts = {m: gemm_point(be, shape, m, "fp32", 2 ** 25, timing) for m in (1, 64, 256, 1024)}
-        rd = [be.bandwidth_op("read", 64 * 2**20, 2)]
-        op, moved = rd[0]
-        s = time_op(op, repeats=3, warmup=1, min_sample_s=0.02)
+        op, moved = be.bandwidth_op("read", 128 * 2**20, os.cpu_count() or 1)
+        s = time_op(op, repeats=5, warmup=1, min_sample_s=0.02)
     finally:
         be.close()
-    rates = {m: p.flops_per_s for m, p in pts.items()}
+    rates = {m: p.best_flops_per_s for m, p in pts.items()}
     assert all(math.isfinite(r) and r > 0 for r in rates.values())
-    assert moved / s.median_s > 1e8  # > 0.1 GB/s: any machine does that
-    assert rates[64] > 8 * rates[1]
-    assert rates[1024] < 2 * rates[256]
     assert np.all(np.isfinite([p.spread_rel for p in pts.values()]))
+    read_bytes_s = moved / min(s.seconds)
+    m1_bytes_s = pts[1].bytes / (pts[1].flops / rates[1])
+    checks = {
+        f"read {read_bytes_s:.3g} B/s > 0.1 GB/s": read_bytes_s > 1e8,
+        f"m=1 moves {m1_bytes_s:.3g} B/s, within 0.1-3x read": (
+            0.1 * read_bytes_s < m1_bytes_s < 3 * read_bytes_s),
+        f"FLOP/s rise with m: {rates}": rates[1] < rates[64] < rates[1024],
+        f"flat at large m: rate(1024)/rate(256) = {rates[1024] / rates[256]:.2f} < 3.2": (
+            rates[1024] / rates[256] < 3.2),
+    }
+    return [name for name, ok in checks.items() if not ok]
+
+
+def test_real_quick_run_has_roofline_shape() -> None:
+    """This CPU, numpy fp32, the 4096^2 weight at a few m (fastest of 5 repeats): positive
+    finite figures; m=1 moves bytes at a rate comparable to the read bandwidth
+    (bandwidth-bound); FLOP/s grow with m; from m=256 to 1024 (4x the work) they grow clearly
+    less than the 4x a bandwidth-bound kernel would show (compute-bound). A neighbour's burst
+    can spoil one measurement on a shared box, so a second attempt is allowed; a broken
+    measurement fails both."""
+    problems = _shape_problems()
+    if problems:
+        problems = _shape_problems()
+    assert not problems, problems
+
+
+def test_reading_a_non_profile_is_one_error_line(tmp_path: Path) -> None:
+    from ridgeline.errors import RidgelineError
+
+    bad = tmp_path / "x.json"
+    bad.write_text('{"schema": "something else"}')
+    with pytest.raises(RidgelineError, match="is not a host profile") as err:
+        HostProfile.read(bad)
+    assert "\n" not in str(err.value)
+    with pytest.raises(RidgelineError, match="not found"):
+        HostProfile.read(tmp_path / "nope.json")

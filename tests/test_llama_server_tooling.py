@@ -88,11 +88,13 @@ def test_exact_tokens_and_client_times_match_server_timings(tiny_llama_server) -
         # 24 one-token words + BOS.
         assert r.usage["prompt_tokens"] == 25
         assert r.finish_reason == "length"
-        if n >= 5:
+        if n == 32:
             # The client's first-to-last-token span covers n-1 of the server's n predicted
-            # tokens; allow 30% + 5 ms for HTTP and scheduling on a loaded 2-core box.
+            # tokens. The tiny model's steps take ~1 ms, so the server's HTTP thread can send
+            # a few tokens in one write (n=5 may arrive in a single read); over 32 tokens that
+            # granularity is small: allow 30% + 10 ms for it and a loaded 2-core box.
             server_s = r.timings["predicted_ms"] / 1e3 * (n - 1) / n
-            assert r.decode_s == pytest.approx(server_s, rel=0.3, abs=0.005)
+            assert r.decode_s == pytest.approx(server_s, rel=0.3, abs=0.010)
 
 
 def test_server_is_stopped_even_when_the_body_raises() -> None:
@@ -103,3 +105,79 @@ def test_server_is_stopped_even_when_the_body_raises() -> None:
         raise RuntimeError("boom")
     assert not _alive(pid)
     assert srv.health() is None
+
+
+FAKE_SERVER = """#!{python}
+import http.server, signal, sys
+args = sys.argv[1:]
+port = int(args[args.index("--port") + 1])
+if "--ignore-term" in args:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"{{}}")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def _fake_binary(tmp_path: Path, body: str) -> Path:
+    exe = tmp_path / "llama-server"
+    exe.write_text(body.format(python=sys.executable))
+    exe.chmod(0o755)
+    return exe
+
+
+def test_manager_kills_a_server_that_ignores_sigterm(tmp_path: Path) -> None:
+    """No llama.cpp needed: a stand-in that answers /health and ignores SIGTERM is killed."""
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    srv = LlamaServer(_fake_binary(tmp_path, FAKE_SERVER), model,
+                      extra_args=["--ignore-term"], log_path=tmp_path / "log.txt")
+    with srv:
+        pid = srv.proc.pid
+        assert srv.health() == 200 and srv.base_url.startswith("http://127.0.0.1:")
+        assert f"-np {srv.n_parallel} -c {srv.n_parallel * srv.ctx_per_slot}" in " ".join(
+            srv.command())
+        srv_stop = srv.stop
+        srv.stop = lambda timeout_s=0.5: srv_stop(timeout_s)  # type: ignore[method-assign]
+    assert not _alive(pid)
+
+
+def test_manager_reports_a_server_that_exits(tmp_path: Path) -> None:
+    from ridgeline.errors import RidgelineError
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    exe = _fake_binary(tmp_path, "#!/bin/sh\necho 'error: bad model file' >&2\nexit 3\n")
+    with pytest.raises(RidgelineError, match=r"exited with 3: error: bad model file"):
+        LlamaServer(exe, model, log_path=tmp_path / "log.txt").start()
+    with pytest.raises(RidgelineError, match=r"binary .* not found"):
+        LlamaServer(tmp_path / "nope", model).start()
+
+
+def test_binary_lookup_skips_locally_and_fails_in_ci(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RIDGELINE_LLAMA_SERVER", str(tmp_path / "missing"))
+    monkeypatch.setenv("RIDGELINE_CACHE", str(tmp_path))
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="build it with tools/llama_server"):
+        llama_server_binary()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="llama-server not found"):
+        llama_server_binary()
+
+
+def test_build_script_reuses_a_cached_binary(tmp_path: Path) -> None:
+    """No build, no network: a working binary at the cache path is reused and printed."""
+    exe = tmp_path / "llama.cpp" / "0.3.36" / "build" / "bin" / "llama-server"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\necho 'version: fake'\n")
+    exe.chmod(0o755)
+    script = Path(__file__).resolve().parents[1] / "tools" / "llama_server" / "build.sh"
+    run = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "RIDGELINE_CACHE": str(tmp_path)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == str(exe)
+    assert "reusing" in run.stderr

@@ -280,7 +280,9 @@ def ensure_model(shape: GgufShape | str = "tiny", seed: int = 0,
         tmp.unlink(missing_ok=True)
     cfg = dict(shape.hf_config(), _ridgeline={"seed": seed, "writer_version": WRITER_VERSION,
                                               "gguf": gguf_path.name})
-    config_path.write_text(json.dumps(cfg, indent=2) + "\n")
+    tmp_cfg = folder / f"config.json.tmp{os.getpid()}"
+    tmp_cfg.write_text(json.dumps(cfg, indent=2) + "\n")
+    os.replace(tmp_cfg, config_path)
     return GgufModel(gguf_path, config_path, shape)
 
 
