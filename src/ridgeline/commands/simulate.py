@@ -107,6 +107,21 @@ def simulate_cmd(
     step_by_step: Annotated[bool, typer.Option(
         "--step-by-step", help="Reference mode: one engine step per loop iteration (slower; "
         "same trace).")] = False,
+    stream: Annotated[bool | None, typer.Option(
+        "--stream/--no-stream", help="Stream finished requests to the trace and to "
+        "streaming metrics (memory bounded by what is in flight; whole-run window); default: "
+        "on above 500,000 requests or with --workers/--ray.")] = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", min=1, help="Shard replicas over this many processes (round-robin, "
+        "open loop, no P/D: exact; other routers stay in one process).")] = 1,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray", help="Shard over Ray: 'local' or a cluster address (needs ridgeline[ray]).")
+    ] = None,
+    exact_max: Annotated[int, typer.Option(
+        "--exact-max", min=0, help="Streamed: values per metric kept for exact percentiles; "
+        "beyond, a sketch (--sketch-error).")] = 5_000_000,
+    sketch_error: Annotated[float, typer.Option(
+        "--sketch-error", help="Streamed: relative error of sketch percentiles.")] = 0.01,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
 ) -> None:
@@ -163,6 +178,14 @@ def simulate_cmd(
                prefix_groups=prefix_groups, prefix_tokens=prefix_tokens, config=config,
                step_model=step_model, cluster=cluster, slos=slos, seed=seed,
                mode="step" if step_by_step else "fast")
+    if stream or (stream is None and (workers > 1 or ray_address is not None
+                                      or requests > 500_000)):
+        from ridgeline.sim.fleet_command import check_streamed, run_streamed_command
+
+        check_streamed(rates, timeline, step_by_step, pd_split, sketch_error)
+        run_streamed_command(ctx, rates[0], trace, json_out, workers, ray_address, exact_max,
+                             sketch_error, _header)
+        return
     runs = _run_all(rates, ctx, trace, timeline)
     if len(runs) == 1:
         _report_one(runs[0], step_model, json_out)
@@ -220,7 +243,10 @@ def _run_all(rates: list[float | None], ctx: dict[str, Any], trace: str | None,
 
     n = ctx["requests"]
     runs = []
+    from rich.progress import TimeRemainingColumn
+
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("ETA"), TimeRemainingColumn(),
                         console=Console(stderr=True), transient=True)
     with progress:
         task = progress.add_task("simulating", total=n * len(rates))

@@ -1,0 +1,350 @@
+"""Simulate at fleet scale: streamed results, bounded memory, sharding over processes or Ray.
+
+`run_fleet` runs one workload through the cluster with `simulate(..., sink=...)`: finished
+requests go, a chunk at a time, to the trace file and to `StreamingMetrics` (exact
+percentiles while a series fits `exact_max`, a `LogSketch` with a stated relative error
+beyond), never all held at once. What stays in memory grows with the run only by a few
+per-request scalars (send/end time, status, replica: about 60 bytes a request), not by its
+token times (about 13 KB a request before).
+
+Sharding: when the replicas are independent given the routing (round-robin, open loop, no
+P/D split), request i goes to replica i mod R whatever the others do, so a shard holding the
+contiguous replicas [lo, hi) and the requests i with lo <= i mod R < hi is the same
+simulation as the whole run restricted to them (a test checks it request for request).
+Shards run in worker processes (`workers`) or as Ray tasks (`ray_address`; "local" starts a
+local Ray). Their metrics merge exactly (counts, sums, kept samples) or by sketch merge.
+Routers that read global state (least-outstanding, least-kv), closed loops and P/D splits
+run in one process: `shard_blocker` says why.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ridgeline.metrics.sketch import DEFAULT_RELATIVE_ERROR
+from ridgeline.metrics.streaming import DEFAULT_EXACT_MAX, StreamingMetrics
+from ridgeline.sim.cluster import ClusterConfig
+from ridgeline.sim.runner import SimResult, Workload, simulate
+
+
+@dataclass
+class FleetRun:
+    """What a streamed run leaves: metrics, totals, and how it ran."""
+
+    metrics: StreamingMetrics
+    requests: int
+    finished: int = 0
+    rejected: int = 0
+    preemptions: int = 0
+    engine_steps: int = 0
+    max_kv_blocks_used: int = 0
+    wall_s: float = 0.0
+    shards: int = 1
+    backend: str = "single process"
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self, seed: int = 0) -> dict[str, Any]:
+        res = self.metrics.result(seed)
+        lat = res.pop("latency")
+        res["latency"] = {k: d.to_dict() for k, d in lat.items()}
+        res["simulation"] = {
+            "requests": self.requests, "finished": self.finished, "rejected": self.rejected,
+            "preemptions": self.preemptions, "engine_steps": self.engine_steps,
+            "max_kv_blocks_used": self.max_kv_blocks_used, "wall_s": self.wall_s,
+            "simulated_requests_per_wall_s":
+                self.metrics.requests / self.wall_s if self.wall_s > 0 else math.inf,
+            "shards": self.shards, "backend": self.backend,
+            "interrupted": self.interrupted, "notes": self.notes,
+        }
+        return res
+
+
+def shard_blocker(wl: Workload, cluster: ClusterConfig) -> str | None:
+    """Why this run cannot be sharded (None: it can)."""
+    if cluster.pd:
+        return "a P/D split hands requests between pools"
+    if wl.arrival_s is None:
+        return "a closed loop's next arrival depends on every replica"
+    if cluster.router != "round-robin":
+        return f"router {cluster.router} reads every replica's state (stays exact in one process)"
+    return None
+
+
+def shard_workload(wl: Workload, replicas: int, lo: int, hi: int) -> tuple[Workload, np.ndarray]:
+    """The requests round-robin sends to replicas [lo, hi), and their global ids."""
+    ids = np.flatnonzero((np.arange(len(wl)) % replicas >= lo)
+                         & (np.arange(len(wl)) % replicas < hi))
+    sub = Workload(wl.prompt_tokens[ids], wl.output_tokens[ids],
+                   arrival_s=wl.arrival_s[ids],  # type: ignore[index]
+                   prefix_group=wl.prefix_group[ids] if wl.prefix_group is not None else None,
+                   prefix_tokens=wl.prefix_tokens[ids] if wl.prefix_tokens is not None else None)
+    return sub, ids
+
+
+def _records(chunk: SimResult) -> list[dict[str, Any]]:
+    return list(chunk.records())
+
+
+class _Sink:
+    """Feeds chunks to the metrics and, when asked, to a file of trace request lines."""
+
+    def __init__(self, metrics: StreamingMetrics, header: Any, lines_path: str | None,
+                 id_map: np.ndarray | None, replica_base: int,
+                 on_chunk: Callable[[int], None] | None) -> None:
+        import json
+
+        self.metrics = metrics
+        self.header = header
+        self.fh = open(lines_path, "a", encoding="utf-8") if lines_path else None  # noqa: SIM115
+        self.id_map = id_map
+        self.replica_base = replica_base
+        self.on_chunk = on_chunk
+        self.last_end_s: float | None = None
+        self._dumps = json.dumps
+
+    def __call__(self, chunk: SimResult) -> None:
+        if self.id_map is not None and chunk.request_ids is not None:
+            chunk.request_ids = self.id_map[chunk.request_ids]
+            chunk.replica = np.where(chunk.replica >= 0, chunk.replica + self.replica_base, -1)
+        self.metrics.add_trace(chunk.to_trace(self.header))
+        if self.fh is not None:
+            dumps = self._dumps
+            lines = [dumps({"type": "request", **r}, separators=(",", ":"), allow_nan=False)
+                     for r in chunk.records()]
+            self.fh.write("\n".join(lines) + "\n")
+            self.fh.flush()
+        end = chunk.end_s[np.isfinite(chunk.end_s)]
+        if end.size:
+            e = float(end.max())
+            self.last_end_s = e if self.last_end_s is None else max(self.last_end_s, e)
+        if self.on_chunk is not None:
+            self.on_chunk(len(chunk))
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+
+
+def _totals(run: FleetRun, res: SimResult) -> None:
+    st = res.stream_stats or {}
+    run.finished += sum(s == "ok" for s in res.status)
+    run.rejected += sum(s == "rejected" for s in res.status)
+    run.preemptions += int(res.preemptions.sum())
+    run.engine_steps += int(st.get("engine_steps", 0))
+    run.max_kv_blocks_used = max(run.max_kv_blocks_used, int(st.get("max_kv_blocks_used", 0)))
+
+
+def run_shard(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig,
+              header: Any, slos: tuple[Any, ...], lo: int, hi: int, lines_path: str | None,
+              exact_max: int, relative_error: float, chunk_requests: int,
+              progress_queue: Any = None) -> FleetRun:
+    """Simulate replicas [lo, hi) of a round-robin cluster (a worker's task)."""
+    sub, ids = shard_workload(wl, cluster.replicas, lo, hi)
+    shard_cluster = ClusterConfig(replicas=hi - lo, router="round-robin",
+                                  kv_bytes_per_token=cluster.kv_bytes_per_token,
+                                  link_bandwidth_bytes_s=cluster.link_bandwidth_bytes_s,
+                                  kv_transfer_latency_s=cluster.kv_transfer_latency_s)
+    metrics = StreamingMetrics(slos=slos, exact_max=exact_max, relative_error=relative_error)
+    on_chunk = progress_queue.put if progress_queue is not None else None
+    sink = _Sink(metrics, header, lines_path, ids, lo, on_chunk)
+    run = FleetRun(metrics=metrics, requests=len(sub))
+    try:
+        if len(sub):
+            res = simulate(sub, config, step_model, shard_cluster, sink=sink,
+                           chunk_requests=chunk_requests)
+            _totals(run, res)
+    finally:
+        sink.close()
+    return run
+
+
+def _split(replicas: int, shards: int) -> list[tuple[int, int]]:
+    edges = np.linspace(0, replicas, shards + 1).round().astype(int).tolist()
+    return [(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+
+
+def run_fleet(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig,
+              header: Any, *, slos: tuple[Any, ...] = (), trace_path: str | None = None,
+              workers: int = 1, ray_address: str | None = None,
+              exact_max: int = DEFAULT_EXACT_MAX,
+              relative_error: float = DEFAULT_RELATIVE_ERROR, chunk_requests: int = 20_000,
+              progress: Callable[[int], None] | None = None) -> FleetRun:
+    """Run `wl` streamed (and sharded when asked and possible). On Ctrl-C the result holds
+    what finished (interrupted=True) and the trace is closed with an interrupted footer."""
+    from ridgeline.trace.writer import TraceWriter
+
+    t0 = time.perf_counter()
+    notes: list[str] = []
+    blocker = shard_blocker(wl, cluster)
+    shards = 1
+    want = workers if ray_address is None else max(workers, 2)
+    if want > 1 and blocker is not None:
+        notes.append(f"--workers/--ray ignored: {blocker}")
+    elif want > 1:
+        shards = min(want, cluster.replicas)
+        if shards < want:
+            notes.append(f"{shards} shards: one replica per shard at most")
+    writer = TraceWriter(trace_path, header) if trace_path else None
+    metrics = StreamingMetrics(slos=slos, exact_max=exact_max, relative_error=relative_error)
+    run = FleetRun(metrics=metrics, requests=len(wl), notes=notes, shards=shards)
+    interrupted = False
+    try:
+        if shards == 1:
+            lines = None
+            if writer is not None:
+                writer._file.flush()
+                lines = str(writer.path)
+            sink = _Sink(metrics, header, lines, None, 0, progress)
+            try:
+                res = simulate(wl, config, step_model, cluster, sink=sink,
+                               chunk_requests=chunk_requests)
+                _totals(run, res)
+            finally:
+                sink.close()
+        elif ray_address is not None:
+            run.backend = f"ray ({ray_address})"
+            _run_ray(run, wl, config, step_model, cluster, header, slos, shards, trace_path,
+                     exact_max, relative_error, chunk_requests, ray_address, progress)
+        else:
+            run.backend = f"{shards} worker processes"
+            _run_processes(run, wl, config, step_model, cluster, header, slos, shards,
+                           trace_path, exact_max, relative_error, chunk_requests, progress)
+    except KeyboardInterrupt:
+        interrupted = True
+        run.finished = metrics.by_status.get("ok", 0)
+        run.rejected = metrics.by_status.get("rejected", 0)
+    run.interrupted = interrupted
+    run.wall_s = time.perf_counter() - t0
+    if writer is not None:
+        end = metrics.last_end_s if math.isfinite(metrics.last_end_s) else 0.0
+        # Request lines were appended by the sink (or the shards) to the same file.
+        writer.requests_written = metrics.requests
+        writer._file.seek(0, os.SEEK_END)
+        writer.close(end, interrupted=interrupted,
+                     notes=["interrupted: the requests finished before Ctrl-C"]
+                     if interrupted else [])
+    return run
+
+
+def _part_path(trace_path: str | None, k: int) -> str | None:
+    return f"{trace_path}.part{k}" if trace_path else None
+
+
+def _append_parts(trace_path: str | None, n: int) -> None:
+    if not trace_path:
+        return
+    import shutil
+
+    with open(trace_path, "a", encoding="utf-8") as out:
+        for k in range(n):
+            part = Path(f"{trace_path}.part{k}")
+            if part.exists():
+                with open(part, encoding="utf-8") as fh:
+                    shutil.copyfileobj(fh, out)
+                part.unlink()
+
+
+_QUEUE: Any = None
+
+
+def _init_worker(q: Any) -> None:
+    global _QUEUE
+    _QUEUE = q
+
+
+def _worker(args: tuple) -> FleetRun:
+    return run_shard(*args, progress_queue=_QUEUE)
+
+
+def _run_processes(run: FleetRun, wl: Workload, config: Any, step_model: Any,
+                   cluster: ClusterConfig, header: Any, slos: tuple[Any, ...], shards: int,
+                   trace_path: str | None, exact_max: int, relative_error: float,
+                   chunk_requests: int, progress: Callable[[int], None] | None) -> None:
+    import multiprocessing as mp
+    import queue as queue_mod
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    q = ctx.Queue()
+    parts = _split(cluster.replicas, shards)
+    tasks = [(wl, config, step_model, cluster, header, slos, lo, hi, _part_path(trace_path, k),
+              exact_max, relative_error, chunk_requests) for k, (lo, hi) in enumerate(parts)]
+    with ProcessPoolExecutor(len(parts), mp_context=ctx, initializer=_init_worker,
+                             initargs=(q,)) as ex:
+        futs = [ex.submit(_worker, t) for t in tasks]
+        done = 0
+        try:
+            while True:
+                try:
+                    done += q.get(timeout=0.2)
+                    if progress is not None:
+                        progress(done)
+                except queue_mod.Empty:
+                    if all(f.done() for f in futs):
+                        break
+            for f in futs:
+                _merge(run, f.result())
+        except KeyboardInterrupt:
+            for f in futs:
+                if f.done() and not f.cancelled() and f.exception() is None:
+                    _merge(run, f.result())
+            ex.shutdown(wait=False, cancel_futures=True)
+            _append_parts(trace_path, len(parts))
+            raise
+    _append_parts(trace_path, len(parts))
+
+
+def _merge(run: FleetRun, part: FleetRun) -> None:
+    run.metrics.merge(part.metrics)
+    run.finished += part.finished
+    run.rejected += part.rejected
+    run.preemptions += part.preemptions
+    run.engine_steps += part.engine_steps
+    run.max_kv_blocks_used = max(run.max_kv_blocks_used, part.max_kv_blocks_used)
+
+
+def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
+             cluster: ClusterConfig, header: Any, slos: tuple[Any, ...], shards: int,
+             trace_path: str | None, exact_max: int, relative_error: float,
+             chunk_requests: int, address: str, progress: Callable[[int], None] | None
+             ) -> None:
+    from ridgeline.errors import RidgelineError
+
+    try:
+        import ray
+    except ImportError:
+        raise RidgelineError("--ray: ray is not installed; pip install 'ridgeline[ray]'") \
+            from None
+    if not ray.is_initialized():
+        if address == "local":
+            ray.init(num_cpus=shards, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    remote = ray.remote(run_shard)
+    parts = _split(cluster.replicas, shards)
+    wl_ref = ray.put(wl)
+    # Trace lines: a shared file system is not assumed, so Ray shards return no trace.
+    if trace_path:
+        run.notes.append("--trace with --ray: the trace holds no request lines (workers "
+                         "may not share this file system); metrics are complete")
+    futs = [remote.remote(wl_ref, config, step_model, cluster, header, slos, lo, hi, None,
+                          exact_max, relative_error, chunk_requests) for lo, hi in parts]
+    pending = list(futs)
+    done = 0
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        part = ray.get(ready[0])
+        _merge(run, part)
+        done += part.requests
+        if progress is not None:
+            progress(done)
