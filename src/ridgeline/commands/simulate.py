@@ -45,7 +45,8 @@ def simulate_cmd(
                                           help="Requests per run.")] = 1000,
     arrival: Annotated[str, typer.Option(
         "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
-        "replay:path=FILE.")] = "poisson",
+        "replay:path=FILE[,speedup=K] (also BurstGPT CSV, Mooncake JSONL), "
+        "diurnal:peak=,trough=[,period=86400].")] = "poisson",
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", help="Closed loop: this many users, each sending its next request "
         "when the last one ends (instead of --rate).")] = None,
@@ -139,7 +140,8 @@ def simulate_cmd(
     parse_lengths(prompt, "--prompt")
     parse_lengths(output, "--output")
     parse_think_time(think_time)
-    if concurrency is None and rate is None and not arrival.startswith(("ramp", "replay")):
+    if concurrency is None and rate is None and not arrival.startswith(("ramp", "replay",
+                                                                             "diurnal")):
         raise RidgelineError("--rate: give an arrival rate (req/s), a list, 'sweep', or "
                              "--concurrency for a closed loop")
     if concurrency is not None and rate is not None:

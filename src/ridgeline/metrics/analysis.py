@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from ridgeline.metrics.distribution import Distribution, _clean, summarize_sorted
-from ridgeline.metrics.select import select_finite
 from ridgeline.metrics.per_request import RequestMetrics, request_metrics
+from ridgeline.metrics.select import select_finite
 from ridgeline.metrics.slo import SLO, parse_slo
 from ridgeline.theory.stats import (
     DEFAULT_BOOTSTRAP_DRAWS,

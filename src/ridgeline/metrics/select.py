@@ -41,7 +41,7 @@ def rank_windows(n: int, percentiles: tuple[float, ...] = PERCENTILES) -> list[t
     for q in percentiles:
         p = q / 100.0
         h = (n - 1) * p
-        w = int(math.ceil(WINDOW_SD * math.sqrt(n * p * (1.0 - p)))) + WINDOW_PAD
+        w = math.ceil(WINDOW_SD * math.sqrt(n * p * (1.0 - p))) + WINDOW_PAD
         wins.append((max(0, math.floor(h) - w), min(n - 1, math.floor(h) + 1 + w)))
     wins.sort()
     merged = [wins[0]]

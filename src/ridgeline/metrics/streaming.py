@@ -25,8 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.metrics.distribution import PERCENTILES, Distribution, Percentile, pct_key, \
-    summarize
+from ridgeline.metrics.distribution import PERCENTILES, Distribution, Percentile, pct_key, summarize
 from ridgeline.metrics.sketch import DEFAULT_RELATIVE_ERROR, LogSketch
 from ridgeline.theory.stats import MIN_TAIL_SAMPLES, min_samples_for_percentile
 

@@ -19,6 +19,7 @@ run in one process: `shard_blocker` says why.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import time
@@ -169,7 +170,7 @@ def run_shard(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig
 
 def _split(replicas: int, shards: int) -> list[tuple[int, int]]:
     edges = np.linspace(0, replicas, shards + 1).round().astype(int).tolist()
-    return [(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+    return [(a, b) for a, b in itertools.pairwise(edges) if b > a]
 
 
 def run_fleet(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig,
@@ -254,6 +255,9 @@ def _append_parts(trace_path: str | None, n: int) -> None:
 
 
 _QUEUE: Any = None
+# Shard arguments, inherited by forked workers: the step model may hold closures that do
+# not pickle, so only a shard's index crosses the process boundary.
+_TASKS: list[tuple] = []
 
 
 def _init_worker(q: Any) -> None:
@@ -261,8 +265,8 @@ def _init_worker(q: Any) -> None:
     _QUEUE = q
 
 
-def _worker(args: tuple) -> FleetRun:
-    return run_shard(*args, progress_queue=_QUEUE)
+def _worker(k: int) -> FleetRun:
+    return run_shard(*_TASKS[k], progress_queue=_QUEUE)
 
 
 def _run_processes(run: FleetRun, wl: Workload, config: Any, step_model: Any,
@@ -273,14 +277,19 @@ def _run_processes(run: FleetRun, wl: Workload, config: Any, step_model: Any,
     import queue as queue_mod
     from concurrent.futures import ProcessPoolExecutor
 
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    from ridgeline.errors import RidgelineError
+
+    if "fork" not in mp.get_all_start_methods():
+        raise RidgelineError("--workers: needs the fork start method (Linux, macOS); "
+                             "use --ray on this platform")
+    ctx = mp.get_context("fork")
     q = ctx.Queue()
     parts = _split(cluster.replicas, shards)
-    tasks = [(wl, config, step_model, cluster, header, slos, lo, hi, _part_path(trace_path, k),
+    _TASKS[:] = [(wl, config, step_model, cluster, header, slos, lo, hi, _part_path(trace_path, k),
               exact_max, relative_error, chunk_requests) for k, (lo, hi) in enumerate(parts)]
     with ProcessPoolExecutor(len(parts), mp_context=ctx, initializer=_init_worker,
                              initargs=(q,)) as ex:
-        futs = [ex.submit(_worker, t) for t in tasks]
+        futs = [ex.submit(_worker, k) for k in range(len(parts))]
         done = 0
         try:
             while True:

@@ -53,7 +53,9 @@ def run_streamed_command(ctx: dict[str, Any], rate: float | None, trace: str | N
                         progress=lambda d: progress.update(task, completed=d))
     report_fleet(run, ctx["seed"], json_out, ctx["step_model"])
     if run.interrupted:
-        raise typer.Exit(130)
+        # SystemExit, not typer.Exit: click's non-standalone mode returns an Exit's code
+        # instead of exiting with it.
+        raise SystemExit(130)
 
 
 def check_streamed(rates: list[float | None], timeline: str | None, step_by_step: bool,
