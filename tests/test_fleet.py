@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ridgeline.metrics import select
-from ridgeline.metrics.distribution import PERCENTILES, sorted_finite, summarize_sorted
+from ridgeline.metrics.distribution import sorted_finite, summarize_sorted
 from ridgeline.metrics.sketch import LogSketch
 from ridgeline.metrics.streaming import StreamingMetrics
 from ridgeline.perf.step_time import LinearStepTime
@@ -111,6 +111,22 @@ def test_streamed_chunks_equal_the_batch_run(router: str) -> None:
     st = summary.stream_stats
     assert st["engine_steps"] == ref.timeline["end_s"].size
     assert st["max_kv_blocks_used"] == ref.timeline["kv_blocks_used"].max()
+
+
+def test_heap_loop_and_heap_router_equal_the_scans(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ridgeline.sim import cluster, runner
+
+    wl = _wl(2500, rate=400.0)
+    for router in ("least-outstanding", "round-robin"):
+        cl = ClusterConfig(replicas=24, router=router)
+        fast = simulate(wl, CFG, STEP, cl)
+        with monkeypatch.context() as m:
+            m.setattr(runner, "HEAP_MIN_REPLICAS", 10**9)
+            m.setattr(cluster, "ROUTER_HEAP_MIN", 10**9)
+            ref = simulate(wl, CFG, STEP, cl)
+        assert np.array_equal(fast.replica, ref.replica)
+        assert np.array_equal(fast.event_times_s, ref.event_times_s)
+        assert np.array_equal(fast.event_offsets, ref.event_offsets)
 
 
 def test_streaming_metrics_equal_analyze_of_the_whole_run() -> None:

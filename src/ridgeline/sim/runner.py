@@ -41,6 +41,7 @@ from ridgeline.sim.engine import Engine, EngineConfig
 from ridgeline.sim.sequence import REJECTED, EngineRequest, Sequence
 
 _NEW, _HANDOFF = 0, 1
+HEAP_MIN_REPLICAS = 2   # static arrivals over this many replicas: `_run_heap`
 STATUS_OK, STATUS_REJECTED = "ok", "rejected"
 TIMELINE_COLUMNS = ("replica", "start_s", "end_s", "batch_size", "prefill_tokens",
                     "decode_seqs", "kv_blocks_used", "num_waiting")
@@ -233,7 +234,8 @@ class _Sim:
             return self.dyn[0][0]
         return a
 
-    def _dispatch_next(self) -> None:
+    def _dispatch_next(self) -> Replica | None:
+        """Hand the next arrival to a replica; return it (None: rejected)."""
         st = self.stream
         if st is not None and len(st.pending) >= st.chunk_requests:
             st.flush()   # here no finished sequence is waiting to be booked
@@ -263,10 +265,11 @@ class _Sim:
             sch.pending_rejected.clear()   # reported here, not by a later step
             self.status[i] = STATUS_REJECTED
             self._request_done(i, t)
-            return
+            return None
         self.replica[i] = r.index
         if r.busy_until_s < t:
             r.busy_until_s = t
+        return r
 
     # ---- completions ---------------------------------------------------------------------
 
@@ -284,6 +287,7 @@ class _Sim:
             self.progress(self.done)
 
     def _seq_done(self, r: Replica, i: int, end_s: float) -> None:
+        (self.decode_router if r.role == "decode" else self.entry_router).note_finished(r)
         if r.role == "prefill" and self.output[i] > 1:
             self._push(end_s + self.cluster.transfer_s(self.prompt[i]), _HANDOFF, i)
         else:
@@ -402,6 +406,8 @@ class _Sim:
                     break
                 dispatch()
             return self._finish()
+        if not dynamic and len(reps) >= HEAP_MIN_REPLICAS:
+            return self._run_heap(advance)
         while True:
             t_next = next_arrival()
             while True:
@@ -418,6 +424,34 @@ class _Sim:
             if t_next == math.inf:
                 break
             dispatch()
+        return self._finish()
+
+    def _run_heap(self, advance: Callable[[Replica, float], None]) -> SimResult:
+        """Many replicas, static arrivals: the busy replicas in a heap by (clock, index),
+        the same choice as the scan in `run` (its ties go to the lowest index too) at
+        O(log R) a step instead of O(R). A replica's clock changes only when it steps
+        (popped first) or when an idle one (not in the heap) gets a request."""
+        reps = self.reps
+        heap: list[tuple[float, int]] = []
+        queued = [False] * len(reps)
+        push, pop = heapq.heappush, heapq.heappop
+        next_arrival, dispatch = self._next_arrival, self._dispatch_next
+        while True:
+            t_next = next_arrival()
+            while heap and heap[0][0] < t_next:
+                idx = pop(heap)[1]
+                r = reps[idx]
+                advance(r, t_next)
+                if r.engine.scheduler.seqs:
+                    push(heap, (r.busy_until_s, idx))
+                else:
+                    queued[idx] = False
+            if t_next == math.inf:
+                break
+            r = dispatch()
+            if r is not None and not queued[r.index] and r.engine.scheduler.seqs:
+                queued[r.index] = True
+                push(heap, (r.busy_until_s, r.index))
         return self._finish()
 
     def _finish(self) -> SimResult:
