@@ -82,8 +82,11 @@ def shard_blocker(wl: Workload, cluster: ClusterConfig) -> str | None:
 
 def shard_workload(wl: Workload, replicas: int, lo: int, hi: int) -> tuple[Workload, np.ndarray]:
     """The requests round-robin sends to replicas [lo, hi), and their global ids."""
-    ids = np.flatnonzero((np.arange(len(wl)) % replicas >= lo)
-                         & (np.arange(len(wl)) % replicas < hi))
+    if hi == lo + 1:
+        ids = np.arange(lo, len(wl), replicas)
+    else:
+        ids = np.flatnonzero((np.arange(len(wl)) % replicas >= lo)
+                             & (np.arange(len(wl)) % replicas < hi))
     sub = Workload(wl.prompt_tokens[ids], wl.output_tokens[ids],
                    arrival_s=wl.arrival_s[ids],  # type: ignore[index]
                    prefix_group=wl.prefix_group[ids] if wl.prefix_group is not None else None,
@@ -135,6 +138,19 @@ class _Sink:
             self.fh.close()
 
 
+class _Counter:
+    """Turns per-chunk request counts into a running total for a progress callback."""
+
+    def __init__(self, progress: Callable[[int], None] | None) -> None:
+        self.progress = progress
+        self.done = 0
+
+    def __call__(self, k: int) -> None:
+        self.done += k
+        if self.progress is not None:
+            self.progress(self.done)
+
+
 def _totals(run: FleetRun, res: SimResult) -> None:
     st = res.stream_stats or {}
     run.finished += sum(s == "ok" for s in res.status)
@@ -147,20 +163,32 @@ def _totals(run: FleetRun, res: SimResult) -> None:
 def run_shard(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig,
               header: Any, slos: tuple[Any, ...], lo: int, hi: int, lines_path: str | None,
               exact_max: int, relative_error: float, chunk_requests: int,
-              progress_queue: Any = None) -> FleetRun:
-    """Simulate replicas [lo, hi) of a round-robin cluster (a worker's task)."""
-    sub, ids = shard_workload(wl, cluster.replicas, lo, hi)
-    shard_cluster = ClusterConfig(replicas=hi - lo, router="round-robin",
-                                  kv_bytes_per_token=cluster.kv_bytes_per_token,
-                                  link_bandwidth_bytes_s=cluster.link_bandwidth_bytes_s,
-                                  kv_transfer_latency_s=cluster.kv_transfer_latency_s)
-    metrics = StreamingMetrics(slos=slos, exact_max=exact_max, relative_error=relative_error)
-    on_chunk = progress_queue.put if progress_queue is not None else None
-    sink = _Sink(metrics, header, lines_path, ids, lo, on_chunk)
-    run = FleetRun(metrics=metrics, requests=len(sub))
+              progress_queue: Any = None,
+              progress: Callable[[int], None] | None = None,
+              metrics: StreamingMetrics | None = None) -> FleetRun:
+    """Simulate replicas [lo, hi) of a round-robin cluster (a worker's task), one replica
+    at a time: given the assignment they are independent, so each is a one-replica run
+    whose decode runs stop only at its own arrivals (a shared loop would cut every busy
+    replica's run at every arrival in the fleet), and one engine is in memory at a time."""
+    one = ClusterConfig(replicas=1, router="round-robin",
+                        kv_bytes_per_token=cluster.kv_bytes_per_token,
+                        link_bandwidth_bytes_s=cluster.link_bandwidth_bytes_s,
+                        kv_transfer_latency_s=cluster.kv_transfer_latency_s)
+    own = metrics is None
+    metrics = metrics or StreamingMetrics(slos=slos, exact_max=exact_max,
+                                          relative_error=relative_error)
+    on_chunk = progress_queue.put if progress_queue is not None else progress
+    run = FleetRun(metrics=metrics if own else StreamingMetrics(
+        slos=slos, exact_max=exact_max, relative_error=relative_error), requests=0)
+    sink = _Sink(metrics, header, lines_path, None, 0, on_chunk)
     try:
-        if len(sub):
-            res = simulate(sub, config, step_model, shard_cluster, sink=sink,
+        for j in range(lo, hi):
+            sub, ids = shard_workload(wl, cluster.replicas, j, j + 1)
+            run.requests += len(sub)
+            if not len(sub):
+                continue
+            sink.id_map, sink.replica_base = ids, j
+            res = simulate(sub, config, step_model, one, sink=sink,
                            chunk_requests=chunk_requests)
             _totals(run, res)
     finally:
@@ -199,11 +227,19 @@ def run_fleet(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig
     run = FleetRun(metrics=metrics, requests=len(wl), notes=notes, shards=shards)
     interrupted = False
     try:
-        if shards == 1:
-            lines = None
-            if writer is not None:
-                writer._file.flush()
-                lines = str(writer.path)
+        lines = None
+        if writer is not None:
+            writer._file.flush()
+            lines = str(writer.path)
+        if shards == 1 and blocker is None:
+            counter = _Counter(progress)
+            if cluster.replicas > 1:
+                run.backend = ("single process, one replica at a time (independent under "
+                               "round-robin)")
+            _merge(run, run_shard(wl, config, step_model, cluster, header, slos, 0,
+                                  cluster.replicas, lines, exact_max, relative_error,
+                                  chunk_requests, progress=counter, metrics=metrics))
+        elif shards == 1:
             sink = _Sink(metrics, header, lines, None, 0, progress)
             try:
                 res = simulate(wl, config, step_model, cluster, sink=sink,
