@@ -205,7 +205,7 @@ def run_fleet(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig
               header: Any, *, slos: tuple[Any, ...] = (), trace_path: str | None = None,
               workers: int = 1, ray_address: str | None = None,
               exact_max: int = DEFAULT_EXACT_MAX,
-              relative_error: float = DEFAULT_RELATIVE_ERROR, chunk_requests: int = 20_000,
+              relative_error: float = DEFAULT_RELATIVE_ERROR, chunk_requests: int = 5_000,
               progress: Callable[[int], None] | None = None) -> FleetRun:
     """Run `wl` streamed (and sharded when asked and possible). On Ctrl-C the result holds
     what finished (interrupted=True) and the trace is closed with an interrupted footer."""

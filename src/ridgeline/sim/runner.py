@@ -171,7 +171,7 @@ class _Sim:
                  cluster: ClusterConfig, mode: str,
                  progress: Callable[[int], None] | None,
                  sink: Callable[[SimResult], None] | None = None,
-                 chunk_requests: int = 20_000) -> None:
+                 chunk_requests: int = 5_000) -> None:
         if mode not in ("fast", "step"):
             raise ValueError("mode must be 'fast' or 'step'")
         self.fast = mode == "fast"
@@ -656,7 +656,7 @@ def simulate(workload: Workload, config: EngineConfig, step_model: StepTimeModel
              cluster: ClusterConfig | None = None, *, mode: str = "fast",
              progress: Callable[[int], None] | None = None,
              sink: Callable[[SimResult], None] | None = None,
-             chunk_requests: int = 20_000) -> SimResult:
+             chunk_requests: int = 5_000) -> SimResult:
     """Run the workload through the engine(s) on a virtual clock (t=0: the first arrival).
 
     `progress(done)` is called about every 1000 completed requests. With `sink`, finished
