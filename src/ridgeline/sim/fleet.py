@@ -116,6 +116,24 @@ class _Sink:
         self._dumps = json.dumps
 
     def __call__(self, chunk: SimResult) -> None:
+        """Book a chunk whole: a Ctrl-C during it is held until the chunk is in both the
+        metrics and the trace lines (so the two always hold the same requests)."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            self._book(chunk)
+            return
+        hit: list[int] = []
+        old = signal.signal(signal.SIGINT, lambda *_: hit.append(1))
+        try:
+            self._book(chunk)
+        finally:
+            signal.signal(signal.SIGINT, old)
+        if hit and old is not signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    def _book(self, chunk: SimResult) -> None:
         if self.id_map is not None and chunk.request_ids is not None:
             chunk.request_ids = self.id_map[chunk.request_ids]
             chunk.replica = np.where(chunk.replica >= 0, chunk.replica + self.replica_base, -1)
@@ -191,6 +209,12 @@ def run_shard(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig
             res = simulate(sub, config, step_model, one, sink=sink,
                            chunk_requests=chunk_requests)
             _totals(run, res)
+    except KeyboardInterrupt:
+        # Keep what finished; a second Ctrl-C must not cut the way back to the parent.
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        run.interrupted = True
     finally:
         sink.close()
     return run
@@ -239,6 +263,8 @@ def run_fleet(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig
             _merge(run, run_shard(wl, config, step_model, cluster, header, slos, 0,
                                   cluster.replicas, lines, exact_max, relative_error,
                                   chunk_requests, progress=counter, metrics=metrics))
+            if run.interrupted:
+                raise KeyboardInterrupt
         elif shards == 1:
             sink = _Sink(metrics, header, lines, None, 0, progress)
             try:
@@ -276,7 +302,9 @@ def _part_path(trace_path: str | None, k: int) -> str | None:
     return f"{trace_path}.part{k}" if trace_path else None
 
 
-def _append_parts(trace_path: str | None, n: int) -> None:
+def _append_parts(trace_path: str | None, n: int, keep: set[int] | None = None) -> None:
+    """Append the shards' request lines to the trace; a shard not in `keep` (its metrics
+    were lost) is dropped, so the trace and the metrics hold the same requests."""
     if not trace_path:
         return
     import shutil
@@ -285,8 +313,9 @@ def _append_parts(trace_path: str | None, n: int) -> None:
         for k in range(n):
             part = Path(f"{trace_path}.part{k}")
             if part.exists():
-                with open(part, encoding="utf-8") as fh:
-                    shutil.copyfileobj(fh, out)
+                if keep is None or k in keep:
+                    with open(part, encoding="utf-8") as fh:
+                        shutil.copyfileobj(fh, out)
                 part.unlink()
 
 
@@ -339,16 +368,36 @@ def _run_processes(run: FleetRun, wl: Workload, config: Any, step_model: Any,
             for f in futs:
                 _merge(run, f.result())
         except KeyboardInterrupt:
-            for f in futs:
+            # A terminal's Ctrl-C reaches the workers too; a signal to this process only
+            # is passed on. Each worker returns what it finished (run_shard); one that does
+            # not within the timeout is terminated and its part is lost.
+            import signal
+            from concurrent.futures import wait
+
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            procs = list(getattr(ex, "_processes", {}).values())
+            for proc in procs:
+                if proc.is_alive():
+                    os.kill(proc.pid, signal.SIGINT)
+            wait(futs, timeout=60)
+            keep = set()
+            for k, f in enumerate(futs):
                 if f.done() and not f.cancelled() and f.exception() is None:
                     _merge(run, f.result())
+                    keep.add(k)
+            for proc in procs:
+                if proc.is_alive():
+                    proc.terminate()
             ex.shutdown(wait=False, cancel_futures=True)
-            _append_parts(trace_path, len(parts))
+            _append_parts(trace_path, len(parts), keep)
             raise
     _append_parts(trace_path, len(parts))
+    if run.interrupted:
+        raise KeyboardInterrupt
 
 
 def _merge(run: FleetRun, part: FleetRun) -> None:
+    run.interrupted = run.interrupted or part.interrupted
     run.metrics.merge(part.metrics)
     run.finished += part.finished
     run.rejected += part.rejected
@@ -386,10 +435,15 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
                           exact_max, relative_error, chunk_requests) for lo, hi in parts]
     pending = list(futs)
     done = 0
-    while pending:
-        ready, pending = ray.wait(pending, num_returns=1)
-        part = ray.get(ready[0])
-        _merge(run, part)
-        done += part.requests
-        if progress is not None:
-            progress(done)
+    try:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            part = ray.get(ready[0])
+            _merge(run, part)
+            done += part.requests
+            if progress is not None:
+                progress(done)
+    except KeyboardInterrupt:
+        for f in pending:   # shards still running are lost; the finished ones are merged
+            ray.cancel(f, force=True)
+        raise
