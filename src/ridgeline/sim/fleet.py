@@ -171,9 +171,9 @@ class _Counter:
 
 def _totals(run: FleetRun, res: SimResult) -> None:
     st = res.stream_stats or {}
-    run.finished += sum(s == "ok" for s in res.status)
-    run.rejected += sum(s == "rejected" for s in res.status)
-    run.preemptions += int(res.preemptions.sum())
+    run.finished += int(st.get("finished", 0))
+    run.rejected += int(st.get("rejected", 0))
+    run.preemptions += int(st.get("preemptions", 0))
     run.engine_steps += int(st.get("engine_steps", 0))
     run.max_kv_blocks_used = max(run.max_kv_blocks_used, int(st.get("max_kv_blocks_used", 0)))
 

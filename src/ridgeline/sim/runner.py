@@ -217,6 +217,13 @@ class _Sim:
         self.stream = _Stream(self, sink, chunk_requests) if sink is not None else None
         if self.stream is not None and (not self.fast or cluster.pd):
             raise ValueError("streaming results need the fast mode and no P/D split")
+        if self.stream is not None:
+            # Outcomes of in-flight requests only: a chunk's entries leave with the chunk.
+            from collections import defaultdict
+
+            self.sent, self.end, self.replica = {}, {}, {}  # type: ignore[assignment]
+            self.status = {}  # type: ignore[assignment]    # rejected ones; default ok
+            self.preempt = defaultdict(int)  # type: ignore[assignment]
         if wl.concurrency is not None:
             for i in range(min(wl.concurrency, n)):
                 self._push(0.0, _NEW, i)
@@ -523,6 +530,9 @@ class _Stream:
         self.batch_sum = 0
         self.max_kv_blocks = 0
         self.chunks = 0
+        self.finished = 0
+        self.rejected = 0
+        self.preemptions = 0
 
     def done(self, i: int) -> None:
         self.pending.append(i)
@@ -549,13 +559,22 @@ class _Stream:
         events = _expand_segments(all_ends, start[order], lens[order])
         idl = ids.tolist()
         wl = sim.wl
+        status = [sim.status.pop(i, STATUS_OK) for i in idl]  # type: ignore[attr-defined]
+        preempt = np.array([sim.preempt.pop(i, 0) for i in idl],  # type: ignore[attr-defined]
+                           dtype=np.int64)
+        self.finished += status.count(STATUS_OK)
+        self.rejected += len(status) - status.count(STATUS_OK)
+        self.preemptions += int(preempt.sum())
         chunk = SimResult(
-            sent_s=np.array([sim.sent[i] for i in idl], dtype=np.float64),
-            end_s=np.array([sim.end[i] for i in idl], dtype=np.float64),
+            sent_s=np.array([sim.sent.pop(i) for i in idl],  # type: ignore[attr-defined]
+                            dtype=np.float64),
+            end_s=np.array([sim.end.pop(i) for i in idl],  # type: ignore[attr-defined]
+                           dtype=np.float64),
             prompt_tokens=wl.prompt_tokens[ids], output_tokens=wl.output_tokens[ids],
-            status=[sim.status[i] for i in idl],
-            replica=np.array([sim.replica[i] for i in idl], dtype=np.int64),
-            preemptions=np.array([sim.preempt[i] for i in idl], dtype=np.int64),
+            status=status,
+            replica=np.array([sim.replica.pop(i, -1) for i in idl],  # type: ignore[attr-defined]
+                             dtype=np.int64),
+            preemptions=preempt,
             event_offsets=offsets, event_times_s=events, timeline={}, engine_stats=[],
             mode=sim.mode, roles=[r.role for r in reps], request_ids=ids)
         self._trim()
@@ -584,20 +603,19 @@ class _Stream:
                 self.base[r.index] = first
 
     def summary(self) -> SimResult:
-        """Per-request columns without token times; totals in `stream_stats`."""
+        """No per-request columns (they left with the chunks); totals in `stream_stats`."""
         sim = self.sim
-        n = sim.n
+        empty = np.zeros(0)
         return SimResult(
-            sent_s=np.asarray(sim.sent, dtype=np.float64),
-            end_s=np.asarray(sim.end, dtype=np.float64),
-            prompt_tokens=sim.wl.prompt_tokens, output_tokens=sim.wl.output_tokens,
-            status=sim.status, replica=np.asarray(sim.replica, dtype=np.int64),
-            preemptions=np.asarray(sim.preempt, dtype=np.int64),
-            event_offsets=np.zeros(n + 1, dtype=np.int64), event_times_s=np.zeros(0),
+            sent_s=empty, end_s=empty, prompt_tokens=empty.astype(np.int64),
+            output_tokens=empty.astype(np.int64), status=[],
+            replica=empty.astype(np.int64), preemptions=empty.astype(np.int64),
+            event_offsets=np.zeros(1, dtype=np.int64), event_times_s=empty,
             timeline={c: np.zeros(0) for c in TIMELINE_COLUMNS},
             engine_stats=[r.engine.stats().to_dict() for r in sim.reps],
             mode=sim.mode, roles=[r.role for r in sim.reps],
-            stream_stats={"engine_steps": self.steps,
+            stream_stats={"engine_steps": self.steps, "finished": self.finished,
+                          "rejected": self.rejected, "preemptions": self.preemptions,
                           "mean_batch_size": self.batch_sum / self.steps if self.steps else 0.0,
                           "max_kv_blocks_used": self.max_kv_blocks, "chunks": self.chunks})
 
@@ -663,8 +681,8 @@ def simulate(workload: Workload, config: EngineConfig, step_model: StepTimeModel
     requests go to `sink` in chunks of about `chunk_requests` (a `SimResult` whose
     `request_ids` are the global ids, in id order within the chunk) as the run goes, and
     the engine timeline is folded into totals and dropped: memory is bounded by what is
-    in flight. The result is then a summary: per-request columns only (no token times),
-    `timeline` empty, totals in `stream_stats` (see `_Stream`).
+    in flight. The result is then a summary: no per-request columns (they left with the
+    chunks), `timeline` empty, totals in `stream_stats` (see `_Stream`).
     """
     return _Sim(workload, config, step_model, cluster or ClusterConfig(), mode, progress,
                 sink, chunk_requests).run()
