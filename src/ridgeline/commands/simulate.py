@@ -60,7 +60,8 @@ def simulate_cmd(
                                           help="Requests per run.")] = 1000,
     arrival: Annotated[str, typer.Option(
         "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
-        "replay:path=FILE.")] = "poisson",
+        "replay:path=FILE[,speedup=K] (also BurstGPT CSV, Mooncake JSONL), "
+        "diurnal:peak=,trough=[,period=86400].")] = "poisson",
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", min=1, help="Closed loop: this many users, each sending its next request "
         "when the last one ends (instead of --rate).")] = None,
@@ -137,6 +138,22 @@ def simulate_cmd(
     enforce_eager: EagerOpt = False,
     cpu_tokenize_us_per_token: CpuTokenizeOpt = 0.0,
     cpu_detokenize_us_per_event: CpuDetokenizeOpt = 0.0,
+    stream: Annotated[bool | None, typer.Option(
+        "--stream/--no-stream", help="Stream finished requests to the trace and to "
+        "streaming metrics (memory bounded by what is in flight; whole-run window); default: "
+        "on above 500,000 requests or with --workers/--ray.")] = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", min=1, help="Shard replicas over this many processes (round-robin, "
+        "open loop, no P/D: exact; other routers stay in one process).")] = 1,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray", help="Shard over Ray: 'local' or a cluster address (needs ridgeline[ray]).")
+    ] = None,
+    exact_max: Annotated[int, typer.Option(
+        "--exact-max", min=0, help="Streamed: values per metric kept for exact percentiles; "
+        "beyond, a sketch (--sketch-error).")] = 5_000_000,
+    sketch_error: Annotated[float, typer.Option(
+        "--sketch-error", callback=number(gt=0, lt=0.5),
+        help="Streamed: relative error of sketch percentiles.")] = 0.01,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
     report: ReportOpt = None,
@@ -148,7 +165,8 @@ def simulate_cmd(
     from ridgeline.sim.scenario import Built, Scenario, sweep_rates_for
     from ridgeline.sim.sweep import parse_rates
 
-    if concurrency is None and rate is None and not arrival.startswith(("ramp", "replay")):
+    if concurrency is None and rate is None and not arrival.startswith(("ramp", "replay",
+                                                                             "diurnal")):
         raise RidgelineError("--rate: give an arrival rate (req/s), a list, 'sweep', or "
                              "--concurrency for a closed loop")
     if concurrency is not None and rate is not None:
@@ -179,6 +197,18 @@ def simulate_cmd(
     else:
         parsed = parse_rates(rate)
         rates = list(parsed if parsed is not None else sweep_rates_for(sc, built))
+    from ridgeline.sim.fleet_command import (
+        STREAM_AUTO_REQUESTS,
+        check_streamed,
+        run_streamed_command,
+    )
+
+    if stream or (stream is None and (workers > 1 or ray_address is not None
+                                      or requests > STREAM_AUTO_REQUESTS)):
+        check_streamed(rates, timeline, step_by_step, sc.pd, sketch_error)
+        run_streamed_command(sc, built, rates[0], trace, json_out, workers, ray_address,
+                             exact_max, sketch_error)
+        return
     runs = _run_all(sc, built, rates, trace, timeline)
     if len(runs) == 1:
         _report_one(runs[0], built.step_model, json_out)
@@ -199,13 +229,20 @@ def _run_all(sc: Any, built: Any, rates: list[float | None], trace: str | None,
     """Run each rate through the library (`ridgeline.sim.scenario.run_scenario`) under one
     progress bar, writing each run's trace and timeline as it finishes."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     from ridgeline.sim.scenario import run_scenario
 
     n = sc.requests
     runs = []
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("ETA"), TimeRemainingColumn(),
                         console=Console(stderr=True), transient=True)
     with progress:
         task = progress.add_task("simulating", total=n * len(rates))

@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.metrics.distribution import Distribution, _clean, sorted_finite, summarize_sorted
+from ridgeline.metrics.distribution import Distribution, _clean, summarize_sorted
 from ridgeline.metrics.per_request import RequestMetrics, request_metrics
+from ridgeline.metrics.select import select_finite
 from ridgeline.metrics.slo import SLO, parse_slo
 from ridgeline.theory.stats import (
     DEFAULT_BOOTSTRAP_DRAWS,
@@ -536,14 +537,22 @@ def analyze(
     # ITL samples hold one value per event).
     size = max(v.size for v in samples.values())
     bufs = [np.empty(size), np.empty(size)]
+    # Each sample is ordered once, by selection around the ranks the percentiles read
+    # (metrics/select.py: a full sort when small); a sample that is the same array as the
+    # one before (per-token ITL when every event holds one token) reuses its ordering.
+    prev_key: str | None = None
+    xs = None
+    cur = 0
     for stream, (key, label, unit, desc) in enumerate(specs):
         if key not in request_samples:
             request_samples[key] = RequestSample.per_request(samples[key], send_pop)
-        xs = sorted_finite(samples[key], out=bufs[stream % 2])
+        if xs is None or prev_key is None or samples[key] is not samples[prev_key]:
+            cur = stream % 2
+            xs = select_finite(samples[key], out=bufs[cur])
         d = summarize_sorted(key, label, xs, unit=unit, description=desc, seed=seed,
-                             stream=stream, scratch=bufs[1 - stream % 2],
+                             stream=stream, scratch=bufs[1 - cur],
                              requests=request_samples[key])
-        del xs
+        prev_key = key
         if d.unavailable:
             d.unavailable = _why_unavailable(key, trace, pop)
         latency[key] = d
@@ -565,7 +574,7 @@ def analyze(
     thr = Throughput()
     conc = Concurrency()
     little = LittleCheck()
-    del bufs
+    del bufs, xs
     if win is None or not (win.duration_s > 0):
         thr.unavailable = "no measurement window (no send times or zero-length run)"
         little.note = "unavailable: no measurement window"
@@ -667,8 +676,13 @@ def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool, keep_nan: bool 
     ends[trace.event_offsets[:-1][trace.event_counts > 0]] = False
     ends = ends[1:]
     itl = np.empty(int(np.count_nonzero(ends)))
-    itl_tok = np.empty(itl.size if per_token else 0)
     tokens = trace.event_tokens
+    # One token per event (a simulated trace): the per-token gaps are the per-event gaps
+    # (x / 1 == x exactly); the same array, not a copy, so analyze orders it once.
+    same = per_token and bool((tokens == 1).all())
+    if same:
+        per_token = False
+    itl_tok = np.empty(itl.size if per_token else 0)
     k = 0
     with np.errstate(invalid="ignore", divide="ignore"):
         for lo in range(0, ends.size, EVENT_CHUNK):
@@ -688,7 +702,7 @@ def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool, keep_nan: bool 
     if per_token:
         itl_tok *= 1e3
     itl *= 1e3
-    return itl, itl_tok
+    return itl, (itl if same else itl_tok)
 
 
 def _tokens_per_request(trace: Trace, ev_in: np.ndarray) -> np.ndarray:

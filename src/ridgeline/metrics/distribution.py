@@ -183,8 +183,11 @@ def summarize_sorted(
     d.max = float(xs[-1])
     block_draws: dict[str, np.ndarray] = {}
     if requests is not None:
+        from ridgeline.metrics.select import ensure_sorted_ranks
+
         d.block_requests, block_draws = request_bootstrap_draws(
-            requests, xs, ("mean", *(pct_key(q) for q in percentiles)), n_draws, rng)
+            requests, xs, ("mean", *(pct_key(q) for q in percentiles)), n_draws, rng,
+            ensure_ranks=lambda lo, hi: ensure_sorted_ranks(xs, lo, hi, percentiles))
         d.mean_ci = ci_from_draws(block_draws["mean"])
     else:
         d.mean_ci = ci_from_draws(bootstrap_mean_draws(xs, n_draws, rng, mean=d.mean,

@@ -17,6 +17,7 @@ each pool has its own router of the same kind.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -101,6 +102,10 @@ class Replica:
         return len(self.engine.scheduler.seqs)
 
 
+# Pools at least this large pick least-outstanding from a heap (same choice as the scan).
+ROUTER_HEAP_MIN = 16
+
+
 class Router:
     """Picks a replica from a pool."""
 
@@ -108,6 +113,40 @@ class Router:
         self.kind = kind
         self.pool = pool
         self._next = 0
+        # least-outstanding over a large pool: a heap of (outstanding, position) holding,
+        # for every replica, an entry at most its true count (a stale-low entry is
+        # corrected when it reaches the top, a stale-high one dropped; a decrease is pushed
+        # by `note_finished`), so the valid top is min by (count, index), as the scan.
+        self._heap: list[tuple[int, int]] | None = None
+        self._pos = {r.index: k for k, r in enumerate(pool)}
+
+    def note_finished(self, r: Replica) -> None:
+        """A request left replica r (its outstanding count fell)."""
+        if self._heap is not None:
+            k = self._pos.get(r.index)
+            if k is not None:
+                heapq.heappush(self._heap, (r.outstanding(), k))
+                if len(self._heap) > 4 * len(self.pool) + 64:
+                    self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._heap = [(r.outstanding(), k) for k, r in enumerate(self.pool)]
+        heapq.heapify(self._heap)
+
+    def _least_outstanding(self) -> Replica:
+        if self._heap is None:
+            self._rebuild()
+        heap = self._heap
+        pool = self.pool
+        while True:
+            c, k = heap[0]  # type: ignore[index]
+            true = pool[k].outstanding()
+            if c == true:
+                return pool[k]
+            if c < true:
+                heapq.heapreplace(heap, (true, k))  # type: ignore[arg-type]
+            else:
+                heapq.heappop(heap)  # type: ignore[arg-type]
 
     def pick(self) -> Replica:
         pool = self.pool
@@ -118,6 +157,8 @@ class Router:
             self._next += 1
             return r
         if self.kind == "least-outstanding":
+            if len(pool) >= ROUTER_HEAP_MIN:
+                return self._least_outstanding()
             return min(pool, key=lambda r: (r.outstanding(), r.index))
         return min(pool, key=lambda r: (r.engine.scheduler.pool.used_blocks
                                         / r.engine.scheduler.pool.num_blocks,

@@ -26,6 +26,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -376,10 +377,11 @@ class RequestSample:
 
 def request_bootstrap_draws(
     sample: RequestSample, sorted_x: np.ndarray, stats: tuple[str, ...], n_draws: int,
-    rng: np.random.Generator,
+    rng: np.random.Generator, ensure_ranks: Callable[[int, int], None] | None = None,
 ) -> tuple[float, dict[str, np.ndarray]]:
     """Block length and draws of each statistic ('mean', 'p90', ...) by the circular block
-    bootstrap over requests in send order; `sorted_x` is ``np.sort(sample.values)``."""
+    bootstrap over requests in send order; `sorted_x` is ``np.sort(sample.values)``, or only
+    ordered at some ranks when `ensure_ranks(lo, hi)` makes ranks lo..hi exact on demand."""
     out: dict[str, np.ndarray] = {}
     n_val = sorted_x.size
     if n_val == 0:
@@ -403,5 +405,7 @@ def request_bootstrap_draws(
         hh = (n_val - 1) * level
         i0 = np.floor(hh).astype(np.int64)
         i1 = np.minimum(i0 + 1, n_val - 1)
+        if ensure_ranks is not None:
+            ensure_ranks(int(i0.min()), int(i1.max()))
         out[s] = sorted_x[i0] + (hh - i0) * (sorted_x[i1] - sorted_x[i0])
     return block, out

@@ -8,8 +8,14 @@ Syntax (`--arrival`, with `--rate` giving the rate when the spec omits it):
     constant                     evenly spaced at 1/rate
     ramp:start=1,end=16          Poisson whose rate rises linearly from start to end (req/s)
                                  over the run (time-rescaling of a unit Poisson process)
-    replay:path=FILE             timestamps from a trace (scheduled_s, else sent_s) or from the
-                                 first column of a CSV/text file (seconds), shifted to start at 0
+    replay:path=FILE             timestamps from a trace (scheduled_s, else sent_s), a BurstGPT
+                                 CSV, a Mooncake JSONL (workload/replay.py) or the first column
+                                 of a CSV/text file (seconds), shifted to start at 0;
+                                 speedup=K divides every time by K (K times the trace's rate)
+    diurnal:peak=P,trough=T      non-homogeneous Poisson with rate trough + (peak - trough) *
+       [,period=86400,phase=0]   (1 - cos(2 pi (t - phase) / period)) / 2 (req/s): trough at
+                                 t = phase, peak half a period later; drawn by thinning a
+                                 Poisson process at the peak rate (Lewis & Shedler)
 
 Closed-loop load (a fixed number of users) is not an arrival process: the driver (the
 simulator or the load generator) issues the next request when one finishes.
@@ -31,7 +37,7 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 from ridgeline.workload.spec_syntax import reject_unknown, split_spec, take_float
 
-KINDS = "poisson, gamma, constant, ramp, replay"
+KINDS = "poisson, gamma, constant, ramp, replay, diurnal"
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,14 @@ class ArrivalProcess:
     start_rate_req_s: float | None = None
     end_rate_req_s: float | None = None
     replay_times_s: tuple[float, ...] | None = None
+    period_s: float = 86400.0
+    phase_s: float = 0.0
+
+    def rate_at(self, t_s: np.ndarray) -> np.ndarray:
+        """Diurnal: the asked rate (req/s) at times `t_s`."""
+        lo, hi = float(self.end_rate_req_s), float(self.start_rate_req_s)  # type: ignore[arg-type]
+        x = 2.0 * np.pi * (np.asarray(t_s) - self.phase_s) / self.period_s
+        return lo + (hi - lo) * (1.0 - np.cos(x)) / 2.0
 
     def describe(self) -> dict[str, object]:
         """Parameters for the trace header's `load` field."""
@@ -57,13 +71,21 @@ class ArrivalProcess:
             out["end_rate_req_s"] = self.end_rate_req_s
         if self.kind == "replay":
             out["replay_requests"] = len(self.replay_times_s or ())
+        if self.kind == "diurnal":
+            out.update(peak_rate_req_s=self.start_rate_req_s,
+                       trough_rate_req_s=self.end_rate_req_s, period_s=self.period_s,
+                       phase_s=self.phase_s)
         return out
 
 
-def _read_replay(path_text: str) -> tuple[float, ...]:
+def _read_replay(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
+    from ridgeline.workload.replay import read_timed_trace, sniff_format
+
     path = Path(path_text)
     if not path.is_file():
         raise RidgelineError(f"--arrival: replay file {path_text!r} not found")
+    if sniff_format(path) != "other":
+        return tuple(read_timed_trace(path_text, speedup).times_s.tolist())
     times: list[float] = []
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -94,7 +116,7 @@ def _read_replay(path_text: str) -> tuple[float, ...]:
     if not times:
         raise RidgelineError(f"--arrival: replay file {path_text!r} holds no timestamps")
     arr = np.sort(np.asarray(times))
-    return tuple((arr - arr[0]).tolist())
+    return tuple(((arr - arr[0]) / speedup).tolist())
 
 
 def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
@@ -118,11 +140,22 @@ def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
         path = params.pop("path", None) or params.pop("value", None)
         if not path:
             raise RidgelineError(f"{field}: replay needs path=FILE")
-        proc = ArrivalProcess(kind, replay_times_s=_read_replay(path))
+        speedup = take_float(params, "speedup", field, default=1.0, positive=True)
+        proc = ArrivalProcess(kind, replay_times_s=_read_replay(path, speedup))
+    elif kind == "diurnal":
+        peak = take_float(params, "peak", field, positive=True)
+        trough = take_float(params, "trough", field, nonnegative=True)
+        if trough > peak:
+            raise RidgelineError(f"{field}: diurnal trough={trough:g} must be <= peak={peak:g}")
+        period = take_float(params, "period", field, default=86400.0, positive=True)
+        phase = take_float(params, "phase", field, default=0.0)
+        proc = ArrivalProcess(kind, start_rate_req_s=peak, end_rate_req_s=trough,
+                              period_s=period, phase_s=phase)
     else:
         raise RidgelineError(f"{field}: unknown arrival process {kind!r}; allowed: {KINDS}")
     reject_unknown(params, field, kind, "rate (poisson, gamma, constant), cv (gamma), "
-                   "start and end (ramp), path (replay)")
+                   "start and end (ramp), path and speedup (replay), peak, trough, period "
+                   "and phase (diurnal)")
     return proc
 
 
@@ -137,6 +170,8 @@ def arrival_times_s(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> n
                 f"--requests: {n} asked but the replay file holds {times.size} timestamps"
             )
         return times[:n]
+    if proc.kind == "diurnal":
+        return _diurnal_times_s(proc, n, rng)
     if proc.kind == "ramp":
         # Unit-rate Poisson points u_i mapped through the inverse of the cumulative rate
         # Lambda(t) = r0 t + (r1 - r0) t^2 / (2 D), with D chosen so Lambda(D) = n.
@@ -158,6 +193,24 @@ def arrival_times_s(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> n
     return np.concatenate([[0.0], np.cumsum(gaps)])
 
 
+def _diurnal_times_s(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Thinning: candidates from a Poisson process at the peak rate, each kept with
+    probability rate(t) / peak. Not shifted to start at 0: the curve's phase is kept."""
+    peak = float(proc.start_rate_req_s)  # type: ignore[arg-type]
+    mean_rate = (peak + float(proc.end_rate_req_s)) / 2.0  # type: ignore[arg-type]
+    out: list[np.ndarray] = []
+    kept = 0
+    t = 0.0
+    while kept < n:
+        m = max(1024, int(1.2 * (n - kept) * peak / max(mean_rate, 1e-12)))
+        cand = t + np.cumsum(rng.exponential(1.0 / peak, size=m))
+        t = float(cand[-1])
+        keep = cand[rng.random(m) * peak < proc.rate_at(cand)]
+        out.append(keep)
+        kept += keep.size
+    return np.concatenate(out)[:n]
+
+
 def expected_duration_s(proc: ArrivalProcess, n: int) -> float:
     """Expected time from the first to the last of n arrivals."""
     if proc.kind == "replay":
@@ -165,6 +218,8 @@ def expected_duration_s(proc: ArrivalProcess, n: int) -> float:
         return float(times[min(n, len(times)) - 1])
     if proc.kind == "ramp":
         return 2.0 * n / (float(proc.start_rate_req_s) + float(proc.end_rate_req_s))  # type: ignore[arg-type]
+    if proc.kind == "diurnal":   # over whole periods: n / mean rate
+        return n / ((float(proc.start_rate_req_s) + float(proc.end_rate_req_s)) / 2.0)  # type: ignore[arg-type]
     return max(n - 1, 0) / float(proc.rate_req_s)  # type: ignore[arg-type]
 
 

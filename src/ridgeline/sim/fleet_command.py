@@ -1,0 +1,136 @@
+"""The streamed form of `ridgeline simulate` (--stream, --workers, --ray, or a long run):
+build the workload, run `run_fleet` with a progress bar and ETA, print the metrics.
+A Ctrl-C prints what finished and exits 130 (the trace footer says interrupted)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import typer
+
+from ridgeline.sim.fleet import FleetRun, run_fleet
+
+# `simulate` streams by itself above this many requests (batch results hold ~13 KB each).
+STREAM_AUTO_REQUESTS = 500_000
+
+
+def run_streamed_command(sc: Any, built: Any, rate: float | None, trace: str | None,
+                         json_out: bool, workers: int, ray_address: str | None,
+                         exact_max: int, sketch_error: float) -> None:
+    """`sc`/`built`: the command's `ridgeline.sim.scenario.Scenario` and its `Built`."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from ridgeline.sim.scenario import trace_header
+    from ridgeline.sim.workload import build_workload, check_context
+
+    n = sc.requests
+    wl, load, dataset = build_workload(
+        n, sc.prompt, sc.output, rate_req_s=rate, arrival=sc.arrival,
+        concurrency=sc.concurrency, think_time=sc.think_time,
+        prefix_groups=sc.prefix_groups, prefix_tokens=sc.prefix_tokens, seed=sc.seed)
+    check_context(wl, built.step_model)
+    header = trace_header(sc, built, load, dataset)
+    progress = Progress(TextColumn("simulating (streamed)"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                        console=Console(stderr=True), transient=True)
+    with progress:
+        task = progress.add_task("sim", total=n)
+        run = run_fleet(wl, built.config, built.step_model, built.cluster, header,
+                        slos=tuple(sc.slos), trace_path=trace, workers=workers,
+                        ray_address=ray_address, exact_max=exact_max,
+                        relative_error=sketch_error,
+                        progress=lambda d: progress.update(task, completed=d))
+    report_fleet(run, sc.seed, json_out, built.step_model)
+    if run.interrupted:
+        # SystemExit, not typer.Exit: click's non-standalone mode returns an Exit's code
+        # instead of exiting with it.
+        raise SystemExit(130)
+
+
+def check_streamed(rates: list[float | None], timeline: str | None, step_by_step: bool,
+                   pd: Any, sketch_error: float) -> None:
+    """Options the streamed run does not take, as one-line errors."""
+    from ridgeline.errors import RidgelineError
+
+    if len(rates) > 1:
+        raise RidgelineError("--stream/--workers/--ray: one rate at a time (not a sweep)")
+    if timeline:
+        raise RidgelineError("--timeline: not with --stream/--workers/--ray (the streamed "
+                             "run folds the timeline into totals)")
+    if step_by_step:
+        raise RidgelineError("--step-by-step: not with --stream/--workers/--ray")
+    if pd:
+        raise RidgelineError("--pd: not with --stream/--workers/--ray (P/D hand-offs are "
+                             "not streamed)")
+    if not 0 < sketch_error < 0.5:
+        raise RidgelineError(f"--sketch-error: got {sketch_error}; allowed: (0, 0.5)")
+
+
+def _fmt(x: Any) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    return f"{x:,.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def report_fleet(run: FleetRun, seed: int, json_out: bool, step_model: Any) -> None:
+    s = run.summary(seed)
+    if json_out:
+        typer.echo(json.dumps({**s, "assumptions": step_model.assumptions()}, indent=2,
+                              default=float))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    title = "ridgeline simulate — streamed" + (" (INTERRUPTED: what finished)"
+                                               if run.interrupted else "")
+    table = Table(title=title, title_justify="left")
+    for c in ("metric", "n", "mean", "P50", "P90", "P99", "P99.9", "max", "percentiles"):
+        table.add_column(c, justify="left" if c in ("metric", "percentiles") else "right")
+    for key, d in s["latency"].items():
+        if not d.get("available"):
+            continue
+        p = d["percentiles"]
+        method = s["percentile_method"][key]
+        table.add_row(f"{d['label']} ({d['unit']})", f"{d['count']:,}", _fmt(d["mean"]),
+                      *(_fmt(p[k]["value"]) for k in ("p50", "p90", "p99", "p99.9")),
+                      _fmt(d["max"]), method.split(" (")[0])
+    con.print(table)
+    sketched = [k for k, m in s["percentile_method"].items() if m.startswith("sketch")]
+    exact = [k for k in s["percentile_method"] if k not in sketched]
+    if exact:
+        con.print(f"exact percentiles (sorted sample, bootstrap 95% CIs in --json): "
+                  f"{', '.join(exact)}", highlight=False)
+    if sketched:
+        con.print(f"sketch percentiles (each within {run.metrics.relative_error:.0%} "
+                  f"relative of exact; CIs unavailable): {', '.join(sketched)}",
+                  highlight=False)
+    w, t = s["window"], s["throughput"]
+    con.print(f"window: whole run {w['start_s']:,.1f}–{w['end_s']:,.1f} s; throughput "
+              f"{_fmt(t['requests_per_s'])} req/s, {_fmt(t['output_tok_s'])} output tok/s; "
+              f"mean in flight {_fmt(s['mean_in_flight'])}", highlight=False)
+    if "goodput" in s:
+        g = s["goodput"]
+        con.print(f"goodput ({', '.join(g['slos'])}): {_fmt(g['requests_per_s'])} req/s, "
+                  f"{g['attainment']:.1%} of requests meet all", highlight=False)
+    m = s["simulation"]
+    con.print(f"simulated {s['requests']:,} of {m['requests']:,} requests "
+              f"({m['finished']:,} finished, {m['rejected']:,} rejected), "
+              f"{m['engine_steps']:,} engine steps, {m['preemptions']:,} preemptions, peak KV "
+              f"{m['max_kv_blocks_used']:,} blocks, in {m['wall_s']:.2f} wall s "
+              f"({m['simulated_requests_per_wall_s']:,.0f} req/s); {m['backend']}",
+              highlight=False)
+    for note in m["notes"]:
+        con.print(f"note: {note}", highlight=False)
+    con.print("[dim]assumptions: " + "; ".join(step_model.assumptions()) + "[/dim]",
+              highlight=False)
