@@ -29,8 +29,6 @@ header records `prompt_reuse: "trace hash_ids"`).
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +39,6 @@ from ridgeline.bench.client import BenchRequest
 from ridgeline.errors import RidgelineError
 
 MOONCAKE_BLOCK_TOKENS = 512
-_BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 
 
 @dataclass(frozen=True)
@@ -66,75 +63,25 @@ class ReplayTrace:
 
 
 def load_replay(path: str, speed: float = 1.0) -> ReplayTrace:
+    """The file through the one parser (`ridgeline.workload.replay`), without the rows that
+    cannot be replayed (no prompt or no response tokens: BurstGPT's failed requests)."""
+    from ridgeline.workload.replay import read_timed_trace
+
     if not (speed > 0 and math.isfinite(speed)):
         raise RidgelineError(f"--replay-speed: got {speed:g}; allowed: > 0")
-    p = Path(path)
-    if not p.is_file():
+    if not Path(path).is_file():
         raise RidgelineError(f"--replay: file {path!r} not found")
-    with open(p, encoding="utf-8") as fh:
-        first = fh.readline().strip()
-    if first.startswith("{"):
-        return _mooncake(p, speed)
-    if all(c in first for c in _BURSTGPT_COLUMNS):
-        return _burstgpt(p, speed)
-    raise RidgelineError(f"--replay: {path!r} is neither a BurstGPT CSV (header with "
-                         "Timestamp, Request tokens, Response tokens) nor a Mooncake JSONL "
-                         "(timestamp, input_length, output_length)")
-
-
-def _finish(path: Path, kind: str, speed: float, rows: list[tuple], skipped: int,
-            with_hashes: bool) -> ReplayTrace:
-    if not rows:
-        raise RidgelineError(f"--replay: {str(path)!r} holds no usable requests")
-    rows.sort(key=lambda r: r[0])
-    t0 = rows[0][0]
+    tt = read_timed_trace(path, speed, field="--replay")
+    keep = np.flatnonzero((tt.prompt_tokens >= 1) & (tt.output_tokens >= 1))
+    if keep.size == 0:
+        raise RidgelineError(f"--replay: {path!r} holds no usable requests")
+    times = tt.times_s[keep] - tt.times_s[keep[0]]
     return ReplayTrace(
-        str(path), kind, speed, tuple((r[0] - t0) / speed for r in rows),
-        tuple(r[1] for r in rows), tuple(r[2] for r in rows),
-        tuple(r[3] for r in rows) if with_hashes else None, skipped)
-
-
-def _burstgpt(path: Path, speed: float) -> ReplayTrace:
-    rows: list[tuple] = []
-    skipped = 0
-    with open(path, newline="", encoding="utf-8") as fh:
-        for lineno, row in enumerate(csv.DictReader(fh), 2):
-            try:
-                t = float(row["Timestamp"])
-                n_in = int(float(row["Request tokens"]))
-                n_out = int(float(row["Response tokens"]))
-            except (KeyError, TypeError, ValueError):
-                raise RidgelineError(f"--replay: {str(path)!r} line {lineno}: Timestamp, "
-                                     "Request tokens and Response tokens must be numbers"
-                                     ) from None
-            if n_out < 1 or n_in < 1:
-                skipped += 1  # BurstGPT logs failed requests with 0 response tokens
-                continue
-            rows.append((t, n_in, n_out, ()))
-    return _finish(path, "burstgpt", speed, rows, skipped, False)
-
-
-def _mooncake(path: Path, speed: float) -> ReplayTrace:
-    rows: list[tuple] = []
-    skipped = 0
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                t = float(obj["timestamp"]) / 1e3
-                n_in, n_out = int(obj["input_length"]), int(obj["output_length"])
-                hashes = tuple(int(h) for h in obj.get("hash_ids") or ())
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise RidgelineError(f"--replay: {str(path)!r} line {lineno}: expected "
-                                     "{timestamp, input_length, output_length, hash_ids}"
-                                     ) from None
-            if n_out < 1 or n_in < 1:
-                skipped += 1
-                continue
-            rows.append((t, n_in, n_out, hashes))
-    return _finish(path, "mooncake", speed, rows, skipped, True)
+        str(path), tt.format, speed, tuple(float(x) for x in times),
+        tuple(int(x) for x in tt.prompt_tokens[keep]),
+        tuple(int(x) for x in tt.output_tokens[keep]),
+        tuple(tt.hash_ids[i] for i in keep) if tt.hash_ids is not None else None,
+        int(tt.times_s.size - keep.size))
 
 
 def replay_requests(trace: ReplayTrace, n: int, nonce: int, tokenizer: object = None

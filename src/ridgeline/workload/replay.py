@@ -39,6 +39,8 @@ class TimedTrace:
     prompt_tokens: np.ndarray    # int64 (-1: unknown)
     output_tokens: np.ndarray    # int64 (-1: unknown)
     format: str
+    # Mooncake: ids of each prompt's blocks (equal ids = equal content), in the same order
+    hash_ids: list[tuple[int, ...]] | None = None
 
 
 def sniff_format(path: Path) -> str:
@@ -67,6 +69,7 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
     t: list[float] = []
     p: list[int] = []
     o: list[int] = []
+    h: list[tuple[int, ...]] = []
     if fmt == "burstgpt":
         with open(path, encoding="utf-8", newline="") as fh:
             for lineno, row in enumerate(csv.DictReader(fh), 2):
@@ -88,6 +91,7 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
                     t.append(float(obj["timestamp"]) / 1e3)
                     p.append(int(obj.get("input_length", -1)))
                     o.append(int(obj.get("output_length", -1)))
+                    h.append(tuple(int(x) for x in obj.get("hash_ids") or ()))
                 except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                     raise RidgelineError(f"{field}: {path_text!r} line {lineno}: not a "
                                          "Mooncake record (timestamp ms, input_length, "
@@ -101,4 +105,5 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
     order = np.argsort(times, kind="stable")
     times = (times[order] - times[order[0]]) / speedup
     return TimedTrace(times, np.asarray(p, dtype=np.int64)[order],
-                      np.asarray(o, dtype=np.int64)[order], fmt)
+                      np.asarray(o, dtype=np.int64)[order], fmt,
+                      [h[i] for i in order] if fmt == "mooncake" else None)
