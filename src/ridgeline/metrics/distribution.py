@@ -121,20 +121,25 @@ def summarize(
                             n_draws=n_draws, percentiles=percentiles)
 
 
-def sorted_finite(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """The finite values, sorted ascending, as a new float64 array (one copy, sorted in
-    place), or in the first elements of `out` (float64, large enough) when given."""
+def finite_copy(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The finite values as a new float64 array, or in the first elements of `out` (float64,
+    large enough) when given: the one copy that sorting or selection then works in place."""
     x = np.asarray(values, dtype=np.float64)
     finite = np.isfinite(x)
     if out is None:
-        xs = x.copy() if finite.all() else x[finite]
+        return x.copy() if finite.all() else x[finite]
+    xs = out[:int(np.count_nonzero(finite))]
+    if xs.size == x.size:
+        np.copyto(xs, x)
     else:
-        xs = out[:int(np.count_nonzero(finite))]
-        if xs.size == x.size:
-            np.copyto(xs, x)
-        else:
-            xs[...] = x[finite]
-    del finite
+        xs[...] = x[finite]
+    return xs
+
+
+def sorted_finite(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The finite values, sorted ascending, as a new float64 array (one copy, sorted in
+    place), or in the first elements of `out` (float64, large enough) when given."""
+    xs = finite_copy(values, out)
     xs.sort()
     return xs
 

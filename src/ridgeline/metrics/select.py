@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from ridgeline.metrics.distribution import PERCENTILES, sorted_finite
+from ridgeline.metrics.distribution import PERCENTILES, finite_copy, sorted_finite
 
 # Below this many values a full sort is cheap and exact everywhere: use it.
 FULL_SORT_MAX = 2_000_000
@@ -57,19 +57,9 @@ def select_finite(values: np.ndarray, percentiles: tuple[float, ...] = PERCENTIL
                   out: np.ndarray | None = None) -> np.ndarray:
     """The finite values, as `sorted_finite` would return them at every rank that
     `summarize_sorted` reads for `percentiles` (a full sort when the sample is small)."""
-    x = np.asarray(values, dtype=np.float64)
-    if x.size <= FULL_SORT_MAX:
-        return sorted_finite(x, out=out)
-    finite = np.isfinite(x)
-    if out is None:
-        xs = x.copy() if finite.all() else x[finite]
-    else:
-        xs = out[:int(np.count_nonzero(finite))]
-        if xs.size == x.size:
-            np.copyto(xs, x)
-        else:
-            xs[...] = x[finite]
-    del finite
+    if np.size(values) <= FULL_SORT_MAX:
+        return sorted_finite(values, out=out)
+    xs = finite_copy(values, out)
     n = xs.size
     if n <= FULL_SORT_MAX:
         xs.sort()
