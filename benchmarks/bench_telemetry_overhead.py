@@ -9,7 +9,8 @@ streams, and no worse timestamp error).
      scripted server's write stamp, same host clock), telemetry off vs on; the sampler scrapes
      the emulator's vLLM-named /metrics (`--server-metrics`) meanwhile, so it does real work.
 
-Run: .venv/bin/python benchmarks/bench_telemetry_overhead.py [--quick]
+Run: .venv/bin/python benchmarks/bench_telemetry_overhead.py [--quick] [--timestamp-only]
+[--on-first]
 """
 
 from __future__ import annotations
@@ -92,6 +93,9 @@ def error_point(url: str, metrics_url: str, tmp: Path, streams: int, tokens: int
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--timestamp-only", action="store_true", help="skip the CPU part")
+    ap.add_argument("--on-first", action="store_true",
+                    help="timestamp runs in the order on, off, on, off (to check order effects)")
     args = ap.parse_args()
     streams = 256
     requests = 512 if args.quick else 1024
@@ -102,12 +106,12 @@ def main() -> None:
             model="llama-3.1-8b", hardware="h100-sxm", speed=4.0,
             extra_args=["--max-num-seqs", "256"]) as emu:
         tmp = Path(d)
-        for interval in (None, 0.5, 0.05):
+        for interval in (() if args.timestamp_only else (None, 0.5, 0.05)):
             out["cpu"].append(cpu_point(emu.base_url, tmp, streams, requests, interval))
             print(json.dumps(out["cpu"][-1]), flush=True)
         proc, url = start_subprocess_server()
         try:
-            for interval in (None, 0.5, None, 0.5):
+            for interval in ((0.5, None, 0.5, None) if args.on_first else (None, 0.5, None, 0.5)):
                 out["timestamp"].append(error_point(url, emu.base_url + "/metrics", tmp,
                                                     streams, tokens, interval))
                 print(json.dumps(out["timestamp"][-1]), flush=True)
