@@ -190,9 +190,16 @@ def summarize_sorted(
     if requests is not None:
         from ridgeline.metrics.select import ensure_sorted_ranks
 
+        fully_sorted = False
+
+        def ensure_ranks(lo: int, hi: int) -> None:
+            nonlocal fully_sorted
+            if not fully_sorted:
+                fully_sorted = ensure_sorted_ranks(xs, lo, hi, percentiles)
+
         d.block_requests, block_draws = request_bootstrap_draws(
             requests, xs, ("mean", *(pct_key(q) for q in percentiles)), n_draws, rng,
-            ensure_ranks=lambda lo, hi: ensure_sorted_ranks(xs, lo, hi, percentiles))
+            ensure_ranks=ensure_ranks)
         d.mean_ci = ci_from_draws(block_draws["mean"])
     else:
         d.mean_ci = ci_from_draws(bootstrap_mean_draws(xs, n_draws, rng, mean=d.mean,

@@ -77,11 +77,14 @@ def ensure_sorted_ranks(xs: np.ndarray, lo: int, hi: int,
                         percentiles: tuple[float, ...] = PERCENTILES) -> bool:
     """Make ranks [lo, hi] of a `select_finite` result true order statistics: they already are
     when the sample was fully sorted or the range lies inside one selected window; otherwise
-    sort `xs` in place (the block bootstrap over requests can read ranks farther from a
-    percentile than the i.i.d. windows allow). Returns True when it sorted."""
+    `xs` is sorted in place (the block bootstrap over requests can read ranks farther from a
+    percentile than the i.i.d. windows allow), unless it already is (another metric shares
+    the array). Returns True when `xs` is now fully sorted: no later range needs a check."""
     n = xs.size
-    if n <= FULL_SORT_MAX or any(wlo <= lo and hi <= whi
-                                 for wlo, whi in rank_windows(n, percentiles)):
+    if n <= FULL_SORT_MAX:
+        return True
+    if any(wlo <= lo and hi <= whi for wlo, whi in rank_windows(n, percentiles)):
         return False
-    xs.sort()
+    if not bool(np.all(xs[:-1] <= xs[1:])):
+        xs.sort()
     return True
