@@ -71,6 +71,37 @@ def test_identical_traces_with_the_roofline_model():
     assert np.array_equal(fast.event_offsets, ref.event_offsets)
 
 
+@pytest.mark.parametrize("num_kv_blocks", [120, 4000])
+def test_long_decode_runs_on_arrays_are_bit_identical(num_kv_blocks, monkeypatch):
+    # Sparse arrivals and long outputs: decode runs of hundreds of steps go through the
+    # array path of decode_run (`_decode_run_arrays`); with 120 blocks they also stop for
+    # lack of KV blocks inside a chunk (preemptions follow).
+    serving_model = pytest.importorskip("ridgeline.perf.serving_model")
+    from ridgeline.sim import scheduler
+
+    calls = []
+    real = scheduler._decode_run_arrays
+    monkeypatch.setattr(scheduler, "_decode_run_arrays",
+                        lambda *a: calls.append(a[1] - a[0]) or real(*a))
+    model = serving_model.RooflineStepTime.from_names(model="llama-3.1-8b",
+                                                      hardware="h100-sxm")
+    wl, _, _ = build_workload(120, "lognormal:mean=300,sigma=0.8", "uniform:min=200,max=1500",
+                              rate_req_s=4.0, seed=5)
+    config = EngineConfig(num_kv_blocks=num_kv_blocks, max_num_seqs=32,
+                          max_num_batched_tokens=1024)
+    cluster = ClusterConfig(replicas=2, router="least-outstanding")
+    fast = simulate(wl, config, model, cluster, mode="fast")
+    assert len(calls) > 10 and max(calls) > 300
+    ref = simulate(wl, config, model, cluster, mode="step")
+    if num_kv_blocks == 120:
+        assert fast.preemptions.sum() > 0
+    assert np.array_equal(fast.event_offsets, ref.event_offsets)
+    assert np.array_equal(fast.event_times_s, ref.event_times_s)
+    assert np.array_equal(fast.end_s, ref.end_s, equal_nan=True)
+    for key in fast.timeline:
+        assert np.array_equal(fast.timeline[key], ref.timeline[key]), key
+
+
 @pytest.mark.parametrize(("config", "cluster"), CASES)
 def test_conservation(config, cluster):
     wl = random_workload(500, seed=2, prefix=config.enable_prefix_caching)
@@ -199,3 +230,35 @@ def test_compiled_scheduler_timing_equals_the_step_time_function():
     assert np.array_equal(compiled.event_times_s, plain.event_times_s)
     for key in compiled.timeline:
         assert np.array_equal(compiled.timeline[key], plain.timeline[key]), key
+
+
+@pytest.mark.parametrize("router", ["least-outstanding", "round-robin"])
+def test_lazy_replicas_give_the_eager_trace(router, monkeypatch):
+    # `_run_lazy` advances a replica only when a request can leave it before the next
+    # arrival; `_run_heap` advances every busy replica to every arrival. Same trace, same
+    # routing, on a fleet where most replicas idle between arrivals (and some preempt).
+    serving_model = pytest.importorskip("ridgeline.perf.serving_model")
+    from ridgeline.sim import runner
+
+    model = serving_model.RooflineStepTime.from_names(model="llama-3.1-8b",
+                                                      hardware="h100-sxm")
+    wl, _, _ = build_workload(3000, "lognormal:mean=800,sigma=0.8",
+                              "lognormal:mean=250,sigma=0.8", rate_req_s=300.0, seed=11)
+    config = EngineConfig(num_kv_blocks=700, max_num_seqs=64, max_num_batched_tokens=2048)
+    cluster = ClusterConfig(replicas=48, router=router)
+    lazy_calls = []
+    real_lazy = runner._Sim._run_lazy
+    monkeypatch.setattr(runner._Sim, "_run_lazy",
+                        lambda self: lazy_calls.append(1) or real_lazy(self))
+    lazy = simulate(wl, config, model, cluster)
+    assert lazy_calls
+    monkeypatch.setattr(runner, "LAZY_ROUTERS", frozenset())
+    eager = simulate(wl, config, model, cluster)
+    assert len(lazy_calls) == 1
+    assert lazy.preemptions.sum() > 0
+    assert np.array_equal(lazy.replica, eager.replica)
+    assert np.array_equal(lazy.event_offsets, eager.event_offsets)
+    assert np.array_equal(lazy.event_times_s, eager.event_times_s)
+    assert np.array_equal(lazy.end_s, eager.end_s, equal_nan=True)
+    for key in lazy.timeline:
+        assert np.array_equal(lazy.timeline[key], eager.timeline[key]), key

@@ -42,6 +42,8 @@ from ridgeline.sim.sequence import REJECTED, EngineRequest, Sequence
 
 _NEW, _HANDOFF = 0, 1
 HEAP_MIN_REPLICAS = 2   # static arrivals over this many replicas: `_run_heap`
+# Routers that read nothing but outstanding counts (or nothing): `_run_lazy` applies.
+LAZY_ROUTERS = frozenset({"least-outstanding", "round-robin"})
 STATUS_OK, STATUS_REJECTED = "ok", "rejected"
 TIMELINE_COLUMNS = ("replica", "start_s", "end_s", "batch_size", "prefill_tokens",
                     "decode_seqs", "kv_blocks_used", "num_waiting")
@@ -214,6 +216,8 @@ class _Sim:
         self.progress = progress
         self._progress_next = 1000
         self.next_req = 0
+        # `_run_lazy`: brings the picked replica up to an arrival before it is added.
+        self._before_add: Callable[[Replica, float], None] | None = None
         self.stream = _Stream(self, sink, chunk_requests) if sink is not None else None
         if self.stream is not None and (not self.fast or cluster.pd):
             raise ValueError("streaming results need the fast mode and no P/D split")
@@ -260,6 +264,8 @@ class _Sim:
         if kind == _NEW:
             self.sent[i] = t
             r = self.entry_router.pick()
+            if self._before_add is not None:
+                self._before_add(r, t)
             out = 1 if self.cluster.pd else self.output[i]
             req = EngineRequest(str(i), self.prompt[i], out, t, pgroup, ptoks)
         else:
@@ -414,6 +420,8 @@ class _Sim:
                 dispatch()
             return self._finish()
         if not dynamic and len(reps) >= HEAP_MIN_REPLICAS:
+            if self.fast and self.cluster.router in LAZY_ROUTERS:
+                return self._run_lazy()
             return self._run_heap(advance)
         while True:
             t_next = next_arrival()
@@ -459,6 +467,55 @@ class _Sim:
             if r is not None and not queued[r.index] and r.engine.scheduler.seqs:
                 queued[r.index] = True
                 push(heap, (r.busy_until_s, r.index))
+        return self._finish()
+
+    def _run_lazy(self) -> SimResult:
+        """Many replicas, static arrivals, a router that reads only outstanding counts: a
+        replica is advanced only when a request can leave it before the next arrival, or
+        when it gets one; the others wait, their counts exact.
+
+        The same trace as `_run_heap`, which advances every busy replica through every step
+        starting before each arrival: a replica's steps do not depend on other replicas'
+        arrivals, and the router sees a count change exactly when a sequence finishes in a
+        step starting before the arrival. The heap holds, per busy replica, a time before
+        which nothing leaves it (`Scheduler.next_finish_start_s`, less a margin so a last-bit
+        difference can only advance it early, which is harmless) and a version (an entry
+        older than the replica's last change is dropped)."""
+        reps = self.reps
+        heap: list[tuple[float, int, int]] = []
+        version = [0] * len(reps)
+        push, pop = heapq.heappush, heapq.heappop
+        next_arrival, dispatch = self._next_arrival, self._dispatch_next
+        advance = self._advance_fast
+
+        def catch_up(r: Replica, t: float) -> None:
+            """Advance r through its steps that start before t."""
+            sch = r.engine.scheduler
+            while r.busy_until_s < t and sch.seqs:
+                advance(r, t)
+
+        def schedule(r: Replica) -> None:
+            sch = r.engine.scheduler
+            version[r.index] += 1
+            if sch.seqs:
+                t = sch.next_finish_start_s(r.busy_until_s)
+                push(heap, (t - 1e-9 - abs(t) * 1e-12, r.index, version[r.index]))
+
+        self._before_add = catch_up
+        while True:
+            t_next = next_arrival()
+            while heap and heap[0][0] < t_next:
+                _, idx, v = pop(heap)
+                if v != version[idx]:
+                    continue
+                r = reps[idx]
+                catch_up(r, t_next)
+                schedule(r)
+            if t_next == math.inf:
+                break
+            r = dispatch()
+            if r is not None:
+                schedule(r)
         return self._finish()
 
     def _finish(self) -> SimResult:

@@ -51,6 +51,11 @@ TimeFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, n
                   np.ndarray]
 # Decode-only steps timed ahead with each single step (one step-time call then covers the
 # step and the decode steps likely to follow it; used only if the batch is still the same).
+# Decode steps a run takes in the scalar loop before switching to arrays (numpy's overhead
+# pays off only on long runs).
+SCALAR_DECODE_STEPS = 8
+# ... and the steps left that make an array evaluation worth its fixed cost.
+ARRAY_DECODE_STEPS = 64
 SPECULATIVE_DECODE_STEPS = 32
 
 
@@ -536,6 +541,54 @@ class Scheduler:
         """Only decodes run, and the next step would not admit anyone."""
         return self.dec_count > 0 and not self.prefilling and not self.head_admissible()
 
+    def next_finish_start_s(self, now_s: float) -> float:
+        """When, at the earliest, a sequence can leave this engine if nothing new arrives: the
+        start of the decode step in which the first decoding sequence finishes, or of the
+        first step that would lack KV blocks (the batch changes there), whichever is first.
+
+        `now_s` (no look-ahead) unless the next steps are decode-only and timed by the
+        compiled path (`use_compiled`). Computed with the arithmetic of `decode_run`, so a
+        router that advances an engine only when this falls before an arrival sees the same
+        outstanding counts as one that advances every engine to every arrival. Reads only.
+        """
+        b = self.dec_count
+        if not self.can_fast_forward() or self._pq is None or b >= len(self._dec_p):
+            return now_s
+        heap = self.dec_heap
+        while heap and (heap[0][2].state != DECODE or heap[0][2].finish_step != heap[0][0]):
+            heapq.heappop(heap)
+        n0 = self.step_index
+        k = heap[0][0] - n0            # decode steps before the finishing one
+        if k <= 0:
+            return now_s
+        bs = self.bs
+        residue = self.dec_residue
+        if k < ARRAY_DECODE_STEPS:     # the scalar loop of decode_run, reading only
+            p, q, cd, md = self._dec_p[b], self._dec_q[b], self._c_dc, self._m_dc
+            a_sum, free, taken, t = self.dec_a_sum, self.pool.free_blocks, 0, now_s
+            for n in range(n0, n0 + k):
+                taken += residue[(-n) % bs]
+                if taken > free:
+                    return t
+                dc = float(a_sum + b * n)
+                x = dc * cd + p
+                y = dc * md + q
+                t = t + (x if x > y else y)
+            return t
+        idx = np.arange(n0, n0 + k + 1, dtype=np.int64)
+        need = np.cumsum(np.asarray([residue[(-j) % bs] for j in range(bs)],
+                                    dtype=np.int64).take(idx % bs))
+        short = int(np.searchsorted(need, self.pool.free_blocks, "right"))
+        k = min(k, short)              # the first step lacking blocks is not taken
+        if k == 0:
+            return now_s
+        dc = (self.dec_a_sum + b * idx[:k]).astype(np.float64)
+        clock = np.empty(k + 1)
+        clock[0] = now_s
+        np.maximum(dc * self._c_dc + self._dec_p[b], dc * self._m_dc + self._dec_q[b],
+                   out=clock[1:])
+        return float(np.cumsum(clock)[k])
+
     def decode_run(self, now_s: float, stop_before_s: float, time_fn: TimeFn,
                    max_steps: int = 1 << 30) -> tuple[list[float], list[int], list[Sequence]]:
         """Advance the decode-only steps that start before `stop_before_s`, in one go.
@@ -571,18 +624,34 @@ class Scheduler:
             # Scalar step times (`use_compiled`): the decode set is fixed within the run.
             p, q, cd, md = self._dec_p[b], self._dec_q[b], self._c_dc, self._m_dc
             a_sum = self.dec_a_sum
-            while n < n_end and t < stop_before_s:
-                need = residue[(-n) % bs]
-                if need_total + need > free:
+            n_scalar_end = min(n_end, n0 + SCALAR_DECODE_STEPS)
+            while True:
+                while n < n_scalar_end and t < stop_before_s:
+                    need = residue[(-n) % bs]
+                    if need_total + need > free:
+                        break
+                    dc = float(a_sum + b * n)
+                    x = dc * cd + p
+                    y = dc * md + q
+                    d = x if x > y else y
+                    t = t + d
+                    need_total += need
+                    ends.append(t)
+                    used.append(used0 + need_total)
+                    n += 1
+                if n < n_scalar_end or n == n_end or t >= stop_before_s:
                     break
-                dc = float(a_sum + b * n)
-                x = dc * cd + p
-                y = dc * md + q
-                t = t + (x if x > y else y)
-                need_total += need
-                ends.append(t)
-                used.append(used0 + need_total)
-                n += 1
+                # Steps left before the stop time, at the last step's (growing) duration:
+                left = (stop_before_s - t) / d
+                left = n_end - n if left >= n_end - n else int(left) + 1
+                if left < ARRAY_DECODE_STEPS:
+                    n_scalar_end = min(n_end, n + SCALAR_DECODE_STEPS)
+                    continue
+                # A long run: the same operations on arrays.
+                n, t, need_total = _decode_run_arrays(
+                    n, n_end, left, t, stop_before_s, need_total, free, used0, b, a_sum,
+                    (p, q, cd, md), residue, ends, used)
+                break
         while n < n_end and t < stop_before_s:
             need = residue[(-n) % bs]
             if need_total + need > free:
@@ -617,3 +686,48 @@ class Scheduler:
             # The last step's finishes free blocks after it: the timeline's last row shows that.
             used[-1] = pool.used_blocks
         return ends, used, out.finished
+
+
+def _decode_run_arrays(n: int, n_end: int, expect: int, t: float, stop_before_s: float,
+                       need_total: int, free: int, used0: int, b: int, a_sum: int,
+                       pq_cd_md: tuple[float, float, float, float], residue: list[int],
+                       ends: list[float], used: list[int]) -> tuple[int, float, int]:
+    """The scalar loop of `Scheduler.decode_run` on numpy arrays, bit for bit: each step's
+    seconds are max(dc * c_dc + P, dc * m_dc + Q) with dc = a_sum + b * n (an integer, exact
+    in float64), end times a running sum (`np.cumsum` adds left to right, one addition a
+    step, as the loop does), and the run stops at the first step starting at or after
+    `stop_before_s` or lacking KV blocks. `expect`: the steps likely left (the first chunk's
+    size). Appends to `ends` and `used`; returns the next step index, the clock and the
+    blocks taken."""
+    p, q, cd, md = pq_cd_md
+    bs = len(residue)
+    # Blocks each step needs, by step index mod bs: step n needs residue[(-n) % bs].
+    need_by_phase = np.asarray([residue[(-j) % bs] for j in range(bs)], dtype=np.int64)
+    chunk = expect + 8
+    while n < n_end and t < stop_before_s:
+        m = min(chunk, n_end - n)
+        dc = np.arange(a_sum + b * n, a_sum + b * (n + m), b, dtype=np.float64)[:m]
+        x = dc * cd
+        x += p
+        dc *= md
+        dc += q
+        clock = np.empty(m + 1)
+        clock[0] = t
+        np.maximum(x, dc, out=clock[1:])
+        np.cumsum(clock, out=clock)           # clock[i] = start of step n + i
+        need = need_by_phase.take(np.arange(n, n + m) % bs)
+        np.cumsum(need, out=need)
+        need += used0 + need_total            # blocks used after each step
+        k = int(np.searchsorted(clock[:m], stop_before_s, "left"))
+        if need[m - 1] > used0 + free:
+            k = min(k, int(np.searchsorted(need, used0 + free, "right")))
+        if k:
+            ends.extend(clock[1:k + 1].tolist())
+            used.extend(need[:k].tolist())
+            need_total = int(need[k - 1]) - used0
+            t = float(clock[k])
+            n += k
+        if k < m:
+            break
+        chunk *= 4
+    return n, t, need_total
