@@ -335,11 +335,13 @@ def _peak_rss_kb(n: int) -> int:
 
 
 @pytest.mark.slow
-def test_memory_grows_by_scalars_not_tokens() -> None:
+def test_memory_stays_flat_as_requests_grow() -> None:
     # Past --exact-max every series is a fixed-size sketch; token times and outcomes leave
-    # with their chunk: what remains per request is its inputs (measured about 0.11 KB, a
-    # 1.20x peak RSS from 20k to 200k; the batch path holds about 13 KB a request at these
-    # lengths). The input lists are still whole-run (see docs/fleet.md).
+    # with their chunk, and the per-request inputs are read through windows over their
+    # arrays: 10x the requests must stay within 20% peak RSS (the bar; measured
+    # 1.09x, about 50 bytes a request: the workload's own arrays). Before the windows,
+    # Python lists of inputs made it 1.20x, and the batch path holds about 13 KB a request.
     small, large = _peak_rss_kb(20_000), _peak_rss_kb(200_000)
+    assert large <= 1.2 * small, (small, large)
     per_request_bytes = (large - small) * 1024 / 180_000
-    assert per_request_bytes < 250, (small, large)
+    assert per_request_bytes < 120, (small, large)
