@@ -262,3 +262,28 @@ def test_lazy_replicas_give_the_eager_trace(router, monkeypatch):
     assert np.array_equal(lazy.end_s, eager.end_s, equal_nan=True)
     for key in lazy.timeline:
         assert np.array_equal(lazy.timeline[key], eager.timeline[key]), key
+
+
+def test_lazy_loop_ends_when_arrivals_fall_on_step_ends():
+    # Step times of exactly 0.25 s and arrivals on multiples of 0.25 s: a replica's clock
+    # equals the next arrival. An earlier `_run_lazy` re-queued such a replica just below its
+    # clock and popped it again for the same arrival forever. Run in a subprocess with a
+    # timeout, so a hang fails the test instead of the suite.
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from ridgeline.perf.step_time import LinearStepTime\n"
+        "from ridgeline.sim.cluster import ClusterConfig\n"
+        "from ridgeline.sim.engine import EngineConfig\n"
+        "from ridgeline.sim.runner import Workload, simulate\n"
+        "n = 400\n"
+        "wl = Workload(prompt_tokens=np.full(n, 8), output_tokens=np.full(n, 5),\n"
+        "              arrival_s=np.arange(n) * 0.25)\n"
+        "res = simulate(wl, EngineConfig(num_kv_blocks=64), LinearStepTime(base_s=0.25),\n"
+        "               ClusterConfig(replicas=3, router='least-outstanding'))\n"
+        "print(int(np.isfinite(res.end_s).sum()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == "400"

@@ -530,7 +530,10 @@ class _Sim:
             version[r.index] += 1
             if sch.seqs:
                 t = sch.next_finish_start_s(r.busy_until_s)
-                push(heap, (t - 1e-9 - abs(t) * 1e-12, r.index, version[r.index]))
+                # Never below the replica's clock: an entry at its clock - margin would be
+                # popped again for the same arrival, with nothing to advance, forever.
+                t = max(t - 1e-9 - abs(t) * 1e-12, r.busy_until_s)
+                push(heap, (t, r.index, version[r.index]))
 
         self._before_add = catch_up
         while True:
