@@ -542,14 +542,16 @@ class Scheduler:
         return self.dec_count > 0 and not self.prefilling and not self.head_admissible()
 
     def next_finish_start_s(self, now_s: float) -> float:
-        """When, at the earliest, a sequence can leave this engine if nothing new arrives: the
-        start of the decode step in which the first decoding sequence finishes, or of the
-        first step that would lack KV blocks (the batch changes there), whichever is first.
+        """A time before which no sequence can leave this engine if nothing new arrives: a
+        lower bound on the start of the decode step in which the first decoding sequence
+        finishes. A router that advances an engine only when this falls before an arrival
+        sees the same outstanding counts as one that advances every engine to every arrival.
 
-        `now_s` (no look-ahead) unless the next steps are decode-only and timed by the
-        compiled path (`use_compiled`). Computed with the arithmetic of `decode_run`, so a
-        router that advances an engine only when this falls before an arrival sees the same
-        outstanding counts as one that advances every engine to every arrival. Reads only.
+        `now_s` (no look-ahead) unless the next steps are decode-only, timed by the compiled
+        path (`use_compiled`) and certain to find their KV blocks. Then k steps come before
+        the finishing one, each at least as long as the first (a step's seconds grow with
+        the decode context, which only grows): now + k * first, less a rounding margin.
+        O(1), reads only.
         """
         b = self.dec_count
         if not self.can_fast_forward() or self._pq is None or b >= len(self._dec_p):
@@ -559,35 +561,15 @@ class Scheduler:
             heapq.heappop(heap)
         n0 = self.step_index
         k = heap[0][0] - n0            # decode steps before the finishing one
-        if k <= 0:
+        cd, md = self._c_dc, self._m_dc
+        # Each decoding sequence takes at most one block per bs steps.
+        if k <= 0 or cd < 0 or md < 0 or b * _cdiv(k + 1, self.bs) > self.pool.free_blocks:
             return now_s
-        bs = self.bs
-        residue = self.dec_residue
-        if k < ARRAY_DECODE_STEPS:     # the scalar loop of decode_run, reading only
-            p, q, cd, md = self._dec_p[b], self._dec_q[b], self._c_dc, self._m_dc
-            a_sum, free, taken, t = self.dec_a_sum, self.pool.free_blocks, 0, now_s
-            for n in range(n0, n0 + k):
-                taken += residue[(-n) % bs]
-                if taken > free:
-                    return t
-                dc = float(a_sum + b * n)
-                x = dc * cd + p
-                y = dc * md + q
-                t = t + (x if x > y else y)
-            return t
-        idx = np.arange(n0, n0 + k + 1, dtype=np.int64)
-        need = np.cumsum(np.asarray([residue[(-j) % bs] for j in range(bs)],
-                                    dtype=np.int64).take(idx % bs))
-        short = int(np.searchsorted(need, self.pool.free_blocks, "right"))
-        k = min(k, short)              # the first step lacking blocks is not taken
-        if k == 0:
-            return now_s
-        dc = (self.dec_a_sum + b * idx[:k]).astype(np.float64)
-        clock = np.empty(k + 1)
-        clock[0] = now_s
-        np.maximum(dc * self._c_dc + self._dec_p[b], dc * self._m_dc + self._dec_q[b],
-                   out=clock[1:])
-        return float(np.cumsum(clock)[k])
+        dc = float(self.dec_a_sum + b * n0)
+        x = dc * cd + self._dec_p[b]
+        y = dc * md + self._dec_q[b]
+        first = x if x > y else y
+        return now_s + k * first * (1.0 - 1e-9)
 
     def decode_run(self, now_s: float, stop_before_s: float, time_fn: TimeFn,
                    max_steps: int = 1 << 30) -> tuple[list[float], list[int], list[Sequence]]:
