@@ -61,6 +61,11 @@ def main() -> None:
     ap.add_argument("--fleet-requests", type=int, default=100_000)
     ap.add_argument("--lo-requests", type=int, default=10_000,
                     help="least-outstanding over 1,000 replicas (the slow router)")
+    ap.add_argument("--bar-requests", type=int, default=0,
+                    help="also the issue's bar: this many requests (3600000) over 1,000 "
+                    "replicas, round-robin with --workers 2 and least-outstanding")
+    ap.add_argument("--bar-lo-requests", type=int, default=0,
+                    help="least-outstanding at this count for the bar (0: --bar-requests)")
     ap.add_argument("--skip", default="", help="comma list of cases to skip: single, rr, "
                     "lo, sketch, shards")
     ap.add_argument("--scale-workers", default="",
@@ -94,6 +99,16 @@ def main() -> None:
     if "lo" not in skip:
         case("fleet_least_outstanding",
              [*fleet, "--requests", str(a.lo_requests), "--router", "least-outstanding"])
+        if a.baseline:
+            case("fleet_least_outstanding_baseline",
+                 [*fleet, "--requests", str(a.lo_requests), "--router", "least-outstanding"],
+                 base=a.baseline)
+    if a.bar_requests:
+        case("bar_round_robin_workers_2",
+             [*fleet, "--requests", str(a.bar_requests), "--workers", "2"])
+        case("bar_least_outstanding",
+             [*fleet, "--requests", str(a.bar_lo_requests or a.bar_requests), "--router",
+              "least-outstanding"])
     if "sketch" not in skip:
         base = ["simulate", "--requests", "20000", "--rate", "200", "--replicas", "10",
                 *WORKLOAD, "--stream"]
