@@ -43,6 +43,9 @@ BAD_INPUT: list[Any] = [
     (("estimate", "--tp", "0"), "--tp"),
     (("estimate", "--tp", "abc"), "--tp"),
     (("simulate", "--rate", "1", "-n", "0"), "--requests"),
+    # a batch run past this machine's memory fails at once (10 M x 2,000 tokens: 1.2 TiB)
+    (("simulate", "--rate", "1", "-n", "10000000", "--no-stream", "--output", "fixed:2000"),
+     "--requests"),
     (("analyze",), "trace"),
     (("serve", "--port", "99999"), "--port"),
     (("theory", "bogus"), "bogus"),

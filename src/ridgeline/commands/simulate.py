@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -209,6 +210,7 @@ def simulate_cmd(
         run_streamed_command(sc, built, rates[0], trace, json_out, workers, ray_address,
                              exact_max, sketch_error)
         return
+    _check_batch_memory(requests * len(rates), output, stream)
     runs = _run_all(sc, built, rates, trace, timeline)
     if len(runs) == 1:
         _report_one(runs[0], built.step_model, json_out)
@@ -222,6 +224,32 @@ def simulate_cmd(
 
 
 # ---- running ----------------------------------------------------------------------------
+
+# What a batch run holds per output token at its peak: token times, segments and the
+# analysis's copies (100k requests of 250 tokens: 1.55 GB peak RSS, 62 B a token).
+BATCH_BYTES_PER_OUTPUT_TOKEN = 64
+
+
+def _check_batch_memory(requests: int, output: str, stream: bool | None) -> None:
+    """A batch run that cannot fit this machine's memory fails now, in one line, instead
+    of being killed by the kernel after minutes; streaming would fit and is offered.
+    `requests`: over all the rates of a sweep (each run is kept)."""
+    from ridgeline.errors import RidgelineError
+    from ridgeline.workload.lengths import parse_lengths
+
+    try:
+        total_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    need = requests * parse_lengths(output, "--output").mean_tokens \
+        * BATCH_BYTES_PER_OUTPUT_TOKEN
+    if need > 0.8 * total_bytes:
+        how = "drop --no-stream" if stream is False else "add --stream"
+        raise RidgelineError(
+            f"--requests: a batch run of {requests:,} requests needs about "
+            f"{need / 2**30:.1f} GiB ({BATCH_BYTES_PER_OUTPUT_TOKEN} B per output token), "
+            f"more than this machine's {total_bytes / 2**30:.1f} GiB allows; {how} "
+            "(memory bounded by what is in flight) or lower --requests")
 
 
 def _run_all(sc: Any, built: Any, rates: list[float | None], trace: str | None,
