@@ -345,3 +345,50 @@ def test_memory_stays_flat_as_requests_grow() -> None:
     assert large <= 1.2 * small, (small, large)
     per_request_bytes = (large - small) * 1024 / 180_000
     assert per_request_bytes < 120, (small, large)
+
+
+def _grouped_wl(n: int = 1200, groups: int = 9, rate: float = 80.0):
+    # Request i is in group i mod 9; 9 and 4 replicas are coprime, so round-robin sends
+    # every group to every replica.
+    wl, _, _ = build_workload(n, "lognormal:mean=300,sigma=0.8,max=2000",
+                              "lognormal:mean=60,sigma=0.8,max=400", rate_req_s=rate,
+                              seed=5, prefix_groups=groups, prefix_tokens=256)
+    return wl
+
+
+def test_prefix_affinity_keeps_each_group_on_one_replica_and_hits_its_cache() -> None:
+    # 9 groups over 4 replicas: group g on replica g mod 4. With prefix caching, each
+    # group's 256-token prefix is cached on one replica instead of all four, so more of
+    # the prompt tokens hit the cache than under round-robin.
+    wl = _grouped_wl()
+    cfg = EngineConfig(num_kv_blocks=4000, enable_prefix_caching=True)
+    aff = simulate(wl, cfg, STEP, ClusterConfig(replicas=4, router="prefix-affinity"))
+    rr = simulate(wl, cfg, STEP, ClusterConfig(replicas=4, router="round-robin"))
+    assert wl.prefix_group is not None and len(set(wl.prefix_group.tolist())) == 9
+    assert np.array_equal(aff.replica, wl.prefix_group % 4)
+
+    def hits(res) -> int:
+        return sum(s["prefix_cache_hits_tokens_total"] for s in res.engine_stats)
+
+    # Each group misses once per replica it visits: 9 misses under affinity, 36 under
+    # round-robin (27 more misses of 256 tokens each).
+    assert hits(aff) - hits(rr) == 256 * 27
+
+
+def test_prefix_affinity_shards_equal_the_shared_loop(tmp_path: Path) -> None:
+    # Sharded over processes, one replica at a time, against the shared event loop of
+    # the whole cluster: the same token times for every request.
+    wl = _grouped_wl()
+    cl = ClusterConfig(replicas=4, router="prefix-affinity")
+    assert shard_blocker(wl, cl) is None
+    shared = simulate(wl, CFG, STEP, cl)
+    two = run_fleet(wl, CFG, STEP, cl, _header(), workers=2,
+                    trace_path=str(tmp_path / "b.jsonl"))
+    assert two.shards == 2
+    seen = 0
+    for line in (tmp_path / "b.jsonl").read_text().splitlines()[1:-1]:
+        obj = json.loads(line)
+        i = int(obj["id"])
+        assert obj["event_times_s"] == shared.events_s(i).tolist()
+        seen += 1
+    assert seen == len(wl)

@@ -86,7 +86,8 @@ def simulate_cmd(
     replicas: Annotated[int, typer.Option("--replicas", min=1,
                                           help="Engine replicas (data parallel).")] = 1,
     router: Annotated[str, typer.Option(
-        "--router", help="round-robin, least-outstanding, least-kv.")] = "round-robin",
+        "--router", help="round-robin, least-outstanding, least-kv, prefix-affinity (a "
+        "prefix group's requests on one replica: where its prefix is cached).")] = "round-robin",
     pd: Annotated[str | None, typer.Option(
         "--pd", help="Prefill/decode disaggregation P:D (P prefill and D decode instances; "
         "replaces --replicas).")] = None,
@@ -144,8 +145,8 @@ def simulate_cmd(
         "streaming metrics (memory bounded by what is in flight; whole-run window); default: "
         "on above 500,000 requests or with --workers/--ray.")] = None,
     workers: Annotated[int, typer.Option(
-        "--workers", min=1, help="Shard replicas over this many processes (round-robin, "
-        "open loop, no P/D: exact; other routers stay in one process).")] = 1,
+        "--workers", min=1, help="Shard replicas over this many processes (round-robin or "
+        "prefix-affinity, open loop, no P/D: exact; other routers stay in one process).")] = 1,
     ray_address: Annotated[str | None, typer.Option(
         "--ray", help="Shard over Ray: 'local' or a cluster address (needs ridgeline[ray]).")
     ] = None,

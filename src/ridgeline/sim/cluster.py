@@ -6,6 +6,13 @@ A router picks the replica for each arriving request:
     round-robin          in turn
     least-outstanding    fewest requests waiting or running (ties: lowest index)
     least-kv             lowest KV-cache usage (ties: fewest outstanding, lowest index)
+    prefix-affinity      a request of prefix group g goes to replica g mod N (every turn
+                         of a session, every request sharing a system prompt, lands where
+                         its prefix is cached); a request without a group, i mod N
+
+Round-robin and prefix-affinity read no replica state: given the workload, each request's
+replica is fixed (`assigned_replica`), so the replicas are independent and a run can be
+sharded (`ridgeline.sim.fleet`).
 
 With `pd=(P, D)` the first P replicas only prefill and the last D only decode. A request is
 prefilled on a prefill instance, which emits its first token; its prompt KV then travels to a
@@ -21,10 +28,25 @@ import heapq
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ridgeline.errors import RidgelineError
 from ridgeline.sim.engine import Engine
 
-ROUTERS = ("round-robin", "least-outstanding", "least-kv")
+ROUTERS = ("round-robin", "least-outstanding", "least-kv", "prefix-affinity")
+# Routers whose choice depends only on the request (its index and prefix group).
+STATELESS_ROUTERS = ("round-robin", "prefix-affinity")
+
+
+def assigned_replica(router: str, replicas: int, index: np.ndarray,
+                     prefix_group: np.ndarray | None) -> np.ndarray:
+    """The replica each request goes to under a stateless router (the i-th arrival is
+    request `index[i]`). Round-robin: i mod N; prefix-affinity: g mod N for group g >= 0,
+    else i mod N."""
+    by_index = index % replicas
+    if router == "round-robin" or prefix_group is None:
+        return by_index
+    return np.where(prefix_group >= 0, prefix_group % replicas, by_index)
 
 
 @dataclass(frozen=True)
@@ -148,11 +170,15 @@ class Router:
             else:
                 heapq.heappop(heap)  # type: ignore[arg-type]
 
-    def pick(self) -> Replica:
+    def pick(self, affinity_key: int = -1) -> Replica:
+        """The replica for the next request; `affinity_key`: its prefix group, or its index
+        when it has none (prefix-affinity)."""
         pool = self.pool
         if len(pool) == 1:
             return pool[0]
-        if self.kind == "round-robin":
+        if self.kind == "prefix-affinity" and affinity_key >= 0:
+            return pool[affinity_key % len(pool)]
+        if self.kind in STATELESS_ROUTERS:
             r = pool[self._next % len(pool)]
             self._next += 1
             return r

@@ -7,10 +7,11 @@ beyond), never all held at once. What stays in memory grows with the run only by
 per-request scalars (send/end time, status, replica: about 60 bytes a request), not by its
 token times (about 13 KB a request before).
 
-Sharding: when the replicas are independent given the routing (round-robin, open loop, no
-P/D split), request i goes to replica i mod R whatever the others do, so a shard holding the
-contiguous replicas [lo, hi) and the requests i with lo <= i mod R < hi is the same
-simulation as the whole run restricted to them (a test checks it request for request).
+Sharding: when the replicas are independent given the routing (round-robin or
+prefix-affinity, open loop, no P/D split), request i goes to a replica fixed by i and its
+prefix group (`cluster.assigned_replica`) whatever the others do, so a shard holding the
+contiguous replicas [lo, hi) and the requests assigned to them is the same simulation as the
+whole run restricted to them (a test checks it request for request).
 Shards run in worker processes (`workers`) or as Ray tasks (`ray_address`; "local" starts a
 local Ray). Their metrics merge exactly (counts, sums, kept samples) or by sketch merge.
 Routers that read global state (least-outstanding, least-kv), closed loops and P/D splits
@@ -23,7 +24,7 @@ import itertools
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ import numpy as np
 
 from ridgeline.metrics.sketch import DEFAULT_RELATIVE_ERROR
 from ridgeline.metrics.streaming import DEFAULT_EXACT_MAX, StreamingMetrics
-from ridgeline.sim.cluster import ClusterConfig
+from ridgeline.sim.cluster import STATELESS_ROUTERS, ClusterConfig, assigned_replica
 from ridgeline.sim.runner import SimResult, Workload, simulate
 
 
@@ -75,23 +76,30 @@ def shard_blocker(wl: Workload, cluster: ClusterConfig) -> str | None:
         return "a P/D split hands requests between pools"
     if wl.arrival_s is None:
         return "a closed loop's next arrival depends on every replica"
-    if cluster.router != "round-robin":
+    if cluster.router not in STATELESS_ROUTERS:
         return f"router {cluster.router} reads every replica's state (stays exact in one process)"
     return None
 
 
-def shard_workload(wl: Workload, replicas: int, lo: int, hi: int) -> tuple[Workload, np.ndarray]:
-    """The requests round-robin sends to replicas [lo, hi), and their global ids."""
-    if hi == lo + 1:
-        ids = np.arange(lo, len(wl), replicas)
-    else:
-        ids = np.flatnonzero((np.arange(len(wl)) % replicas >= lo)
-                             & (np.arange(len(wl)) % replicas < hi))
-    sub = Workload(wl.prompt_tokens[ids], wl.output_tokens[ids],
-                   arrival_s=wl.arrival_s[ids],  # type: ignore[index]
-                   prefix_group=wl.prefix_group[ids] if wl.prefix_group is not None else None,
-                   prefix_tokens=wl.prefix_tokens[ids] if wl.prefix_tokens is not None else None)
-    return sub, ids
+def replica_requests(wl: Workload, cluster: ClusterConfig, lo: int, hi: int
+                     ) -> Iterator[tuple[int, np.ndarray]]:
+    """(replica, the global ids of its requests in arrival order) for replicas [lo, hi)
+    under a stateless router: one stable sort of the assignment, whatever the router."""
+    assign = assigned_replica(cluster.router, cluster.replicas, np.arange(len(wl)),
+                              wl.prefix_group)
+    order = np.argsort(assign, kind="stable")
+    bounds = np.searchsorted(assign[order], np.arange(lo, hi + 1)).tolist()
+    for j in range(lo, hi):
+        yield j, order[bounds[j - lo]:bounds[j - lo + 1]]
+
+
+def subset_workload(wl: Workload, ids: np.ndarray) -> Workload:
+    """The requests `ids` (in arrival order) as a workload of their own."""
+    return Workload(wl.prompt_tokens[ids], wl.output_tokens[ids],
+                    arrival_s=wl.arrival_s[ids],  # type: ignore[index]
+                    prefix_group=wl.prefix_group[ids] if wl.prefix_group is not None else None,
+                    prefix_tokens=wl.prefix_tokens[ids] if wl.prefix_tokens is not None
+                    else None)
 
 
 def _records(chunk: SimResult) -> list[dict[str, Any]]:
@@ -184,7 +192,7 @@ def run_shard(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig
               progress_queue: Any = None,
               progress: Callable[[int], None] | None = None,
               metrics: StreamingMetrics | None = None) -> FleetRun:
-    """Simulate replicas [lo, hi) of a round-robin cluster (a worker's task), one replica
+    """Simulate replicas [lo, hi) of a stateless-router cluster (a worker's task), one replica
     at a time: given the assignment they are independent, so each is a one-replica run
     whose decode runs stop only at its own arrivals (a shared loop would cut every busy
     replica's run at every arrival in the fleet), and one engine is in memory at a time."""
@@ -200,8 +208,8 @@ def run_shard(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig
         slos=slos, exact_max=exact_max, relative_error=relative_error), requests=0)
     sink = _Sink(metrics, header, lines_path, None, 0, on_chunk)
     try:
-        for j in range(lo, hi):
-            sub, ids = shard_workload(wl, cluster.replicas, j, j + 1)
+        for j, ids in replica_requests(wl, cluster, lo, hi):
+            sub = subset_workload(wl, ids)
             run.requests += len(sub)
             if not len(sub):
                 continue
@@ -259,7 +267,7 @@ def run_fleet(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig
             counter = _Counter(progress)
             if cluster.replicas > 1:
                 run.backend = ("single process, one replica at a time (independent under "
-                               "round-robin)")
+                               f"{cluster.router})")
             _merge(run, run_shard(wl, config, step_model, cluster, header, slos, 0,
                                   cluster.replicas, lines, exact_max, relative_error,
                                   chunk_requests, progress=counter, metrics=metrics))

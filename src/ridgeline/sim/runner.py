@@ -43,7 +43,7 @@ from ridgeline.sim.sequence import REJECTED, EngineRequest, Sequence
 _NEW, _HANDOFF = 0, 1
 HEAP_MIN_REPLICAS = 2   # static arrivals over this many replicas: `_run_heap`
 # Routers that read nothing but outstanding counts (or nothing): `_run_lazy` applies.
-LAZY_ROUTERS = frozenset({"least-outstanding", "round-robin"})
+LAZY_ROUTERS = frozenset({"least-outstanding", "round-robin", "prefix-affinity"})
 STATUS_OK, STATUS_REJECTED = "ok", "rejected"
 TIMELINE_COLUMNS = ("replica", "start_s", "end_s", "batch_size", "prefill_tokens",
                     "decode_seqs", "kv_blocks_used", "num_waiting")
@@ -217,6 +217,7 @@ class _Sim:
         entry = [r for r in self.reps if r.role != "decode"]
         self.entry_router = Router(cluster.router, entry)
         self.decode_router = Router(cluster.router, [r for r in self.reps if r.role == "decode"])
+        self.affinity = cluster.router == "prefix-affinity"
         self.dynamic = cluster.pd is not None or wl.concurrency is not None
         self.multi = len(self.reps) > 1
         self.dyn: list[tuple[float, int, int, int]] = []
@@ -292,15 +293,16 @@ class _Sim:
             pgroup, ptoks = group, self.ptoks[i]  # type: ignore[index]
         else:
             pgroup, ptoks = None, 0
+        key = (group if group >= 0 else i) if self.affinity else -1
         if kind == _NEW:
             self.sent[i] = t
-            r = self.entry_router.pick()
+            r = self.entry_router.pick(key)
             if self._before_add is not None:
                 self._before_add(r, t)
             out = 1 if self.cluster.pd else self.output[i]
             req = EngineRequest(str(i), self.prompt[i], out, t, pgroup, ptoks)
         else:
-            r = self.decode_router.pick()
+            r = self.decode_router.pick(key)
             req = EngineRequest(str(i), self.prompt[i], self.output[i], t, pgroup, ptoks,
                                 kv_ready_tokens=self.prompt[i], generated_tokens=1)
         sch = r.engine.scheduler
