@@ -16,7 +16,9 @@ from ridgeline.metrics.select import select_finite
 from ridgeline.theory.stats import (
     COUNT_CHUNK,
     RequestSample,
+    _circular_block_sums,
     _counts_at_most,
+    block_bootstrap_variance,
     block_length,
     block_ratio_draws,
     ci_from_draws,
@@ -36,6 +38,31 @@ def reference_sums(sample: RequestSample, x: np.ndarray) -> np.ndarray:
     return np.add.reduceat(x, starts, dtype=dtype)[sample.order].astype(np.float64)
 
 
+def reference_block_ratio_draws(
+    num: np.ndarray, den: np.ndarray, block: float, n_draws: int, rng: np.random.Generator,
+) -> np.ndarray:
+    """`block_ratio_draws` as it was (the resampled denominator always gathered)."""
+    n = int(num.size)
+    ratio = float(num.sum() / den.sum())
+    if n < 2:
+        return np.full(n_draws, ratio)
+    b = max(1, min(n, round(block)))
+    k = math.ceil(n / b)
+    if k * n_draws > 20_000_000:
+        e = num - ratio * den
+        sd = math.sqrt(n * block_bootstrap_variance(e, b)) / float(den.sum())
+        return ratio + sd * rng.standard_normal(n_draws)
+    bn = num if b == 1 else _circular_block_sums(num, b)
+    bd = den if b == 1 else _circular_block_sums(den, b)
+    out = np.empty(n_draws)
+    rows = max(1, 4_000_000 // k)
+    for start in range(0, n_draws, rows):
+        stop = min(n_draws, start + rows)
+        idx = rng.integers(0, n, size=(stop - start, k))
+        out[start:stop] = bn[idx].sum(axis=1) / bd[idx].sum(axis=1)
+    return out
+
+
 def reference_request_bootstrap_draws(
     sample: RequestSample, sorted_x: np.ndarray, stats: tuple[str, ...], n_draws: int,
     rng: np.random.Generator,
@@ -51,7 +78,7 @@ def reference_request_bootstrap_draws(
     block = block_length(num - mean * den)
     for s in stats:
         if s == "mean":
-            out[s] = block_ratio_draws(num, den, block, n_draws, rng)
+            out[s] = reference_block_ratio_draws(num, den, block, n_draws, rng)
             continue
         p = float(s[1:]) / 100.0
         h = (n_val - 1) * p
@@ -59,7 +86,7 @@ def reference_request_bootstrap_draws(
         xi = float(sorted_x[lo] + (h - lo) * (sorted_x[min(lo + 1, n_val - 1)] - sorted_x[lo]))
         below = reference_sums(sample, sample.values <= xi)
         f_hat = float(below.sum() / n_val)
-        f_star = block_ratio_draws(below, den, block, n_draws, rng)
+        f_star = reference_block_ratio_draws(below, den, block, n_draws, rng)
         level = np.clip(p - (f_star - f_hat), 0.0, 1.0)
         hh = (n_val - 1) * level
         i0 = np.floor(hh).astype(np.int64)
@@ -121,6 +148,18 @@ def test_per_request_sample_equals_the_reference() -> None:
     _, new = request_bootstrap_draws(smp, xs, STATS, 400, np.random.default_rng(1))
     for s in STATS:
         assert new[s].tobytes() == ref[s].tobytes(), s
+
+
+@pytest.mark.parametrize(("n", "block"), [(1, 1.0), (2, 1.0), (500, 1.0), (500, 7.4),
+                                          (5000, 40.0), (5000, 1.0), (4999, 499.6)])
+def test_block_ratio_draws_of_one_value_per_unit_equal_the_reference(n: int, block: float
+                                                                     ) -> None:
+    rng = np.random.default_rng(n)
+    num = rng.lognormal(size=n)
+    for den in (np.ones(n), rng.integers(1, 5, n).astype(np.float64)):
+        want = reference_block_ratio_draws(num, den, block, 700, np.random.default_rng(3))
+        got = block_ratio_draws(num, den, block, 700, np.random.default_rng(3))
+        assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("n", [0, 1, 5, 8, 9, 64, 1000, COUNT_CHUNK - 3, COUNT_CHUNK,

@@ -335,13 +335,17 @@ def block_ratio_draws(
         sd = math.sqrt(n * block_bootstrap_variance(e, b)) / float(den.sum())
         return ratio + sd * rng.standard_normal(n_draws)
     bn = num if b == 1 else _circular_block_sums(num, b)
-    bd = den if b == 1 else _circular_block_sums(den, b)
+    # One value per unit (den all ones): every block counts b exactly, so the resampled
+    # count is k * b exactly (sums of small integers are exact); no gather needed.
+    unit = bool(np.all(den == 1.0))
+    bd = den if b == 1 or unit else _circular_block_sums(den, b)
     out = np.empty(n_draws)
     rows = max(1, 4_000_000 // k)
     for start in range(0, n_draws, rows):
         stop = min(n_draws, start + rows)
         idx = rng.integers(0, n, size=(stop - start, k))
-        out[start:stop] = bn[idx].sum(axis=1) / bd[idx].sum(axis=1)
+        out[start:stop] = bn[idx].sum(axis=1) / (float(k * b) if unit else
+                                                 bd[idx].sum(axis=1))
     return out
 
 
