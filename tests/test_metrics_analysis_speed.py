@@ -253,3 +253,25 @@ def test_selected_and_sorted_pooled_samples_agree() -> None:
     for k, p in b.percentiles.items():
         q = a.percentiles[k]
         assert (q.value, q.ci_low, q.ci_high) == (p.value, p.ci_low, p.ci_high), k
+
+
+@pytest.mark.parametrize("n", [2, 3, 1000, (1 << 16) + 1, 300_001])
+def test_backward_events_equal_the_diff_formula(n: int) -> None:
+    from ridgeline.metrics.per_request import _backward_events
+
+    rng = np.random.default_rng(n)
+    times = np.cumsum(rng.normal(0.0, 1.0, n))
+    times[rng.random(n) < 0.01] = np.nan
+    want = np.flatnonzero(np.diff(times) < -0.5) + 1
+    np.testing.assert_array_equal(_backward_events(times, 0.5), want)
+
+
+def test_check_times_still_finds_backward_events() -> None:
+    from ridgeline.errors import RidgelineError
+
+    recs = [{"id": str(i), "sent_s": 0.0, "event_times_s": [1.0, 2.0, 3.0], "end_s": 3.0,
+             "output_tokens": 3} for i in range(5)]
+    analyze(Trace.from_records({"source": "t"}, recs))    # backwards only across requests
+    recs[3]["event_times_s"] = [1.0, 2.5, 2.0]
+    with pytest.raises(RidgelineError, match=r"'3'.*go backwards"):
+        analyze(Trace.from_records({"source": "t"}, recs))
