@@ -275,3 +275,19 @@ def test_check_times_still_finds_backward_events() -> None:
     recs[3]["event_times_s"] = [1.0, 2.5, 2.0]
     with pytest.raises(RidgelineError, match=r"'3'.*go backwards"):
         analyze(Trace.from_records({"source": "t"}, recs))
+
+
+def test_finite_copy_drops_every_non_finite_value() -> None:
+    from ridgeline.metrics.distribution import finite_copy
+
+    rng = np.random.default_rng(4)
+    for bad in (np.nan, np.inf, -np.inf, None):
+        x = rng.lognormal(size=1001)
+        if bad is not None:
+            x[[3, 500]] = bad
+        want = x[np.isfinite(x)]
+        np.testing.assert_array_equal(finite_copy(x), want)
+        np.testing.assert_array_equal(finite_copy(x, out=np.empty(2000)), want)
+    big = np.array([1e308, 1e308, -1.0])     # the sum overflows: still all kept
+    np.testing.assert_array_equal(finite_copy(big), big)
+    assert finite_copy(np.zeros(0)).size == 0

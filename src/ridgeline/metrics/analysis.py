@@ -555,6 +555,7 @@ def analyze(
     # one before (per-token ITL when every event holds one token) reuses its ordering.
     prev_key: str | None = None
     xs = None
+    pooled = False
     for stream, (key, label, unit, desc) in enumerate(specs):
         if key not in request_samples:
             request_samples[key] = RequestSample.per_request(samples[key], send_pop)
@@ -568,7 +569,7 @@ def analyze(
             xs = (sorted_finite if pooled else select_finite)(samples[key], out=buf)
         d = summarize_sorted(key, label, xs, unit=unit, description=desc, seed=seed,
                              stream=stream, scratch=scratch,
-                             requests=request_samples[key])
+                             requests=request_samples[key], sorted_fully=pooled)
         prev_key = key
         if d.unavailable:
             d.unavailable = _why_unavailable(key, trace, pop)

@@ -125,6 +125,16 @@ def finite_copy(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray
     """The finite values as a new float64 array, or in the first elements of `out` (float64,
     large enough) when given: the one copy that sorting or selection then works in place."""
     x = np.asarray(values, dtype=np.float64)
+    # A finite sum means no NaN or infinity anywhere: one pass and no mask in the common
+    # case (a sum that overflows only takes the mask path).
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.add.reduce(x)) if x.size else 0.0
+    if math.isfinite(total):
+        if out is None:
+            return x.copy()
+        xs = out[:x.size]
+        np.copyto(xs, x)
+        return xs
     finite = np.isfinite(x)
     if out is None:
         return x.copy() if finite.all() else x[finite]
@@ -193,12 +203,15 @@ def summarize_sorted(
     percentiles: tuple[float, ...] = PERCENTILES,
     scratch: np.ndarray | None = None,
     requests: RequestSample | None = None,
+    sorted_fully: bool = False,
 ) -> Distribution:
     """`summarize` of a sample already through `sorted_finite`. `scratch` (float64, not
     `xs`'s memory, at least min(len(xs), STD_LEAF) long) is the standard deviation's
     work space (`std_into`: numpy's value, no sample-sized temporary).
     `requests` (the same values grouped by request, in send order) makes the CIs those of
-    the block bootstrap over requests (theory/stats.py) instead of the i.i.d. bootstrap."""
+    the block bootstrap over requests (theory/stats.py) instead of the i.i.d. bootstrap.
+    `sorted_fully`: `xs` is sorted at every rank (not only selected), so the block draws
+    need no check of the ranks they read."""
     d = Distribution(name=name, label=label, unit=unit, description=description)
     if xs.size == 0:
         d.unavailable = "no samples"
@@ -213,7 +226,7 @@ def summarize_sorted(
     if requests is not None:
         from ridgeline.metrics.select import ensure_sorted_ranks
 
-        fully_sorted = False
+        fully_sorted = sorted_fully
 
         def ensure_ranks(lo: int, hi: int) -> None:
             nonlocal fully_sorted
