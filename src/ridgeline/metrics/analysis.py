@@ -559,7 +559,8 @@ def analyze(
     for stream, (key, label, unit, desc) in enumerate(specs):
         if key not in request_samples:
             request_samples[key] = RequestSample.per_request(samples[key], send_pop)
-        if xs is None or prev_key is None or samples[key] is not samples[prev_key]:
+        same = xs is not None and prev_key is not None and samples[key] is samples[prev_key]
+        if not same:
             # A pooled sample (several values per request) is sorted outright: its block
             # draws of a percentile reach ranks far outside the selection's windows (P50
             # +-4.5% of the 25 M ITL gaps of a 100k-request run), which forced a full sort
@@ -569,7 +570,9 @@ def analyze(
             xs = (sorted_finite if pooled else select_finite)(samples[key], out=buf)
         d = summarize_sorted(key, label, xs, unit=unit, description=desc, seed=seed,
                              stream=stream, scratch=scratch,
-                             requests=request_samples[key], sorted_fully=pooled)
+                             requests=request_samples[key], sorted_fully=pooled,
+                             moments=((latency[prev_key].mean, latency[prev_key].std)
+                                      if same and prev_key is not None else None))
         prev_key = key
         if d.unavailable:
             d.unavailable = _why_unavailable(key, trace, pop)

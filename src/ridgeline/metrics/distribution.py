@@ -204,6 +204,7 @@ def summarize_sorted(
     scratch: np.ndarray | None = None,
     requests: RequestSample | None = None,
     sorted_fully: bool = False,
+    moments: tuple[float, float] | None = None,
 ) -> Distribution:
     """`summarize` of a sample already through `sorted_finite`. `scratch` (float64, not
     `xs`'s memory, at least min(len(xs), STD_LEAF) long) is the standard deviation's
@@ -211,15 +212,16 @@ def summarize_sorted(
     `requests` (the same values grouped by request, in send order) makes the CIs those of
     the block bootstrap over requests (theory/stats.py) instead of the i.i.d. bootstrap.
     `sorted_fully`: `xs` is sorted at every rank (not only selected), so the block draws
-    need no check of the ranks they read."""
+    need no check of the ranks they read. `moments`: (mean, std) of this same `xs`, already
+    computed for another metric on it (two passes over a pooled sample saved)."""
     d = Distribution(name=name, label=label, unit=unit, description=description)
     if xs.size == 0:
         d.unavailable = "no samples"
         return d
     rng = np.random.default_rng([seed, stream])
     d.count = int(xs.size)
-    d.mean = float(xs.mean())
-    d.std = std_into(xs, scratch)
+    d.mean, d.std = moments if moments is not None else (float(xs.mean()),
+                                                         std_into(xs, scratch))
     d.min = float(xs[0])
     d.max = float(xs[-1])
     block_draws: dict[str, np.ndarray] = {}
