@@ -461,12 +461,15 @@ def _counts_at_most(values: np.ndarray, bounds: np.ndarray, thresholds: list[flo
             np.cumsum(wd, out=wd)
             before[k, lo:hi] = wd[at].astype(np.int64) + carry[k]
             carry[k] += int(wd[-1])
-    lane = np.arange(8)
-    tail_vals = x[np.minimum(8 * bw[:, None] + lane, max(n - 1, 0))] if n else \
-        np.zeros((bounds.size, 8))
-    in_tail = lane < rest[:, None]
-    return [np.diff(before[k] + np.count_nonzero((tail_vals <= t) & in_tail, axis=1))
-            for k, t in enumerate(thresholds)]
+    # The 0..7 values of each bound's word before it, lane by lane: bound-sized arrays only.
+    for j in range(8):
+        in_tail = rest > j
+        if not in_tail.any():
+            break
+        v = x[np.minimum(8 * bw + j, n - 1)]
+        for k, t in enumerate(thresholds):
+            before[k] += (v <= t) & in_tail
+    return [np.diff(before[k]) for k in range(len(thresholds))]
 
 
 def request_bootstrap_draws(
