@@ -291,3 +291,18 @@ def test_finite_copy_drops_every_non_finite_value() -> None:
     big = np.array([1e308, 1e308, -1.0])     # the sum overflows: still all kept
     np.testing.assert_array_equal(finite_copy(big), big)
     assert finite_copy(np.zeros(0)).size == 0
+
+
+@pytest.mark.parametrize("chunk", [2, 50, 1 << 22])
+def test_tokens_per_request_in_a_window_equal_the_mask_version(
+    monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    import ridgeline.metrics.analysis as analysis
+
+    monkeypatch.setattr(analysis, "EVENT_CHUNK", chunk)
+    t = sim_like_trace(7, 300, tokens_per_event=2)
+    for start, end in ((0.0, 100.0), (3.0, 9.5), (20.0, 20.0)):
+        w = analysis.Window(start, end, "given")
+        want = analysis._tokens_per_request(t, analysis._in_window_closed(t.event_times_s, w))
+        got = analysis._tokens_per_request(t, window=w)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()

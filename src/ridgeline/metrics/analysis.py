@@ -611,9 +611,7 @@ def analyze(
         use_events = (header.has_event_times and header.has_event_tokens
                       and header.has_send_times and trace.event_times_s.size > 0)
         if use_events:
-            ev_in = _in_window_closed(trace.event_times_s, win)
-            per_req_tok = _tokens_per_request(trace, ev_in)
-            del ev_in
+            per_req_tok = _tokens_per_request(trace, window=win)
             out_tok = float(per_req_tok.sum())
             first_in = _in_window_closed(rm.first_event_s, win)
         else:
@@ -726,9 +724,11 @@ def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool, keep_nan: bool 
     return itl, (itl if same else itl_tok)
 
 
-def _tokens_per_request(trace: Trace, ev_in: np.ndarray) -> np.ndarray:
+def _tokens_per_request(trace: Trace, ev_in: np.ndarray | None = None,
+                        window: Window | None = None) -> np.ndarray:
     """Sum of ``event_tokens`` over the events in `ev_in`, per request (int64), in chunks
-    of requests (no event-sized temporary)."""
+    of requests (no event-sized temporary). Instead of `ev_in`, `window`: the events inside
+    it (`_in_window_closed`), tested chunk by chunk (no event-sized mask either)."""
     offsets = trace.event_offsets
     out = np.zeros(len(trace), dtype=np.int64)
     nonempty = np.flatnonzero(trace.event_counts > 0)
@@ -740,7 +740,12 @@ def _tokens_per_request(trace: Trace, ev_in: np.ndarray) -> np.ndarray:
         np.searchsorted(starts, np.arange(0, int(offsets[-1]), EVENT_CHUNK)), nonempty.size))
     for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         lo, hi = int(starts[a]), int(offsets[nonempty[b - 1] + 1])
-        vals = np.where(ev_in[lo:hi], trace.event_tokens[lo:hi], 0)
+        if ev_in is not None:
+            inside = ev_in[lo:hi]
+        else:
+            assert window is not None
+            inside = _in_window_closed(trace.event_times_s[lo:hi], window)
+        vals = np.where(inside, trace.event_tokens[lo:hi], 0)
         out[nonempty[a:b]] = np.add.reduceat(vals, starts[a:b] - lo)
     return out
 
