@@ -708,9 +708,10 @@ def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool, keep_nan: bool 
             hi = min(lo + EVENT_CHUNK, ends.size)
             sel = ends[lo:hi]
             gaps = (times[lo + 1:hi + 1] - times[lo:hi])[sel]
-            itl[k:k + gaps.size] = gaps
             if per_token:
                 np.divide(gaps, tokens[lo + 1:hi + 1][sel], out=itl_tok[k:k + gaps.size])
+            # To ms here, while in cache, not in another pass over the whole array.
+            np.multiply(gaps, 1e3, out=itl[k:k + gaps.size])
             k += gaps.size
     del ends
     if per_token and not keep_nan:
@@ -720,7 +721,6 @@ def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool, keep_nan: bool 
         del finite
     if per_token:
         itl_tok *= 1e3
-    itl *= 1e3
     return itl, (itl if same else itl_tok)
 
 
