@@ -357,10 +357,11 @@ class RequestSample:
     values per request (those with none left out); `order`: the requests in send order
     (a permutation of range(len(counts))). One value per request: `counts` all ones.
 
-    The per-request sums that do not depend on the random draws (of the values, of the
-    values at or below a threshold) and the block length are kept in `cache`: two metrics
-    that share one sample (pooled ITL per event and per token when every event holds one
-    token) pass over its values once. Treat `values`, `counts` and `order` as read-only.
+    What does not depend on the random draws is kept in `cache`: the block length, and for
+    a pooled sample the per-request sums (of the values, of the values at or below each
+    threshold), so two metrics that share one sample (pooled ITL per event and per token
+    when every event holds one token) pass over its values once, and compare/gate reuse
+    them. Treat `values`, `counts` and `order` as read-only.
     """
 
     values: np.ndarray
@@ -393,21 +394,30 @@ class RequestSample:
             self.cache["bounds"] = b
         return self.cache["bounds"]
 
+    @property
+    def pooled(self) -> bool:
+        """Several values per request (the per-request sums are worth keeping: they are
+        n_requests long, the values far longer)."""
+        return self.counts.size < self.values.size
+
     def value_sums(self) -> np.ndarray:
-        """``sums(values)``, computed once."""
-        if "value_sums" not in self.cache:
-            self.cache["value_sums"] = self.sums(self.values)
-        return self.cache["value_sums"]
+        """``sums(values)``, kept in `cache` for a pooled sample."""
+        if "value_sums" in self.cache:
+            return self.cache["value_sums"]
+        sums = self.sums(self.values)
+        if self.pooled:
+            self.cache["value_sums"] = sums
+        return sums
 
     def counts_at_most(self, thresholds: list[float]) -> list[np.ndarray]:
         """``sums(values <= t)`` for each threshold t (float64 counts, send order), equal to
         them exactly; for pooled values in one pass over them for all thresholds
-        (`_counts_at_most`) instead of one `reduceat` each. Kept per threshold in `cache`."""
+        (`_counts_at_most`) instead of one `reduceat` each, kept per threshold in `cache`.
+        One value per request: a comparison each, not kept (as long as the sample)."""
+        if not self.pooled:
+            return [self.sums(self.values <= t) for t in thresholds]
         todo = sorted({float(t) for t in thresholds if ("le", float(t)) not in self.cache})
-        if todo and self.counts.size == self.values.size:
-            for t in todo:
-                self.cache[("le", t)] = self.sums(self.values <= t)
-        elif todo:
+        if todo:
             per_req = _counts_at_most(self.values, self._bounds(), todo)
             for t, c in zip(todo, per_req, strict=True):
                 self.cache[("le", t)] = c[self.order].astype(np.float64)
@@ -497,7 +507,7 @@ def request_bootstrap_draws(
     xis: dict[str, float] = {}
     for s in stats:
         if s != "mean":
-            h = (n_val - 1) * float(s[1:]) / 100.0
+            h = (n_val - 1) * (float(s[1:]) / 100.0)  # as below: the same rounding
             lo = math.floor(h)
             xis[s] = float(sorted_x[lo] + (h - lo) * (sorted_x[min(lo + 1, n_val - 1)]
                                                       - sorted_x[lo]))
