@@ -125,6 +125,16 @@ def finite_copy(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray
     """The finite values as a new float64 array, or in the first elements of `out` (float64,
     large enough) when given: the one copy that sorting or selection then works in place."""
     x = np.asarray(values, dtype=np.float64)
+    # A finite sum means no NaN or infinity anywhere: one pass and no mask in the common
+    # case (a sum that overflows only takes the mask path).
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.add.reduce(x)) if x.size else 0.0
+    if math.isfinite(total):
+        if out is None:
+            return x.copy()
+        xs = out[:x.size]
+        np.copyto(xs, x)
+        return xs
     finite = np.isfinite(x)
     if out is None:
         return x.copy() if finite.all() else x[finite]
@@ -144,18 +154,41 @@ def sorted_finite(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarr
     return xs
 
 
-def std_into(xs: np.ndarray, scratch: np.ndarray) -> float:
-    """``float(xs.std())`` bit for bit (numpy's steps: the mean by a pairwise sum, the
-    squared deviations, their pairwise sum, divided by n), with the deviations written to
-    `scratch` instead of a new array: no allocation of a sample-sized temporary."""
+# Leaves of the chunked pairwise sum in `std_into`: 512 KiB of deviations (in cache).
+STD_LEAF = 1 << 16
+
+
+def std_into(xs: np.ndarray, scratch: np.ndarray | None = None) -> float:
+    """``float(xs.std())`` bit for bit, without a sample-sized temporary.
+
+    numpy's steps: the mean by a pairwise sum, the squared deviations, their pairwise sum,
+    divided by n. numpy's pairwise sum of n values splits them at ``n2 = n // 2 - (n // 2)
+    % 8`` and adds the two halves' sums; `_pairwise_sq_dev_sum` follows that tree down to
+    leaves of at most STD_LEAF values, whose deviations are squared in `scratch` (float64,
+    at least min(len(xs), STD_LEAF) long; allocated when None) and summed by numpy itself,
+    so every addition is the one numpy makes. tests/test_metrics_analysis_fast.py and
+    tests/test_metrics_analysis_speed.py check equality (sizes across the leaf size)."""
     n = np.intp(xs.size)
     mean = np.add.reduce(xs, keepdims=True)
     np.true_divide(mean, n, out=mean, casting="unsafe")
-    dev = np.subtract(xs, mean, out=scratch[:xs.size])
-    np.square(dev, out=dev)
-    var = np.add.reduce(dev)
+    if scratch is None:
+        scratch = np.empty(min(xs.size, STD_LEAF))
+    var = _pairwise_sq_dev_sum(xs, mean, scratch)
     var = var.dtype.type(var / np.maximum(n, 0))
     return float(var.dtype.type(np.sqrt(var)))
+
+
+def _pairwise_sq_dev_sum(xs: np.ndarray, mean: np.ndarray, scratch: np.ndarray) -> np.float64:
+    """``np.add.reduce(np.square(xs - mean))`` with numpy's pairwise tree (see `std_into`)."""
+    n = xs.size
+    if n <= STD_LEAF or n <= scratch.size:
+        dev = np.subtract(xs, mean, out=scratch[:n])
+        np.square(dev, out=dev)
+        return np.add.reduce(dev)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return (_pairwise_sq_dev_sum(xs[:n2], mean, scratch)
+            + _pairwise_sq_dev_sum(xs[n2:], mean, scratch))
 
 
 def summarize_sorted(
@@ -171,26 +204,32 @@ def summarize_sorted(
     percentiles: tuple[float, ...] = PERCENTILES,
     scratch: np.ndarray | None = None,
     requests: RequestSample | None = None,
+    sorted_fully: bool = False,
+    moments: tuple[float, float] | None = None,
 ) -> Distribution:
-    """`summarize` of a sample already through `sorted_finite`. `scratch` (float64, at
-    least as long, not `xs`'s memory) spares the temporary of the standard deviation.
+    """`summarize` of a sample already through `sorted_finite`. `scratch` (float64, not
+    `xs`'s memory, at least min(len(xs), STD_LEAF) long) is the standard deviation's
+    work space (`std_into`: numpy's value, no sample-sized temporary).
     `requests` (the same values grouped by request, in send order) makes the CIs those of
-    the block bootstrap over requests (theory/stats.py) instead of the i.i.d. bootstrap."""
+    the block bootstrap over requests (theory/stats.py) instead of the i.i.d. bootstrap.
+    `sorted_fully`: `xs` is sorted at every rank (not only selected), so the block draws
+    need no check of the ranks they read. `moments`: (mean, std) of this same `xs`, already
+    computed for another metric on it (two passes over a pooled sample saved)."""
     d = Distribution(name=name, label=label, unit=unit, description=description)
     if xs.size == 0:
         d.unavailable = "no samples"
         return d
     rng = np.random.default_rng([seed, stream])
     d.count = int(xs.size)
-    d.mean = float(xs.mean())
-    d.std = float(xs.std()) if scratch is None else std_into(xs, scratch)
+    d.mean, d.std = moments if moments is not None else (float(xs.mean()),
+                                                         std_into(xs, scratch))
     d.min = float(xs[0])
     d.max = float(xs[-1])
     block_draws: dict[str, np.ndarray] = {}
     if requests is not None:
         from ridgeline.metrics.select import ensure_sorted_ranks
 
-        fully_sorted = False
+        fully_sorted = sorted_fully
 
         def ensure_ranks(lo: int, hi: int) -> None:
             nonlocal fully_sorted

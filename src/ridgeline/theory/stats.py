@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -334,13 +335,17 @@ def block_ratio_draws(
         sd = math.sqrt(n * block_bootstrap_variance(e, b)) / float(den.sum())
         return ratio + sd * rng.standard_normal(n_draws)
     bn = num if b == 1 else _circular_block_sums(num, b)
-    bd = den if b == 1 else _circular_block_sums(den, b)
+    # One value per unit (den all ones): every block counts b exactly, so the resampled
+    # count is k * b exactly (sums of small integers are exact); no gather needed.
+    unit = bool(np.all(den == 1.0))
+    bd = den if b == 1 or unit else _circular_block_sums(den, b)
     out = np.empty(n_draws)
     rows = max(1, 4_000_000 // k)
     for start in range(0, n_draws, rows):
         stop = min(n_draws, start + rows)
         idx = rng.integers(0, n, size=(stop - start, k))
-        out[start:stop] = bn[idx].sum(axis=1) / bd[idx].sum(axis=1)
+        out[start:stop] = bn[idx].sum(axis=1) / (float(k * b) if unit else
+                                                 bd[idx].sum(axis=1))
     return out
 
 
@@ -351,11 +356,18 @@ class RequestSample:
     `values`: finite values, concatenated request by request in trace order; `counts`:
     values per request (those with none left out); `order`: the requests in send order
     (a permutation of range(len(counts))). One value per request: `counts` all ones.
+
+    What does not depend on the random draws is kept in `cache`: the block length, and for
+    a pooled sample the per-request sums (of the values, of the values at or below each
+    threshold), so two metrics that share one sample (pooled ITL per event and per token
+    when every event holds one token) pass over its values once, and compare/gate reuse
+    them. Treat `values`, `counts` and `order` as read-only.
     """
 
     values: np.ndarray
     counts: np.ndarray
     order: np.ndarray
+    cache: dict[object, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def per_request(cls, x: np.ndarray, send_s: np.ndarray | None = None) -> RequestSample:
@@ -370,9 +382,104 @@ class RequestSample:
         """Per-request sums of x (aligned with `values`; float or bool), in send order."""
         if self.counts.size == x.size:
             return x[self.order].astype(np.float64)
-        starts = np.concatenate(([0], np.cumsum(self.counts)[:-1]))
         dtype = np.int64 if x.dtype == np.bool_ else np.float64
-        return np.add.reduceat(x, starts, dtype=dtype)[self.order].astype(np.float64)
+        return np.add.reduceat(x, self._bounds()[:-1], dtype=dtype)[self.order].astype(
+            np.float64)
+
+    def _bounds(self) -> np.ndarray:
+        """Offsets of each request's first value, and the total at the end (n_req + 1)."""
+        if "bounds" not in self.cache:
+            b = np.zeros(self.counts.size + 1, dtype=np.int64)
+            np.cumsum(self.counts, out=b[1:])
+            self.cache["bounds"] = b
+        return self.cache["bounds"]
+
+    @property
+    def pooled(self) -> bool:
+        """Several values per request (the per-request sums are worth keeping: they are
+        n_requests long, the values far longer)."""
+        return self.counts.size < self.values.size
+
+    def value_sums(self) -> np.ndarray:
+        """``sums(values)``, kept in `cache` for a pooled sample."""
+        if "value_sums" in self.cache:
+            return self.cache["value_sums"]
+        sums = self.sums(self.values)
+        if self.pooled:
+            self.cache["value_sums"] = sums
+        return sums
+
+    def counts_at_most(self, thresholds: list[float]) -> list[np.ndarray]:
+        """``sums(values <= t)`` for each threshold t (float64 counts, send order), equal to
+        them exactly; for pooled values in one pass over them for all thresholds
+        (`_counts_at_most`) instead of one `reduceat` each, kept per threshold in `cache`.
+        One value per request: a comparison each, not kept (as long as the sample)."""
+        if not self.pooled:
+            return [self.sums(self.values <= t) for t in thresholds]
+        todo = sorted({float(t) for t in thresholds if ("le", float(t)) not in self.cache})
+        if todo:
+            per_req = _counts_at_most(self.values, self._bounds(), todo)
+            for t, c in zip(todo, per_req, strict=True):
+                self.cache[("le", t)] = c[self.order].astype(np.float64)
+        return [self.cache[("le", float(t))] for t in thresholds]
+
+
+# Values per step of `_counts_at_most`: 512 KiB of float64 (stays in cache while it is
+# compared with every threshold).
+COUNT_CHUNK = 1 << 16
+_BYTE_SUM = np.uint64(0x0101010101010101)  # times a word of 0/1 bytes: their sum in the top byte
+
+
+def _counts_at_most(values: np.ndarray, bounds: np.ndarray, thresholds: list[float]
+                    ) -> list[np.ndarray]:
+    """For each threshold t, the number of `values` <= t between consecutive `bounds`
+    (sorted int64 offsets, first 0, last len(values)): ``np.add.reduceat(values <= t,
+    bounds[:-1])`` for non-empty segments, in exact integer arithmetic.
+
+    Why not that reduceat: it casts the booleans to int64 one by one (about 80 ms per
+    threshold on 25 M values), and each threshold is another pass over memory. Here each
+    cache-sized chunk of values is compared with every threshold while it is in cache; the
+    0/1 bytes of a mask are counted eight at a time (a word times 0x0101...01 holds their
+    sum in its top byte) and summed up within the chunk, and only the running counts at the
+    bounds are kept: ``prefix(b) = (count over the words before word b // 8) + (its 0..7
+    values from 8 (b // 8) up to b, compared directly)``."""
+    x = np.ascontiguousarray(values, dtype=np.float64)
+    n = x.size
+    n_words = n // 8
+    chunk_words = COUNT_CHUNK // 8
+    bw = bounds // 8  # the word holding each bound
+    rest = bounds - 8 * bw  # values of that word before the bound (0..7)
+    # The counts before word w are the running sum through word w - 1: bounds with w - 1
+    # in the chunk's words [w0, w1) take it from there (bounds with w = 0 have none).
+    last = bw - 1
+    edges = np.searchsorted(last, np.arange(0, n_words + chunk_words, chunk_words))
+    before = np.zeros((len(thresholds), bounds.size), dtype=np.int64)
+    carry = np.zeros(len(thresholds), dtype=np.int64)
+    words = np.empty(chunk_words, dtype=np.uint64)
+    mask = words.view(np.bool_)
+    shift = np.uint64(56)
+    for c, w0 in enumerate(range(0, n_words, chunk_words)):
+        w1 = min(n_words, w0 + chunk_words)
+        chunk = x[8 * w0:8 * w1]
+        m, wd = mask[:chunk.size], words[:w1 - w0]
+        lo, hi = int(edges[c]), int(edges[c + 1])
+        at = last[lo:hi] - w0
+        for k, t in enumerate(thresholds):
+            np.less_equal(chunk, t, out=m)
+            np.multiply(wd, _BYTE_SUM, out=wd)
+            np.right_shift(wd, shift, out=wd)
+            np.cumsum(wd, out=wd)
+            before[k, lo:hi] = wd[at].astype(np.int64) + carry[k]
+            carry[k] += int(wd[-1])
+    # The 0..7 values of each bound's word before it, lane by lane: bound-sized arrays only.
+    for j in range(8):
+        in_tail = rest > j
+        if not in_tail.any():
+            break
+        v = x[np.minimum(8 * bw + j, n - 1)]
+        for k, t in enumerate(thresholds):
+            before[k] += (v <= t) & in_tail
+    return [np.diff(before[k]) for k in range(len(thresholds))]
 
 
 def request_bootstrap_draws(
@@ -381,24 +488,36 @@ def request_bootstrap_draws(
 ) -> tuple[float, dict[str, np.ndarray]]:
     """Block length and draws of each statistic ('mean', 'p90', ...) by the circular block
     bootstrap over requests in send order; `sorted_x` is ``np.sort(sample.values)``, or only
-    ordered at some ranks when `ensure_ranks(lo, hi)` makes ranks lo..hi exact on demand."""
+    ordered at some ranks when `ensure_ranks(lo, hi)` makes ranks lo..hi exact on demand.
+
+    The draws use `rng` statistic by statistic in the order of `stats`; the per-request
+    sums behind them are computed once per sample (see `RequestSample.cache`)."""
     out: dict[str, np.ndarray] = {}
     n_val = sorted_x.size
     if n_val == 0:
         return 1.0, {s: np.full(n_draws, np.nan) for s in stats}
     den = sample.counts[sample.order].astype(np.float64)
-    num = sample.sums(sample.values)
+    num = sample.value_sums()
     mean = float(num.sum() / den.sum())
-    block = block_length(num - mean * den)
+    if "block" not in sample.cache:
+        sample.cache["block"] = block_length(num - mean * den)
+    block = float(sample.cache["block"])
+    # The sample percentiles first (ranks next to each percentile's own: exact in a
+    # selected sample), then the per-request counts at or below all of them in one pass.
+    xis: dict[str, float] = {}
+    for s in stats:
+        if s != "mean":
+            h = (n_val - 1) * (float(s[1:]) / 100.0)  # as below: the same rounding
+            lo = math.floor(h)
+            xis[s] = float(sorted_x[lo] + (h - lo) * (sorted_x[min(lo + 1, n_val - 1)]
+                                                      - sorted_x[lo]))
+    below_all = dict(zip(xis, sample.counts_at_most(list(xis.values())), strict=True))
     for s in stats:
         if s == "mean":
             out[s] = block_ratio_draws(num, den, block, n_draws, rng)
             continue
         p = float(s[1:]) / 100.0
-        h = (n_val - 1) * p
-        lo = math.floor(h)
-        xi = float(sorted_x[lo] + (h - lo) * (sorted_x[min(lo + 1, n_val - 1)] - sorted_x[lo]))
-        below = sample.sums(sample.values <= xi)
+        below = below_all[s]
         f_hat = float(below.sum() / n_val)
         f_star = block_ratio_draws(below, den, block, n_draws, rng)
         level = np.clip(p - (f_star - f_hat), 0.0, 1.0)
