@@ -88,13 +88,22 @@ def test_exact_tokens_and_client_times_match_server_timings(tiny_llama_server) -
         # 24 one-token words + BOS.
         assert r.usage["prompt_tokens"] == 25
         assert r.finish_reason == "length"
-        if n == 32:
-            # The client's first-to-last-token span covers n-1 of the server's n predicted
-            # tokens. The tiny model's steps take ~1 ms, so the server's HTTP thread can send
-            # a few tokens in one write (n=5 may arrive in a single read); over 32 tokens that
-            # granularity is small: allow 30% + 10 ms for it and a loaded 2-core box.
-            server_s = r.timings["predicted_ms"] / 1e3 * (n - 1) / n
-            assert r.decode_s == pytest.approx(server_s, rel=0.3, abs=0.010)
+    # The client's first-to-last-token span covers n-1 of the server's n predicted tokens.
+    # The tiny model's steps take ~1 ms, so the server's HTTP thread can send a few tokens
+    # in one write (n=5 may arrive in a single read); over 32 tokens that granularity is
+    # small: allow 30% + 10 ms. On a loaded 2-core box the client thread can be descheduled
+    # for the whole ~20 ms and read all 32 tokens at once (CI saw 0.5 ms against 19.8 ms
+    # once): up to three tries, each printed; a client that mis-times always still fails.
+    n = 32
+    tries = []
+    for _ in range(3):
+        r = stream_completion(srv.base_url, words, n, model=srv.alias)
+        server_s = r.timings["predicted_ms"] / 1e3 * (n - 1) / n
+        tries.append((r.decode_s, server_s))
+        if r.decode_s == pytest.approx(server_s, rel=0.3, abs=0.010):
+            break
+    print("client vs server decode span (s):", tries)
+    assert r.decode_s == pytest.approx(server_s, rel=0.3, abs=0.010), tries
 
 
 def test_server_is_stopped_even_when_the_body_raises() -> None:
