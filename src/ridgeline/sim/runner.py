@@ -511,9 +511,9 @@ class _Sim:
         starting before each arrival: a replica's steps do not depend on other replicas'
         arrivals, and the router sees a count change exactly when a sequence finishes in a
         step starting before the arrival. The heap holds, per busy replica, a time before
-        which nothing leaves it (`Scheduler.next_finish_start_s`, less a margin so a last-bit
-        difference can only advance it early, which is harmless) and a version (an entry
-        older than the replica's last change is dropped)."""
+        which nothing leaves it (`Scheduler.next_finish_start_s`, a lower bound: a replica
+        advanced early is harmless) and a version (an entry older than the replica's last
+        change is dropped)."""
         reps = self.reps
         heap: list[tuple[float, int, int]] = []
         version = [0] * len(reps)
@@ -531,11 +531,11 @@ class _Sim:
             sch = r.engine.scheduler
             version[r.index] += 1
             if sch.seqs:
-                t = sch.next_finish_start_s(r.busy_until_s)
-                # Never below the replica's clock: an entry at its clock - margin would be
-                # popped again for the same arrival, with nothing to advance, forever.
-                t = max(t - 1e-9 - abs(t) * 1e-12, r.busy_until_s)
-                push(heap, (t, r.index, version[r.index]))
+                # Never below the replica's clock (the bound carries its own rounding
+                # margin): an entry below it would be popped again for the same arrival,
+                # with nothing to advance, forever.
+                push(heap, (sch.next_finish_start_s(r.busy_until_s), r.index,
+                            version[r.index]))
 
         self._before_add = catch_up
         while True:

@@ -550,7 +550,8 @@ class Scheduler:
         `now_s` (no look-ahead) unless the next steps are decode-only, timed by the compiled
         path (`use_compiled`) and certain to find their KV blocks. Then k steps come before
         the finishing one, each at least as long as the first (a step's seconds grow with
-        the decode context, which only grows): now + k * first, less a rounding margin.
+        the decode context, which only grows): now + k * first, less a rounding margin
+        (far above the summation's error), and never below `now_s`.
         O(1), reads only.
         """
         b = self.dec_count
@@ -624,8 +625,8 @@ class Scheduler:
                 if n < n_scalar_end or n == n_end or t >= stop_before_s:
                     break
                 # Steps left before the stop time, at the last step's (growing) duration:
-                left = (stop_before_s - t) / d
-                left = n_end - n if left >= n_end - n else int(left) + 1
+                until_stop = (stop_before_s - t) / d
+                left = n_end - n if until_stop >= n_end - n else int(until_stop) + 1
                 if left < ARRAY_DECODE_STEPS:
                     n_scalar_end = min(n_end, n + SCALAR_DECODE_STEPS)
                     continue
