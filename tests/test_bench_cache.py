@@ -72,13 +72,16 @@ def test_sweep_points_and_reruns_never_hit_the_cache(emulator: str, tmp_path: Pa
     h1, q1 = prefix_counters(emulator)
     assert q1 - q0 >= 4 * 8 * PROMPT_TOKENS  # every request was looked up
     assert h1 - h0 == 0
-    # The C=2 point in a sweep (after C=1 ran) and run alone agree.
+    # The C=2 point in a sweep (after C=1 ran) and run alone agree: within 25% (a cache hit
+    # cuts TTFT by more than 30%, see the next test; 8 requests on a shared 2-core box
+    # can put the two points' narrow intervals a few ms apart).
     alone = bench(emulator, tmp_path, "alone", "--concurrency", "2")[0]
     for point in (sweep[1], again[1]):
         p = ttft_p50(point)
         a = ttft_p50(alone)
-        assert a["ci95_low"] <= p["value"] <= a["ci95_high"] or \
-            p["ci95_low"] <= a["value"] <= p["ci95_high"], (p, a)
+        overlap = a["ci95_low"] <= p["value"] <= a["ci95_high"] or \
+            p["ci95_low"] <= a["value"] <= p["ci95_high"]
+        assert overlap or abs(p["value"] - a["value"]) <= 0.25 * a["value"], (p, a)
 
 
 @pytest.mark.slow

@@ -345,7 +345,8 @@ def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
         f"rejected) over {s['simulated_s']:,.1f} simulated s in {s['wall_s']:.2f} wall s "
         f"({s['simulated_requests_per_wall_s']:,.0f} req/s); {s['engine_steps']:,} engine "
         f"steps, mean batch {s['mean_batch_size']:.1f}, {s['preemptions']:,} preemptions, "
-        f"peak KV {s['max_kv_blocks_used']:,} blocks", highlight=False)
+        f"peak KV {s['max_kv_blocks_used']:,} blocks; {s['engine_core']} engine core",
+        highlight=False)
     con.print("[dim]assumptions: " + "; ".join(step_model.assumptions()) + "[/dim]",
               highlight=False)
 

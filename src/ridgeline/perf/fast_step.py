@@ -91,9 +91,11 @@ class CompiledStep:
         else:
             lines.append("    x_u = 0.0")
         lines.append("    t = 0.0")
+        kept: list[int] = []
         for j in range(comp.shape[0]):
             if j == jd or not (comp[j].any() or mem[j].any()):
                 continue
+            kept.append(j)
             lines.append(f"    c = {_affine(comp[j])}")
             lines.append(f"    m = {_affine(mem[j])}")
             lines.append("    t += c if c > m else m")
@@ -105,6 +107,19 @@ class CompiledStep:
             lines.append(f"    return t + ({_affine(comp[jd], skip=dc)}), "
                          f"t + ({_affine(mem[jd], skip=dc)})")
         self.source = "\n".join(lines)
+        # The same terms as data, for the simulator's C core (ridgeline.sim.core), which
+        # evaluates them in this order: rows (ops x compute/memory x WORK_VARS), the linear
+        # terms, decode attention's rows without dc (zeros when no operator reads dc).
+        zeros = np.zeros(len(WORK_VARS))
+        self.program = {
+            "rows": np.array([(comp[j], mem[j]) for j in kept], dtype=np.float64).reshape(
+                len(kept), 2, len(WORK_VARS)),
+            "lin": np.array(lin, dtype=np.float64), "has_lin": bool(lin.any()),
+            "jd_comp": np.array(comp[jd], dtype=np.float64) if jd is not None else zeros,
+            "jd_mem": np.array(mem[jd], dtype=np.float64) if jd is not None else zeros,
+            "has_jd": jd is not None, "moe_u": bool(moe and used[VAR["u"]]),
+            "num_experts": float(num_experts), "miss": float(miss),
+        }
         namespace: dict[str, object] = {}
         exec(compile(self.source, "<ridgeline.perf.fast_step>", "exec"), namespace)
         self._pq: Callable[[float, float, float, float, float], tuple[float, float]] = \

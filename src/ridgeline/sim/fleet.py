@@ -53,6 +53,7 @@ class FleetRun:
     backend: str = "single process"
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
+    engine_cores: set[str] = field(default_factory=set)   # "c", "python" (sim/core.py)
 
     def summary(self, seed: int = 0) -> dict[str, Any]:
         res = self.metrics.result(seed)
@@ -65,6 +66,7 @@ class FleetRun:
             "simulated_requests_per_wall_s":
                 self.metrics.requests / self.wall_s if self.wall_s > 0 else math.inf,
             "shards": self.shards, "backend": self.backend,
+            "engine_core": ", ".join(sorted(self.engine_cores)) or "none",
             "interrupted": self.interrupted, "notes": self.notes,
         }
         return res
@@ -184,6 +186,7 @@ def _totals(run: FleetRun, res: SimResult) -> None:
     run.preemptions += int(st.get("preemptions", 0))
     run.engine_steps += int(st.get("engine_steps", 0))
     run.max_kv_blocks_used = max(run.max_kv_blocks_used, int(st.get("max_kv_blocks_used", 0)))
+    run.engine_cores.add(res.core)
 
 
 def run_shard(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig,
@@ -412,6 +415,7 @@ def _merge(run: FleetRun, part: FleetRun) -> None:
     run.preemptions += part.preemptions
     run.engine_steps += part.engine_steps
     run.max_kv_blocks_used = max(run.max_kv_blocks_used, part.max_kv_blocks_used)
+    run.engine_cores |= part.engine_cores
 
 
 def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,

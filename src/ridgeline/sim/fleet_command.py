@@ -128,7 +128,8 @@ def report_fleet(run: FleetRun, seed: int, json_out: bool, step_model: Any) -> N
               f"({m['finished']:,} finished, {m['rejected']:,} rejected), "
               f"{m['engine_steps']:,} engine steps, {m['preemptions']:,} preemptions, peak KV "
               f"{m['max_kv_blocks_used']:,} blocks, in {m['wall_s']:.2f} wall s "
-              f"({m['simulated_requests_per_wall_s']:,.0f} req/s); {m['backend']}",
+              f"({m['simulated_requests_per_wall_s']:,.0f} req/s); {m['backend']}, "
+              f"{m['engine_core']} engine core",
               highlight=False)
     for note in m["notes"]:
         con.print(f"note: {note}", highlight=False)

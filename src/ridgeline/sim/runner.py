@@ -99,6 +99,7 @@ class SimResult:
     roles: list[str] = field(default_factory=list)
     request_ids: np.ndarray | None = None   # a chunk of a streamed run: the global ids
     stream_stats: dict[str, Any] | None = None   # a streamed run's totals (see _Stream)
+    core: str = "python"      # the engine that ran: "python" or "c" (ridgeline.sim.core)
 
     def __len__(self) -> int:
         return int(self.sent_s.size)
@@ -777,5 +778,10 @@ def simulate(workload: Workload, config: EngineConfig, step_model: StepTimeModel
     in flight. The result is then a summary: no per-request columns (they left with the
     chunks), `timeline` empty, totals in `stream_stats` (see `_Stream`).
     """
-    return _Sim(workload, config, step_model, cluster or ClusterConfig(), mode, progress,
-                sink, chunk_requests).run()
+    from ridgeline.sim import core
+
+    cluster = cluster or ClusterConfig()
+    if core.blocker(workload, config, step_model, cluster, mode) is None:
+        return core.run(workload, config, step_model, cluster, progress, sink, chunk_requests)
+    return _Sim(workload, config, step_model, cluster, mode, progress, sink,
+                chunk_requests).run()

@@ -200,6 +200,7 @@ class ScenarioRun:
             "wall_s": self.wall_s,
             "simulated_requests_per_wall_s": n / self.wall_s if self.wall_s > 0 else math.inf,
             "mode": res.mode,
+            "engine_core": res.core,
             "instances": res.roles,
             "engine_stats": res.engine_stats,
         }

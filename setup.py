@@ -1,0 +1,11 @@
+"""The one compiled part: the simulator's engine core (src/ridgeline/sim/_core.c).
+
+Optional: without a C compiler the build warns and ridgeline runs the Python engine
+(the same results, slower). -ffp-contract=off keeps a * b + c two roundings, as in Python.
+"""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("ridgeline.sim._core", ["src/ridgeline/sim/_core.c"],
+                             extra_compile_args=["-O2", "-ffp-contract=off"],
+                             optional=True)])

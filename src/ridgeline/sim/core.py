@@ -1,0 +1,321 @@
+"""The simulator's engine core in C (`_core.c`), loaded with ctypes, and when it applies.
+
+`simulate` runs a workload here when the C core is built and the run is one it covers:
+the fast mode, open-loop arrivals, no prefix groups, no P/D split, one replica or a
+round-robin / least-outstanding / prefix-affinity router, and the roofline step time through
+its compiled path (`CompiledStep`). Everything else runs in the Python engine, which stays
+the reference: the two give the same trace bit for bit (tests/test_sim_core.py), the C core
+only faster (docs/BENCHMARKS.md).
+
+`RIDGELINE_SIM_CORE=python` forces the Python engine (tests compare the two with it).
+Without a C compiler at install time the extension is not built and every run takes the
+Python engine; `ridgeline simulate --json` says which one ran (`simulation.engine_core`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ridgeline.perf.ops import WORK_VARS
+
+_I64P = ctypes.POINTER(ctypes.c_int64)
+_F64P = ctypes.POINTER(ctypes.c_double)
+_NVARS = len(WORK_VARS)
+_ROUTERS = {"round-robin": 0, "prefix-affinity": 0, "least-outstanding": 1}
+_STAT_COLUMNS = 9
+# Arrivals handed to the core per call (progress and Ctrl-C are seen between calls).
+DISPATCH_WINDOW = 1 << 14
+_lib: Any = None
+_lib_error: str | None = None
+
+
+def _load() -> Any:
+    """The shared library, or None (not built; the reason in `_lib_error`)."""
+    global _lib, _lib_error
+    if _lib is not None or _lib_error is not None:
+        return _lib
+    try:
+        from ridgeline.sim import _core  # type: ignore[attr-defined]
+
+        lib = ctypes.CDLL(_core.__file__)
+    except (ImportError, OSError) as exc:
+        _lib_error = f"the C engine core is not built ({exc})"
+        return None
+    lib.rl_new.restype = ctypes.c_void_p
+    lib.rl_new.argtypes = [_I64P, _F64P, _F64P, _F64P, _F64P, _F64P]
+    lib.rl_free.argtypes = [ctypes.c_void_p]
+    lib.rl_run.restype = ctypes.c_int64
+    lib.rl_run.argtypes = [ctypes.c_void_p, _F64P, _I64P, _I64P, ctypes.c_int64,
+                           ctypes.c_int64, ctypes.c_int64]
+    lib.rl_pending.argtypes = [ctypes.c_void_p, _I64P]
+    lib.rl_drain.argtypes = [ctypes.c_void_p, _I64P, _I64P, _I64P, _I64P, _I64P, _F64P,
+                             _F64P, _F64P, _I64P, _F64P]
+    lib.rl_stats.argtypes = [ctypes.c_void_p, _I64P]
+    lib.rl_step_seconds.restype = ctypes.c_double
+    lib.rl_step_seconds.argtypes = [ctypes.c_void_p] + [ctypes.c_int64] * 6
+    _lib = lib
+    return lib
+
+
+def available() -> bool:
+    return _load() is not None
+
+
+def _ptr(a: np.ndarray, kind: Any) -> Any:
+    return a.ctypes.data_as(kind)
+
+
+def blocker(wl: Any, config: Any, step_model: Any, cluster: Any, mode: str) -> str | None:
+    """Why this run takes the Python engine (None: the C core runs it)."""
+    if os.environ.get("RIDGELINE_SIM_CORE", "").lower() == "python":
+        return "RIDGELINE_SIM_CORE=python"
+    if _load() is None:
+        return _lib_error
+    if mode != "fast":
+        return "the step-by-step reference mode"
+    if cluster.pd is not None:
+        return "a P/D split"
+    if wl.arrival_s is None:
+        return "a closed loop"
+    if wl.prefix_group is not None and bool(np.any(wl.prefix_group >= 0)):
+        return "prefix groups"
+    if cluster.replicas > 1 and cluster.router not in _ROUTERS:
+        return f"router {cluster.router}"
+    if len(wl) and (int(wl.prompt_tokens.min()) < 1 or int(wl.output_tokens.min()) < 1):
+        return "a request with no prompt or output tokens"
+    if _compiled(step_model, config) is None:
+        return "a step-time model without the roofline's compiled path"
+    return None
+
+
+def _compiled(step_model: Any, config: Any) -> tuple[Any, list[float], list[float]] | None:
+    from ridgeline.sim.engine import _compiled_step
+
+    compiled = _compiled_step(step_model)
+    if compiled is None:
+        return None
+    rows = compiled.decode_rows(config.max_num_seqs + 1)
+    if rows is None:
+        return None
+    return compiled, rows[0], rows[1]
+
+
+class Core:
+    """One run's C state (freed with the object)."""
+
+    def __init__(self, config: Any, step_model: Any, replicas: int, router: str,
+                 record_timeline: bool) -> None:
+        lib = _load()
+        got = _compiled(step_model, config)
+        if lib is None or got is None:
+            raise RuntimeError("the C engine core does not apply")
+        compiled, dec_p, dec_q = got
+        prog = compiled.program
+        self.lib = lib
+        self.replicas = replicas
+        rows = np.ascontiguousarray(prog["rows"], dtype=np.float64)
+        cfg = np.array([replicas, _ROUTERS.get(router, 0), config.max_num_seqs,
+                        config.max_num_batched_tokens, int(config.chunked_prefill),
+                        config.block_size_tokens, config.num_kv_blocks, int(record_timeline),
+                        len(dec_p), rows.shape[0], int(prog["has_jd"]), int(prog["has_lin"]),
+                        int(prog["moe_u"])], dtype=np.int64)
+        fcfg = np.array([compiled.c_dc, compiled.m_dc, prog["num_experts"], prog["miss"]],
+                        dtype=np.float64)
+        vecs = np.concatenate([prog["lin"], prog["jd_comp"], prog["jd_mem"]]).astype(
+            np.float64)
+        self._keep = (np.asarray(dec_p, dtype=np.float64), np.asarray(dec_q, dtype=np.float64),
+                      rows.reshape(-1) if rows.size else np.zeros(1), vecs)
+        dp, dq, rw, vv = self._keep
+        self.handle = lib.rl_new(_ptr(cfg, _I64P), _ptr(fcfg, _F64P), _ptr(dp, _F64P),
+                                 _ptr(dq, _F64P), _ptr(rw, _F64P), _ptr(vv, _F64P))
+        if not self.handle:
+            raise MemoryError("the C engine core could not allocate its state")
+
+    def __del__(self) -> None:
+        handle = getattr(self, "handle", None)
+        if handle:
+            self.lib.rl_free(handle)
+            self.handle = None
+
+    def step_seconds(self, pf_tokens: int, pf_pairs: int, pf_ctx: int, pf_seqs: int,
+                     n_dec: int, dec_ctx: int) -> float:
+        return float(self.lib.rl_step_seconds(self.handle, pf_tokens, pf_pairs, pf_ctx,
+                                              pf_seqs, n_dec, dec_ctx))
+
+    def run(self, arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray,
+            dispatch_end: int, limit: int) -> int:
+        st = int(self.lib.rl_run(self.handle, _ptr(arrival, _F64P), _ptr(prompt, _I64P),
+                                 _ptr(output, _I64P), arrival.size, dispatch_end, limit))
+        if st == -2:
+            raise MemoryError("the C engine core ran out of memory")
+        if st < 0:
+            raise RuntimeError(f"the C engine core stopped (error {-st}): an engine made no "
+                               "progress")
+        return st
+
+    def pending(self) -> tuple[int, int, int, int, int]:
+        sizes = np.zeros(5, dtype=np.int64)
+        self.lib.rl_pending(self.handle, _ptr(sizes, _I64P))
+        a, b, c, d, e = sizes.tolist()
+        return a, b, c, d, e
+
+    def drain(self) -> dict[str, np.ndarray]:
+        n, n_ev, n_tl, _, _ = self.pending()
+        i64 = {k: np.empty(n, dtype=np.int64) for k in ("id", "rep", "pre", "status", "ntok")}
+        f64 = {k: np.empty(n, dtype=np.float64) for k in ("sent", "end")}
+        events = np.empty(n_ev, dtype=np.float64)
+        t_i64 = np.empty(6 * n_tl, dtype=np.int64)
+        t_f64 = np.empty(2 * n_tl, dtype=np.float64)
+        self.lib.rl_drain(self.handle, *(_ptr(i64[k], _I64P) for k in
+                                         ("id", "rep", "pre", "status", "ntok")),
+                          _ptr(f64["sent"], _F64P), _ptr(f64["end"], _F64P),
+                          _ptr(events, _F64P), _ptr(t_i64, _I64P), _ptr(t_f64, _F64P))
+        out: dict[str, np.ndarray] = {**i64, **f64, "events": events}
+        ti, tf = t_i64.reshape(6, n_tl), t_f64.reshape(2, n_tl)
+        out.update(t_rep=ti[0], t_batch=ti[1], t_pf=ti[2], t_dec=ti[3], t_used=ti[4],
+                   t_wait=ti[5], t_start=tf[0], t_end=tf[1])
+        return out
+
+    def stats(self) -> tuple[np.ndarray, tuple[int, int, int]]:
+        out = np.zeros(_STAT_COLUMNS * self.replicas + 3, dtype=np.int64)
+        self.lib.rl_stats(self.handle, _ptr(out, _I64P))
+        per = out[:_STAT_COLUMNS * self.replicas].reshape(self.replicas, _STAT_COLUMNS)
+        steps, batch_sum, max_used = out[-3:].tolist()
+        return per, (steps, batch_sum, max_used)
+
+
+def _engine_stats(per: np.ndarray, num_kv_blocks: int) -> list[dict[str, Any]]:
+    from ridgeline.sim.engine import EngineStats
+
+    out = []
+    for row in per.tolist():
+        running, waiting, used, pre, prompt, gen, fin, rej, steps = row
+        out.append(EngineStats(
+            num_running=running, num_waiting=waiting, kv_usage_fraction=used / num_kv_blocks,
+            kv_blocks_used=used, num_kv_blocks=num_kv_blocks, num_preemptions_total=pre,
+            prompt_tokens_total=prompt, generation_tokens_total=gen, num_finished_total=fin,
+            num_rejected_total=rej, num_steps_total=steps,
+            prefix_cache_queries_tokens_total=0, prefix_cache_hits_tokens_total=0).to_dict())
+    return out
+
+
+def _status_names(codes: np.ndarray) -> list[str]:
+    from ridgeline.sim.runner import STATUS_OK, STATUS_REJECTED
+
+    names = (STATUS_OK, STATUS_REJECTED)
+    return [names[c] for c in codes.tolist()]
+
+
+def _gather(events: np.ndarray, ntok: np.ndarray, order: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Token times in `order` of records whose times lie back to back in `events`."""
+    from ridgeline.sim.runner import _expand_segments
+
+    starts = np.zeros(ntok.size, dtype=np.int64)
+    np.cumsum(ntok[:-1], out=starts[1:])
+    lens = ntok[order]
+    offsets = np.zeros(ntok.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    some = lens > 0     # `_expand_segments` takes non-empty segments (rejections have none)
+    return offsets, _expand_segments(events, starts[order][some], lens[some])
+
+
+def run(wl: Any, config: Any, step_model: Any, cluster: Any,
+        progress: Callable[[int], None] | None,
+        sink: Callable[[Any], None] | None, chunk_requests: int) -> Any:
+    """`simulate` on the C core (call only where `blocker` is None)."""
+    from ridgeline.sim.runner import TIMELINE_COLUMNS, SimResult
+
+    n = len(wl)
+    replicas = cluster.replicas
+    router = cluster.router if replicas > 1 else "round-robin"
+    core = Core(config, step_model, replicas, router, record_timeline=sink is None)
+    arrival = np.ascontiguousarray(wl.arrival_s, dtype=np.float64)
+    prompt = np.ascontiguousarray(wl.prompt_tokens, dtype=np.int64)
+    output = np.ascontiguousarray(wl.output_tokens, dtype=np.int64)
+    roles = ["mixed"] * replicas
+    limit = max(1, chunk_requests) if sink is not None else 1 << 16
+    parts: list[dict[str, np.ndarray]] = []
+    totals = {"finished": 0, "rejected": 0, "preemptions": 0, "chunks": 0}
+    next_progress = 1000
+    done = 0
+
+    def flush() -> None:
+        part = core.drain()
+        if sink is None:
+            if part["id"].size or part["t_rep"].size:
+                parts.append(part)
+            return
+        ids = part["id"]
+        order = np.argsort(ids, kind="stable")
+        offsets, events = _gather(part["events"], part["ntok"], order)
+        status = part["status"][order]
+        rejected = int(np.count_nonzero(status))
+        totals["finished"] += ids.size - rejected
+        totals["rejected"] += rejected
+        totals["preemptions"] += int(part["pre"].sum())
+        totals["chunks"] += 1
+        gid = ids[order]
+        if gid.size:
+            sink(SimResult(
+                sent_s=part["sent"][order], end_s=part["end"][order],
+                prompt_tokens=wl.prompt_tokens[gid], output_tokens=wl.output_tokens[gid],
+                status=_status_names(status), replica=part["rep"][order],
+                preemptions=part["pre"][order], event_offsets=offsets, event_times_s=events,
+                timeline={}, engine_stats=[], mode="fast", roles=roles, request_ids=gid,
+                core="c"))
+
+    ptr = 0
+    while True:
+        st = core.run(arrival, prompt, output, min(n, ptr + DISPATCH_WINDOW), limit)
+        _, _, _, done, ptr = core.pending()
+        if st == 1:
+            flush()
+        if progress is not None and done >= next_progress:
+            next_progress = (done // 1000 + 1) * 1000
+            progress(done)
+        if st == 0 and ptr >= n:
+            break
+    flush()
+    per, (steps, batch_sum, max_used) = core.stats()
+    engine_stats = _engine_stats(per, config.num_kv_blocks)
+    if sink is not None:
+        empty = np.zeros(0)
+        return SimResult(
+            sent_s=empty, end_s=empty, prompt_tokens=empty.astype(np.int64),
+            output_tokens=empty.astype(np.int64), status=[],
+            replica=empty.astype(np.int64), preemptions=empty.astype(np.int64),
+            event_offsets=np.zeros(1, dtype=np.int64), event_times_s=empty,
+            timeline={c: np.zeros(0) for c in TIMELINE_COLUMNS},
+            engine_stats=engine_stats, mode="fast", roles=roles, core="c",
+            stream_stats={"engine_steps": steps, "finished": totals["finished"],
+                          "rejected": totals["rejected"], "preemptions": totals["preemptions"],
+                          "mean_batch_size": batch_sum / steps if steps else 0.0,
+                          "max_kv_blocks_used": max_used, "chunks": totals["chunks"]})
+    cat = {k: (np.concatenate([p[k] for p in parts]) if parts else
+               np.zeros(0, dtype=np.float64 if k in ("sent", "end", "events", "t_start",
+                                                     "t_end") else np.int64))
+           for k in ("id", "rep", "pre", "status", "ntok", "sent", "end", "events", "t_rep",
+                     "t_batch", "t_pf", "t_dec", "t_used", "t_wait", "t_start", "t_end")}
+    ids = cat["id"]
+    if ids.size != n or (n and not np.array_equal(np.sort(ids), np.arange(n))):
+        raise RuntimeError(f"the C engine core returned {ids.size} outcomes for {n} requests")
+    order = np.argsort(ids, kind="stable")
+    offsets, events = _gather(cat["events"], cat["ntok"], order)
+    tl_order = np.argsort(cat["t_rep"], kind="stable")
+    timeline = {
+        "replica": cat["t_rep"][tl_order], "start_s": cat["t_start"][tl_order],
+        "end_s": cat["t_end"][tl_order], "batch_size": cat["t_batch"][tl_order],
+        "prefill_tokens": cat["t_pf"][tl_order], "decode_seqs": cat["t_dec"][tl_order],
+        "kv_blocks_used": cat["t_used"][tl_order], "num_waiting": cat["t_wait"][tl_order]}
+    return SimResult(
+        sent_s=cat["sent"][order], end_s=cat["end"][order],
+        prompt_tokens=wl.prompt_tokens.copy(), output_tokens=wl.output_tokens.copy(),
+        status=_status_names(cat["status"][order]), replica=cat["rep"][order],
+        preemptions=cat["pre"][order], event_offsets=offsets, event_times_s=events,
+        timeline=timeline, engine_stats=engine_stats, mode="fast", roles=roles, core="c")

@@ -1,0 +1,174 @@
+"""The C engine core (sim/_core.c) against the Python engine, the reference: the same step
+times and the same traces, bit for bit, on seeded workloads that preempt, reject, chunk and
+route; and the command says which engine ran."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.sim import core
+from ridgeline.sim.cluster import ClusterConfig
+from ridgeline.sim.engine import EngineConfig
+from ridgeline.sim.runner import SimResult, Workload, simulate
+
+RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
+MODELS = {  # dense GQA, two MoE (expected unique experts), MLA + MoE
+    "llama-3.1-8b": {"hardware": "h100-sxm"},
+    "mixtral-8x7b": {"hardware": "h100-sxm", "tp": 2},
+    "qwen3-30b-a3b": {"hardware": "h100-sxm"},
+    "deepseek-v3": {"hardware": "h200", "tp": 8, "weights": "fp8"},
+}
+
+
+def test_the_core_is_built() -> None:
+    """The install builds it (setup.py); without it every run silently takes the slow path."""
+    assert core.available(), core._lib_error
+
+
+def _python(monkeypatch: pytest.MonkeyPatch, *args: object, **kw: object) -> SimResult:
+    monkeypatch.setenv("RIDGELINE_SIM_CORE", "python")
+    try:
+        return simulate(*args, **kw)  # type: ignore[arg-type]
+    finally:
+        monkeypatch.delenv("RIDGELINE_SIM_CORE")
+
+
+def _same(a: SimResult, b: SimResult) -> list[str]:
+    bad = [k for k in ("sent_s", "end_s", "replica", "preemptions", "event_offsets",
+                       "event_times_s") if not np.array_equal(getattr(a, k), getattr(b, k),
+                                                              equal_nan=True)]
+    bad += ["status"] if a.status != b.status else []
+    bad += [f"timeline.{k}" for k in a.timeline
+            if not np.array_equal(a.timeline[k], b.timeline[k])]
+    bad += ["engine_stats"] if a.engine_stats != b.engine_stats else []
+    return bad
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_step_seconds_bit_for_bit(name: str) -> None:
+    """The C step time equals CompiledStep's Python evaluation exactly, prefill and decode."""
+    model = RooflineStepTime.from_names(model=name, **MODELS[name])  # type: ignore[arg-type]
+    c = core.Core(EngineConfig(max_num_seqs=256), model, 1, "round-robin", False)
+    compiled = model._fast
+    rng = np.random.default_rng(1)
+    for _ in range(400):
+        pt = int(rng.choice([0, rng.integers(1, 8192)]))
+        pairs = pt * int(rng.integers(1, 4000)) if pt else 0
+        pc = int(rng.integers(0, 50_000)) if pt else 0
+        ps = int(rng.integers(1, 8)) if pt else 0
+        nd = int(rng.integers(0 if pt else 1, 257))
+        dc = nd * int(rng.integers(1, 20_000))
+        want = compiled.scalar(float(pt), float(pairs), float(pc), float(ps), float(nd),
+                               float(dc))
+        assert c.step_seconds(pt, pairs, pc, ps, nd, dc) == want
+
+
+CASES = [  # (replicas, router, max_num_seqs, max_num_batched_tokens, chunked, block, blocks)
+    (1, "round-robin", 256, 8192, True, 16, 100_000),     # roomy: no preemption
+    (1, "round-robin", 32, 2048, True, 16, 3_000),        # KV-bound: preempts
+    (1, "round-robin", 256, 8192, False, 16, 3_000),      # no chunked prefill
+    (1, "round-robin", 4, 2048, True, 1, 300),            # block of 1 token, rejections
+    (3, "round-robin", 32, 8192, True, 16, 3_000),
+    (3, "least-outstanding", 256, 2048, True, 16, 300),   # heavy preemption, rejections
+    (20, "least-outstanding", 32, 8192, False, 16, 3_000),
+    (20, "prefix-affinity", 256, 8192, True, 16, 100_000),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}x{c[1]}-{c[6]}" for c in CASES])
+def test_trace_equals_the_python_engine(case: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    replicas, router, seqs, budget, chunked, block, blocks = case
+    rng = np.random.default_rng(replicas * 7 + blocks)
+    n = 3000
+    rate = float(rng.choice([20.0, 200.0]))
+    wl = Workload(prompt_tokens=rng.integers(1, 3000, n), output_tokens=rng.integers(1, 400, n),
+                  arrival_s=np.cumsum(rng.exponential(1 / rate, n)))
+    cfg = EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=budget,
+                       chunked_prefill=chunked, block_size_tokens=block, num_kv_blocks=blocks)
+    cluster = ClusterConfig(replicas=replicas, router=router)
+    model = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+    ref = _python(monkeypatch, wl, cfg, model, cluster)
+    got = simulate(wl, cfg, model, cluster)
+    assert (ref.core, got.core) == ("python", "c")
+    assert _same(ref, got) == []
+    if blocks <= 3_000 and chunked and seqs > 4:
+        assert ref.preemptions.sum() > 0      # the case exercises preemption
+
+
+def test_moe_and_mla_traces_equal(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(5)
+    n = 1500
+    wl = Workload(prompt_tokens=rng.integers(1, 4000, n), output_tokens=rng.integers(1, 300, n),
+                  arrival_s=np.cumsum(rng.exponential(1 / 50, n)))
+    cfg = EngineConfig(num_kv_blocks=2_000)
+    for name in ("mixtral-8x7b", "deepseek-v3"):
+        model = RooflineStepTime.from_names(model=name, **MODELS[name])  # type: ignore[arg-type]
+        cluster = ClusterConfig(replicas=2, router="least-outstanding")
+        ref = _python(monkeypatch, wl, cfg, model, cluster)
+        got = simulate(wl, cfg, model, cluster)
+        assert got.core == "c" and _same(ref, got) == [], name
+
+
+def test_streamed_chunks_equal_the_batch_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks from the C core: each request once, its outcome as in the Python engine's batch
+    run; the streamed totals as the Python engine's stream."""
+    rng = np.random.default_rng(9)
+    n = 4000
+    wl = Workload(prompt_tokens=rng.integers(1, 2000, n), output_tokens=rng.integers(1, 300, n),
+                  arrival_s=np.cumsum(rng.exponential(1 / 100, n)))
+    cfg = EngineConfig(max_num_seqs=64, num_kv_blocks=2_500)
+    model = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+    cluster = ClusterConfig(replicas=4, router="least-outstanding")
+    ref = _python(monkeypatch, wl, cfg, model, cluster)
+    chunks: list[SimResult] = []
+    summary = simulate(wl, cfg, model, cluster, sink=chunks.append, chunk_requests=700)
+    assert summary.core == "c" and len(chunks) >= 5
+    ids = np.concatenate([c.request_ids for c in chunks])  # type: ignore[misc]
+    assert np.array_equal(np.sort(ids), np.arange(n))
+    for c in chunks:
+        idx = c.request_ids
+        assert np.array_equal(c.end_s, ref.end_s[idx])
+        assert np.array_equal(c.preemptions, ref.preemptions[idx])
+        for k, i in enumerate(idx.tolist()):  # type: ignore[union-attr]
+            assert np.array_equal(c.events_s(k), ref.events_s(i))
+    py_chunks: list[SimResult] = []
+    py_summary = _python(monkeypatch, wl, cfg, model, cluster, sink=py_chunks.append,
+                         chunk_requests=700)
+    st, py = dict(summary.stream_stats or {}), dict(py_summary.stream_stats or {})
+    st.pop("chunks"), py.pop("chunks")
+    assert st == py
+    assert summary.engine_stats == py_summary.engine_stats
+
+
+def _cli_json(args: list[str], env_core: str | None) -> dict:
+    env = dict(os.environ)
+    env.pop("RIDGELINE_SIM_CORE", None)
+    if env_core:
+        env["RIDGELINE_SIM_CORE"] = env_core
+    run = subprocess.run([RIDGELINE, *args, "--json"], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+@pytest.mark.parametrize("extra", [[], ["--replicas", "50", "--router", "least-outstanding",
+                                        "--stream"]])
+def test_command_reports_its_engine_and_both_agree(extra: list[str]) -> None:
+    args = ["simulate", "--requests", "3000", "--rate", "40", "--prompt",
+            "lognormal:mean=800,sigma=0.8", "--output", "lognormal:mean=250,sigma=0.8", *extra]
+    fast = _cli_json(args, None)
+    slow = _cli_json(args, "python")
+    assert fast["simulation"]["engine_core"] == "c"
+    assert slow["simulation"]["engine_core"] == "python"
+    for doc in (fast, slow):
+        for k in ("wall_s", "simulated_requests_per_wall_s", "engine_core"):
+            doc["simulation"].pop(k)
+    assert fast == slow
