@@ -6,7 +6,8 @@ figures come from is named in docs/BENCHMARKS.md (it may be shared: CPU time is 
 figure then).
 
     .venv/bin/python benchmarks/bench_fleet.py --out benchmarks/results_fleet.json
-    .venv/bin/python benchmarks/bench_fleet.py --fleet-requests 3600000   # the full bar
+    .venv/bin/python benchmarks/bench_fleet.py --bar-requests 3600000   # the full bar
+    .venv/bin/python benchmarks/bench_fleet.py --python-core   # + the Python engine, same run
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ WORKLOAD = ["--prompt", "lognormal:mean=800,sigma=0.8", "--output",
             "lognormal:mean=250,sigma=0.8"]
 
 
-def run(args: list[str], base: str | None = None) -> dict:
+def run(args: list[str], base: str | None = None, env_extra: dict | None = None) -> dict:
     """One command: wall s, CPU s, peak RSS, and its JSON output."""
     if base:   # the code of another checkout (a baseline), through this interpreter
         cmd = [sys.executable, "-m", "ridgeline.cli", *args]
         env = {**os.environ, "PYTHONPATH": str(Path(base) / "src")}
     else:
         cmd, env = [RIDGELINE, *args], dict(os.environ)
+    env.update(env_extra or {})
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out:
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, text=True, env=env)
@@ -47,6 +49,9 @@ def run(args: list[str], base: str | None = None) -> dict:
     return {"args": " ".join(args), "wall_s": round(wall, 2),
             "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),
             "peak_rss_mb": round(ru.ru_maxrss / 1024, 1), "json": data}
+
+
+PYTHON_CORE_CASES = ("single_replica_100k", "fleet_round_robin", "fleet_least_outstanding")
 
 
 def pct(d: dict, key: str, p: str) -> float:
@@ -66,6 +71,9 @@ def main() -> None:
                     "replicas, round-robin with --workers 2 and least-outstanding")
     ap.add_argument("--bar-lo-requests", type=int, default=0,
                     help="least-outstanding at this count for the bar (0: --bar-requests)")
+    ap.add_argument("--python-core", action="store_true",
+                    help="also run the 100k, round-robin and least-outstanding cases on the "
+                    "Python engine (RIDGELINE_SIM_CORE=python): the C core's ratio")
     ap.add_argument("--skip", default="", help="comma list of cases to skip: single, rr, "
                     "lo, sketch, shards")
     ap.add_argument("--scale-workers", default="",
@@ -76,6 +84,11 @@ def main() -> None:
 
     def case(name: str, args: list[str], base: str | None = None) -> dict:
         r = run([*args, "--json"], base)
+        if a.python_core and name in PYTHON_CORE_CASES:
+            py = run([*args, "--json"], base, {"RIDGELINE_SIM_CORE": "python"})
+            out["cases"][name + "_python_core"] = {k: v for k, v in py.items() if k != "json"}
+            print(f"{name} on the Python engine: {py['wall_s']} s wall, {py['cpu_s']} s CPU "
+                  f"({py['wall_s'] / r['wall_s']:.1f}x the C core's wall)", flush=True)
         n = r["json"].get("requests") or r["json"]["simulation"]["requests"]
         r["requests_per_wall_s"] = round(n / r["wall_s"])
         r["requests_per_cpu_s"] = round(n / r["cpu_s"])

@@ -118,6 +118,7 @@ def test_streamed_chunks_equal_the_batch_run(router: str) -> None:
 def test_heap_loop_and_heap_router_equal_the_scans(monkeypatch: pytest.MonkeyPatch) -> None:
     from ridgeline.sim import cluster, runner
 
+    monkeypatch.setenv("RIDGELINE_SIM_CORE", "python")   # the Python engine's loops
     wl = _wl(2500, rate=400.0)
     for router in ("least-outstanding", "round-robin"):
         cl = ClusterConfig(replicas=24, router=router)

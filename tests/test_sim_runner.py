@@ -79,6 +79,7 @@ def test_long_decode_runs_on_arrays_are_bit_identical(num_kv_blocks, monkeypatch
     serving_model = pytest.importorskip("ridgeline.perf.serving_model")
     from ridgeline.sim import scheduler
 
+    monkeypatch.setenv("RIDGELINE_SIM_CORE", "python")   # the Python engine's array path
     calls = []
     real = scheduler._decode_run_arrays
     monkeypatch.setattr(scheduler, "_decode_run_arrays",
@@ -246,6 +247,7 @@ def test_lazy_replicas_give_the_eager_trace(router, monkeypatch):
                               "lognormal:mean=250,sigma=0.8", rate_req_s=300.0, seed=11)
     config = EngineConfig(num_kv_blocks=700, max_num_seqs=64, max_num_batched_tokens=2048)
     cluster = ClusterConfig(replicas=48, router=router)
+    monkeypatch.setenv("RIDGELINE_SIM_CORE", "python")   # the Python engine's two loops
     lazy_calls = []
     real_lazy = runner._Sim._run_lazy
     monkeypatch.setattr(runner._Sim, "_run_lazy",
