@@ -172,3 +172,38 @@ def test_command_reports_its_engine_and_both_agree(extra: list[str]) -> None:
         for k in ("wall_s", "simulated_requests_per_wall_s", "engine_core"):
             doc["simulation"].pop(k)
     assert fast == slow
+
+
+def test_random_edge_configurations_equal_the_python_engine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seeded fuzz over the corners: one-slot engines, 1-token budgets and blocks, a single
+    KV block (everything rejected), simultaneous arrivals, outputs of one token, prompts
+    past the budget without chunked prefill, 1-50 replicas on every router the core takes."""
+    model = RooflineStepTime.from_names(model="qwen2.5-0.5b", hardware="h100-sxm")
+    rng = np.random.default_rng(20261201)
+    for case in range(120):
+        n = int(rng.integers(1, 400))
+        max_prompt = int(rng.choice([2, 50, 2000, 20000]))
+        max_output = int(rng.choice([1, 2, 30, 600]))
+        shape = rng.choice(["zero", "burst", "poisson"])
+        if shape == "zero":
+            arrival = np.zeros(n)
+        elif shape == "burst":
+            arrival = np.sort(rng.choice([0.0, 0.5, 1.0], n))
+        else:
+            arrival = np.cumsum(rng.exponential(1 / float(rng.choice([1, 100, 10_000])), n))
+        wl = Workload(prompt_tokens=rng.integers(1, max_prompt, n),
+                      output_tokens=rng.integers(1, max_output + 1, n), arrival_s=arrival)
+        seqs = int(rng.choice([1, 2, 8, 64]))
+        cfg = EngineConfig(
+            max_num_seqs=seqs,
+            max_num_batched_tokens=int(max(seqs, rng.choice([1, 16, 512, 8192]))),
+            chunked_prefill=bool(rng.integers(0, 2)),
+            block_size_tokens=int(rng.choice([1, 3, 16])),
+            num_kv_blocks=int(rng.choice([1, 5, 40, 400, 100_000])))
+        cluster = ClusterConfig(replicas=int(rng.choice([1, 2, 7, 50])), router=str(
+            rng.choice(["round-robin", "least-outstanding", "prefix-affinity"])))
+        ref = _python(monkeypatch, wl, cfg, model, cluster)
+        got = simulate(wl, cfg, model, cluster)
+        assert got.core == "c"
+        assert _same(ref, got) == [], (case, cfg, cluster, shape)
