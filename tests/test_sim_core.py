@@ -178,7 +178,8 @@ def test_random_edge_configurations_equal_the_python_engine(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Seeded fuzz over the corners: one-slot engines, 1-token budgets and blocks, a single
     KV block (everything rejected), simultaneous arrivals, outputs of one token, prompts
-    past the budget without chunked prefill, 1-50 replicas on every router the core takes."""
+    past the budget without chunked prefill, prefix groups with and without the prefix cache,
+    1-50 replicas on every router the core takes."""
     model = RooflineStepTime.from_names(model="qwen2.5-0.5b", hardware="h100-sxm")
     rng = np.random.default_rng(20261201)
     for case in range(120):
@@ -192,18 +193,46 @@ def test_random_edge_configurations_equal_the_python_engine(
             arrival = np.sort(rng.choice([0.0, 0.5, 1.0], n))
         else:
             arrival = np.cumsum(rng.exponential(1 / float(rng.choice([1, 100, 10_000])), n))
-        wl = Workload(prompt_tokens=rng.integers(1, max_prompt, n),
-                      output_tokens=rng.integers(1, max_output + 1, n), arrival_s=arrival)
+        prompt = rng.integers(1, max_prompt, n)
+        groups = prefix = None
+        if rng.random() < 0.5:   # shared prefixes: some requests in a few groups
+            groups = np.where(rng.random(n) < 0.7, rng.integers(0, 6, n), -1)
+            prefix = (prompt * rng.random(n)).astype(np.int64)
+        wl = Workload(prompt_tokens=prompt, output_tokens=rng.integers(1, max_output + 1, n),
+                      arrival_s=arrival, prefix_group=groups, prefix_tokens=prefix)
         seqs = int(rng.choice([1, 2, 8, 64]))
         cfg = EngineConfig(
             max_num_seqs=seqs,
             max_num_batched_tokens=int(max(seqs, rng.choice([1, 16, 512, 8192]))),
             chunked_prefill=bool(rng.integers(0, 2)),
             block_size_tokens=int(rng.choice([1, 3, 16])),
-            num_kv_blocks=int(rng.choice([1, 5, 40, 400, 100_000])))
+            num_kv_blocks=int(rng.choice([1, 5, 40, 400, 100_000])),
+            enable_prefix_caching=bool(rng.integers(0, 2)))
         cluster = ClusterConfig(replicas=int(rng.choice([1, 2, 7, 50])), router=str(
             rng.choice(["round-robin", "least-outstanding", "prefix-affinity"])))
         ref = _python(monkeypatch, wl, cfg, model, cluster)
         got = simulate(wl, cfg, model, cluster)
         assert got.core == "c"
         assert _same(ref, got) == [], (case, cfg, cluster, shape)
+
+
+def test_prefix_cache_under_kv_pressure_equals_the_python_engine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions sharing long prefixes on few KV blocks: hits, LRU evictions of cached blocks,
+    preemptions; prefix-affinity and least-outstanding, the cache counters included."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    prompt = rng.integers(600, 3000, n)
+    wl = Workload(prompt_tokens=prompt, output_tokens=rng.integers(1, 200, n),
+                  arrival_s=np.cumsum(rng.exponential(1 / 60, n)),
+                  prefix_group=rng.integers(0, 40, n), prefix_tokens=np.minimum(prompt, 512))
+    model = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+    cfg = EngineConfig(max_num_seqs=64, max_num_batched_tokens=2048, num_kv_blocks=1_500,
+                       enable_prefix_caching=True)
+    for router in ("prefix-affinity", "least-outstanding"):
+        cluster = ClusterConfig(replicas=4, router=router)
+        ref = _python(monkeypatch, wl, cfg, model, cluster)
+        got = simulate(wl, cfg, model, cluster)
+        assert got.core == "c" and _same(ref, got) == [], router
+        hits = sum(s["prefix_cache_hits_tokens_total"] for s in got.engine_stats)
+        assert hits > 0 and ref.preemptions.sum() > 0, router

@@ -20,13 +20,14 @@
 #include <string.h>
 
 enum { WAITING = 0, PREFILL = 1, DECODE = 2, FINISHED = 3 };
-enum { ROUTE_RR = 0, ROUTE_LO = 1 };
+enum { ROUTE_RR = 0, ROUTE_LO = 1, ROUTE_AFFINITY = 2 };
 enum { NVARS = 11 };  /* perf/ops.py WORK_VARS: any n s pt pairs pc dq dc u pre dec */
 enum { V_ANY, V_N, V_S, V_PT, V_PAIRS, V_PC, V_DQ, V_DC, V_U, V_PRE, V_DEC };
 
 typedef struct {
     int64_t id, prompt, output, g, nc, a, g_join, join_step, finish_step, seg_start;
     int64_t admit_order, tag;
+    int64_t group, max_prefix_blocks, nshared;   /* prefix group (-1: none); shared blocks */
     double arrival;
     int32_t state, preemptions, prev, next, rep, nseg, capseg;
     int64_t seg_in[4];
@@ -37,6 +38,7 @@ typedef struct {
 #define SEG(q) ((q)->seg_ext ? (q)->seg_ext : (q)->seg_in)
 
 typedef struct { int64_t fs, ao, tag; int32_t slot; } DEnt;
+typedef struct PNode { int64_t g, i, ref; int32_t prev, next; } PNode;
 typedef struct { double key; int64_t version; int32_t rep; } LEnt;
 
 typedef struct {
@@ -50,6 +52,12 @@ typedef struct {
     int64_t *residue;
     DEnt *dh; int64_t dh_len, dh_cap;
     int64_t free_fresh;
+    /* prefix cache (kv_cache.py BlockPool): cached blocks (group, index) in nodes, found
+     * through an open-addressing table; refcount-0 ones on an LRU list (evictable) */
+    struct PNode *nodes; int64_t node_cap; int32_t *node_free; int64_t n_node_free;
+    int32_t *tab; int64_t tab_cap, n_cached;
+    int32_t lru_head, lru_tail; int64_t n_evictable;
+    int64_t prefix_queries, prefix_hits;
     int64_t admit_counter, num_pre, prompt_total, gen_total, num_finished, num_rejected;
     double *ends; int64_t ends_base, ends_len, ends_cap;
     int64_t version;
@@ -57,7 +65,7 @@ typedef struct {
 
 typedef struct {
     /* configuration */
-    int64_t R, router, mns, mnbt, chunked, bs, num_blocks, record_timeline;
+    int64_t R, router, mns, mnbt, chunked, bs, num_blocks, record_timeline, prefix_caching;
     double *dec_p, *dec_q; int64_t ndec;
     double c_dc, m_dc;
     int64_t nrows; double *rows;   /* nrows x 2 x NVARS (compute, memory) */
@@ -297,6 +305,153 @@ static void tree_set(Core *c, int64_t i, int64_t count) {
     }
 }
 
+/* ---- the KV pool with its prefix cache (kv_cache.py: BlockPool) ------------------------ */
+
+static inline uint64_t key_hash(int64_t g, int64_t i) {
+    uint64_t x = (uint64_t)g * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)i + 0x632BE59BD9B4E019ULL);
+    x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ULL; x ^= x >> 29;
+    return x;
+}
+
+static inline int64_t free_blocks(const Rep *r) { return r->free_fresh + r->n_evictable; }
+static inline int64_t used_blocks(const Core *c, const Rep *r) {
+    return c->num_blocks - r->free_fresh - r->n_evictable;
+}
+
+static int64_t tab_slot(const Rep *r, int64_t g, int64_t i) {   /* slot holding it, or -1 */
+    if (!r->tab_cap) return -1;
+    uint64_t mask = (uint64_t)r->tab_cap - 1;
+    for (uint64_t k = key_hash(g, i) & mask;; k = (k + 1) & mask) {
+        int32_t n = r->tab[k];
+        if (n < 0) return -1;
+        if (r->nodes[n].g == g && r->nodes[n].i == i) return (int64_t)k;
+    }
+}
+static inline int32_t find(const Rep *r, int64_t g, int64_t i) {
+    int64_t k = tab_slot(r, g, i);
+    return k < 0 ? -1 : r->tab[k];
+}
+
+static void tab_put(Rep *r, int32_t n) {
+    uint64_t mask = (uint64_t)r->tab_cap - 1;
+    uint64_t k = key_hash(r->nodes[n].g, r->nodes[n].i) & mask;
+    while (r->tab[k] >= 0) k = (k + 1) & mask;
+    r->tab[k] = n;
+}
+
+static int pool_insert(Core *c, Rep *r, int64_t g, int64_t i) {   /* refcount 1 */
+    if ((r->n_cached + 1) * 2 > r->tab_cap) {
+        int64_t cap = r->tab_cap ? 2 * r->tab_cap : 256;
+        int32_t *tab = malloc((size_t)cap * sizeof(int32_t));
+        if (!tab) { c->error = 2; return 0; }
+        for (int64_t k = 0; k < cap; k++) tab[k] = -1;
+        int32_t *old = r->tab; int64_t old_cap = r->tab_cap;
+        r->tab = tab; r->tab_cap = cap;
+        for (int64_t k = 0; k < old_cap; k++) if (old[k] >= 0) tab_put(r, old[k]);
+        free(old);
+    }
+    if (!r->n_node_free) {
+        int64_t old = r->node_cap, cap = old ? 2 * old : 256;
+        r->nodes = xrealloc(c, r->nodes, (size_t)cap * sizeof(PNode));
+        r->node_free = xrealloc(c, r->node_free, (size_t)cap * sizeof(int32_t));
+        if (c->error) return 0;
+        for (int64_t k = cap - 1; k >= old; k--) r->node_free[r->n_node_free++] = (int32_t)k;
+        r->node_cap = cap;
+    }
+    int32_t n = r->node_free[--r->n_node_free];
+    PNode *x = &r->nodes[n];
+    x->g = g; x->i = i; x->ref = 1; x->prev = x->next = -1;
+    tab_put(r, n);
+    r->n_cached++;
+    return 1;
+}
+
+static void pool_delete(Rep *r, int32_t n) {   /* out of the table (backward shift) */
+    uint64_t mask = (uint64_t)r->tab_cap - 1;
+    uint64_t j = (uint64_t)tab_slot(r, r->nodes[n].g, r->nodes[n].i);
+    r->tab[j] = -1;
+    for (uint64_t k = (j + 1) & mask; r->tab[k] >= 0; k = (k + 1) & mask) {
+        uint64_t h = key_hash(r->nodes[r->tab[k]].g, r->nodes[r->tab[k]].i) & mask;
+        int stays = j <= k ? (j < h && h <= k) : (j < h || h <= k);
+        if (stays) continue;
+        r->tab[j] = r->tab[k];
+        r->tab[k] = -1;
+        j = k;
+    }
+    r->node_free[r->n_node_free++] = n;
+    r->n_cached--;
+}
+
+static void lru_append(Rep *r, int32_t n) {
+    PNode *x = &r->nodes[n];
+    x->prev = r->lru_tail; x->next = -1;
+    if (r->lru_tail >= 0) r->nodes[r->lru_tail].next = n; else r->lru_head = n;
+    r->lru_tail = n;
+    r->n_evictable++;
+}
+static void lru_remove(Rep *r, int32_t n) {
+    PNode *x = &r->nodes[n];
+    if (x->prev >= 0) r->nodes[x->prev].next = x->next; else r->lru_head = x->next;
+    if (x->next >= 0) r->nodes[x->next].prev = x->prev; else r->lru_tail = x->prev;
+    x->prev = x->next = -1;
+    r->n_evictable--;
+}
+
+/* BlockPool.allocate: fresh blocks first, then the least recently freed cached ones. */
+static void pool_allocate(Rep *r, int64_t n) {
+    int64_t take = n < r->free_fresh ? n : r->free_fresh;
+    r->free_fresh -= take;
+    for (int64_t k = take; k < n; k++) {
+        int32_t v = r->lru_head;
+        lru_remove(r, v);
+        pool_delete(r, v);
+    }
+}
+
+/* BlockPool.release of a sequence's blocks: private ones fresh, shared ones (its group's
+ * blocks 0 .. nshared-1) one reference less, last first. */
+static void pool_release(Rep *r, Seq *q, int64_t blocks) {
+    r->free_fresh += blocks - q->nshared;
+    for (int64_t i = q->nshared - 1; i >= 0; i--) {
+        int32_t n = find(r, q->group, i);
+        if (--r->nodes[n].ref == 0) lru_append(r, n);
+    }
+    q->nshared = 0;
+}
+
+/* BlockPool.lookup: how many of the group's blocks 0, 1, ... are cached, at most `limit`. */
+static int64_t lookup(const Core *c, const Rep *r, int64_t g, int64_t limit) {
+    if (!c->prefix_caching) return 0;
+    int64_t k = 0;
+    while (k < limit && find(r, g, k) >= 0) k++;
+    return k;
+}
+
+static int64_t evictable_among(const Rep *r, int64_t g, int64_t hits) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < hits; i++) n += r->nodes[find(r, g, i)].ref == 0;
+    return n;
+}
+
+static void acquire(Rep *r, int64_t g, int64_t hits) {
+    for (int64_t i = 0; i < hits; i++) {
+        int32_t n = find(r, g, i);
+        if (r->nodes[n].ref == 0) lru_remove(r, n);
+        r->nodes[n].ref++;
+    }
+}
+
+/* Scheduler._register_prefix: name the sequence's computed full prefix blocks. */
+static void register_prefix(Core *c, Rep *r, Seq *q) {
+    int64_t upto = q->nc / c->bs;
+    if (upto > q->max_prefix_blocks) upto = q->max_prefix_blocks;
+    while (q->nshared < upto) {
+        if (find(r, q->group, q->nshared) >= 0) break;     /* registered by another */
+        if (!pool_insert(c, r, q->group, q->nshared)) return;
+        q->nshared++;
+    }
+}
+
 /* ---- the scheduler (scheduler.py: Scheduler) ------------------------------------------- */
 
 static inline int64_t num_tokens(const Seq *q) { return q->prompt + q->g; }
@@ -319,7 +474,7 @@ static void evict(Core *c, Rep *r, int32_t s, int64_t n) {
         kv = q->nc;
         pf_remove(r, s);
     }
-    r->free_fresh += ceil_div(kv, c->bs);
+    pool_release(r, q, ceil_div(kv, c->bs));
     q->nc = 0;
     q->seg_start = -1;
     run_remove(c, r, s);
@@ -337,7 +492,7 @@ static void preempt_tail(Core *c, Rep *r, int64_t n) {
 
 static void finish(Core *c, Rep *r, int32_t s, int64_t blocks, int64_t n) {
     Seq *q = &c->seqs[s];
-    r->free_fresh += blocks;
+    pool_release(r, q, blocks);
     q->state = FINISHED;
     q->finish_step = n;
     run_remove(c, r, s);
@@ -386,8 +541,16 @@ static void finish_decodes(Core *c, Rep *r, int64_t n) {
 
 /* Scheduler._admission_plan without a prefix cache: chunk and new blocks, or 0. */
 static int admission_plan(const Core *c, const Rep *r, const Seq *q, int64_t budget,
-                          int scheduled_any, int64_t *chunk, int64_t *new_blocks) {
-    int64_t computed = q->nc;
+                          int scheduled_any, int64_t *chunk, int64_t *new_blocks,
+                          int64_t *hits_out) {
+    int64_t computed = q->nc, hits = 0;
+    if (q->max_prefix_blocks && computed == 0) {
+        /* At least one token is computed to sample from (as vLLM: hits <= n - 1). */
+        int64_t limit = (num_tokens(q) - 1) / c->bs;
+        if (limit > q->max_prefix_blocks) limit = q->max_prefix_blocks;
+        hits = lookup(c, r, q->group, limit);
+        computed = hits * c->bs;
+    }
     int64_t remaining = num_tokens(q) - computed;
     int64_t ch;
     if (c->chunked) ch = remaining < budget ? remaining : budget;
@@ -396,10 +559,12 @@ static int admission_plan(const Core *c, const Rep *r, const Seq *q, int64_t bud
         ch = remaining;
     }
     int64_t nb = ceil_div(computed + ch, c->bs) - ceil_div(computed, c->bs);
-    if (computed > 0) nb += ceil_div(computed, c->bs);
-    if (nb > r->free_fresh) return 0;
+    if (computed > hits * c->bs) nb += ceil_div(computed, c->bs);
+    int64_t avail = free_blocks(r) - (hits ? evictable_among(r, q->group, hits) : 0);
+    if (nb > avail) return 0;
     *chunk = ch;
     *new_blocks = nb;
+    *hits_out = hits;
     return 1;
 }
 
@@ -407,8 +572,9 @@ static int head_admissible(const Core *c, const Rep *r) {
     if (!r->wq_len || r->run_len >= c->mns) return 0;
     int64_t budget = c->mnbt - r->dec_count;
     if (budget <= 0) return 0;
-    int64_t ch, nb;
-    return admission_plan(c, r, &c->seqs[wq_front(r)], budget, r->dec_count > 0, &ch, &nb);
+    int64_t ch, nb, hits;
+    return admission_plan(c, r, &c->seqs[wq_front(r)], budget, r->dec_count > 0, &ch, &nb,
+                          &hits);
 }
 
 typedef struct { double duration; int64_t pf_tokens, pf_seqs, n_dec, npre; } StepOut;
@@ -418,13 +584,13 @@ static int step(Core *c, Rep *r, StepOut *o) {
     int64_t n = r->step_index, bs = c->bs;
     int64_t npre = 0;
     int64_t need = r->dec_count ? r->residue[pmod(-n, bs)] : 0;
-    while (need > r->free_fresh) {
+    while (need > free_blocks(r)) {
         Seq *v = &c->seqs[r->run_tail];
         if (v->state == DECODE && pmod(v->a + n, bs) == 0) need -= 1;
         preempt_tail(c, r, n);
         npre++;
     }
-    r->free_fresh -= need;
+    if (need) pool_allocate(r, need);
     int64_t n_dec = r->dec_count;
     int64_t dec_ctx = r->dec_a_sum + n_dec * n;
     int64_t budget = c->mnbt - n_dec;
@@ -442,7 +608,7 @@ static int step(Core *c, Rep *r, StepOut *o) {
         int64_t ch = left < budget ? left : budget;
         int64_t nb = ceil_div(q->nc + ch, bs) - ceil_div(q->nc, bs);
         int scheduled = 1;
-        while (nb > r->free_fresh) {
+        while (nb > free_blocks(r)) {
             int32_t v = r->run_tail;
             if (c->seqs[v].state == DECODE) { scheduled = 0; break; }
             preempt_tail(c, r, n);
@@ -450,7 +616,7 @@ static int step(Core *c, Rep *r, StepOut *o) {
             if (v == s) { scheduled = 0; break; }
         }
         if (!scheduled) break;
-        r->free_fresh -= nb;
+        pool_allocate(r, nb);
         budget -= ch;
         c->ch_slot[nch] = s; c->ch_len[nch] = ch; nch++;
     }
@@ -460,10 +626,20 @@ static int step(Core *c, Rep *r, StepOut *o) {
         while (r->wq_len && r->run_len < c->mns && budget > 0) {
             int32_t s = wq_front(r);
             Seq *q = &c->seqs[s];
-            int64_t ch, nb;
-            if (!admission_plan(c, r, q, budget, nch > 0 || n_dec > 0, &ch, &nb)) break;
+            int64_t ch, nb, hits;
+            if (!admission_plan(c, r, q, budget, nch > 0 || n_dec > 0, &ch, &nb, &hits))
+                break;
             wq_pop_front(r);
-            r->free_fresh -= nb;
+            if (q->max_prefix_blocks && q->nc == 0) {
+                r->prefix_queries += num_tokens(q);
+                r->prefix_hits += hits * bs;
+            }
+            if (hits) {
+                acquire(r, q->group, hits);
+                q->nshared = hits;
+            }
+            q->nc = hits * bs > q->nc ? hits * bs : q->nc;
+            pool_allocate(r, nb);
             q->state = PREFILL;
             q->admit_order = r->admit_counter++;
             run_append(c, r, s);
@@ -493,6 +669,7 @@ static int step(Core *c, Rep *r, StepOut *o) {
         int32_t s = c->ch_slot[i];
         Seq *q = &c->seqs[s];
         q->nc += c->ch_len[i];
+        if (q->max_prefix_blocks) register_prefix(c, r, q);
         if (q->nc == num_tokens(q)) emit_first(c, r, s, n);
     }
     if (nch) {
@@ -573,7 +750,7 @@ static void ends_make_room(Core *c, Rep *r) {
 
 static void log_step(Core *c, Rep *r, int64_t ri, double t0, double end, const StepOut *o) {
     int64_t batch = o->pf_seqs + o->n_dec;
-    int64_t used = c->num_blocks - r->free_fresh;
+    int64_t used = used_blocks(c, r);
     if (!c->record_timeline) {
         c->steps++;
         c->batch_sum += batch;
@@ -642,7 +819,7 @@ static double finish_bound(Core *c, Rep *r) {
     int64_t n0 = r->step_index;
     int64_t k = r->dh[0].fs - n0;
     double cd = c->c_dc, md = c->m_dc;
-    if (k <= 0 || cd < 0 || md < 0 || b * ceil_div(k + 1, c->bs) > r->free_fresh) return now;
+    if (k <= 0 || cd < 0 || md < 0 || b * ceil_div(k + 1, c->bs) > free_blocks(r)) return now;
     double dc = (double)(r->dec_a_sum + b * n0);
     double x = dc * cd + c->dec_p[b];
     double y = dc * md + c->dec_q[b];
@@ -707,13 +884,14 @@ static int catch_up(Core *c, int64_t ri, double t, int64_t limit) {
 Core *rl_new(const int64_t *cfg, const double *fcfg, const double *dec_p, const double *dec_q,
              const double *rows, const double *vecs) {
     /* cfg: R, router, mns, mnbt, chunked, bs, num_blocks, record_timeline, ndec, nrows,
-     *      has_jd, has_lin, moe_u; fcfg: c_dc, m_dc, num_experts, miss;
+     *      has_jd, has_lin, moe_u, prefix_caching; fcfg: c_dc, m_dc, num_experts, miss;
      * vecs: lin, jd_c, jd_m (NVARS each). */
     Core *c = calloc(1, sizeof(Core));
     if (!c) return NULL;
     c->R = cfg[0]; c->router = cfg[1]; c->mns = cfg[2]; c->mnbt = cfg[3]; c->chunked = cfg[4];
     c->bs = cfg[5]; c->num_blocks = cfg[6]; c->record_timeline = cfg[7]; c->ndec = cfg[8];
     c->nrows = cfg[9]; c->has_jd = cfg[10]; c->has_lin = cfg[11]; c->moe_u = cfg[12];
+    c->prefix_caching = cfg[13];
     c->c_dc = fcfg[0]; c->m_dc = fcfg[1]; c->num_experts = fcfg[2]; c->miss = fcfg[3];
     c->dec_p = malloc((size_t)c->ndec * sizeof(double));
     c->dec_q = malloc((size_t)c->ndec * sizeof(double));
@@ -736,6 +914,7 @@ Core *rl_new(const int64_t *cfg, const double *fcfg, const double *dec_p, const 
     for (int64_t i = 0; i < c->R; i++) {
         Rep *r = &c->reps[i];
         r->run_head = r->run_tail = -1;
+        r->lru_head = r->lru_tail = -1;
         r->free_fresh = c->num_blocks;
         r->residue = calloc((size_t)c->bs, sizeof(int64_t));
         r->pf = malloc((size_t)(c->mns + 1) * sizeof(int32_t));
@@ -758,6 +937,7 @@ void rl_free(Core *c) {
     for (int64_t i = 0; c->reps && i < c->R; i++) {
         Rep *r = &c->reps[i];
         free(r->wq); free(r->pf); free(r->residue); free(r->dh); free(r->ends);
+        free(r->nodes); free(r->node_free); free(r->tab);
     }
     for (int64_t s = 0; s < c->seq_cap; s++) free(c->seqs[s].seg_ext);
     free(c->seqs); free(c->free_slots); free(c->reps); free(c->lh); free(c->tree);
@@ -772,11 +952,14 @@ void rl_free(Core *c) {
 
 /* Hand arrival ptr to a replica (runner._Sim._dispatch_next). */
 static int dispatch(Core *c, const double *arrival, const int64_t *prompt,
-                    const int64_t *output, int64_t limit) {
+                    const int64_t *output, const int64_t *group, const int64_t *ptoks,
+                    int64_t limit) {
     int64_t i = c->ptr;
     double t = arrival[i];
+    int64_t g = group ? group[i] : -1;
     int64_t ri;
     if (c->R == 1) ri = 0;
+    else if (c->router == ROUTE_AFFINITY) ri = (g >= 0 ? g : i) % c->R;
     else if (c->router == ROUTE_RR) ri = c->rr_next++ % c->R;
     else ri = c->tree[1] & 0xffffffffLL;
     Rep *r = &c->reps[ri];
@@ -798,6 +981,8 @@ static int dispatch(Core *c, const double *arrival, const int64_t *prompt,
     q->id = i; q->arrival = t; q->prompt = p; q->output = out;
     q->state = WAITING; q->admit_order = -1; q->seg_start = -1; q->join_step = -1;
     q->finish_step = -1; q->prev = q->next = -1; q->rep = (int32_t)ri;
+    q->group = g;
+    q->max_prefix_blocks = g >= 0 ? ptoks[i] / c->bs : 0;
     wq_push_back(c, r, s);
     r->nseqs++;
     tree_set(c, ri, r->nseqs);
@@ -810,7 +995,8 @@ static int dispatch(Core *c, const double *arrival, const int64_t *prompt,
  * early once `limit` outputs wait to be drained. 0: done; 1: drain and call again; <0: error
  * (-2 out of memory, -3 no progress). */
 int64_t rl_run(Core *c, const double *arrival, const int64_t *prompt, const int64_t *output,
-               int64_t n_total, int64_t dispatch_end, int64_t limit) {
+               const int64_t *group, const int64_t *ptoks, int64_t n_total,
+               int64_t dispatch_end, int64_t limit) {
     if (c->error) return -c->error;
     for (;;) {
         if (c->out_len >= limit) return 1;
@@ -831,7 +1017,7 @@ int64_t rl_run(Core *c, const double *arrival, const int64_t *prompt, const int6
         }
         if (c->ptr >= n_total || c->ptr >= dispatch_end) return 0;
         int64_t rr_before = c->rr_next;
-        int st = dispatch(c, arrival, prompt, output, limit);
+        int st = dispatch(c, arrival, prompt, output, group, ptoks, limit);
         if (st < 0) return -c->error;
         if (st) { c->rr_next = rr_before; return 1; }
     }
@@ -863,17 +1049,19 @@ void rl_drain(Core *c, int64_t *ids, int64_t *rep, int64_t *pre, int64_t *status
 }
 
 /* Per replica: running, waiting, blocks used, preemptions, prompt tokens, generation tokens,
- * finished, rejected, steps (9 columns); then steps, batch sum, max blocks of the streamed
- * timeline (3 values after R x 9). */
+ * finished, rejected, steps, prefix-cache queried and hit tokens (11 columns); then steps,
+ * batch sum, max blocks of the streamed timeline (3 values after R x 11). */
 void rl_stats(const Core *c, int64_t *out) {
     for (int64_t i = 0; i < c->R; i++) {
         const Rep *r = &c->reps[i];
-        int64_t *o = out + 9 * i;
-        o[0] = r->run_len; o[1] = r->wq_len; o[2] = c->num_blocks - r->free_fresh;
+        int64_t *o = out + 11 * i;
+        o[0] = r->run_len; o[1] = r->wq_len; o[2] = used_blocks(c, r);
         o[3] = r->num_pre; o[4] = r->prompt_total; o[5] = r->gen_total; o[6] = r->num_finished;
-        o[7] = r->num_rejected; o[8] = r->step_index;
+        o[7] = r->num_rejected; o[8] = r->step_index; o[9] = r->prefix_queries;
+        o[10] = r->prefix_hits;
     }
-    out[9 * c->R] = c->steps; out[9 * c->R + 1] = c->batch_sum; out[9 * c->R + 2] = c->max_used;
+    out[11 * c->R] = c->steps; out[11 * c->R + 1] = c->batch_sum;
+    out[11 * c->R + 2] = c->max_used;
 }
 
 /* One step time (tests compare it with CompiledStep bit for bit). */

@@ -1,7 +1,7 @@
 """The simulator's engine core in C (`_core.c`), loaded with ctypes, and when it applies.
 
 `simulate` runs a workload here when the C core is built and the run is one it covers:
-the fast mode, open-loop arrivals, no prefix groups, no P/D split, one replica or a
+the fast mode, open-loop arrivals, no P/D split, one replica or a
 round-robin / least-outstanding / prefix-affinity router, and the roofline step time through
 its compiled path (`CompiledStep`). Everything else runs in the Python engine, which stays
 the reference: the two give the same trace bit for bit (tests/test_sim_core.py), the C core
@@ -26,8 +26,8 @@ from ridgeline.perf.ops import WORK_VARS
 _I64P = ctypes.POINTER(ctypes.c_int64)
 _F64P = ctypes.POINTER(ctypes.c_double)
 _NVARS = len(WORK_VARS)
-_ROUTERS = {"round-robin": 0, "prefix-affinity": 0, "least-outstanding": 1}
-_STAT_COLUMNS = 9
+_ROUTERS = {"round-robin": 0, "least-outstanding": 1, "prefix-affinity": 2}
+_STAT_COLUMNS = 11
 # Arrivals handed to the core per call (progress and Ctrl-C are seen between calls).
 DISPATCH_WINDOW = 1 << 14
 _lib: Any = None
@@ -50,8 +50,8 @@ def _load() -> Any:
     lib.rl_new.argtypes = [_I64P, _F64P, _F64P, _F64P, _F64P, _F64P]
     lib.rl_free.argtypes = [ctypes.c_void_p]
     lib.rl_run.restype = ctypes.c_int64
-    lib.rl_run.argtypes = [ctypes.c_void_p, _F64P, _I64P, _I64P, ctypes.c_int64,
-                           ctypes.c_int64, ctypes.c_int64]
+    lib.rl_run.argtypes = [ctypes.c_void_p, _F64P, _I64P, _I64P, _I64P, _I64P,
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
     lib.rl_pending.argtypes = [ctypes.c_void_p, _I64P]
     lib.rl_drain.argtypes = [ctypes.c_void_p, _I64P, _I64P, _I64P, _I64P, _I64P, _F64P,
                              _F64P, _F64P, _I64P, _F64P]
@@ -82,12 +82,15 @@ def blocker(wl: Any, config: Any, step_model: Any, cluster: Any, mode: str) -> s
         return "a P/D split"
     if wl.arrival_s is None:
         return "a closed loop"
-    if wl.prefix_group is not None and bool(np.any(wl.prefix_group >= 0)):
-        return "prefix groups"
     if cluster.replicas > 1 and cluster.router not in _ROUTERS:
         return f"router {cluster.router}"
     if len(wl) and (int(wl.prompt_tokens.min()) < 1 or int(wl.output_tokens.min()) < 1):
         return "a request with no prompt or output tokens"
+    grouped = wl.prefix_group is not None and bool(np.any(wl.prefix_group >= 0))
+    if grouped and (wl.prefix_tokens is None or bool(np.any(
+            (wl.prefix_group >= 0) & ((wl.prefix_tokens < 0)
+                                      | (wl.prefix_tokens > wl.prompt_tokens))))):
+        return "prefix tokens outside [0, prompt tokens]"   # the Python engine's error
     if _compiled(step_model, config) is None:
         return "a step-time model without the roofline's compiled path"
     return None
@@ -123,7 +126,8 @@ class Core:
                         config.max_num_batched_tokens, int(config.chunked_prefill),
                         config.block_size_tokens, config.num_kv_blocks, int(record_timeline),
                         len(dec_p), rows.shape[0], int(prog["has_jd"]), int(prog["has_lin"]),
-                        int(prog["moe_u"])], dtype=np.int64)
+                        int(prog["moe_u"]), int(config.enable_prefix_caching)],
+                       dtype=np.int64)
         fcfg = np.array([compiled.c_dc, compiled.m_dc, prog["num_experts"], prog["miss"]],
                         dtype=np.float64)
         vecs = np.concatenate([prog["lin"], prog["jd_comp"], prog["jd_mem"]]).astype(
@@ -148,9 +152,14 @@ class Core:
                                               pf_seqs, n_dec, dec_ctx))
 
     def run(self, arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray,
-            dispatch_end: int, limit: int) -> int:
-        st = int(self.lib.rl_run(self.handle, _ptr(arrival, _F64P), _ptr(prompt, _I64P),
-                                 _ptr(output, _I64P), arrival.size, dispatch_end, limit))
+            group: np.ndarray | None, prefix_tokens: np.ndarray | None, dispatch_end: int,
+            limit: int) -> int:
+        """Dispatch arrivals up to `dispatch_end`; 0: done, 1: outputs wait (drain them)."""
+        st = int(self.lib.rl_run(
+            self.handle, _ptr(arrival, _F64P), _ptr(prompt, _I64P), _ptr(output, _I64P),
+            None if group is None else _ptr(group, _I64P),
+            None if prefix_tokens is None else _ptr(prefix_tokens, _I64P), arrival.size,
+            dispatch_end, limit))
         if st == -2:
             raise MemoryError("the C engine core ran out of memory")
         if st < 0:
@@ -194,13 +203,14 @@ def _engine_stats(per: np.ndarray, num_kv_blocks: int) -> list[dict[str, Any]]:
 
     out = []
     for row in per.tolist():
-        running, waiting, used, pre, prompt, gen, fin, rej, steps = row
+        running, waiting, used, pre, prompt, gen, fin, rej, steps, queries, hits = row
         out.append(EngineStats(
             num_running=running, num_waiting=waiting, kv_usage_fraction=used / num_kv_blocks,
             kv_blocks_used=used, num_kv_blocks=num_kv_blocks, num_preemptions_total=pre,
             prompt_tokens_total=prompt, generation_tokens_total=gen, num_finished_total=fin,
             num_rejected_total=rej, num_steps_total=steps,
-            prefix_cache_queries_tokens_total=0, prefix_cache_hits_tokens_total=0).to_dict())
+            prefix_cache_queries_tokens_total=queries,
+            prefix_cache_hits_tokens_total=hits).to_dict())
     return out
 
 
@@ -238,6 +248,11 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
     arrival = np.ascontiguousarray(wl.arrival_s, dtype=np.float64)
     prompt = np.ascontiguousarray(wl.prompt_tokens, dtype=np.int64)
     output = np.ascontiguousarray(wl.output_tokens, dtype=np.int64)
+    group = ptoks = None
+    if wl.prefix_group is not None and bool(np.any(wl.prefix_group >= 0)):
+        group = np.ascontiguousarray(wl.prefix_group, dtype=np.int64)
+        ptoks = np.ascontiguousarray(wl.prefix_tokens if wl.prefix_tokens is not None
+                                     else np.zeros(n), dtype=np.int64)
     roles = ["mixed"] * replicas
     limit = max(1, chunk_requests) if sink is not None else 1 << 16
     parts: list[dict[str, np.ndarray]] = []
@@ -272,7 +287,8 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
 
     ptr = 0
     while True:
-        st = core.run(arrival, prompt, output, min(n, ptr + DISPATCH_WINDOW), limit)
+        st = core.run(arrival, prompt, output, group, ptoks, min(n, ptr + DISPATCH_WINDOW),
+                      limit)
         _, _, _, done, ptr = core.pending()
         if st == 1:
             flush()
