@@ -80,6 +80,7 @@ CASES = [  # (replicas, router, max_num_seqs, max_num_batched_tokens, chunked, b
     (3, "least-outstanding", 256, 2048, True, 16, 300),   # heavy preemption, rejections
     (20, "least-outstanding", 32, 8192, False, 16, 3_000),
     (20, "prefix-affinity", 256, 8192, True, 16, 100_000),
+    (7, "least-kv", 64, 2048, True, 16, 1_000),
 ]
 
 
@@ -209,7 +210,7 @@ def test_random_edge_configurations_equal_the_python_engine(
             num_kv_blocks=int(rng.choice([1, 5, 40, 400, 100_000])),
             enable_prefix_caching=bool(rng.integers(0, 2)))
         cluster = ClusterConfig(replicas=int(rng.choice([1, 2, 7, 50])), router=str(
-            rng.choice(["round-robin", "least-outstanding", "prefix-affinity"])))
+            rng.choice(["round-robin", "least-outstanding", "least-kv", "prefix-affinity"])))
         ref = _python(monkeypatch, wl, cfg, model, cluster)
         got = simulate(wl, cfg, model, cluster)
         assert got.core == "c"
@@ -229,7 +230,7 @@ def test_prefix_cache_under_kv_pressure_equals_the_python_engine(
     model = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
     cfg = EngineConfig(max_num_seqs=64, max_num_batched_tokens=2048, num_kv_blocks=1_500,
                        enable_prefix_caching=True)
-    for router in ("prefix-affinity", "least-outstanding"):
+    for router in ("prefix-affinity", "least-outstanding", "least-kv"):
         cluster = ClusterConfig(replicas=4, router=router)
         ref = _python(monkeypatch, wl, cfg, model, cluster)
         got = simulate(wl, cfg, model, cluster)

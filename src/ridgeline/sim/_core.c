@@ -20,7 +20,7 @@
 #include <string.h>
 
 enum { WAITING = 0, PREFILL = 1, DECODE = 2, FINISHED = 3 };
-enum { ROUTE_RR = 0, ROUTE_LO = 1, ROUTE_AFFINITY = 2 };
+enum { ROUTE_RR = 0, ROUTE_LO = 1, ROUTE_AFFINITY = 2, ROUTE_LEAST_KV = 3 };
 enum { NVARS = 11 };  /* perf/ops.py WORK_VARS: any n s pt pairs pc dq dc u pre dec */
 enum { V_ANY, V_N, V_S, V_PT, V_PAIRS, V_PC, V_DQ, V_DC, V_U, V_PRE, V_DEC };
 
@@ -866,7 +866,23 @@ static void lh_pop(Core *c) {
 static void schedule(Core *c, int64_t ri) {
     Rep *r = &c->reps[ri];
     r->version++;
-    if (r->nseqs) lh_push(c, finish_bound(c, r), (int32_t)ri, r->version);
+    /* least-kv reads every replica's KV use, which changes every step: each busy replica
+     * is brought to every arrival (its clock as the key), as runner._Sim._run_heap does. */
+    if (r->nseqs)
+        lh_push(c, c->router == ROUTE_LEAST_KV ? r->clock : finish_bound(c, r), (int32_t)ri,
+                r->version);
+}
+
+/* Router.pick for least-kv: lowest KV use (blocks: one pool size for all), then fewest
+ * outstanding, then lowest index. */
+static int64_t least_kv(const Core *c) {
+    int64_t best = 0, bu = INT64_MAX, bn = INT64_MAX;
+    for (int64_t i = 0; i < c->R; i++) {
+        const Rep *r = &c->reps[i];
+        int64_t u = used_blocks(c, r);
+        if (u < bu || (u == bu && r->nseqs < bn)) { best = i; bu = u; bn = r->nseqs; }
+    }
+    return best;
 }
 
 /* Replica ri through its steps that start before t (or until `limit` outputs wait). */
@@ -961,6 +977,7 @@ static int dispatch(Core *c, const double *arrival, const int64_t *prompt,
     if (c->R == 1) ri = 0;
     else if (c->router == ROUTE_AFFINITY) ri = (g >= 0 ? g : i) % c->R;
     else if (c->router == ROUTE_RR) ri = c->rr_next++ % c->R;
+    else if (c->router == ROUTE_LEAST_KV) ri = least_kv(c);
     else ri = c->tree[1] & 0xffffffffLL;
     Rep *r = &c->reps[ri];
     if (c->R > 1) {

@@ -1,11 +1,12 @@
 """The simulator's engine core in C (`_core.c`), loaded with ctypes, and when it applies.
 
 `simulate` runs a workload here when the C core is built and the run is one it covers:
-the fast mode, open-loop arrivals, no P/D split, one replica or a
-round-robin / least-outstanding / prefix-affinity router, and the roofline step time through
-its compiled path (`CompiledStep`). Everything else runs in the Python engine, which stays
-the reference: the two give the same trace bit for bit (tests/test_sim_core.py), the C core
-only faster (docs/BENCHMARKS.md).
+the fast mode, open-loop arrivals, no P/D split, any router (round-robin, least-outstanding,
+least-kv, prefix-affinity), prefix groups with or without the prefix cache, and the
+roofline step time through its compiled path (`CompiledStep`). Everything else (closed
+loops, P/D, other step-time models, the step-by-step mode) runs in the Python engine, which
+stays the reference: the two give the same trace bit for bit (tests/test_sim_core.py), the
+C core only faster (docs/BENCHMARKS.md).
 
 `RIDGELINE_SIM_CORE=python` forces the Python engine (tests compare the two with it).
 Without a C compiler at install time the extension is not built and every run takes the
@@ -26,7 +27,7 @@ from ridgeline.perf.ops import WORK_VARS
 _I64P = ctypes.POINTER(ctypes.c_int64)
 _F64P = ctypes.POINTER(ctypes.c_double)
 _NVARS = len(WORK_VARS)
-_ROUTERS = {"round-robin": 0, "least-outstanding": 1, "prefix-affinity": 2}
+_ROUTERS = {"round-robin": 0, "least-outstanding": 1, "prefix-affinity": 2, "least-kv": 3}
 _STAT_COLUMNS = 11
 # Arrivals handed to the core per call (progress and Ctrl-C are seen between calls).
 DISPATCH_WINDOW = 1 << 14
