@@ -180,7 +180,7 @@ def test_random_edge_configurations_equal_the_python_engine(
     """Seeded fuzz over the corners: one-slot engines, 1-token budgets and blocks, a single
     KV block (everything rejected), simultaneous arrivals, outputs of one token, prompts
     past the budget without chunked prefill, prefix groups with and without the prefix cache,
-    1-50 replicas on every router the core takes."""
+    closed loops, P/D pools with transfer delays, 1-50 replicas on every router."""
     model = RooflineStepTime.from_names(model="qwen2.5-0.5b", hardware="h100-sxm")
     rng = np.random.default_rng(20261201)
     for case in range(120):
@@ -199,8 +199,16 @@ def test_random_edge_configurations_equal_the_python_engine(
         if rng.random() < 0.5:   # shared prefixes: some requests in a few groups
             groups = np.where(rng.random(n) < 0.7, rng.integers(0, 6, n), -1)
             prefix = (prompt * rng.random(n)).astype(np.int64)
-        wl = Workload(prompt_tokens=prompt, output_tokens=rng.integers(1, max_output + 1, n),
-                      arrival_s=arrival, prefix_group=groups, prefix_tokens=prefix)
+        output = rng.integers(1, max_output + 1, n)
+        if rng.random() < 0.3:   # closed loop: users, with or without think time
+            think = rng.exponential(float(rng.choice([1e-4, 0.5])), n)
+            wl = Workload(prompt_tokens=prompt, output_tokens=output,
+                          concurrency=int(rng.choice([1, 4, 64])),
+                          think_s=think if rng.random() < 0.7 else None,
+                          prefix_group=groups, prefix_tokens=prefix)
+        else:
+            wl = Workload(prompt_tokens=prompt, output_tokens=output, arrival_s=arrival,
+                          prefix_group=groups, prefix_tokens=prefix)
         seqs = int(rng.choice([1, 2, 8, 64]))
         cfg = EngineConfig(
             max_num_seqs=seqs,
@@ -209,8 +217,16 @@ def test_random_edge_configurations_equal_the_python_engine(
             block_size_tokens=int(rng.choice([1, 3, 16])),
             num_kv_blocks=int(rng.choice([1, 5, 40, 400, 100_000])),
             enable_prefix_caching=bool(rng.integers(0, 2)))
-        cluster = ClusterConfig(replicas=int(rng.choice([1, 2, 7, 50])), router=str(
-            rng.choice(["round-robin", "least-outstanding", "least-kv", "prefix-affinity"])))
+        router = str(rng.choice(["round-robin", "least-outstanding", "least-kv",
+                                 "prefix-affinity"]))
+        if rng.random() < 0.3:   # P/D: prefill and decode pools, KV transfer delays
+            cluster = ClusterConfig(
+                router=router, pd=(int(rng.integers(1, 4)), int(rng.integers(1, 4))),
+                kv_bytes_per_token=float(rng.choice([0.0, 131072.0])),
+                link_bandwidth_bytes_s=float(rng.choice([1e9, 4.5e11])),
+                kv_transfer_latency_s=float(rng.choice([0.0, 1e-3])))
+        else:
+            cluster = ClusterConfig(replicas=int(rng.choice([1, 2, 7, 50])), router=router)
         ref = _python(monkeypatch, wl, cfg, model, cluster)
         got = simulate(wl, cfg, model, cluster)
         assert got.core == "c"
@@ -237,3 +253,78 @@ def test_prefix_cache_under_kv_pressure_equals_the_python_engine(
         assert got.core == "c" and _same(ref, got) == [], router
         hits = sum(s["prefix_cache_hits_tokens_total"] for s in got.engine_stats)
         assert hits > 0 and ref.preemptions.sum() > 0, router
+
+
+@pytest.mark.parametrize("router", ["least-outstanding", "round-robin"])
+def test_pd_and_closed_loop_equal_the_python_engine(router: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hand-offs from 2 prefill to 3 decode instances with a KV transfer delay (first token
+    on one replica, the rest on another), KV-bound decode pools; and 48 closed-loop users."""
+    rng = np.random.default_rng(17)
+    n = 2500
+    prompt = rng.integers(100, 3000, n)
+    output = rng.integers(1, 300, n)
+    model = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+    cfg = EngineConfig(max_num_seqs=64, max_num_batched_tokens=4096, num_kv_blocks=2_000)
+    pd = ClusterConfig(router=router, pd=(2, 3), kv_bytes_per_token=131072.0,
+                       link_bandwidth_bytes_s=5e10, kv_transfer_latency_s=2e-4)
+    open_loop = Workload(prompt_tokens=prompt, output_tokens=output,
+                         arrival_s=np.cumsum(rng.exponential(1 / 40, n)))
+    users = Workload(prompt_tokens=prompt, output_tokens=output, concurrency=48,
+                     think_s=rng.exponential(0.2, n))
+    preemptions = []
+    for wl, cluster in ((open_loop, pd), (users, ClusterConfig(replicas=3, router=router)),
+                        (users, pd)):
+        ref = _python(monkeypatch, wl, cfg, model, cluster)
+        got = simulate(wl, cfg, model, cluster)
+        assert got.core == "c" and _same(ref, got) == [], cluster
+        preemptions.append(int(ref.preemptions.sum()))
+    assert max(preemptions) > 0, preemptions
+    # Replies longer than one token finish on a decode instance (2, 3 or 4).
+    assert set(ref.replica[output > 1].tolist()) <= {2, 3, 4}
+    assert set(ref.replica[output == 1].tolist()) <= {0, 1}
+
+
+def test_pd_streams_on_the_c_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python engine cannot stream P/D (a request's tokens come from two replicas); the
+    C core carries the first token across the hand-off. Chunks equal the batch run."""
+    rng = np.random.default_rng(23)
+    n = 3000
+    wl = Workload(prompt_tokens=rng.integers(100, 2000, n),
+                  output_tokens=rng.integers(1, 200, n),
+                  arrival_s=np.cumsum(rng.exponential(1 / 50, n)))
+    model = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+    cfg = EngineConfig(num_kv_blocks=4_000)
+    cluster = ClusterConfig(router="least-outstanding", pd=(1, 2),
+                            kv_bytes_per_token=131072.0, link_bandwidth_bytes_s=5e10)
+    ref = _python(monkeypatch, wl, cfg, model, cluster)
+    chunks: list[SimResult] = []
+    summary = simulate(wl, cfg, model, cluster, sink=chunks.append, chunk_requests=400)
+    assert summary.core == "c" and len(chunks) >= 5
+    seen = []
+    for c in chunks:
+        for k, i in enumerate(c.request_ids.tolist()):  # type: ignore[union-attr]
+            assert np.array_equal(c.events_s(k), ref.events_s(i))
+            assert (c.sent_s[k], c.end_s[k], c.replica[k]) == (
+                ref.sent_s[i], ref.end_s[i], ref.replica[i])
+            seen.append(i)
+    assert sorted(seen) == list(range(n))
+    monkeypatch.setenv("RIDGELINE_SIM_CORE", "python")
+    with pytest.raises(ValueError, match="P/D"):
+        simulate(wl, cfg, model, cluster, sink=chunks.append)
+
+
+def test_pd_stream_command(tmp_path: Path) -> None:
+    args = ["simulate", "--requests", "4000", "--rate", "30", "--pd", "1:2", "--stream",
+            "--trace", str(tmp_path / "t.jsonl")]
+    doc = _cli_json(args, None)
+    assert doc["simulation"]["engine_core"] == "c"
+    assert doc["simulation"]["finished"] == 4000
+    lines = (tmp_path / "t.jsonl").read_text().splitlines()
+    assert len(lines) == 4002 and json.loads(lines[-1])["requests_written"] == 4000
+    env = {**os.environ, "RIDGELINE_SIM_CORE": "python"}
+    run = subprocess.run([RIDGELINE, *args], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1 and "--pd" in run.stderr and "C engine core" in \
+        run.stderr

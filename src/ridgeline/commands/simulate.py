@@ -207,7 +207,7 @@ def simulate_cmd(
 
     if stream or (stream is None and (workers > 1 or ray_address is not None
                                       or requests > STREAM_AUTO_REQUESTS)):
-        check_streamed(rates, timeline, step_by_step, sc.pd, sketch_error)
+        check_streamed(rates, timeline, step_by_step, sc.pd, sketch_error, built)
         run_streamed_command(sc, built, rates[0], trace, json_out, workers, ray_address,
                              exact_max, sketch_error)
         return

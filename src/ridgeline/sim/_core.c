@@ -28,7 +28,8 @@ typedef struct {
     int64_t id, prompt, output, g, nc, a, g_join, join_step, finish_step, seg_start;
     int64_t admit_order, tag;
     int64_t group, max_prefix_blocks, nshared;   /* prefix group (-1: none); shared blocks */
-    double arrival;
+    int64_t pre0, prep, has_ft;   /* a P/D hand-off: prefill preemptions, replica, 1st token */
+    double arrival, sent, ft;
     int32_t state, preemptions, prev, next, rep, nseg, capseg;
     int64_t seg_in[4];
     int64_t *seg_ext;      /* pairs (first, last step): seg_in while nseg <= 2, then here */
@@ -39,6 +40,12 @@ typedef struct {
 
 typedef struct { int64_t fs, ao, tag; int32_t slot; } DEnt;
 typedef struct PNode { int64_t g, i, ref; int32_t prev, next; } PNode;
+/* A dynamic arrival (runner._Sim.dyn): a closed-loop user's next request or a P/D hand-off,
+ * ordered by time, then by when it was pushed. */
+typedef struct { double t, ft, sent; int64_t seq, kind, i, pre, prep; } DynEnt;
+enum { KIND_NEW = 0, KIND_HANDOFF = 1 };
+/* A router's pool of replicas [lo, lo + n) (cluster.Router). */
+typedef struct { int64_t lo, n, rr_next; int64_t *tree; int64_t tree_size; } Pool;
 typedef struct { double key; int64_t version; int32_t rep; } LEnt;
 
 typedef struct {
@@ -76,8 +83,17 @@ typedef struct {
     Seq *seqs; int64_t seq_cap; int32_t *free_slots; int64_t nfree;
     Rep *reps;
     LEnt *lh; int64_t lh_len, lh_cap;
-    int64_t *tree; int64_t tree_size;
-    int64_t ptr, tag_counter, rr_next, done;
+    Pool pools[2];          /* entry (mixed or prefill) and decode replicas */
+    int64_t pd_p;           /* prefill replicas (0: no P/D split) */
+    int64_t dynamic, concurrency;   /* arrivals made during the run; closed-loop users */
+    double kv_lat, kv_bpt, link_bw;
+    DynEnt *dyn; int64_t dyn_len, dyn_cap, dyn_seq;
+    int64_t next_req;       /* closed loop: the next user request (0: open loop) */
+    int64_t ptr, tag_counter, done;
+    /* the current call's inputs */
+    const double *in_arrival, *in_think;
+    const int64_t *in_prompt, *in_output, *in_group, *in_ptoks;
+    int64_t n_total, n_static;
     /* scratch (one step) */
     int32_t *ch_slot; int64_t *ch_len; int32_t *snap; int32_t *fin; int64_t nfin;
     /* outputs since the last drain */
@@ -295,13 +311,19 @@ static void dh_clean(Core *c, Rep *r) {
 
 /* ---- least-outstanding: a min tree of (outstanding << 32 | index) ---------------------- */
 
-static void tree_set(Core *c, int64_t i, int64_t count) {
-    if (!c->tree) return;
-    int64_t k = c->tree_size + i;
-    c->tree[k] = (count << 32) | i;
+static inline Pool *pool_of(Core *c, int64_t ri) {
+    return (c->pd_p && ri >= c->pd_p) ? &c->pools[1] : &c->pools[0];
+}
+
+static void tree_set(Core *c, int64_t ri, int64_t count) {
+    Pool *pl = pool_of(c, ri);
+    if (!pl->tree) return;
+    int64_t i = ri - pl->lo;
+    int64_t k = pl->tree_size + i;
+    pl->tree[k] = (count << 32) | i;
     for (k >>= 1; k >= 1; k >>= 1) {
-        int64_t a = c->tree[2 * k], b = c->tree[2 * k + 1];
-        c->tree[k] = a < b ? a : b;
+        int64_t a = pl->tree[2 * k], b = pl->tree[2 * k + 1];
+        pl->tree[k] = a < b ? a : b;
     }
 }
 
@@ -773,6 +795,52 @@ static void log_step(Core *c, Rep *r, int64_t ri, double t0, double end, const S
     c->t_wait[k] = r->wq_len;
 }
 
+static inline int dyn_less(const DynEnt *x, const DynEnt *y) {
+    return x->t < y->t || (x->t == y->t && x->seq < y->seq);
+}
+static void dyn_push(Core *c, DynEnt e) {
+    if (c->dyn_len == c->dyn_cap) {
+        c->dyn_cap = c->dyn_cap ? 2 * c->dyn_cap : 1024;
+        c->dyn = xrealloc(c, c->dyn, (size_t)c->dyn_cap * sizeof(DynEnt));
+        if (c->error) return;
+    }
+    e.seq = c->dyn_seq++;
+    int64_t i = c->dyn_len++;
+    while (i > 0) {
+        int64_t p = (i - 1) / 2;
+        if (!dyn_less(&e, &c->dyn[p])) break;
+        c->dyn[i] = c->dyn[p];
+        i = p;
+    }
+    c->dyn[i] = e;
+}
+static DynEnt dyn_pop(Core *c) {
+    DynEnt top = c->dyn[0], last = c->dyn[--c->dyn_len];
+    int64_t i = 0, n = c->dyn_len;
+    if (n) {
+        for (;;) {
+            int64_t l = 2 * i + 1, m = i;
+            const DynEnt *best = &last;
+            if (l < n && dyn_less(&c->dyn[l], best)) { m = l; best = &c->dyn[l]; }
+            if (l + 1 < n && dyn_less(&c->dyn[l + 1], best)) m = l + 1;
+            if (m == i) break;
+            c->dyn[i] = c->dyn[m];
+            i = m;
+        }
+        c->dyn[i] = last;
+    }
+    return top;
+}
+
+/* runner._Sim._request_done: a closed-loop user sends its next request think_s later. */
+static void request_done(Core *c, double end) {
+    if (c->next_req && c->next_req < c->n_total) {
+        int64_t j = c->next_req++;
+        DynEnt e = { end + c->in_think[j], NAN, NAN, 0, KIND_NEW, j, 0, -1 };
+        dyn_push(c, e);
+    }
+}
+
 /* One step of replica ri at its clock; books it and its finished requests. 0 on error. */
 static int advance(Core *c, int64_t ri) {
     Rep *r = &c->reps[ri];
@@ -792,20 +860,31 @@ static int advance(Core *c, int64_t ri) {
     for (int64_t k = 0; k < c->nfin; k++) {
         int32_t s = c->fin[k];
         Seq *q = &c->seqs[s];
-        int64_t ntok = 0;
+        double fin_end = r->ends[q->finish_step - r->ends_base];
+        int64_t pre = q->pre0 + q->preemptions;
+        tree_set(c, ri, r->nseqs);
+        if (c->pd_p && ri < c->pd_p && c->in_output[q->id] > 1) {
+            /* A prefill instance emitted the first token: the KV travels to a decode one. */
+            double transfer = c->kv_lat + ((double)q->prompt * c->kv_bpt / c->link_bw);
+            DynEnt e = { fin_end + transfer, fin_end, q->sent, 0, KIND_HANDOFF, q->id, pre, ri };
+            dyn_push(c, e);
+            seq_free(c, s);
+            continue;
+        }
+        int64_t ntok = q->has_ft ? 1 : 0;
         const int64_t *seg = SEG(q);
         for (int32_t j = 0; j < q->nseg; j++) ntok += seg[2 * j + 1] - seg[2 * j] + 1;
         if (!grow_ev(c, ntok)) return 0;
+        if (q->has_ft) c->ev[c->ev_len++] = q->ft;
         for (int32_t j = 0; j < q->nseg; j++) {
             int64_t a = seg[2 * j], b = seg[2 * j + 1];
             memcpy(c->ev + c->ev_len, r->ends + (a - r->ends_base),
                    (size_t)(b - a + 1) * sizeof(double));
             c->ev_len += b - a + 1;
         }
-        record(c, q->id, q->arrival, r->ends[q->finish_step - r->ends_base], ri,
-               q->preemptions, 0, ntok);
-        tree_set(c, ri, r->nseqs);
+        record(c, q->id, q->sent, fin_end, ri, pre, 0, ntok);
         seq_free(c, s);
+        request_done(c, fin_end);
     }
     return !c->error;
 }
@@ -869,15 +948,15 @@ static void schedule(Core *c, int64_t ri) {
     /* least-kv reads every replica's KV use, which changes every step: each busy replica
      * is brought to every arrival (its clock as the key), as runner._Sim._run_heap does. */
     if (r->nseqs)
-        lh_push(c, c->router == ROUTE_LEAST_KV ? r->clock : finish_bound(c, r), (int32_t)ri,
-                r->version);
+        lh_push(c, (c->router == ROUTE_LEAST_KV || c->dynamic) ? r->clock : finish_bound(c, r),
+                (int32_t)ri, r->version);
 }
 
 /* Router.pick for least-kv: lowest KV use (blocks: one pool size for all), then fewest
  * outstanding, then lowest index. */
-static int64_t least_kv(const Core *c) {
-    int64_t best = 0, bu = INT64_MAX, bn = INT64_MAX;
-    for (int64_t i = 0; i < c->R; i++) {
+static int64_t least_kv(const Core *c, const Pool *pl) {
+    int64_t best = pl->lo, bu = INT64_MAX, bn = INT64_MAX;
+    for (int64_t i = pl->lo; i < pl->lo + pl->n; i++) {
         const Rep *r = &c->reps[i];
         int64_t u = used_blocks(c, r);
         if (u < bu || (u == bu && r->nseqs < bn)) { best = i; bu = u; bn = r->nseqs; }
@@ -900,14 +979,19 @@ static int catch_up(Core *c, int64_t ri, double t, int64_t limit) {
 Core *rl_new(const int64_t *cfg, const double *fcfg, const double *dec_p, const double *dec_q,
              const double *rows, const double *vecs) {
     /* cfg: R, router, mns, mnbt, chunked, bs, num_blocks, record_timeline, ndec, nrows,
-     *      has_jd, has_lin, moe_u, prefix_caching; fcfg: c_dc, m_dc, num_experts, miss;
+     *      has_jd, has_lin, moe_u, prefix_caching, prefill replicas (P/D; 0: none),
+     *      closed-loop users (0: open loop);
+     * fcfg: c_dc, m_dc, num_experts, miss, KV transfer latency s, bytes/token, link B/s;
      * vecs: lin, jd_c, jd_m (NVARS each). */
     Core *c = calloc(1, sizeof(Core));
     if (!c) return NULL;
     c->R = cfg[0]; c->router = cfg[1]; c->mns = cfg[2]; c->mnbt = cfg[3]; c->chunked = cfg[4];
     c->bs = cfg[5]; c->num_blocks = cfg[6]; c->record_timeline = cfg[7]; c->ndec = cfg[8];
     c->nrows = cfg[9]; c->has_jd = cfg[10]; c->has_lin = cfg[11]; c->moe_u = cfg[12];
-    c->prefix_caching = cfg[13];
+    c->prefix_caching = cfg[13]; c->pd_p = cfg[14]; c->concurrency = cfg[15];
+    c->kv_lat = fcfg[4]; c->kv_bpt = fcfg[5]; c->link_bw = fcfg[6];
+    c->dynamic = c->pd_p > 0 || c->concurrency > 0;
+    c->next_req = c->concurrency > 0 ? -1 : 0;
     c->c_dc = fcfg[0]; c->m_dc = fcfg[1]; c->num_experts = fcfg[2]; c->miss = fcfg[3];
     c->dec_p = malloc((size_t)c->ndec * sizeof(double));
     c->dec_q = malloc((size_t)c->ndec * sizeof(double));
@@ -936,14 +1020,18 @@ Core *rl_new(const int64_t *cfg, const double *fcfg, const double *dec_p, const 
         r->pf = malloc((size_t)(c->mns + 1) * sizeof(int32_t));
         if (!r->residue || !r->pf) { c->error = 2; return c; }
     }
-    if (c->router == ROUTE_LO && c->R > 1) {
+    c->pools[0].lo = 0; c->pools[0].n = c->pd_p ? c->pd_p : c->R;
+    c->pools[1].lo = c->pd_p; c->pools[1].n = c->pd_p ? c->R - c->pd_p : 0;
+    for (int k = 0; k < 2; k++) {
+        Pool *pl = &c->pools[k];
+        if (c->router != ROUTE_LO || pl->n < 2) continue;
         int64_t size = 1;
-        while (size < c->R) size *= 2;
-        c->tree_size = size;
-        c->tree = malloc((size_t)(2 * size) * sizeof(int64_t));
-        if (!c->tree) { c->error = 2; return c; }
-        for (int64_t k = 0; k < 2 * size; k++) c->tree[k] = INT64_MAX;
-        for (int64_t i = 0; i < c->R; i++) tree_set(c, i, 0);
+        while (size < pl->n) size *= 2;
+        pl->tree_size = size;
+        pl->tree = malloc((size_t)(2 * size) * sizeof(int64_t));
+        if (!pl->tree) { c->error = 2; return c; }
+        for (int64_t j = 0; j < 2 * size; j++) pl->tree[j] = INT64_MAX;
+        for (int64_t i = 0; i < pl->n; i++) tree_set(c, pl->lo + i, 0);
     }
     return c;
 }
@@ -956,7 +1044,8 @@ void rl_free(Core *c) {
         free(r->nodes); free(r->node_free); free(r->tab);
     }
     for (int64_t s = 0; s < c->seq_cap; s++) free(c->seqs[s].seg_ext);
-    free(c->seqs); free(c->free_slots); free(c->reps); free(c->lh); free(c->tree);
+    free(c->seqs); free(c->free_slots); free(c->reps); free(c->lh); free(c->dyn);
+    free(c->pools[0].tree); free(c->pools[1].tree);
     free(c->dec_p); free(c->dec_q); free(c->rows);
     free(c->ch_slot); free(c->ch_len); free(c->snap); free(c->fin);
     free(c->o_id); free(c->o_rep); free(c->o_pre); free(c->o_status); free(c->o_ntok);
@@ -966,59 +1055,117 @@ void rl_free(Core *c) {
     free(c);
 }
 
-/* Hand arrival ptr to a replica (runner._Sim._dispatch_next). */
-static int dispatch(Core *c, const double *arrival, const int64_t *prompt,
-                    const int64_t *output, const int64_t *group, const int64_t *ptoks,
-                    int64_t limit) {
-    int64_t i = c->ptr;
-    double t = arrival[i];
-    int64_t g = group ? group[i] : -1;
-    int64_t ri;
-    if (c->R == 1) ri = 0;
-    else if (c->router == ROUTE_AFFINITY) ri = (g >= 0 ? g : i) % c->R;
-    else if (c->router == ROUTE_RR) ri = c->rr_next++ % c->R;
-    else if (c->router == ROUTE_LEAST_KV) ri = least_kv(c);
-    else ri = c->tree[1] & 0xffffffffLL;
+/* Router.pick over a pool; `key`: prefix-affinity's group (or request index). */
+static int64_t pick(Core *c, Pool *pl, int64_t key) {
+    if (pl->n == 1) return pl->lo;
+    if (c->router == ROUTE_AFFINITY) return pl->lo + key % pl->n;
+    if (c->router == ROUTE_RR) return pl->lo + pl->rr_next++ % pl->n;
+    if (c->router == ROUTE_LEAST_KV) return least_kv(c, pl);
+    return pl->lo + (pl->tree[1] & 0xffffffffLL);
+}
+
+/* The next arrival's time: a static one, or an earlier dynamic one. */
+static double next_arrival(const Core *c) {
+    double a = c->ptr < c->n_static ? c->in_arrival[c->ptr] : INFINITY;
+    return (c->dyn_len && c->dyn[0].t < a) ? c->dyn[0].t : a;
+}
+
+/* Hand the next arrival to a replica (runner._Sim._dispatch_next). 0: done; 1: the lazy
+ * loop's catch-up filled the outputs first (nothing consumed: call again); -1: error. */
+static int dispatch(Core *c, int64_t limit) {
+    double a = c->ptr < c->n_static ? c->in_arrival[c->ptr] : INFINITY;
+    DynEnt e;
+    int from_dyn = c->dyn_len && c->dyn[0].t < a;
+    if (from_dyn) e = c->dyn[0];
+    else { e.t = a; e.kind = KIND_NEW; e.i = c->ptr; e.ft = NAN; e.sent = a; e.pre = 0; e.prep = -1; }
+    int64_t i = e.i;
+    double t = e.t;
+    int64_t g = c->in_group ? c->in_group[i] : -1;
+    int64_t key = g >= 0 ? g : i;
+    Pool *pl = &c->pools[e.kind == KIND_HANDOFF ? 1 : 0];
+    int64_t rr_before = pl->rr_next;
+    int64_t ri = pick(c, pl, key);
     Rep *r = &c->reps[ri];
-    if (c->R > 1) {
+    if (c->R > 1 && !c->dynamic) {   /* the lazy loop: bring it up to t first */
         int st = catch_up(c, ri, t, limit);
-        if (st) { schedule(c, ri); return st; }   /* resume here: ptr unchanged */
+        if (st) { schedule(c, ri); pl->rr_next = rr_before; return st; }
     }
-    c->ptr++;
-    int64_t p = prompt[i], out = output[i];
-    int too_long = ceil_div(p + out - 1, c->bs) > c->num_blocks || (!c->chunked && p > c->mnbt);
+    if (from_dyn) dyn_pop(c);
+    else c->ptr++;
+    int64_t p = c->in_prompt[i];
+    int64_t out = (e.kind == KIND_NEW && c->pd_p) ? 1 : c->in_output[i];
+    double sent = e.kind == KIND_NEW ? t : e.sent;
+    int too_long = ceil_div(p + out - 1, c->bs) > c->num_blocks ||
+                   (!c->chunked && e.kind == KIND_NEW && p > c->mnbt);
     if (too_long) {
         r->num_rejected++;
-        record(c, i, t, t, -1, 0, 1, 0);
+        if (e.kind == KIND_HANDOFF) {   /* the first token came from the prefill instance */
+            if (!grow_ev(c, 1)) return -1;
+            c->ev[c->ev_len++] = e.ft;
+            record(c, i, sent, t, e.prep, e.pre, 1, 1);
+        } else {
+            record(c, i, sent, t, -1, 0, 1, 0);
+        }
+        request_done(c, t);
         return c->error ? -1 : 0;
     }
     int32_t s = seq_new(c);
     if (s < 0) return -1;
     Seq *q = &c->seqs[s];
-    q->id = i; q->arrival = t; q->prompt = p; q->output = out;
+    q->id = i; q->arrival = t; q->sent = sent; q->prompt = p; q->output = out;
     q->state = WAITING; q->admit_order = -1; q->seg_start = -1; q->join_step = -1;
     q->finish_step = -1; q->prev = q->next = -1; q->rep = (int32_t)ri;
     q->group = g;
-    q->max_prefix_blocks = g >= 0 ? ptoks[i] / c->bs : 0;
+    q->max_prefix_blocks = g >= 0 ? c->in_ptoks[i] / c->bs : 0;
+    if (e.kind == KIND_HANDOFF) {   /* prompt KV transferred, first token emitted */
+        q->g = 1; q->nc = p; q->has_ft = 1; q->ft = e.ft; q->pre0 = e.pre; q->prep = e.prep;
+    }
     wq_push_back(c, r, s);
     r->nseqs++;
     tree_set(c, ri, r->nseqs);
     if (r->clock < t) r->clock = t;
-    if (c->R > 1) schedule(c, ri);
+    if (c->R > 1 || c->dynamic) schedule(c, ri);
     return c->error ? -1 : 0;
 }
 
-/* Run: dispatch arrivals up to `dispatch_end` (all done: every request finishes), returning
- * early once `limit` outputs wait to be drained. 0: done; 1: drain and call again; <0: error
- * (-2 out of memory, -3 no progress). */
+/* Run, dispatching at most `max_dispatch` arrivals, returning early once `limit` outputs
+ * wait to be drained. 0: every request is done; 1: drain, then call again; 2: dispatched
+ * `max_dispatch` (call again); < 0: error (-2 out of memory, -3 no progress).
+ *
+ * Static arrivals over several replicas: the lazy loop (runner._Sim._run_lazy). Dynamic
+ * arrivals (closed loop, P/D hand-offs): every busy replica steps in order of its clock,
+ * ties to the lowest index, while its clock is before the next arrival (runner._Sim.run). */
 int64_t rl_run(Core *c, const double *arrival, const int64_t *prompt, const int64_t *output,
-               const int64_t *group, const int64_t *ptoks, int64_t n_total,
-               int64_t dispatch_end, int64_t limit) {
+               const int64_t *group, const int64_t *ptoks, const double *think,
+               int64_t n_total, int64_t n_static, int64_t max_dispatch, int64_t limit) {
     if (c->error) return -c->error;
+    c->in_arrival = arrival; c->in_prompt = prompt; c->in_output = output;
+    c->in_group = group; c->in_ptoks = ptoks; c->in_think = think;
+    c->n_total = n_total; c->n_static = n_static;
+    if (c->next_req < 0) {   /* a closed loop's first call: every user sends at t = 0 */
+        int64_t users = c->concurrency < n_total ? c->concurrency : n_total;
+        for (int64_t i = 0; i < users; i++) {
+            DynEnt e = { 0.0, NAN, NAN, 0, KIND_NEW, i, 0, -1 };
+            dyn_push(c, e);
+        }
+        c->next_req = users;
+    }
+    int64_t dispatched = 0;
     for (;;) {
         if (c->out_len >= limit) return 1;
-        double t_next = c->ptr < n_total ? arrival[c->ptr] : INFINITY;
-        if (c->R == 1) {
+        double t_next = next_arrival(c);
+        if (c->dynamic) {
+            if (c->lh_len) {
+                LEnt e = c->lh[0];
+                if (e.version != c->reps[e.rep].version) { lh_pop(c); continue; }
+                if (e.key < t_next) {
+                    lh_pop(c);
+                    if (!advance(c, e.rep)) return -c->error;
+                    schedule(c, e.rep);
+                    continue;
+                }
+            }
+        } else if (c->R == 1) {
             int st = catch_up(c, 0, t_next, limit);
             if (st) return st < 0 ? -c->error : 1;
         } else {
@@ -1032,11 +1179,12 @@ int64_t rl_run(Core *c, const double *arrival, const int64_t *prompt, const int6
                 if (st) return st < 0 ? -c->error : 1;
             }
         }
-        if (c->ptr >= n_total || c->ptr >= dispatch_end) return 0;
-        int64_t rr_before = c->rr_next;
-        int st = dispatch(c, arrival, prompt, output, group, ptoks, limit);
+        if (t_next == INFINITY) return c->error ? -c->error : 0;
+        if (dispatched >= max_dispatch) return 2;
+        int st = dispatch(c, limit);
         if (st < 0) return -c->error;
-        if (st) { c->rr_next = rr_before; return 1; }
+        if (st) return 1;
+        dispatched++;
     }
 }
 

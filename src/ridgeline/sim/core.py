@@ -1,12 +1,11 @@
 """The simulator's engine core in C (`_core.c`), loaded with ctypes, and when it applies.
 
 `simulate` runs a workload here when the C core is built and the run is one it covers:
-the fast mode, open-loop arrivals, no P/D split, any router (round-robin, least-outstanding,
-least-kv, prefix-affinity), prefix groups with or without the prefix cache, and the
-roofline step time through its compiled path (`CompiledStep`). Everything else (closed
-loops, P/D, other step-time models, the step-by-step mode) runs in the Python engine, which
-stays the reference: the two give the same trace bit for bit (tests/test_sim_core.py), the
-C core only faster (docs/BENCHMARKS.md).
+the fast mode and the roofline step time through its compiled path (`CompiledStep`), with
+any arrivals (open or closed loop), any router, prefix groups with or without the prefix
+cache, and P/D disaggregation. Other step-time models and the step-by-step mode run in the
+Python engine, which stays the reference: the two give the same trace bit for bit
+(tests/test_sim_core.py), the C core only faster (docs/BENCHMARKS.md).
 
 `RIDGELINE_SIM_CORE=python` forces the Python engine (tests compare the two with it).
 Without a C compiler at install time the extension is not built and every run takes the
@@ -51,8 +50,8 @@ def _load() -> Any:
     lib.rl_new.argtypes = [_I64P, _F64P, _F64P, _F64P, _F64P, _F64P]
     lib.rl_free.argtypes = [ctypes.c_void_p]
     lib.rl_run.restype = ctypes.c_int64
-    lib.rl_run.argtypes = [ctypes.c_void_p, _F64P, _I64P, _I64P, _I64P, _I64P,
-                           ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
+    lib.rl_run.argtypes = [ctypes.c_void_p, _F64P, _I64P, _I64P, _I64P, _I64P, _F64P,
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
     lib.rl_pending.argtypes = [ctypes.c_void_p, _I64P]
     lib.rl_drain.argtypes = [ctypes.c_void_p, _I64P, _I64P, _I64P, _I64P, _I64P, _F64P,
                              _F64P, _F64P, _I64P, _F64P]
@@ -79,10 +78,6 @@ def blocker(wl: Any, config: Any, step_model: Any, cluster: Any, mode: str) -> s
         return _lib_error
     if mode != "fast":
         return "the step-by-step reference mode"
-    if cluster.pd is not None:
-        return "a P/D split"
-    if wl.arrival_s is None:
-        return "a closed loop"
     if cluster.replicas > 1 and cluster.router not in _ROUTERS:
         return f"router {cluster.router}"
     if len(wl) and (int(wl.prompt_tokens.min()) < 1 or int(wl.output_tokens.min()) < 1):
@@ -92,6 +87,18 @@ def blocker(wl: Any, config: Any, step_model: Any, cluster: Any, mode: str) -> s
             (wl.prefix_group >= 0) & ((wl.prefix_tokens < 0)
                                       | (wl.prefix_tokens > wl.prompt_tokens))))):
         return "prefix tokens outside [0, prompt tokens]"   # the Python engine's error
+    if _compiled(step_model, config) is None:
+        return "a step-time model without the roofline's compiled path"
+    return None
+
+
+def pd_stream_blocker(step_model: Any, config: Any) -> str | None:
+    """Why a P/D run cannot be streamed (None: it can). Only the C core streams P/D hand-offs:
+    a request's first token comes from one replica and the rest from another."""
+    if os.environ.get("RIDGELINE_SIM_CORE", "").lower() == "python":
+        return "RIDGELINE_SIM_CORE=python"
+    if _load() is None:
+        return _lib_error
     if _compiled(step_model, config) is None:
         return "a step-time model without the roofline's compiled path"
     return None
@@ -113,7 +120,7 @@ class Core:
     """One run's C state (freed with the object)."""
 
     def __init__(self, config: Any, step_model: Any, replicas: int, router: str,
-                 record_timeline: bool) -> None:
+                 record_timeline: bool, cluster: Any = None, concurrency: int = 0) -> None:
         lib = _load()
         got = _compiled(step_model, config)
         if lib is None or got is None:
@@ -127,9 +134,12 @@ class Core:
                         config.max_num_batched_tokens, int(config.chunked_prefill),
                         config.block_size_tokens, config.num_kv_blocks, int(record_timeline),
                         len(dec_p), rows.shape[0], int(prog["has_jd"]), int(prog["has_lin"]),
-                        int(prog["moe_u"]), int(config.enable_prefix_caching)],
-                       dtype=np.int64)
-        fcfg = np.array([compiled.c_dc, compiled.m_dc, prog["num_experts"], prog["miss"]],
+                        int(prog["moe_u"]), int(config.enable_prefix_caching),
+                        cluster.pd[0] if cluster is not None and cluster.pd else 0,
+                        concurrency], dtype=np.int64)
+        kv = ((cluster.kv_transfer_latency_s, cluster.kv_bytes_per_token,
+               cluster.link_bandwidth_bytes_s) if cluster is not None else (0.0, 0.0, 1.0))
+        fcfg = np.array([compiled.c_dc, compiled.m_dc, prog["num_experts"], prog["miss"], *kv],
                         dtype=np.float64)
         vecs = np.concatenate([prog["lin"], prog["jd_comp"], prog["jd_mem"]]).astype(
             np.float64)
@@ -152,15 +162,18 @@ class Core:
         return float(self.lib.rl_step_seconds(self.handle, pf_tokens, pf_pairs, pf_ctx,
                                               pf_seqs, n_dec, dec_ctx))
 
-    def run(self, arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray,
-            group: np.ndarray | None, prefix_tokens: np.ndarray | None, dispatch_end: int,
-            limit: int) -> int:
-        """Dispatch arrivals up to `dispatch_end`; 0: done, 1: outputs wait (drain them)."""
+    def run(self, arrival: np.ndarray | None, prompt: np.ndarray, output: np.ndarray,
+            group: np.ndarray | None, prefix_tokens: np.ndarray | None,
+            think: np.ndarray | None, max_dispatch: int, limit: int) -> int:
+        """Dispatch up to `max_dispatch` arrivals. 0: all done; 1: outputs wait (drain
+        them); 2: call again."""
         st = int(self.lib.rl_run(
-            self.handle, _ptr(arrival, _F64P), _ptr(prompt, _I64P), _ptr(output, _I64P),
+            self.handle, None if arrival is None else _ptr(arrival, _F64P),
+            _ptr(prompt, _I64P), _ptr(output, _I64P),
             None if group is None else _ptr(group, _I64P),
-            None if prefix_tokens is None else _ptr(prefix_tokens, _I64P), arrival.size,
-            dispatch_end, limit))
+            None if prefix_tokens is None else _ptr(prefix_tokens, _I64P),
+            None if think is None else _ptr(think, _F64P), prompt.size,
+            0 if arrival is None else arrival.size, max_dispatch, limit))
         if st == -2:
             raise MemoryError("the C engine core ran out of memory")
         if st < 0:
@@ -243,10 +256,17 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
     from ridgeline.sim.runner import TIMELINE_COLUMNS, SimResult
 
     n = len(wl)
-    replicas = cluster.replicas
+    replicas = cluster.num_instances
     router = cluster.router if replicas > 1 else "round-robin"
-    core = Core(config, step_model, replicas, router, record_timeline=sink is None)
-    arrival = np.ascontiguousarray(wl.arrival_s, dtype=np.float64)
+    concurrency = int(wl.concurrency or 0) if wl.arrival_s is None else 0
+    core = Core(config, step_model, replicas, router, record_timeline=sink is None,
+                cluster=cluster, concurrency=concurrency)
+    arrival = (np.ascontiguousarray(wl.arrival_s, dtype=np.float64)
+               if wl.arrival_s is not None else None)
+    think = None
+    if concurrency:
+        think = np.ascontiguousarray(wl.think_s if wl.think_s is not None else np.zeros(n),
+                                     dtype=np.float64)
     prompt = np.ascontiguousarray(wl.prompt_tokens, dtype=np.int64)
     output = np.ascontiguousarray(wl.output_tokens, dtype=np.int64)
     group = ptoks = None
@@ -254,7 +274,8 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
         group = np.ascontiguousarray(wl.prefix_group, dtype=np.int64)
         ptoks = np.ascontiguousarray(wl.prefix_tokens if wl.prefix_tokens is not None
                                      else np.zeros(n), dtype=np.int64)
-    roles = ["mixed"] * replicas
+    roles = (["prefill"] * cluster.pd[0] + ["decode"] * cluster.pd[1] if cluster.pd
+             else ["mixed"] * replicas)
     limit = max(1, chunk_requests) if sink is not None else 1 << 16
     parts: list[dict[str, np.ndarray]] = []
     totals = {"finished": 0, "rejected": 0, "preemptions": 0, "chunks": 0}
@@ -286,17 +307,15 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
                 timeline={}, engine_stats=[], mode="fast", roles=roles, request_ids=gid,
                 core="c"))
 
-    ptr = 0
     while True:
-        st = core.run(arrival, prompt, output, group, ptoks, min(n, ptr + DISPATCH_WINDOW),
-                      limit)
-        _, _, _, done, ptr = core.pending()
+        st = core.run(arrival, prompt, output, group, ptoks, think, DISPATCH_WINDOW, limit)
+        _, _, _, done, _ = core.pending()
         if st == 1:
             flush()
         if progress is not None and done >= next_progress:
             next_progress = (done // 1000 + 1) * 1000
             progress(done)
-        if st == 0 and ptr >= n:
+        if st == 0:
             break
     flush()
     per, (steps, batch_sum, max_used) = core.stats()

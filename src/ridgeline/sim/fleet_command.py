@@ -58,9 +58,10 @@ def run_streamed_command(sc: Any, built: Any, rate: float | None, trace: str | N
 
 
 def check_streamed(rates: list[float | None], timeline: str | None, step_by_step: bool,
-                   pd: Any, sketch_error: float) -> None:
+                   pd: Any, sketch_error: float, built: Any = None) -> None:
     """Options the streamed run does not take, as one-line errors."""
     from ridgeline.errors import RidgelineError
+    from ridgeline.sim.core import pd_stream_blocker
 
     if len(rates) > 1:
         raise RidgelineError("--stream/--workers/--ray: one rate at a time (not a sweep)")
@@ -69,9 +70,11 @@ def check_streamed(rates: list[float | None], timeline: str | None, step_by_step
                              "run folds the timeline into totals)")
     if step_by_step:
         raise RidgelineError("--step-by-step: not with --stream/--workers/--ray")
-    if pd:
-        raise RidgelineError("--pd: not with --stream/--workers/--ray (P/D hand-offs are "
-                             "not streamed)")
+    why = "no engine given" if built is None else pd_stream_blocker(built.step_model,
+                                                                     built.config)
+    if pd and why:
+        raise RidgelineError("--pd: not with --stream/--workers/--ray here (P/D hand-offs "
+                             f"stream only on the C engine core: {why})")
     if not 0 < sketch_error < 0.5:
         raise RidgelineError(f"--sketch-error: got {sketch_error}; allowed: (0, 0.5)")
 
