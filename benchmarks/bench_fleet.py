@@ -51,7 +51,8 @@ def run(args: list[str], base: str | None = None, env_extra: dict | None = None)
             "peak_rss_mb": round(ru.ru_maxrss / 1024, 1), "json": data}
 
 
-PYTHON_CORE_CASES = ("single_replica_100k", "fleet_round_robin", "fleet_least_outstanding")
+PYTHON_CORE_CASES = ("single_replica_100k", "fleet_round_robin", "fleet_least_outstanding",
+                     "closed_loop_100k", "pd_batch_100k")
 
 
 def pct(d: dict, key: str, p: str) -> float:
@@ -75,7 +76,7 @@ def main() -> None:
                     help="also run the 100k, round-robin and least-outstanding cases on the "
                     "Python engine (RIDGELINE_SIM_CORE=python): the C core's ratio")
     ap.add_argument("--skip", default="", help="comma list of cases to skip: single, rr, "
-                    "lo, sketch, shards")
+                    "lo, sketch, shards, dynamic")
     ap.add_argument("--scale-workers", default="",
                     help="comma list of --workers counts for the round-robin fleet")
     a = ap.parse_args()
@@ -116,6 +117,15 @@ def main() -> None:
             lo10k = [*fleet, "--requests", "10000", "--router", "least-outstanding"]
             case("fleet_least_outstanding_10k", lo10k)
             case("fleet_least_outstanding_10k_baseline", lo10k, base=a.baseline)
+    if "dynamic" not in skip:   # closed-loop users; P/D pools (hand-offs), batch and streamed
+        case("closed_loop_100k",
+             ["simulate", "--concurrency", "256", "--think-time", "exponential:mean=2",
+              *WORKLOAD, "--requests", "100000", "--replicas", "8", "--router",
+              "least-outstanding"])
+        pd = ["simulate", "--rate", "1000", "--pd", "300:700", "--router", "least-outstanding",
+              *WORKLOAD]
+        case("pd_batch_100k", [*pd, "--requests", "100000"])
+        case("pd_stream_1m", [*pd, "--requests", "1000000", "--stream"])
     if a.bar_requests:
         case("bar_round_robin_workers_2",
              [*fleet, "--requests", str(a.bar_requests), "--workers", "2"])

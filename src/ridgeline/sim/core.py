@@ -253,7 +253,7 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
         progress: Callable[[int], None] | None,
         sink: Callable[[Any], None] | None, chunk_requests: int) -> Any:
     """`simulate` on the C core (call only where `blocker` is None)."""
-    from ridgeline.sim.runner import TIMELINE_COLUMNS, SimResult
+    from ridgeline.sim.runner import SimResult, stream_summary
 
     n = len(wl)
     replicas = cluster.num_instances
@@ -321,18 +321,8 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
     per, (steps, batch_sum, max_used) = core.stats()
     engine_stats = _engine_stats(per, config.num_kv_blocks)
     if sink is not None:
-        empty = np.zeros(0)
-        return SimResult(
-            sent_s=empty, end_s=empty, prompt_tokens=empty.astype(np.int64),
-            output_tokens=empty.astype(np.int64), status=[],
-            replica=empty.astype(np.int64), preemptions=empty.astype(np.int64),
-            event_offsets=np.zeros(1, dtype=np.int64), event_times_s=empty,
-            timeline={c: np.zeros(0) for c in TIMELINE_COLUMNS},
-            engine_stats=engine_stats, mode="fast", roles=roles, core="c",
-            stream_stats={"engine_steps": steps, "finished": totals["finished"],
-                          "rejected": totals["rejected"], "preemptions": totals["preemptions"],
-                          "mean_batch_size": batch_sum / steps if steps else 0.0,
-                          "max_kv_blocks_used": max_used, "chunks": totals["chunks"]})
+        return stream_summary(engine_stats, "fast", roles, "c", steps=steps,
+                              batch_sum=batch_sum, max_kv_blocks=max_used, **totals)
     cat = {k: (np.concatenate([p[k] for p in parts]) if parts else
                np.zeros(0, dtype=np.float64 if k in ("sent", "end", "events", "t_start",
                                                      "t_end") else np.int64))

@@ -697,21 +697,31 @@ class _Stream:
                 self.base[r.index] = first
 
     def summary(self) -> SimResult:
-        """No per-request columns (they left with the chunks); totals in `stream_stats`."""
         sim = self.sim
-        empty = np.zeros(0)
-        return SimResult(
-            sent_s=empty, end_s=empty, prompt_tokens=empty.astype(np.int64),
-            output_tokens=empty.astype(np.int64), status=[],
-            replica=empty.astype(np.int64), preemptions=empty.astype(np.int64),
-            event_offsets=np.zeros(1, dtype=np.int64), event_times_s=empty,
-            timeline={c: np.zeros(0) for c in TIMELINE_COLUMNS},
-            engine_stats=[r.engine.stats().to_dict() for r in sim.reps],
-            mode=sim.mode, roles=[r.role for r in sim.reps],
-            stream_stats={"engine_steps": self.steps, "finished": self.finished,
-                          "rejected": self.rejected, "preemptions": self.preemptions,
-                          "mean_batch_size": self.batch_sum / self.steps if self.steps else 0.0,
-                          "max_kv_blocks_used": self.max_kv_blocks, "chunks": self.chunks})
+        return stream_summary(
+            [r.engine.stats().to_dict() for r in sim.reps], sim.mode,
+            [r.role for r in sim.reps], "python", steps=self.steps, finished=self.finished,
+            rejected=self.rejected, preemptions=self.preemptions, batch_sum=self.batch_sum,
+            max_kv_blocks=self.max_kv_blocks, chunks=self.chunks)
+
+
+def stream_summary(engine_stats: list[dict[str, Any]], mode: str, roles: list[str], core: str,
+                   *, steps: int, finished: int, rejected: int, preemptions: int,
+                   batch_sum: int, max_kv_blocks: int, chunks: int) -> SimResult:
+    """A streamed run's result: no per-request columns (they left with the chunks), the
+    engine timeline folded into totals (`stream_stats`)."""
+    empty = np.zeros(0)
+    return SimResult(
+        sent_s=empty, end_s=empty, prompt_tokens=empty.astype(np.int64),
+        output_tokens=empty.astype(np.int64), status=[],
+        replica=empty.astype(np.int64), preemptions=empty.astype(np.int64),
+        event_offsets=np.zeros(1, dtype=np.int64), event_times_s=empty,
+        timeline={c: np.zeros(0) for c in TIMELINE_COLUMNS},
+        engine_stats=engine_stats, mode=mode, roles=roles, core=core,
+        stream_stats={"engine_steps": steps, "finished": finished, "rejected": rejected,
+                      "preemptions": preemptions,
+                      "mean_batch_size": batch_sum / steps if steps else 0.0,
+                      "max_kv_blocks_used": max_kv_blocks, "chunks": chunks})
 
 
 def _expand_segments(step_ends: np.ndarray, start: np.ndarray, lens: np.ndarray,
