@@ -73,8 +73,9 @@ def main() -> None:
     ap.add_argument("--bar-lo-requests", type=int, default=0,
                     help="least-outstanding at this count for the bar (0: --bar-requests)")
     ap.add_argument("--python-core", action="store_true",
-                    help="also run the 100k, round-robin and least-outstanding cases on the "
-                    "Python engine (RIDGELINE_SIM_CORE=python): the C core's ratio")
+                    help="also run the 100k, round-robin, least-outstanding, closed-loop and "
+                    "P/D batch cases on the Python engine (RIDGELINE_SIM_CORE=python): the C "
+                    "core's ratio (the P/D one takes ~10 min there)")
     ap.add_argument("--skip", default="", help="comma list of cases to skip: single, rr, "
                     "lo, sketch, shards, dynamic")
     ap.add_argument("--scale-workers", default="",
