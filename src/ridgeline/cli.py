@@ -163,7 +163,6 @@ def run(args: list[str] | None = None) -> int:
     return code
 
 
-
 def _keep_freed_memory() -> None:
     """glibc: keep freed memory for reuse instead of returning it to the system. A streamed
     run builds arrays of ~10 MB per chunk; with the defaults each came from a fresh mapping

@@ -28,9 +28,9 @@ typedef struct {
     int64_t id, prompt, output, g, nc, a, g_join, join_step, finish_step, seg_start;
     int64_t admit_order, tag;
     int64_t group, max_prefix_blocks, nshared;   /* prefix group (-1: none); shared blocks */
-    int64_t pre0, prep, has_ft;   /* a P/D hand-off: prefill preemptions, replica, 1st token */
-    double arrival, sent, ft;
-    int32_t state, preemptions, prev, next, rep, nseg, capseg;
+    int64_t pre0, has_ft;   /* a P/D hand-off: preemptions on the prefill side, 1st token */
+    double sent, ft;
+    int32_t state, preemptions, prev, next, nseg, capseg;
     int64_t seg_in[4];
     int64_t *seg_ext;      /* pairs (first, last step): seg_in while nseg <= 2, then here */
 } Seq;
@@ -1112,13 +1112,13 @@ static int dispatch(Core *c, int64_t limit) {
     int32_t s = seq_new(c);
     if (s < 0) return -1;
     Seq *q = &c->seqs[s];
-    q->id = i; q->arrival = t; q->sent = sent; q->prompt = p; q->output = out;
+    q->id = i; q->sent = sent; q->prompt = p; q->output = out;
     q->state = WAITING; q->admit_order = -1; q->seg_start = -1; q->join_step = -1;
-    q->finish_step = -1; q->prev = q->next = -1; q->rep = (int32_t)ri;
+    q->finish_step = -1; q->prev = q->next = -1;
     q->group = g;
     q->max_prefix_blocks = g >= 0 ? c->in_ptoks[i] / c->bs : 0;
     if (e.kind == KIND_HANDOFF) {   /* prompt KV transferred, first token emitted */
-        q->g = 1; q->nc = p; q->has_ft = 1; q->ft = e.ft; q->pre0 = e.pre; q->prep = e.prep;
+        q->g = 1; q->nc = p; q->has_ft = 1; q->ft = e.ft; q->pre0 = e.pre;
     }
     wq_push_back(c, r, s);
     r->nseqs++;
@@ -1190,7 +1190,6 @@ int64_t rl_run(Core *c, const double *arrival, const int64_t *prompt, const int6
 
 int64_t rl_pending(const Core *c, int64_t *sizes) {
     sizes[0] = c->out_len; sizes[1] = c->ev_len; sizes[2] = c->tl_len; sizes[3] = c->done;
-    sizes[4] = c->ptr;
     return 0;
 }
 

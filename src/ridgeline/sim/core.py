@@ -26,6 +26,7 @@ from ridgeline.perf.ops import WORK_VARS
 _I64P = ctypes.POINTER(ctypes.c_int64)
 _F64P = ctypes.POINTER(ctypes.c_double)
 _NVARS = len(WORK_VARS)
+_C_NVARS = 11   # _core.c's NVARS: the step-time terms it reads per operator
 _ROUTERS = {"round-robin": 0, "least-outstanding": 1, "prefix-affinity": 2, "least-kv": 3}
 _STAT_COLUMNS = 11
 # Arrivals handed to the core per call (progress and Ctrl-C are seen between calls).
@@ -72,10 +73,9 @@ def _ptr(a: np.ndarray, kind: Any) -> Any:
 
 def blocker(wl: Any, config: Any, step_model: Any, cluster: Any, mode: str) -> str | None:
     """Why this run takes the Python engine (None: the C core runs it)."""
-    if os.environ.get("RIDGELINE_SIM_CORE", "").lower() == "python":
-        return "RIDGELINE_SIM_CORE=python"
-    if _load() is None:
-        return _lib_error
+    why = engine_blocker(step_model, config)
+    if why:
+        return why
     if mode != "fast":
         return "the step-by-step reference mode"
     if cluster.replicas > 1 and cluster.router not in _ROUTERS:
@@ -87,18 +87,19 @@ def blocker(wl: Any, config: Any, step_model: Any, cluster: Any, mode: str) -> s
             (wl.prefix_group >= 0) & ((wl.prefix_tokens < 0)
                                       | (wl.prefix_tokens > wl.prompt_tokens))))):
         return "prefix tokens outside [0, prompt tokens]"   # the Python engine's error
-    if _compiled(step_model, config) is None:
-        return "a step-time model without the roofline's compiled path"
     return None
 
 
-def pd_stream_blocker(step_model: Any, config: Any) -> str | None:
-    """Why a P/D run cannot be streamed (None: it can). Only the C core streams P/D hand-offs:
-    a request's first token comes from one replica and the rest from another."""
+def engine_blocker(step_model: Any, config: Any) -> str | None:
+    """Why the C core cannot run this engine at all (None: it can). Also the reason a P/D
+    run cannot stream: only the C core carries a request's first token across the
+    hand-off from a prefill replica to a decode one."""
     if os.environ.get("RIDGELINE_SIM_CORE", "").lower() == "python":
         return "RIDGELINE_SIM_CORE=python"
     if _load() is None:
         return _lib_error
+    if _NVARS != _C_NVARS:
+        return f"the C core reads {_C_NVARS} work variables, perf/ops.py has {_NVARS}"
     if _compiled(step_model, config) is None:
         return "a step-time model without the roofline's compiled path"
     return None
@@ -181,14 +182,15 @@ class Core:
                                "progress")
         return st
 
-    def pending(self) -> tuple[int, int, int, int, int]:
-        sizes = np.zeros(5, dtype=np.int64)
+    def pending(self) -> tuple[int, int, int, int]:
+        """Outputs, token times and timeline rows waiting; requests done so far."""
+        sizes = np.zeros(4, dtype=np.int64)
         self.lib.rl_pending(self.handle, _ptr(sizes, _I64P))
-        a, b, c, d, e = sizes.tolist()
-        return a, b, c, d, e
+        a, b, c, d = sizes.tolist()
+        return a, b, c, d
 
     def drain(self) -> dict[str, np.ndarray]:
-        n, n_ev, n_tl, _, _ = self.pending()
+        n, n_ev, n_tl, _ = self.pending()
         i64 = {k: np.empty(n, dtype=np.int64) for k in ("id", "rep", "pre", "status", "ntok")}
         f64 = {k: np.empty(n, dtype=np.float64) for k in ("sent", "end")}
         events = np.empty(n_ev, dtype=np.float64)
@@ -309,7 +311,7 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
 
     while True:
         st = core.run(arrival, prompt, output, group, ptoks, think, DISPATCH_WINDOW, limit)
-        _, _, _, done, _ = core.pending()
+        _, _, _, done = core.pending()
         if st == 1:
             flush()
         if progress is not None and done >= next_progress:

@@ -61,7 +61,7 @@ def check_streamed(rates: list[float | None], timeline: str | None, step_by_step
                    pd: Any, sketch_error: float, built: Any = None) -> None:
     """Options the streamed run does not take, as one-line errors."""
     from ridgeline.errors import RidgelineError
-    from ridgeline.sim.core import pd_stream_blocker
+    from ridgeline.sim.core import engine_blocker
 
     if len(rates) > 1:
         raise RidgelineError("--stream/--workers/--ray: one rate at a time (not a sweep)")
@@ -70,8 +70,8 @@ def check_streamed(rates: list[float | None], timeline: str | None, step_by_step
                              "run folds the timeline into totals)")
     if step_by_step:
         raise RidgelineError("--step-by-step: not with --stream/--workers/--ray")
-    why = "no engine given" if built is None else pd_stream_blocker(built.step_model,
-                                                                     built.config)
+    why = "no engine given" if built is None else engine_blocker(built.step_model,
+                                                                 built.config)
     if pd and why:
         raise RidgelineError("--pd: not with --stream/--workers/--ray here (P/D hand-offs "
                              f"stream only on the C engine core: {why})")
