@@ -24,7 +24,11 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
-from ridgeline.perf.memory import RUNTIME_RESERVE_BYTES, workspace_bytes
+from ridgeline.perf.memory import (
+    RUNTIME_RESERVE_BYTES,
+    kv_bytes_per_sequence_per_gpu,
+    workspace_bytes,
+)
 from ridgeline.perf.ops import VAR, WORK_VARS, kv_elements_per_token_per_layer_per_gpu
 from ridgeline.perf.serving_model import RooflineStepTime, StepBreakdown
 from ridgeline.perf.step_time import ArrayLike, BatchWork
@@ -127,15 +131,26 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
     f_dec, d_dec = dec_bd.flops.sum(axis=0), dec_bd.bytes.sum(axis=0)
     f_pre, d_pre = pre_bd.flops.sum(axis=0), pre_bd.bytes.sum(axis=0)
     d_w = weight_bytes_read(model, b)
-    kv_tok_rank = (mdl.num_layers * kv_elements_per_token_per_layer_per_gpu(mdl, model.parallel.tp)
-                   * pr.kv_bytes)
-    kv_dec = b * (ctx + 1) * kv_tok_rank
+    per_layer = kv_elements_per_token_per_layer_per_gpu(mdl, model.parallel.tp) * pr.kv_bytes
+    kv_tok_rank = mdl.num_softmax_layers * per_layer
+    # Decode reads T + 1 tokens of KV in full-attention layers, min(T, w) + 1 in windowed
+    # ones, and reads and writes the constant state of linear-attention layers.
+    win_ctx = np.minimum(ctx, mdl.sliding_window) if mdl.is_windowed else ctx
+    kv_dec = b * (mdl.num_full_attention_layers * (ctx + 1)
+                  + mdl.num_window_layers * (win_ctx + 1)) * per_layer
+    if mdl.num_linear_layers:
+        from ridgeline.perf.linear_attention import state_bytes_per_sequence_per_gpu
+
+        kv_dec = kv_dec + b * 2.0 * state_bytes_per_sequence_per_gpu(mdl, pr,
+                                                                     model.parallel.tp)
     # Memory (per GPU of the busiest stage); the workspace is that of this prefill pass.
     mem = model.memory(gpu_memory_utilization)
     ws = workspace_bytes(mdl, pr, model.parallel, b * (s - p), b)
     kv_budget = mem.budget_bytes - mem.weight_bytes - ws - RUNTIME_RESERVE_BYTES
     kv_cap = np.floor(np.maximum(kv_budget, 0.0) / mem.kv_bytes_per_token_per_gpu)
-    need_kv = b * (s + n) * mem.kv_bytes_per_token_per_gpu
+    # A sequence of S + N tokens: windowed layers hold min(S + N, w), linear ones a state.
+    per_seq = np.asarray(kv_bytes_per_sequence_per_gpu(mdl, pr, model.parallel, s + n))
+    need_kv = b * per_seq
     shortfall = np.maximum(0.0, need_kv - kv_budget)
     out.update({
         "prefill_flops": f_pre, "prefill_bytes": d_pre,
@@ -156,7 +171,8 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
         "kv_bytes_per_token_per_gpu": np.full(b.shape, mem.kv_bytes_per_token_per_gpu),
         "workspace_bytes": ws,
         "kv_capacity_tokens": kv_cap,
-        "max_concurrent_seqs": np.floor(kv_cap / (s + n)),
+        "kv_per_seq_per_gpu_bytes": per_seq,
+        "max_concurrent_seqs": np.floor(np.maximum(kv_budget, 0.0) / per_seq),
         "memory_fits": shortfall <= 0,
         "memory_shortfall_bytes": shortfall,
     })

@@ -15,7 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ridgeline.perf.ops import kv_elements_per_token_per_layer_per_gpu, kv_heads_per_gpu
+from ridgeline.perf.step_time import ArrayLike
 from ridgeline.specs.hardware import HardwareSpec
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.parallel import Parallelism
@@ -26,9 +29,31 @@ RUNTIME_RESERVE_BYTES = 1.0 * 1024**3
 
 
 def kv_bytes_per_token(model: ModelSpec, precision: Precision) -> float:
-    """Unique KV bytes one token adds, all layers: L * 2 * h_kv * head_dim * b_kv
-    (MLA: L * (kv_lora_rank + qk_rope_head_dim) * b_kv). This is what P/D transfer moves."""
-    return float(model.num_layers * model.kv_elements_per_token_per_layer * precision.kv_bytes)
+    """Unique KV bytes one token adds, all softmax-attention layers: L * 2 * h_kv * head_dim
+    * b_kv (MLA: L * (kv_lora_rank + qk_rope_head_dim) * b_kv). This is what P/D transfer
+    moves. Windowed layers count in full here (an upper bound; the block accounting of the
+    simulator does not free tokens that left the window) and linear-attention layers hold
+    no KV (their state: `state_bytes_per_sequence_per_gpu`)."""
+    return float(model.num_softmax_layers * model.kv_elements_per_token_per_layer
+                 * precision.kv_bytes)
+
+
+def kv_bytes_per_sequence_per_gpu(model: ModelSpec, precision: Precision,
+                                  parallel: Parallelism, context_tokens: ArrayLike
+                                  ) -> ArrayLike:
+    """KV (and linear-attention state) one sequence of `context_tokens` holds on the busiest
+    GPU: full-attention layers T tokens, windowed layers min(T, w), linear-attention layers a
+    constant state, as vLLM's hybrid KV-cache manager allocates them."""
+    from ridgeline.perf.linear_attention import state_bytes_per_sequence_per_gpu
+
+    t = np.asarray(context_tokens, dtype=np.float64)
+    per_layer = kv_elements_per_token_per_layer_per_gpu(model, parallel.tp) * precision.kv_bytes
+    frac = layers_per_stage(model, parallel.pp) / model.num_layers  # busiest stage's share
+    full = model.num_full_attention_layers * t
+    win = model.num_window_layers * np.minimum(t, model.sliding_window) \
+        if model.is_windowed else 0.0 * t
+    state = state_bytes_per_sequence_per_gpu(model, precision, parallel.tp)
+    return frac * ((full + win) * per_layer + state)
 
 
 def layers_per_stage(model: ModelSpec, pp: int) -> int:
@@ -39,7 +64,8 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, precision: Precision,
                                parallel: Parallelism) -> float:
     """KV bytes per token on the busiest GPU (KV heads replicated when tp > h_kv; the MLA
     latent is replicated on every TP rank)."""
-    return float(layers_per_stage(model, parallel.pp)
+    return float(layers_per_stage(model, parallel.pp) * model.num_softmax_layers
+                 / model.num_layers
                  * kv_elements_per_token_per_layer_per_gpu(model, parallel.tp)
                  * precision.kv_bytes)
 
@@ -47,9 +73,12 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, precision: Precision,
 def weight_bytes_per_gpu(model: ModelSpec, precision: Precision, parallel: Parallelism
                          ) -> float:
     """Weight bytes held by the GPU of the largest pipeline stage."""
+    from ridgeline.perf.linear_attention import linear_attention_ops
+
     m, tp = model, parallel.tp
-    d, b_w, b_a, b_e = m.hidden_size, precision.weight_bytes, precision.activation_bytes, \
+    b_w, b_a, b_e = precision.attention_weight_bytes, precision.activation_bytes, \
         precision.embedding_bytes
+    d = m.hidden_size
     hq = m.num_heads // tp
     if m.is_mla:
         lat = m.kv_lora_rank + m.qk_rope_head_dim
@@ -60,16 +89,22 @@ def weight_bytes_per_gpu(model: ModelSpec, precision: Precision, parallel: Paral
                 + hq * m.v_head_dim * d) * b_w
     else:
         hkv = kv_heads_per_gpu(m, tp)
-        qkv_out = (hq + 2 * hkv) * m.head_dim
+        q_out = hq * m.head_dim * (2 if m.attn_output_gate else 1)
+        qkv_out = q_out + 2 * hkv * m.head_dim
         attn = (d * qkv_out + hq * m.head_dim * d) * b_w + (qkv_out * b_a if m.qkv_bias else 0)
-    norms = 2 * d * b_a
-    dense_mlp = 3 * d * m.intermediate_size / tp * b_w
-    moe_mlp = ((m.num_experts * m.expert_params + m.shared_expert_params) / tp * b_w
+        attn += (d if m.o_bias else 0) * b_a + (hq if m.attention_sinks else 0) * b_a
+    norms = m.norms_per_layer * d * b_a
+    dense_mlp = 3 * d * m.intermediate_size / tp * precision.mlp_weight_bytes
+    moe_mlp = (m.num_experts * m.expert_params / tp * precision.expert_weight_bytes
+               + m.shared_expert_params / tp * precision.shared_expert_weight_bytes
                + m.router_params * b_a) if m.is_moe else 0.0
-    layers_total = (m.num_layers * (attn + norms) + m.num_dense_layers * dense_mlp
+    lin = sum(o.weight_bytes for o in linear_attention_ops(m, precision, tp))
+    layers_total = (m.num_softmax_layers * attn + m.num_linear_layers * lin
+                    + m.num_layers * norms + m.num_dense_layers * dense_mlp
                     + m.num_moe_layers * moe_mlp)
     emb = m.embedding_params / tp * b_e
-    head = m.vocab_size * d / tp * b_e  # a tied head still needs the matrix on the last stage
+    # A tied head still needs the matrix on the last stage; a quantized head its own bytes.
+    head = m.vocab_size * d / tp * precision.lm_head_bytes
     if parallel.pp == 1:
         return layers_total + emb + (0.0 if m.tie_word_embeddings else head)
     per_layer = layers_total / m.num_layers
@@ -102,10 +137,14 @@ class MemoryPlan:
     reserve_bytes: float
     kv_bytes_per_token_per_gpu: float
     kv_bytes_per_token: float  # unique, whole model
+    # Linear-attention state of max_num_seqs sequences (constant per sequence; 0 for
+    # models without linear attention), set aside before the KV cache.
+    state_bytes: float = 0.0
 
     @property
     def kv_budget_bytes(self) -> float:
-        return self.budget_bytes - self.weight_bytes - self.workspace_bytes - self.reserve_bytes
+        return (self.budget_bytes - self.weight_bytes - self.workspace_bytes
+                - self.reserve_bytes - self.state_bytes)
 
     @property
     def fits(self) -> bool:
@@ -140,4 +179,12 @@ def plan_memory(model: ModelSpec, hardware: HardwareSpec, precision: Precision,
         reserve_bytes=RUNTIME_RESERVE_BYTES,
         kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(model, precision, parallel),
         kv_bytes_per_token=kv_bytes_per_token(model, precision),
+        state_bytes=max_seqs * _state_per_seq(model, precision, parallel),
     )
+
+
+def _state_per_seq(model: ModelSpec, precision: Precision, parallel: Parallelism) -> float:
+    from ridgeline.perf.linear_attention import state_bytes_per_sequence_per_gpu
+
+    return state_bytes_per_sequence_per_gpu(model, precision, parallel.tp) * \
+        layers_per_stage(model, parallel.pp) / model.num_layers

@@ -104,8 +104,11 @@ def kv_elements_per_token_per_layer_per_gpu(model: ModelSpec, tp: int) -> int:
 
 
 def _attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
-    d, b_a, b_w, b_kv, L = m.hidden_size, pr.activation_bytes, pr.weight_bytes, pr.kv_bytes, \
-        m.num_layers
+    # Softmax-attention layers only (linear-attention layers: perf/linear_attention.py);
+    # the attention kernels of windowed layers are in perf/window.py (their own work).
+    d, b_a, b_w, b_kv, L = m.hidden_size, pr.activation_bytes, pr.attention_weight_bytes, \
+        pr.kv_bytes, m.num_softmax_layers
+    L_full = m.num_full_attention_layers
     hq = m.num_heads // tp
     ops: list[Op] = [_elementwise("attn_norm", 4 * d * b_a, L, flops_per_token=5 * d)]
     if m.is_mla:
@@ -147,29 +150,31 @@ def _attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
     hd = m.head_dim
     hkv = kv_heads_per_gpu(m, tp)
     kv_tok = 2 * hkv * hd * b_kv  # K and V of one token, one layer, this GPU
-    ops.append(_linear("qkv_proj", d, (hq + 2 * hkv) * hd, L, b_w, b_a,
-                       bias=(hq + 2 * hkv) * hd if m.qkv_bias else 0.0))
+    q_out = hq * hd * (2 if m.attn_output_gate else 1)  # Qwen3-Next: + the output gate
+    ops.append(_linear("qkv_proj", d, q_out + 2 * hkv * hd, L, b_w, b_a,
+                       bias=q_out + 2 * hkv * hd if m.qkv_bias else 0.0))
     if m.qk_norm:
         ops.append(_elementwise("qk_norm", 2 * (hq + hkv) * hd * b_a, L))
     ops.append(_elementwise("rope", 2 * (hq + hkv) * hd * b_a, L))
     ops.append(Op(
-        "attn_prefill", ATTENTION, L,
+        "attn_prefill", ATTENTION, L_full,
         flops={"pairs": 4.0 * hq * hd},  # QK^T and PV, 2 FLOPs per multiply-add each
         bytes={"pt": 2 * hq * hd * b_a + 2 * hkv * hd * b_a + kv_tok,  # Q, O, new K/V, write
                "pc": kv_tok},  # cached context K/V read once
         driver="pre"))
     ops.append(Op(
-        "attn_decode", ATTENTION, L,
+        "attn_decode", ATTENTION, L_full,
         flops={"dc": 4.0 * hq * hd, "dq": 4.0 * hq * hd},  # T old keys + the new one
         bytes={"dc": kv_tok,  # unique KV read once (GQA reuse): 2 T d_kv b_kv per layer
                "dq": kv_tok + 2 * hq * hd * b_a},  # new KV write; Q in, O out
         driver="dec"))
-    ops.append(_linear("o_proj", hq * hd, d, L, b_w, b_a))
+    ops.append(_linear("o_proj", hq * hd, d, L, b_w, b_a, bias=d if m.o_bias else 0.0))
     return ops
 
 
 def _mlp_ops(m: ModelSpec, pr: Precision, tp: int, ep: int) -> list[Op]:
-    d, b_a, b_w = m.hidden_size, pr.activation_bytes, pr.weight_bytes
+    d, b_a, b_w = m.hidden_size, pr.activation_bytes, pr.mlp_weight_bytes
+    b_x, b_sh = pr.expert_weight_bytes, pr.shared_expert_weight_bytes
     ops: list[Op] = [_elementwise("mlp_norm", 4 * d * b_a, m.num_layers, flops_per_token=5 * d)]
     if m.num_dense_layers:
         ff, Ld = m.intermediate_size / tp, m.num_dense_layers
@@ -186,17 +191,17 @@ def _mlp_ops(m: ModelSpec, pr: Precision, tp: int, ep: int) -> list[Op]:
         # Weights of the E[U] touched experts (this GPU's 1/tp share), read once each.
         ops.append(Op("experts_gate_up", GEMM, Lm,
                       flops={"n": 2.0 * k * d * 2 * ffe},
-                      bytes={"n": k * (d + 2 * ffe) * b_a, "u": d * 2 * ffe * b_w}))
+                      bytes={"n": k * (d + 2 * ffe) * b_a, "u": d * 2 * ffe * b_x}))
         ops.append(_elementwise("experts_act", 3 * k * ffe * b_a, Lm, flops_per_token=5 * k * ffe))
         ops.append(Op("experts_down", GEMM, Lm,
                       flops={"n": 2.0 * k * ffe * d},
-                      bytes={"n": k * (ffe + d) * b_a, "u": ffe * d * b_w}))
+                      bytes={"n": k * (ffe + d) * b_a, "u": ffe * d * b_x}))
         if m.num_shared_experts:
             sh = m.num_shared_experts * m.shared_expert_intermediate_size / tp
             ops += [
-                _linear("shared_gate_up", d, 2 * sh, Lm, b_w, b_a),
+                _linear("shared_gate_up", d, 2 * sh, Lm, b_sh, b_a),
                 _elementwise("shared_act", 3 * sh * b_a, Lm, flops_per_token=5 * sh),
-                _linear("shared_down", sh, d, Lm, b_w, b_a),
+                _linear("shared_down", sh, d, Lm, b_sh, b_a),
             ]
     return ops
 
@@ -208,14 +213,17 @@ def _model_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
         _elementwise("embedding", d * (b_e / tp + b_a), 1),
         _elementwise("final_norm", 2 * d * b_a, 1, flops_per_token=5 * d),
         # The LM head is read in full every step; logits only for the sampled rows.
-        _linear("lm_head", d, V / tp, 1, b_e, b_a, tokens={"s": 1.0}),
+        _linear("lm_head", d, V / tp, 1, pr.lm_head_bytes, b_a, tokens={"s": 1.0}),
     ]
 
 
 def build_ops(model: ModelSpec, precision: Precision, parallel: Parallelism) -> list[Op]:
     """All operators of one step on one GPU of the replica (layers of every stage summed)."""
+    from ridgeline.perf.linear_attention import linear_attention_ops
+
     tp = parallel.tp
     return (_model_ops(model, precision, tp)[:1] + _attention_ops(model, precision, tp)
+            + linear_attention_ops(model, precision, tp)
             + _mlp_ops(model, precision, tp, parallel.ep) + _model_ops(model, precision, tp)[1:])
 
 

@@ -26,6 +26,7 @@ from ridgeline.perf.fast_step import CompiledStep
 from ridgeline.perf.memory import MemoryPlan, plan_memory
 from ridgeline.perf.ops import ATTENTION, GEMM, VAR, WORK_VARS, OpTable, build_table
 from ridgeline.perf.step_time import ArrayLike, BatchWork
+from ridgeline.perf.window import EXT_VAR, EXT_VARS, WINDOW_VARS, build_ext_table, window_work
 from ridgeline.specs.hardware import HardwareSpec
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.parallel import Parallelism
@@ -77,8 +78,11 @@ class RooflineStepTime:
         self.bandwidth_eff_bytes_s = hw.memory_bandwidth_bytes_s * hw.bandwidth_efficiency
         self.link_eff_bytes_s = hw.interconnect_bandwidth_bytes_s * hw.bandwidth_efficiency
         self.kernel_overhead_s = hw.kernel_overhead_us * 1e-6
-        self.table: OpTable = build_table(model, self.precision, self.parallel,
-                                          self.link_eff_bytes_s, hw.interconnect_latency_s)
+        # Windowed layers add work variables of their own (perf/window.py).
+        self._window = float(model.sliding_window) if model.is_windowed else 0.0
+        build = build_ext_table if self._window else build_table
+        self.table: OpTable = build(model, self.precision, self.parallel,
+                                    self.link_eff_bytes_s, hw.interconnect_latency_s)
         peaks = {GEMM: self.gemm_peak_flops, ATTENTION: self.attention_peak_flops}
         c_eff = np.array([peaks.get(k, self.vector_peak_flops) for k in self.table.kinds])
         self.compute_eff_flops_s = c_eff * hw.compute_efficiency  # per operator
@@ -95,8 +99,14 @@ class RooflineStepTime:
         self._memory = plan_memory(model, hw, self.precision, self.parallel, 0.9,
                                    max_num_batched_tokens, max_num_seqs)
         # The same sum, compiled for calls of a few steps (the simulator's pattern).
-        self._fast = CompiledStep(self._stack[:k], self._stack[k:], self._linear, self._moe,
-                                  self._E, self._miss, table_seqs=max_num_seqs)
+        nw = len(WORK_VARS)
+        self._fast = CompiledStep(self._stack[:k, :nw], self._stack[k:, :nw],
+                                  self._linear[:nw], self._moe, self._E, self._miss,
+                                  table_seqs=max_num_seqs)
+        if self._window:
+            # min(T, w) is not a linear form of the step's sums: the C core and the compiled
+            # path do not apply; steps go through `_times_exact` (Python engine).
+            self._fast.applicable = False
 
     # --- construction by name ------------------------------------------------------------
     @classmethod
@@ -127,13 +137,17 @@ class RooflineStepTime:
             pt, pairs, pc, ps, dq, dc = (float(v) for v in vals)
             n = pt + dq
             u = self._E * (1.0 - self._miss ** n) if self._moe else 0.0
-            return np.array([[n > 0, n, ps + dq, pt, pairs, pc, dq, dc, u, pt > 0, dq > 0]],
-                            dtype=np.float64).T, ()
+            row = [n > 0, n, ps + dq, pt, pairs, pc, dq, dc, u, pt > 0, dq > 0]
+            if self._window:
+                row += [float(x) for x in window_work(self._window, *(np.array(y) for y in (
+                    pt, pairs, pc, ps, dq, dc)))]
+            return np.array([row], dtype=np.float64).T, ()
         # Array path: fill the (WORK_VARS, M) matrix row by row with broadcasting (no
         # intermediate broadcast copies); scalar-zero fields leave their rows zero.
         shape = np.broadcast_shapes(*(np.shape(x) for x in vals))
-        v = np.zeros((len(WORK_VARS), int(np.prod(shape))))
-        grid = v.reshape(len(WORK_VARS), *shape)
+        nvar = len(EXT_VARS) if self._window else len(WORK_VARS)
+        v = np.zeros((nvar, int(np.prod(shape))))
+        grid = v.reshape(nvar, *shape)
         for name, x in zip(("pt", "pairs", "pc", "s", "dq", "dc"), vals, strict=True):
             if isinstance(x, np.ndarray) or x:
                 grid[VAR[name]] = x
@@ -148,7 +162,32 @@ class RooflineStepTime:
             np.power(self._miss, n, out=u)
             np.subtract(1.0, u, out=u)
             u *= self._E
+        if self._window:
+            base = [v[VAR[x]] for x in ("pt", "pairs", "pc")]
+            ps = v[VAR["s"]] - v[VAR["dq"]]
+            for x, val in zip(WINDOW_VARS, window_work(self._window, *base, ps, v[VAR["dq"]],
+                                                       v[VAR["dc"]]), strict=True):
+                v[EXT_VAR[x]] = val
         return v, shape
+
+    def _times_exact(self, v: np.ndarray) -> np.ndarray:
+        """The same sum evaluated elementwise, operator by operator, term by term (no BLAS):
+        each step's value depends only on its own column (windowed models, which the
+        compiled path does not cover, keep the engine's modes bit-identical)."""
+        k = self._n_ops
+        comp, mem = self._stack[:k], self._stack[k:]
+        out = np.zeros(v.shape[1])
+        for j in range(k):
+            c = np.zeros(v.shape[1])
+            m = np.zeros(v.shape[1])
+            for i in np.flatnonzero(comp[j]).tolist():
+                c += comp[j, i] * v[i]
+            for i in np.flatnonzero(mem[j]).tolist():
+                m += mem[j, i] * v[i]
+            out += np.maximum(c, m)
+        for i in np.flatnonzero(self._linear).tolist():
+            out += self._linear[i] * v[i]
+        return out
 
     def _times(self, v: np.ndarray) -> np.ndarray:
         k = self._n_ops
@@ -185,7 +224,7 @@ class RooflineStepTime:
         if t is not None:
             return t
         v, shape = self.work_vars(work)
-        t = self._times(v)
+        t = self._times_exact(v) if self._window else self._times(v)
         return float(t[0]) if shape == () else t.reshape(shape)
 
     def breakdown(self, work: BatchWork) -> StepBreakdown:

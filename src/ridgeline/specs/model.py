@@ -21,11 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.specs.quant import QuantSpec, parse_quantization
 
-DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
-MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe")
+DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3")
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "llama4_text", "gpt_oss", "qwen3_next")
 MLA_TYPES = ("deepseek_v2", "deepseek_v3")
 SUPPORTED_TYPES = DENSE_TYPES + MOE_TYPES + MLA_TYPES
+# Multimodal wrappers: the language model is the nested `text_config` (its model_type, or
+# this one when the nested config omits it).
+WRAPPER_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen2_5_vl": "qwen2",
+                 "qwen2_vl": "qwen2", "mistral3": "mistral", "llava": "llama"}
+# Families whose HF config class ties the LM head to the embedding by default.
+_TIED_BY_DEFAULT = ("gemma2", "gemma3_text")
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,31 @@ class ModelSpec:
     v_head_dim: int = 0
     # Context window (max_position_embeddings): prompt + output must fit; 0 = unknown.
     max_position_embeddings: int = 0
+    # Local attention: `num_window_layers` of the softmax-attention layers see only the last
+    # `sliding_window` tokens (window_kind "sliding"), or their own chunk of that many
+    # tokens (Llama-4 "chunked": costed as a window of the chunk size, an upper bound).
+    sliding_window: int = 0
+    num_window_layers: int = 0
+    window_kind: str = ""
+    # Linear attention (Qwen3-Next Gated DeltaNet): layers with a constant-size state per
+    # sequence instead of a growing KV cache.
+    num_linear_layers: int = 0
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    # Attention details that change weights (not the per-token attention cost).
+    attn_output_gate: bool = False  # Qwen3-Next: q_proj also emits a sigmoid output gate
+    o_bias: bool = False  # gpt-oss: attention_bias covers o_proj too
+    attention_sinks: bool = False  # gpt-oss: one learned sink logit per head
+    expert_bias: bool = False  # gpt-oss: experts and router carry biases
+    norms_per_layer: int = 2  # Gemma-2/3: pre and post norms around attention and MLP
+    # Soft-capping (Gemma-2): tanh caps on attention and final logits; no cost change.
+    attn_logit_softcapping: float = 0.0
+    final_logit_softcapping: float = 0.0
+    # The checkpoint's quantization_config (None: unquantized).
+    quant: QuantSpec | None = None
 
     # --- derived shapes -------------------------------------------------------------
     @property
@@ -72,6 +104,53 @@ class ModelSpec:
     @property
     def num_dense_layers(self) -> int:
         return self.num_layers - self.num_moe_layers
+
+    @property
+    def num_softmax_layers(self) -> int:
+        """Layers with softmax attention (all but the linear-attention ones)."""
+        return self.num_layers - self.num_linear_layers
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        """Softmax-attention layers that see the whole context (KV grows with it)."""
+        return self.num_softmax_layers - self.num_window_layers
+
+    @property
+    def is_windowed(self) -> bool:
+        return self.sliding_window > 0 and self.num_window_layers > 0
+
+    def kv_tokens_per_layer(self, context_tokens: float) -> tuple[float, float]:
+        """(tokens a full-attention layer holds, tokens a windowed layer holds) at a context."""
+        w = float(self.sliding_window) if self.is_windowed else float("inf")
+        return float(context_tokens), min(float(context_tokens), w)
+
+    @property
+    def linear_key_dim(self) -> int:
+        return self.linear_num_key_heads * self.linear_key_head_dim
+
+    @property
+    def linear_value_dim(self) -> int:
+        return self.linear_num_value_heads * self.linear_value_head_dim
+
+    @property
+    def linear_state_elements(self) -> int:
+        """Recurrent state of one linear-attention layer for one sequence: the delta-rule
+        matrix (h_v x d_k x d_v) plus the causal-conv tail ((kernel-1) x conv channels)."""
+        conv = (2 * self.linear_key_dim + self.linear_value_dim) * max(
+            self.linear_conv_kernel - 1, 0)
+        return (self.linear_num_value_heads * self.linear_key_head_dim
+                * self.linear_value_head_dim + conv)
+
+    @property
+    def linear_attention_params(self) -> int:
+        """One Gated DeltaNet layer: in_proj_qkvz (q, k, v, z), in_proj_ba (beta, alpha per
+        value head), depthwise conv over q/k/v, dt_bias and A_log, gated norm, out_proj."""
+        if not self.num_linear_layers:
+            return 0
+        d, kd, vd, hv = (self.hidden_size, self.linear_key_dim, self.linear_value_dim,
+                         self.linear_num_value_heads)
+        return (d * (2 * kd + 2 * vd) + d * 2 * hv + (2 * kd + vd) * self.linear_conv_kernel
+                + 2 * hv + self.linear_value_head_dim + vd * d)
 
     @property
     def q_dim(self) -> int:
@@ -115,10 +194,14 @@ class ModelSpec:
             kv_b = self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim)
             o = h * self.v_head_dim * d
             return q + kv_a + kv_b + o
-        qkv_out = self.q_dim + 2 * self.kv_dim
+        qkv_out = self.q_dim * (2 if self.attn_output_gate else 1) + 2 * self.kv_dim
         p = d * qkv_out + self.attn_out_dim * d
         if self.qkv_bias:
             p += qkv_out
+        if self.o_bias:
+            p += d
+        if self.attention_sinks:
+            p += self.num_heads
         if self.qk_norm:
             p += 2 * self.head_dim
         return p
@@ -130,7 +213,8 @@ class ModelSpec:
     @property
     def expert_params(self) -> int:
         """Parameters of one routed expert (gated MLP of moe_intermediate_size)."""
-        return 3 * self.hidden_size * self.moe_intermediate_size
+        bias = 2 * self.moe_intermediate_size + self.hidden_size if self.expert_bias else 0
+        return 3 * self.hidden_size * self.moe_intermediate_size + bias
 
     @property
     def shared_expert_params(self) -> int:
@@ -139,11 +223,12 @@ class ModelSpec:
 
     @property
     def router_params(self) -> int:
-        return self.hidden_size * self.num_experts
+        return self.hidden_size * self.num_experts + (self.num_experts if self.expert_bias
+                                                      else 0)
 
     @property
     def norm_params_per_layer(self) -> int:
-        return 2 * self.hidden_size
+        return self.norms_per_layer * self.hidden_size
 
     @property
     def embedding_params(self) -> int:
@@ -156,32 +241,43 @@ class ModelSpec:
 
     @property
     def layer_params_dense(self) -> int:
+        """A dense-MLP layer with softmax attention."""
         return self.attention_params + self.dense_mlp_params + self.norm_params_per_layer
 
     @property
     def layer_params_moe(self) -> int:
+        """An MoE layer with softmax attention."""
         return (self.attention_params + self.num_experts * self.expert_params
                 + self.shared_expert_params + self.router_params + self.norm_params_per_layer)
 
     @property
+    def _mixer_params(self) -> int:
+        """Token mixers of all layers: softmax attention and linear attention."""
+        return (self.num_softmax_layers * self.attention_params
+                + self.num_linear_layers * self.linear_attention_params)
+
+    @property
     def total_params(self) -> int:
         """All parameters (embeddings and LM head included, MTP heads excluded)."""
-        return (self.num_dense_layers * self.layer_params_dense
-                + self.num_moe_layers * self.layer_params_moe
+        return (self._mixer_params + self.num_layers * self.norm_params_per_layer
+                + self.num_dense_layers * self.dense_mlp_params
+                + self.num_moe_layers * (self.num_experts * self.expert_params
+                                         + self.shared_expert_params + self.router_params)
                 + self.embedding_params + self.lm_head_params + self.hidden_size)
 
     @property
     def active_params(self) -> int:
         """Parameters one token uses: k routed experts instead of all E."""
-        moe_active = (self.attention_params + self.experts_per_token * self.expert_params
-                      + self.shared_expert_params + self.router_params
-                      + self.norm_params_per_layer)
-        return (self.num_dense_layers * self.layer_params_dense
-                + self.num_moe_layers * moe_active
+        return (self._mixer_params + self.num_layers * self.norm_params_per_layer
+                + self.num_dense_layers * self.dense_mlp_params
+                + self.num_moe_layers * (self.experts_per_token * self.expert_params
+                                         + self.shared_expert_params + self.router_params)
                 + self.embedding_params + self.lm_head_params + self.hidden_size)
 
     def describe(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if v not in (0, False)}
+        out = {k: v for k, v in asdict(self).items() if v not in (0, False, "", None)}
+        if self.quant is not None:
+            out["quant"] = self.quant.describe()
         out["total_params"] = self.total_params
         out["active_params"] = self.active_params
         return out
@@ -222,6 +318,18 @@ _BOUNDS: dict[str, tuple[int, int]] = {
     "qk_nope_head_dim": (1, 1 << 14),
     "v_head_dim": (1, 1 << 14),
     "max_position_embeddings": (1, 1 << 27),
+    "sliding_window": (1, 1 << 27),
+    "attention_chunk_size": (1, 1 << 27),
+    "sliding_window_pattern": (1, 10_000),
+    "full_attention_interval": (1, 10_000),
+    "max_window_layers": (0, 10_000),
+    "interleave_moe_layer_step": (1, 10_000),
+    "intermediate_size_mlp": (1, 1 << 22),
+    "linear_num_key_heads": (1, 1 << 14),
+    "linear_num_value_heads": (1, 1 << 14),
+    "linear_key_head_dim": (1, 1 << 14),
+    "linear_value_head_dim": (1, 1 << 14),
+    "linear_conv_kernel_dim": (1, 1 << 10),
 }
 
 
@@ -266,7 +374,66 @@ def from_hf_config(cfg: dict[str, Any], name: str | None = None) -> ModelSpec:
     if not isinstance(cfg, dict):
         raise RidgelineError(f"config.json: got a JSON {type(cfg).__name__}; allowed: a JSON "
                              "object of Hugging Face config fields ({\"model_type\": ...})")
-    return _check_spec(_from_hf_config(cfg, name))
+    return _check_spec(_from_hf_config(_language_config(cfg), name))
+
+
+def _language_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The language model's config: a multimodal wrapper's `text_config` (with the
+    wrapper's quantization_config and name), else the config itself."""
+    outer = cfg.get("model_type")
+    text = cfg.get("text_config")
+    if isinstance(outer, str) and outer in WRAPPER_TYPES and not isinstance(text, dict):
+        return {**cfg, "model_type": WRAPPER_TYPES[outer]}  # flat VL configs (Qwen2-VL)
+    if not isinstance(text, dict):
+        return cfg
+    inner = dict(text)
+    if not isinstance(inner.get("model_type"), str) or inner["model_type"] not in \
+            SUPPORTED_TYPES:
+        mapped = WRAPPER_TYPES.get(outer) if isinstance(outer, str) else None
+        if mapped is None and isinstance(inner.get("model_type"), str):
+            mapped = WRAPPER_TYPES.get(inner["model_type"])
+        if mapped is not None:
+            inner["model_type"] = mapped
+    for key in ("quantization_config", "_name_or_path", "torch_dtype"):
+        if key in cfg and key not in inner:
+            inner[key] = cfg[key]
+    return inner
+
+
+def _window(cfg: dict[str, Any], fam: str, layers: int, linear: set[int]
+            ) -> tuple[int, int, str]:
+    """(window tokens, windowed softmax layers, kind) from the family's config fields."""
+    max_pos = cfg.get("max_position_embeddings") or 0
+    if fam == "llama4_text":
+        chunk = _int(cfg, "attention_chunk_size", fam, default=0)
+        rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(layers)]
+        if not isinstance(rope, list) or len(rope) != layers:
+            raise RidgelineError(f"config.json: field 'no_rope_layers': allowed: a list of "
+                                 f"{layers} 0/1 flags")
+        n = sum(1 for r in rope if r) if chunk else 0
+        return (chunk, n, "chunked") if n else (0, 0, "")
+    win = cfg.get("sliding_window")
+    if win is None or (fam in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")
+                       and not cfg.get("use_sliding_window", False)):
+        return 0, 0, ""
+    w = _int(cfg, "sliding_window", fam)
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        n = sum(1 for t in types if t in ("sliding_attention", "chunked_attention"))
+    elif fam == "gemma2":
+        n = sum(1 for i in range(layers) if i % 2 == 0)  # even layers slide (HF Gemma2)
+    elif fam == "gemma3_text":
+        pat = _int(cfg, "sliding_window_pattern", fam, default=6)
+        n = sum(1 for i in range(layers) if (i + 1) % pat)
+    elif fam in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
+        first = _int(cfg, "max_window_layers", fam, default=0)
+        n = sum(1 for i in range(layers) if i >= first)
+    else:
+        n = layers  # Mistral, Phi-3, Mixtral: every layer slides
+    n -= sum(1 for i in linear if i < layers) if fam == "qwen3_next" else 0
+    if w >= max_pos > 0 or n <= 0:
+        return 0, 0, ""  # a window as wide as the context never binds
+    return w, n, "sliding"
 
 
 def _from_hf_config(cfg: dict[str, Any], name: str | None) -> ModelSpec:
@@ -278,7 +445,8 @@ def _from_hf_config(cfg: dict[str, Any], name: str | None) -> ModelSpec:
             f"supported model_type: {', '.join(SUPPORTED_TYPES)}")
     if not isinstance(model_type, str) or model_type not in SUPPORTED_TYPES:
         raise RidgelineError(f"config.json: model_type {model_type!r} is not supported; "
-                             f"supported: {', '.join(SUPPORTED_TYPES)}")
+                             f"supported: {', '.join(SUPPORTED_TYPES)} (and the "
+                             f"text_config of {', '.join(WRAPPER_TYPES)})")
     fam = model_type
     d = _int(cfg, "hidden_size", fam)
     layers = _int(cfg, "num_hidden_layers", fam)
@@ -286,20 +454,85 @@ def _from_hf_config(cfg: dict[str, Any], name: str | None) -> ModelSpec:
     kv_heads = _int(cfg, "num_key_value_heads", fam, default=heads)
     head_dim = _int(cfg, "head_dim", fam, default=d // heads)
     vocab = _int(cfg, "vocab_size", fam)
+    linear: set[int] = set()
+    if model_type == "qwen3_next":
+        types = cfg.get("layer_types")
+        if isinstance(types, list) and len(types) == layers:
+            linear = {i for i, t in enumerate(types) if t == "linear_attention"}
+        else:
+            every = _int(cfg, "full_attention_interval", fam, default=4)
+            linear = {i for i in range(layers) if (i + 1) % every}
+    win, n_win, kind = _window(cfg, fam, layers, linear)
     common: dict[str, Any] = dict(
         name=name or str(cfg.get("_name_or_path") or model_type), model_type=model_type,
         hidden_size=d, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
         head_dim=head_dim, vocab_size=vocab,
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings",
+                                         model_type in _TIED_BY_DEFAULT)),
         max_position_embeddings=_int(cfg, "max_position_embeddings", fam, default=0),
+        sliding_window=win, num_window_layers=n_win, window_kind=kind,
+        quant=parse_quantization(cfg.get("quantization_config")),
     )
+    if model_type in ("gemma2", "gemma3_text"):
+        common.update(norms_per_layer=4,
+                      attn_logit_softcapping=float(cfg.get("attn_logit_softcapping") or 0.0),
+                      final_logit_softcapping=float(cfg.get("final_logit_softcapping")
+                                                    or 0.0))
     if model_type in DENSE_TYPES:
         return ModelSpec(
             **common,
             intermediate_size=_int(cfg, "intermediate_size", fam),
             # Qwen2 always has q/k/v biases (not a config field); Llama/Qwen3 say so.
             qkv_bias=model_type == "qwen2" or bool(cfg.get("attention_bias", False)),
-            qk_norm=model_type == "qwen3",
+            qk_norm=model_type in ("qwen3", "gemma3_text"),
+        )
+    if model_type == "llama4_text":
+        # Interleaved MoE (every `interleave_moe_layer_step`-th layer) with one shared
+        # expert of the routed width; dense layers use intermediate_size_mlp.
+        step = _int(cfg, "interleave_moe_layer_step", fam, default=1)
+        moe_idx = cfg.get("moe_layers") or list(range(step - 1, layers, step))
+        width = _int(cfg, "intermediate_size", fam)
+        return ModelSpec(
+            **common,
+            intermediate_size=_int(cfg, "intermediate_size_mlp", fam, default=width),
+            num_experts=_int(cfg, "num_local_experts", fam),
+            experts_per_token=_int(cfg, "num_experts_per_tok", fam),
+            moe_intermediate_size=width, num_shared_experts=1,
+            shared_expert_intermediate_size=width,
+            num_moe_layers=sum(1 for i in moe_idx if isinstance(i, int) and 0 <= i < layers),
+            qkv_bias=bool(cfg.get("attention_bias", False)),
+        )
+    if model_type == "gpt_oss":
+        bias = bool(cfg.get("attention_bias", True))
+        return ModelSpec(
+            **common,
+            intermediate_size=_int(cfg, "intermediate_size", fam),
+            num_experts=_int(cfg, "num_local_experts", fam),
+            experts_per_token=_int(cfg, "num_experts_per_tok", fam),
+            moe_intermediate_size=_int(cfg, "intermediate_size", fam),
+            num_moe_layers=layers, qkv_bias=bias, o_bias=bias, attention_sinks=True,
+            expert_bias=True,
+        )
+    if model_type == "qwen3_next":
+        step = _int(cfg, "decoder_sparse_step", fam, default=1)
+        dense_only = set(cfg.get("mlp_only_layers") or [])
+        return ModelSpec(
+            **common,
+            intermediate_size=_int(cfg, "intermediate_size", fam),
+            qk_norm=True, attn_output_gate=bool(cfg.get("attn_output_gate", True)),
+            num_experts=_int(cfg, "num_experts", fam),
+            experts_per_token=_int(cfg, "num_experts_per_tok", fam),
+            moe_intermediate_size=_int(cfg, "moe_intermediate_size", fam),
+            num_shared_experts=1,
+            shared_expert_intermediate_size=_int(cfg, "shared_expert_intermediate_size", fam),
+            num_moe_layers=sum(1 for i in range(layers)
+                               if i not in dense_only and (i + 1) % step == 0),
+            num_linear_layers=len(linear),
+            linear_num_key_heads=_int(cfg, "linear_num_key_heads", fam),
+            linear_num_value_heads=_int(cfg, "linear_num_value_heads", fam),
+            linear_key_head_dim=_int(cfg, "linear_key_head_dim", fam),
+            linear_value_head_dim=_int(cfg, "linear_value_head_dim", fam),
+            linear_conv_kernel=_int(cfg, "linear_conv_kernel_dim", fam, default=4),
         )
     if model_type == "mixtral":
         return ModelSpec(

@@ -4,7 +4,15 @@ Bytes per element include the quantization-scale overhead of the 4-bit formats:
 
 - int4: GPTQ/AWQ-style groups of 128 weights share one fp16 scale -> 0.5 + 2/128 bytes.
 - fp4:  NVFP4 blocks of 16 values share one fp8 scale -> 0.5 + 1/16 bytes.
+- mxfp4: OCP MX blocks of 32 values share one E8M0 scale -> 0.5 + 1/32 bytes (gpt-oss).
 - fp8 / int8: one scale per tensor or per channel, negligible against the matrix.
+
+A quantized checkpoint can store module classes differently (gpt-oss: MXFP4 experts, bf16
+attention; llm-compressor FP8: attention left bf16 by `ignore`): `module_weights` holds
+those per-class dtypes, and the per-class byte properties read them (`weights` for the rest).
+
+KV defaults to the model's own 16-bit dtype, as vLLM's `--kv-cache-dtype auto` does (the
+checkpoint's torch_dtype, not the quantized weight dtype): fp32 for fp32 weights, else bf16.
 
 The activation dtype selects the tensor-core peak the GEMMs run at. Weight-only
 quantization (int4/fp8 weights with bf16 activations) dequantizes in the kernel, so it runs
@@ -18,9 +26,13 @@ held in 16-bit (32-bit for fp32 activations) whatever the GEMM input dtype, as v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from ridgeline.errors import field_error
+
+if TYPE_CHECKING:
+    from ridgeline.specs.model import ModelSpec
 
 # Storage bytes per element, scale overhead included.
 DTYPE_BYTES: dict[str, float] = {
@@ -31,9 +43,10 @@ DTYPE_BYTES: dict[str, float] = {
     "int8": 1.0,
     "int4": 0.5 + 2.0 / 128.0,
     "fp4": 0.5 + 1.0 / 16.0,
+    "mxfp4": 0.5 + 1.0 / 32.0,
 }
 
-WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
+WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4")
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
 ACTIVATION_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4")
 
@@ -45,11 +58,46 @@ class Precision:
     weights: str
     kv: str
     activations: str
+    # Per module class (specs/quant.py MODULE_CLASSES) dtype where it differs from
+    # `weights`; a pair tuple so the dataclass stays hashable.
+    module_weights: tuple[tuple[str, str], ...] = ()
+    weight_bytes_override: float = 0.0  # bytes/weight of `weights` when scales differ
+    source: str = "flags"  # what chose these dtypes: "flags" or the checkpoint's method
 
     @property
     def weight_bytes(self) -> float:
         """Bytes per weight of the quantized linear layers (scales included)."""
-        return DTYPE_BYTES[self.weights]
+        return self.weight_bytes_override or DTYPE_BYTES[self.weights]
+
+    def module_dtype(self, module: str) -> str:
+        return dict(self.module_weights).get(module, self.weights)
+
+    def module_weight_bytes(self, module: str) -> float:
+        """Bytes per weight of one module class (attention, mlp, experts, shared_experts)."""
+        dt = dict(self.module_weights).get(module)
+        return self.weight_bytes if dt is None else DTYPE_BYTES[dt]
+
+    @property
+    def attention_weight_bytes(self) -> float:
+        return self.module_weight_bytes("attention")
+
+    @property
+    def mlp_weight_bytes(self) -> float:
+        return self.module_weight_bytes("mlp")
+
+    @property
+    def expert_weight_bytes(self) -> float:
+        return self.module_weight_bytes("experts")
+
+    @property
+    def shared_expert_weight_bytes(self) -> float:
+        return self.module_weight_bytes("shared_experts")
+
+    @property
+    def lm_head_bytes(self) -> float:
+        """Bytes per LM-head weight: 16-bit unless the checkpoint quantized it."""
+        dt = dict(self.module_weights).get("lm_head")
+        return self.embedding_bytes if dt is None else DTYPE_BYTES[dt]
 
     @property
     def embedding_bytes(self) -> float:
@@ -72,20 +120,26 @@ class Precision:
     @property
     def gemm_compute_dtype(self) -> str:
         """The dtype whose tensor-core peak the linear layers run at."""
-        return "bf16" if self.activations == "fp16" else self.activations
+        return {"fp16": "bf16", "mxfp4": "fp4"}.get(self.activations, self.activations)
 
     @property
     def attention_compute_dtype(self) -> str:
         """Attention runs in the 16-bit (or fp32) activation dtype, as FlashAttention does."""
         return "fp32" if self.activations == "fp32" else "bf16"
 
-    def describe(self) -> dict[str, str]:
-        return {"weights": self.weights, "kv": self.kv, "activations": self.activations}
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"weights": self.weights, "kv": self.kv,
+                               "activations": self.activations}
+        if self.source != "flags":  # what chose the dtypes, when not only the flags
+            out["source"] = self.source
+        if self.module_weights:
+            out["module_weights"] = dict(self.module_weights)
+        return out
 
 
 def resolve_precision(weights: str = "bf16", kv: str | None = None,
                       activations: str = "bf16") -> Precision:
-    """Validate the dtypes; KV defaults to the weight dtype (bf16 for 4-bit weights)."""
+    """Validate the dtypes; KV defaults to the model's 16-bit dtype (vLLM's `auto`)."""
     weights = weights.lower()
     activations = activations.lower()
     if weights not in WEIGHT_DTYPES:
@@ -93,8 +147,29 @@ def resolve_precision(weights: str = "bf16", kv: str | None = None,
     if activations not in ACTIVATION_DTYPES:
         raise field_error("activations", activations, ", ".join(ACTIVATION_DTYPES))
     if kv is None:
-        kv = "bf16" if weights in ("int4", "fp4") else weights
+        kv = "fp32" if weights == "fp32" else "fp16" if weights == "fp16" else "bf16"
     kv = kv.lower()
     if kv not in KV_DTYPES:
         raise field_error("kv", kv, ", ".join(KV_DTYPES))
     return Precision(weights=weights, kv=kv, activations=activations)
+
+
+def resolve_model_precision(model: ModelSpec, weights: str | None = None, kv: str | None = None,
+                            activations: str | None = None) -> Precision:
+    """Dtypes for a model: flags where given, else the checkpoint's `quantization_config`
+    (weights, GEMM dtype, module classes it leaves 16-bit), else bf16. `source` says which
+    applied. KV is vLLM's `auto` (the model dtype) unless `kv` is given."""
+    q = model.quant
+    if weights is not None or q is None:
+        p = resolve_precision(weights or "bf16", kv, activations or "bf16")
+        if q is not None:
+            return replace(p, source=f"flags (--weights {p.weights}) over the checkpoint's "
+                           f"{q.method}")
+        return p
+    p = resolve_precision(q.weights, kv or "bf16", activations or q.activations)
+    modules = tuple((m, "bf16") for m in q.unquantized if m != "router")
+    src = f"checkpoint quantization_config ({q.describe()})"
+    if activations is not None:
+        src += f"; --activations {activations}"
+    return replace(p, module_weights=modules, weight_bytes_override=q.weight_bytes,
+                   source=src)
