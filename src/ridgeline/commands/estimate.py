@@ -153,9 +153,9 @@ def estimate_cmd(
         f"context S + (N-2)/2): {GRID_HELP}.")] = None,
     prefix: Annotated[int, typer.Option("--prefix", min=0, help="Prompt tokens already in "
                                         "the prefix cache (not recomputed).")] = 0,
-    weights: WeightsOpt = "bf16",
+    weights: WeightsOpt = None,
     kv: KvOpt = None,
-    activations: ActivationsOpt = "bf16",
+    activations: ActivationsOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     ep: EpOpt = 1,
@@ -188,13 +188,14 @@ def estimate_cmd(
 
     from ridgeline.perf.estimate import estimate, model_constants, op_rows
     from ridgeline.perf.serving_model import RooflineStepTime
-    from ridgeline.specs import Parallelism, load_hardware, load_model, resolve_precision
+    from ridgeline.specs import Parallelism, load_hardware, load_model
+    from ridgeline.specs.precision import resolve_model_precision
 
     if not 0 < gpu_memory_utilization <= 1:
         raise RidgelineError(f"gpu-memory-utilization: got {gpu_memory_utilization}; allowed: "
                              "0 < value <= 1")
     spec = load_model(model)
-    precision = resolve_precision(weights, kv, activations)
+    precision = resolve_model_precision(spec, weights, kv, activations)
     parallel = Parallelism(tp=tp, pp=pp, ep=ep, dp=dp).validate(spec)
     grids = {
         "batch": parse_grid(batch, "--batch"), "prompt": parse_grid(prompt, "--prompt"),
@@ -299,6 +300,7 @@ def _print_single(m: Any, r: dict[str, Any], const: dict[str, float],
               f"{replicas} · weights {pr.weights} · KV {pr.kv} · activations {pr.activations}"
               f" · tp={par.tp} pp={par.pp} ep={par.ep} · B={r['batch_seqs']:g} "
               f"S={r['prompt_tokens']:g} N={r['output_tokens']:g}{prefix}")
+    con.print(f"precision from {pr.source}")
     tab = Table(title="Phases (one replica)", title_justify="left")
     for col in ("phase", "time", "throughput", "FLOPs", "bytes", "FLOP/byte", "bound"):
         tab.add_column(col, justify="left" if col in ("phase", "bound") else "right")

@@ -143,14 +143,18 @@ HardwareOpt = Annotated[
                  "path to a hardware JSON file."),
 ]
 WeightsOpt = Annotated[
-    str, typer.Option("--weights", help="Weight dtype: fp32, bf16, fp16, fp8, int8, int4, fp4.")
+    str | None, typer.Option("--weights", help="Weight dtype: fp32, bf16, fp16, fp8, int8, "
+                             "int4, fp4, mxfp4 (default: the checkpoint's quantization_config, "
+                             "else bf16; the flag overrides the config).")
 ]
 KvOpt = Annotated[
-    str | None, typer.Option("--kv", help="KV-cache dtype (default: the weight dtype, or bf16 "
-                             "for 4-bit weights).")
+    str | None, typer.Option("--kv", help="KV-cache dtype (default: the model's 16-bit dtype, "
+                             "as vLLM's --kv-cache-dtype auto).")
 ]
 ActivationsOpt = Annotated[
-    str, typer.Option("--activations", help="Activation/compute dtype: bf16, fp16, fp8, fp32.")
+    str | None, typer.Option("--activations", help="Activation/compute dtype: bf16, fp16, "
+                             "fp8, int8, fp4, fp32 (default: the checkpoint's GEMM dtype, else "
+                             "bf16).")
 ]
 TpOpt = Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree.")]
 PpOpt = Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree.")]

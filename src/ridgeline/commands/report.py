@@ -64,9 +64,9 @@ def report_cmd(
     batch: BatchOpt = 32,
     prompt: PromptOpt = 1024,
     output: OutputOpt = 256,
-    weights: WeightsOpt = "bf16",
+    weights: WeightsOpt = None,
     kv: KvOpt = None,
-    activations: ActivationsOpt = "bf16",
+    activations: ActivationsOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     ep: EpOpt = 1,
@@ -162,7 +162,7 @@ def plot_roofline_cmd(
     out: OutOpt,
     model: PlotModelOpt = "llama-3.1-8b", hardware: HwOpt = "h100-sxm",
     batch: BatchOpt = 32, prompt: PromptOpt = 1024, output: OutputOpt = 256,
-    weights: WeightsOpt = "bf16", kv: KvOpt = None, activations: ActivationsOpt = "bf16",
+    weights: WeightsOpt = None, kv: KvOpt = None, activations: ActivationsOpt = None,
     tp: TpOpt = 1, pp: PpOpt = 1, ep: EpOpt = 1, calibration: CalibrationOpt = None,
 ) -> None:
     """Roofline of the hardware with the estimate's operators (prefill and decode)."""
@@ -183,7 +183,7 @@ def plot_ops_cmd(
     out: OutOpt,
     model: PlotModelOpt = "llama-3.1-8b", hardware: HwOpt = "h100-sxm",
     batch: BatchOpt = 32, prompt: PromptOpt = 1024, output: OutputOpt = 256,
-    weights: WeightsOpt = "bf16", kv: KvOpt = None, activations: ActivationsOpt = "bf16",
+    weights: WeightsOpt = None, kv: KvOpt = None, activations: ActivationsOpt = None,
     tp: TpOpt = 1, pp: PpOpt = 1, ep: EpOpt = 1,
 ) -> None:
     """Per-operator time breakdown of the prefill and decode steps (stacked bars)."""

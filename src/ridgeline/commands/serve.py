@@ -33,9 +33,9 @@ from ridgeline.commands.options import (
 def serve(
     model: ModelOpt = "llama-3.1-8b",
     hardware: HardwareOpt = "h100-sxm",
-    weights: WeightsOpt = "bf16",
+    weights: WeightsOpt = None,
     kv: KvOpt = None,
-    activations: ActivationsOpt = "bf16",
+    activations: ActivationsOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     ep: EpOpt = 1,

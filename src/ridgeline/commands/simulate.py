@@ -112,9 +112,9 @@ def simulate_cmd(
         help="Fraction of GPU memory for weights + KV.")] = 0.9,
     num_kv_blocks: Annotated[int | None, typer.Option(
         "--num-kv-blocks", min=1, help="Override the KV capacity from the memory model.")] = None,
-    weights: WeightsOpt = "bf16",
+    weights: WeightsOpt = None,
     kv: KvOpt = None,
-    activations: ActivationsOpt = "bf16",
+    activations: ActivationsOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     ep: EpOpt = 1,

@@ -110,20 +110,22 @@ class RooflineStepTime:
 
     # --- construction by name ------------------------------------------------------------
     @classmethod
-    def from_names(cls, model: str, hardware: str, weights: str = "bf16",
-                   kv: str | None = None, activations: str = "bf16", tp: int = 1,
+    def from_names(cls, model: str, hardware: str, weights: str | None = None,
+                   kv: str | None = None, activations: str | None = None, tp: int = 1,
                    pp: int = 1, ep: int = 1, compute_efficiency: float | None = None,
                    bandwidth_efficiency: float | None = None,
                    kernel_overhead_us: float | None = None,
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
                    check_fit: bool = True) -> RooflineStepTime:
-        """Build from catalog names or file paths; RidgelineError on bad input or no fit."""
-        from ridgeline.specs import load_hardware, load_model, resolve_precision
+        """Build from catalog names or file paths; RidgelineError on bad input or no fit.
+        Weights/activations None: the checkpoint's quantization_config, else bf16."""
+        from ridgeline.specs import load_hardware, load_model
+        from ridgeline.specs.precision import resolve_model_precision
 
         spec = load_model(model)
         hw = load_hardware(hardware).with_efficiency(compute_efficiency, bandwidth_efficiency,
                                                      kernel_overhead_us)
-        out = cls(spec, hw, resolve_precision(weights, kv, activations),
+        out = cls(spec, hw, resolve_model_precision(spec, weights, kv, activations),
                   Parallelism(tp=tp, pp=pp, ep=ep), max_num_batched_tokens, max_num_seqs)
         if check_fit and not out.memory().fits:
             raise RidgelineError(out.no_fit_message())
@@ -299,8 +301,33 @@ class RooflineStepTime:
             "(no S x S matrix in HBM), causal pairs only",
             f"precision: weights {pr.weights} ({pr.weight_bytes:g} B incl. scales), KV "
             f"{pr.kv} ({pr.kv_bytes:g} B), activations {pr.activations} (residual stream "
-            f"{pr.activation_bytes:g} B); embeddings/LM head {pr.embedding_bytes:g} B",
+            f"{pr.activation_bytes:g} B); embeddings {pr.embedding_bytes:g} B, LM head "
+            f"{pr.lm_head_bytes:g} B"
+            + "".join(f"; {k} {v}" for k, v in pr.module_weights)
+            + f"; chosen by {pr.source}",
         ]
+        m = self.model
+        if m.is_windowed:
+            kind = ("chunked local attention (a token sees its own chunk; costed as a window "
+                    "of the chunk size, an upper bound)" if m.window_kind == "chunked"
+                    else "sliding-window attention")
+            out.append(
+                f"{kind}: {m.num_window_layers} of {m.num_softmax_layers} attention layers "
+                f"see the last {m.sliding_window:,} tokens: KV held and read per sequence "
+                f"min(T, {m.sliding_window:,}) there, banded prefill pairs; a batch's windowed "
+                "reads come from its mean context and chunk (exact for equal sequences, an "
+                "upper bound otherwise); the simulator's KV blocks still hold every token on "
+                "every layer (vLLM's hybrid allocator frees blocks outside the window: not "
+                "modeled, so simulated KV capacity is conservative); evaluated on the Python "
+                "path (the C core does not cover windowed layers)")
+        if m.num_linear_layers:
+            out.append(
+                f"linear attention (Gated DeltaNet): {m.num_linear_layers} of "
+                f"{m.num_layers} layers hold a constant state of "
+                f"{m.linear_state_elements:,} elements per sequence (no KV); decode ~7 d_k d_v "
+                "FLOPs per value head and one state read + write per sequence per step; "
+                "prefill in chunks of 64 tokens; memory sets aside the state of max_num_seqs "
+                "sequences")
         if self.model.is_moe:
             m = self.model
             out.append(f"expert routing: each token picks k={m.experts_per_token} of "

@@ -79,8 +79,9 @@ def roofline_data(step_model: Any, ops: dict[str, list[dict[str, Any]]]) -> dict
             "points": points}
 
 
-def estimate_view(model: str | ModelSpec, hardware: str | HardwareSpec, *, weights: str = "bf16",
-                  kv: str | None = None, activations: str = "bf16", tp: int = 1, pp: int = 1,
+def estimate_view(model: str | ModelSpec, hardware: str | HardwareSpec, *,
+                  weights: str | None = None, kv: str | None = None,
+                  activations: str | None = None, tp: int = 1, pp: int = 1,
                   ep: int = 1, batch: float = 32, prompt: float = 1024, output: float = 256,
                   prefix: float = 0, context: float | None = None,
                   gpu_memory_utilization: float = 0.9) -> dict[str, Any]:
@@ -93,13 +94,14 @@ def estimate_view(model: str | ModelSpec, hardware: str | HardwareSpec, *, weigh
         prefill_work,
     )
     from ridgeline.perf.serving_model import RooflineStepTime
-    from ridgeline.specs import Parallelism, load_hardware, load_model, resolve_precision
+    from ridgeline.specs import Parallelism, load_hardware, load_model
+    from ridgeline.specs.precision import resolve_model_precision
 
     if not 0 < gpu_memory_utilization <= 1:
         raise RidgelineError(f"gpu-memory-utilization: got {gpu_memory_utilization}; "
                              "allowed: 0 < value <= 1")
     spec = model if isinstance(model, ModelSpec) else load_model(model)
-    precision = resolve_precision(weights, kv, activations)
+    precision = resolve_model_precision(spec, weights, kv, activations)
     parallel = Parallelism(tp=tp, pp=pp, ep=ep).validate(spec)
     hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
     m = RooflineStepTime(spec, hw, precision, parallel)

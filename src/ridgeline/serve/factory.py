@@ -51,9 +51,9 @@ def build_engine(
     model: str,
     hardware: str,
     *,
-    weights: str = "bf16",
+    weights: str | None = None,
     kv: str | None = None,
-    activations: str = "bf16",
+    activations: str | None = None,
     tp: int = 1,
     pp: int = 1,
     ep: int = 1,
@@ -91,7 +91,9 @@ def build_engine(
     assumptions = step_model.assumptions() if hasattr(step_model, "assumptions") else None
     description = {
         "model": model, "hardware": hardware,
-        "precision": {"weights": weights, "kv": kv or "auto", "activations": activations},
+        "precision": (step_model.precision.describe() if hasattr(step_model, "precision")
+                      else {"weights": weights or "auto", "kv": kv or "auto",
+                            "activations": activations or "auto"}),
         "parallelism": {"tp": tp, "pp": pp, "ep": ep},
         "engine_config": {"max_num_seqs": max_num_seqs,
                           "max_num_batched_tokens": max_num_batched_tokens,

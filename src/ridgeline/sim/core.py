@@ -100,6 +100,9 @@ def engine_blocker(step_model: Any, config: Any) -> str | None:
         return _lib_error
     if _NVARS != _C_NVARS:
         return f"the C core reads {_C_NVARS} work variables, perf/ops.py has {_NVARS}"
+    if getattr(step_model, "_window", 0.0):
+        return ("sliding-window layers (their min(T, w) KV reads are not a linear form of the "
+                "step's sums, which the C core evaluates)")
     if _compiled(step_model, config) is None:
         return "a step-time model without the roofline's compiled path"
     return None

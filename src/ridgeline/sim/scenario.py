@@ -42,9 +42,9 @@ class Scenario:
     # what runs, where
     model: str = "llama-3.1-8b"
     hardware: str = "h100-sxm"
-    weights: str = "bf16"
+    weights: str | None = None  # None: the checkpoint's quantization_config, else bf16
     kv: str | None = None
-    activations: str = "bf16"
+    activations: str | None = None
     tp: int = 1
     pp: int = 1
     ep: int = 1

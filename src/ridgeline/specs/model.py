@@ -600,24 +600,63 @@ def model_catalog() -> dict[str, dict[str, Any]]:
     return out
 
 
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
+        raise RidgelineError(f"model: {str(path)!r} is not valid JSON ({why})") from None
+
+
+def _with_modelopt(cfg: Any, path: Path) -> Any:
+    """A ModelOpt checkpoint keeps its quantization in hf_quant_config.json next to
+    config.json: fold it in when config.json has none."""
+    extra = path.with_name("hf_quant_config.json")
+    if isinstance(cfg, dict) and "quantization_config" not in cfg and extra.is_file():
+        return {**cfg, "quantization_config": _read_json(extra)}
+    return cfg
+
+
+def _hub_config(repo_id: str) -> Path | None:
+    """config.json of a Hugging Face repo id: the local cache first (works offline), then
+    a download (None when huggingface_hub, the optional `tokenizer` extra, is missing)."""
+    try:
+        from huggingface_hub import hf_hub_download, try_to_load_from_cache
+    except ImportError:
+        return None
+    cached = try_to_load_from_cache(repo_id, "config.json")
+    if isinstance(cached, str):
+        return Path(cached)
+    try:
+        return Path(hf_hub_download(repo_id, "config.json"))
+    except Exception as exc:  # offline, gated, unknown repo: one line, the hub's reason
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RidgelineError(f"model: {repo_id!r} is not in the local Hugging Face cache and "
+                             f"could not be downloaded ({why[:160]}); allowed: a catalog "
+                             "name, a config.json path, or a cached/reachable hub id") from None
+
+
 def load_model(name_or_path: str) -> ModelSpec:
-    """A catalog model name (see `ridgeline models`) or a path to a HF config.json."""
+    """A catalog model name (see `ridgeline models`), a path to a HF config.json (or its
+    folder), or a Hugging Face id `org/name` (resolved through huggingface_hub's cache)."""
     path = Path(name_or_path)
     if path.suffix == ".json" or path.is_file() or path.is_dir():
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():
             raise RidgelineError(f"model: file {str(path)!r} not found")
-        try:
-            cfg = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
-            raise RidgelineError(f"model: {str(path)!r} is not valid JSON ({why})") from None
-        return from_hf_config(cfg, name=path.parent.name or path.stem)
+        cfg = _with_modelopt(_read_json(path), path)
+        name = (path.parent.name or path.stem) if path.name == "config.json" else path.stem
+        return from_hf_config(cfg, name=name)
     key = name_or_path.lower()
     entry = _catalog_dir().joinpath(f"{key}.json")
     if not entry.is_file():
+        hub = _hub_config(name_or_path) if name_or_path.count("/") == 1 else None
+        if hub is not None:
+            return from_hf_config(_with_modelopt(_read_json(hub), hub), name=name_or_path)
         names = ", ".join(sorted(model_catalog()))
-        raise RidgelineError(f"model: got {name_or_path!r}; allowed: a config.json path or "
-                             f"one of {names}")
+        hint = (" (a Hugging Face id needs huggingface_hub: pip install "
+                "'ridgeline[tokenizer]')" if name_or_path.count("/") == 1 else "")
+        raise RidgelineError(f"model: got {name_or_path!r}; allowed: a config.json path, a "
+                             f"Hugging Face id, or one of {names}{hint}")
     return from_hf_config(json.loads(entry.read_text()), name=key)

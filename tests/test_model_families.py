@@ -1,0 +1,350 @@
+"""Current model families from their published config.json files (tests/data/hf_configs).
+
+Each family is checked against numbers derived independently of the code: the model card's
+parameter counts, KV bytes per token and one decode step's bytes worked out by hand from
+the config's shapes (at a context beyond the sliding window where there is one).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ridgeline.errors import RidgelineError
+from ridgeline.perf.estimate import decode_work, estimate
+from ridgeline.perf.memory import kv_bytes_per_token
+from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.step_time import BatchWork
+from ridgeline.perf.window import banded_pairs
+from ridgeline.specs import Parallelism, load_hardware, load_model
+from ridgeline.specs.model import from_hf_config
+from ridgeline.specs.precision import resolve_model_precision
+
+DATA = Path(__file__).parent / "data" / "hf_configs"
+BF16 = 2.0
+
+
+def cfg(name: str) -> str:
+    return str(DATA / f"{name}.json")
+
+
+def step(name: str, hardware: str = "h100-sxm", **kw: object) -> RooflineStepTime:
+    return RooflineStepTime.from_names(model=cfg(name), hardware=hardware, **kw)  # type: ignore[arg-type]
+
+
+def _decode_op_bytes(m: RooflineStepTime, b: float, t: float, names: tuple[str, ...]) -> float:
+    bd = m.breakdown(decode_work(b, t))
+    return float(sum(bd.bytes[bd.names.index(n)] for n in names))
+
+
+# --- parameter counts against the model cards ------------------------------------------------
+
+@pytest.mark.parametrize(("name", "total_b", "active_b", "active_excludes_embedding"), [
+    # OpenAI gpt-oss model card (arXiv 2508.10925, Table 1): 20.91B total, 3.61B active;
+    # 116.83B total, 5.13B active. Its active counts exclude the embedding table (the
+    # unembedding is included).
+    ("openai--gpt-oss-20b", 20.91, 3.61, True),
+    ("openai--gpt-oss-120b", 116.83, 5.13, True),
+    # DeepSeek-V3 card: 671B total, 37B activated (the 14B MTP module not counted).
+    ("deepseek-ai--DeepSeek-V3", 671.0, 37.0, False),
+    # Llama-4 Scout card: 17B active, 109B total (the card's total includes the vision
+    # encoder, which ridgeline does not cost: within 2% holds anyway).
+    ("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", 109.0, 17.0, False),
+    # Gemma-2-9b card: "9B"; the checkpoint holds 9,241,705,984 parameters (HF: 9.24B).
+    ("google--gemma-2-9b-it", 9.24, 9.24, False),
+    # Phi-4 card: 14B parameters (HF: 14.7B).
+    ("microsoft--phi-4", 14.7, 14.7, False),
+    # Mistral-7B-v0.1: 7.24B (HF model page: 7.24B params).
+    ("mistralai--Mistral-7B-v0.1", 7.24, 7.24, False),
+])
+def test_parameter_counts_match_the_model_cards(name: str, total_b: float, active_b: float,
+                                                 active_excludes_embedding: bool) -> None:
+    m = load_model(cfg(name))
+    active = m.active_params - (m.embedding_params if active_excludes_embedding else 0)
+    assert m.total_params / 1e9 == pytest.approx(total_b, rel=0.02)
+    assert active / 1e9 == pytest.approx(active_b, rel=0.02)
+
+
+def test_gemma2_shapes_by_hand() -> None:
+    m = load_model(cfg("google--gemma-2-9b-it"))
+    # head_dim 256 is separate from hidden/heads (3584/16 = 224); tied embeddings; 4 norms;
+    # soft-capping parsed (50, 30); even layers slide over 4096 tokens (HF Gemma2).
+    assert (m.head_dim, m.q_dim, m.tie_word_embeddings, m.norms_per_layer) == (256, 4096, True, 4)
+    assert (m.attn_logit_softcapping, m.final_logit_softcapping) == (50.0, 30.0)
+    assert (m.sliding_window, m.num_window_layers, m.num_full_attention_layers) == (4096, 21, 21)
+    attn = 3584 * (4096 + 2 * 2048) + 4096 * 3584
+    mlp = 3 * 3584 * 14336
+    assert m.total_params == 42 * (attn + mlp + 4 * 3584) + 256000 * 3584 + 3584
+
+
+def test_llama4_interleaved_moe_shared_expert_and_chunked_attention() -> None:
+    m = load_model(cfg("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"))
+    # Nested text_config; every layer MoE (interleave step 1) with one shared expert;
+    # no_rope_layers [] means the default: every 4th layer is global, the rest chunked.
+    assert (m.model_type, m.num_moe_layers, m.num_shared_experts, m.num_experts) == (
+        "llama4_text", 48, 1, 16)
+    assert (m.window_kind, m.sliding_window, m.num_window_layers) == ("chunked", 8192, 36)
+    # compressed-tensors FP8 with attention, routers and the LM head in `ignore`.
+    assert m.quant is not None and m.quant.weights == "fp8" and m.quant.activations == "fp8"
+    assert set(m.quant.unquantized) == {"attention", "router", "lm_head"}
+
+
+def test_gpt_oss_alternating_windows_sinks_and_mxfp4_experts() -> None:
+    m = load_model(cfg("openai--gpt-oss-20b"))
+    assert (m.sliding_window, m.num_window_layers, m.num_full_attention_layers) == (128, 12, 12)
+    assert m.attention_sinks and m.qkv_bias and m.o_bias and m.expert_bias
+    assert m.quant is not None and m.quant.weights == "mxfp4"
+    pr = resolve_model_precision(m)
+    # MXFP4: 4 bits + one E8M0 scale per 32 -> 0.5 + 1/32 B; attention stays bf16.
+    assert pr.expert_weight_bytes == 0.5 + 1 / 32 and pr.attention_weight_bytes == 2.0
+    assert "quantization_config" in pr.source
+
+
+# --- KV bytes per token, by hand ---------------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "hand_bytes"), [
+    ("openai--gpt-oss-20b", 24 * 2 * 8 * 64 * BF16),
+    ("google--gemma-2-9b-it", 42 * 2 * 8 * 256 * BF16),
+    ("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", 48 * 2 * 8 * 128 * BF16),
+    ("deepseek-ai--DeepSeek-V3", 61 * (512 + 64) * BF16),
+    ("microsoft--phi-4", 40 * 2 * 10 * 128 * BF16),
+    ("mistralai--Mistral-7B-v0.1", 32 * 2 * 8 * 128 * BF16),
+])
+def test_kv_bytes_per_token_by_hand(name: str, hand_bytes: float) -> None:
+    m = load_model(cfg(name))
+    # KV auto = the model's bf16, also for the FP8 / MXFP4 checkpoints.
+    assert kv_bytes_per_token(m, resolve_model_precision(m)) == hand_bytes
+
+
+# --- one decode step beyond the window, by hand ---------------------------------------------
+
+def test_mistral_at_30k_reads_min_context_window() -> None:
+    """The bar: Mistral-7B-v0.1 (window 4096) at 30k context reads 4096 tokens of KV."""
+    m = step("mistralai--Mistral-7B-v0.1")
+    b, t = 4.0, 30_000.0
+    kv_tok_layer = 2 * 8 * 128 * BF16
+    r = estimate(m, batch=b, prompt_tokens=t, output_tokens=2, context_tokens=t)
+    # min(T, w) old tokens + the new one, every layer windowed.
+    assert r["decode_kv_bytes"] == b * 32 * (4096 + 1) * kv_tok_layer
+    attn = _decode_op_bytes(m, b, t, ("attn_decode_window",))
+    assert attn == b * 32 * ((4096 + 1) * kv_tok_layer + 2 * 32 * 128 * BF16)  # + Q in, O out
+    # Beyond the window the decode step no longer grows with the context.
+    assert m.step_time_s(decode_work(b, 30_000)) == m.step_time_s(decode_work(b, 8_000))
+    assert m.step_time_s(decode_work(b, 3_000)) < m.step_time_s(decode_work(b, 8_000))
+    # KV capacity in sequences of 30k: each holds 4096 tokens per layer.
+    mem = m.memory()
+    per_seq = 32 * 4096 * kv_tok_layer  # S+N = 30002 > 4096
+    budget = mem.budget_bytes - mem.weight_bytes - r["workspace_bytes"] - mem.reserve_bytes
+    assert r["max_concurrent_seqs"] == np.floor(budget / per_seq)
+
+
+def test_gemma2_decode_step_bytes_by_hand_beyond_the_window() -> None:
+    m = step("google--gemma-2-9b-it", "h200")
+    b, t = 2.0, 6_000.0
+    kv = 2 * 8 * 256 * BF16
+    r = estimate(m, batch=b, prompt_tokens=t, output_tokens=2, context_tokens=t)
+    assert r["decode_kv_bytes"] == b * (21 * (t + 1) + 21 * (4096 + 1)) * kv
+    # Weights read once: every linear layer in bf16 and the tied LM head in full.
+    attn = 3584 * (4096 + 2 * 2048) + 4096 * 3584
+    mlp = 3 * 3584 * 14336
+    assert r["decode_weight_bytes"] == pytest.approx(
+        (42 * (attn + mlp) + 256000 * 3584) * BF16, rel=1e-12)
+
+
+def test_gpt_oss_decode_step_bytes_by_hand_beyond_the_window() -> None:
+    m = step("openai--gpt-oss-20b")
+    b, t = 1.0, 10_000.0
+    kv, qo = 2 * 8 * 64 * BF16, 2 * 64 * 64 * BF16
+    full = _decode_op_bytes(m, b, t, ("attn_decode",))
+    win = _decode_op_bytes(m, b, t, ("attn_decode_window",))
+    assert full == 12 * ((t + 1) * kv + qo)
+    assert win == 12 * ((128 + 1) * kv + qo)
+    # Expert weights of one token: k=4 experts of MXFP4 gate_up + down per layer.
+    bd = m.breakdown(decode_work(1.0, t))
+    experts = sum(bd.bytes[bd.names.index(n)] for n in ("experts_gate_up", "experts_down"))
+    act = 4 * (2880 + 2 * 2880) * BF16 + 4 * (2880 + 2880) * BF16   # token in/out per expert
+    assert experts == pytest.approx(24 * (4 * 3 * 2880 * 2880 * (0.5 + 1 / 32) + act),
+                                    rel=1e-12)
+
+
+def test_prefill_pairs_are_banded_in_windowed_layers() -> None:
+    m = step("mistralai--Mistral-7B-v0.1", kernel_overhead_us=0)
+    s, w = 10_000.0, 4096.0
+    bd = m.breakdown(BatchWork.for_chunks([s], [0], []))
+    i = bd.names.index("attn_prefill_window")
+    hand_pairs = w * (w + 1) / 2 + (s - w) * w  # rows 1..w grow, the rest see w keys
+    assert bd.flops[i] == pytest.approx(32 * 4 * 32 * 128 * hand_pairs, rel=1e-12)
+    assert float(banded_pairs(s, 0, w)) == hand_pairs
+    assert float(banded_pairs(100, 5000, w)) == 100 * w  # a later chunk: full band
+    assert float(banded_pairs(100, 0, w)) == 100 * 101 / 2  # inside the window: causal
+
+
+def test_windowed_models_take_the_python_path() -> None:
+    m = step("mistralai--Mistral-7B-v0.1")
+    assert not m._fast.applicable  # min(T, w) is not linear in the step's sums
+    from ridgeline.sim.core import engine_blocker
+
+    class _Cfg:
+        max_num_seqs = 8
+
+    assert engine_blocker(m, _Cfg()) is not None
+    # Elementwise: a step's time does not depend on the steps timed with it.
+    dq = np.array([1.0, 7.0, 32.0, 3.0])
+    dc = dq * np.array([100.0, 5000.0, 30000.0, 4096.0])
+    batch = m.step_time_s(BatchWork(decode_seqs=dq, decode_context_tokens=dc))
+    alone = [m.step_time_s(BatchWork(decode_seqs=a, decode_context_tokens=c))
+             for a, c in zip(dq, dc, strict=True)]
+    assert batch.tolist() == alone
+
+
+# --- quantized checkpoints ----------------------------------------------------------------
+
+def test_deepseek_v3_fp8_fits_8xh200_with_no_flag() -> None:
+    m = step("deepseek-ai--DeepSeek-V3", "h200", tp=8)
+    assert m.precision.weights == "fp8" and m.precision.activations == "fp8"
+    assert m.precision.kv == "bf16"  # vLLM auto: the model dtype, not the weight quant
+    assert m.memory().fits
+    with pytest.raises(RidgelineError, match="does not fit"):
+        step("deepseek-ai--DeepSeek-V3", "h200", tp=8, weights="bf16")  # the flag wins
+
+
+def _awq_llama(tmp_path: Path) -> Path:
+    """The published Llama-3.1-8B config with the quantization_config block of the AWQ
+    INT4 checkpoint (hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4: AutoAWQ GEMM, 4
+    bits, group 128, zero points). A composed file, not a published one."""
+    c = json.loads((DATA / "meta-llama--Meta-Llama-3.1-8B.json").read_text())
+    c["quantization_config"] = {"bits": 4, "group_size": 128, "modules_to_not_convert": None,
+                                "quant_method": "awq", "version": "gemm", "zero_point": True}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(c))
+    return p
+
+
+def test_awq_llama_31_8b_reads_about_4p6_gb_per_step(tmp_path: Path) -> None:
+    m = RooflineStepTime.from_names(model=str(_awq_llama(tmp_path)), hardware="l40s")
+    r = estimate(m, batch=1, prompt_tokens=512, output_tokens=2)
+    # By hand: 32 layers of int4 linears (0.5 B + fp16 scale and int4 zero per 128) and
+    # the bf16 LM head (AWQ leaves it unquantized).
+    linear = 32 * (4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336)
+    hand = linear * (0.5 + 2.5 / 128) + 128256 * 4096 * BF16
+    assert r["decode_weight_bytes"] == pytest.approx(hand, rel=1e-12)
+    assert r["decode_weight_bytes"] / 1e9 == pytest.approx(4.6, abs=0.1)
+    assert m.precision.activations == "bf16"  # weight-only: GEMMs at the bf16 peak
+    flag = RooflineStepTime.from_names(model=str(_awq_llama(tmp_path)), hardware="l40s",
+                                       weights="bf16")
+    assert estimate(flag, 1, 512, 2)["decode_weight_bytes"] > 3 * hand
+    assert flag.precision.source.startswith("flags")
+
+
+def test_quantization_methods() -> None:
+    from ridgeline.specs.quant import parse_quantization
+
+    gptq = parse_quantization({"quant_method": "gptq", "bits": 4, "group_size": 128,
+                               "lm_head": False})
+    assert gptq is not None and gptq.weight_bytes == 0.5 + 2 / 128 and "lm_head" in \
+        gptq.unquantized
+    w4a16 = parse_quantization({"quant_method": "compressed-tensors", "config_groups": {
+        "g": {"weights": {"num_bits": 4, "type": "int", "group_size": 128},
+              "input_activations": None}}, "ignore": ["lm_head"]})
+    assert w4a16 is not None and (w4a16.weights, w4a16.activations) == ("int4", "bf16")
+    nvfp4 = parse_quantization({"quantization": {"quant_algo": "NVFP4",
+                                                 "exclude_modules": ["lm_head"]}})
+    assert nvfp4 is not None and (nvfp4.weights, nvfp4.activations) == ("fp4", "fp4")
+    with pytest.raises(RidgelineError, match="quant_method"):
+        parse_quantization({"quant_method": "hqq"})
+
+
+# --- hardware: FP4 ------------------------------------------------------------------------
+
+def test_fp4_peaks_on_blackwell() -> None:
+    # NVIDIA datasheets (dense = half the sparsity figures): HGX B200 18/2 PFLOPS FP4 per
+    # GPU; GB200 NVL72 1,440/72/2 = 10 PFLOPS FP4, 5 FP8, 2.5 BF16.
+    assert load_hardware("b200").peak("fp4") == 9e15
+    gb = load_hardware("gb200")
+    assert (gb.peak("fp4"), gb.peak("fp8"), gb.peak("bf16")) == (10e15, 5e15, 2.5e15)
+    nv = RooflineStepTime.from_names(model=cfg("mistralai--Mistral-7B-v0.1"), hardware="b200",
+                                     weights="fp4", activations="fp4")
+    assert nv.gemm_peak_flops == 9e15
+
+
+# --- linear attention (Qwen3-Next) ----------------------------------------------------------
+
+# No published Qwen3-Next config.json was found in a public repository; these are the
+# shapes of Qwen3-Next-80B-A3B as transformers' Qwen3NextConfig defaults carry them.
+QWEN3_NEXT_SHAPES = {
+    "model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 48,
+    "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+    "intermediate_size": 5120, "vocab_size": 151936, "num_experts": 512,
+    "num_experts_per_tok": 10, "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512, "full_attention_interval": 4,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+    "max_position_embeddings": 262144,
+}
+
+
+def test_qwen3_next_linear_attention_state_is_constant() -> None:
+    m = from_hf_config(QWEN3_NEXT_SHAPES)
+    assert (m.num_linear_layers, m.num_full_attention_layers) == (36, 12)
+    assert m.total_params / 1e9 == pytest.approx(80, rel=0.02)  # "80B total"
+    hw = load_hardware("h200")
+    pr = resolve_model_precision(m)
+    sm = RooflineStepTime(m, hw, pr, Parallelism())
+    # State per layer: 32 heads x 128 x 128 delta-rule matrix + conv tail 3 x 8192.
+    state = 32 * 128 * 128 + 3 * (2 * 2048 + 4096)
+    assert m.linear_state_elements == state
+    bd = sm.breakdown(decode_work(4.0, 50_000.0))
+    i = bd.names.index("lin_state")
+    assert bd.bytes[i] == 36 * 4 * 2 * state * BF16  # read + write per sequence
+    short = sm.breakdown(decode_work(4.0, 1_000.0))
+    assert short.bytes[i] == bd.bytes[i]  # no growth with context
+    j = bd.names.index("lin_attn_decode")
+    assert bd.flops[j] == 36 * 4 * 32 * 7 * 128 * 128
+    # KV bytes per token: only the 12 full-attention layers hold KV.
+    assert kv_bytes_per_token(m, pr) == 12 * 2 * 2 * 256 * BF16
+
+
+# --- text_config, hub ids, CLI ---------------------------------------------------------------
+
+def test_hub_id_resolves_through_the_local_cache(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("huggingface_hub")
+    repo = tmp_path / "models--mistralai--Mistral-7B-v0.1"
+    snap = repo / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    shutil.copy(DATA / "mistralai--Mistral-7B-v0.1.json", snap / "config.json")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path))
+    m = load_model("mistralai/Mistral-7B-v0.1")
+    assert m.name == "mistralai/Mistral-7B-v0.1" and m.sliding_window == 4096
+    with pytest.raises(RidgelineError, match="Hugging Face"):
+        load_model("nobody/not-cached")
+
+
+def test_installed_cli_estimate_on_published_configs() -> None:
+    exe = shutil.which("ridgeline", path=str(Path(__file__).parents[1] / ".venv" / "bin"))
+    if exe is None:
+        pytest.skip("no installed ridgeline console script")
+    out = subprocess.run([exe, "estimate", "--model", cfg("deepseek-ai--DeepSeek-V3"),
+                          "--hardware", "h200", "--tp", "8", "--json"],
+                         capture_output=True, text=True, check=True)
+    d = json.loads(out.stdout)
+    assert d["result"]["memory_fits"] and d["config"]["precision"]["weights"] == "fp8"
+    assert "quantization_config" in d["config"]["precision"]["source"]
+    text = subprocess.run([exe, "estimate", "--model", cfg("openai--gpt-oss-20b"),
+                           "--hardware", "h100-sxm"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "precision from checkpoint quantization_config (mxfp4" in text
+    assert "sliding-window attention: 12 of 24" in text
+    bad = subprocess.run([exe, "estimate", "--model", cfg("openai--gpt-oss-20b"),
+                          "--weights", "int3"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error:")
