@@ -348,3 +348,77 @@ def test_installed_cli_estimate_on_published_configs() -> None:
     bad = subprocess.run([exe, "estimate", "--model", cfg("openai--gpt-oss-20b"),
                           "--weights", "int3"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error:")
+
+
+def test_simulator_runs_windowed_models_on_the_python_engine_identically() -> None:
+    """Windowed models take the Python engine; its event-driven mode equals the
+    step-by-step reference bit for bit (elementwise step times), with chunked prefill
+    crossing the window."""
+    from ridgeline.sim import core
+    from ridgeline.sim.cluster import ClusterConfig
+    from ridgeline.sim.engine import EngineConfig
+    from ridgeline.sim.runner import Workload, simulate
+
+    m = step("mistralai--Mistral-7B-v0.1", max_num_seqs=16, max_num_batched_tokens=2048)
+    rng = np.random.default_rng(7)
+    n = 60
+    wl = Workload(prompt_tokens=rng.integers(200, 9000, n), output_tokens=rng.integers(5, 80, n),
+                  arrival_s=np.sort(rng.uniform(0, 20, n)))
+    cfg_ = EngineConfig(max_num_seqs=16, max_num_batched_tokens=2048, num_kv_blocks=4000)
+    why = core.blocker(wl, cfg_, m, ClusterConfig(), "fast")
+    assert why is not None and "sliding-window" in why
+    fast = simulate(wl, cfg_, m, mode="fast")
+    ref = simulate(wl, cfg_, m, mode="step")
+    assert np.array_equal(fast.end_s, ref.end_s) and np.array_equal(fast.sent_s, ref.sent_s)
+    assert np.array_equal(fast.event_times_s, ref.event_times_s)
+
+
+def test_gemma3_pattern_and_nested_text_config() -> None:
+    """Gemma-3's rule (every 6th layer global) and a wrapper whose text_config omits its
+    model_type. No published Gemma-3 file was found: the shapes are gemma-3-1b's values
+    written here, not a shipped file."""
+    text = {"hidden_size": 1152, "num_hidden_layers": 26, "num_attention_heads": 4,
+            "num_key_value_heads": 1, "head_dim": 256, "intermediate_size": 6912,
+            "vocab_size": 262144, "sliding_window": 512, "sliding_window_pattern": 6,
+            "max_position_embeddings": 32768}
+    m = from_hf_config({"model_type": "gemma3", "text_config": text,
+                        "quantization_config": {"quant_method": "fp8"}})
+    # Layers 5, 11, 17, 23 are global (i + 1 divisible by 6): 22 of 26 slide.
+    assert (m.model_type, m.num_window_layers, m.sliding_window) == ("gemma3_text", 22, 512)
+    assert m.qk_norm and m.tie_word_embeddings and m.quant is not None  # wrapper's quant
+    # Qwen2.5 configs carry "sliding_window": 32768 with "use_sliding_window": false (the
+    # published Qwen2.5-0.5B values): no window, unless the flag is on.
+    qwen = {"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24,
+            "num_attention_heads": 14, "num_key_value_heads": 2, "intermediate_size": 4864,
+            "vocab_size": 151936, "max_position_embeddings": 131072, "sliding_window": 32768,
+            "max_window_layers": 21, "use_sliding_window": False}
+    assert from_hf_config(qwen).num_window_layers == 0
+    assert from_hf_config({**qwen, "use_sliding_window": True}).num_window_layers == 3
+
+
+def test_linear_attention_runs_on_the_c_core_bit_for_bit() -> None:
+    """Linear attention is linear in the work variables (state per sequence: s), so the C
+    core evaluates Qwen3-Next's steps, equal to the compiled Python path."""
+    from ridgeline.sim import core
+    from ridgeline.sim.engine import EngineConfig
+
+    if not core.available():
+        pytest.skip("C core not built")
+    m = from_hf_config(QWEN3_NEXT_SHAPES)
+    sm = RooflineStepTime(m, load_hardware("h200"), resolve_model_precision(m),
+                          Parallelism(tp=2))
+    assert sm._fast.applicable
+    c = core.Core(EngineConfig(max_num_seqs=64), sm, 1, "round-robin", False)
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        pt = int(rng.choice([0, rng.integers(1, 8192)]))
+        pairs = pt * int(rng.integers(1, 4000)) if pt else 0
+        pc = int(rng.integers(0, 50_000)) if pt else 0
+        ps = int(rng.integers(1, 8)) if pt else 0
+        nd = int(rng.integers(0 if pt else 1, 65))
+        dc = nd * int(rng.integers(1, 20_000))
+        want = sm._fast.scalar(float(pt), float(pairs), float(pc), float(ps), float(nd),
+                               float(dc))
+        assert c.step_seconds(pt, pairs, pc, ps, nd, dc) == want
+        assert want == pytest.approx(sm.breakdown(BatchWork(pt, pairs, pc, ps, nd, dc))
+                                     .total_s, rel=1e-12)

@@ -507,7 +507,7 @@ def models_cmd(as_json: JsonOpt = False) -> None:
             "hidden_size": s.hidden_size, "num_heads": s.num_heads,
             "num_kv_heads": s.num_kv_heads, "head_dim": s.head_dim,
             "num_experts": s.num_experts, "experts_per_token": s.experts_per_token,
-            "kv_bytes_per_token_bf16": s.num_layers * s.kv_elements_per_token_per_layer * 2,
+            "kv_bytes_per_token_bf16": s.num_softmax_layers * s.kv_elements_per_token_per_layer * 2,
             "vocab_size": s.vocab_size, "tie_word_embeddings": s.tie_word_embeddings,
             "source": raw.get("_source", ""),
         })
