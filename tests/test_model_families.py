@@ -422,3 +422,49 @@ def test_linear_attention_runs_on_the_c_core_bit_for_bit() -> None:
         assert c.step_seconds(pt, pairs, pc, ps, nd, dc) == want
         assert want == pytest.approx(sm.breakdown(BatchWork(pt, pairs, pc, ps, nd, dc))
                                      .total_s, rel=1e-12)
+
+
+def test_fp4_roofs_on_the_roofline_plot() -> None:
+    from ridgeline.report.estimate_view import estimate_view
+    from ridgeline.report.roofline import plot_roofline
+
+    v = estimate_view(cfg("mistralai--Mistral-7B-v0.1"), "gb200", weights="fp4",
+                      activations="fp4", batch=64, prompt=2048, output=64)
+    roofs = {r["dtype"]: r["peak_flops_per_s"] for r in v["roofline"]["roofs"]}
+    assert roofs["fp4"] == 10e15 and roofs["fp8"] == 5e15
+    ax = plot_roofline(v["roofline"]).axes[0]
+    lines = {ln.get_gid(): ln for ln in ax.get_lines() if ln.get_gid()}
+    assert lines["roof:fp4"].get_ydata()[0] == pytest.approx(10e15)
+    # MXFP4 x MXFP4 GEMMs run at the FP4 peak too.
+    mx = RooflineStepTime.from_names(model=cfg("openai--gpt-oss-20b"), hardware="b200",
+                                     activations="mxfp4")
+    assert mx.gemm_peak_flops == 9e15 and mx.precision.weights == "mxfp4"
+
+
+def test_llama4_maverick_interleaved_dense_and_moe_layers() -> None:
+    """Maverick's text_config values (as ai-dynamo/aiconfigurator's trimmed copy of the
+    published config keeps them): every 2nd layer MoE (128 experts + a shared one), the
+    others dense with intermediate_size_mlp. Card: 400B total, 17B active."""
+    text = {"attention_bias": False, "attention_chunk_size": 8192, "head_dim": 128,
+            "hidden_size": 5120, "interleave_moe_layer_step": 2, "intermediate_size": 8192,
+            "intermediate_size_mlp": 16384, "max_position_embeddings": 1048576,
+            "model_type": "llama4_text", "num_attention_heads": 40,
+            "num_experts_per_tok": 1, "num_hidden_layers": 48, "num_key_value_heads": 8,
+            "num_local_experts": 128, "use_qk_norm": False, "vocab_size": 202048}
+    m = from_hf_config({"model_type": "llama4", "text_config": text})
+    assert (m.num_moe_layers, m.num_dense_layers, m.intermediate_size) == (24, 24, 16384)
+    assert m.total_params / 1e9 == pytest.approx(400, rel=0.02)
+    assert m.active_params / 1e9 == pytest.approx(17, rel=0.02)
+
+
+def test_modules_left_16bit_run_at_the_16bit_peak() -> None:
+    """llm-compressor's FP8 Scout leaves attention and the LM head bf16 (`ignore`): their
+    GEMMs run at the bf16 peak, the FP8 experts at the fp8 peak."""
+    m = step("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", tp=4,
+             kernel_overhead_us=0)
+    bd = m.breakdown(BatchWork.for_chunks([8192], [0], []))
+    eff = m.hardware.compute_efficiency
+    for name, peak in (("qkv_proj", 989.4e12), ("lm_head", 989.4e12),
+                       ("experts_gate_up", 1978.9e12)):
+        i = bd.names.index(name)
+        assert bd.compute_s[i] == pytest.approx(bd.flops[i] / (peak * eff), rel=1e-12)

@@ -134,8 +134,9 @@ MAX_NUM_SEQS = 65_536
 
 ModelOpt = Annotated[
     str,
-    typer.Option("--model", "-m", help="Catalog model name (see `ridgeline models`) or a path "
-                 "to a Hugging Face config.json."),
+    typer.Option("--model", "-m", help="Catalog model name (see `ridgeline models`), a path "
+                 "to a Hugging Face config.json (or its folder), or a Hub id org/name (read "
+                 "from huggingface_hub's local cache; needs ridgeline[tokenizer])."),
 ]
 HardwareOpt = Annotated[
     str,

@@ -34,7 +34,7 @@ sharded by TP. The state is held in the 16-bit activation dtype (vLLM's
 
 from __future__ import annotations
 
-from ridgeline.perf.ops import ATTENTION, GEMM, VECTOR, Op
+from ridgeline.perf.ops import ATTENTION, VECTOR, Op, gemm_kind
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.precision import Precision
 
@@ -59,9 +59,10 @@ def linear_attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
     proj_out = 2 * kd + 2 * vd + 2 * hv
     io = (2 * kd + 2 * vd + 2 * hv) * b_a  # q, k, v, g, beta in; o out (one token)
     state = m.linear_state_elements / tp * b_a
+    g = gemm_kind(pr, "attention")
     return [
         Op("lin_norm", VECTOR, L, flops={"n": 5.0 * d}, bytes={"n": 4.0 * d * b_a}),
-        Op("lin_in_proj", GEMM, L, flops={"n": 2.0 * d * proj_out},
+        Op("lin_in_proj", g, L, flops={"n": 2.0 * d * proj_out},
            bytes={"n": (d + proj_out) * b_a}, weight_bytes=d * proj_out * b_w),
         Op("lin_conv", VECTOR, L, flops={"n": 2.0 * m.linear_conv_kernel * conv_ch},
            bytes={"n": 2.0 * conv_ch * b_a}, weight_bytes=conv_ch * m.linear_conv_kernel * b_a),
@@ -75,6 +76,6 @@ def linear_attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
         # state once: constant in the context, unlike KV.
         Op("lin_state", VECTOR, L, bytes={"s": 2.0 * state}),
         Op("lin_gated_norm", VECTOR, L, flops={"n": 6.0 * vd}, bytes={"n": 3.0 * vd * b_a}),
-        Op("lin_out_proj", GEMM, L, flops={"n": 2.0 * vd * d}, bytes={"n": (vd + d) * b_a},
+        Op("lin_out_proj", g, L, flops={"n": 2.0 * vd * d}, bytes={"n": (vd + d) * b_a},
            weight_bytes=vd * d * b_w),
     ]

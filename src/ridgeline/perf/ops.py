@@ -41,6 +41,16 @@ VAR = {name: i for i, name in enumerate(WORK_VARS)}
 
 # Compute classes: which peak an operator runs at.
 GEMM, ATTENTION, VECTOR = "gemm", "attention", "vector"
+# A GEMM of a module a quantized checkpoint leaves 16-bit (its `ignore` list): it runs at
+# the 16-bit peak while the quantized GEMMs run at the activation dtype's.
+GEMM16 = "gemm16"
+
+
+def gemm_kind(pr: Precision, module: str) -> str:
+    """GEMM16 for a module class the checkpoint keeps 16-bit under low-precision GEMMs."""
+    if module in dict(pr.module_weights) and pr.gemm_compute_dtype not in ("bf16", "fp32"):
+        return GEMM16
+    return GEMM
 
 
 @dataclass
@@ -109,6 +119,7 @@ def _attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
     d, b_a, b_w, b_kv, L = m.hidden_size, pr.activation_bytes, pr.attention_weight_bytes, \
         pr.kv_bytes, m.num_softmax_layers
     L_full = m.num_full_attention_layers
+    g = gemm_kind(pr, "attention")
     hq = m.num_heads // tp
     ops: list[Op] = [_elementwise("attn_norm", 4 * d * b_a, L, flops_per_token=5 * d)]
     if m.is_mla:
@@ -117,19 +128,19 @@ def _attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
         v = m.v_head_dim
         if m.q_lora_rank:
             # vLLM fuses q_a and kv_a into one replicated projection, then q_b is sharded.
-            ops.append(_linear("qkv_a_proj", d, m.q_lora_rank + lat, L, b_w, b_a))
+            ops.append(_linear("qkv_a_proj", d, m.q_lora_rank + lat, L, b_w, b_a, kind=g))
             ops.append(_elementwise("qkv_a_norm", 2 * (m.q_lora_rank + m.kv_lora_rank) * b_a,
                                     L, flops_per_token=5 * (m.q_lora_rank + m.kv_lora_rank)))
-            ops.append(_linear("q_b_proj", m.q_lora_rank, hq * qk, L, b_w, b_a))
+            ops.append(_linear("q_b_proj", m.q_lora_rank, hq * qk, L, b_w, b_a, kind=g))
         else:
-            ops.append(_linear("q_proj", d, hq * qk, L, b_w, b_a))
-            ops.append(_linear("kv_a_proj", d, lat, L, b_w, b_a))
+            ops.append(_linear("q_proj", d, hq * qk, L, b_w, b_a, kind=g))
+            ops.append(_linear("kv_a_proj", d, lat, L, b_w, b_a, kind=g))
             ops.append(_elementwise("kv_a_norm", 2 * m.kv_lora_rank * b_a, L))
         ops.append(_elementwise("rope", 2 * (hq + 1) * m.qk_rope_head_dim * b_a, L))
         # Prefill expands the cached and new latents to K_nope, V; decode absorbs W_UK, W_UV
         # into the query and output: the same FLOPs per query token with the same weights.
         ops.append(_linear("kv_b_proj", m.kv_lora_rank, hq * (m.qk_nope_head_dim + v), L, b_w,
-                           b_a, tokens={"pt": 1.0, "pc": 1.0, "dq": 1.0}))
+                           b_a, tokens={"pt": 1.0, "pc": 1.0, "dq": 1.0}, kind=g))
         ops.append(Op(
             "attn_prefill", ATTENTION, L,
             flops={"pairs": 2.0 * hq * (qk + v)},
@@ -144,7 +155,7 @@ def _attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
             bytes={"dc": lat * b_kv,
                    "dq": lat * b_kv + hq * (lat + m.kv_lora_rank) * b_a},
             driver="dec"))
-        ops.append(_linear("o_proj", hq * v, d, L, b_w, b_a))
+        ops.append(_linear("o_proj", hq * v, d, L, b_w, b_a, kind=g))
         return ops
 
     hd = m.head_dim
@@ -152,7 +163,7 @@ def _attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
     kv_tok = 2 * hkv * hd * b_kv  # K and V of one token, one layer, this GPU
     q_out = hq * hd * (2 if m.attn_output_gate else 1)  # Qwen3-Next: + the output gate
     ops.append(_linear("qkv_proj", d, q_out + 2 * hkv * hd, L, b_w, b_a,
-                       bias=q_out + 2 * hkv * hd if m.qkv_bias else 0.0))
+                       bias=q_out + 2 * hkv * hd if m.qkv_bias else 0.0, kind=g))
     if m.qk_norm:
         ops.append(_elementwise("qk_norm", 2 * (hq + hkv) * hd * b_a, L))
     ops.append(_elementwise("rope", 2 * (hq + hkv) * hd * b_a, L))
@@ -168,7 +179,8 @@ def _attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
         bytes={"dc": kv_tok,  # unique KV read once (GQA reuse): 2 T d_kv b_kv per layer
                "dq": kv_tok + 2 * hq * hd * b_a},  # new KV write; Q in, O out
         driver="dec"))
-    ops.append(_linear("o_proj", hq * hd, d, L, b_w, b_a, bias=d if m.o_bias else 0.0))
+    ops.append(_linear("o_proj", hq * hd, d, L, b_w, b_a, bias=d if m.o_bias else 0.0,
+                       kind=g))
     return ops
 
 
@@ -179,9 +191,9 @@ def _mlp_ops(m: ModelSpec, pr: Precision, tp: int, ep: int) -> list[Op]:
     if m.num_dense_layers:
         ff, Ld = m.intermediate_size / tp, m.num_dense_layers
         ops += [
-            _linear("gate_up_proj", d, 2 * ff, Ld, b_w, b_a),
+            _linear("gate_up_proj", d, 2 * ff, Ld, b_w, b_a, kind=gemm_kind(pr, "mlp")),
             _elementwise("act_mul", 3 * ff * b_a, Ld, flops_per_token=5 * ff),
-            _linear("down_proj", ff, d, Ld, b_w, b_a),
+            _linear("down_proj", ff, d, Ld, b_w, b_a, kind=gemm_kind(pr, "mlp")),
         ]
     if m.is_moe:
         Lm, k, ffe = m.num_moe_layers, m.experts_per_token, m.moe_intermediate_size / tp
@@ -189,19 +201,22 @@ def _mlp_ops(m: ModelSpec, pr: Precision, tp: int, ep: int) -> list[Op]:
         ops.append(_elementwise("moe_dispatch", (m.num_experts + 2 * d + 2 * k * d) * b_a, Lm,
                                 kernels=2))
         # Weights of the E[U] touched experts (this GPU's 1/tp share), read once each.
-        ops.append(Op("experts_gate_up", GEMM, Lm,
+        gx = gemm_kind(pr, "experts")
+        ops.append(Op("experts_gate_up", gx, Lm,
                       flops={"n": 2.0 * k * d * 2 * ffe},
                       bytes={"n": k * (d + 2 * ffe) * b_a, "u": d * 2 * ffe * b_x}))
         ops.append(_elementwise("experts_act", 3 * k * ffe * b_a, Lm, flops_per_token=5 * k * ffe))
-        ops.append(Op("experts_down", GEMM, Lm,
+        ops.append(Op("experts_down", gx, Lm,
                       flops={"n": 2.0 * k * ffe * d},
                       bytes={"n": k * (ffe + d) * b_a, "u": ffe * d * b_x}))
         if m.num_shared_experts:
             sh = m.num_shared_experts * m.shared_expert_intermediate_size / tp
             ops += [
-                _linear("shared_gate_up", d, 2 * sh, Lm, b_sh, b_a),
+                _linear("shared_gate_up", d, 2 * sh, Lm, b_sh, b_a,
+                        kind=gemm_kind(pr, "shared_experts")),
                 _elementwise("shared_act", 3 * sh * b_a, Lm, flops_per_token=5 * sh),
-                _linear("shared_down", sh, d, Lm, b_sh, b_a),
+                _linear("shared_down", sh, d, Lm, b_sh, b_a,
+                        kind=gemm_kind(pr, "shared_experts")),
             ]
     return ops
 
@@ -213,7 +228,8 @@ def _model_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
         _elementwise("embedding", d * (b_e / tp + b_a), 1),
         _elementwise("final_norm", 2 * d * b_a, 1, flops_per_token=5 * d),
         # The LM head is read in full every step; logits only for the sampled rows.
-        _linear("lm_head", d, V / tp, 1, pr.lm_head_bytes, b_a, tokens={"s": 1.0}),
+        _linear("lm_head", d, V / tp, 1, pr.lm_head_bytes, b_a, tokens={"s": 1.0},
+                kind=gemm_kind(pr, "lm_head")),
     ]
 
 

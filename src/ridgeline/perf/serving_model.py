@@ -24,7 +24,15 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 from ridgeline.perf.fast_step import CompiledStep
 from ridgeline.perf.memory import MemoryPlan, plan_memory
-from ridgeline.perf.ops import ATTENTION, GEMM, VAR, WORK_VARS, OpTable, build_table
+from ridgeline.perf.ops import (
+    ATTENTION,
+    GEMM,
+    GEMM16,
+    VAR,
+    WORK_VARS,
+    OpTable,
+    build_table,
+)
 from ridgeline.perf.step_time import ArrayLike, BatchWork
 from ridgeline.perf.window import EXT_VAR, EXT_VARS, WINDOW_VARS, build_ext_table, window_work
 from ridgeline.specs.hardware import HardwareSpec
@@ -83,7 +91,9 @@ class RooflineStepTime:
         build = build_ext_table if self._window else build_table
         self.table: OpTable = build(model, self.precision, self.parallel,
                                     self.link_eff_bytes_s, hw.interconnect_latency_s)
-        peaks = {GEMM: self.gemm_peak_flops, ATTENTION: self.attention_peak_flops}
+        self.gemm16_peak_flops = hw.peak(self.precision.attention_compute_dtype)
+        peaks = {GEMM: self.gemm_peak_flops, ATTENTION: self.attention_peak_flops,
+                 GEMM16: self.gemm16_peak_flops}
         c_eff = np.array([peaks.get(k, self.vector_peak_flops) for k in self.table.kinds])
         self.compute_eff_flops_s = c_eff * hw.compute_efficiency  # per operator
         self._n_ops = k = len(self.table.names)

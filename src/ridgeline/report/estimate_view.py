@@ -47,7 +47,7 @@ def roofline_data(step_model: Any, ops: dict[str, list[dict[str, Any]]]) -> dict
     under the dense peak of the dtype it computes in (GEMMs: the activation dtype;
     attention: 16-bit; vector ops: fp32), as seed 003 draws the roofline.
     """
-    from ridgeline.perf.ops import ATTENTION, GEMM
+    from ridgeline.perf.ops import ATTENTION, GEMM, GEMM16
 
     hw = step_model.hardware
     bw = hw.memory_bandwidth_bytes_s
@@ -55,7 +55,8 @@ def roofline_data(step_model: Any, ops: dict[str, list[dict[str, Any]]]) -> dict
               "ridge_point_flop_per_byte": float(hw.peak_flops[d]) / bw}
              for d in ROOF_DTYPES if d in hw.peak_flops]
     gemm_dtype = step_model.precision.gemm_compute_dtype
-    peaks = {GEMM: step_model.gemm_peak_flops, ATTENTION: step_model.attention_peak_flops}
+    peaks = {GEMM: step_model.gemm_peak_flops, ATTENTION: step_model.attention_peak_flops,
+             GEMM16: getattr(step_model, "gemm16_peak_flops", step_model.attention_peak_flops)}
     points = []
     for phase, rows in ops.items():
         for row in rows:

@@ -48,7 +48,7 @@ DTYPE_BYTES: dict[str, float] = {
 
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4")
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
-ACTIVATION_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4")
+ACTIVATION_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4", "mxfp4")
 
 
 @dataclass(frozen=True)
