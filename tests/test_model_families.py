@@ -468,3 +468,15 @@ def test_modules_left_16bit_run_at_the_16bit_peak() -> None:
                        ("experts_gate_up", 1978.9e12)):
         i = bd.names.index(name)
         assert bd.compute_s[i] == pytest.approx(bd.flops[i] / (peak * eff), rel=1e-12)
+
+
+def test_lm_head_follows_the_method() -> None:
+    """compressed-tensors quantizes every Linear its `ignore` list does not name: without
+    lm_head there, the head is fp8 too; with it (RedHatAI's Scout), the head stays bf16."""
+    base = json.loads((DATA / "meta-llama--Meta-Llama-3.1-8B.json").read_text())
+    ct = {"quant_method": "compressed-tensors", "config_groups": {"g": {
+        "weights": {"num_bits": 8, "type": "float"},
+        "input_activations": {"num_bits": 8, "type": "float"}, "targets": ["Linear"]}}}
+    for ignore, head_bytes in (([], 1.0), (["lm_head"], 2.0)):
+        m = from_hf_config({**base, "quantization_config": {**ct, "ignore": ignore}})
+        assert resolve_model_precision(m).lm_head_bytes == head_bytes

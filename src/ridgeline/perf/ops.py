@@ -48,7 +48,8 @@ GEMM16 = "gemm16"
 
 def gemm_kind(pr: Precision, module: str) -> str:
     """GEMM16 for a module class the checkpoint keeps 16-bit under low-precision GEMMs."""
-    if module in dict(pr.module_weights) and pr.gemm_compute_dtype not in ("bf16", "fp32"):
+    if dict(pr.module_weights).get(module) in ("bf16", "fp16", "fp32") and \
+            pr.gemm_compute_dtype not in ("bf16", "fp32"):
         return GEMM16
     return GEMM
 

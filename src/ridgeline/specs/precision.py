@@ -168,6 +168,8 @@ def resolve_model_precision(model: ModelSpec, weights: str | None = None, kv: st
         return p
     p = resolve_precision(q.weights, kv or "bf16", activations or q.activations)
     modules = tuple((m, "bf16") for m in q.unquantized if m != "router")
+    if "lm_head" not in q.unquantized:  # the method quantized the LM head too
+        modules += (("lm_head", q.weights),)
     src = f"checkpoint quantization_config ({q.describe()})"
     if activations is not None:
         src += f"; --activations {activations}"
