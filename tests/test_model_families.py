@@ -8,6 +8,7 @@ the config's shapes (at a context beyond the sliding window where there is one).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -348,6 +349,11 @@ def test_installed_cli_estimate_on_published_configs() -> None:
     bad = subprocess.run([exe, "estimate", "--model", cfg("openai--gpt-oss-20b"),
                           "--weights", "int3"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error:")
+    hub = subprocess.run([exe, "estimate", "--model", "nobody/not-cached"],
+                         capture_output=True, text=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert hub.returncode == 2 and hub.stderr.startswith("error: model:")
+    assert len(hub.stderr.strip().splitlines()) == 1
 
 
 def test_simulator_runs_windowed_models_on_the_python_engine_identically() -> None:

@@ -624,16 +624,25 @@ def _hub_config(repo_id: str) -> Path | None:
         from huggingface_hub import hf_hub_download, try_to_load_from_cache
     except ImportError:
         return None
+    import logging
+
     cached = try_to_load_from_cache(repo_id, "config.json")
     if isinstance(cached, str):
         return Path(cached)
+    hub_log = logging.getLogger("huggingface_hub")
+    level = hub_log.level
+    hub_log.setLevel(logging.ERROR)  # the error line below says it once (cli.md contract)
     try:
         return Path(hf_hub_download(repo_id, "config.json"))
     except Exception as exc:  # offline, gated, unknown repo: one line, the hub's reason
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = " ".join(str(exc).split())
+        why = f"{type(exc).__name__}: {text.split('. ')[0][:120]}" if text else \
+            type(exc).__name__
         raise RidgelineError(f"model: {repo_id!r} is not in the local Hugging Face cache and "
-                             f"could not be downloaded ({why[:160]}); allowed: a catalog "
-                             "name, a config.json path, or a cached/reachable hub id") from None
+                             f"could not be downloaded ({why}); allowed: a catalog name, a "
+                             "config.json path, or a cached/reachable hub id") from None
+    finally:
+        hub_log.setLevel(level)
 
 
 def load_model(name_or_path: str) -> ModelSpec:
