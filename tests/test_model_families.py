@@ -486,3 +486,23 @@ def test_lm_head_follows_the_method() -> None:
     for ignore, head_bytes in (([], 1.0), (["lm_head"], 2.0)):
         m = from_hf_config({**base, "quantization_config": {**ct, "ignore": ignore}})
         assert resolve_model_precision(m).lm_head_bytes == head_bytes
+
+
+def test_modelopt_nvfp4_checkpoint_with_hf_quant_config() -> None:
+    """nvidia/DeepSeek-V3.1-NVFP4: config.json has no quantization_config; ModelOpt's
+    hf_quant_config.json next to it says NVFP4 (group 16) with the MLA projections and the
+    LM head excluded. On 4x B200 its GEMMs run at the FP4 peak and it fits."""
+    m = RooflineStepTime.from_names(model=str(DATA / "nvidia--DeepSeek-V3.1-NVFP4"),
+                                    hardware="b200", tp=4)
+    pr = m.precision
+    assert (pr.weights, pr.activations, pr.attention_weight_bytes) == ("fp4", "fp4", 2.0)
+    assert m.gemm_peak_flops == 9e15 and m.memory().fits
+    # Weights per GPU by hand: NVFP4 (0.5 + 1/16 B) experts and dense MLPs, bf16 MLA
+    # projections (q_a and kv_a replicated on every TP rank), embeddings, head, routers.
+    fp4, tp = 0.5 + 1 / 16, 4
+    experts = 58 * (256 + 1) * 3 * 7168 * 2048 + 3 * 3 * 7168 * 18432
+    repl = 61 * (7168 * 1536 + 7168 * 576)
+    sharded = 61 * (1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168)
+    hand = (experts * fp4 + sharded * BF16 + 2 * 129280 * 7168 * BF16) / tp \
+        + repl * BF16 + 58 * 7168 * 256 * BF16 + 61 * 2 * 7168 * BF16
+    assert m.memory().weight_bytes == pytest.approx(hand, rel=2e-3)
