@@ -165,6 +165,9 @@ def resolve_model_precision(model: ModelSpec, weights: str | None = None, kv: st
         if q is not None:
             return replace(p, source=f"flags (--weights {p.weights}) over the checkpoint's "
                            f"{q.method}")
+        if weights is None:  # nothing chose them: say so rather than crediting the flags
+            return replace(p, source="defaults (16-bit; the checkpoint has no "
+                           "quantization_config)")
         return p
     p = resolve_precision(q.weights, kv or "bf16", activations or q.activations)
     modules = tuple((m, "bf16") for m in q.unquantized if m != "router")
