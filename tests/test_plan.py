@@ -21,11 +21,14 @@ from ridgeline.sim.scenario import Scenario, run_scenario
 
 CLI = str(Path(sys.executable).parent / "ridgeline")
 
+# The issue's search (issue 20), smaller: one batch cap, at most 2 replicas. Its cheapest
+# screen survivor, L40S with P/D 1:1 ($1.80/h), meets 100% of 200 requests and misses the
+# 99% target in long runs (91.5% and 97.9% of 6,000 requests at 10.8 req/s).
 REQ = PlanRequest(models=("llama-3.1-8b",), hardware=("l40s", "h100-sxm"), weights=("bf16",),
-                  tp=(1, 2), max_num_seqs=(16, 128), max_num_batched_tokens=(2048,),
-                  prompt="fixed:1500", output="fixed:150", rate_req_s=6.0,
-                  slos=("ttft_ms<=800", "tpot_ms<=40"), goodput_target=0.95, headroom=0.2,
-                  max_replicas=4, extra_replicas=1, requests=150, seed=0)
+                  tp=(1, 2), max_num_seqs=(256,), max_num_batched_tokens=(2048,),
+                  prompt="fixed:1200", output="fixed:180", rate_req_s=9.0,
+                  slos=("ttft_ms<=1000", "tpot_ms<=45"), goodput_target=0.99, headroom=0.2,
+                  max_replicas=2, extra_replicas=1, requests=200, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -55,19 +58,20 @@ def _all_shapes(req: PlanRequest, max_cost: float):
 
 
 def test_chosen_meets_the_target_resimulated_independently(result):
-    # The library entry point `ridgeline simulate` calls, 4,000 requests (3.4x the
-    # verification's 1,168), at the planning rate, on two seeds plan never used (0; 1, 2).
+    # The issue's bar: the library entry point `ridgeline simulate` calls, 6,000 requests at
+    # 10.8 req/s (the planning rate), on two seeds plan never used (screen 0; verify 1, 2).
+    # Choosing the cheapest screen survivor (the old rule) fails this: 91.5%, 97.9%.
     assert result.chosen is not None
-    assert result.verify_seeds == (1, 2) and result.verify_requests == 1168
+    assert result.verify_seeds == (1, 2) and result.verify_requests == 6086
     for seed in (101, 202):
-        sc = result.chosen.candidate.scenario.replace(seed=seed, requests=4000,
-                                                      rate_req_s=REQ.planning_rate_req_s)
+        sc = result.chosen.candidate.scenario.replace(seed=seed, requests=6000,
+                                                      rate_req_s=10.8)
         g = run_scenario(sc).analysis.goodput
-        assert g.judged_requests > 3900 and g.attainment >= REQ.goodput_target, (seed, g)
+        assert g.judged_requests > 5900 and g.attainment >= REQ.goodput_target, (seed, g)
 
 
 def test_a_screen_winner_that_fails_verification_is_not_chosen(result):
-    # The cheapest survivor of the screen (L40S, P/D 1:1: 100% of 150 requests) fails the
+    # The cheapest survivor of the screen (L40S, P/D 1:1: 100% of 200 requests) fails the
     # long runs; the choice falls to the next one, and two runners-up are verified after it.
     first = result.verified[0]
     assert first.outcome.attainment == 1.0 and first.verification is not None
@@ -76,14 +80,14 @@ def test_a_screen_winner_that_fails_verification_is_not_chosen(result):
     i = result.verified.index(result.chosen)
     assert len(result.verified) - 1 - i == 2
     for run in result.chosen.verification.runs:
-        assert run.requests == 1168 and run.ci_low >= REQ.goodput_target
+        assert run.requests == 6086 and run.ci_low >= REQ.goodput_target
         assert run.rate_req_s == pytest.approx(REQ.planning_rate_req_s)
 
 
 def test_every_cheaper_configuration_was_ruled_out_for_a_reason_that_holds(result):
     cost = result.chosen.candidate.usd_per_hour
     cheaper = list(_all_shapes(REQ, cost))
-    assert len(cheaper) >= 6, "the space should hold cheaper configurations"
+    assert len(cheaper) >= 4, "the space should hold cheaper configurations"
     by_scenario = {e.candidate.scenario: e for e in result.simulated}
     long_runs = []
     for sc in cheaper:
@@ -102,13 +106,13 @@ def test_every_cheaper_configuration_was_ruled_out_for_a_reason_that_holds(resul
 
 
 def test_cost_per_million_tokens_is_the_offered_rate_by_hand(result):
-    # $/hour / (3600 s x 6 req/s x 150 tokens / 1e6): the offered load, not a run's throughput
+    # $/hour / (3600 s x 9 req/s x 180 tokens / 1e6): the offered load, not a run's throughput
     d = result.details
     usd = result.chosen.candidate.usd_per_hour
-    assert d.mean_output_tokens == 150.0
+    assert d.mean_output_tokens == 180.0
     assert d.usd_per_million_output_tokens == pytest.approx(
-        usd / (3600 * 6.0 * 150 / 1e6), rel=1e-12)
-    assert d.offered_output_tok_s == pytest.approx(900.0)
+        usd / (3600 * 9.0 * 180 / 1e6), rel=1e-12)
+    assert d.offered_output_tok_s == pytest.approx(1620.0)
 
 
 def test_capacity_and_knee_are_simulates(result, tmp_path):
