@@ -87,6 +87,29 @@ def check_plan_fits(req: PlanRequest, workers: int | None, verify_requests: int,
                 f"{mean_out:.0f} output tokens per request); {_gb(budget)} can be used: at "
                 f"most {fit:,} requests per simulation fit"
                 + (" (fewer --workers fit more)" if n_workers > 1 else ""))
+    # The chosen configuration's capacity probe runs alone: at most this many requests.
+    probe = probe_requests_bound(req)
+    if math.isfinite(budget) and simulation_bytes(probe, mean_out) > budget:
+        raise RidgelineError(
+            f"--max-replicas: the capacity probe of a {req.max_replicas}-replica "
+            f"configuration with max_num_seqs {max(req.max_num_seqs)} may need {probe:,} "
+            f"requests, about {_gb(simulation_bytes(probe, mean_out))} of memory; "
+            f"{_gb(budget)} can be used (fewer replicas or a smaller --max-num-seqs fit)")
 
 
-__all__ = ["available_memory_bytes", "check_plan_fits", "simulation_bytes"]
+def probe_requests_bound(req: PlanRequest) -> int:
+    """The most requests `probe_capacity` can use for a configuration of this space."""
+    from ridgeline.sim.scenario import (
+        CAPACITY_PROBE_MAX_USERS,
+        CAPACITY_PROBE_MIN_REQUESTS,
+        CAPACITY_PROBE_REQUESTS_PER_USER,
+        CAPACITY_PROBE_USERS_PER_SLOT,
+    )
+
+    users = min(CAPACITY_PROBE_MAX_USERS, math.ceil(
+        CAPACITY_PROBE_USERS_PER_SLOT * max(req.max_num_seqs) * req.max_replicas) + 8)
+    return max(CAPACITY_PROBE_MIN_REQUESTS, CAPACITY_PROBE_REQUESTS_PER_USER * users)
+
+
+__all__ = ["available_memory_bytes", "check_plan_fits", "probe_requests_bound",
+           "simulation_bytes"]

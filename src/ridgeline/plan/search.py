@@ -148,10 +148,6 @@ class PlanResult:
     rejected_families: dict[str, str] = field(default_factory=dict)
     interrupted: str | None = None       # the stage a Ctrl-C stopped: a partial result
 
-    @property
-    def headroom(self) -> Details | None:
-        return self.details
-
     def to_dict(self) -> dict[str, Any]:
         r = self.request
         return {
@@ -200,12 +196,14 @@ class PlanResult:
         if self.interrupted is not None:
             lines += [f"**PARTIAL RESULT: interrupted (Ctrl-C) while {self.interrupted}.** "
                       "What follows is only what had finished.", ""]
+        seeds = ", ".join(map(str, self.verify_seeds))
+        verified = (f"the cheapest survivors verified with {self.verify_requests:,} requests "
+                    f"on seeds {seeds}" if self.verified or self.interrupted is None else
+                    "verification had not finished a candidate")
         lines.append(f"Searched {self.space_size} configurations: {len(self.pruned)} pruned "
                      f"analytically, {len(self.simulated)} screened with {r.requests:,} "
                      f"requests (seed {r.seed}) at {r.planning_rate_req_s:g} req/s "
-                     f"(headroom {r.headroom:.0%}); the cheapest survivors verified with "
-                     f"{self.verify_requests:,} requests on seeds "
-                     f"{', '.join(map(str, self.verify_seeds))}.")
+                     f"(headroom {r.headroom:.0%}); {verified}.")
         lines.append("")
         if self.chosen:
             c = self.chosen.candidate
