@@ -209,7 +209,8 @@ class PlanResult:
             c = self.chosen.candidate
             v = self.chosen.verification
             lines += [f"**Cheapest meeting the SLOs:** {c.label}", "",
-                      f"- {c.gpus} GPUs, ${c.usd_per_hour:.2f}/hour"]
+                      f"- {c.gpus} GPU{'s' if c.gpus > 1 else ''}, "
+                      f"${c.usd_per_hour:.2f}/hour"]
             if v is not None:
                 lines += [f"- SLO attainment at {r.planning_rate_req_s:g} req/s, verified: "
                           f"{run.text()}" for run in v.runs]
@@ -259,7 +260,7 @@ class PlanResult:
 def _short(run: Any) -> str:
     if run.error:
         return f"error: {run.error}"
-    return (f"{run.attainment:.1%} [{run.ci_low:.1%}, {run.ci_high:.1%}] "
+    return (f"{run.attainment:.2%} [{run.ci_low:.2%}, {run.ci_high:.2%}] "
             f"(seed {run.seed})")
 
 

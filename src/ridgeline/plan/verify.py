@@ -139,7 +139,7 @@ class VerifyRun:
     def text(self) -> str:
         if self.error:
             return f"simulation error: {self.error}"
-        return (f"{self.attainment:.1%} [95% CI {self.ci_low:.1%}, {self.ci_high:.1%}] of "
+        return (f"{self.attainment:.2%} [95% CI {self.ci_low:.2%}, {self.ci_high:.2%}] of "
                 f"{self.judged_requests:,} judged requests ({self.requests:,} simulated at "
                 f"{self.rate_req_s:g} req/s, seed {self.seed})")
 
