@@ -153,6 +153,8 @@ class Jobs:
         """Stop every worker now (their jobs are lost)."""
         pool, self._pool = self._pool, None
         if pool is not None:
+            # ProcessPoolExecutor cannot stop a running job (cancel() only drops queued
+            # ones), so its worker processes are terminated directly.
             procs = list((getattr(pool, "_processes", None) or {}).values())
             for proc in procs:
                 if proc.is_alive():
