@@ -8,7 +8,8 @@ analytic minimum of replicas and one more; P/D splits near the prefill share.
 Workload: prompts lognormal mean 1000 tokens (sigma 0.8, max 8192),
 outputs lognormal mean 250 (sigma 0.8, max 2048), Poisson at 40 req/s, planned with 20%
 headroom; SLOs TTFT <= 1 s and TPOT <= 40 ms for 99% of requests. Each surviving candidate
-is simulated with `--requests` requests.
+is screened with `--requests` requests; the cheapest survivors are verified with 6,086
+requests on two new seeds (docs/plan-advise.md).
 
 Reports the space size, how many were pruned analytically and simulated, the wall time of
 each stage, CPU time, and the machine's load average (the box may be shared: say so).
@@ -70,8 +71,10 @@ def main() -> None:
         "cpu_s_workers": children.ru_utime + children.ru_stime,
         "chosen": result.chosen.candidate.label if result.chosen else None,
         "chosen_usd_per_hour": result.chosen.candidate.usd_per_hour if result.chosen else None,
-        "usd_per_million_output_tokens": (result.headroom.usd_per_million_output_tokens
-                                          if result.headroom else None),
+        "usd_per_million_output_tokens": (result.details.usd_per_million_output_tokens
+                                          if result.details else None),
+        "verified": len(result.verified), "verify_requests": result.verify_requests,
+        "verify_seeds": list(result.verify_seeds),
         "pareto_points": len(result.pareto),
         "rejected_families": len(result.rejected_families),
         "loadavg_before": load0, "loadavg_after": os.getloadavg(),

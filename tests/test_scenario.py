@@ -13,6 +13,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.perf.step_time import BatchWork, LinearStepTime
 from ridgeline.perf.whatif import WhatIf, WhatIfStepTime, expected_tokens_per_step
 from ridgeline.sim import scenario as scn
+from ridgeline.sim.sweep import sweep_rates
 
 
 def test_command_defaults_are_the_library_defaults():
@@ -41,17 +42,37 @@ def test_rate_sweep_knee_and_best_rate():
     assert sw.to_dict()["slos"] == ["ttft_ms<=1000"]
 
 
-def test_probe_capacity_is_requests_over_makespan():
-    # Linear steps would be simpler, but the probe goes through the roofline model; check it
-    # against the definition: n requests all at t=0 over the time the last one ends.
-    sc = scn.Scenario(requests=64, prompt="fixed:128", output="fixed:16")
-    built = scn.Built.of(sc)
-    cap = scn.probe_capacity(sc, built)
-    from ridgeline.sim.runner import Workload, simulate
+class _ConstantStep(LinearStepTime):
+    """Every busy step takes base_s, whatever it holds (a closed form for the capacity)."""
 
-    wl = Workload(np.full(64, 128), np.full(64, 16), arrival_s=np.zeros(64))
-    res = simulate(wl, built.config, built.step_model, built.cluster)
-    assert cap == pytest.approx(64 / float(np.nanmax(res.end_s)))
+    def describe(self) -> dict:
+        return {}
+
+    def assumptions(self) -> list:
+        return []
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_probe_capacity_is_the_saturation_throughput_by_hand(replicas):
+    # Constant 10 ms steps, 8 slots per replica, every running sequence gains one token per
+    # step (the prefill step gives the first): a request with N output tokens holds a slot
+    # for N steps. Saturated, the slots never idle, so mu = replicas x 8 / (E[N] x 10 ms)
+    # = 25 req/s per replica for N uniform on 8..56 (mean 32). A burst of the same requests
+    # over its makespan (the old probe) counts the drain too and reads low.
+    from ridgeline.sim.cluster import ClusterConfig
+    from ridgeline.sim.engine import EngineConfig
+
+    sc = scn.Scenario(max_num_seqs=8, max_num_batched_tokens=512, prompt="fixed:16",
+                      output="uniform:min=8,max=56", replicas=replicas)
+    built = scn.Built(_ConstantStep(base_s=0.01),
+                      EngineConfig(max_num_seqs=8, max_num_batched_tokens=512,
+                                   num_kv_blocks=4096), ClusterConfig(replicas=replicas))
+    assert scn.capacity_probe_users(sc, built) == math.ceil(1.25 * 8 * replicas) + 8
+    assert scn.probe_capacity(sc, built) == pytest.approx(25.0 * replicas, rel=0.015)
+    sw = scn.rate_sweep(sc.replace(requests=200), built=built, keep_runs=False)
+    assert sw.capacity_req_s == scn.probe_capacity(sc.replace(requests=200), built)
+    assert sw.rates == sweep_rates(sw.capacity_req_s)
+    assert sw.to_dict()["capacity_req_s"] == sw.capacity_req_s
 
 
 @pytest.mark.parametrize("k,alpha", [(1, 0.5), (4, 0.8), (7, 0.3), (3, 0.0)])

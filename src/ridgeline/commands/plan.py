@@ -71,7 +71,8 @@ def plan_cmd(
         "such as 'TTFT P99 <= 1 s' is --slo ttft_ms<=1000 with --goodput-target 0.99.")
     ] = None,
     goodput_target: Annotated[float, typer.Option(
-        "--goodput-target", help="Fraction of requests that must meet every SLO.")] = 0.99,
+        "--goodput-target", help="Fraction of requests that must meet every SLO, in (0, 1).")
+    ] = 0.99,
     headroom: Annotated[float, typer.Option(
         "--headroom", help="Plan for rate x (1 + headroom): never plan near saturation.")
     ] = 0.2,
@@ -97,15 +98,21 @@ def plan_cmd(
     price: Annotated[list[str] | None, typer.Option(
         "--price", help="Override a GPU's price: NAME=USD_PER_GPU_HOUR (repeatable).")
     ] = None,
-    requests: Annotated[int, typer.Option("--requests", "-n", min=1,
-                                          help="Requests per simulation.")] = 500,
+    requests: Annotated[int, typer.Option(
+        "--requests", "-n", min=1, help="Requests per screening simulation (short runs that "
+        "only rule candidates out; the cheapest survivors are verified with long runs).")
+    ] = 500,
+    verify_requests: Annotated[int | None, typer.Option(
+        "--verify-requests", min=1, help="Requests per verification run (default: what the "
+        "--goodput-target percentile needs, 6086 for 0.99).")] = None,
     workers: Annotated[int | None, typer.Option(
         "--workers", min=1, help="Local worker processes (default: CPU cores).")] = None,
     ray: Annotated[str | None, typer.Option(
         "--ray", help="Run the simulations on Ray: 'local' starts one, else an address.")
     ] = None,
     plot: Annotated[str | None, typer.Option(
-        "--plot", help="Write the Pareto plot here (PNG/SVG; needs matplotlib).")] = None,
+        "--plot", help="Write the Pareto plot here (.png, .svg or .pdf; needs matplotlib).")
+    ] = None,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
 ) -> None:
@@ -116,7 +123,7 @@ def plan_cmd(
     from ridgeline.errors import RidgelineError
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.plan import PlanRequest, plan
-    from ridgeline.plan.search import plot_pareto
+    from ridgeline.plan.search import PlanInterrupted, check_plot_path, plot_pareto
 
     chunk_map = {"on": True, "off": False}
     chunk_opts = _csv(chunked_prefill, "--chunked-prefill")
@@ -138,7 +145,9 @@ def plan_cmd(
         max_num_batched_tokens=_ints(max_num_batched_tokens, "--max-num-batched-tokens"),
         chunked_prefill=tuple(chunk_map[c] for c in chunk_opts), max_replicas=max_replicas,
         extra_replicas=extra_replicas, pd=pd, max_gpus=max_gpus, prices=_prices(price),
-        requests=requests, seed=seed).validate()
+        requests=requests, seed=seed, verify_requests=verify_requests).validate()
+    if plot:
+        check_plot_path(plot)    # before the search, not after it
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         console=Console(stderr=True), transient=True)
     tasks: dict[str, int] = {}
@@ -148,9 +157,14 @@ def plan_cmd(
             tasks[stage] = progress.add_task(stage, total=total)
         progress.update(tasks[stage], completed=done, total=total)
 
-    with progress:
-        result = plan(req, workers=workers, ray_address=ray, progress=on_progress)
-    if plot:
+    interrupted = False
+    try:
+        with progress:
+            result = plan(req, workers=workers, ray_address=ray, progress=on_progress)
+    except PlanInterrupted as exc:
+        # Workers are stopped; print what had finished, marked partial, and exit 130.
+        result, interrupted = exc.result, True
+    if plot and not interrupted:
         plot_pareto(result, plot)
     if json_out:
         typer.echo(json.dumps(result.to_dict(), indent=2))
@@ -159,6 +173,8 @@ def plan_cmd(
         from rich.markdown import Markdown
 
         _C().print(Markdown(result.markdown()))
+    if interrupted:
+        raise typer.Exit(130)
     if result.chosen is None:
         raise typer.Exit(1)
 

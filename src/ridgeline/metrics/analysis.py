@@ -159,6 +159,9 @@ class Goodput:
     attainment: float = math.nan
     attainment_ci: tuple[float, float] = (math.nan, math.nan)
     unavailable: str | None = None
+    # Per judged request in send order, whether it met every SLO (not serialized): for an
+    # interval that allows for correlated neighbours (ridgeline.plan.verify).
+    good_in_send_order: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -792,6 +795,8 @@ def _goodput(
     judged = measured
     g.judged_requests = int(judged.sum())
     g.good_requests = int((good & judged).sum())
+    order = np.argsort(trace.sent_s[judged], kind="stable")
+    g.good_in_send_order = good[judged][order]
     if g.judged_requests:
         g.attainment = g.good_requests / g.judged_requests
         rng = np.random.default_rng([seed, 1000])

@@ -1,15 +1,16 @@
-"""Simulate a list of scenarios in parallel: local processes (default) or a Ray cluster.
+"""Run plan's jobs in parallel: local worker processes (default) or a Ray cluster.
 
-Each job calls `ridgeline.sim.scenario.run_scenario` — the function `ridgeline simulate`
-calls — and returns a small `Outcome` (not the trace), so results travel cheaply. Runs are
-deterministic given the scenario (its seed), so local and Ray execution give the same
-outcomes.
+Each job calls a `ridgeline.sim.scenario` function — what `ridgeline simulate` calls — and
+returns a small result (an `Outcome`, a `Verification` run, a capacity), not the trace, so
+results travel cheaply. Runs are deterministic given the scenario (its seed), so local and
+Ray execution give the same results. Ctrl-C stops the workers and raises `Interrupted`.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -32,10 +33,21 @@ class Outcome:
     rejected: int
     requests: int
     error: str | None = None
+    judged_requests: int = 0
 
     def meets(self, target: float) -> bool:
         return self.error is None and self.rejected == 0 and math.isfinite(self.attainment) \
             and self.attainment >= target
+
+    def could_meet(self, target: float) -> bool:
+        """The screen: not ruled out, i.e. the upper end of the 95% Wilson interval of this
+        (short) run's attainment reaches the target."""
+        from ridgeline.plan.verify import wilson_interval
+
+        if self.error is not None or self.rejected or not math.isfinite(self.attainment):
+            return False
+        n = self.judged_requests or self.requests
+        return wilson_interval(self.attainment * n, n)[1] >= target
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
@@ -52,80 +64,188 @@ def evaluate(sc: Scenario) -> Outcome:
         nan = math.nan
         return Outcome(nan, nan, nan, nan, nan, nan, 0, 0, sc.requests, str(exc))
     p = run.sweep_point()
+    g = run.analysis.goodput
     return Outcome(attainment=p.attainment, throughput_req_s=p.throughput_req_s,
                    output_tok_s=p.output_tok_s, ttft_p99_ms=p.ttft_p99_ms,
                    tpot_p50_ms=p.tpot_p50_ms, tpot_p99_ms=p.tpot_p99_ms,
-                   preemptions=p.preemptions, rejected=p.rejected, requests=sc.requests)
+                   preemptions=p.preemptions, rejected=p.rejected, requests=sc.requests,
+                   judged_requests=g.judged_requests if g is not None else 0)
+
+
+def capacity(sc: Scenario) -> float:
+    """`probe_capacity` of a scenario (NaN when it cannot run)."""
+    from ridgeline.sim.scenario import probe_capacity
+
+    try:
+        return probe_capacity(sc)
+    except RidgelineError:
+        return math.nan
+
+
+def sweep_point(sc: Scenario) -> Any:
+    """One run of a rate sweep: `run_scenario(sc).sweep_point()`."""
+    from ridgeline.sim.scenario import run_scenario
+
+    return run_scenario(sc).sweep_point()
 
 
 def default_workers() -> int:
     return os.cpu_count() or 1
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during `Jobs.map`: the workers are stopped; `done` holds the results that had
+    finished (None where a job had not)."""
+
+    def __init__(self, done: list[Any]) -> None:
+        super().__init__("interrupted")
+        self.done = done
+
+
+def _ignore_sigint() -> None:
+    # A terminal's Ctrl-C goes to the whole process group: the parent stops the workers
+    # (terminate), so they must not die half-way through pickling a result or print a
+    # KeyboardInterrupt traceback each.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class Jobs:
+    """Worker processes (or a Ray connection) shared by the stages of one plan.
+
+    `map(fn, items)` runs `fn(item)` for every item (fn: a picklable, module-level function)
+    and returns the results in order. Ctrl-C raises `Interrupted` within a fraction of a
+    second: the parent only waits on futures, and stopping terminates the worker processes
+    (a simulation in the C core does not look at signals until it returns). Jobs always run
+    in worker processes, even with one worker, so that the parent stays responsive.
+
+    >>> with Jobs(workers=1) as jobs:   # doctest: +SKIP
+    ...     jobs.map(evaluate, [scenario])
+    """
+
+    def __init__(self, workers: int | None = None, ray_address: str | None = None) -> None:
+        self.workers = workers or default_workers()
+        if self.workers < 1:
+            raise RidgelineError(f"--workers: got {self.workers}; allowed: >= 1")
+        self.ray_address = ray_address
+        self._pool: Any = None
+        self._ray_started = False
+
+    def __enter__(self) -> Jobs:
+        # Loaded once here, so forked workers inherit the modules instead of importing each.
+        import ridgeline.metrics.analysis
+        import ridgeline.sim.runner
+        import ridgeline.sim.scenario  # noqa: F401
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.stop()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._ray_shutdown()
+
+    def stop(self) -> None:
+        """Stop every worker now (their jobs are lost)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            # ProcessPoolExecutor cannot stop a running job (cancel() only drops queued
+            # ones), so its worker processes are terminated directly.
+            procs = list((getattr(pool, "_processes", None) or {}).values())
+            for proc in procs:
+                if proc.is_alive():
+                    proc.terminate()
+            for proc in procs:
+                proc.join(timeout=1.0)
+                if proc.is_alive():
+                    proc.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+        self._ray_shutdown()
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any],
+            progress: Callable[[int], None] | None = None) -> list[Any]:
+        if not items:
+            return []
+        if self.ray_address is not None:
+            return self._map_ray(fn, items, progress)
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers,
+                                             initializer=_ignore_sigint)
+        results: list[Any] = [None] * len(items)
+        try:
+            futures = {self._pool.submit(fn, item): i for i, item in enumerate(items)}
+            pending = set(futures)
+            done = 0
+            while pending:
+                # A timeout, so that a signal is seen at once on every platform.
+                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    results[futures[fut]] = fut.result()
+                    done += 1
+                    if progress:
+                        progress(done)
+        except KeyboardInterrupt:
+            self.stop()
+            raise Interrupted(results) from None
+        return results
+
+    def _map_ray(self, fn: Callable[[Any], Any], items: Sequence[Any],
+                 progress: Callable[[int], None] | None) -> list[Any]:
+        """`--ray local` starts a local Ray; anything else goes to `ray.init(address=...)`."""
+        try:
+            import ray
+        except ImportError:
+            raise RidgelineError("--ray: Ray is not installed (pip install ray, or pip install "
+                                 "'ridgeline[ray]')") from None
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+            if self.ray_address == "local":
+                ray.init(**kwargs)
+            else:
+                ray.init(address=self.ray_address, **kwargs)
+            self._ray_started = True
+        remote = ray.remote(fn)
+        refs = [remote.remote(item) for item in items]
+        index = {ref: i for i, ref in enumerate(refs)}
+        results: list[Any] = [None] * len(refs)
+        pending = list(refs)
+        done = 0
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                for ref in ready:
+                    results[index[ref]] = ray.get(ref)
+                    done += 1
+                    if progress:
+                        progress(done)
+        except KeyboardInterrupt:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            self._ray_shutdown()
+            raise Interrupted(results) from None
+        return results
+
+    def _ray_shutdown(self) -> None:
+        if self._ray_started:
+            import ray
+
+            ray.shutdown()
+            self._ray_started = False
+
+
 def run_all(scenarios: Sequence[Scenario], *, workers: int | None = None,
             ray_address: str | None = None,
             progress: Callable[[int], None] | None = None) -> list[Outcome]:
-    """Outcomes in the order of `scenarios`. `progress(done)` after each completes."""
-    if not scenarios:
-        return []
-    if ray_address is not None:
-        return _run_ray(scenarios, ray_address, progress)
-    n = workers or default_workers()
-    if n < 1:
-        raise RidgelineError(f"--workers: got {n}; allowed: >= 1")
-    if n == 1 or len(scenarios) == 1:
-        out = []
-        for i, sc in enumerate(scenarios):
-            out.append(evaluate(sc))
-            if progress:
-                progress(i + 1)
-        return out
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    results: list[Outcome | None] = [None] * len(scenarios)
-    with ProcessPoolExecutor(max_workers=min(n, len(scenarios))) as pool:
-        futures = {pool.submit(evaluate, sc): i for i, sc in enumerate(scenarios)}
-        for done, fut in enumerate(as_completed(futures), 1):
-            results[futures[fut]] = fut.result()
-            if progress:
-                progress(done)
-    return [r for r in results if r is not None]
+    """`evaluate` of every scenario, in order. `progress(done)` after each completes."""
+    with Jobs(workers, ray_address) as jobs:
+        return jobs.map(evaluate, scenarios, progress)
 
 
-def _run_ray(scenarios: Sequence[Scenario], address: str,
-             progress: Callable[[int], None] | None) -> list[Outcome]:
-    """`--ray local` starts a local Ray; anything else goes to `ray.init(address=...)`."""
-    try:
-        import ray
-    except ImportError:
-        raise RidgelineError("--ray: Ray is not installed (pip install ray, or pip install "
-                             "'ridgeline[ray]')") from None
-    started = False
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if address == "local":
-            ray.init(**kwargs)
-        else:
-            ray.init(address=address, **kwargs)
-        started = True
-    try:
-        remote = ray.remote(evaluate)
-        refs = [remote.remote(sc) for sc in scenarios]
-        index = {ref: i for i, ref in enumerate(refs)}
-        results: list[Outcome | None] = [None] * len(refs)
-        pending = list(refs)
-        done = 0
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for ref in ready:
-                results[index[ref]] = ray.get(ref)
-                done += 1
-                if progress:
-                    progress(done)
-        return [r for r in results if r is not None]
-    finally:
-        if started:
-            ray.shutdown()
-
-
-__all__ = ["Outcome", "default_workers", "evaluate", "run_all"]
+__all__ = ["Interrupted", "Jobs", "Outcome", "capacity", "default_workers", "evaluate",
+           "run_all", "sweep_point"]

@@ -1,16 +1,33 @@
-"""`plan`: the cheapest configuration meeting the SLOs, with headroom, the Pareto frontier and
-why each rejected family failed.
+"""`plan`: the cheapest configuration meeting the SLOs, verified with long runs, with headroom,
+the Pareto frontier and why each rejected family failed.
 
-Headroom ("never plan near saturation", seed 003): every candidate is simulated at the
-planning rate lambda x (1 + headroom) (default headroom 0.2), so the chosen configuration
-still meets the SLOs with 20% more traffic than asked. For the chosen one the result also
-reports its utilization rho = lambda / capacity (capacity from `probe_capacity`: every request
-at t=0) and its distance from the knee of its latency-vs-load curve (`rate_sweep`).
+Stages (each a set of jobs on `execute.Jobs`, so Ctrl-C stops within a second):
 
-Choice among passing candidates: lowest USD per hour, then fewer GPUs, then a fixed order
-(family, mixed before P/D, larger batch caps) so the answer is deterministic.
+1. screen: every candidate the analytic pruning leaves is simulated with `--requests`
+   requests (seed `--seed`) at the planning rate lambda x (1 + headroom) ("never plan near
+   saturation", seed 003; default headroom 0.2). A short run cannot confirm a 99% target, so
+   the screen only rules out: a candidate stays when the upper end of the 95% Wilson interval
+   of its attainment reaches the target (`Outcome.could_meet`).
+2. verify (`ridgeline.plan.verify`): the survivors, cheapest first, three at a time, are
+   simulated again at the planning rate with `verify_requests(target)` requests (6,086 for
+   99%) on two new seeds; the choice is the cheapest whose every run has the lower end of its
+   95% interval >= the target. Verification goes on until the winner and the two next
+   cheapest (the runners-up) have been verified, or the survivors run out.
+3. details of the chosen one: capacity mu (`sim.scenario.probe_capacity`: the saturation
+   throughput of a closed loop, the definition `simulate --rate sweep` and `bench --rate
+   sweep` use), utilization rho = lambda / mu, and the knee of its latency-vs-load curve by
+   simulate's rule (`sim.sweep.sweep_rates(mu)`, `summarize_sweep`: the highest rate whose
+   P99 TTFT <= 3x its value at the lowest rate), each rate with the requests a P99 within
+   +-0.5 points needs (1,522).
 
-Cost per million output tokens = USD per hour / (output tokens/s at lambda x 3600) x 1e6.
+Choice among verified candidates: lowest USD per hour, then fewer GPUs, then a fixed order
+(family, mixed before P/D, larger batch caps) so the answer is deterministic and does not
+depend on the number of workers.
+
+Cost per million output tokens at the offered load: USD per hour / (3600 x lambda x mean
+output tokens per request / 1e6); the mean is that of the output-length distribution the
+workload samples (`mean_output_tokens`), not a short run's measured throughput (which is
+the offered rate plus sampling noise).
 """
 
 from __future__ import annotations
@@ -20,16 +37,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ridgeline.plan.execute import Outcome, evaluate, run_all
+from ridgeline.plan.execute import Interrupted, Jobs, Outcome, capacity, evaluate, sweep_point
 from ridgeline.plan.space import Candidate, PlanRequest, Space, enumerate_space
+from ridgeline.plan.verify import Verification, verify, verify_seeds
 
 PARETO_TOLERANCE = 0.005   # a point must beat the frontier by 0.5% (simulation noise)
+VERIFY_BATCH = 3           # candidates verified per round (in parallel)
+RUNNERS_UP = 2             # candidates verified after the winner
+KNEE_PERCENTILE = 99.0     # the knee rule judges P99 TTFT ...
+KNEE_HALF_WIDTH_PCT = 0.5  # ... so each sweep rate gets the samples for +-0.5 points
+MEAN_TOKENS_SAMPLE = 200_000
 
 
 @dataclass
 class Evaluated:
     candidate: Candidate
-    outcome: Outcome
+    outcome: Outcome                          # the screening run
+    verification: Verification | None = None
 
     @property
     def tok_s_per_gpu(self) -> float:
@@ -39,6 +63,10 @@ class Evaluated:
     def tok_s_per_user(self) -> float:
         t = self.outcome.tpot_p50_ms
         return 1e3 / t if t and math.isfinite(t) and t > 0 else math.nan
+
+    def verified(self, target: float) -> bool | None:
+        """True/False once verified, None before."""
+        return None if self.verification is None else self.verification.meets(target)
 
     def row(self) -> dict[str, Any]:
         c = self.candidate
@@ -51,26 +79,57 @@ class Evaluated:
                 "pd": list(sc.pd) if sc.pd else None,
                 "tok_s_per_gpu": _clean(self.tok_s_per_gpu),
                 "tok_s_per_user": _clean(self.tok_s_per_user),
-                **{f"sim_{k}": v for k, v in self.outcome.to_dict().items()}}
+                **{f"sim_{k}": v for k, v in self.outcome.to_dict().items()},
+                "verification": self.verification.to_dict() if self.verification else None}
 
 
-def _clean(x: float) -> float | None:
+def _clean(x: float | None) -> float | None:
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
 @dataclass
-class Headroom:
+class Details:
+    """The chosen configuration at the asked rate: capacity, utilization, knee, cost."""
+
     rate_req_s: float
+    planning_rate_req_s: float
     capacity_req_s: float
-    utilization: float
+    utilization: float                   # rate / capacity
+    planning_utilization: float          # planning rate / capacity
     knee_rate_req_s: float | None
-    distance_from_knee: float | None     # knee / lambda - 1
-    output_tok_s: float
+    distance_from_knee: float | None     # knee / rate - 1
+    sweep_rates_req_s: list[float]
+    sweep_requests: int
+    sweep_seed: int
+    mean_output_tokens: float
+    offered_output_tok_s: float          # rate x mean output tokens
     usd_per_million_output_tokens: float
-    attainment_at_rate: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _clean(v) if isinstance(v, float) else v for k, v in self.__dict__.items()}
+        out: dict[str, Any] = {}
+        for k, v in self.__dict__.items():
+            out[k] = _clean(v) if isinstance(v, float) else v
+        return out
+
+
+def mean_output_tokens(spec: str, seed: int = 0) -> float:
+    """Mean output tokens per request of a length spec as the workload draws them (rounded
+    and clipped): exact for fixed lengths, else the mean of 200,000 draws (< 0.5% off)."""
+    import numpy as np
+
+    from ridgeline.workload.lengths import parse_lengths
+
+    dist = parse_lengths(spec, "--output")
+    if dist.kind == "fixed":
+        return float(dist.sample(1, np.random.default_rng(seed))[0])
+    return float(dist.sample(MEAN_TOKENS_SAMPLE, np.random.default_rng(seed)).mean())
+
+
+def usd_per_million_output_tokens(usd_per_hour: float, rate_req_s: float,
+                                  output_tokens_per_request: float) -> float:
+    """USD per hour / output tokens per hour at the offered load, per million tokens."""
+    tok_per_hour = 3600.0 * rate_req_s * output_tokens_per_request
+    return usd_per_hour / tok_per_hour * 1e6 if tok_per_hour > 0 else math.inf
 
 
 @dataclass
@@ -80,63 +139,115 @@ class PlanResult:
     simulated: list[Evaluated]
     pruned: list[tuple[Candidate | None, str, str]]
     families: list[str]
+    verify_requests: int = 0
+    verify_seeds: tuple[int, ...] = ()
     chosen: Evaluated | None = None
-    headroom: Headroom | None = None
+    details: Details | None = None
+    verified: list[Evaluated] = field(default_factory=list)
     pareto: list[Evaluated] = field(default_factory=list)
     rejected_families: dict[str, str] = field(default_factory=dict)
+    interrupted: str | None = None       # the stage a Ctrl-C stopped: a partial result
 
     def to_dict(self) -> dict[str, Any]:
         r = self.request
         return {
+            "partial": self.interrupted is not None,
+            "interrupted_during": self.interrupted,
             "rate_req_s": r.rate_req_s, "planning_rate_req_s": r.planning_rate_req_s,
             "headroom": r.headroom, "slos": list(r.slos), "goodput_target": r.goodput_target,
             "space_size": self.space_size, "simulated": len(self.simulated),
             "pruned": len(self.pruned),
+            "screen": {"requests": r.requests, "seed": r.seed},
+            "verification": {"requests": self.verify_requests,
+                             "seeds": list(self.verify_seeds),
+                             "rate_req_s": r.planning_rate_req_s,
+                             "candidates": [e.row() for e in self.verified]},
             "chosen": self.chosen.row() if self.chosen else None,
-            "chosen_headroom": self.headroom.to_dict() if self.headroom else None,
+            "chosen_details": self.details.to_dict() if self.details else None,
             "pareto": [e.row() for e in self.pareto],
             "rejected_families": self.rejected_families,
             "rules": {
                 "headroom": f"SLOs must hold at lambda x (1 + {r.headroom:g}) = "
                             f"{r.planning_rate_req_s:g} req/s",
-                "choice": "lowest USD/hour, then fewer GPUs",
-                "pareto": "SLO-meeting configurations not beaten on both output tok/s per "
-                          "GPU and tok/s per user (1 / median TPOT)",
+                "screen": f"{r.requests} requests, seed {r.seed}: kept when the upper end "
+                          "of the 95% Wilson interval of the attainment reaches the target",
+                "verification": f"{self.verify_requests} requests on each of seeds "
+                                f"{', '.join(map(str, self.verify_seeds))}: passes when "
+                                "every run's 95% lower end (Wilson, with the design effect "
+                                "of correlated requests) >= the target",
+                "choice": "the cheapest verified (lowest USD/hour, then fewer GPUs)",
+                "capacity": "saturation throughput of a closed loop (probe_capacity, as "
+                            "simulate --rate sweep)",
+                "knee": "highest swept rate with P99 TTFT <= 3x its value at the lowest rate "
+                        "(simulate's rule)",
+                "usd_per_million_output_tokens": "USD/hour / (3600 x rate x mean output "
+                                                 "tokens / 1e6)",
+                "pareto": "configurations meeting the target in the screen (minus those that "
+                          "failed verification) not beaten on both output tok/s per GPU and "
+                          "tok/s per user (1 / median TPOT)",
             },
         }
 
     def markdown(self) -> str:
         r = self.request
+        t = r.goodput_target
         lines = [f"# ridgeline plan: {r.rate_req_s:g} req/s, SLOs {', '.join(r.slos)} for "
-                 f">= {r.goodput_target:.0%} of requests", ""]
+                 f">= {t:.0%} of requests", ""]
+        if self.interrupted is not None:
+            lines += [f"**PARTIAL RESULT: interrupted (Ctrl-C) while {self.interrupted}.** "
+                      "What follows is only what had finished.", ""]
+        seeds = ", ".join(map(str, self.verify_seeds))
+        verified = (f"the cheapest survivors verified with {self.verify_requests:,} requests "
+                    f"on seeds {seeds}" if self.verified or self.interrupted is None else
+                    "verification had not finished a candidate")
         lines.append(f"Searched {self.space_size} configurations: {len(self.pruned)} pruned "
-                     f"analytically, {len(self.simulated)} simulated at "
-                     f"{r.planning_rate_req_s:g} req/s (headroom {r.headroom:.0%}).")
+                     f"analytically, {len(self.simulated)} screened with {r.requests:,} "
+                     f"requests (seed {r.seed}) at {r.planning_rate_req_s:g} req/s "
+                     f"(headroom {r.headroom:.0%}); {verified}.")
         lines.append("")
         if self.chosen:
             c = self.chosen.candidate
+            v = self.chosen.verification
             lines += [f"**Cheapest meeting the SLOs:** {c.label}", "",
-                      f"- {c.gpus} GPUs, ${c.usd_per_hour:.2f}/hour; SLO attainment "
-                      f"{self.chosen.outcome.attainment:.1%} at {r.planning_rate_req_s:g} req/s"]
-            h = self.headroom
-            if h:
-                knee = (f"{h.knee_rate_req_s:.3g} req/s ({h.distance_from_knee:+.0%} from the "
-                        "asked rate)" if h.knee_rate_req_s and h.distance_from_knee is not None
+                      f"- {c.gpus} GPU{'s' if c.gpus > 1 else ''}, "
+                      f"${c.usd_per_hour:.2f}/hour"]
+            if v is not None:
+                lines += [f"- SLO attainment at {r.planning_rate_req_s:g} req/s, verified: "
+                          f"{run.text()}" for run in v.runs]
+            d = self.details
+            if d:
+                knee = (f"{d.knee_rate_req_s:.3g} req/s ({d.distance_from_knee:+.0%} from the "
+                        "asked rate)" if d.knee_rate_req_s and d.distance_from_knee is not None
                         else "— (not found)")
-                lines += [f"- ${h.usd_per_million_output_tokens:.3f} per million output "
-                          f"tokens at {r.rate_req_s:g} req/s (SLO attainment "
-                          f"{h.attainment_at_rate:.1%})",
-                          f"- utilization {h.utilization:.0%} (capacity "
-                          f"{h.capacity_req_s:.3g} req/s), knee at {knee}"]
+                lines += [f"- ${d.usd_per_million_output_tokens:.3f} per million output "
+                          f"tokens at {r.rate_req_s:g} req/s x {d.mean_output_tokens:.4g} "
+                          "output tokens per request",
+                          f"- capacity {d.capacity_req_s:.3g} req/s (closed-loop saturation); "
+                          f"utilization {d.utilization:.0%} at {r.rate_req_s:g} req/s, "
+                          f"{d.planning_utilization:.0%} at {r.planning_rate_req_s:g}",
+                          f"- knee at {knee} ({len(d.sweep_rates_req_s)} rates x "
+                          f"{d.sweep_requests:,} requests, seed {d.sweep_seed})"]
             lines.append("")
-        else:
+        elif self.interrupted is None:
             lines += ["**No configuration in the space meets the SLOs.**", ""]
+        if self.verified:
+            lines += ["## Verified (cheapest first)", "",
+                      "| config | $/hour | screen | verification | meets |",
+                      "|---|---:|---:|---|---|"]
+            for e in self.verified:
+                ver = e.verification
+                lines.append(f"| {e.candidate.label} | {e.candidate.usd_per_hour:.2f} | "
+                             f"{e.outcome.attainment:.1%} | "
+                             f"{'; '.join(_short(x) for x in ver.runs) if ver else '—'} | "
+                             f"{'yes' if e.verified(t) else 'no'} |")
+            lines.append("")
         if self.pareto:
-            lines += ["## Pareto frontier (SLO-meeting)", "",
+            lines += ["## Pareto frontier (met the target in the screen; * verified)", "",
                       "| config | GPUs | $/hour | tok/s per GPU | tok/s per user |",
                       "|---|---:|---:|---:|---:|"]
             for e in self.pareto:
-                lines.append(f"| {e.candidate.label} | {e.candidate.gpus} | "
+                mark = " *" if e.verified(t) else ""
+                lines.append(f"| {e.candidate.label}{mark} | {e.candidate.gpus} | "
                              f"{e.candidate.usd_per_hour:.2f} | {e.tok_s_per_gpu:.1f} | "
                              f"{e.tok_s_per_user:.1f} |")
             lines.append("")
@@ -144,6 +255,21 @@ class PlanResult:
             lines += ["## Rejected families", ""]
             lines += [f"- {f}: {why}" for f, why in self.rejected_families.items()]
         return "\n".join(lines) + "\n"
+
+
+def _short(run: Any) -> str:
+    if run.error:
+        return f"error: {run.error}"
+    return (f"{run.attainment:.2%} [{run.ci_low:.2%}, {run.ci_high:.2%}] "
+            f"(seed {run.seed})")
+
+
+class PlanInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `plan`: `result` is what had finished, marked partial."""
+
+    def __init__(self, result: PlanResult) -> None:
+        super().__init__("interrupted")
+        self.result = result
 
 
 def pareto_front(points: list[Evaluated]) -> list[Evaluated]:
@@ -161,17 +287,30 @@ def pareto_front(points: list[Evaluated]) -> list[Evaluated]:
 
 
 def _family_reasons(space: Space, simulated: list[Evaluated], target: float,
-                    passing_families: set[str]) -> dict[str, str]:
+                    chosen: Evaluated | None) -> dict[str, str]:
+    """Why each family without a choosable candidate has none: all screened out (best
+    screen result), all verified and failed (best verification), or all pruned."""
     out: dict[str, str] = {}
     for fam in space.families:
-        if fam in passing_families:
-            continue
         sims = [e for e in simulated if e.candidate.family == fam]
+        if chosen is not None and chosen.candidate.family == fam:
+            continue
+        alive = [e for e in sims if e.outcome.could_meet(target)]
+        if alive and any(e.verification is None or e.verification.meets(target)
+                         for e in alive):
+            continue        # a survivor not verified (dearer than the choice), or passing
+        if alive:
+            best = max(alive, key=lambda e: e.verification.ci_low  # type: ignore[union-attr]
+                       if e.verification and math.isfinite(e.verification.ci_low) else -1.0)
+            assert best.verification is not None
+            out[fam] = (f"{len(alive)} passed the screen but failed verification; best "
+                        f"{best.candidate.label}: {best.verification.text()}")
+            continue
         if sims:
             best = max(sims, key=lambda e: (e.outcome.attainment
                                             if math.isfinite(e.outcome.attainment) else -1))
             o = best.outcome
-            why = (f"simulated {len(sims)} configurations; best SLO attainment "
+            why = (f"screened {len(sims)} configurations; best SLO attainment "
                    f"{o.attainment:.1%} < {target:.0%} ({best.candidate.label}: TTFT P99 "
                    f"{o.ttft_p99_ms:.0f} ms, TPOT P99 {o.tpot_p99_ms:.1f} ms"
                    f"{f', {o.rejected} rejected' if o.rejected else ''})")
@@ -193,60 +332,145 @@ def _family_reasons(space: Space, simulated: list[Evaluated], target: float,
 def plan(req: PlanRequest, *, workers: int | None = None, ray_address: str | None = None,
          progress: Callable[[str, int, int], None] | None = None,
          headroom_details: bool = True) -> PlanResult:
-    """Search the space of `req` (see the module docstring). `progress(stage, done, total)`."""
+    """Search the space of `req` (see the module docstring). `progress(stage, done, total)`.
+
+    Ctrl-C raises `PlanInterrupted` (a KeyboardInterrupt) holding the partial result, after
+    the worker processes are stopped."""
+    from ridgeline.plan.limits import check_plan_fits
+
     req.validate()
-    if progress:
-        progress("pruning the space analytically", 0, 1)
-    space = enumerate_space(req)
-    if progress:
-        progress("pruning the space analytically", 1, 1)
-    cands = sorted(space.candidates, key=Candidate.sort_key)
-    total = len(cands)
-    if progress:
-        progress("simulating candidates", 0, total)
-    outcomes = run_all([c.scenario for c in cands], workers=workers, ray_address=ray_address,
-                       progress=(lambda d: progress("simulating candidates", d, total))
-                       if progress else None)
-    simulated = [Evaluated(c, o) for c, o in zip(cands, outcomes, strict=True)]
-    passing = [e for e in simulated if e.outcome.meets(req.goodput_target)]
-    result = PlanResult(req, space.size, simulated, space.pruned, space.families)
-    result.pareto = pareto_front(passing)
-    result.rejected_families = _family_reasons(space, simulated, req.goodput_target,
-                                               {e.candidate.family for e in passing})
-    if passing:
-        result.chosen = passing[0]      # cands are sorted by cost
-        if headroom_details:
-            result.headroom = headroom_of(result.chosen.candidate, req, progress)
+    n_verify = req.verify_request_count
+    seeds = verify_seeds(req.seed)
+    check_plan_fits(req, workers, n_verify)
+    result = PlanResult(req, 0, [], [], [], n_verify, seeds)
+    stage = "pruning the space analytically"
+    cands: list[Candidate] = []
+    try:
+        with Jobs(workers, ray_address) as jobs:
+            if progress:
+                progress(stage, 0, 1)
+            space = enumerate_space(req)
+            result.space_size, result.pruned = space.size, space.pruned
+            result.families = space.families
+            if progress:
+                progress(stage, 1, 1)
+            cands = sorted(space.candidates, key=Candidate.sort_key)
+            stage = f"screening {len(cands)} candidates"
+            outcomes = _map(jobs, evaluate, [c.scenario for c in cands], stage, progress)
+            result.simulated = [Evaluated(c, o) for c, o in zip(cands, outcomes, strict=True)]
+            stage = "verifying the cheapest candidates"
+            _verify(jobs, result, stage, progress)
+            result.pareto = pareto_front([e for e in result.simulated
+                                          if e.outcome.meets(req.goodput_target)
+                                          and e.verified(req.goodput_target) is not False])
+            result.rejected_families = _family_reasons(space, result.simulated,
+                                                       req.goodput_target, result.chosen)
+            if result.chosen is not None and headroom_details:
+                stage = "measuring the chosen configuration's capacity and knee"
+                result.details = _details(jobs, result.chosen.candidate, req, stage,
+                                          progress)
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, Interrupted) and stage.startswith("screening"):
+            result.simulated = [Evaluated(c, o) for c, o in zip(cands, exc.done, strict=True)
+                                if o is not None]
+        result.interrupted = stage
+        if stage.startswith(("screening", "verifying")):
+            result.chosen = None      # a cheaper candidate may not have been verified yet
+        raise PlanInterrupted(result) from None
     return result
 
 
-def headroom_of(cand: Candidate, req: PlanRequest,
-                progress: Callable[[str, int, int], None] | None = None) -> Headroom:
-    """Utilization, knee and cost of a configuration at the asked rate."""
-    from ridgeline.sim.scenario import Built, probe_capacity, rate_sweep
-    from ridgeline.sim.sweep import sweep_rates
-
-    sc = cand.scenario.replace(rate_req_s=req.rate_req_s)
-    built = Built.of(sc)
-    at_rate = evaluate(sc)
-    cap = probe_capacity(sc, built)
-    rates = sweep_rates(cap)
+def _map(jobs: Jobs, fn: Callable[[Any], Any], items: list[Any], stage: str,
+         progress: Callable[[str, int, int], None] | None) -> list[Any]:
+    total = len(items)
     if progress:
-        progress("knee of the chosen configuration", 0, len(rates) * sc.requests)
-    sweep = rate_sweep(sc, rates, req.goodput_target, built=built, keep_runs=False,
-                       progress=(lambda d: progress("knee of the chosen configuration", d,
-                                                    len(rates) * sc.requests))
-                       if progress else None)
+        progress(stage, 0, total)
+    return jobs.map(fn, items, (lambda d: progress(stage, d, total)) if progress else None)
+
+
+def _verify(jobs: Jobs, result: PlanResult, stage: str,
+            progress: Callable[[str, int, int], None] | None) -> None:
+    """Stage 2 (module docstring): verify survivors cheapest first until the winner and
+    RUNNERS_UP more are verified."""
+    req = result.request
+    target = req.goodput_target
+    queue = [e for e in result.simulated if e.outcome.could_meet(target)]
+    after = 0
+    start = 0
+    while start < len(queue):
+        size = VERIFY_BATCH if result.chosen is None else RUNNERS_UP - after
+        batch = queue[start:start + size]
+        start += len(batch)
+        scs = [e.candidate.scenario.replace(requests=result.verify_requests, seed=s,
+                                            rate_req_s=req.planning_rate_req_s)
+               for e in batch for s in result.verify_seeds]
+        runs = _map(jobs, verify, scs, stage, progress)
+        k = len(result.verify_seeds)
+        for i, e in enumerate(batch):
+            e.verification = Verification(tuple(runs[i * k:(i + 1) * k]))
+            result.verified.append(e)
+            if result.chosen is not None:
+                after += 1
+            elif e.verification.meets(target):
+                result.chosen = e
+        if result.chosen is not None and after >= RUNNERS_UP:
+            return
+
+
+def _details(jobs: Jobs, cand: Candidate, req: PlanRequest, stage: str,
+             progress: Callable[[str, int, int], None] | None) -> Details:
+    """Stage 3: capacity, utilization and knee of `cand` (simulate's definitions), cost."""
+    from ridgeline.sim.scenario import summarize_sweep
+    from ridgeline.sim.sweep import sweep_rates
+    from ridgeline.theory.stats import samples_for_rank_precision
+
+    seed = verify_seeds(req.seed)[0]
+    sc = cand.scenario.replace(seed=seed)
+    cap = float(_map(jobs, capacity, [sc], stage, progress)[0])
+    rates = sweep_rates(cap) if math.isfinite(cap) and cap > 0 else []
+    n_knee = max(req.requests, samples_for_rank_precision(KNEE_PERCENTILE, KNEE_HALF_WIDTH_PCT))
+    points = _map(jobs, sweep_point, [sc.replace(rate_req_s=r, requests=n_knee)
+                                        for r in rates], stage, progress)
+    sweep = summarize_sweep(points, req.slos, req.goodput_target)
     knee = sweep.knee_rate_req_s
-    tok_s = at_rate.output_tok_s
-    return Headroom(
-        rate_req_s=req.rate_req_s, capacity_req_s=cap, utilization=req.rate_req_s / cap,
+    mean_out = mean_output_tokens(req.output, req.seed)
+    return Details(
+        rate_req_s=req.rate_req_s, planning_rate_req_s=req.planning_rate_req_s,
+        capacity_req_s=cap, utilization=req.rate_req_s / cap if cap > 0 else math.nan,
+        planning_utilization=req.planning_rate_req_s / cap if cap > 0 else math.nan,
         knee_rate_req_s=knee,
         distance_from_knee=(knee / req.rate_req_s - 1.0) if knee else None,
-        output_tok_s=tok_s,
-        usd_per_million_output_tokens=cand.usd_per_hour / (tok_s * 3600.0) * 1e6
-        if tok_s > 0 else math.inf,
-        attainment_at_rate=at_rate.attainment)
+        sweep_rates_req_s=list(rates), sweep_requests=n_knee, sweep_seed=seed,
+        mean_output_tokens=mean_out, offered_output_tok_s=req.rate_req_s * mean_out,
+        usd_per_million_output_tokens=usd_per_million_output_tokens(
+            cand.usd_per_hour, req.rate_req_s, mean_out))
+
+
+PLOT_FORMATS = ("png", "svg", "pdf")
+
+
+def check_plot_path(path: str) -> None:
+    """One-line RidgelineError, before the search, when the Pareto plot cannot be written at
+    `path`: a directory, an unwritable place, a format matplotlib is not asked to write here,
+    or no matplotlib."""
+    from pathlib import Path
+
+    from ridgeline.commands.options import check_writable
+    from ridgeline.errors import RidgelineError
+
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if Path(path).expanduser().is_dir():
+        raise RidgelineError(f"--plot: got {path!r}: a directory; allowed: a file path ending "
+                             f"in {', '.join('.' + f for f in PLOT_FORMATS)}")
+    if suffix not in PLOT_FORMATS:
+        raise RidgelineError(f"--plot: got {path!r}; allowed: a file path ending in "
+                             f"{', '.join('.' + f for f in PLOT_FORMATS)}")
+    check_writable(path, "--plot")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise RidgelineError("--plot: matplotlib is not installed (pip install "
+                             "matplotlib)") from None
 
 
 def plot_pareto(result: PlanResult, path: str) -> None:
@@ -265,7 +489,8 @@ def plot_pareto(result: PlanResult, path: str) -> None:
     t = result.request.goodput_target
     for ok, color, label in ((True, "tab:blue", "meets SLOs"),
                              (False, "tab:gray", "misses SLOs")):
-        pts = [e for e in result.simulated if e.outcome.meets(t) == ok]
+        pts = [e for e in result.simulated
+               if (e.outcome.meets(t) and e.verified(t) is not False) == ok]
         ax.scatter([e.tok_s_per_user for e in pts], [e.tok_s_per_gpu for e in pts],
                    s=14, c=color, label=label, alpha=0.7)
     if result.pareto:
@@ -284,5 +509,6 @@ def plot_pareto(result: PlanResult, path: str) -> None:
     plt.close(fig)
 
 
-__all__ = ["Evaluated", "Headroom", "PlanResult", "headroom_of", "pareto_front", "plan",
-           "plot_pareto"]
+__all__ = ["PLOT_FORMATS", "Details", "Evaluated", "PlanInterrupted", "PlanResult",
+           "check_plot_path", "mean_output_tokens",
+           "pareto_front", "plan", "plot_pareto", "usd_per_million_output_tokens"]

@@ -63,9 +63,10 @@ class PlanRequest:
     pd: bool = True
     max_gpus: int = 64
     prices: tuple[tuple[str, float], ...] = ()
-    requests: int = 500
+    requests: int = 500                  # per screening run
     seed: int = 0
     gpu_memory_utilization: float = 0.9
+    verify_requests: int | None = None   # per verification run (None: `verify_requests`)
 
     def replace(self, **changes: Any) -> PlanRequest:
         import dataclasses
@@ -83,8 +84,10 @@ class PlanRequest:
         parse_lengths(self.output, "--output")
         if not (self.rate_req_s > 0 and math.isfinite(self.rate_req_s)):
             raise RidgelineError(f"--rate: got {self.rate_req_s}; allowed: > 0 req/s")
-        if not 0 < self.goodput_target <= 1:
-            raise RidgelineError(f"--goodput-target: got {self.goodput_target}; allowed: (0, 1]")
+        if not 0 < self.goodput_target < 1:
+            raise RidgelineError(f"--goodput-target: got {self.goodput_target}; allowed: "
+                                 "strictly between 0 and 1 (no finite run can show that 100% "
+                                 "of requests meet the SLOs; use e.g. 0.999)")
         if not 0 <= self.headroom <= 4:
             raise RidgelineError(f"--headroom: got {self.headroom}; allowed: 0..4")
         for name in ("max_replicas", "max_gpus", "requests"):
@@ -93,9 +96,27 @@ class PlanRequest:
         for t in self.tp:
             if t < 1:
                 raise RidgelineError(f"--tp: got {t}; allowed: >= 1")
+        if self.verify_requests is not None:
+            need = self.needed_verify_requests
+            if self.verify_requests < need:
+                raise RidgelineError(
+                    f"--verify-requests: got {self.verify_requests}; allowed: >= {need} (a "
+                    f"{self.goodput_target:g} target judges P{100 * self.goodput_target:g}; "
+                    f"{need} requests put it within a quarter of its tail, seed 003)")
         for hw in self.hardware:
             self.price_of(hw)
         return self
+
+    @property
+    def needed_verify_requests(self) -> int:
+        from ridgeline.plan.verify import verify_requests
+
+        return verify_requests(self.goodput_target)
+
+    @property
+    def verify_request_count(self) -> int:
+        """Requests per verification run: --verify-requests, else enough for the target."""
+        return self.verify_requests or self.needed_verify_requests
 
     @property
     def planning_rate_req_s(self) -> float:

@@ -5,7 +5,7 @@ settings, workload, arrivals, cluster, SLOs, seed and what-ifs) as plain picklab
 The library functions build the step-time model, the engine and the cluster from it:
 
 - `run_scenario(sc, rate_req_s)`: one simulation and its `analyze` result;
-- `probe_capacity(sc)`: saturation throughput (every request arriving at t=0);
+- `probe_capacity(sc)`: saturation throughput (a closed loop that keeps every batch full);
 - `rate_sweep(sc, rates)`: one run per rate, the knee and the highest SLO-meeting rate;
 - `trace_header(sc, ...)`: the header of the trace a run writes.
 
@@ -32,7 +32,14 @@ from ridgeline.sim.sweep import KNEE_FACTOR, SweepPoint, best_rate_index, knee_i
 
 DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
 DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
-CAPACITY_PROBE_MAX_REQUESTS = 2000
+# The capacity probe (see `probe_capacity`): users per batch slot (the excess queues, so no
+# slot ever waits for work), requests per user, and bounds that keep the probe's cost sane.
+CAPACITY_PROBE_USERS_PER_SLOT = 1.25
+CAPACITY_PROBE_REQUESTS_PER_USER = 6
+CAPACITY_PROBE_MIN_REQUESTS = 2000
+CAPACITY_PROBE_MAX_USERS = 16384
+CAPACITY_RULE = ("saturation throughput: completed req/s in the steady window of a closed loop "
+                 "of 1.25 x the batch slots (probe_capacity)")
 
 
 @dataclass(frozen=True)
@@ -240,6 +247,7 @@ class SweepResult:
     best: int | None
     assumptions: list[str] = field(default_factory=list)
     runs: list[ScenarioRun] = field(default_factory=list)
+    capacity_req_s: float | None = None    # `probe_capacity`, when the rates came from it
 
     @property
     def rates(self) -> list[float]:
@@ -262,6 +270,8 @@ class SweepResult:
             "slos": list(self.slos),
             "max_rate_meeting_slos_req_s": self.max_rate_meeting_slos_req_s,
             "slo_attainment_target": self.attainment_target,
+            **({"capacity_req_s": self.capacity_req_s,
+                "capacity_rule": CAPACITY_RULE} if self.capacity_req_s is not None else {}),
             "assumptions": self.assumptions,
         }
 
@@ -323,21 +333,43 @@ def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built 
     return ScenarioRun(sc, rate, res, analysis, header, load, wall_s, built)
 
 
-def probe_capacity(sc: Scenario, built: Built | None = None) -> float:
-    """Saturation throughput (req/s): up to 2,000 of the scenario's requests all arriving at
-    t=0, completed requests over the time the last one ends."""
-    from ridgeline.sim.runner import simulate
-    from ridgeline.sim.workload import build_workload, check_context
+def capacity_probe_users(sc: Scenario, built: Built) -> int:
+    """Users of the capacity probe's closed loop: 1.25 x the requests every instance can hold
+    at once (max_num_seqs, or fewer when the KV cache holds fewer mean-length requests)."""
+    from ridgeline.workload.lengths import parse_lengths
 
+    context = (parse_lengths(sc.prompt, "--prompt").mean_tokens
+               + parse_lengths(sc.output, "--output").mean_tokens + sc.prefix_tokens)
+    kv_tokens = float(built.config.kv_capacity_tokens)
+    per_instance = max(1.0, min(float(sc.max_num_seqs), math.ceil(kv_tokens / max(context, 1.0))))
+    instances = sc.pd[0] + sc.pd[1] if sc.pd else sc.replicas
+    users = math.ceil(CAPACITY_PROBE_USERS_PER_SLOT * per_instance * instances) + 8
+    return int(min(users, CAPACITY_PROBE_MAX_USERS))
+
+
+def probe_capacity(sc: Scenario, built: Built | None = None) -> float:
+    """Saturation throughput (req/s): the rate at which the engine(s) complete requests when
+    work never runs out, the mu of rho = lambda / mu.
+
+    Measured as `bench --rate sweep` measures a real server: a closed loop of
+    `capacity_probe_users` users (more than every batch slot, so a queue always waits) sends
+    max(2,000, 6 x users) of the scenario's requests, and the throughput is `analyze`'s
+    completed requests per second in its steady window (warm-up of one median E2E and the
+    drain after the last send cut off). A burst at t=0 measured over its makespan (the old
+    probe) also counts the fill and the drain, when batches are not full: 25-30% low with 200
+    requests, ~20% low with 2,000 long-tailed ones.
+    """
     built = built or Built.of(sc)
-    n = min(sc.requests, CAPACITY_PROBE_MAX_REQUESTS)
-    wl, _, _ = build_workload(n, sc.prompt, sc.output, rate_req_s=1.0, arrival="constant",
-                              prefix_groups=sc.prefix_groups, prefix_tokens=sc.prefix_tokens,
-                              seed=sc.seed)
-    check_context(wl, built.step_model)
-    wl.arrival_s = np.zeros(n)
-    res = simulate(wl, built.config, built.step_model, built.cluster)
-    return n / float(np.nanmax(res.end_s))
+    users = capacity_probe_users(sc, built)
+    n = max(CAPACITY_PROBE_MIN_REQUESTS, CAPACITY_PROBE_REQUESTS_PER_USER * users)
+    probe = sc.replace(requests=n, concurrency=users, think_time="0", arrival="poisson",
+                       rate_req_s=None, slos=())
+    run = run_scenario(probe, built=built)
+    cap = float(run.analysis.throughput.requests_s)
+    if not (math.isfinite(cap) and cap > 0):
+        raise RidgelineError(f"{sc.model} on {sc.hardware}: the capacity probe completed no "
+                             "requests")
+    return cap
 
 
 def sweep_rates_for(sc: Scenario, built: Built | None = None) -> list[float]:
@@ -357,8 +389,15 @@ def rate_sweep(sc: Scenario, rates: Sequence[float] | None = None,
     `progress(done)` counts completed requests over the whole sweep; `on_run(run)` sees
     each run as it finishes (to write its trace, say).
     """
+    from ridgeline.sim.sweep import sweep_rates
+
     built = built or Built.of(sc)
-    rate_list = list(rates) if rates is not None else sweep_rates_for(sc, built)
+    capacity: float | None = None
+    if rates is None:
+        capacity = probe_capacity(sc, built)
+        rate_list = sweep_rates(capacity)
+    else:
+        rate_list = list(rates)
     runs: list[ScenarioRun] = []
     points: list[SweepPoint] = []
     for k, rate in enumerate(rate_list):
@@ -372,9 +411,12 @@ def rate_sweep(sc: Scenario, rates: Sequence[float] | None = None,
         points.append(run.sweep_point())
         if keep_runs:
             runs.append(run)
-    return summarize_sweep(points, sc.slos, attainment_target,
-                           built.step_model.assumptions(), runs)
+    out = summarize_sweep(points, sc.slos, attainment_target, built.step_model.assumptions(),
+                          runs)
+    out.capacity_req_s = capacity
+    return out
 
 
-__all__ = ["Built", "Scenario", "ScenarioRun", "SweepResult", "probe_capacity", "rate_sweep",
+__all__ = ["Built", "Scenario", "ScenarioRun", "SweepResult", "capacity_probe_users",
+           "probe_capacity", "rate_sweep",
            "run_scenario", "summarize_sweep", "sweep_rates_for", "trace_header"]
