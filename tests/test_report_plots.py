@@ -7,7 +7,6 @@ Reference numbers come from the catalog JSON (peaks, bandwidth), from `ridgeline
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from importlib import resources
@@ -184,9 +183,28 @@ def test_telemetry_series_one_panel_per_name_beside_latency():
 
 @pytest.mark.parametrize("suffix,magic", [("png", b"\x89PNG"), ("svg", b"<?xml")])
 def test_save_figure_writes_png_and_svg(tmp_path, suffix, magic):
+    import struct
+    import xml.etree.ElementTree as ET
+
+    from matplotlib.image import imread
+
+    from ridgeline.report.style import DPI
+
     v = estimate_view("llama-3.1-8b", "h100-sxm")
-    p = save_figure(plot_roofline(v["roofline"]), tmp_path / f"r.{suffix}")
-    assert p.read_bytes().startswith(magic)
+    fig = plot_roofline(v["roofline"])
+    w_in, h_in = fig.get_size_inches()
+    p = save_figure(fig, tmp_path / f"r.{suffix}")
+    data = p.read_bytes()
+    assert data.startswith(magic)
     if suffix == "svg":
+        root = ET.fromstring(data)  # well-formed, the whole file
+        assert root.tag.endswith("svg")
+        # matplotlib sizes SVGs in points (72 per inch), whatever the DPI.
+        assert float(root.get("width").removesuffix("pt")) == pytest.approx(w_in * 72)
         assert "arithmetic intensity" in p.read_text()
-    assert math.isfinite(p.stat().st_size)
+    else:
+        # IHDR: the canvas is the figure's size at the report's DPI, and something is drawn.
+        width, height = struct.unpack(">II", data[16:24])
+        assert (width, height) == (round(w_in * DPI), round(h_in * DPI))
+        pixels = imread(p)
+        assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 50
