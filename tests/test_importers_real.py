@@ -12,6 +12,12 @@ report over every request of the run), and its counts and P50s must equal the pe
   a fixed output length (equal weights) and an odd number of successful requests, where the
   inverted-CDF median and numpy's linear median are the same sample, so the numbers must be
   equal, not merely close.
+- vLLM 0.33.0 `vllm bench serve --save-result --save-detailed`: the same file holds vLLM's
+  own `p50_*_ms` / `mean_*_ms`, `completed` and `failed`.
+- LLMPerf (ray-project/llmperf, no PyPI release: files its authors published in the repo):
+  `*_summary.json` beside `*_individual_responses.json` (pandas linear quantiles). LLMPerf's
+  `inter_token_latency_s` includes TTFT (see docs/metrics.md), so only TTFT, E2E and the
+  counts are compared.
 """
 
 from __future__ import annotations
@@ -98,3 +104,34 @@ def test_guidellm_real_export_matches_guidellms_own_summary(run: str) -> None:
         assert _p50(ours, mine) == pytest.approx(s["percentiles"]["p50"] * to_ms, rel=REL)
         assert _p50(ours, mine) == pytest.approx(s["median"] * to_ms, rel=REL)
         assert ours["latency"][mine]["mean"] == pytest.approx(s["mean"] * to_ms, rel=REL)
+
+
+@pytest.mark.parametrize("run", ["clean", "errors"])
+def test_vllm_real_result_matches_vllms_own_summary(run: str) -> None:
+    path = PEERS / "vllm" / run / "result.json"
+    ours = _analyze(path)
+    theirs = json.loads(path.read_text())
+    counts = ours["counts"]["by_status"]
+    assert (counts["ok"], counts["error"]) == (theirs["completed"], theirs["failed"])
+    assert theirs["burstiness"] == 1.0  # what --save-result vllm must write for Poisson
+    for mine, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("itl_ms", "itl"),
+                      ("e2e_ms", "e2el")):
+        assert _p50(ours, mine) == pytest.approx(theirs[f"p50_{key}_ms"], rel=REL), mine
+        assert ours["latency"][mine]["mean"] == pytest.approx(theirs[f"mean_{key}_ms"],
+                                                              rel=REL), mine
+
+
+@pytest.mark.parametrize("run", ["vllm-cur16", "tgi-cur32"])
+def test_llmperf_published_result_matches_llmperfs_own_summary(run: str) -> None:
+    d = PEERS / "llmperf" / run
+    ours = _analyze(d / "01-ai-Yi-1-5-34B-Chat_550_150_individual_responses.json")
+    s = json.loads((d / "01-ai-Yi-1-5-34B-Chat_550_150_summary.json").read_text())
+    counts = ours["counts"]
+    assert counts["requests"] == s["results_num_requests_started"]
+    assert counts["by_status"]["ok"] == s["results_num_completed_requests"]
+    assert counts["by_status"]["error"] == s["results_number_errors"]
+    for mine, key in (("ttft_ms", "ttft_s"), ("e2e_ms", "end_to_end_latency_s")):
+        assert _p50(ours, mine) == pytest.approx(
+            s[f"results_{key}_quantiles_p50"] * 1e3, rel=REL), mine
+        assert ours["latency"][mine]["mean"] == pytest.approx(s[f"results_{key}_mean"] * 1e3,
+                                                              rel=REL), mine
