@@ -208,3 +208,28 @@ def test_save_figure_writes_png_and_svg(tmp_path, suffix, magic):
         assert (width, height) == (round(w_in * DPI), round(h_in * DPI))
         pixels = imread(p)
         assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 50
+
+
+def test_run_labels_in_legends_and_titles_are_not_cut_at_slashes(tmp_path):
+    """A label is shortened to its file name only when it is a file's path: the simulate
+    label "simulate (rate 10 req/s)" reached the legends and titles as "s)"."""
+    from ridgeline.report.build import ReportData, Run
+    from ridgeline.report.html import figures
+
+    existing = tmp_path / "my runs" / "b.jsonl"  # a real file, spaces in its folder
+    existing.parent.mkdir()
+    existing.write_text("")
+    labels = ["simulate (rate 10 req/s)", "traces/today/a.rate8.jsonl", str(existing),
+              "A/B test"]
+    shown = ["simulate (rate 10 req/s)", "a.rate8.jsonl", "b.jsonl", "A/B test"]
+    a = analyze(_trace([0.1, 0.2, 0.3]), window="all")
+    tl = {"replica": np.zeros(2), "start_s": np.array([0.0, 1.0]),
+          "end_s": np.array([1.0, 2.0]), "batch_size": np.array([2, 3]),
+          "prefill_tokens": np.array([100, 0]), "decode_seqs": np.array([0, 3]),
+          "kv_blocks_used": np.array([10, 12]), "num_waiting": np.array([1, 0])}
+    data = ReportData(title="t", runs=[Run(x, {}, a) for x in labels],
+                      timelines=[(labels[0], tl)])
+    figs = {stem: fig for stem, _, fig in figures(data)}
+    legend = figs["cdf"].axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == shown
+    assert figs["timeline0"]._suptitle.get_text() == "Engine timeline: simulate (rate 10 req/s)"
