@@ -106,7 +106,7 @@ def test_guidellm_real_export_matches_guidellms_own_summary(run: str) -> None:
         assert ours["latency"][mine]["mean"] == pytest.approx(s["mean"] * to_ms, rel=REL)
 
 
-@pytest.mark.parametrize("run", ["clean", "errors"])
+@pytest.mark.parametrize("run", ["clean", "errors", "server-killed"])
 def test_vllm_real_result_matches_vllms_own_summary(run: str) -> None:
     path = PEERS / "vllm" / run / "result.json"
     ours = _analyze(path)
