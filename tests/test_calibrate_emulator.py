@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ridgeline.calibrate.profile import CalibrationProfile, Scheduling
 from ridgeline.perf.step_time import BatchWork
 from ridgeline.serve.launcher import EmulatorProcess
+from ridgeline.sim.calibrated_profile import CalibrationProfile, Scheduling
 
 RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
 KNOWN_TOKENS = [1, 2, 4, 8, 16, 64]

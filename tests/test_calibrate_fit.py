@@ -15,9 +15,9 @@ import pytest
 
 from ridgeline.calibrate.engine import calibrate_from_traces
 from ridgeline.calibrate.fit import StepSample, fit_profile
-from ridgeline.calibrate.profile import CalibrationProfile
 from ridgeline.errors import RidgelineError
 from ridgeline.perf.step_time import BatchWork
+from ridgeline.sim.calibrated_profile import CalibrationProfile
 
 # The fake engine: T(n) seconds for a step of n tokens (drop at 8, as llama.cpp on CPU).
 TRUE_T = {1: 0.0116, 2: 0.0205, 3: 0.031, 4: 0.0427, 5: 0.033, 6: 0.030, 7: 0.028, 8: 0.0269,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from ridgeline.calibrate.presets import preset_scheduling
-from ridgeline.calibrate.profile import CalibrationProfile
 from ridgeline.errors import RidgelineError
+from ridgeline.sim.calibrated_profile import CalibrationProfile
 from ridgeline.sim.runner import Workload, simulate
 
 # A compute-proportional engine: 2 ms per token in the step, probed up to 512 tokens.

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ridgeline.commands.estimate import parse_grid
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.grid import parse_grid
 
 # Keys whose numbers are counts or ratios named by what they count.
 UNITLESS_OK = {"tp", "pp", "ep", "dp", "m", "k", "n", "num_layers", "compute_efficiency",

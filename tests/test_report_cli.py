@@ -172,15 +172,47 @@ def test_estimate_json_of_the_report_matches_the_cli(tmp_path):
     assert v["ops"]["decode"] == cli["ops"]["decode"]
 
 
-def test_report_includes_the_advice_of_ridgeline_advise(tmp_path, traces):
-    """The report's advice section is `ridgeline advise` on the same trace, word for word."""
-    out = tmp_path / "a.md"
-    r = run("report", str(traces["b"]), "--markdown", "--out", str(out))
-    assert r.returncode == 0, r.stderr
-    from ridgeline.advise import advise
+def test_report_includes_the_advice_of_ridgeline_advise(tmp_path):
+    """The report's advice section is what `ridgeline advise` prints for the same trace,
+    word for word: the whole text, on a run with findings, recommendations and predictions."""
+    import html
+    import io
+    import os
+    import re
 
-    expected = advise(str(traces["b"])).markdown().strip()
-    assert expected and expected.splitlines()[0] in out.read_text()
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    hot = tmp_path / "hot.jsonl"  # saturated, memory-bound: three findings
+    r = run("simulate", "--rate", "40", "--requests", "200", "--prompt", "fixed:3000",
+            "--output", "fixed:64", "--trace", str(hot))
+    assert r.returncode == 0, r.stderr
+    width = 100
+    cli = subprocess.run([RIDGELINE, "advise", str(hot)], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "COLUMNS": str(width)})
+    assert cli.returncode == 0, cli.stderr
+    assert "Predicted:" in cli.stdout and "3. [" in cli.stdout
+
+    out = tmp_path / "a.md"
+    assert run("report", str(hot), "--markdown", "--out", str(out)).returncode == 0
+    md = out.read_text()
+    start = md.index("## Advice\n\n") + len("## Advice\n\n")
+    # The report's next section starts with "## "; advise's own headings are "## Advice:"
+    # and "### ": the advice section is everything up to that next section.
+    nxt = re.search(r"^## (?!Advice:)", md[start:], flags=re.M)
+    section = md[start:start + nxt.start()] if nxt else md[start:]
+    buf = io.StringIO()
+    Console(file=buf, width=width, force_terminal=False, color_system=None,
+            force_jupyter=False).print(Markdown(section.strip() + "\n"))
+    assert buf.getvalue() == cli.stdout
+
     html_out = tmp_path / "a.html"
-    assert run("report", str(traces["b"]), "--out", str(html_out)).returncode == 0
-    assert '<h2 id="advice">Advice' in html_out.read_text()
+    assert run("report", str(hot), "--out", str(html_out)).returncode == 0
+    page = html_out.read_text()
+    assert '<h2 id="advice">Advice' in page
+    div = page[page.index('<div class="advice">'):]
+    div = div[:div.index("</div>")]
+    inline = re.sub(r"</?(b|i|em|strong|code)>", "", div)  # inside a word's run of text
+    shown = html.unescape(re.sub(r"<[^>]+>", " ", inline)).split()
+    printed = [w for w in cli.stdout.split() if w != "•"]  # rich draws bullets as •
+    assert shown == printed

@@ -7,7 +7,6 @@ Reference numbers come from the catalog JSON (peaks, bandwidth), from `ridgeline
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from importlib import resources
@@ -184,9 +183,53 @@ def test_telemetry_series_one_panel_per_name_beside_latency():
 
 @pytest.mark.parametrize("suffix,magic", [("png", b"\x89PNG"), ("svg", b"<?xml")])
 def test_save_figure_writes_png_and_svg(tmp_path, suffix, magic):
+    import struct
+    import xml.etree.ElementTree as ET
+
+    from matplotlib.image import imread
+
+    from ridgeline.report.style import DPI
+
     v = estimate_view("llama-3.1-8b", "h100-sxm")
-    p = save_figure(plot_roofline(v["roofline"]), tmp_path / f"r.{suffix}")
-    assert p.read_bytes().startswith(magic)
+    fig = plot_roofline(v["roofline"])
+    w_in, h_in = fig.get_size_inches()
+    p = save_figure(fig, tmp_path / f"r.{suffix}")
+    data = p.read_bytes()
+    assert data.startswith(magic)
     if suffix == "svg":
+        root = ET.fromstring(data)  # well-formed, the whole file
+        assert root.tag.endswith("svg")
+        # matplotlib sizes SVGs in points (72 per inch), whatever the DPI.
+        assert float(root.get("width").removesuffix("pt")) == pytest.approx(w_in * 72)
         assert "arithmetic intensity" in p.read_text()
-    assert math.isfinite(p.stat().st_size)
+    else:
+        # IHDR: the canvas is the figure's size at the report's DPI, and something is drawn.
+        width, height = struct.unpack(">II", data[16:24])
+        assert (width, height) == (round(w_in * DPI), round(h_in * DPI))
+        pixels = imread(p)
+        assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 50
+
+
+def test_run_labels_in_legends_and_titles_are_not_cut_at_slashes(tmp_path):
+    """A label is shortened to its file name only when it is a file's path: the simulate
+    label "simulate (rate 10 req/s)" reached the legends and titles as "s)"."""
+    from ridgeline.report.build import ReportData, Run
+    from ridgeline.report.html import figures
+
+    existing = tmp_path / "my runs" / "b.jsonl"  # a real file, spaces in its folder
+    existing.parent.mkdir()
+    existing.write_text("")
+    labels = ["simulate (rate 10 req/s)", "traces/today/a.rate8.jsonl", str(existing),
+              "A/B test"]
+    shown = ["simulate (rate 10 req/s)", "a.rate8.jsonl", "b.jsonl", "A/B test"]
+    a = analyze(_trace([0.1, 0.2, 0.3]), window="all")
+    tl = {"replica": np.zeros(2), "start_s": np.array([0.0, 1.0]),
+          "end_s": np.array([1.0, 2.0]), "batch_size": np.array([2, 3]),
+          "prefill_tokens": np.array([100, 0]), "decode_seqs": np.array([0, 3]),
+          "kv_blocks_used": np.array([10, 12]), "num_waiting": np.array([1, 0])}
+    data = ReportData(title="t", runs=[Run(x, {}, a) for x in labels],
+                      timelines=[(labels[0], tl)])
+    figs = {stem: fig for stem, _, fig in figures(data)}
+    legend = figs["cdf"].axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == shown
+    assert figs["timeline0"]._suptitle.get_text() == "Engine timeline: simulate (rate 10 req/s)"

@@ -170,7 +170,7 @@ def test_parallelism_validation() -> None:
     "ridgeline.specs.model", "ridgeline.specs.hardware", "ridgeline.specs.precision",
     "ridgeline.specs.parallel", "ridgeline.perf.roofline", "ridgeline.perf.moe",
     "ridgeline.perf.comm", "ridgeline.perf.memory", "ridgeline.perf.serving_model",
-    "ridgeline.perf.estimate", "ridgeline.commands.estimate",
+    "ridgeline.perf.estimate", "ridgeline.perf.grid",
 ])
 def test_docstring_examples_run(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))

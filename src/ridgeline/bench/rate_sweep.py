@@ -15,7 +15,6 @@ and the highest rate meeting the SLOs use simulate's rules (`sim.sweep.knee_inde
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 from typing import Any
 
 from ridgeline.sim.sweep import SweepPoint, sweep_rates
@@ -67,21 +66,21 @@ def sweep_summary(capacity: float, points: list[SweepPoint], slos: list[Any]
 
 def print_rate_sweep(capacity: float, runs: list[dict[str, Any]], slos: list[Any],
                      notes: list[str]) -> None:
-    """simulate's sweep table (`commands.simulate._report_sweep`) for measured runs.
+    """simulate's sweep table (`sim.sweep_table`) for measured runs.
 
     runs: {"rate", "analysis", "book", "telemetry"} per rate. The preemption column comes
     from the server's telemetry (0 when the server exposes none).
     """
     from rich.console import Console
 
-    from ridgeline.commands.simulate import _report_sweep
+    from ridgeline.sim.scenario import summarize_sweep
+    from ridgeline.sim.sweep_table import print_sweep_table
 
     points = [sweep_point(r["rate"], r["analysis"], r["book"], r.get("telemetry"))
               for r in runs]
     Console().print(f"saturation (closed loop): {capacity:.3g} req/s", highlight=False)
-    _report_sweep([SimpleNamespace(sweep_point=lambda p=p: p) for p in points],
-                  SimpleNamespace(assumptions=lambda: notes), tuple(str(s) for s in slos),
-                  SLO_ATTAINMENT, False, title="ridgeline bench — latency vs load")
+    print_sweep_table(summarize_sweep(points, tuple(str(s) for s in slos), SLO_ATTAINMENT,
+                                      notes), title="ridgeline bench — latency vs load")
 
 
 __all__ = ["SATURATION_CONCURRENCY", "capacity_req_s", "print_rate_sweep", "rates_below",

@@ -100,6 +100,20 @@ def _max_concurrent(starts: list[float], ends: list[float]) -> int:
     return best
 
 
+def vllm_burstiness(load: dict[str, Any]) -> float | str:
+    """vLLM's `burstiness` for a trace header's `load`: the gamma shape of the gaps, 1/cv**2
+    (vLLM's get_request). Poisson gaps are gamma with shape 1, so poisson (and the
+    Poisson-based ramp and diurnal) is 1.0, which is also what vLLM writes when no rate
+    applies (its default); evenly spaced arrivals are vLLM's burstiness = inf, written as
+    the string "inf" like its request_rate."""
+    kind = load.get("arrival")
+    if kind == "gamma" and load.get("cv"):
+        return 1.0 / float(load["cv"]) ** 2
+    if kind == "constant":
+        return "inf"
+    return 1.0
+
+
 def vllm_result(trace_path: str | Path, slos: tuple | list = (),
                 percentiles: tuple[float, ...] = DEFAULT_PERCENTILES) -> dict[str, Any]:
     """The vLLM `--save-result --save-detailed` object for one bench trace."""
@@ -118,7 +132,6 @@ def vllm_result(trace_path: str | Path, slos: tuple | list = (),
     itls = [g for r in _ok(rows, "itls") for g in r]
     load = h.load or {}
     rate = load.get("rate_req_s")
-    cv = load.get("cv")
     good = None
     if slos:
         from ridgeline.metrics.slo import parse_slos
@@ -151,7 +164,7 @@ def vllm_result(trace_path: str | Path, slos: tuple | list = (),
         "tokenizer_id": (h.engine_config or {}).get("tokenizer") or h.model,
         "num_prompts": len(trace),
         "request_rate": float(rate) if rate is not None else "inf",
-        "burstiness": (1.0 / float(cv) ** 2 if cv else "inf") if rate is not None else 1.0,
+        "burstiness": vllm_burstiness(load),
         "max_concurrency": load.get("concurrency"),
         "duration": float(duration),
         "completed": completed,

@@ -20,7 +20,7 @@ from ridgeline.calibrate.probe import (
     run_probe,
     samples_from_traces,
 )
-from ridgeline.calibrate.profile import CalibrationProfile, Provenance
+from ridgeline.sim.calibrated_profile import CalibrationProfile, Provenance
 
 
 def host_facts() -> dict[str, Any]:

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.calibrate.profile import CalibrationProfile, Provenance, Residual, Scheduling
 from ridgeline.errors import RidgelineError
+from ridgeline.sim.calibrated_profile import CalibrationProfile, Provenance, Residual, Scheduling
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ arrival order, and reserves n_ctx/np KV cells per slot (no preemption).
 
 from __future__ import annotations
 
-from ridgeline.calibrate.profile import Scheduling
 from ridgeline.errors import RidgelineError
+from ridgeline.sim.calibrated_profile import Scheduling
 
 PRESETS = ("vllm", "llama.cpp")
 

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ridgeline.calibrate.fit import StepSample
-from ridgeline.calibrate.profile import TraceRef
 from ridgeline.errors import RidgelineError
+from ridgeline.sim.calibrated_profile import TraceRef
 
 # Below this median gap between output events the client's read timestamps no longer
 # resolve single steps (chunks coalesce in one read): use the engine's own timings.

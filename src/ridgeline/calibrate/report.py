@@ -12,9 +12,9 @@ import numpy as np
 def estimate_calibrated(calibration: str, batch: str, prompt: str, output: str,
                         context: str | None, prefix: int, as_json: bool) -> None:
     """`ridgeline estimate --calibration FILE`: the phase timings from the measured profile."""
-    from ridgeline.calibrate.resolve import load_step_model
-    from ridgeline.commands.estimate import parse_grid
     from ridgeline.perf.estimate import estimate
+    from ridgeline.perf.grid import parse_grid
+    from ridgeline.sim.step_model import load_step_model
 
     prof = load_step_model(calibration, lambda: None)
     grids = [np.array(parse_grid(x, f)) for x, f in ((batch, "batch"), (prompt, "prompt"),

@@ -131,7 +131,7 @@ def serve(
         block_size_tokens=block_size, enable_prefix_caching=enable_prefix_caching,
         chunked_prefill=chunked_prefill)
     if calibration:   # the measured engine's step times and scheduling
-        from ridgeline.calibrate.resolve import engine_kwargs, load_step_model
+        from ridgeline.sim.step_model import engine_kwargs, load_step_model
 
         engine_kw = engine_kwargs(load_step_model(calibration, lambda: None))
     built = build_engine(

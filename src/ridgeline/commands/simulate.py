@@ -6,7 +6,6 @@ Only typer and the standard library at import time; the simulator loads inside t
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -352,49 +351,16 @@ def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
 
 
 def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], target: float,
-                  json_out: bool, title: str = "ridgeline simulate — latency vs load") -> None:
+                  json_out: bool) -> None:
     from ridgeline.sim.scenario import summarize_sweep
-    from ridgeline.sim.sweep import KNEE_FACTOR
+    from ridgeline.sim.sweep_table import print_sweep_table
 
     sweep = summarize_sweep([r.sweep_point() for r in runs], slos, target,
                             step_model.assumptions())
-    points, knee, best, rates = sweep.points, sweep.knee, sweep.best, sweep.rates
     if json_out:
         typer.echo(json.dumps(sweep.to_dict(), indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    from ridgeline.metrics.render import fmt
-
-    con = Console()
-    table = Table(title=title, title_justify="left")
-    cols = ["rate (req/s)", "throughput (req/s)", "output (tok/s)", "TTFT P50 (ms)",
-            "TTFT P99 (ms)", "TPOT P50 (ms)", "TPOT P99 (ms)", "preempt"]
-    if slos:
-        cols += ["goodput (req/s)", "SLO met"]
-    for c in cols:
-        table.add_column(c, justify="right")
-    for i, p in enumerate(points):
-        mark = " ◀ knee" if i == knee else ""
-        row = [f"{p.rate_req_s:g}{mark}", fmt(p.throughput_req_s), fmt(p.output_tok_s),
-               fmt(p.ttft_p50_ms), fmt(p.ttft_p99_ms), fmt(p.tpot_p50_ms), fmt(p.tpot_p99_ms),
-               f"{p.preemptions:,}"]
-        if slos:
-            row += [fmt(p.goodput_req_s),
-                    f"{p.attainment:.1%}" if math.isfinite(p.attainment) else "—"]
-        table.add_row(*row)
-    con.print(table)
-    con.print(f"knee: highest rate with P99 TTFT <= {KNEE_FACTOR:g}x its value at the lowest "
-              f"rate: {rates[knee]:g} req/s" if knee is not None else "knee: not found",
-              highlight=False)
-    if slos:
-        texts = ", ".join(slos)
-        con.print(f"highest rate meeting {texts} for >= {target:.0%} of requests: "
-                  + (f"{rates[best]:g} req/s" if best is not None else "none of the rates"),
-                  highlight=False)
-    con.print("[dim]assumptions: " + "; ".join(step_model.assumptions()) + "[/dim]",
-              highlight=False)
+    print_sweep_table(sweep)
 
 
 def register(app: typer.Typer) -> None:

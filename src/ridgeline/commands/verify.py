@@ -28,9 +28,9 @@ def verify_cmd(
     """Replay measured traces through the simulator with a profile; compare the metrics."""
     import json
 
-    from ridgeline.calibrate.profile import CalibrationProfile
     from ridgeline.calibrate.report import print_verify
     from ridgeline.calibrate.verify import parse_bounds, verify
+    from ridgeline.sim.calibrated_profile import CalibrationProfile
 
     bounds = parse_bounds(bound)
     profile = CalibrationProfile.load(calibration)

@@ -65,6 +65,27 @@ def _value_text(v: Any) -> str:
 
 # ---- figures ------------------------------------------------------------------------------
 
+_FILE_SUFFIXES = (".jsonl", ".gz", ".json", ".csv", ".txt")
+
+
+def short_label(label: str) -> str:
+    """A run's label for legends and plot titles: a path is shortened to its file name, but
+    only a path of an existing file or a clearly file-like one (no spaces, a trace or data
+    file suffix); any other label is kept whole ("simulate (rate 10 req/s)" has a slash but
+    is not a path).
+
+    >>> short_label("runs/today/a.rate8.jsonl"), short_label("simulate (rate 10 req/s)")
+    ('a.rate8.jsonl', 'simulate (rate 10 req/s)')
+    """
+    p = Path(label)
+    file_like = not any(c.isspace() for c in label) and p.suffix.lower() in _FILE_SUFFIXES
+    try:
+        exists = p.is_file()
+    except OSError:  # a label too long or odd for the file system is not a file
+        exists = False
+    return p.name if (exists or file_like) and p.name else label
+
+
 def figures(data: ReportData) -> Iterator[tuple[str, str, Any]]:
     """(file stem, caption, Figure) for every plot the data supports, in report order."""
     from ridgeline.report.breakdown import plot_op_breakdown
@@ -85,16 +106,16 @@ def figures(data: ReportData) -> Iterator[tuple[str, str, Any]]:
     if data.sweeps:
         yield ("latency_vs_load", "Latency vs load", plot_latency_vs_load(data.sweeps))
     if data.runs:
-        yield ("cdf", "Latency distributions", plot_cdfs([(Path(r.label).name, r.analysis)
+        yield ("cdf", "Latency distributions", plot_cdfs([(short_label(r.label), r.analysis)
                                                           for r in data.runs]))
     for i, (label, tl) in enumerate(data.timelines):
         yield (f"timeline{i}", f"Engine timeline: {label}",
-               plot_engine_timeline(tl, title=f"Engine timeline: {Path(label).name}"))
+               plot_engine_timeline(tl, title=f"Engine timeline: {short_label(label)}"))
     for i, run in enumerate(data.runs):
         if run.telemetry:
             yield (f"telemetry{i}", f"Server telemetry: {run.label}",
                    plot_run_series(run.telemetry, run.latency_series,
-                                   title=f"Telemetry: {Path(run.label).name}"))
+                                   title=f"Telemetry: {short_label(run.label)}"))
 
 
 # ---- HTML pieces --------------------------------------------------------------------------

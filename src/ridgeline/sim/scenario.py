@@ -107,7 +107,7 @@ class Scenario:
         from ridgeline.perf.whatif import apply_whatif, kernel_overhead_for
 
         if self.calibration:
-            from ridgeline.calibrate.resolve import load_step_model
+            from ridgeline.sim.step_model import load_step_model
 
             if self.whatif is not None and (self.whatif.changes_step or
                                             self.whatif.enforce_eager):
@@ -132,7 +132,7 @@ class Scenario:
         if blocks is None:
             blocks = kv_blocks_from_memory(step_model, self.gpu_memory_utilization,
                                            self.block_size, f"{self.model} on {self.hardware}")
-        from ridgeline.calibrate.resolve import engine_config_for
+        from ridgeline.sim.step_model import engine_config_for
 
         return engine_config_for(step_model, EngineConfig(
             max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,

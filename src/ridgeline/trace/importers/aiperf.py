@@ -8,6 +8,14 @@ Mapping: TTFT = ``time_to_first_token``; events = start + TTFT, then + each
 ``inter_chunk_latency`` gap (AIPerf's per-chunk gaps, vLLM's "ITL"); AIPerf's
 ``inter_token_latency`` is a per-request (E2E − TTFT)/(OSL − 1), i.e. ridgeline's TPOT,
 and is used only when no chunk gaps are recorded. Warm-up records are skipped.
+
+Times are worked out in whole nanoseconds, AIPerf's own unit, and converted to seconds
+once: the epoch-ns stamps (~1.8e18) are not exact as floats (a float64 step there is
+256 ns), so start + TTFT + gaps computed in floating seconds could land a few hundred ns
+past `request_end_ns` when AIPerf's integers say they are equal, and the trace would be
+refused as out of order. Latencies in ms (ns / 1e6 in AIPerf) round back to their exact
+ns; integer ns differences are exact, and dividing by 1e9 keeps equal times equal and
+ordered times ordered.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from ridgeline.trace.schema import TraceHeader
 from ridgeline.trace.table import Trace
 
 _TO_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
+_NS_PER = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "sec": 1_000_000_000}
 
 
 def _metric(metrics: dict[str, Any], tag: str) -> Any:
@@ -40,6 +49,19 @@ def _seconds(metrics: dict[str, Any], tag: str, path: Path, where: str) -> float
     if v is None:
         return None
     return v * _TO_SECONDS.get(str(unit or "ms"), 1e-3)
+
+
+def _to_ns(v: float, unit: Any) -> int:
+    """A latency in its display unit, as whole ns (AIPerf measures in integer ns)."""
+    return round(v * _NS_PER.get(str(unit or "ms"), 1_000_000))
+
+
+def _stamp_ns(x: Any, path: Path, where: str, field: str) -> int | None:
+    """An epoch-ns stamp kept as an exact integer (a float loses up to 128 ns here)."""
+    v = checked_num(x, path, where, field)
+    if v is None:
+        return None
+    return x if isinstance(x, int) else round(v)
 
 
 def import_aiperf(path: str | Path) -> Trace:
@@ -63,13 +85,13 @@ def import_aiperf(path: str | Path) -> Trace:
     rows = [r for r in rows if r["metadata"].get("benchmark_phase") != "warmup"]
     if warmup:
         notes.append(f"{len(warmup)} warm-up records skipped")
-    starts = [checked_num(r["metadata"].get("request_start_ns"), p, f"record {i}",
-                          "metadata.request_start_ns") for i, r in enumerate(rows)]
+    starts = [_stamp_ns(r["metadata"].get("request_start_ns"), p, f"record {i}",
+                        "metadata.request_start_ns") for i, r in enumerate(rows)]
     known = [s for s in starts if s is not None]
     if len(known) != len(rows):
         raise RidgelineError(f"{p}: field 'metadata.request_start_ns': missing in "
                              f"{len(rows) - len(known)} records")
-    t0 = min(known) if known else 0.0
+    t0 = min(known) if known else 0
     records: list[dict[str, Any]] = []
     any_chunks = False
     single_token_chunks = True
@@ -77,15 +99,19 @@ def import_aiperf(path: str | Path) -> Trace:
         md = r["metadata"]
         metrics = r.get("metrics") or {}
         err = r.get("error")
-        sent = (starts[i] - t0) * 1e-9
+        sent_ns = starts[i] - t0  # type: ignore[operator]
+        sent = sent_ns / 1e9
         where = f"record {i}"
-        end_ns = checked_num(md.get("request_end_ns"), p, where, "metadata.request_end_ns")
-        check_order(starts[i], end_ns, p, where, "request_start_ns", "request_end_ns",
-                    slack_s=0.0)
+        end_ns = _stamp_ns(md.get("request_end_ns"), p, where, "metadata.request_end_ns")
+        if end_ns is not None and end_ns < starts[i]:  # type: ignore[operator]
+            # Integers compared exactly (AIPerf stamps a refused request's end = start).
+            raise RidgelineError(f"{p}: {where}: field 'metadata.request_end_ns' ({end_ns} ns)"
+                                 f" is before 'metadata.request_start_ns' ({starts[i]} ns); "
+                                 "allowed: request_start_ns <= request_end_ns")
         rid = md.get("x_request_id") or str(md.get("session_num", i))
         rec: dict[str, Any] = {
             "id": str(rid), "sent_s": sent,
-            "end_s": (end_ns - t0) * 1e-9 if end_ns is not None else None,
+            "end_s": (end_ns - t0) / 1e9 if end_ns is not None else None,
             "prompt_tokens": checked_count(_metric(metrics, "input_sequence_length")[0], p,
                                            where, "metrics.input_sequence_length.value"),
             "token_count_source": "tokenizer",
@@ -107,12 +133,11 @@ def import_aiperf(path: str | Path) -> Trace:
         icl_value, icl_unit = _metric(metrics, "inter_chunk_latency")
         if ttft is not None and isinstance(icl_value, list):
             any_chunks = True
-            scale = _TO_SECONDS.get(str(icl_unit or "ms"), 1e-3)
-            gaps = np.asarray([checked_num(g, p, where, f"metrics.inter_chunk_latency[{j}]")
-                               or 0.0 for j, g in enumerate(icl_value)],
-                              dtype=np.float64) * scale
-            first = sent + ttft
-            times = np.concatenate(([first], first + np.cumsum(gaps)))
+            gaps_ns = [_to_ns(checked_num(g, p, where, f"metrics.inter_chunk_latency[{j}]")
+                              or 0.0, icl_unit) for j, g in enumerate(icl_value)]
+            ttft_value, ttft_unit = _metric(metrics, "time_to_first_token")
+            first_ns = sent_ns + _to_ns(float(ttft_value), ttft_unit)
+            times = np.cumsum([first_ns, *gaps_ns], dtype=np.int64) / 1e9
             rec["event_times_s"] = times.tolist()
             if osl is not None and osl != times.size:
                 single_token_chunks = False

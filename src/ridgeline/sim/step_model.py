@@ -2,7 +2,10 @@
 
 `estimate`, `simulate`, `serve` and `bench --target emulator` all accept `--calibration`; each
 calls `load_step_model` and, for the engine, `engine_config_for`, so a calibrated profile
-replaces the roofline model everywhere in the same way (architecture rule 7).
+replaces the roofline model everywhere in the same way (architecture rule 7). It is in
+sim/ (with the profile, `sim.calibrated_profile`) because the simulator's Scenario needs it
+and the library imports downward only: `calibrate` measures and writes profiles; the
+simulator, the emulator and `estimate` read them.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ridgeline.calibrate.profile import CalibrationProfile
+from ridgeline.sim.calibrated_profile import CalibrationProfile
 
 
 def load_step_model(calibration: str | None, roofline: Callable[[], Any]) -> Any:
