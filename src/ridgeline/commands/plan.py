@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.commands.options import JsonOpt, SeedOpt
+from ridgeline.commands.options import JsonOpt, SeedOpt, check_writable
 
 
 def _csv(text: str, what: str) -> tuple[str, ...]:
@@ -123,7 +123,7 @@ def plan_cmd(
     from ridgeline.errors import RidgelineError
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.plan import PlanRequest, plan
-    from ridgeline.plan.search import PlanInterrupted, check_plot_path, plot_pareto
+    from ridgeline.plan.search import PlanInterrupted, plot_pareto
 
     chunk_map = {"on": True, "off": False}
     chunk_opts = _csv(chunked_prefill, "--chunked-prefill")
@@ -181,3 +181,29 @@ def plan_cmd(
 
 def register(app: typer.Typer) -> None:
     app.command("plan")(plan_cmd)
+
+
+PLOT_FORMATS = ("png", "svg", "pdf")
+
+
+def check_plot_path(path: str) -> None:
+    """One-line RidgelineError, before the search, when the Pareto plot cannot be written at
+    `path`: a directory, an unwritable place, a format matplotlib is not asked to write here,
+    or no matplotlib."""
+    from pathlib import Path
+
+    from ridgeline.errors import RidgelineError
+
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if Path(path).expanduser().is_dir():
+        raise RidgelineError(f"--plot: got {path!r}: a directory; allowed: a file path ending "
+                             f"in {', '.join('.' + f for f in PLOT_FORMATS)}")
+    if suffix not in PLOT_FORMATS:
+        raise RidgelineError(f"--plot: got {path!r}; allowed: a file path ending in "
+                             f"{', '.join('.' + f for f in PLOT_FORMATS)}")
+    check_writable(path, "--plot")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise RidgelineError("--plot: matplotlib is not installed (pip install "
+                             "matplotlib)") from None

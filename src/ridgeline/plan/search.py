@@ -446,33 +446,6 @@ def _details(jobs: Jobs, cand: Candidate, req: PlanRequest, stage: str,
             cand.usd_per_hour, req.rate_req_s, mean_out))
 
 
-PLOT_FORMATS = ("png", "svg", "pdf")
-
-
-def check_plot_path(path: str) -> None:
-    """One-line RidgelineError, before the search, when the Pareto plot cannot be written at
-    `path`: a directory, an unwritable place, a format matplotlib is not asked to write here,
-    or no matplotlib."""
-    from pathlib import Path
-
-    from ridgeline.commands.options import check_writable
-    from ridgeline.errors import RidgelineError
-
-    suffix = Path(path).suffix.lower().lstrip(".")
-    if Path(path).expanduser().is_dir():
-        raise RidgelineError(f"--plot: got {path!r}: a directory; allowed: a file path ending "
-                             f"in {', '.join('.' + f for f in PLOT_FORMATS)}")
-    if suffix not in PLOT_FORMATS:
-        raise RidgelineError(f"--plot: got {path!r}; allowed: a file path ending in "
-                             f"{', '.join('.' + f for f in PLOT_FORMATS)}")
-    check_writable(path, "--plot")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise RidgelineError("--plot: matplotlib is not installed (pip install "
-                             "matplotlib)") from None
-
-
 def plot_pareto(result: PlanResult, path: str) -> None:
     """Scatter of every simulated configuration, the frontier as a line (needs matplotlib)."""
     from ridgeline.errors import RidgelineError
@@ -509,6 +482,6 @@ def plot_pareto(result: PlanResult, path: str) -> None:
     plt.close(fig)
 
 
-__all__ = ["PLOT_FORMATS", "Details", "Evaluated", "PlanInterrupted", "PlanResult",
-           "check_plot_path", "mean_output_tokens",
+__all__ = ["Details", "Evaluated", "PlanInterrupted", "PlanResult",
+           "mean_output_tokens",
            "pareto_front", "plan", "plot_pareto", "usd_per_million_output_tokens"]
