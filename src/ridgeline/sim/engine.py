@@ -41,6 +41,10 @@ class EngineConfig:
     block_size_tokens: int = 16
     num_kv_blocks: int = 65536
     enable_prefix_caching: bool = False
+    # Per-request costs outside the step loop (ridgeline.sim.engine_costs): added to each
+    # request's token times after the engine ran; 0 for a bare engine.
+    request_overhead_s: float = 0.0
+    request_overhead_steps: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size_tokens",

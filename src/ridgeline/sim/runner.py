@@ -789,9 +789,21 @@ def simulate(workload: Workload, config: EngineConfig, step_model: StepTimeModel
     chunks), `timeline` empty, totals in `stream_stats` (see `_Stream`).
     """
     from ridgeline.sim import core
+    from ridgeline.sim.engine_costs import EngineCosts, apply_request_overhead
 
     cluster = cluster or ClusterConfig()
+    costs = None
+    if config.request_overhead_s or config.request_overhead_steps:
+        costs = EngineCosts(request_overhead_s=config.request_overhead_s,
+                            request_overhead_steps=config.request_overhead_steps)
+        if sink is not None:
+            inner = sink
+            sink = lambda chunk: inner(apply_request_overhead(chunk, costs))  # noqa: E731
     if core.blocker(workload, config, step_model, cluster, mode) is None:
-        return core.run(workload, config, step_model, cluster, progress, sink, chunk_requests)
-    return _Sim(workload, config, step_model, cluster, mode, progress, sink,
-                chunk_requests).run()
+        res = core.run(workload, config, step_model, cluster, progress, sink, chunk_requests)
+    else:
+        res = _Sim(workload, config, step_model, cluster, mode, progress, sink,
+                   chunk_requests).run()
+    # The per-request costs shift token times only (no feedback into batching): applied
+    # here, after either engine, so the Python engine and the C core stay identical.
+    return res if sink is not None else apply_request_overhead(res, costs)
