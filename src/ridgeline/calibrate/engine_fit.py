@@ -159,6 +159,7 @@ def provenance(runs: Sequence[InferencePerfRun], fit: FitResult,
     return {
         "fitted_on": f"{data_root}: {len(runs)} inference-perf runs "
                      f"(results/summary_lifecycle_metrics.json of each)",
+        "data": data_root.rstrip("/").rsplit("/", 1)[-1],
         "runs": [r.name for r in runs],
         "date": _dt.date.today().isoformat(),
         "residual": "mean APE train " + ", ".join(f"{m} {fit.train_ape[m]:.1%}"

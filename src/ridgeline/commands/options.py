@@ -187,3 +187,14 @@ CalibrationOpt = Annotated[
     typer.Option("--calibration", help="A calibration profile (`ridgeline calibrate`): its "
                  "measured step times and scheduling replace the roofline model's."),
 ]
+EngineOpt = Annotated[
+    str,
+    typer.Option("--engine", help="Engine preset: vllm (V1, default), trtllm (in-flight "
+                 "batching, guaranteed no evict), or an engine costs .json; its fitted CPU "
+                 "costs (per request, per step) are on by default (docs/engine.md)."),
+]
+EngineCostsOpt = Annotated[
+    bool,
+    typer.Option("--engine-costs/--no-engine-costs", help="Add the engine's fitted CPU costs "
+                 "(off: GPU work only, the bare roofline)."),
+]

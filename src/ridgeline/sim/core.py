@@ -100,6 +100,8 @@ def engine_blocker(step_model: Any, config: Any) -> str | None:
         return _lib_error
     if _NVARS != _C_NVARS:
         return f"the C core reads {_C_NVARS} work variables, perf/ops.py has {_NVARS}"
+    if getattr(config, "capacity_policy", "vllm") != "vllm":
+        return f"the {config.capacity_policy} capacity policy (TensorRT-LLM preset)"
     if _compiled(step_model, config) is None:
         return "a step-time model without the roofline's compiled path"
     return None

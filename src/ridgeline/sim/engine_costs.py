@@ -64,10 +64,17 @@ class EngineCosts:
         return out
 
     def assumptions(self) -> list[str]:
-        src = self.provenance.get("fitted_on", "not fitted")
-        when = self.provenance.get("date", "")
-        err = self.provenance.get("residual", "")
-        tail = f" (fitted {when} on {src}{'; ' + err if err else ''})" if when else f" ({src})"
+        pv = self.provenance
+        when = pv.get("date")
+        if when:
+            cv = pv.get("cv_ape") or {}
+            err = ", ".join(f"{m} {cv[m]:.1%}" for m in ("ttft_mean", "itl", "e2e_mean")
+                            if m in cv)
+            tail = (f" (fitted {when} on {len(pv.get('runs', []))} runs of "
+                    f"{pv.get('data', 'measured data')}"
+                    + (f"; leave-one-model-out mean APE {err}" if err else "") + ")")
+        else:
+            tail = f" ({pv.get('fitted_on', 'not fitted: measured nothing')})"
         return [
             f"engine {self.engine}: per request {self.request_overhead_s * 1e3:.2f} ms fixed "
             f"(API server, tokenization, first streamed chunk) + "

@@ -139,7 +139,14 @@ class Scenario:
             chunked_prefill=self.chunked_prefill, block_size_tokens=self.block_size,
             num_kv_blocks=blocks, enable_prefix_caching=self.prefix_caching,
             request_overhead_s=costs.request_overhead_s if costs else 0.0,
-            request_overhead_steps=costs.request_overhead_steps if costs else 0.0))
+            request_overhead_steps=costs.request_overhead_steps if costs else 0.0,
+            capacity_policy=self.capacity_policy))
+
+    @property
+    def capacity_policy(self) -> str:
+        """How the engine meets a KV shortage: vLLM preempts, TensorRT-LLM's default
+        (GUARANTEED_NO_EVICT) reserves each request's whole KV at admission."""
+        return "guaranteed_no_evict" if self.engine == "trtllm" else "vllm"
 
     def costs(self) -> Any:
         """The engine's fitted CPU costs (None: off, or a calibrated profile, which measured
@@ -175,10 +182,9 @@ class Scenario:
 
 
 def _engine_costs_kwarg(costs: Any) -> dict[str, Any]:
-    """`engine_costs=` for the roofline when it has per-step terms to add."""
-    if costs is None or (not costs.step_overhead_s and not costs.mixed_step_s):
-        return {}
-    return {"engine_costs": costs}
+    """`engine_costs=` for the roofline: it adds the per-step terms (zeros add nothing) and
+    prints every cost among its assumptions."""
+    return {} if costs is None else {"engine_costs": costs}
 
 
 @dataclass
