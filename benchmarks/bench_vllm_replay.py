@@ -31,12 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.calibrate.engine_fit import (
-    cross_validate,
-    fit_engine_costs,
-    provenance,
-    score_runs,
-)
+from ridgeline.calibrate.engine_fit import fit_engine_document, make_build, score_runs
 from ridgeline.calibrate.inference_perf import InferencePerfRun, load_run
 from ridgeline.calibrate.replay import METRICS, actual_values
 
@@ -50,30 +45,6 @@ HARDWARE = "h100-sxm"
 
 def model_config(data: Path, run: InferencePerfRun) -> Path:
     return data / "model_configs" / run.model.rsplit("/", 1)[-1] / "config.json"
-
-
-def make_build(data: Path) -> Any:
-    from ridgeline.sim.engine_costs import EngineCosts
-    from ridgeline.sim.scenario import Built, Scenario
-
-    cache: dict[tuple[str, float], Any] = {}
-
-    def build(run: InferencePerfRun, step_overhead_s: float) -> Any:
-        key = (run.name, step_overhead_s)
-        if key in cache:
-            return cache[key]
-        sc = Scenario(model=str(model_config(data, run)), hardware=HARDWARE, tp=run.tp,
-                      max_num_seqs=run.max_num_seqs,
-                      max_num_batched_tokens=run.max_num_batched_tokens,
-                      gpu_memory_utilization=run.gpu_memory_utilization,
-                      chunked_prefill=True, prefix_caching=True, engine_costs=False)
-        costs = EngineCosts(step_overhead_s=step_overhead_s) if step_overhead_s else None
-        sm = sc.step_model(costs=costs)
-        b = Built(sm, sc.engine_config(sm), sc.cluster_config(sm))
-        cache[key] = b
-        return b
-
-    return build
 
 
 def summarize(per_run: dict[str, dict[str, float]], names: list[str]) -> dict[str, Any]:
@@ -111,21 +82,6 @@ def per_run_table(runs: list[InferencePerfRun], res: dict[str, dict[str, dict[st
     return "\n".join(rows)
 
 
-def write_catalog(values: dict[str, float], prov: dict[str, Any],
-                  folds: dict[str, dict[str, float]]) -> None:
-    doc = {
-        "engine": "vllm",
-        "description": "vLLM V1 (v0.15.1) costs outside the GPU kernels, fitted by replaying "
-                       "real runs (docs/engine.md, ridgeline.sim.engine_costs)",
-        "costs": {k: {"value": v, "unit": "steps" if k.endswith("_steps") else "s",
-                      "cv_fold_values": {f: fv[k] for f, fv in folds.items()}}
-                  for k, v in values.items()},
-        "provenance": prov,
-    }
-    CATALOG.parent.mkdir(parents=True, exist_ok=True)
-    CATALOG.write_text(json.dumps(doc, indent=2) + "\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DATA))
@@ -137,17 +93,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     data = Path(args.data)
     runs = [load_run(p) for p in sorted((data / "experiments").iterdir()) if p.is_dir()]
-    build = make_build(data)
+    build = make_build(lambda r: str(model_config(data, r)), HARDWARE)
     cache: dict[tuple[str, float], Any] = {}
     t0 = time.perf_counter()
     names = [r.name for r in runs]
     base = score_runs(runs, build, {}, cache)
-    fit = fit_engine_costs(runs, build, cache, fit_step=not args.no_step_fit)
-    cv, folds = cross_validate(runs, build, cache, fit_step=not args.no_step_fit)
+    doc, fit, cv = fit_engine_document(runs, build, "vllm", str(data),
+                                       fit_step=not args.no_step_fit, cache=cache)
+    folds = {f: {k: v["cv_fold_values"][f] for k, v in doc["costs"].items()}
+             for f in next(iter(doc["costs"].values()))["cv_fold_values"]}
     wall = time.perf_counter() - t0
     res = {"baseline": base, "train": fit.per_run, "cv": cv}
     cols = {k: summarize(v, names) for k, v in res.items()}
-    prov = provenance(runs, fit, cv, str(data))
     out = {
         "what": "replay of the shared real vLLM runs (benchmarks/bench_vllm_replay.py)",
         "hardware": HARDWARE, "experiments": names, "fitted": fit.values,
@@ -156,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     if args.write_catalog:
-        write_catalog(fit.values, prov, folds)
+        doc["description"] = ("vLLM V1 (v0.15.1) costs outside the GPU kernels, fitted by "
+                              "replaying the shared real H100 runs (docs/engine.md, "
+                              "ridgeline.sim.engine_costs)")
+        CATALOG.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"fitted (all 16 runs): {fit.values}")
     for fam, v in folds.items():
         print(f"  fold without {fam}: {v}")

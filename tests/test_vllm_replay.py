@@ -121,3 +121,57 @@ def test_guaranteed_no_evict_never_preempts_and_reserves_whole_life() -> None:
     assert (batch, pre, ok) == (2, 0, 8)
     vb, vpre, vok = _max_batch("vllm")   # vLLM admits on the prompt's blocks and preempts
     assert vb > 2 and vpre > 0 and vok == 8
+
+
+def _vllm_detailed(path: Path, n: int = 12) -> tuple[float, float]:
+    """A `vllm bench serve --save-detailed` file with hand-set per-request times."""
+    import json
+
+    ttfts = [0.05 + 0.001 * i for i in range(n)]
+    itls = [[0.02] * 9 for _ in range(n)]          # 10 tokens: TTFT + 9 gaps of 20 ms
+    lat = [t + 0.18 for t in ttfts]
+    doc = {"date": "20260101-000000", "backend": "vllm", "model_id": "m", "num_prompts": n,
+           "request_rate": 2.0, "burstiness": 1.0, "duration": n / 2.0, "completed": n,
+           "failed": 0, "start_times": [0.5 * i for i in range(n)], "ttfts": ttfts,
+           "itls": itls, "latencies": lat, "input_lens": [100] * n, "output_lens": [10] * n,
+           "errors": [""] * n}
+    path.write_text(json.dumps(doc))
+    return float(np.mean(ttfts)), float(np.mean(lat))
+
+
+def test_vllm_bench_json_becomes_a_replayable_run(tmp_path: Path) -> None:
+    from ridgeline.calibrate.engine_runs import EngineFlags, load_measured_runs
+
+    want_ttft, want_e2e = _vllm_detailed(tmp_path / "run.json")
+    (run,) = load_measured_runs([str(tmp_path / "run.json")], EngineFlags(tp=2))
+    assert run.summary.ttft_s["mean"] == pytest.approx(want_ttft)
+    assert run.summary.e2e_s["mean"] == pytest.approx(want_e2e)
+    assert run.summary.itl_s == pytest.approx(0.02)      # (E2E - TTFT) / (10 - 1)
+    assert run.tp == 2 and run.prompt_tokens.tolist() == [100] * 12
+    assert run.arrival_s[-1] == pytest.approx(5.5)
+
+
+@needs_data
+def test_calibrate_fit_engine_on_the_shared_runs(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    out = tmp_path / "vllm-mine.json"
+    exp = DATA / "experiments"
+    res = CliRunner().invoke(app, [
+        "calibrate", "fit", "--engine", "vllm", "--no-step-fit", "-o", str(out),
+        str(exp / "20260218-150956-codellama-34b-tp2-codegen"),
+        str(exp / "20260217-155451-llama-2-7b-tp1-codegen")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert len(doc["provenance"]["runs"]) == 2
+    # two model families: each held out once, so two fold values per constant
+    assert len(doc["costs"]["request_overhead_s"]["cv_fold_values"]) == 2
+    c = load_engine_costs(str(out))
+    # the measured TTFTs (44-46 ms, 25-30 ms) exceed the simulated engine's: a positive cost
+    assert c.request_overhead_s + c.request_overhead_steps * 0.01 > 0
+    bad = CliRunner().invoke(app, ["calibrate", "fit", "--engine", "sglang", str(out)])
+    assert bad.exit_code == 2 and "--engine" in bad.output

@@ -171,5 +171,70 @@ def provenance(runs: Sequence[InferencePerfRun], fit: FitResult,
     }
 
 
-__all__ = ["FitResult", "cross_validate", "fit_engine_costs", "fit_request_overhead",
-           "fit_step_overhead", "provenance", "score_runs"]
+def make_build(model_for: Callable[[Any], str], hardware: str) -> BuildFn:
+    """Simulator setups of each run (its model, the GPU, its vLLM flags) with a given
+    per-step CPU cost and no per-request cost (the fit adds that itself)."""
+    from ridgeline.sim.engine_costs import EngineCosts
+    from ridgeline.sim.scenario import Built, Scenario
+
+    cache: dict[tuple[str, float], Any] = {}
+
+    def build(run: Any, step_overhead_s: float) -> Any:
+        key = (run.name, step_overhead_s)
+        if key not in cache:
+            sc = Scenario(model=model_for(run), hardware=hardware, tp=run.tp,
+                          max_num_seqs=run.max_num_seqs,
+                          max_num_batched_tokens=run.max_num_batched_tokens,
+                          gpu_memory_utilization=run.gpu_memory_utilization,
+                          chunked_prefill=True, prefix_caching=True, engine_costs=False)
+            sm = sc.step_model(costs=EngineCosts(step_overhead_s=step_overhead_s))
+            cache[key] = Built(sm, sc.engine_config(sm), sc.cluster_config(sm))
+        return cache[key]
+
+    return build
+
+
+def catalog_document(engine: str, fit: FitResult, prov: dict[str, Any],
+                     folds: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """The engine costs file (`--engine FILE`, specs/data/engines/<engine>.json)."""
+    return {
+        "engine": engine,
+        "description": f"{engine} costs outside the GPU kernels, fitted by replaying measured "
+                       "runs (docs/engine.md, ridgeline.sim.engine_costs)",
+        "costs": {k: {"value": v, "unit": "steps" if k.endswith("_steps") else "s",
+                      "cv_fold_values": {f: fv[k] for f, fv in folds.items()}}
+                  for k, v in fit.values.items()},
+        "provenance": prov,
+    }
+
+
+def fit_engine_document(runs: Sequence[Any], build: BuildFn, engine: str, data_label: str,
+                        fit_step: bool = True,
+                        cache: dict[tuple[str, float], Prediction] | None = None
+                        ) -> tuple[dict[str, Any], FitResult, dict[str, dict[str, float]]]:
+    """Fit on all runs, cross-validate leaving one model family out (when there are two or
+    more), and build the catalog document with provenance."""
+    cache = {} if cache is None else cache
+    fit = fit_engine_costs(runs, build, cache, fit_step)
+    if len({r.family for r in runs}) >= 2:
+        cv, folds = cross_validate(runs, build, cache, fit_step)
+    else:
+        cv, folds = fit.per_run, {}
+        fit.notes.append("one model family: no cross-validation (the cv figures are the "
+                         "training ones)")
+    prov = provenance(runs, fit, cv, data_label)
+    return catalog_document(engine, fit, prov, folds), fit, cv
+
+
+__all__ = [
+    "FitResult",
+    "catalog_document",
+    "cross_validate",
+    "fit_engine_costs",
+    "fit_engine_document",
+    "fit_request_overhead",
+    "fit_step_overhead",
+    "make_build",
+    "provenance",
+    "score_runs",
+]

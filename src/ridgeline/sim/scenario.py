@@ -146,7 +146,12 @@ class Scenario:
     def capacity_policy(self) -> str:
         """How the engine meets a KV shortage: vLLM preempts, TensorRT-LLM's default
         (GUARANTEED_NO_EVICT) reserves each request's whole KV at admission."""
-        return "guaranteed_no_evict" if self.engine == "trtllm" else "vllm"
+        name = self.engine
+        if name.endswith(".json"):      # an engine costs file names its engine
+            from ridgeline.sim.engine_costs import load_engine_costs
+
+            name = load_engine_costs(name).engine
+        return "guaranteed_no_evict" if name == "trtllm" else "vllm"
 
     def costs(self) -> Any:
         """The engine's fitted CPU costs (None: off, or a calibrated profile, which measured
