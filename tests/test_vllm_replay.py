@@ -173,5 +173,29 @@ def test_calibrate_fit_engine_on_the_shared_runs(tmp_path: Path) -> None:
     c = load_engine_costs(str(out))
     # the measured TTFTs (44-46 ms, 25-30 ms) exceed the simulated engine's: a positive cost
     assert c.request_overhead_s + c.request_overhead_steps * 0.01 > 0
-    bad = CliRunner().invoke(app, ["calibrate", "fit", "--engine", "sglang", str(out)])
-    assert bad.exit_code == 2 and "--engine" in bad.output
+    import subprocess
+    import sys
+
+    bad = subprocess.run([str(Path(sys.executable).parent / "ridgeline"), "calibrate", "fit",
+                          "--engine", "sglang", str(out)], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [
+        "error: --engine: got 'sglang'; allowed: vllm, trtllm"]
+
+
+def test_client_timeout_aborts_and_frees_the_slot() -> None:
+    # one slot; request 0 needs 100 steps of 10 ms (1 s) but its client gives up at 0.5 s,
+    # so request 1 (sent at 0.1 s, 5 tokens) starts at the first step boundary >= 0.5 s
+    wl = Workload(prompt_tokens=np.array([10, 10]), output_tokens=np.array([100, 5]),
+                  arrival_s=np.array([0.0, 0.1]), timeout_s=0.5)
+    cfg = EngineConfig(num_kv_blocks=64, max_num_seqs=1)
+    res = simulate(wl, cfg, LinearStepTime(base_s=0.01), mode="step")
+    assert res.status == ["error", "ok"]
+    assert res.end_s[0] == pytest.approx(0.5)
+    assert 49 <= res.tokens_out[0] <= 51           # the tokens out by the deadline
+    assert res.events_s(1)[0] == pytest.approx(0.51, abs=0.011)
+    assert res.events_s(1)[-1] == pytest.approx(0.55, abs=0.011)
+    # the default (fast) mode takes the step-by-step engine for a timeout: same trace
+    again = simulate(wl, cfg, LinearStepTime(base_s=0.01))
+    assert np.array_equal(again.event_times_s, res.event_times_s)

@@ -92,48 +92,59 @@ class Prediction:
     raw: Any = None
 
 
-def _simulate(plan: ReplayPlan, starts: list[float], built: Any, upto: int) -> Any:
+def _simulate(plan: ReplayPlan, starts: list[float], built: Any, upto: int,
+              timeout_s: float | None = None) -> Any:
     from ridgeline.sim.runner import Workload, simulate
 
     m = plan.stage_of <= upto
     arr = np.concatenate([starts[k] + plan.stage_gaps_s[k] for k in range(upto + 1)])
     wl = Workload(plan.prompt_tokens[m], plan.output_tokens[m], arrival_s=arr,
-                  prefix_group=plan.prefix_group[m], prefix_tokens=plan.prompt_tokens[m])
+                  prefix_group=plan.prefix_group[m], prefix_tokens=plan.prompt_tokens[m],
+                  timeout_s=timeout_s)
     return simulate(wl, built.config, built.step_model, built.cluster)
 
 
 def replay(run: InferencePerfRun, built: Any, *, seed: int = 0,
            client_timeout_s: float = INFERENCE_PERF_CLIENT_TIMEOUT_S) -> Prediction:
     """Simulate the run with `built` (a `ridgeline.sim.scenario.Built`) and measure it as
-    inference-perf would, without per-request overhead: `built.config` should carry none;
-    `score_raw` adds it to the kept per-request times (`Prediction.raw`), so a fit can vary
-    it without re-simulating."""
+    inference-perf would. `score_raw` can add a per-request overhead to the kept
+    per-request times (`Prediction.raw`), so a fit can vary it without re-simulating.
+
+    Client timeouts: a request that has not finished `client_timeout_s` after it was sent is
+    aborted by the client, and vLLM drops it (from the waiting queue, or mid-decode, freeing
+    its slot and KV). When the run has such requests, the replay runs again with the
+    workload's timeout (the Python engine, step by step, aborts each at its deadline); they
+    are failures."""
     import time
 
     plan = plan_replay(run, seed)
     t0 = time.perf_counter()
     starts = [0.0]
     res = None
+    last = len(run.stages) - 1
     for k in range(len(run.stages)):
         res = _simulate(plan, starts, built, k)
-        if k + 1 < len(run.stages):
+        if k < last:
             # the next stage starts when this stage's last request has finished
             starts.append(float(np.nanmax(res.end_s[plan.stage_of[:len(res)] == k])))
-    wall = time.perf_counter() - t0
     assert res is not None
+    if float(np.nanmax(res.end_s - res.sent_s)) > client_timeout_s:
+        res = _simulate(plan, starts, built, last, client_timeout_s)
+    wall = time.perf_counter() - t0
     off = res.event_offsets
-    done = np.array([s == "ok" for s in res.status]) & (np.diff(off) > 0)
+    n_tok = np.diff(off)
+    done = np.array([st == "ok" for st in res.status]) & (n_tok > 0)
     safe = np.minimum(off[:-1], max(res.event_times_s.size - 1, 0))
     first = np.where(done, res.event_times_s[safe], np.inf)
-    last = np.where(done, res.event_times_s[np.maximum(off[1:] - 1, 0)], np.inf)
-    n_tok = np.diff(off)
-    raw = RawReplay(first - res.sent_s, last - res.sent_s,
-                    np.where(n_tok > 1, (last - first) / np.maximum(n_tok - 1, 1), 0.0),
-                    done, plan.stage_of[:len(res)])
+    lastt = np.where(done, res.event_times_s[np.maximum(off[1:] - 1, 0)], np.inf)
+    with np.errstate(invalid="ignore"):
+        gap = np.where(done & (n_tok > 1), (lastt - first) / np.maximum(n_tok - 1, 1), 0.0)
+    raw = RawReplay(first - res.sent_s, lastt - res.sent_s, gap, done, plan.stage_of)
     pred = score_raw(run, raw, 0.0, 0.0, client_timeout_s)
     pred.wall_s = wall
     pred.preemptions = int(res.preemptions.sum())
-    pred.extra = {"engine_core": res.core, "requests": len(res)}
+    pred.extra = {"engine_core": res.core, "requests": len(res),
+                  "timed_out": int(sum(st == "error" for st in res.status))}
     pred.raw = raw
     return pred
 

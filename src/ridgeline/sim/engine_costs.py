@@ -121,16 +121,21 @@ def apply_request_overhead(res: Any, costs: EngineCosts | None) -> Any:
     if costs is None or (costs.request_overhead_s == 0 and costs.request_overhead_steps == 0):
         return res
     off = np.asarray(res.event_offsets)
-    if not len(res) or res.event_times_s.size == 0:
+    ev = res.event_times_s
+    if not len(res) or ev.size == 0:
         return res
     n_tok = np.diff(off)
     has = n_tok > 0
-    first = np.where(has, res.event_times_s[np.minimum(off[:-1], res.event_times_s.size - 1)],
-                     0.0)
-    last = np.where(has, res.event_times_s[np.maximum(off[1:] - 1, 0)], 0.0)
-    gap = np.where(n_tok > 1, (last - first) / np.maximum(n_tok - 1, 1), 0.0)
-    shift = costs.request_overhead_s + costs.request_overhead_steps * gap
-    res.event_times_s = res.event_times_s + np.repeat(shift, n_tok)
+    shift = np.full(n_tok.size, float(costs.request_overhead_s))
+    if costs.request_overhead_steps:
+        multi = np.flatnonzero(n_tok > 1)
+        gap = (ev[off[multi + 1] - 1] - ev[off[multi]]) / (n_tok[multi] - 1)
+        shift[multi] += costs.request_overhead_steps * gap
+    # in place, one request's run of events at a time is np.repeat's layout
+    if not ev.flags.writeable:
+        ev = ev.copy()
+    ev += np.repeat(shift, n_tok)
+    res.event_times_s = ev
     res.end_s = np.where(has, res.end_s + shift, res.end_s)
     return res
 
