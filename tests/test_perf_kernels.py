@@ -244,3 +244,24 @@ def test_unknown_kernel_profile_in_a_user_file_is_one_error(tmp_path) -> None:
                                 "kernel_profile": "nope"}))
     with pytest.raises(RidgelineError, match="kernel_profile"):
         RooflineStepTime.from_names("llama-3.1-8b", str(path))
+
+
+def test_estimate_and_simulate_print_the_fitted_constants() -> None:
+    """Both commands list the kernel fit (source files, residual, CV) among their assumptions."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).parent / "ridgeline")
+    est = subprocess.run([exe, "estimate", "-m", "llama-3.1-8b", "--hardware", "l40s", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert est.returncode == 0, est.stderr
+    text = "\n".join(json.loads(est.stdout)["assumptions"])
+    assert "kernels.json" in text and "mlp.csv" in text and "CV median" in text
+    assert "derived" in text and "a40" in text  # L40S has no profiles: A40's, by rule
+    sim = subprocess.run([exe, "simulate", "-m", "llama-3.1-8b", "-n", "20", "--rate", "5"],
+                         capture_output=True, text=True, timeout=120)
+    assert sim.returncode == 0, sim.stderr
+    out = " ".join(sim.stdout.split())
+    assert "kernels.json" in out and "residual median" in out
