@@ -8,7 +8,8 @@ simulator setup of the same model, GPU and flags. The fit:
    found on the line through the two points, and checked by a third replay;
 2. per request (`request_overhead_s`, `request_overhead_steps`): a time shift of every token
    of a request, so no re-simulation: a grid search over (fixed seconds, steps) for the
-   lowest mean APE of TTFT and E2E mean/p90/p99 over the runs.
+   lowest mean APE of TTFT and E2E mean/p90/p99 over the runs, each APE capped at 100% (a
+   run that queues away in the simulation cannot be mended by a shift and must not pull it).
 
 `fit_engine_costs` returns the values, the training residual (the mean APE per metric) and
 `cross_validate` the leave-one-group-out scores (fit on every family but one, score it).
@@ -30,6 +31,7 @@ LATENCY_METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "t
 OVERHEAD_GRID_S = np.arange(0.0, 0.0401, 0.001)
 OVERHEAD_STEPS_GRID = np.arange(0.0, 3.001, 0.05)
 STEP_TRIALS_S = (0.0, 0.002)
+APE_CAP = 1.0   # the per-request fit's loss: APE terms above 100% count as 100%
 
 
 @dataclass
@@ -93,7 +95,9 @@ def fit_request_overhead(runs: Sequence[InferencePerfRun], preds: Sequence[Predi
         tot = 0.0
         for r, p, a in zip(runs, preds, acts, strict=True):
             v = score_raw(r, p.raw, c, k).values
-            tot += sum(abs(v[m] - a[m]) / a[m] for m in LATENCY_METRICS)
+            # each APE capped at APE_CAP: a run the engine costs cannot mend (one that
+            # queues away in the simulation, say) must not drag the fit for the others
+            tot += sum(min(abs(v[m] - a[m]) / a[m], APE_CAP) for m in LATENCY_METRICS)
         return tot
 
     def search(cs: np.ndarray, ks: np.ndarray) -> tuple[float, float, float]:
