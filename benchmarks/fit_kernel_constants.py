@@ -449,10 +449,12 @@ def main() -> None:
         "objective": "mean |log(pred/measured)| per class; residual and cv are APE "
                      "|pred-measured|/measured over the rows named",
         "profiles": profiles,
-        "attention": {**attn, "profiled_peak_flops": PROFILED["a100"]["peak_flops"],
+        "attention": {**attn, "profiled_on": "a100",
+                      "profiled_peak_flops": PROFILED["a100"]["peak_flops"],
                       "_note": "Fitted on A100 only (the one attention.csv); other "
-                      "GPUs take the same dimensionless efficiencies and waste counts and the "
-                      "same floors in microseconds (documented rule)."},
+                      "GPUs take the same waste counts and floors (microseconds), and the "
+                      "efficiencies in the same ratio to their own GEMM fit as on A100 "
+                      "(prefill: GEMM compute efficiency; decode: GEMV bandwidth efficiency)."},
         "collectives": coll,
         "hardware": {k: {"kernels": v[0], "topology": v[1], "topology_gpus": v[2],
                          "profiled_link_bytes_s": v[3], "rule": v[4]}

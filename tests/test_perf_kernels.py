@@ -277,3 +277,23 @@ def test_derived_gpu_keeps_its_catalog_efficiency_prior() -> None:
     assert h200 == h100
     m = RooflineStepTime.from_names("llama-3.1-8b", "mi300x")
     assert any("0.6/0.7" in a for a in m.assumptions())
+
+
+def test_attention_carries_to_other_gpus_relative_to_their_gemm_fit() -> None:
+    """Attention was profiled on A100 only. On H100 the decode kernel streams the KV at A100's
+    decode/GEMV bandwidth-efficiency ratio times H100's GEMV efficiency, and prefill runs at
+    A100's attention/GEMM compute-efficiency ratio times H100's GEMM efficiency."""
+    cat = kernels.kernel_catalog()
+    a100, h100 = cat["profiles"]["a100"]["gemm"], cat["profiles"]["h100"]["gemm"]
+    att = cat["attention"]
+    e_pre, e_dec = kernels.attention_efficiencies(kernels.load_profile("h100-sxm"),
+                                                  load_hardware("h100-sxm"))
+    assert e_dec == pytest.approx(att["attention_decode"]["bandwidth_efficiency"]
+                                  * h100["bandwidth_efficiency"] / a100["bandwidth_efficiency"])
+    assert e_pre == pytest.approx(att["attention_prefill"]["compute_efficiency"]
+                                  * h100["compute_efficiency"] / a100["compute_efficiency"])
+    # On A100 itself the fit applies unchanged.
+    assert kernels.attention_efficiencies(kernels.load_profile("a100-80gb"),
+                                          load_hardware("a100-80gb")) == (
+        att["attention_prefill"]["compute_efficiency"],
+        att["attention_decode"]["bandwidth_efficiency"])

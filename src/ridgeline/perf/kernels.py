@@ -94,6 +94,9 @@ class KernelProfile:
     # share of NCCL's (vLLM's custom all-reduce).
     floor_scale: float = 1.0
     allreduce_latency_scale: float = 1.0
+    # GEMM fit of the part attention was profiled on (A100): attention efficiencies carry to
+    # another GPU relative to that GPU's own GEMM efficiencies.
+    attention_gemm_ref: dict[str, Any] | None = None
 
     @property
     def derived(self) -> bool:
@@ -134,6 +137,7 @@ def load_profile(name: str) -> KernelProfile:
     prof = cat["profiles"][hw["kernels"]]
     attn = cat["attention"]
     vllm = cat.get("vllm", {})
+    ref = cat["profiles"][attn.get("profiled_on", "a100")]["gemm"]
     return KernelProfile(
         hardware=name, kernels=hw["kernels"], topology=hw["topology"], rule=hw["rule"],
         gemm=prof["gemm"], vector=prof["vector"],
@@ -142,6 +146,7 @@ def load_profile(name: str) -> KernelProfile:
         topology_gpus=int(hw.get("topology_gpus", 0)),
         profiled_link_bytes_s=float(hw["profiled_link_bytes_s"]),
         profiled_peak_flops=float(attn["profiled_peak_flops"]),
+        attention_gemm_ref=ref,
         floor_scale=float(vllm.get("floor_scale", {}).get("value", 1.0)),
         allreduce_latency_scale=float(
             vllm.get("allreduce_latency_scale", {}).get("value", 1.0)))
@@ -161,6 +166,19 @@ def gemm_efficiency_16(prof: KernelProfile, hw: HardwareSpec) -> float:
     return min(e, 1.0)
 
 
+def attention_efficiencies(prof: KernelProfile, hw: HardwareSpec) -> tuple[float, float]:
+    """(prefill compute, decode bandwidth) efficiency of attention on `hw`. Attention was
+    profiled on A100 only; what carries to another GPU is its ratio to the same GPU's GEMM fit
+    (prefill: to the 16-bit GEMM compute efficiency; decode, a stream over the KV: to the GEMV
+    bandwidth efficiency)."""
+    pre, dec = prof.attention_prefill, prof.attention_decode
+    ref = prof.attention_gemm_ref or prof.gemm
+    e_pre = pre["compute_efficiency"] * gemm_efficiency_16(prof, hw) / ref["compute_efficiency"]
+    e_dec = dec["bandwidth_efficiency"] * prof.gemm["bandwidth_efficiency"] \
+        / ref["bandwidth_efficiency"]
+    return min(e_pre, 1.0), min(e_dec, 1.0)
+
+
 def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: KernelProfile
               ) -> tuple[np.ndarray, np.ndarray]:
     """Seconds per unit of each work variable (ops x WORK_VARS): the compute-side and the
@@ -176,6 +194,7 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
     c_vec = hw.peak_flops.get("fp32", c_attn) * hw.compute_efficiency
     g, pre, dec = prof.gemm, prof.attention_prefill, prof.attention_decode
     fs = prof.floor_scale * 1e-6  # fitted floors are in microseconds
+    e_pre, e_dec = attention_efficiencies(prof, hw)
     for j, (name, kind) in enumerate(zip(table.names, table.kinds, strict=True)):
         f, d, lay = table.flops[j], table.bytes[j], table.layers[j]
         drv = VAR[table.drivers[j]]
@@ -192,7 +211,7 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
             mem[j, drv] += g["floor_us"] * fs * lay
         elif kind == ATTENTION and name == "attn_prefill":
             per_pair = f[VAR["pairs"]]  # FLOPs per causal pair, all layers
-            e = pre["compute_efficiency"]
+            e = e_pre
             comp[j, VAR["pairs"]] = per_pair / (c_attn * e)
             comp[j, VAR["pc"]] = pre["query_waste_per_cached_token"] * per_pair / (c_attn * e)
             comp[j, VAR["pt"]] = pre["key_waste_per_new_token"] * per_pair / (c_attn * e)
@@ -203,8 +222,8 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
             mem[j, VAR["pt"]] = ser
             mem[j, drv] += pre["floor_us"] * fs * lay
         elif kind == ATTENTION:  # decode
-            comp[j] = f / (c_attn * pre["compute_efficiency"])
-            e = dec["bandwidth_efficiency"]
+            comp[j] = f / (c_attn * e_pre)
+            e = e_dec
             mem[j] = d / (bw * e)
             # Per-sequence work (new KV write, Q in, O out, scheduling of the sequence's
             # blocks) as the fitted number of KV-token reads (dc's bytes per token).
@@ -233,6 +252,7 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
                 tp: int) -> list[str]:
     """What the fitted kernel model assumed, with each constant's provenance."""
     g, v, pre, dec = prof.gemm, prof.vector, prof.attention_prefill, prof.attention_decode
+    e_pre, e_dec = attention_efficiencies(prof, hw)
     c16 = hw.peak("bf16")
     r = hw.peak(precision.gemm_compute_dtype) / c16
     e16 = gemm_efficiency_16(prof, hw)
@@ -246,12 +266,13 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
         "vector kernels (bandwidth efficiency, floor): " + "; ".join(
             f"{k} {x['bandwidth_efficiency']:g}, {x['floor_us']:g} us" for k, x in v.items())
         + f" ({_fit_line(v['norm']['_fit'])} per class)",
-        f"prefill attention: {pre['compute_efficiency']:g} of peak on pairs + "
+        f"prefill attention: {e_pre:.4g} of peak on pairs + "
         f"{pre['query_waste_per_cached_token']:g} per cached token + "
         f"{pre['key_waste_per_new_token']:g} per new token, at least {pre['floor_us']:g} us + "
-        f"{pre['serial_ns_per_token']:g} ns/token per layer ({_fit_line(pre['_fit'])}; "
-        "A100 only: other GPUs take its efficiencies and floors)",
-        f"decode attention: {dec['bandwidth_efficiency']:g} of peak bandwidth on the KV read "
+        f"{pre['serial_ns_per_token']:g} ns/token per layer on A100 ({_fit_line(pre['_fit'])}; "
+        "A100 only: other GPUs take its floors and its efficiencies relative to their own "
+        "GEMM fit)",
+        f"decode attention: {e_dec:.4g} of peak bandwidth on the KV read "
         f"+ {dec['kv_tokens_per_sequence']:g} token-reads per sequence + {dec['floor_us']:g} "
         f"us per layer ({_fit_line(dec['_fit'])})",
     ]
@@ -283,5 +304,5 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
 
 
 __all__ = ["CATALOG_DEFAULT_COMPUTE_EFFICIENCY", "MOE_PAD_ROWS", "KernelProfile", "assumptions",
-           "dtype_compute_efficiency", "gemm_efficiency_16", "kernel_catalog", "load_profile",
-           "profile_for", "time_rows"]
+           "attention_efficiencies", "dtype_compute_efficiency", "gemm_efficiency_16",
+           "kernel_catalog", "load_profile", "profile_for", "time_rows"]
