@@ -80,21 +80,28 @@ def test_replay_matches_a_measured_stage() -> None:
 
 
 def test_request_overhead_shifts_every_token_by_fixed_plus_steps() -> None:
-    wl = Workload(prompt_tokens=np.array([10, 10]), output_tokens=np.array([3, 1]),
-                  arrival_s=np.array([0.0, 1.0]))
+    wl = Workload(prompt_tokens=np.array([10, 10, 10]), output_tokens=np.array([3, 1, 5]),
+                  arrival_s=np.array([0.0, 1.0, 2.0]))
     cfg = EngineConfig(num_kv_blocks=16)
     base = simulate(wl, cfg, LinearStepTime(base_s=0.01))
     ev0 = base.event_times_s.copy()
     res = apply_request_overhead(base, EngineCosts(request_overhead_s=0.005,
                                                    request_overhead_steps=2.0))
-    # request 0: tokens at 0.01, 0.02, 0.03 -> mean gap 0.01 -> shift 0.005 + 2 x 0.01
-    assert np.allclose(res.event_times_s[:3], ev0[:3] + 0.025)
-    # request 1 has one token: no decode gap, the fixed part only
-    assert np.allclose(res.event_times_s[3:], ev0[3:] + 0.005)
+    # every gap is one 10 ms step, so the run's mean decode step is 10 ms: each token of
+    # each request moves by 0.005 + 2 x 0.010 s (one amount: a step's tokens stay together)
+    assert np.allclose(res.event_times_s, ev0 + 0.025)
     # the config route gives the same times
     cfg2 = EngineConfig(num_kv_blocks=16, request_overhead_s=0.005, request_overhead_steps=2.0)
     again = simulate(wl, cfg2, LinearStepTime(base_s=0.01))
     assert np.array_equal(again.event_times_s, res.event_times_s)
+
+
+def test_run_mean_step_pools_the_gaps() -> None:
+    from ridgeline.sim.engine_costs import run_mean_step_s
+
+    # 3 gaps of 10 ms and 1 gap of 30 ms: 60 ms over 4 gaps; a one-token request adds none
+    assert run_mean_step_s(np.array([4, 2, 1]), np.array([0.01, 0.03, 0.5])) == \
+        pytest.approx(0.015)
 
 
 def test_engine_catalog_has_provenance() -> None:

@@ -139,6 +139,14 @@ def replay(run: InferencePerfRun, built: Any, *, seed: int = 0,
     lastt = np.where(done, res.event_times_s[np.maximum(off[1:] - 1, 0)], np.inf)
     with np.errstate(invalid="ignore"):
         gap = np.where(done & (n_tok > 1), (lastt - first) / np.maximum(n_tok - 1, 1), 0.0)
+    from ridgeline.sim.engine_costs import run_mean_step_s
+
+    # the per-request cost counts steps of the run's mean decode step (as `simulate` does)
+    ev = res.event_times_s
+    multi = n_tok > 1
+    every = np.zeros(n_tok.size)
+    every[multi] = (ev[off[1:][multi] - 1] - ev[off[:-1][multi]]) / (n_tok[multi] - 1)
+    gap = np.full(gap.size, run_mean_step_s(n_tok, every))
     raw = RawReplay(first - res.sent_s, lastt - res.sent_s, gap, done, plan.stage_of)
     pred = score_raw(run, raw, 0.0, 0.0, client_timeout_s)
     pred.wall_s = wall

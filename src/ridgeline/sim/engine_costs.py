@@ -7,11 +7,11 @@ show, and the replay of real vLLM runs (benchmarks/bench_vllm_replay.py) measure
   and streaming the first chunk (`request_overhead_s`, a fixed time), and vLLM V1's
   asynchronous scheduling, which decides step n+1 while step n runs, so a request that
   arrives during a step joins one step later than a synchronous scheduler would take it
-  (`request_overhead_steps`: that many of the request's own mean decode steps). Both shift
-  every token of the request (TTFT and E2E, not the gaps between tokens). They are applied
-  to the simulated token times after the engine ran (`apply_request_overhead`), so they do
-  not feed back into batching: an approximation, kept because it is the same for the Python
-  engine and the C core and costs one vector operation;
+  (`request_overhead_steps`: that many of the run's mean decode steps). Both shift every
+  token (TTFT and E2E, not the gaps between tokens), by one amount for the whole run. They
+  are applied to the simulated token times after the engine ran (`apply_request_overhead`),
+  so they do not feed back into batching: an approximation, kept because it is the same for
+  the Python engine and the C core and costs one vector operation;
 - per step: the scheduler, input preparation and sampling on the CPU (`step_overhead_s`,
   every step that runs) and the extra of a step that carries prefill work (`mixed_step_s`:
   vLLM runs decode-only batches as full CUDA graphs and mixed ones piecewise); the
@@ -116,8 +116,23 @@ def load_engine_costs(engine: str = "vllm") -> EngineCosts:
                        **vals)
 
 
+def run_mean_step_s(n_tokens: np.ndarray, mean_gap_s: np.ndarray) -> float:
+    """The run's mean decode step: requests' mean token gaps, weighted by their gaps."""
+    multi = n_tokens > 1
+    if not multi.any():
+        return 0.0
+    w = n_tokens[multi] - 1
+    return float((mean_gap_s[multi] * w).sum() / w.sum())
+
+
 def apply_request_overhead(res: Any, costs: EngineCosts | None) -> Any:
-    """Shift each request's token times (and end) by its per-request overhead, in place."""
+    """Shift every token time (and end) by the per-request overhead, in place.
+
+    The shift is one number per replica: `request_overhead_s` + `request_overhead_steps` x the
+    replica's mean decode step (its requests' token gaps pooled). One number keeps the tokens
+    of one engine step together across requests, as a real server streams them (a
+    per-request value would spread them apart; `advise` reads that alignment). A streamed run
+    gets the shift of each chunk it hands out (the mean step of that chunk's requests)."""
     if costs is None or (costs.request_overhead_s == 0 and costs.request_overhead_steps == 0):
         return res
     off = np.asarray(res.event_offsets)
@@ -126,18 +141,29 @@ def apply_request_overhead(res: Any, costs: EngineCosts | None) -> Any:
         return res
     n_tok = np.diff(off)
     has = n_tok > 0
-    shift = np.full(n_tok.size, float(costs.request_overhead_s))
+    shift: float | np.ndarray = float(costs.request_overhead_s)
     if costs.request_overhead_steps:
+        # the mean decode step of each replica (a shard of a fleet holds whole replicas, so
+        # a sharded run shifts exactly as one process does)
+        rep = np.asarray(getattr(res, "replica", np.zeros(len(res))), dtype=np.int64)
+        rep = np.where(rep < 0, 0, rep)
         multi = np.flatnonzero(n_tok > 1)
-        gap = (ev[off[multi + 1] - 1] - ev[off[multi]]) / (n_tok[multi] - 1)
-        shift[multi] += costs.request_overhead_steps * gap
-    # in place, one request's run of events at a time is np.repeat's layout
+        span = np.zeros(n_tok.size)
+        span[multi] = ev[off[multi + 1] - 1] - ev[off[multi]]
+        gaps = np.where(n_tok > 1, n_tok - 1, 0)
+        num = np.bincount(rep, weights=span)
+        den = np.bincount(rep, weights=gaps)
+        mean_step = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+        per_req = costs.request_overhead_s + costs.request_overhead_steps * mean_step[rep]
+        # one replica (or equal steps): a scalar add, no per-token array
+        shift = float(per_req[0]) if np.all(per_req == per_req[0]) else per_req
     if not ev.flags.writeable:
         ev = ev.copy()
-    ev += np.repeat(shift, n_tok)
+    ev += np.repeat(shift, n_tok) if isinstance(shift, np.ndarray) else shift
     res.event_times_s = ev
     res.end_s = np.where(has, res.end_s + shift, res.end_s)
     return res
 
 
-__all__ = ["ENGINES", "EngineCosts", "apply_request_overhead", "load_engine_costs"]
+__all__ = ["ENGINES", "EngineCosts", "apply_request_overhead", "load_engine_costs",
+           "run_mean_step_s"]
