@@ -207,3 +207,29 @@ def test_client_timeout_aborts_and_frees_the_slot() -> None:
     # the default (fast) mode takes the step-by-step engine for a timeout: same trace
     again = simulate(wl, cfg, LinearStepTime(base_s=0.01))
     assert np.array_equal(again.event_times_s, res.event_times_s)
+
+
+def test_engine_presets_on_the_command_line(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    cli = str(Path(sys.executable).parent / "ridgeline")
+    base = [cli, "simulate", "-m", "llama-2-7b", "--rate", "50", "--requests", "60",
+            "--prompt", "fixed:1000", "--output", "fixed:400", "--num-kv-blocks", "200",
+            "--json"]
+    runs = {}
+    for eng in ("vllm", "trtllm"):
+        r = subprocess.run([*base, "--engine", eng], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        runs[eng] = json.loads(r.stdout)
+    # 200 blocks hold 2 whole lives of 1,400 tokens (88 blocks each) but 3 prompts (63 each):
+    # vLLM admits on the prompt and preempts; TensorRT-LLM's policy never does
+    assert runs["vllm"]["simulation"]["preemptions"] > 0
+    assert runs["trtllm"]["simulation"]["preemptions"] == 0
+    assert runs["trtllm"]["simulation"]["engine_core"] == "python"
+    assert any("engine vllm: per request" in a for a in runs["vllm"]["assumptions"])
+    r = subprocess.run([cli, "estimate", "-m", "llama-2-7b", "--json"], capture_output=True,
+                       text=True, timeout=120)
+    assert any("engine vllm: per step" in a for a in json.loads(r.stdout)["assumptions"])

@@ -78,8 +78,9 @@ class EngineCosts:
         return [
             f"engine {self.engine}: per request {self.request_overhead_s * 1e3:.2f} ms fixed "
             f"(API server, tokenization, first streamed chunk) + "
-            f"{self.request_overhead_steps:g} x the request's mean decode step (asynchronous "
-            "scheduling joins a request one step later), added to its token times" + tail,
+            f"{self.request_overhead_steps:g} x the replica's mean decode step (asynchronous "
+            "scheduling joins a request one step later), added to every token time in "
+            "simulate (not in serve)" + tail,
             f"engine {self.engine}: per step {self.step_overhead_s * 1e3:.3f} ms CPU "
             f"(scheduling, input preparation, sampling) + {self.mixed_step_s * 1e3:.3f} ms "
             "for a step with prefill work (piecewise, not full, CUDA graph)" + tail,
