@@ -233,3 +233,25 @@ def test_engine_presets_on_the_command_line(tmp_path: Path) -> None:
     r = subprocess.run([cli, "estimate", "-m", "llama-2-7b", "--json"], capture_output=True,
                        text=True, timeout=120)
     assert any("engine vllm: per step" in a for a in json.loads(r.stdout)["assumptions"])
+
+
+@needs_data
+def test_config_reader_without_pyyaml_matches_pyyaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    yaml = pytest.importorskip("yaml")
+    from ridgeline.calibrate.inference_perf import _mini_yaml
+
+    real = builtins.__import__
+
+    def no_yaml(name: str, *a: object, **k: object) -> object:
+        if name == "yaml":
+            raise ImportError(name)
+        return real(name, *a, **k)  # type: ignore[arg-type]
+
+    for exp in sorted((DATA / "experiments").iterdir()):
+        text = (exp / "results" / "config.yaml").read_text()
+        monkeypatch.setattr(builtins, "__import__", no_yaml)
+        mine = _mini_yaml(text)
+        monkeypatch.setattr(builtins, "__import__", real)
+        assert mine == yaml.safe_load(text), exp.name

@@ -102,6 +102,8 @@ def _scalar(text: str) -> Any:
         return None
     if t in ("true", "false"):
         return t == "true"
+    if t in ("[]", "{}"):
+        return [] if t == "[]" else {}
     for conv in (int, float):
         try:
             return conv(t)
