@@ -466,14 +466,26 @@ def test_llama4_maverick_interleaved_dense_and_moe_layers() -> None:
 def test_modules_left_16bit_run_at_the_16bit_peak() -> None:
     """llm-compressor's FP8 Scout leaves attention and the LM head bf16 (`ignore`): their
     GEMMs run at the bf16 peak, the FP8 experts at the fp8 peak."""
+    # The plain roofline (seed 000's F / C_eff): the peak each GEMM is priced at.
     m = step("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", tp=4,
-             kernel_overhead_us=0)
+             kernel_overhead_us=0, kernel_model=False)
     bd = m.breakdown(BatchWork.for_chunks([8192], [0], []))
     eff = m.hardware.compute_efficiency
     for name, peak in (("qkv_proj", 989.4e12), ("lm_head", 989.4e12),
                        ("experts_gate_up", 1978.9e12)):
         i = bd.names.index(name)
         assert bd.compute_s[i] == pytest.approx(bd.flops[i] / (peak * eff), rel=1e-12)
+    # The fitted kernel model keeps the 16-bit modules at the 16-bit rate: per FLOP, qkv
+    # (bf16) costs more than an FP8 GEMM of the same step would, never the FP8 rate.
+    k = step("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", tp=4,
+             kernel_overhead_us=0)
+    kb = k.breakdown(BatchWork.for_chunks([8192], [0], []))
+    per_flop = {n: kb.compute_s[kb.names.index(n)] / kb.flops[kb.names.index(n)]
+                for n in ("qkv_proj", "o_proj", "shared_gate_up")}
+    # Same reduction dim (hidden 5120) and rows: the bf16 GEMMs cost ~2x e_fp8/e_16 (1.6x)
+    # the FP8 shared expert's time per FLOP; priced at the FP8 peak they would cost ~1x.
+    for n in ("qkv_proj", "o_proj"):
+        assert per_flop[n] > 1.3 * per_flop["shared_gate_up"], n
 
 
 def test_lm_head_follows_the_method() -> None:

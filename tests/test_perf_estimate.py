@@ -87,20 +87,27 @@ def test_weights_per_gpu_split_by_tp_and_pp() -> None:
 
 
 def test_fp8_weights_speed_up_memory_bound_decode(m8b: RooflineStepTime) -> None:
-    fp8 = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm", weights="fp8")
+    # The plain roofline (seed 000): bytes alone set a memory-bound step.
+    fp8 = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm", weights="fp8",
+                                      kernel_model=False)
     int4 = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm",
-                                       weights="int4")
+                                       weights="int4", kernel_model=False)
+    m16 = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm",
+                                      kernel_model=False)
     w = BatchWork(decode_seqs=1, decode_context_tokens=512)
-    t16, t8, t4 = (x.step_time_s(w) for x in (m8b, fp8, int4))
+    t16, t8, t4 = (x.step_time_s(w) for x in (m16, fp8, int4))
     assert t4 < t8 < t16
     assert t8 / t16 == pytest.approx(0.55, abs=0.08)  # ~half the bytes, LM head stays bf16
 
 
 def test_fp8_compute_doubles_compute_bound_prefill() -> None:
+    # The plain roofline: one efficiency for every dtype (the fitted model's fp8 rule is
+    # tested in test_perf_kernels.py).
     a = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm",
-                                    kernel_overhead_us=0)
+                                    kernel_overhead_us=0, kernel_model=False)
     b = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm", weights="fp8",
-                                    activations="fp8", kernel_overhead_us=0)
+                                    activations="fp8", kernel_overhead_us=0,
+                                    kernel_model=False)
     w = BatchWork.for_chunks([8192], [0], [])
     pa, pb = a.breakdown(w), b.breakdown(w)
     i = pa.names.index("gate_up_proj")
@@ -133,9 +140,9 @@ def test_h20_vs_h100_against_hand_rooflines() -> None:
     # Kernel overhead off, so each phase is its roofline time alone (same efficiencies on
     # both parts: 70% of dense BF16 peak, 85% of HBM bandwidth).
     h100 = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm",
-                                       kernel_overhead_us=0)
+                                       kernel_overhead_us=0, kernel_model=False)
     h20 = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h20",
-                                      kernel_overhead_us=0)
+                                      kernel_overhead_us=0, kernel_model=False)
     # B = 1: decode is memory-bound on both; bytes read by hand: the 8.030e9 parameters
     # less the 128,256 x 4,096 embedding table (a lookup reads one row) at 2 bytes, 15.01 GB,
     # plus KV of T + 1 = 2,056 tokens x 32 layers x 2 x 1,024 x 2 bytes = 0.27 GB.

@@ -90,7 +90,10 @@ def engine_cmd(
 @calibrate_app.command("fit")
 def fit_cmd(
     traces: Annotated[list[str], typer.Argument(help="Probe traces (from `calibrate engine` "
-                                                "or `bench`).")],
+                                                "or `bench`); with --engine: measured runs "
+                                                "(inference-perf run folders, vLLM bench JSON "
+                                                "--save-detailed, AIPerf profile_export.jsonl)."
+                                                )],
     out: OutOpt = "profile.json",
     config: ConfigOpt = None,
     preset: PresetOpt = "llama.cpp",
@@ -98,8 +101,30 @@ def fit_cmd(
     n_batch: NBatchOpt = 2048,
     n_ubatch: NUbatchOpt = 512,
     kv_capacity_tokens: KvCapOpt = 1 << 20,
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help="Fit this engine's CPU costs (vllm, trtllm) on measured runs "
+        "instead of a step profile; writes an engine costs file for `--engine FILE`.")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="With --engine: the runs' model (catalog name or HF "
+        "config.json); default model_configs/<name>/config.json beside the runs.")] = None,
+    hardware: Annotated[str, typer.Option("--hardware", "-g", help="With --engine: the GPU "
+                                          "the runs ran on.")] = "h100-sxm",
+    tp: Annotated[int, typer.Option("--tp", min=1, help="With --engine, for result files "
+                                    "without flags: tensor parallelism.")] = 1,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 256,
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1)
+                                      ] = 8192,
+    gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization",
+                                                          min=0.01, max=1.0)] = 0.9,
+    step_fit: Annotated[bool, typer.Option("--step-fit/--no-step-fit", help="With --engine: "
+                                           "also fit the per-step CPU cost.")] = True,
 ) -> None:
-    """Fit a profile from existing probe traces (no requests sent)."""
+    """Fit a profile from existing probe traces (no requests sent), or with --engine the
+    engine's CPU costs on measured serving runs (docs/engine.md)."""
+    if engine is not None:
+        _fit_engine(traces, out, engine, model, hardware, tp, max_num_seqs,
+                    max_num_batched_tokens, gpu_memory_utilization, step_fit)
+        return
     from ridgeline.calibrate.engine import calibrate_from_traces
     from ridgeline.calibrate.presets import preset_scheduling
 
@@ -128,6 +153,36 @@ def host_cmd(
                         progress=lambda m: typer.echo(m, err=True))
     prof.write(out)
     typer.echo(f"host profile written to {out}")
+
+
+def _fit_engine(paths: list[str], out: str, engine: str, model: str | None, hardware: str,
+                tp: int, max_num_seqs: int, max_num_batched_tokens: int,
+                gpu_memory_utilization: float, step_fit: bool) -> None:
+    import json
+
+    from ridgeline.calibrate.engine_fit import fit_engine_document, make_build
+    from ridgeline.calibrate.engine_runs import EngineFlags, load_measured_runs, model_config_for
+    from ridgeline.errors import RidgelineError
+    from ridgeline.sim.engine_costs import ENGINES
+
+    if engine not in ENGINES:
+        raise RidgelineError(f"--engine: got {engine!r}; allowed: {', '.join(ENGINES)}")
+    flags = EngineFlags(tp, max_num_seqs, max_num_batched_tokens, gpu_memory_utilization)
+    runs = load_measured_runs(paths, flags, model or "")
+    for r in runs:
+        model_config_for(r, model)     # every run's model resolves before any simulation
+    build = make_build(lambda r: model_config_for(r, model), hardware)
+    typer.echo(f"replaying {len(runs)} runs on {hardware} ...", err=True)
+    doc, fit, _ = fit_engine_document(runs, build, engine, ", ".join(paths), step_fit)
+    with open(out, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(doc, indent=2) + "\n")
+    typer.echo("fitted: " + ", ".join(f"{k} {v:g}" for k, v in fit.values.items()))
+    typer.echo("training mean APE: " + ", ".join(f"{k} {v:.1%}"
+                                                 for k, v in fit.train_ape.items()))
+    typer.echo("cross-validated mean APE: " + doc["provenance"]["cv_error"])
+    for note in fit.notes:
+        typer.echo(note)
+    typer.echo(f"engine costs written to {out} (use: --engine {out})")
 
 
 def _ints(text: str, option: str) -> list[int]:

@@ -19,6 +19,8 @@ from ridgeline.commands.options import (
     CalibrationOpt,
     ComputeEffOpt,
     DpOpt,
+    EngineCostsOpt,
+    EngineOpt,
     EpOpt,
     JsonOpt,
     KernelOverheadOpt,
@@ -122,6 +124,8 @@ def estimate_cmd(
     cpu_tokenize_us_per_token: CpuTokenizeOpt = 0.0,
     cpu_detokenize_us_per_event: CpuDetokenizeOpt = 0.0,
     calibration: CalibrationOpt = None,
+    engine: EngineOpt = "vllm",
+    engine_costs: EngineCostsOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict prefill/TTFT, decode/TPOT, E2E, throughput and memory from first principles."""
@@ -163,12 +167,15 @@ def estimate_cmd(
 
     wi = whatif_from_options(spec_k, spec_alpha, spec_draft_model, enforce_eager,
                              cpu_tokenize_us_per_token, cpu_detokenize_us_per_event)
+    from ridgeline.sim.engine_costs import load_engine_costs
+
+    costs = load_engine_costs(engine) if engine_costs else None
     results = []
     for hw_name in hw_names:
         hw = load_hardware(hw_name).with_efficiency(
             compute_efficiency, bandwidth_efficiency,
             kernel_overhead_for(hw_name, kernel_overhead_us, wi))
-        m = RooflineStepTime(spec, hw, precision, parallel)
+        m = RooflineStepTime(spec, hw, precision, parallel, engine_costs=costs)
         ctx = None if context is None else t
         r = estimate(m, b, s, n, prefix, ctx, gpu_memory_utilization)
         if wi is not None:

@@ -164,17 +164,20 @@ DpOpt = Annotated[int, typer.Option("--dp", min=1, help="Data-parallel replicas.
 ComputeEffOpt = Annotated[
     float | None,
     typer.Option("--compute-efficiency", callback=number(gt=0, le=1),
-                 help="Achieved/peak FLOP/s (default from hardware file)."),
+                 help="Achieved/peak FLOP/s; given, the plain roofline times the step "
+                      "instead of the fitted kernel model (default: the fitted model)."),
 ]
 BandwidthEffOpt = Annotated[
     float | None,
     typer.Option("--bandwidth-efficiency", callback=number(gt=0, le=1),
-                 help="Achieved/peak memory bandwidth (default from hardware file)."),
+                 help="Achieved/peak memory bandwidth; given, the plain roofline times the "
+                      "step instead of the fitted kernel model (default: the fitted model)."),
 ]
 KernelOverheadOpt = Annotated[
     float | None,
     typer.Option("--kernel-overhead-us", callback=number(ge=0), help="Per-kernel "
-                 "launch/scheduling overhead in microseconds (default from hardware file)."),
+                 "launch gap in microseconds, added to the kernel durations (default from "
+                 "hardware file)."),
 ]
 SloOpt = Annotated[
     list[str] | None,
@@ -191,4 +194,15 @@ CalibrationOpt = Annotated[
     str | None,
     typer.Option("--calibration", help="A calibration profile (`ridgeline calibrate`): its "
                  "measured step times and scheduling replace the roofline model's."),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option("--engine", help="Engine preset: vllm (V1, default), trtllm (in-flight "
+                 "batching, guaranteed no evict), or an engine costs .json; its fitted CPU "
+                 "costs (per request, per step) are on by default (docs/engine.md)."),
+]
+EngineCostsOpt = Annotated[
+    bool,
+    typer.Option("--engine-costs/--no-engine-costs", help="Add the engine's fitted CPU costs "
+                 "(off: GPU work only, the bare roofline)."),
 ]

@@ -63,7 +63,8 @@ def linear_attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
     return [
         Op("lin_norm", VECTOR, L, flops={"n": 5.0 * d}, bytes={"n": 4.0 * d * b_a}),
         Op("lin_in_proj", g, L, flops={"n": 2.0 * d * proj_out},
-           bytes={"n": (d + proj_out) * b_a}, weight_bytes=d * proj_out * b_w),
+           bytes={"n": (d + proj_out) * b_a}, weight_bytes=d * proj_out * b_w,
+           in_dim=d, out_dim=proj_out),
         Op("lin_conv", VECTOR, L, flops={"n": 2.0 * m.linear_conv_kernel * conv_ch},
            bytes={"n": 2.0 * conv_ch * b_a}, weight_bytes=conv_ch * m.linear_conv_kernel * b_a),
         Op("lin_attn_prefill", ATTENTION, L,
@@ -77,5 +78,5 @@ def linear_attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
         Op("lin_state", VECTOR, L, bytes={"s": 2.0 * state}),
         Op("lin_gated_norm", VECTOR, L, flops={"n": 6.0 * vd}, bytes={"n": 3.0 * vd * b_a}),
         Op("lin_out_proj", g, L, flops={"n": 2.0 * vd * d}, bytes={"n": (vd + d) * b_a},
-           weight_bytes=vd * d * b_w),
+           weight_bytes=vd * d * b_w, in_dim=vd, out_dim=d),
     ]

@@ -28,6 +28,7 @@ prefill is FlashAttention-style (no S x S matrix in HBM), causal pairs only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,6 +67,8 @@ class Op:
     weight_bytes: float = 0.0  # per layer: read once when the step does any work
     kernels: float = 1.0  # launches per layer
     driver: str = "any"  # the indicator variable that says the op runs
+    in_dim: float = 0.0  # GEMMs: the reduction dimension k (sets the fitted fill intercept)
+    out_dim: float = 0.0  # GEMMs: output columns n per GPU
 
 
 @dataclass
@@ -81,6 +84,9 @@ class OpTable:
     kernels: np.ndarray
     comm_s: np.ndarray  # seconds per unit of each variable (exposed collectives)
     comm_terms: list[str]  # human-readable description of the collectives
+    drivers: list[str] = field(default_factory=list)  # each op's indicator variable
+    in_dims: np.ndarray = field(default_factory=lambda: np.zeros(0))  # GEMM k (0: not a GEMM)
+    out_dims: np.ndarray = field(default_factory=lambda: np.zeros(0))  # GEMM n per GPU
 
 
 def _linear(name: str, in_dim: float, out_dim: float, layers: int, b_w: float, b_a: float,
@@ -93,6 +99,7 @@ def _linear(name: str, in_dim: float, out_dim: float, layers: int, b_w: float, b
         flops={v: 2.0 * in_dim * out_dim * c for v, c in tokens.items()},
         bytes={v: (in_dim + out_dim) * b_a * c for v, c in tokens.items()},
         weight_bytes=in_dim * out_dim * b_w + bias * b_a,
+        in_dim=in_dim, out_dim=out_dim,
     )
 
 
@@ -205,11 +212,13 @@ def _mlp_ops(m: ModelSpec, pr: Precision, tp: int, ep: int) -> list[Op]:
         gx = gemm_kind(pr, "experts")
         ops.append(Op("experts_gate_up", gx, Lm,
                       flops={"n": 2.0 * k * d * 2 * ffe},
-                      bytes={"n": k * (d + 2 * ffe) * b_a, "u": d * 2 * ffe * b_x}))
+                      bytes={"n": k * (d + 2 * ffe) * b_a, "u": d * 2 * ffe * b_x},
+                      in_dim=d, out_dim=2 * ffe))
         ops.append(_elementwise("experts_act", 3 * k * ffe * b_a, Lm, flops_per_token=5 * k * ffe))
         ops.append(Op("experts_down", gx, Lm,
                       flops={"n": 2.0 * k * ffe * d},
-                      bytes={"n": k * (ffe + d) * b_a, "u": ffe * d * b_x}))
+                      bytes={"n": k * (ffe + d) * b_a, "u": ffe * d * b_x},
+                      in_dim=ffe, out_dim=d))
         if m.num_shared_experts:
             sh = m.num_shared_experts * m.shared_expert_intermediate_size / tp
             ops += [
@@ -244,10 +253,20 @@ def build_ops(model: ModelSpec, precision: Precision, parallel: Parallelism) -> 
             + _mlp_ops(model, precision, tp, parallel.ep) + _model_ops(model, precision, tp)[1:])
 
 
+# (latency s, bandwidth bytes/s) of a collective over p GPUs: "all_reduce" (bus bandwidth of
+# a ring: time = latency + 2(p-1)/p bytes / bandwidth), "send_recv" (time = latency + bytes /
+# bandwidth) and "all_to_all". None: the datasheet link and the one latency.
+Collectives = Callable[[str, int], tuple[float, float]]
+
+
 def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_bytes_s: float,
-          latency_s: float) -> tuple[np.ndarray, list[str]]:
+          latency_s: float, collectives: Collectives | None = None
+          ) -> tuple[np.ndarray, list[str]]:
     """Exposed collective seconds per unit of each work variable."""
     from ridgeline.perf.comm import all_to_all_bytes_factor, ring_allreduce_bytes_factor
+
+    def link(kind: str, p: int) -> tuple[float, float]:
+        return collectives(kind, p) if collectives else (latency_s, link_bytes_s)
 
     coef = np.zeros(len(WORK_VARS))
     terms: list[str] = []
@@ -256,25 +275,31 @@ def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_by
     if tp > 1:
         # After o_proj and after the MLP in each layer, plus the vocab-parallel embedding.
         count = 2 * L + 1
-        coef[VAR["n"]] += count * ring_allreduce_bytes_factor(tp) * d * b_a / link_bytes_s
-        coef[VAR["any"]] += count * latency_s
-        terms.append(f"TP ring all-reduce x{count}: 2(p-1)/p * n*d*b_a / link + latency, p={tp}")
+        lat, bw = link("all_reduce", tp)
+        coef[VAR["n"]] += count * ring_allreduce_bytes_factor(tp) * d * b_a / bw
+        coef[VAR["any"]] += count * lat
+        terms.append(f"TP ring all-reduce x{count}: 2(p-1)/p * n*d*b_a / {bw / 1e9:.4g} GB/s + "
+                     f"{lat * 1e6:.3g} us, p={tp}")
     if pp > 1:
-        coef[VAR["n"]] += (pp - 1) * d * b_a / link_bytes_s
-        coef[VAR["any"]] += (pp - 1) * latency_s
-        terms.append(f"PP activations x{pp - 1}: n*d*b_a / link + latency")
+        lat, bw = link("send_recv", 2)
+        coef[VAR["n"]] += (pp - 1) * d * b_a / bw
+        coef[VAR["any"]] += (pp - 1) * lat
+        terms.append(f"PP activations x{pp - 1}: n*d*b_a / {bw / 1e9:.4g} GB/s + "
+                     f"{lat * 1e6:.3g} us")
     if ep > 1:
         count = 2 * model.num_moe_layers  # dispatch and combine
         k = model.experts_per_token
-        coef[VAR["n"]] += (count * all_to_all_bytes_factor(ep) * k * d * b_a / ep
-                           / link_bytes_s)
-        coef[VAR["any"]] += count * latency_s
-        terms.append(f"EP all-to-all x{count}: (p-1)/p * n*k*d*b_a/p / link + latency, p={ep}")
+        lat, bw = link("all_to_all", ep)
+        coef[VAR["n"]] += (count * all_to_all_bytes_factor(ep) * k * d * b_a / ep / bw)
+        coef[VAR["any"]] += count * lat
+        terms.append(f"EP all-to-all x{count}: (p-1)/p * n*k*d*b_a/p / {bw / 1e9:.4g} GB/s + "
+                     f"{lat * 1e6:.3g} us, p={ep}")
     return coef, terms
 
 
 def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
-                link_bytes_s: float, latency_s: float) -> OpTable:
+                link_bytes_s: float, latency_s: float,
+                collectives: Collectives | None = None) -> OpTable:
     """Compile the operator list to coefficient matrices (whole-model sums over layers)."""
     ops = build_ops(model, precision, parallel)
     nv = len(WORK_VARS)
@@ -290,7 +315,10 @@ def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
         # run the prefill kernels and vice versa).
         byts[i, VAR[op.driver]] += op.weight_bytes * op.layers
         kern[i, VAR[op.driver]] += op.kernels * op.layers
-    comm, terms = _comm(model, precision, parallel, link_bytes_s, latency_s)
+    comm, terms = _comm(model, precision, parallel, link_bytes_s, latency_s, collectives)
     return OpTable(names=[o.name for o in ops], kinds=[o.kind for o in ops],
                    layers=np.array([o.layers for o in ops], dtype=np.float64),
-                   flops=flops, bytes=byts, kernels=kern, comm_s=comm, comm_terms=terms)
+                   flops=flops, bytes=byts, kernels=kern, comm_s=comm, comm_terms=terms,
+                   drivers=[o.driver for o in ops],
+                   in_dims=np.array([o.in_dim for o in ops], dtype=np.float64),
+                   out_dims=np.array([o.out_dim for o in ops], dtype=np.float64))

@@ -70,7 +70,12 @@ class RooflineStepTime:
 
     def __init__(self, model: ModelSpec, hardware: HardwareSpec,
                  precision: Precision | None = None, parallel: Parallelism | None = None,
-                 max_num_batched_tokens: int = 8192, max_num_seqs: int = 256) -> None:
+                 max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
+                 engine_costs: Any = None) -> None:
+        """`engine_costs` (optional): anything with `linear_terms()` -> seconds per work
+        variable that add to every step (the engine's CPU and mode costs) and
+        `assumptions()` -> list[str]; it is compiled into the step like the launches."""
+        from ridgeline.perf.kernels import profile_for, time_rows
         from ridgeline.specs.precision import resolve_precision
 
         self.model = model
@@ -89,20 +94,37 @@ class RooflineStepTime:
         # Windowed layers add work variables of their own (perf/window.py).
         self._window = float(model.sliding_window) if model.is_windowed else 0.0
         build = build_ext_table if self._window else build_table
+        # The fitted kernel model of a catalog GPU (None: the plain roofline below).
+        self.kernel_profile = profile_for(hw)
+        prof = self.kernel_profile
+        collectives = None
+        if prof is not None:
+            def collectives(kind: str, p: int) -> tuple[float, float]:
+                return prof.collective(kind, p, hw.interconnect_bandwidth_bytes_s)
         self.table: OpTable = build(model, self.precision, self.parallel,
-                                    self.link_eff_bytes_s, hw.interconnect_latency_s)
+                                    self.link_eff_bytes_s, hw.interconnect_latency_s,
+                                    collectives)
         self.gemm16_peak_flops = hw.peak(self.precision.attention_compute_dtype)
         peaks = {GEMM: self.gemm_peak_flops, ATTENTION: self.attention_peak_flops,
                  GEMM16: self.gemm16_peak_flops}
         c_eff = np.array([peaks.get(k, self.vector_peak_flops) for k in self.table.kinds])
-        self.compute_eff_flops_s = c_eff * hw.compute_efficiency  # per operator
+        self.compute_eff_flops_s = c_eff * hw.compute_efficiency  # per operator (plain)
         self._n_ops = k = len(self.table.names)
         # Seconds per unit of each work variable: compute rows, then memory rows.
-        self._stack = np.vstack([self.table.flops / self.compute_eff_flops_s[:, None],
-                                 self.table.bytes / self.bandwidth_eff_bytes_s])
-        # Terms that add (not max): kernel launches and exposed communication.
+        if prof is None:
+            self._stack = np.vstack([self.table.flops / self.compute_eff_flops_s[:, None],
+                                     self.table.bytes / self.bandwidth_eff_bytes_s])
+        else:
+            self._stack = np.vstack(time_rows(self.table, hw, self.precision, prof))
+        # Terms that add (not max): kernel launches, exposed communication, engine costs.
         self._linear = self.table.kernels.sum(axis=0) * self.kernel_overhead_s \
             + self.table.comm_s
+        self.engine_costs = engine_costs
+        if engine_costs is not None:
+            extra = np.asarray(engine_costs.linear_terms(), dtype=np.float64)
+            # Engine costs are over WORK_VARS; windowed models' extra variables get none.
+            self._linear = self._linear.copy()
+            self._linear[:extra.size] += extra
         self._moe = model.is_moe
         self._E = float(model.num_experts)
         self._miss = 1.0 - model.experts_per_token / model.num_experts if self._moe else 1.0
@@ -126,17 +148,26 @@ class RooflineStepTime:
                    bandwidth_efficiency: float | None = None,
                    kernel_overhead_us: float | None = None,
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
-                   check_fit: bool = True) -> RooflineStepTime:
+                   check_fit: bool = True, engine_costs: Any = None,
+                   kernel_model: bool = True) -> RooflineStepTime:
         """Build from catalog names or file paths; RidgelineError on bad input or no fit.
-        Weights/activations None: the checkpoint's quantization_config, else bf16."""
+        Weights/activations None: the checkpoint's quantization_config, else bf16.
+
+        `kernel_model=False` times the catalog GPU with the plain roofline (seed 000's
+        max(F/C_eff, D/beta_eff) per operator) instead of the fitted kernel model."""
+        from dataclasses import replace
+
         from ridgeline.specs import load_hardware, load_model
         from ridgeline.specs.precision import resolve_model_precision
 
         spec = load_model(model)
         hw = load_hardware(hardware).with_efficiency(compute_efficiency, bandwidth_efficiency,
                                                      kernel_overhead_us)
+        if not kernel_model:
+            hw = replace(hw, kernel_profile="")
         out = cls(spec, hw, resolve_model_precision(spec, weights, kv, activations),
-                  Parallelism(tp=tp, pp=pp, ep=ep), max_num_batched_tokens, max_num_seqs)
+                  Parallelism(tp=tp, pp=pp, ep=ep), max_num_batched_tokens, max_num_seqs,
+                  engine_costs)
         if check_fit and not out.memory().fits:
             raise RidgelineError(out.no_fit_message())
         return out
@@ -245,12 +276,18 @@ class RooflineStepTime:
         t = self.table
         flops = t.flops @ v
         byts = t.bytes @ v
-        compute_s = flops / self.compute_eff_flops_s[:, None]
-        memory_s = byts / self.bandwidth_eff_bytes_s
+        k = self._n_ops
+        # The rows the step time takes the maximum of (with the fitted kernel model: GEMM
+        # fill and floors, attention curves; "memory" then includes the latency side).
+        compute_s = self._stack[:k] @ v
+        memory_s = self._stack[k:] @ v
         overhead_s = t.kernels @ v * self.kernel_overhead_s
         time_s = np.maximum(compute_s, memory_s) + overhead_s
         comm_s = t.comm_s @ v
         total = time_s.sum(axis=0) + comm_s
+        if self.engine_costs is not None:
+            total = total + (self._linear - t.kernels.sum(axis=0) * self.kernel_overhead_s
+                             - t.comm_s) @ v
         shp = (self._n_ops, *shape)
         return StepBreakdown(
             names=list(t.names), kinds=list(t.kinds), layers=t.layers,
@@ -296,12 +333,25 @@ class RooflineStepTime:
 
     # --- what it assumed -----------------------------------------------------------------
     def assumptions(self) -> list[str]:
+        from ridgeline.perf import kernels
+
         hw, pr, par = self.hardware, self.precision, self.parallel
+        prof = self.kernel_profile
+        if prof is None:
+            eff = [f"efficiency: compute {hw.compute_efficiency:g} x dense peak "
+                   f"({pr.gemm_compute_dtype} GEMM {self.gemm_peak_flops / 1e12:g} TFLOP/s), "
+                   f"bandwidth {hw.bandwidth_efficiency:g} x "
+                   f"{hw.memory_bandwidth_bytes_s / 1e12:g} TB/s, {hw.kernel_overhead_us:g} us "
+                   "per kernel launch (plain roofline: no fitted kernel model)"]
+        else:
+            eff = [
+                *kernels.assumptions(prof, hw, pr, par.tp),
+                f"peaks: {pr.gemm_compute_dtype} GEMM {self.gemm_peak_flops / 1e12:g} TFLOP/s, "
+                f"{hw.memory_bandwidth_bytes_s / 1e12:g} TB/s (datasheet); "
+                f"{hw.kernel_overhead_us:g} us launch gap per kernel on top of the fitted "
+                "kernel durations"]
         out = [
-            f"efficiency: compute {hw.compute_efficiency:g} x dense peak "
-            f"({pr.gemm_compute_dtype} GEMM {self.gemm_peak_flops / 1e12:g} TFLOP/s), "
-            f"bandwidth {hw.bandwidth_efficiency:g} x {hw.memory_bandwidth_bytes_s / 1e12:g} "
-            f"TB/s, {hw.kernel_overhead_us:g} us per kernel launch",
+            *eff,
             "compute/IO overlap: each operator takes max(F/C_eff, D/beta_eff) (full overlap "
             "inside a kernel); operators run one after another (times add)",
             "weights are read from HBM once per step (no cross-step caching); the input "
@@ -349,10 +399,16 @@ class RooflineStepTime:
         if par.tp > 1 or par.pp > 1 or par.ep > 1:
             out.extend(f"communication (exposed, not overlapped): {t}"
                        for t in self.table.comm_terms)
-            out.append(f"link: {hw.interconnect or 'interconnect'} "
-                       f"{hw.interconnect_bandwidth_bytes_s / 1e9:g} GB/s per direction x "
-                       f"{hw.bandwidth_efficiency:g}, {hw.interconnect_latency_s * 1e6:g} us "
-                       "per collective")
+            if prof is None:
+                out.append(f"link: {hw.interconnect or 'interconnect'} "
+                           f"{hw.interconnect_bandwidth_bytes_s / 1e9:g} GB/s per direction x "
+                           f"{hw.bandwidth_efficiency:g}, {hw.interconnect_latency_s * 1e6:g} "
+                           "us per collective")
+            else:
+                out.append(f"link: alpha-beta fitted on measured NCCL collectives, topology "
+                           f"{prof.topology}; bus bandwidth = its measured fraction of the "
+                           f"datasheet link x {hw.interconnect or 'interconnect'} "
+                           f"{hw.interconnect_bandwidth_bytes_s / 1e9:g} GB/s")
         if par.pp > 1:
             out.append("pipeline: a step's time is its latency through all stages "
                        "(no micro-batch overlap)")
@@ -361,6 +417,8 @@ class RooflineStepTime:
                    "whole prefill batch in `estimate`) and a "
                    f"{self._memory.reserve_bytes / 1024**3:g} GiB runtime reserve; the rest "
                    "is KV cache")
+        if self.engine_costs is not None:
+            out.extend(self.engine_costs.assumptions())
         return out
 
     def describe(self) -> dict[str, Any]:
@@ -373,7 +431,8 @@ class RooflineStepTime:
             "parallelism": self.parallel.describe(),
             "efficiency": {"compute_efficiency": hw.compute_efficiency,
                            "bandwidth_efficiency": hw.bandwidth_efficiency,
-                           "kernel_overhead_us": hw.kernel_overhead_us},
+                           "kernel_overhead_us": hw.kernel_overhead_us,
+                           "kernel_profile": hw.kernel_profile},
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "kv_capacity_tokens": self.kv_capacity_tokens(),
         }

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ridgeline.perf.ops import ATTENTION, WORK_VARS, Op, OpTable, build_table
+from ridgeline.perf.ops import ATTENTION, WORK_VARS, Collectives, Op, OpTable, build_table
 from ridgeline.perf.ops import kv_heads_per_gpu as _kv_heads
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.parallel import Parallelism
@@ -90,9 +90,10 @@ def window_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
 
 
 def build_ext_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
-                    link_bytes_s: float, latency_s: float) -> OpTable:
+                    link_bytes_s: float, latency_s: float,
+                    collectives: Collectives | None = None) -> OpTable:
     """`ops.build_table` with the windowed layers' attention appended, over EXT_VARS."""
-    base = build_table(model, precision, parallel, link_bytes_s, latency_s)
+    base = build_table(model, precision, parallel, link_bytes_s, latency_s, collectives)
     extra = window_ops(model, precision, parallel.tp)
     nv, k = len(EXT_VARS), len(extra)
 
@@ -114,4 +115,7 @@ def build_ext_table(model: ModelSpec, precision: Precision, parallel: Parallelis
                    kinds=base.kinds + [o.kind for o in extra],
                    layers=np.concatenate([base.layers, [o.layers for o in extra]]),
                    flops=flops, bytes=byts, kernels=kern, comm_s=comm,
-                   comm_terms=base.comm_terms)
+                   comm_terms=base.comm_terms,
+                   drivers=base.drivers + [o.driver for o in extra],
+                   in_dims=np.concatenate([base.in_dims, [o.in_dim for o in extra]]),
+                   out_dims=np.concatenate([base.out_dims, [o.out_dim for o in extra]]))

@@ -78,6 +78,8 @@ def blocker(wl: Any, config: Any, step_model: Any, cluster: Any, mode: str) -> s
         return why
     if mode != "fast":
         return "the step-by-step reference mode"
+    if getattr(wl, "timeout_s", None) is not None:
+        return "a client timeout (aborts run on the Python engine, step mode)"
     if cluster.replicas > 1 and cluster.router not in _ROUTERS:
         return f"router {cluster.router}"
     if len(wl) and (int(wl.prompt_tokens.min()) < 1 or int(wl.output_tokens.min()) < 1):
@@ -103,6 +105,8 @@ def engine_blocker(step_model: Any, config: Any) -> str | None:
     if getattr(step_model, "_window", 0.0):
         return ("sliding-window layers (their min(T, w) KV reads are not a linear form of the "
                 "step's sums, which the C core evaluates)")
+    if getattr(config, "capacity_policy", "vllm") != "vllm":
+        return f"the {config.capacity_policy} capacity policy (TensorRT-LLM preset)"
     if _compiled(step_model, config) is None:
         return "a step-time model without the roofline's compiled path"
     return None

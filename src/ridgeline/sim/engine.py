@@ -28,6 +28,8 @@ from ridgeline.sim.kv_cache import BlockPool
 from ridgeline.sim.scheduler import Scheduler, StepOutcome
 from ridgeline.sim.sequence import EngineRequest, Sequence
 
+CAPACITY_POLICIES = ("vllm", "guaranteed_no_evict")
+
 __all__ = ["Engine", "EngineConfig", "EngineRequest", "EngineStats", "StepResult"]
 
 
@@ -41,12 +43,22 @@ class EngineConfig:
     block_size_tokens: int = 16
     num_kv_blocks: int = 65536
     enable_prefix_caching: bool = False
+    # Per-request costs outside the step loop (ridgeline.sim.engine_costs): added to each
+    # request's token times after the engine ran; 0 for a bare engine.
+    request_overhead_s: float = 0.0
+    request_overhead_steps: float = 0.0
+    # "vllm" (preempt the newest request when KV runs out) or "guaranteed_no_evict"
+    # (TensorRT-LLM's default: reserve a request's whole KV at admission, never preempt)
+    capacity_policy: str = "vllm"
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size_tokens",
                      "num_kv_blocks"):
             if int(getattr(self, name)) < 1:
                 raise RidgelineError(f"{name}: got {getattr(self, name)}; allowed: >= 1")
+        if self.capacity_policy not in CAPACITY_POLICIES:
+            raise RidgelineError(f"capacity_policy: got {self.capacity_policy!r}; allowed: "
+                                 + ", ".join(CAPACITY_POLICIES))
         if self.max_num_batched_tokens < self.max_num_seqs:
             # Every running sequence must be able to decode in every step (vLLM checks this).
             raise RidgelineError(
@@ -147,7 +159,8 @@ class Engine:
         pool = BlockPool(config.num_kv_blocks, config.block_size_tokens,
                          config.enable_prefix_caching)
         self.scheduler = Scheduler(config.max_num_seqs, config.max_num_batched_tokens,
-                                   config.chunked_prefill, pool)
+                                   config.chunked_prefill, pool,
+                                   no_evict=config.capacity_policy == "guaranteed_no_evict")
         # keep_finished: retired sequences (with their emission segments) are kept in
         # `scheduler.done` for the simulator to turn into trace records.
         self.scheduler.keep_done = keep_finished

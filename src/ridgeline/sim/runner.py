@@ -44,7 +44,7 @@ _NEW, _HANDOFF = 0, 1
 HEAP_MIN_REPLICAS = 2   # static arrivals over this many replicas: `_run_heap`
 # Routers that read nothing but outstanding counts (or nothing): `_run_lazy` applies.
 LAZY_ROUTERS = frozenset({"least-outstanding", "round-robin", "prefix-affinity"})
-STATUS_OK, STATUS_REJECTED = "ok", "rejected"
+STATUS_OK, STATUS_REJECTED, STATUS_TIMEOUT = "ok", "rejected", "error"
 TIMELINE_COLUMNS = ("replica", "start_s", "end_s", "batch_size", "prefill_tokens",
                     "decode_seqs", "kv_blocks_used", "num_waiting")
 
@@ -65,6 +65,9 @@ class Workload:
     think_s: np.ndarray | None = None
     prefix_group: np.ndarray | None = None
     prefix_tokens: np.ndarray | None = None
+    # A client timeout: a request unfinished this long after it was sent is aborted (the
+    # engine frees it; status "error", error_kind "timeout"). Step mode, one replica.
+    timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         self.prompt_tokens = np.asarray(self.prompt_tokens, dtype=np.int64)
@@ -128,6 +131,9 @@ class SimResult:
                 "token_count_source": "simulated", "status": self.status[i],
                 "replica": int(self.replica[i]), "preemptions": int(self.preemptions[i]),
             }
+            if self.status[i] == STATUS_TIMEOUT:
+                rec["error_kind"] = "timeout"
+                rec["error"] = "client timeout: unfinished after the workload's timeout_s"
             if self.status[i] == STATUS_REJECTED:
                 rec["error_kind"] = "kv_capacity"
                 rec["error"] = "prompt + output exceed the KV cache (or, without chunked " \
@@ -155,7 +161,8 @@ class SimResult:
             output_tokens=self.tokens_out.astype(np.int64),
             status=np.array([STATUS_CODE[s] for s in self.status], dtype=np.int8),
             token_source=np.full(n, TOKEN_SOURCE_CODE["simulated"], dtype=np.int8),
-            error_kind=["kv_capacity" if r else None for r in rejected],
+            error_kind=["kv_capacity" if r else ("timeout" if s == STATUS_TIMEOUT else None)
+                        for r, s in zip(rejected, self.status, strict=True)],
             error=[None] * n,
             event_offsets=self.event_offsets.astype(np.int64),
             event_times_s=self.event_times_s,
@@ -261,6 +268,12 @@ class _Sim:
             self.sent, self.end, self.replica = {}, {}, {}  # type: ignore[assignment]
             self.status = {}  # type: ignore[assignment]    # rejected ones; default ok
             self.preempt = defaultdict(int)  # type: ignore[assignment]
+        self.timeout_s = wl.timeout_s
+        self.deadlines: list[tuple[float, int]] = []
+        if self.timeout_s is not None and (self.fast or self.multi or cluster.pd
+                                           or self.stream is not None):
+            raise ValueError("a client timeout needs the step mode, one replica, no P/D "
+                             "and no streaming")
         if wl.concurrency is not None:
             for i in range(min(wl.concurrency, n)):
                 self._push(0.0, _NEW, i)
@@ -314,9 +327,20 @@ class _Sim:
             self._request_done(i, t)
             return None
         self.replica[i] = r.index
+        if self.timeout_s is not None:
+            heapq.heappush(self.deadlines, (t + self.timeout_s, i))
         if r.busy_until_s < t:
             r.busy_until_s = t
         return r
+
+    def _expire(self, r: Replica, now_s: float) -> None:
+        """Abort every request whose client gave up by now_s (step mode, one replica)."""
+        dl = self.deadlines
+        while dl and dl[0][0] <= now_s:
+            d, i = heapq.heappop(dl)
+            if math.isnan(self.end[i]) and r.engine.abort_request(str(i)):
+                self.status[i] = STATUS_TIMEOUT
+                self._request_done(i, d)
 
     # ---- completions ---------------------------------------------------------------------
 
@@ -443,9 +467,14 @@ class _Sim:
         if len(reps) == 1:
             r = reps[0]
             sch = r.engine.scheduler
+            timeout = self.timeout_s is not None
             while True:
                 t_next = next_arrival()
                 while r.busy_until_s < t_next and sch.seqs:
+                    if timeout:
+                        self._expire(r, r.busy_until_s)
+                        if not sch.seqs:
+                            break
                     advance(r, t_next)
                     if dynamic:
                         t_next = next_arrival()
@@ -789,9 +818,23 @@ def simulate(workload: Workload, config: EngineConfig, step_model: StepTimeModel
     chunks), `timeline` empty, totals in `stream_stats` (see `_Stream`).
     """
     from ridgeline.sim import core
+    from ridgeline.sim.engine_costs import EngineCosts, apply_request_overhead
 
     cluster = cluster or ClusterConfig()
+    if workload.timeout_s is not None:
+        mode = "step"     # aborts at deadlines: the reference engine (same trace either way)
+    costs = None
+    if config.request_overhead_s or config.request_overhead_steps:
+        costs = EngineCosts(request_overhead_s=config.request_overhead_s,
+                            request_overhead_steps=config.request_overhead_steps)
+        if sink is not None:
+            inner = sink
+            sink = lambda chunk: inner(apply_request_overhead(chunk, costs))  # noqa: E731
     if core.blocker(workload, config, step_model, cluster, mode) is None:
-        return core.run(workload, config, step_model, cluster, progress, sink, chunk_requests)
-    return _Sim(workload, config, step_model, cluster, mode, progress, sink,
-                chunk_requests).run()
+        res = core.run(workload, config, step_model, cluster, progress, sink, chunk_requests)
+    else:
+        res = _Sim(workload, config, step_model, cluster, mode, progress, sink,
+                   chunk_requests).run()
+    # The per-request costs shift token times only (no feedback into batching): applied
+    # here, after either engine, so the Python engine and the C core stay identical.
+    return res if sink is not None else apply_request_overhead(res, costs)

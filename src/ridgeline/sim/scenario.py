@@ -69,6 +69,10 @@ class Scenario:
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
     num_kv_blocks: int | None = None
+    # the engine whose scheduling and CPU costs apply (ridgeline.sim.engine_costs): vllm,
+    # trtllm or a path to an engine costs file; engine_costs=False prices the GPU work only
+    engine: str = "vllm"
+    engine_costs: bool = True
     # workload and arrivals
     requests: int = 1000
     rate_req_s: float | None = None
@@ -100,8 +104,9 @@ class Scenario:
         inst = self.pd[0] + self.pd[1] if self.pd else self.replicas
         return inst * self.tp * self.pp
 
-    def step_model(self) -> Any:
+    def step_model(self, costs: Any = None) -> Any:
         """The step-time model (roofline, with the what-ifs applied; or the calibrated profile).
+        `costs` (an EngineCosts) replaces the scenario engine's per-step costs.
         RidgelineError when the model does not fit."""
         from ridgeline.perf.serving_model import RooflineStepTime
         from ridgeline.perf.whatif import apply_whatif, kernel_overhead_for
@@ -122,7 +127,8 @@ class Scenario:
             bandwidth_efficiency=self.bandwidth_efficiency,
             kernel_overhead_us=kernel_overhead_for(self.hardware, self.kernel_overhead_us,
                                                    self.whatif),
-            max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs)
+            max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
+            **_engine_costs_kwarg(costs if costs is not None else self.costs()))
         return apply_whatif(base, self.whatif)
 
     def engine_config(self, step_model: Any) -> Any:
@@ -134,10 +140,34 @@ class Scenario:
                                            self.block_size, f"{self.model} on {self.hardware}")
         from ridgeline.sim.step_model import engine_config_for
 
+        costs = self.costs()
         return engine_config_for(step_model, EngineConfig(
             max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
             chunked_prefill=self.chunked_prefill, block_size_tokens=self.block_size,
-            num_kv_blocks=blocks, enable_prefix_caching=self.prefix_caching))
+            num_kv_blocks=blocks, enable_prefix_caching=self.prefix_caching,
+            request_overhead_s=costs.request_overhead_s if costs else 0.0,
+            request_overhead_steps=costs.request_overhead_steps if costs else 0.0,
+            capacity_policy=self.capacity_policy))
+
+    @property
+    def capacity_policy(self) -> str:
+        """How the engine meets a KV shortage: vLLM preempts, TensorRT-LLM's default
+        (GUARANTEED_NO_EVICT) reserves each request's whole KV at admission."""
+        name = self.engine
+        if name.endswith(".json"):      # an engine costs file names its engine
+            from ridgeline.sim.engine_costs import load_engine_costs
+
+            name = load_engine_costs(name).engine
+        return "guaranteed_no_evict" if name == "trtllm" else "vllm"
+
+    def costs(self) -> Any:
+        """The engine's fitted CPU costs (None: off, or a calibrated profile, which measured
+        them already)."""
+        from ridgeline.sim.engine_costs import load_engine_costs
+
+        if not self.engine_costs or self.calibration:
+            return None
+        return load_engine_costs(self.engine)
 
     def cluster_config(self, step_model: Any) -> Any:
         from ridgeline.sim.cluster import ClusterConfig
@@ -161,6 +191,12 @@ class Scenario:
         if self.mode not in ("fast", "step"):
             raise RidgelineError(f"mode: got {self.mode!r}; allowed: fast, step")
         return self
+
+
+def _engine_costs_kwarg(costs: Any) -> dict[str, Any]:
+    """`engine_costs=` for the roofline: it adds the per-step terms (zeros add nothing) and
+    prints every cost among its assumptions."""
+    return {} if costs is None else {"engine_costs": costs}
 
 
 @dataclass

@@ -81,7 +81,13 @@ class Scheduler:
     """Waiting queue, running set, decode aggregates and the KV pool of one engine."""
 
     def __init__(self, max_num_seqs: int, max_num_batched_tokens: int, chunked_prefill: bool,
-                 pool: BlockPool) -> None:
+                 pool: BlockPool, no_evict: bool = False) -> None:
+        # no_evict: TensorRT-LLM's GUARANTEED_NO_EVICT capacity policy: a request is admitted
+        # only if the KV blocks of its whole life (prompt + max output) fit beside those
+        # reserved for the running ones, so a started request is never preempted.
+        self.no_evict = no_evict
+        self.reserved: dict[Sequence, int] = {}
+        self.reserved_blocks = 0
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.chunked_prefill = chunked_prefill
@@ -183,6 +189,8 @@ class Scheduler:
         return True
 
     def _retire(self, seq: Sequence) -> None:
+        if self.no_evict:
+            self.reserved_blocks -= self.reserved.pop(seq, 0)
         del self.seqs[seq.request_id]
         if self.keep_done:
             self.done.append(seq)
@@ -257,7 +265,12 @@ class Scheduler:
         budget = self.max_num_batched_tokens - self.dec_count
         if budget <= 0:
             return False
-        return self._admission_plan(self.waiting[0], budget, self.dec_count > 0) is not None
+        head = self.waiting[0]
+        if self.no_evict and head not in self.reserved and self.reserved_blocks + _cdiv(
+                head.req.prompt_tokens + head.req.output_tokens - 1, self.bs
+        ) > self.pool.num_blocks:
+            return False
+        return self._admission_plan(head, budget, self.dec_count > 0) is not None
 
     # ---- one step ------------------------------------------------------------------------
 
@@ -313,6 +326,12 @@ class Scheduler:
                 plan = self._admission_plan(seq, budget, bool(chunks) or n_dec > 0)
                 if plan is None:
                     break
+                if self.no_evict and seq not in self.reserved:
+                    life = _cdiv(seq.req.prompt_tokens + seq.req.output_tokens - 1, bs)
+                    if self.reserved_blocks + life > pool.num_blocks:
+                        break
+                    self.reserved[seq] = life
+                    self.reserved_blocks += life
                 hits, computed, chunk, new_blocks = plan
                 waiting.popleft()
                 if seq.max_prefix_blocks and seq.num_computed == 0:

@@ -44,6 +44,10 @@ class HardwareSpec:
     display_name: str = ""
     interconnect: str = ""
     source: str = ""
+    # The entry of specs/data/kernels.json whose fitted kernel model times this GPU's
+    # operators ("" = the plain roofline with the efficiency factors above). Catalog GPUs
+    # name themselves; a user file may name one ("kernel_profile": "h100-sxm").
+    kernel_profile: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def peak(self, dtype: str) -> float:
@@ -63,7 +67,11 @@ class HardwareSpec:
     def with_efficiency(self, compute_efficiency: float | None = None,
                         bandwidth_efficiency: float | None = None,
                         kernel_overhead_us: float | None = None) -> HardwareSpec:
-        """A copy with the given efficiency factors overridden (None keeps the file's)."""
+        """A copy with the given efficiency factors overridden (None keeps the file's).
+
+        A compute or bandwidth efficiency given here replaces the fitted kernel model: the
+        copy is timed by the plain roofline with these factors (`kernel_profile` cleared).
+        """
         out = self
         for name, value in (("compute_efficiency", compute_efficiency),
                             ("bandwidth_efficiency", bandwidth_efficiency)):
@@ -71,7 +79,7 @@ class HardwareSpec:
                 if not 0 < value <= 1:
                     raise RidgelineError(f"{name.replace('_', '-')}: got {value}; allowed: "
                                          "0 < value <= 1")
-                out = replace(out, **{name: float(value)})
+                out = replace(out, **{name: float(value)}, kernel_profile="")
         if kernel_overhead_us is not None:
             if kernel_overhead_us < 0:
                 raise RidgelineError(f"kernel-overhead-us: got {kernel_overhead_us}; allowed: "
@@ -91,6 +99,7 @@ class HardwareSpec:
             "compute_efficiency": self.compute_efficiency,
             "bandwidth_efficiency": self.bandwidth_efficiency,
             "kernel_overhead_us": self.kernel_overhead_us,
+            "kernel_profile": self.kernel_profile,
         }
 
 
@@ -116,14 +125,16 @@ def from_dict(data: dict[str, Any], name: str) -> HardwareSpec:
             display_name=str(data.get("display_name", "")),
             interconnect=str(data.get("interconnect", "")),
             source=str(data.get("_source", "")),
+            kernel_profile=str(data.get("kernel_profile", "")),
         )
     except (TypeError, ValueError) as exc:
         raise RidgelineError(f"hardware {name}: a numeric field is not a number ({exc})") from None
     for key in ("memory_bandwidth_bytes_s", "memory_bytes", "interconnect_bandwidth_bytes_s"):
         if getattr(spec, key) <= 0:
             raise RidgelineError(f"hardware {name}: field '{key}' must be > 0")
-    return spec.with_efficiency(spec.compute_efficiency, spec.bandwidth_efficiency,
-                                spec.kernel_overhead_us)
+    checked = spec.with_efficiency(spec.compute_efficiency, spec.bandwidth_efficiency,
+                                   spec.kernel_overhead_us)
+    return replace(checked, kernel_profile=spec.kernel_profile)  # validation only
 
 
 def _catalog_dir() -> Any:
@@ -156,4 +167,6 @@ def load_hardware(name_or_path: str) -> HardwareSpec:
         names = ", ".join(sorted(hardware_catalog()))
         raise RidgelineError(f"hardware: got {name_or_path!r}; allowed: a JSON path or one of "
                              f"{names}")
-    return from_dict(json.loads(entry.read_text()), key)
+    spec = from_dict(json.loads(entry.read_text()), key)
+    # Catalog GPUs are timed by the fitted kernel model (measured or derived by rule).
+    return replace(spec, kernel_profile=spec.kernel_profile or key)

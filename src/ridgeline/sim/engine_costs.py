@@ -1,0 +1,170 @@
+"""An engine's costs outside the GPU kernels: per request and per step, fitted, with provenance.
+
+The roofline prices what the GPU computes. A serving engine adds time the kernels do not
+show, and the replay of real vLLM runs (benchmarks/bench_vllm_replay.py) measures it:
+
+- per request: the API server, tokenization, the hand-off to the engine core, detokenizing
+  and streaming the first chunk (`request_overhead_s`, a fixed time), and vLLM V1's
+  asynchronous scheduling, which decides step n+1 while step n runs, so a request that
+  arrives during a step joins one step later than a synchronous scheduler would take it
+  (`request_overhead_steps`: that many of the run's mean decode steps). Both shift every
+  token (TTFT and E2E, not the gaps between tokens), by one amount for the whole run. They
+  are applied to the simulated token times after the engine ran (`apply_request_overhead`),
+  so they do not feed back into batching: an approximation, kept because it is the same for
+  the Python engine and the C core and costs one vector operation;
+- per step: the scheduler, input preparation and sampling on the CPU (`step_overhead_s`,
+  every step that runs) and the extra of a step that carries prefill work (`mixed_step_s`:
+  vLLM runs decode-only batches as full CUDA graphs and mixed ones piecewise); the
+  step-time model adds them to every step (`linear_terms`, a term of the roofline's
+  linear part, so the C core, which takes the compiled coefficients, sees them too).
+
+Every number comes from a catalog file, `ridgeline/specs/data/engines/<engine>.json`, with the
+data it was fitted on, the date, the residual and the cross-validated error, and is printed
+among the assumptions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from ridgeline.errors import RidgelineError
+
+ENGINES = ("vllm", "trtllm")
+FIELDS = ("request_overhead_s", "request_overhead_steps", "step_overhead_s", "mixed_step_s")
+
+
+@dataclass(frozen=True)
+class EngineCosts:
+    engine: str = "vllm"
+    request_overhead_s: float = 0.0
+    request_overhead_steps: float = 0.0
+    step_overhead_s: float = 0.0
+    mixed_step_s: float = 0.0
+    provenance: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def with_values(self, **values: float) -> EngineCosts:
+        return replace(self, **values)
+
+    @property
+    def is_zero(self) -> bool:
+        return not any(getattr(self, f) for f in FIELDS)
+
+    def linear_terms(self) -> np.ndarray:
+        """Seconds per work variable (ridgeline.perf.ops.WORK_VARS) added to every step."""
+        from ridgeline.perf.ops import VAR, WORK_VARS
+
+        out = np.zeros(len(WORK_VARS))
+        out[VAR["any"]] = self.step_overhead_s
+        out[VAR["pre"]] = self.mixed_step_s
+        return out
+
+    def assumptions(self) -> list[str]:
+        pv = self.provenance
+        when = pv.get("date")
+        if when:
+            cv = pv.get("cv_ape") or {}
+            err = ", ".join(f"{m} {cv[m]:.1%}" for m in ("ttft_mean", "itl", "e2e_mean")
+                            if m in cv)
+            tail = (f" (fitted {when} on {len(pv.get('runs', []))} runs of "
+                    f"{pv.get('data', 'measured data')}"
+                    + (f"; leave-one-model-out mean APE {err}" if err else "") + ")")
+        else:
+            tail = f" ({pv.get('fitted_on', 'not fitted: measured nothing')})"
+        return [
+            f"engine {self.engine}: per request {self.request_overhead_s * 1e3:.2f} ms fixed "
+            f"(API server, tokenization, first streamed chunk) + "
+            f"{self.request_overhead_steps:g} x the replica's mean decode step (asynchronous "
+            "scheduling joins a request one step later), added to every token time in "
+            "simulate (not in serve)" + tail,
+            f"engine {self.engine}: per step {self.step_overhead_s * 1e3:.3f} ms CPU "
+            f"(scheduling, input preparation, sampling) + {self.mixed_step_s * 1e3:.3f} ms "
+            "for a step with prefill work (piecewise, not full, CUDA graph)" + tail,
+        ]
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": self.engine, **{f: getattr(self, f) for f in FIELDS},
+                "provenance": self.provenance}
+
+
+def load_engine_costs(engine: str = "vllm") -> EngineCosts:
+    """The catalog's fitted costs of `engine` (vllm, trtllm) or a path to such a file."""
+    from pathlib import Path
+
+    p = Path(engine)
+    if p.suffix == ".json":
+        if not p.is_file():
+            raise RidgelineError(f"--engine: file {engine!r} not found")
+        text = p.read_text()
+        name = p.stem
+    else:
+        if engine not in ENGINES:
+            raise RidgelineError(f"--engine: got {engine!r}; allowed: {', '.join(ENGINES)} "
+                                 "or a path to an engine costs .json")
+        text = resources.files("ridgeline.specs").joinpath(
+            "data", "engines", f"{engine}.json").read_text()
+        name = engine
+    try:
+        d = json.loads(text)
+        vals = {f: float(d["costs"][f]["value"]) for f in FIELDS if f in d["costs"]}
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise RidgelineError(f"--engine: {name}: not an engine costs file ({exc})") from None
+    return EngineCosts(engine=str(d.get("engine", name)), provenance=d.get("provenance", {}),
+                       **vals)
+
+
+def run_mean_step_s(n_tokens: np.ndarray, mean_gap_s: np.ndarray) -> float:
+    """The run's mean decode step: requests' mean token gaps, weighted by their gaps."""
+    multi = n_tokens > 1
+    if not multi.any():
+        return 0.0
+    w = n_tokens[multi] - 1
+    return float((mean_gap_s[multi] * w).sum() / w.sum())
+
+
+def apply_request_overhead(res: Any, costs: EngineCosts | None) -> Any:
+    """Shift every token time (and end) by the per-request overhead, in place.
+
+    The shift is one number per replica: `request_overhead_s` + `request_overhead_steps` x the
+    replica's mean decode step (its requests' token gaps pooled). One number keeps the tokens
+    of one engine step together across requests, as a real server streams them (a
+    per-request value would spread them apart; `advise` reads that alignment). A streamed run
+    gets the shift of each chunk it hands out (the mean step of that chunk's requests)."""
+    if costs is None or (costs.request_overhead_s == 0 and costs.request_overhead_steps == 0):
+        return res
+    off = np.asarray(res.event_offsets)
+    ev = res.event_times_s
+    if not len(res) or ev.size == 0:
+        return res
+    n_tok = np.diff(off)
+    has = n_tok > 0
+    shift: float | np.ndarray = float(costs.request_overhead_s)
+    if costs.request_overhead_steps:
+        # the mean decode step of each replica (a shard of a fleet holds whole replicas, so
+        # a sharded run shifts exactly as one process does)
+        rep = np.asarray(getattr(res, "replica", np.zeros(len(res))), dtype=np.int64)
+        rep = np.where(rep < 0, 0, rep)
+        multi = np.flatnonzero(n_tok > 1)
+        span = np.zeros(n_tok.size)
+        span[multi] = ev[off[multi + 1] - 1] - ev[off[multi]]
+        gaps = np.where(n_tok > 1, n_tok - 1, 0)
+        num = np.bincount(rep, weights=span)
+        den = np.bincount(rep, weights=gaps)
+        mean_step = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+        per_req = costs.request_overhead_s + costs.request_overhead_steps * mean_step[rep]
+        # one replica (or equal steps): a scalar add, no per-token array
+        shift = float(per_req[0]) if np.all(per_req == per_req[0]) else per_req
+    if not ev.flags.writeable:
+        ev = ev.copy()
+    ev += np.repeat(shift, n_tok) if isinstance(shift, np.ndarray) else shift
+    res.event_times_s = ev
+    res.end_s = np.where(has, res.end_s + shift, res.end_s)
+    return res
+
+
+__all__ = ["ENGINES", "EngineCosts", "apply_request_overhead", "load_engine_costs",
+           "run_mean_step_s"]
