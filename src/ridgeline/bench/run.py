@@ -139,6 +139,8 @@ def _header(cfg: BenchConfig, info: ServerInfo, t0_perf: float, n_pool: int,
     dataset["output"] = cfg.output.spec if cfg.output is not None else "from dataset"
     dataset["distinct_prompts"] = n_pool
     dataset["prompt_reuse"] = "prefix-groups" if cfg.prefix_groups else "none"
+    if cfg.dataset.kind == "sonnet" and cfg.dataset.prefix_tokens:
+        dataset["prompt_reuse"] = "sonnet prefix"  # vLLM's sonnet shares its first lines
     if cfg.multi_turn is not None:
         dataset["prompt_reuse"] = "multi-turn"
         dataset["multi_turn"] = cfg.multi_turn.describe()
@@ -207,7 +209,7 @@ def plan_requests(cfg: BenchConfig, tok: Tokenizer | None = None
                           prefix_tokens=cfg.prefix_tokens, tokenizer=tok,
                           text_rng=text_rng(cfg.seed, nonce, cfg.point_index))
     tagger = PromptTagger(nonce, cfg.point_index,
-                          "replace" if cfg.dataset.kind == "synthetic" else "prefix")
+                          "replace" if cfg.dataset.kind in ("synthetic", "sonnet") else "prefix")
     return pool, plan_source(cfg.load, pool, streams.arrivals, tagger)
 
 
@@ -254,7 +256,8 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
                                                               sampler.header())))
 
     cache = CacheWatch(asked=bool(cfg.prefix_groups or cfg.multi_turn or (
-        cfg.replay is not None and cfg.replay.hash_ids)))
+        cfg.replay is not None and cfg.replay.hash_ids) or (
+        cfg.dataset.kind == "sonnet" and cfg.dataset.prefix_tokens)))
 
     def emit(rec: dict) -> None:
         writer_box[0].write_request(rec)
