@@ -98,7 +98,6 @@ class ChunkRenderer:
     def whole(self, stream: Stream) -> dict[str, Any]:
         """The non-streaming body."""
         text = filler_text(0, stream.tokens_emitted)
-        p = self.plan.prompt_tokens
         if self.chat:
             obj = "chat.completion"
             choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant",
@@ -109,8 +108,7 @@ class ChunkRenderer:
         choice.update(logprobs=None, finish_reason=stream.finish_reason)
         return {"id": self.request_id, "object": obj, "created": self.created,
                 "model": self.model, "choices": [choice],
-                "usage": {"prompt_tokens": p, "completion_tokens": stream.tokens_emitted,
-                          "total_tokens": p + stream.tokens_emitted}}
+                "usage": json.loads(self.usage(stream.tokens_emitted))}
 
 
 @types.coroutine

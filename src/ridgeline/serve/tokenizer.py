@@ -93,6 +93,17 @@ class PromptTokenizer:
                 break
         return total
 
+    def ids(self, text: str) -> list[int] | None:
+        """Token ids of `text` (`/tokenize`); None with the approximate counter."""
+        if self._encoder is None:
+            return None
+        return [int(t) for piece in _pieces(text) for t in self._encoder.encode_ordinary(piece)]
+
+    def decode(self, ids: list[int]) -> str | None:
+        """Text of token ids (`/detokenize`); None with the approximate counter."""
+        decode = getattr(self._encoder, "decode", None)
+        return None if decode is None else str(decode(list(ids)))
+
     def count_chat(self, messages: list[dict[str, Any]], stop_after: int | None = None) -> int:
         """Tokens of a chat prompt: message contents plus OpenAI's per-message framing."""
         total = CHAT_REPLY_PRIMING_TOKENS
@@ -143,6 +154,9 @@ class _EncodeAdapter:
 
     def encode_ordinary(self, text: str) -> list[int]:
         return list(self._tok.encode(text))
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids))
 
 
 def filler_text(start_index: int, n_tokens: int) -> str:
