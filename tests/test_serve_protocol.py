@@ -147,7 +147,7 @@ BAD_REQUESTS = [
     (json.dumps({"prompt": ["a", "b"]}).encode(), 400, "prompt"),
     (json.dumps({"prompt": [-1, 2]}).encode(), 400, "prompt"),
     (json.dumps({"max_tokens": 3}).encode(), 400, "prompt"),
-    (json.dumps({"prompt": "x", "n": 2}).encode(), 400, "n"),
+    (json.dumps({"prompt": "x", "n": 0}).encode(), 400, "n"),
     (json.dumps({"prompt": "x", "min_tokens": 20, "max_tokens": 3}).encode(), 400,
      "min_tokens"),
     (json.dumps({"prompt": "x", "stream_options": {"include_usage": 3}}).encode(), 400,

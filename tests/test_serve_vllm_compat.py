@@ -143,3 +143,72 @@ def test_tokenize_detokenize_version(server: str) -> None:
     from ridgeline import __version__
 
     assert version == {"version": __version__}
+
+
+def _sse(server: str, path: str, body: dict) -> list[dict]:
+    import json
+
+    out = []
+    with httpx.stream("POST", server + path, json={**body, "stream": True}, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                out.append(json.loads(line[6:]))
+    return out
+
+
+def test_stop_string_cuts_the_output(server: str) -> None:
+    # the filler stream is " the of and to in a is that for it ..." (tokenizer.py)
+    body = {"model": MODEL, "prompt": "x", "max_tokens": 12, "stop": [" to in", " it"],
+            "ignore_eos": True}
+    whole = httpx.post(server + "/v1/completions", json=body, timeout=60).json()
+    choice = whole["choices"][0]
+    assert choice["text"] == " the of and" and choice["finish_reason"] == "stop"
+    # generation ran until " to in" was complete: 5 tokens (" the"," of"," and"," to"," in")
+    assert whole["usage"]["completion_tokens"] == 5
+    chunks = _sse(server, "/v1/completions", {**body, "stream_options":
+                                               {"include_usage": True}})
+    text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+    assert text == " the of and"
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
+    assert chunks[-1]["usage"]["completion_tokens"] == 5
+    # no stop string in the output: runs to max_tokens
+    plain = httpx.post(server + "/v1/completions", timeout=60, json={
+        **body, "stop": "zebra"}).json()
+    assert plain["choices"][0]["finish_reason"] == "length"
+    assert plain["usage"]["completion_tokens"] == 12
+
+
+def test_n_choices_and_logprobs(server: str) -> None:
+    r = httpx.post(server + "/v1/completions", timeout=60, json={
+        "model": MODEL, "prompt": "x", "max_tokens": 3, "n": 2, "logprobs": 2}).json()
+    assert [c["index"] for c in r["choices"]] == [0, 1]
+    assert r["usage"]["completion_tokens"] == 6
+    lp = r["choices"][0]["logprobs"]
+    assert lp["tokens"] == [" the", " of", " and"] and lp["text_offset"] == [0, 4, 7]
+    assert all(len(top) == 2 and top[t] == lp["token_logprobs"][0]
+               for top, t in zip(lp["top_logprobs"], lp["tokens"], strict=True))
+    chat = httpx.post(server + "/v1/chat/completions", timeout=60, json={
+        "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+        "logprobs": True, "top_logprobs": 3}).json()
+    content = chat["choices"][0]["logprobs"]["content"]
+    assert [c["token"] for c in content] == [" the", " of"]
+    assert all(len(c["top_logprobs"]) == 3 and c["top_logprobs"][0]["token"] == c["token"]
+               and c["bytes"] == list(c["token"].encode()) for c in content)
+    chunks = _sse(server, "/v1/chat/completions", {
+        "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+        "n": 3})
+    indices = {c["choices"][0]["index"] for c in chunks if c["choices"]}
+    assert indices == {0, 1, 2}
+
+
+@pytest.mark.parametrize(("extra", "param"), [
+    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"n": 0}, "n"),
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+])
+def test_unsupported_fields_are_400s(server: str, extra: dict, param: str) -> None:
+    r = httpx.post(server + "/v1/chat/completions", timeout=60, json={
+        "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+        **extra})
+    assert r.status_code == 400 and r.json()["error"]["param"] == param

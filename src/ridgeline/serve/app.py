@@ -72,7 +72,10 @@ from ridgeline.serve.responses import (
     Plan,
     SSEWriter,
 )
-from ridgeline.serve.tokenizer import get_tokenizer, model_tokenizer
+from ridgeline.serve.tokenizer import filler_stop, get_tokenizer, model_tokenizer
+
+MAX_N = 128          # choices per request (`n`)
+MAX_LOGPROBS = 20    # vLLM's default --max-logprobs is 20
 
 
 @dataclass
@@ -198,18 +201,21 @@ class _Metrics:
             # vLLM's request phases (v1/metrics/stats.py): queued -> scheduled -> first
             # token -> last token.
             arrival = stream.arrival_emu_s
-            first = stream.first_token_emu_s if stream.first_token_emu_s is not None else at_s
-            # Behind the wall clock the driver runs steps that started before a request
-            # arrived; keep arrival <= scheduled <= first token so the phases add up.
+            # Behind the wall clock the driver runs steps that started (even ended) before
+            # a request arrived; keep arrival <= scheduled <= first <= last so the phases
+            # are >= 0 and add up to the e2e latency, as vLLM's do.
+            last = max(at_s, arrival)
+            first = min(max(stream.first_token_emu_s if stream.first_token_emu_s is not None
+                            else at_s, arrival), last)
             scheduled = min(max(stream.scheduled_emu_s if stream.scheduled_emu_s is not None
                                 else arrival, arrival), first)
             n = stream.tokens_emitted
             self.e2e.observe(at_s - arrival)
             self.queue.observe(scheduled - arrival)
             self.prefill.observe(first - scheduled)
-            self.decode.observe(at_s - first)
-            self.inference.observe(at_s - scheduled)
-            self.request_tpot.observe((at_s - first) / (n - 1) if n > 1 else 0.0)
+            self.decode.observe(last - first)
+            self.inference.observe(last - scheduled)
+            self.request_tpot.observe((last - first) / (n - 1) if n > 1 else 0.0)
             self.prompt_hist.observe(stream.prompt_tokens)
             self.gen_hist.observe(n)
             self.max_gen_hist.observe(n)
@@ -292,8 +298,30 @@ class _EmulatorState:
             raise RequestError(f"The model `{req.model}` does not exist.", status=404,
                                param="model", err_type="NotFoundError",
                                code="model_not_found")
-        if req.n not in (None, 1):
-            raise RequestError("n: only n=1 is supported", param="n")
+        n_choices = 1 if req.n is None else req.n
+        if not 1 <= n_choices <= MAX_N:
+            raise RequestError(f"n: must be in [1, {MAX_N}], got {n_choices}", param="n")
+        extra = req.model_extra or {}
+        if extra.get("tools") and extra.get("tool_choice", "auto") != "none":
+            # vLLM answers 400 when no tool parser is configured; the emulator has none:
+            # its output is filler text, never a tool call.
+            raise RequestError('"auto" tool choice requires --enable-auto-tool-choice and '
+                               "--tool-call-parser to be set (the emulator emits filler "
+                               "text, never tool calls)", param="tools")
+        fmt = extra.get("response_format")
+        if isinstance(fmt, dict) and fmt.get("type") not in (None, "text"):
+            raise RequestError(f"response_format: {fmt.get('type')!r} is not supported by the "
+                               "emulator (its output is filler text, not structured)",
+                               param="response_format")
+        logprobs = None
+        if isinstance(req, CompletionRequest) and req.logprobs is not None:
+            logprobs = req.logprobs
+        elif isinstance(req, ChatCompletionRequest) and req.logprobs:
+            logprobs = req.top_logprobs or 0
+        if logprobs is not None and not 0 <= logprobs <= MAX_LOGPROBS:
+            raise RequestError(f"logprobs: must be in [0, {MAX_LOGPROBS}], got {logprobs}",
+                               param="top_logprobs" if isinstance(
+                                   req, ChatCompletionRequest) else "logprobs")
         if isinstance(req, CompletionRequest):
             if req.echo:
                 raise RequestError("echo: not supported by the emulator", param="echo")
@@ -343,6 +371,12 @@ class _EmulatorState:
             rng = self.rng if req.seed is None else np.random.default_rng(req.seed)
             natural = int(self.eos.sample(1, rng)[0])
             output_tokens = int(min(max(natural, min_tokens, 1), max_tokens))
+        stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+        text_limit = None
+        if stops:
+            hit = filler_stop(output_tokens, stops)
+            if hit is not None:
+                output_tokens, text_limit = hit
         opts = req.stream_options
         hashes = None
         if self.block_size_tokens:
@@ -352,7 +386,8 @@ class _EmulatorState:
                     max_tokens=int(max_tokens),
                     include_usage=bool(opts and opts.include_usage),
                     continuous_usage=bool(opts and opts.continuous_usage_stats),
-                    block_hashes=hashes)
+                    block_hashes=hashes, text_limit_chars=text_limit, n=n_choices,
+                    logprobs=logprobs)
 
     def _count_completion_prompt(self, prompt: Any) -> int:
         if isinstance(prompt, str):

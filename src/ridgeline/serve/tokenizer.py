@@ -159,6 +159,38 @@ class _EncodeAdapter:
         return str(self._tok.decode(ids))
 
 
+_CYCLE_CHARS = sum(len(w) for w in FILLER_WORDS)
+_PREFIX_CHARS = tuple(sum(len(w) for w in FILLER_WORDS[:i]) for i in range(len(FILLER_WORDS)))
+
+
+def filler_chars(n_tokens: int) -> int:
+    """Characters in the first n tokens of the filler stream."""
+    q, r = divmod(n_tokens, len(FILLER_WORDS))
+    return q * _CYCLE_CHARS + _PREFIX_CHARS[r]
+
+
+def filler_stop(n_tokens: int, stops: list[str]) -> tuple[int, int] | None:
+    """vLLM's stop strings over the first n filler tokens: generation goes on until a stop
+    string is complete, and the text is cut where it begins. Returns (tokens generated,
+    characters of text kept) for the stop completed first, or None if none occurs."""
+    text = filler_text(0, n_tokens)
+    best: tuple[int, int] | None = None
+    for stop in stops:
+        at = text.find(stop) if stop else -1
+        if at < 0:
+            continue
+        lo, hi = 1, n_tokens  # the fewest tokens whose text holds the whole stop string
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if filler_chars(mid) >= at + len(stop):
+                hi = mid
+            else:
+                lo = mid + 1
+        if best is None or (lo, at) < best:
+            best = (lo, at)
+    return best
+
+
 def filler_text(start_index: int, n_tokens: int) -> str:
     """Output tokens start_index .. start_index + n_tokens - 1 of the filler stream."""
     words = FILLER_WORDS
@@ -166,5 +198,5 @@ def filler_text(start_index: int, n_tokens: int) -> str:
     return "".join(words[(start_index + i) % k] for i in range(n_tokens))
 
 
-__all__ = ["FILLER_WORDS", "PromptTokenizer", "filler_text", "get_tokenizer",
-           "model_tokenizer"]
+__all__ = ["FILLER_WORDS", "PromptTokenizer", "filler_chars", "filler_stop", "filler_text",
+           "get_tokenizer", "model_tokenizer"]
