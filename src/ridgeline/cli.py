@@ -42,7 +42,7 @@ app = typer.Typer(
 # Modules in ridgeline.commands that expose `register(app)`. A module that is not there
 # yet (a capability still being built) is skipped.
 COMMAND_MODULES = ("demo", "estimate", "analyze", "theory", "simulate", "serve", "bench",
-                   "report", "ui", "plan", "advise", "calibrate", "verify")
+                   "report", "ui", "plan", "advise", "calibrate", "verify", "export")
 
 
 def _version_callback(value: bool) -> None:
