@@ -129,8 +129,13 @@ def test_tricky_values_are_json_values(tmp_path: Path) -> None:
     assert ids[-1] == "17"
 
 
-def test_fast_path_reads_plain_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Plain batches never go through the per-line exact path; odd ones do."""
+@pytest.mark.parametrize("with_msgspec", [False, True])
+def test_fast_path_reads_plain_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       with_msgspec: bool) -> None:
+    """Plain batches never go through the per-line exact path; odd ones do (the cutting
+    fast path cannot read a nested event_times_s; msgspec's decode can)."""
+    if not with_msgspec:
+        monkeypatch.setattr(reader, "_msgspec", None)
     monkeypatch.setattr(reader, "BATCH_LINES", 10)
     calls: list[int] = []
     exact = reader._parse_batch
@@ -144,8 +149,11 @@ def test_fast_path_reads_plain_batches(tmp_path: Path, monkeypatch: pytest.Monke
     nested = next(t for t in TRICKY if '"id":"nested"' in t)
     write(p, [HEADER] + [plain(i) for i in range(35)] + [nested]
           + [plain(i) for i in range(35, 45)])
-    reader.read_trace(p)
-    assert calls == [31]  # only the batch with the nested event_times_s (lines 31-40)
+    t = reader.read_trace(p)
+    # only the batch with the nested event_times_s (lines 31-40), and none with msgspec
+    assert calls == ([] if with_msgspec else [31])
+    i = list(t.ids).index("nested")
+    assert t.event_times_s[t.event_offsets[i]:t.event_offsets[i + 1]].tolist() == [3.5, 3.75]
 
 
 MALFORMED = [
