@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -322,19 +322,12 @@ def bench(
     from ridgeline.bench import peer_flags as pf
     from ridgeline.bench.client import EndpointConfig
     from ridgeline.bench.dataset import parse_dataset
-    from ridgeline.bench.load import LoadSpec
-    from ridgeline.bench.run import BenchConfig, run_bench
     from ridgeline.bench.summary import (
-        analyze_trace,
-        bookkeeping,
-        knee_index,
         print_summary,
         print_sweep,
-        sweep_row,
     )
     from ridgeline.bench.telemetry import TelemetryConfig
-    from ridgeline.metrics.telemetry import telemetry_lines, trace_file_telemetry
-    from ridgeline.workload.arrivals import parse_arrival
+    from ridgeline.metrics.telemetry import telemetry_lines
     from ridgeline.workload.lengths import parse_lengths
 
     if vllm_profile:
@@ -509,148 +502,79 @@ def bench(
                                  "pip install 'ridgeline[ray]')") from None
     trace_base = trace or time.strftime("bench-%Y%m%d-%H%M%S.jsonl")
     check_writable(trace_base, "--trace")
-    points: list[tuple[str, float | None, int | None]] = []
-    if len(rates) > 1:
-        points = [(f"rate={r:g}", r, concs[0] if concs else None) for r in rates]
-    elif len(concs) > 1:
-        points = [(f"concurrency={c}", rates[0] if rates else None, c) for c in concs]
-    else:
-        points = [("", rates[0] if rates else None, concs[0] if concs else None)]
-    if rate_sweep:  # the rates are added once the saturation probe has run
-        from ridgeline.bench.rate_sweep import SATURATION_CONCURRENCY
+    from ridgeline.bench.session import (
+        BenchPlan,
+        EmulatorSpec,
+        SessionHooks,
+        run_plan,
+        sweep_points,
+    )
 
-        points = [("saturation", None, concs[0] if concs else SATURATION_CONCURRENCY)]
-    sweeping = len(points) > 1 or rate_sweep
-    sweep_runs: list[dict] = []
-    capacity = float("nan")
-    console = Console(stderr=json_out)
-    show_progress = progress if progress is not None else sys.stderr.isatty()
-
-    def trace_path_for(label: str) -> str:
-        if not sweeping:
-            return trace_base
-        stem, dot, ext = trace_base.rpartition(".")
-        tag = label.replace("=", "-")
-        return f"{stem}.{tag}.{ext}" if dot else f"{trace_base}.{tag}"
-
-    header_extra: dict = {}
-    emulator_cm: contextlib.AbstractContextManager = contextlib.nullcontext()
+    emulator = None
     if target == "emulator":
         try:
-            from ridgeline.serve.launcher import EmulatorProcess
+            import ridgeline.serve.launcher  # noqa: F401
         except ImportError:
             raise RidgelineError("--target emulator: the emulator (ridgeline.serve) is not "
                                  "available in this installation") from None
-        emulator_cm = EmulatorProcess(model=model or "llama-3.1-8b", hardware=hardware,
-                                      speed=speed, extra_args=list(emulator_arg or []) + (
-                                          ["--calibration", calibration] if calibration
-                                          else []))
-        header_extra = {"hardware": hardware, "engine": "ridgeline-emulator",
-                        "emulator_speed": speed}
-    if header_rate_inf:
-        header_extra["request_rate"] = "inf"
-    results = []
-    exit_code = 0
-    with emulator_cm as emu:
-        url = emu.base_url if emu is not None else base_url
-        # Say what runs and for how long before the first request: a run that shows no
-        # progress (stderr not a terminal) must still say it is working, and on what.
-        bound = " or ".join(b for b in (f"{requests} requests" if requests else "",
-                                        f"{duration_s:g} s" if duration_s else "") if b)
-
-        def announce(cfg: BenchConfig) -> None:
-            typer.echo(f"bench: {cfg.endpoint.base_url} model {cfg.endpoint.model}: {bound}"
-                       f"{' (whichever first)' if ' or ' in bound else ''}; trace "
-                       f"{cfg.trace_path}", err=True)
-        if ready_check_timeout_s:
-            pf.wait_ready(url, ready_check_timeout_s, dict(_headers(header)))
-        endpoint = EndpointConfig(
-            base_url=url, model=model, api=api,
+        emulator = EmulatorSpec(model=model or "llama-3.1-8b", hardware=hardware, speed=speed,
+                                extra_args=tuple(list(emulator_arg or []) + (
+                                    ["--calibration", calibration] if calibration else [])))
+    plan = BenchPlan(
+        endpoint=EndpointConfig(
+            base_url=base_url, model=model, api=api,
             api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY"),
             headers=_headers(header), timeout_s=timeout_s, stall_timeout_s=stall_timeout_s,
             temperature=temperature, ignore_eos=ignore_eos, min_tokens=min_tokens,
-            verify_tls=not insecure, include_usage=not no_usage, extra_body=body_extra)
-        rows = []
-        for point_index, (label, point_rate, point_conc) in enumerate(points):
-            arrival_proc = (parse_arrival(arrival, point_rate) if point_rate is not None
-                            else None)
-            if point_rate is None and arrival not in ("poisson",) and not rate_sweep:
-                # an arrival spec that carries its own rate (ramp, replay) makes it open loop
-                arrival_proc = parse_arrival(arrival, None)
-            if replay_trace is not None:
-                from ridgeline.workload.arrivals import ArrivalProcess
+            verify_tls=not insecure, include_usage=not no_usage, extra_body=body_extra),
+        points=sweep_points(rates, concs, rate_sweep=rate_sweep), trace_base=trace_base,
+        arrival=arrival, requests=requests, duration_s=duration_s, warmup=warmup, dataset=ds,
+        prompt=prompt_dist, output=output_dist, prefix_groups=prefix_groups,
+        prefix_tokens=prefix_tokens, tokenizer=tokenizer, seed=seed, grace_s=grace_s,
+        max_error_rate=max_error_rate, workers=workers, ray_address=ray,
+        progress=progress if progress is not None else sys.stderr.isatty(),
+        prompt_nonce=prompt_nonce, replay=replay_trace, multi_turn=turns,
+        telemetry=TelemetryConfig(enabled=not no_server_metrics, url=metrics_url,
+                                  interval_s=telemetry_interval_ms / 1e3),
+        rate_sweep=rate_sweep, replay_concurrency=concs[0] if concurrency else None,
+        emulator=emulator, header_extra={"request_rate": "inf"} if header_rate_inf else {},
+        slos=slos, result_formats=result_formats, percentiles=pcts, result_spec=result_spec,
+        ready_check_timeout_s=ready_check_timeout_s)
+    console = Console(stderr=json_out)
+    # Say what runs and for how long before the first request: a run that shows no
+    # progress (stderr not a terminal) must still say it is working, and on what.
+    bound = " or ".join(b for b in (f"{requests} requests" if requests else "",
+                                    f"{duration_s:g} s" if duration_s else "") if b)
 
-                arrival_proc = ArrivalProcess("replay", replay_times_s=replay_trace.times_s)
-                point_conc = concs[0] if concurrency else None
-            load = LoadSpec(concurrency=point_conc, arrival=arrival_proc, requests=requests,
-                            duration_s=duration_s, warmup=warmup)
-            cfg = BenchConfig(
-                endpoint=endpoint, load=load, trace_path=trace_path_for(label), dataset=ds,
-                prompt=prompt_dist, output=output_dist, prefix_groups=prefix_groups,
-                prefix_tokens=prefix_tokens, tokenizer=tokenizer, seed=seed, grace_s=grace_s,
-                max_error_rate=max_error_rate, workers=workers,
-                ray_address=ray, progress=show_progress, header_extra=dict(header_extra),
-                prompt_nonce=prompt_nonce, point_index=point_index, replay=replay_trace,
-                multi_turn=turns,
-                telemetry=TelemetryConfig(enabled=not no_server_metrics, url=metrics_url,
-                                          interval_s=telemetry_interval_ms / 1e3))
-            if sweeping:
-                console.print(f"[bold]{label}[/bold] → {cfg.trace_path}")
-            outcome = run_bench(cfg, warn=lambda m: console.print(
-                f"[yellow]warning:[/] {escape(m)}", highlight=False), on_start=announce)
-            result = analyze_trace(outcome.trace_path, slos, seed)
-            book = bookkeeping(outcome.trace_path)
-            if result_formats:
-                from ridgeline.bench.results_peer import write_peer_results
+    def announce(cfg: Any) -> None:
+        typer.echo(f"bench: {cfg.endpoint.base_url} model {cfg.endpoint.model}: {bound}"
+                   f"{' (whichever first)' if ' or ' in bound else ''}; trace "
+                   f"{cfg.trace_path}", err=True)
 
-                for path in write_peer_results(outcome.trace_path, result_formats, slos, pcts,
-                                               result_spec, label.replace("=", "-")):
-                    console.print(f"result: {path}", highlight=False)
-            telemetry = trace_file_telemetry(outcome.trace_path)
-            if not sweeping and not json_out:
-                print_summary(result, book, [*outcome.notes, f"trace: {outcome.trace_path}"],
-                              console)
-                for line in telemetry_lines(telemetry):
-                    console.print(line, highlight=False)
-            row = sweep_row(label or "run", result, book)
-            rows.append(row)
-            results.append({"point": label or "run", "trace": str(outcome.trace_path),
-                            "interrupted": outcome.interrupted, "aborted": outcome.aborted,
-                            "bench": book, "notes": outcome.notes, "telemetry": telemetry,
-                            "analysis": result.to_dict() if result is not None else None})
-            if rate_sweep and result is not None:
-                from ridgeline.bench import rate_sweep as rs
+    def done(p: Any) -> None:
+        if not plan.sweeping and not json_out:
+            print_summary(p.analysis, p.book, [*p.run.notes, f"trace: {p.run.trace_path}"],
+                          console)
+            for line in telemetry_lines(p.telemetry):
+                console.print(line, highlight=False)
 
-                if label == "saturation":
-                    capacity = rs.capacity_req_s(result)
-                    if capacity == capacity:  # not NaN: the probe completed requests
-                        points.extend((f"rate={r:g}", r, None) for r in rs.rates_below(capacity))
-                    else:
-                        console.print("[red]error:[/] --rate sweep: the saturation probe "
-                                      "completed no request")
-                        exit_code = 1
-                else:
-                    sweep_runs.append({"rate": point_rate, "analysis": result, "book": book,
-                                       "telemetry": telemetry})
-            if outcome.aborted:
-                console.print(f"[red]error:[/] aborted: {outcome.aborted}")
-            if outcome.failed:
-                exit_code = 1
-            if outcome.interrupted:
-                exit_code = 130  # as a shell reports Ctrl-C, after the trace is written
-            if outcome.interrupted or outcome.aborted:
-                break
-        knee = None
-        if sweeping:
-            knee = knee_index([r.get("output_tok_s") or math_nan() for r in rows],
-                              [(r.get("e2e_mean_ms") or math_nan()) / 1e3 for r in rows])
-            if not json_out:
-                print_sweep(rows, knee, console)
-                if sweep_runs:
-                    from ridgeline.bench.rate_sweep import print_rate_sweep
+    hooks = SessionHooks(
+        warn=lambda m: console.print(f"[yellow]warning:[/] {escape(m)}", highlight=False),
+        on_start=announce,
+        on_point=lambda pt, path: console.print(f"[bold]{pt.label}[/bold] → {path}"),
+        on_done=done, on_file=lambda path: console.print(f"result: {path}", highlight=False),
+        on_error=lambda m: console.print(f"[red]error:[/] {m}"))
+    outcome = run_plan(plan, hooks)
+    results = [p.to_dict() for p in outcome.points]
+    rows = [p.row for p in outcome.points]
+    knee, sweeping, sweep_runs = outcome.knee, plan.sweeping, outcome.sweep_runs
+    capacity, exit_code, url = outcome.capacity_req_s, outcome.exit_code, outcome.base_url
+    if sweeping and not json_out:
+        print_sweep(rows, knee, console)
+        if sweep_runs:
+            from ridgeline.bench.rate_sweep import print_rate_sweep
 
-                    print_rate_sweep(capacity, sweep_runs, slos,
-                                     [f"measured against {url}"])
+            print_rate_sweep(capacity, sweep_runs, slos, [f"measured against {url}"])
     if json_out:
         payload: dict = {"points": results}
         if sweeping:
@@ -671,10 +595,6 @@ def bench(
         typer.echo(f"report: {path}", err=json_out)
     if exit_code:
         raise typer.Exit(exit_code)
-
-
-def math_nan() -> float:
-    return float("nan")
 
 
 def _goodput_slo(text: str) -> str:
