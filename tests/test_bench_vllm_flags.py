@@ -180,3 +180,22 @@ def test_guidellm_constant_profile(server: str, tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     load = json.loads((tmp_path / "t.jsonl").read_text().splitlines()[0])["load"]
     assert load["arrival"] == "constant" and load["rate_req_s"] == 40
+
+
+def test_run_plan_is_the_commands_library_call(server: str, tmp_path: Path) -> None:
+    """The orchestration as one call (rule 6): a plan of two points, two traces, a knee."""
+    from ridgeline.bench.client import EndpointConfig
+    from ridgeline.bench.session import BenchPlan, SessionHooks, run_plan, sweep_points
+    from ridgeline.workload.lengths import parse_lengths
+
+    seen: list[str] = []
+    plan = BenchPlan(endpoint=EndpointConfig(server, "llama-3.1-8b", ignore_eos=True),
+                     points=sweep_points([], [1, 2], rate_sweep=False),
+                     trace_base=str(tmp_path / "t.jsonl"), requests=4,
+                     prompt=parse_lengths("fixed:16"), output=parse_lengths("fixed:4"))
+    out = run_plan(plan, SessionHooks(on_point=lambda p, path: seen.append(path)))
+    assert [p.point.label for p in out.points] == ["concurrency=1", "concurrency=2"]
+    assert seen == [str(tmp_path / "t.concurrency-1.jsonl"),
+                    str(tmp_path / "t.concurrency-2.jsonl")]
+    assert all(p.book["statuses"] == {"ok": 4} for p in out.points) and out.exit_code == 0
+    assert out.knee in (0, 1)
