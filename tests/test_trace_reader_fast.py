@@ -311,3 +311,41 @@ def test_worker_can_be_turned_off(
     big_file(p, 500)
     assert len(reader.read_trace(p)) == 500
     assert split_always == []
+
+
+def test_msgspec_path_equals_exact_path_on_random_numbers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """msgspec's number parsing against json's, bit for bit: 17-digit reprs, short
+    decimals, exponents, integers, -0.0 (batches after the header's go through msgspec)."""
+    if reader._msgspec is None:
+        pytest.skip("msgspec not installed")
+    monkeypatch.setattr(reader, "BATCH_LINES", 100)
+    used: list[int] = []
+    ms_columns = reader._ms_columns
+
+    def spy(lines: list[bytes]):  # type: ignore[no-untyped-def]
+        cols = ms_columns(lines)
+        used.append(len(lines))
+        return cols
+
+    monkeypatch.setattr(reader, "_ms_columns", spy)
+    rng = np.random.default_rng(7)
+    lines = [HEADER]
+    for i in range(3000):
+        k = int(rng.integers(0, 6))
+        vals = rng.lognormal(0, 3, k)
+        texts = [repr(float(v)) if j % 3 == 0 else f"{v:.{j % 9}f}" if j % 3 == 1
+                 else f"{v:.6e}" for j, v in enumerate(vals)]
+        if i % 97 == 0:
+            texts.append("-0.0")
+        if i % 89 == 0:
+            texts.append(str(int(rng.integers(0, 10**15))))
+        toks = ",".join(str(int(t)) for t in rng.integers(0, 50, len(texts)))
+        lines.append(f'{{"type":"request","id":"r{i}","sent_s":{rng.random()!r},'
+                     f'"event_times_s":[{",".join(texts)}],"event_tokens":[{toks}],'
+                     f'"end_s":{rng.random() * 1e3:.9f}}}')
+    p = tmp_path / "t.jsonl"
+    write(p, lines)
+    exact = reader._read_trace(p, fast=False)
+    assert_same(exact, reader.read_trace(p))
+    assert sum(used) >= 2900  # all but the header's batch

@@ -7,8 +7,8 @@ A malformed line anywhere else is an error naming the line number and the field.
 How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see benchmarks/RESULTS_analyze.md):
 
 * First choice for a batch of request lines (after the header, before any footer): one
-  msgspec decode of the whole batch into structs whose event arrays stay raw bytes, parsed
-  by the numpy code below (`_ms_columns`). Anything it cannot promise to read as the other
+  msgspec decode of the whole batch into structs, the cyclic GC off meanwhile, the event
+  lists gathered with `np.fromiter` (`_ms_columns`). Anything it cannot promise to read as the other
   paths would (a header or footer in the batch, a line that is not JSON, a missing id, an
   event field that is neither a list nor null, a number the numpy parser declines) sends
   the batch on to the paths below, unchanged, so errors, warnings and crash tolerance are
@@ -52,7 +52,7 @@ import pickle
 import subprocess
 import sys
 from collections.abc import Iterator
-from itertools import repeat
+from itertools import chain, repeat
 from pathlib import Path
 from typing import IO, Any
 
@@ -462,7 +462,8 @@ if _msgspec is not None:
 
     # Every scalar field typed Any: msgspec gives the values json.loads gives (int, float,
     # str, None, list, dict) and the checks stay scalar_columns' own. The event arrays are
-    # kept as their raw bytes and parsed by `_parse_arrays`, as on the fast path.
+    # typed: msgspec parses numbers correctly rounded, as float() does (a bool, a string, a
+    # nested list or an integer past int64 is a ValidationError: the other paths decide).
     class _MsRecord(_msgspec.Struct, gc=False):
         type: _Any = "request"
         id: _Any = _MISSING
@@ -478,8 +479,8 @@ if _msgspec is not None:
         status: _Any = "ok"
         error_kind: _Any = None
         error: _Any = None
-        event_times_s: _msgspec.Raw = _msgspec.Raw(b"null")
-        event_tokens: _msgspec.Raw = _msgspec.Raw(b"null")
+        event_times_s: list[float] | None = None
+        event_tokens: list[int] | None = None
 
     _MS_DECODER = _msgspec.json.Decoder(list[_MsRecord])
 
@@ -510,27 +511,30 @@ def _ms_columns(lines: list[bytes]) -> _Columns:
     cols = _AttrRecords(objs).cols
     if set(cols["type"]) != {"request"} or _MISSING in cols["id"]:
         raise _Cannot  # a header or footer, or a record without id: the other paths
-    raw_t = list(map(bytes, map(operator.attrgetter("event_times_s"), objs)))
-    raw_k = list(map(bytes, map(operator.attrgetter("event_tokens"), objs)))
+    tv = [t or () for t in map(operator.attrgetter("event_times_s"), objs)]
+    kv = list(map(operator.attrgetter("event_tokens"), objs))
     n = len(objs)
-    has_t = np.fromiter((r[:1] == b"[" for r in raw_t), dtype=bool, count=n)
-    has_k = np.fromiter((r[:1] == b"[" for r in raw_k), dtype=bool, count=n)
-    if int(has_t.sum()) + raw_t.count(b"null") != n or \
-            int(has_k.sum()) + raw_k.count(b"null") != n:
-        raise _Cannot  # an event field that is not a list or null: the exact path's error
-    times, t_counts = _parse_arrays([r[1:-1] for r in raw_t if r[:1] == b"["], ints=False)
-    tokens_in, k_counts = _parse_arrays([r[1:-1] for r in raw_k if r[:1] == b"["], ints=True)
     try:
         scalars = scalar_columns(_DictView(cols), dicts=True)
     except (RecordError, TypeError, KeyError):
         raise _Cannot from None
-    counts = np.zeros(n, dtype=np.int64)
-    counts[has_t] = t_counts
+    counts = np.fromiter(map(len, tv), dtype=np.int64, count=n)
     total = int(counts.sum())
-    if not has_k.any():
+    times = np.fromiter(chain.from_iterable(tv), dtype=np.float64, count=total)
+    if kv.count(None) == n:
         tokens = np.ones(total, dtype=np.int64)
     else:
-        if not np.array_equal(counts[has_k], k_counts) or (tokens_in < 0).any():
+        k_counts = np.fromiter((-1 if k is None else len(k) for k in kv), dtype=np.int64,
+                               count=n)
+        has_k = k_counts >= 0
+        if not np.array_equal(counts[has_k], k_counts[has_k]):
+            raise _Cannot  # event_tokens of another length: the exact path's error
+        try:
+            tokens_in = np.fromiter(chain.from_iterable(k for k in kv if k is not None),
+                                    dtype=np.int64, count=int(k_counts[has_k].sum()))
+        except OverflowError:
+            raise _Cannot from None
+        if (tokens_in < 0).any():
             raise _Cannot
         if total == tokens_in.size:
             tokens = tokens_in
