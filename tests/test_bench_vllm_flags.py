@@ -199,3 +199,19 @@ def test_run_plan_is_the_commands_library_call(server: str, tmp_path: Path) -> N
                     str(tmp_path / "t.concurrency-2.jsonl")]
     assert all(p.book["statuses"] == {"ok": 4} for p in out.points) and out.exit_code == 0
     assert out.knee in (0, 1)
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_non_streaming_mode(server: str, tmp_path: Path, api: str) -> None:
+    out = _bench(["--base-url", server, "--api", api, "--non-streaming", "--requests", "3",
+                  "--prompt", "16", "--output", "5", "--ignore-eos", "--trace", "t.jsonl",
+                  "--json"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert lines[0]["engine_config"]["stream"] is False
+    recs = [x for x in lines if x.get("type") == "request"]
+    assert len(recs) == 3
+    for r in recs:  # one answer = one event carrying every token; TTFT = E2E
+        assert r["status"] == "ok" and len(r["event_times_s"]) == 1
+        assert r["output_tokens"] == 5 and r["event_tokens"] == [5]
+        assert r["event_times_s"][0] == pytest.approx(r["end_s"])

@@ -120,6 +120,10 @@ def bench(
                                                       help="Sampling temperature.")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS "
                                            "certificates.")] = False,
+    non_streaming: Annotated[bool, typer.Option(
+        "--non-streaming", help="Send stream=false: one JSON answer per request, so TTFT = "
+        "E2E and TPOT/ITL are undefined (vLLM's --no-stream is about dataset loading and is "
+        "not this).")] = False,
     no_usage: Annotated[bool, typer.Option("--no-usage", help="Do not ask for "
                                            "stream_options.include_usage.")] = False,
     concurrency: Annotated[str | None, typer.Option(
@@ -526,7 +530,8 @@ def bench(
             api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY"),
             headers=_headers(header), timeout_s=timeout_s, stall_timeout_s=stall_timeout_s,
             temperature=temperature, ignore_eos=ignore_eos, min_tokens=min_tokens,
-            verify_tls=not insecure, include_usage=not no_usage, extra_body=body_extra),
+            verify_tls=not insecure, include_usage=not no_usage, extra_body=body_extra,
+            stream=not non_streaming),
         points=sweep_points(rates, concs, rate_sweep=rate_sweep), trace_base=trace_base,
         arrival=arrival, requests=requests, duration_s=duration_s, warmup=warmup, dataset=ds,
         prompt=prompt_dist, output=output_dist, prefix_groups=prefix_groups,
