@@ -212,3 +212,41 @@ def test_unsupported_fields_are_400s(server: str, extra: dict, param: str) -> No
         "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
         **extra})
     assert r.status_code == 400 and r.json()["error"]["param"] == param
+
+
+def test_chat_template_of_the_served_tokenizer(tmp_path: Path) -> None:
+    """`serve --tokenizer DIR` with a tokenizer_config.json chat template: a chat prompt is
+    counted as the template renders it (checked against the rendering written by hand)."""
+    pytest.importorskip("jinja2")
+    tokenizers = pytest.importorskip("tokenizers")
+    import json
+
+    from ridgeline.perf.step_time import LinearStepTime
+    from ridgeline.serve.app import EmulatorConfig, create_app
+    from ridgeline.serve.launcher import running_in_thread
+    from test_serve_standin import StandInEngine, StandInRequest
+
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    specials = ["[UNK]", "<s>", "<|user|>", "<|assistant|>"]
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=400, special_tokens=specials,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(["hello there general kenobi"] * 50, trainer)
+    tok.save(str(tmp_path / "tokenizer.json"))
+    template = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n"
+                "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
+        {"chat_template": template, "bos_token": "<s>"}))
+    by_hand = "<s><|user|>\nhello there\n<|assistant|>\n"
+    want = len(tok.encode(by_hand, add_special_tokens=False).ids)
+    assert want < len(tok.encode(by_hand.replace("<|", "< |"), add_special_tokens=False).ids)
+    engine = StandInEngine(LinearStepTime(base_s=0.001), max_num_seqs=8)
+    app = create_app(engine, StandInRequest, EmulatorConfig(
+        served_model_name=MODEL, max_model_len=4096, tokenizer=str(tmp_path)))
+    with running_in_thread(app) as url:
+        r = httpx.post(url + "/v1/chat/completions", timeout=30, json={
+            "model": MODEL, "messages": [{"role": "user", "content": "hello there"}],
+            "max_tokens": 2}).json()
+    assert r["usage"]["prompt_tokens"] == want
