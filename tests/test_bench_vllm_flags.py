@@ -215,3 +215,22 @@ def test_non_streaming_mode(server: str, tmp_path: Path, api: str) -> None:
         assert r["status"] == "ok" and len(r["event_times_s"]) == 1
         assert r["output_tokens"] == 5 and r["event_tokens"] == [5]
         assert r["event_times_s"][0] == pytest.approx(r["end_s"])
+
+
+def test_request_cancellation(server: str, tmp_path: Path) -> None:
+    """AIPerf's request cancellation: about half the requests cut 50 ms after sending."""
+    out = _bench(["--base-url", server, "--requests", "16", "--concurrency", "4",
+                  "--prompt", "16", "--output", "400", "--ignore-eos",
+                  "--request-cancellation-rate", "50", "--request-cancellation-delay", "0.05",
+                  "--trace", "t.jsonl"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    recs = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()
+            if '"type":"request"' in x]
+    cut = [r for r in recs if r.get("error_kind") == "cancelled"]
+    full = [r for r in recs if r["status"] == "ok"]
+    assert len(cut) + len(full) == 16 and 2 <= len(cut) <= 14
+    for r in cut:  # cut at the delay, keeping what had arrived
+        assert r["status"] == "cutoff"
+        assert 0.045 <= r["end_s"] - r["sent_s"] < 0.05 + 0.5  # the timer starts at send
+        assert len(r.get("event_times_s") or []) < 400
+    assert all(r["output_tokens"] == 400 for r in full)

@@ -85,6 +85,9 @@ class BenchConfig:
     replay: ReplayTrace | None = None
     # `--multi-turn`: conversations whose turns carry their history (bench/multiturn.py).
     multi_turn: MultiTurnSpec | None = None
+    # AIPerf's --request-cancellation-rate (percent of requests) and -delay (seconds).
+    cancel_rate_pct: float = 0.0
+    cancel_delay_s: float = 0.0
 
 
 @dataclass
@@ -244,7 +247,10 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
                           text_rng=text_rng(cfg.seed + 1, cfg.prompt_nonce or 0,
                                             cfg.point_index)) if cfg.load.warmup else []
     options = RunOptions(grace_s=cfg.grace_s, max_error_rate=cfg.max_error_rate,
-                         duration_s=cfg.load.duration_s)
+                         duration_s=cfg.load.duration_s,
+                         cancel_fraction=cfg.cancel_rate_pct / 100.0,
+                         cancel_delay_s=cfg.cancel_delay_s,
+                         cancel_seed=cfg.seed * 7919 + cfg.point_index)
     open_loop = cfg.load.arrival is not None
     total = len(source) if len(source) < 2**62 else None
     writer_box: list[TraceWriter] = []

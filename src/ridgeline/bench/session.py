@@ -84,6 +84,8 @@ class BenchPlan:
     percentiles: tuple[float, ...] = (99.0,)
     result_spec: ResultFileSpec | None = None
     ready_check_timeout_s: float = 0.0
+    cancel_rate_pct: float = 0.0
+    cancel_delay_s: float = 0.0
 
     @property
     def sweeping(self) -> bool:
@@ -214,7 +216,8 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None) -> PlanOutcome:
                 ray_address=plan.ray_address, progress=plan.progress,
                 header_extra=dict(header_extra), prompt_nonce=plan.prompt_nonce,
                 point_index=point_index, replay=plan.replay, multi_turn=plan.multi_turn,
-                telemetry=plan.telemetry)
+                telemetry=plan.telemetry, cancel_rate_pct=plan.cancel_rate_pct,
+                cancel_delay_s=plan.cancel_delay_s)
             if plan.sweeping and hooks.on_point is not None:
                 hooks.on_point(point, str(cfg.trace_path))
             kwargs: dict[str, Any] = {"on_start": hooks.on_start}

@@ -303,6 +303,13 @@ def bench(
         "--repetition-penalty", help="vLLM's: repetition_penalty.")] = None,
     logprobs: Annotated[int | None, typer.Option("--logprobs", min=0, help="vLLM's: "
                                                  "logprobs per token.")] = None,
+    cancel_rate_pct: Annotated[float, typer.Option(
+        "--request-cancellation-rate", callback=number(ge=0, le=100),
+        help="AIPerf's: percent of requests to cancel --request-cancellation-delay seconds "
+        "after sending (status cutoff, error_kind cancelled).")] = 0.0,
+    cancel_delay_s: Annotated[float, typer.Option(
+        "--request-cancellation-delay", callback=number(ge=0),
+        help="AIPerf's: seconds after sending at which a cancelled request is cut.")] = 0.0,
     guidellm_profile: Annotated[str | None, typer.Option(
         "--guidellm-profile", hidden=True, help="GuideLLM's --profile NAME (argv rewrites "
         "it to this).")] = None,
@@ -544,7 +551,8 @@ def bench(
         rate_sweep=rate_sweep, replay_concurrency=concs[0] if concurrency else None,
         emulator=emulator, header_extra={"request_rate": "inf"} if header_rate_inf else {},
         slos=slos, result_formats=result_formats, percentiles=pcts, result_spec=result_spec,
-        ready_check_timeout_s=ready_check_timeout_s)
+        ready_check_timeout_s=ready_check_timeout_s, cancel_rate_pct=cancel_rate_pct,
+        cancel_delay_s=cancel_delay_s)
     console = Console(stderr=json_out)
     # Say what runs and for how long before the first request: a run that shows no
     # progress (stderr not a terminal) must still say it is working, and on what.
