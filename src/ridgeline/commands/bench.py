@@ -105,7 +105,9 @@ def bench(
     api_key: Annotated[str | None, typer.Option("--api-key", help="Bearer token (default: "
                                                 "$OPENAI_API_KEY).")] = None,
     header: Annotated[list[str] | None, typer.Option("--header", help="Extra HTTP header "
-                                                     "'Name: value' (repeatable).")] = None,
+                                                     "'Name: value' or KEY=VALUE (vLLM's; "
+                                                     "repeatable, or several after one "
+                                                     "--header).")] = None,
     timeout_s: Annotated[float, typer.Option("--timeout", callback=number(gt=0),
                                              help="Per-request limit, seconds.")] = 600.0,
     stall_timeout_s: Annotated[float | None, typer.Option(
