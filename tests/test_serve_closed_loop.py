@@ -62,7 +62,9 @@ async def _send_all(base_url: str, prompts: np.ndarray, outputs: np.ndarray,
             delay = t0 + arrivals_s[i] / SPEED - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            body = {"model": MODEL, "prompt": list(range(int(prompts[i]))),
+            # distinct token ids per request: the emulator's prefix cache (on by default,
+            # as vLLM's) must find nothing to share, as the simulated workload has none
+            body = {"model": MODEL, "prompt": list(range(i << 20, (i << 20) + int(prompts[i]))),
                     "max_tokens": int(outputs[i]), "ignore_eos": True, "stream": True}
             sent = time.perf_counter()
             events: list[float] = []

@@ -147,7 +147,7 @@ BAD_REQUESTS = [
     (json.dumps({"prompt": ["a", "b"]}).encode(), 400, "prompt"),
     (json.dumps({"prompt": [-1, 2]}).encode(), 400, "prompt"),
     (json.dumps({"max_tokens": 3}).encode(), 400, "prompt"),
-    (json.dumps({"prompt": "x", "n": 2}).encode(), 400, "n"),
+    (json.dumps({"prompt": "x", "n": 0}).encode(), 400, "n"),
     (json.dumps({"prompt": "x", "min_tokens": 20, "max_tokens": 3}).encode(), 400,
      "min_tokens"),
     (json.dumps({"prompt": "x", "stream_options": {"include_usage": 3}}).encode(), 400,
@@ -212,7 +212,7 @@ def test_metrics_count_what_was_served(server: str) -> None:
         httpx.post(server + "/v1/completions",
                    json={"prompt": "hello world", "max_tokens": 4, "ignore_eos": True})
     after = scrape()
-    label = f'{{model_name="{MODEL}"}}'
+    label = f'{{model_name="{MODEL}",engine="0"}}'
 
     def delta(name: str) -> float:
         return after[name] - before.get(name, 0.0)
@@ -222,7 +222,8 @@ def test_metrics_count_what_was_served(server: str) -> None:
     assert delta(f"vllm:time_to_first_token_seconds_count{label}") == 3
     assert delta(f"vllm:inter_token_latency_seconds_count{label}") == 3 * 3
     assert delta(f"vllm:e2e_request_latency_seconds_count{label}") == 3
-    success = f'vllm:request_success_total{{model_name="{MODEL}",finished_reason="length"}}'
+    success = (f'vllm:request_success_total{{model_name="{MODEL}",engine="0",'
+               'finished_reason="length"}')
     assert delta(success) == 3
     assert after[f"vllm:num_requests_running{label}"] == 0
     assert f"vllm:kv_cache_usage_perc{label}" in after

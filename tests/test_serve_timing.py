@@ -89,7 +89,10 @@ def test_single_request_matches_the_perf_model(speed: float, output_tokens: int,
         return out
 
     runs: list[np.ndarray] = []
-    with EmulatorProcess(model=MODEL, hardware=HARDWARE, speed=speed) as emu:
+    # Each run repeats the prompt: without this the prefix cache (on by default, as in
+    # vLLM) would serve the later runs' prefill.
+    with EmulatorProcess(model=MODEL, hardware=HARDWARE, speed=speed,
+                         extra_args=["--no-enable-prefix-caching"]) as emu:
         # 3 runs; up to 6 when a busy machine disturbed them all (a systematic timing
         # error fails every run, so the extra runs cannot hide one).
         while True:

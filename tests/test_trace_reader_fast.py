@@ -129,8 +129,13 @@ def test_tricky_values_are_json_values(tmp_path: Path) -> None:
     assert ids[-1] == "17"
 
 
-def test_fast_path_reads_plain_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Plain batches never go through the per-line exact path; odd ones do."""
+@pytest.mark.parametrize("with_msgspec", [False, True])
+def test_fast_path_reads_plain_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       with_msgspec: bool) -> None:
+    """Plain batches never go through the per-line exact path; odd ones do (the cutting
+    fast path cannot read a nested event_times_s; msgspec's decode can)."""
+    if not with_msgspec:
+        monkeypatch.setattr(reader, "_msgspec", None)
     monkeypatch.setattr(reader, "BATCH_LINES", 10)
     calls: list[int] = []
     exact = reader._parse_batch
@@ -144,8 +149,11 @@ def test_fast_path_reads_plain_batches(tmp_path: Path, monkeypatch: pytest.Monke
     nested = next(t for t in TRICKY if '"id":"nested"' in t)
     write(p, [HEADER] + [plain(i) for i in range(35)] + [nested]
           + [plain(i) for i in range(35, 45)])
-    reader.read_trace(p)
-    assert calls == [31]  # only the batch with the nested event_times_s (lines 31-40)
+    t = reader.read_trace(p)
+    # only the batch with the nested event_times_s (lines 31-40), and none with msgspec
+    assert calls == ([] if with_msgspec else [31])
+    i = list(t.ids).index("nested")
+    assert t.event_times_s[t.event_offsets[i]:t.event_offsets[i + 1]].tolist() == [3.5, 3.75]
 
 
 MALFORMED = [
@@ -303,3 +311,41 @@ def test_worker_can_be_turned_off(
     big_file(p, 500)
     assert len(reader.read_trace(p)) == 500
     assert split_always == []
+
+
+def test_msgspec_path_equals_exact_path_on_random_numbers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """msgspec's number parsing against json's, bit for bit: 17-digit reprs, short
+    decimals, exponents, integers, -0.0 (batches after the header's go through msgspec)."""
+    if reader._msgspec is None:
+        pytest.skip("msgspec not installed")
+    monkeypatch.setattr(reader, "BATCH_LINES", 100)
+    used: list[int] = []
+    ms_columns = reader._ms_columns
+
+    def spy(lines: list[bytes]):  # type: ignore[no-untyped-def]
+        cols = ms_columns(lines)
+        used.append(len(lines))
+        return cols
+
+    monkeypatch.setattr(reader, "_ms_columns", spy)
+    rng = np.random.default_rng(7)
+    lines = [HEADER]
+    for i in range(3000):
+        k = int(rng.integers(0, 6))
+        vals = rng.lognormal(0, 3, k)
+        texts = [repr(float(v)) if j % 3 == 0 else f"{v:.{j % 9}f}" if j % 3 == 1
+                 else f"{v:.6e}" for j, v in enumerate(vals)]
+        if i % 97 == 0:
+            texts.append("-0.0")
+        if i % 89 == 0:
+            texts.append(str(int(rng.integers(0, 10**15))))
+        toks = ",".join(str(int(t)) for t in rng.integers(0, 50, len(texts)))
+        lines.append(f'{{"type":"request","id":"r{i}","sent_s":{rng.random()!r},'
+                     f'"event_times_s":[{",".join(texts)}],"event_tokens":[{toks}],'
+                     f'"end_s":{rng.random() * 1e3:.9f}}}')
+    p = tmp_path / "t.jsonl"
+    write(p, lines)
+    exact = reader._read_trace(p, fast=False)
+    assert_same(exact, reader.read_trace(p))
+    assert sum(used) >= 2900  # all but the header's batch

@@ -42,7 +42,7 @@ app = typer.Typer(
 # Modules in ridgeline.commands that expose `register(app)`. A module that is not there
 # yet (a capability still being built) is skipped.
 COMMAND_MODULES = ("demo", "estimate", "analyze", "theory", "simulate", "serve", "bench",
-                   "report", "ui", "plan", "advise", "calibrate", "verify")
+                   "report", "ui", "plan", "advise", "calibrate", "verify", "export")
 
 
 def _version_callback(value: bool) -> None:
@@ -134,6 +134,11 @@ def run(args: list[str] | None = None) -> int:
     Set RIDGELINE_DEBUG=1 to get the traceback of an internal error on the terminal too.
     """
     click_exception = _click_exception_type()
+    argv = list(sys.argv[1:] if args is None else args)
+    if argv[:1] == ["bench"]:
+        from ridgeline.bench.peer_flags import normalize_argv
+
+        args = ["bench", *normalize_argv(argv[1:])]  # vLLM's option shapes (nargs="*")
     try:
         code = app(args=args, standalone_mode=False, prog_name="ridgeline")
     except RidgelineError as exc:

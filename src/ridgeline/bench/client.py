@@ -63,6 +63,9 @@ class EndpointConfig:
     # Timestamp bytes in the connection's receive callback (see stream_request).
     stamp_on_arrival: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # False: `"stream": false`, one JSON answer; its arrival is the only output event, so
+    # TTFT = E2E and TPOT/ITL are undefined (as vLLM's and AIPerf's clients report it).
+    stream: bool = True
 
     @property
     def root_url(self) -> str:
@@ -96,7 +99,7 @@ class BenchRequest:
 
 def request_body(cfg: EndpointConfig, req: BenchRequest) -> bytes:
     """The JSON body, serialised once before the clock starts."""
-    body: dict[str, Any] = {"model": cfg.model, "stream": True}
+    body: dict[str, Any] = {"model": cfg.model, "stream": cfg.stream}
     if cfg.api == "chat":
         body["messages"] = [{"role": "user", "content": req.prompt}]
     else:
@@ -109,7 +112,7 @@ def request_body(cfg: EndpointConfig, req: BenchRequest) -> bytes:
         body["ignore_eos"] = True
     if cfg.temperature is not None:
         body["temperature"] = cfg.temperature
-    if cfg.include_usage:
+    if cfg.include_usage and cfg.stream:
         body["stream_options"] = {"include_usage": True}
     body.update(cfg.extra_body)
     return json.dumps(body, separators=(",", ":")).encode()
@@ -328,6 +331,14 @@ async def stream_request(session: aiohttp.ClientSession, cfg: EndpointConfig,
                            "rejected" if resp.status == 429 else "error")
                 state.end_s = perf() - t0_perf
                 return state
+            if not cfg.stream:
+                raw_body = await resp.read()
+                state.end_s = perf() - t0_perf
+                state.on_payload(_as_stream_chunk(raw_body), state.end_s)
+                state.done = True
+                if state.finish_reason is None and state.error is None:
+                    state.fail("truncated", "the answer has no finish_reason")
+                return state
             parser = SSEParser()
             on_payload = state.on_payload
             last = [state.sent_s]
@@ -374,6 +385,21 @@ async def stream_request(session: aiohttp.ClientSession, cfg: EndpointConfig,
     if state.end_s is None:
         state.end_s = perf() - t0_perf
     return state
+
+
+def _as_stream_chunk(raw: bytes) -> str:
+    """A non-streaming answer as one stream chunk (chat `message` as `delta`), so the
+    streaming bookkeeping reads it; text that is not JSON comes back as is (malformed)."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(obj, dict) and isinstance(obj.get("choices"), list):
+        for choice in obj["choices"]:
+            if isinstance(choice, dict) and isinstance(choice.get("message"), dict):
+                choice["delta"] = choice.pop("message")
+    return json.dumps(obj)
 
 
 async def _stream_stamped(reader: aiohttp.StreamReader, state: InFlight,

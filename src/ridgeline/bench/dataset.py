@@ -8,6 +8,12 @@ Syntax (`--dataset`):
                                    length is the output length unless `--output` is given
     jsonl:path=FILE                one request per line: {"prompt": ...} or {"messages": [...]}
                                    or a bare JSON string; optional "max_tokens"/"output_tokens"
+    sonnet:path=FILE,input=550,prefix=200
+                                   vLLM's sonnet workload: lines of a poem file; every prompt is
+                                   "Pick as many lines as you can from these poem lines:" plus
+                                   the file's first lines (the shared prefix, ~`prefix` tokens)
+                                   plus lines drawn at random, ~`input` tokens in all (lengths
+                                   counted with --tokenizer, or ~4 characters a token)
 
 Shared-prefix groups (`--prefix-groups G --prefix-tokens P`, synthetic only): G distinct
 prefixes of P tokens; request i starts with prefix i mod G, followed by its own
@@ -55,7 +61,9 @@ WORDS = (
     "known", "area", "through", "well", "because", "people", "until", "back", "day", "life",
     "season", "same", "long", "name", "group", "four", "game", "house", "line", "last", "family",
 )
-DATASET_KINDS = "synthetic, sharegpt:path=FILE, jsonl:path=FILE"
+DATASET_KINDS = ("synthetic, sharegpt:path=FILE, jsonl:path=FILE, "
+                 "sonnet:path=FILE,input=550,prefix=200")
+SONNET_BASE_PROMPT = "Pick as many lines as you can from these poem lines:\n"
 
 
 @dataclass(frozen=True)
@@ -64,11 +72,16 @@ class DatasetSpec:
 
     kind: str
     path: str | None = None
+    input_tokens: int = 550    # sonnet only (vLLM's --sonnet-input-len default)
+    prefix_tokens: int = 200   # sonnet only (vLLM's --sonnet-prefix-len default)
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
         if self.path:
             out["path"] = self.path
+        if self.kind == "sonnet":
+            out["input_tokens"] = self.input_tokens
+            out["prefix_tokens"] = self.prefix_tokens
         return out
 
 
@@ -88,6 +101,25 @@ def parse_dataset(spec: str) -> DatasetSpec:
         if not Path(path).is_file():
             raise RidgelineError(f"--dataset: file {path!r} not found")
         return DatasetSpec(kind, path)
+    if kind == "sonnet":
+        path = params.pop("path", None) or params.pop("value", None)
+        if not path or not Path(path).is_file():
+            raise RidgelineError(f"--dataset: sonnet needs path=FILE of an existing file; got "
+                                 f"{path!r}")
+        sizes = {}
+        for key, default in (("input", 550), ("prefix", 200)):
+            raw = params.pop(key, default)
+            try:
+                sizes[key] = int(raw)
+            except (TypeError, ValueError):
+                raise RidgelineError(f"--dataset: sonnet {key}= got {raw!r}; allowed: a whole "
+                                     "number of tokens") from None
+        if params:
+            raise RidgelineError(f"--dataset: sonnet takes path=, input=, prefix=; got "
+                                 f"{sorted(params)}")
+        if not 0 <= sizes["prefix"] < sizes["input"]:
+            raise RidgelineError("--dataset: sonnet needs 0 <= prefix < input")
+        return DatasetSpec("sonnet", path, sizes["input"], sizes["prefix"])
     raise RidgelineError(f"--dataset: got {spec!r}; allowed: {DATASET_KINDS}")
 
 
@@ -224,6 +256,33 @@ def file_requests(spec: DatasetSpec, n: int, output: LengthDistribution | None,
     return reqs
 
 
+def sonnet_requests(spec: DatasetSpec, n: int, output: LengthDistribution | None,
+                    rng: np.random.Generator, *, tokenizer: Tokenizer | None = None,
+                    id_prefix: str = "r") -> list[BenchRequest]:
+    """vLLM's SonnetDataset: base prompt + the file's first lines (shared by every request)
+    + lines drawn with replacement, sized by the mean tokens per line. Output: `output` or
+    vLLM's 150 tokens. The uniqueness tag goes after the shared prefix (`tag_at`)."""
+    assert spec.path is not None
+    lines = [ln for ln in Path(spec.path).read_text(encoding="utf-8").splitlines(keepends=True)
+             if ln.strip()]
+    if not lines:
+        raise RidgelineError(f"--dataset: {spec.path!r} holds no lines")
+    avg = sum(_estimate_tokens(ln, tokenizer) for ln in lines) / len(lines)
+    base = _estimate_tokens(SONNET_BASE_PROMPT, tokenizer)
+    n_input = max(round((spec.input_tokens - base) / avg), 1)
+    n_prefix = min(max(round((spec.prefix_tokens - base) / avg), 0), n_input)
+    head = SONNET_BASE_PROMPT + "".join(lines[:n_prefix])
+    out_lens = output.sample(n, rng) if output is not None else np.full(n, 150)
+    reqs = []
+    for i in range(n):
+        picks = rng.integers(0, len(lines), size=n_input - n_prefix)
+        prompt = head + "".join(lines[int(j)] for j in picks)
+        count = tokenizer.count(prompt) if tokenizer is not None else None
+        reqs.append(BenchRequest(f"{id_prefix}{i}", prompt, int(out_lens[i]), count,
+                                 tag_at=len(head)))
+    return reqs
+
+
 def build_requests(spec: DatasetSpec, n: int, prompt: LengthDistribution,
                    output: LengthDistribution | None, rng: np.random.Generator, *,
                    prefix_groups: int = 0, prefix_tokens: int = 0,
@@ -238,8 +297,11 @@ def build_requests(spec: DatasetSpec, n: int, prompt: LengthDistribution,
                                   tokenizer=tokenizer, id_prefix=id_prefix, text_rng=text_rng)
     if prefix_groups:
         raise RidgelineError("--prefix-groups: only with --dataset synthetic")
+    if spec.kind == "sonnet":
+        return sonnet_requests(spec, n, output, rng, tokenizer=tokenizer, id_prefix=id_prefix)
     return file_requests(spec, n, output, rng, tokenizer=tokenizer, id_prefix=id_prefix)
 
 
 __all__ = ["DATASET_KINDS", "WORDS", "DatasetSpec", "build_requests", "exact_text",
-           "file_requests", "parse_dataset", "synthetic_requests", "words_text"]
+           "file_requests", "parse_dataset", "sonnet_requests", "synthetic_requests",
+           "words_text"]

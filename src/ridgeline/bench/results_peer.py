@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.bench.peer_flags import ResultFileSpec, write_result_json
 from ridgeline.trace.reader import read_trace
 
 DEFAULT_PERCENTILES = (99.0,)
@@ -115,8 +116,13 @@ def vllm_burstiness(load: dict[str, Any]) -> float | str:
 
 
 def vllm_result(trace_path: str | Path, slos: tuple | list = (),
-                percentiles: tuple[float, ...] = DEFAULT_PERCENTILES) -> dict[str, Any]:
-    """The vLLM `--save-result --save-detailed` object for one bench trace."""
+                percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
+                spec: ResultFileSpec | None = None) -> dict[str, Any]:
+    """The vLLM `--save-result --save-detailed` object for one bench trace.
+
+    `spec` carries vLLM's `--label`, `--backend`, `--metadata` (top-level keys after
+    `num_prompts`, as vLLM writes them) and `--percentile-metrics` (default: all four)."""
+    spec = spec or ResultFileSpec()
     trace = read_trace(trace_path)
     h = trace.header
     extra = h.model_extra or {}
@@ -154,15 +160,17 @@ def vllm_result(trace_path: str | Path, slos: tuple | list = (),
             t = t + g if k else t
             buckets[int(t)] = buckets.get(int(t), 0) + 1
     api = (h.engine_config or {}).get("api", "completions")
+    backend = spec.backend or ("openai-chat" if api == "chat" else "openai")
     result: dict[str, Any] = {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(h.start_time_unix_s or
                                                                   time.time())),
-        "endpoint_type": "openai-chat" if api == "chat" else "openai",
-        "backend": "openai-chat" if api == "chat" else "openai",
-        "label": None,
+        "endpoint_type": backend,
+        "backend": backend,
+        "label": spec.label,
         "model_id": h.model,
         "tokenizer_id": (h.engine_config or {}).get("tokenizer") or h.model,
         "num_prompts": len(trace),
+        **dict(spec.metadata),
         "request_rate": float(rate) if rate is not None else "inf",
         "burstiness": vllm_burstiness(load),
         "max_concurrency": load.get("concurrency"),
@@ -178,13 +186,20 @@ def vllm_result(trace_path: str | Path, slos: tuple | list = (),
         "max_output_tokens_per_s": float(max(buckets.values())) if buckets else 0.0,
         "max_concurrent_requests": _max_concurrent(
             starts_rel, [s + lat for s, lat in zip(starts_rel, lats, strict=True)]),
+        "rtfx": 0.0,  # vLLM's inverse real-time factor: ASR benchmarks only
     }
+    chosen = spec.percentile_metrics or ("ttft", "tpot", "itl", "e2el")
     for name, vals in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", lats)):
-        result.update(_stats(name, [v * 1e3 for v in vals], percentiles))
+        if name in chosen:
+            result.update(_stats(name, [v * 1e3 for v in vals], percentiles))
     result.update({
         "input_lens": rows["input_lens"], "output_lens": rows["output_lens"],
         "ttfts": rows["ttfts"], "itls": rows["itls"], "latencies": rows["latencies"],
         "start_times": rows["start_times"],
+        # vLLM's client_queue_time: the client's own wait before sending (here: send time
+        # minus the time the load pattern scheduled it; 0 where no schedule was recorded).
+        "queue_times": [max(float(sent - sch), 0.0) if np.isfinite(sch) else 0.0
+                        for sent, sch in zip(trace.sent_s, trace.scheduled_s, strict=True)],
         "generated_texts": [""] * len(trace),  # bench does not keep the texts
         "errors": rows["errors"],
         "ridgeline_trace": Path(trace_path).name,
@@ -241,15 +256,26 @@ def aiperf_csv_rows(trace_path: str | Path) -> list[list[str]]:
 
 
 def write_peer_results(trace_path: str | Path, formats: list[str], slos: list | tuple = (),
-                       percentiles: tuple[float, ...] = DEFAULT_PERCENTILES) -> list[Path]:
-    """Write each asked-for format next to the trace; returns the paths written."""
+                       percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
+                       spec: ResultFileSpec | None = None, point_tag: str = ""
+                       ) -> list[Path]:
+    """Write each asked-for format next to the trace (the vLLM file where `spec` says:
+    vLLM's `--result-dir`/`--result-filename`/`--append-result`); returns the paths."""
     p = Path(trace_path)
     stem = p.name[: -len(".jsonl")] if p.name.endswith(".jsonl") else p.name
     written = []
     for fmt in formats:
         if fmt == "vllm":
-            path = p.with_name(stem + ".vllm.json")
-            path.write_text(json.dumps(vllm_result(p, slos, percentiles)), encoding="utf-8")
+            result = vllm_result(p, slos, percentiles, spec)
+            if spec is not None and spec.custom_path:
+                rate = result["request_rate"]
+                path = spec.path_for(str(result["model_id"] or "model"),
+                                     None if rate == "inf" else float(rate),
+                                     result["max_concurrency"], point_tag)
+                write_result_json(path, result, spec.append)
+            else:
+                path = p.with_name(stem + ".vllm.json")
+                path.write_text(json.dumps(result), encoding="utf-8")
         else:
             path = p.with_name(stem + ".aiperf.csv")
             with open(path, "w", newline="", encoding="utf-8") as fh:

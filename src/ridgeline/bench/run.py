@@ -85,6 +85,9 @@ class BenchConfig:
     replay: ReplayTrace | None = None
     # `--multi-turn`: conversations whose turns carry their history (bench/multiturn.py).
     multi_turn: MultiTurnSpec | None = None
+    # AIPerf's --request-cancellation-rate (percent of requests) and -delay (seconds).
+    cancel_rate_pct: float = 0.0
+    cancel_delay_s: float = 0.0
 
 
 @dataclass
@@ -139,6 +142,8 @@ def _header(cfg: BenchConfig, info: ServerInfo, t0_perf: float, n_pool: int,
     dataset["output"] = cfg.output.spec if cfg.output is not None else "from dataset"
     dataset["distinct_prompts"] = n_pool
     dataset["prompt_reuse"] = "prefix-groups" if cfg.prefix_groups else "none"
+    if cfg.dataset.kind == "sonnet" and cfg.dataset.prefix_tokens:
+        dataset["prompt_reuse"] = "sonnet prefix"  # vLLM's sonnet shares its first lines
     if cfg.multi_turn is not None:
         dataset["prompt_reuse"] = "multi-turn"
         dataset["multi_turn"] = cfg.multi_turn.describe()
@@ -162,7 +167,8 @@ def _header(cfg: BenchConfig, info: ServerInfo, t0_perf: float, n_pool: int,
         engine=extra.pop("engine", None) or info.server,
         engine_version=extra.pop("engine_version", None) or info.version,
         engine_config={
-            "base_url": ep.root_url, "api": ep.api, "ignore_eos": ep.ignore_eos,
+            "base_url": ep.root_url, "api": ep.api, "stream": ep.stream,
+            "ignore_eos": ep.ignore_eos,
             "min_tokens": ep.min_tokens, "temperature": ep.temperature,
             "timeout_s": ep.timeout_s, "stall_timeout_s": ep.stall_timeout_s,
             "include_usage": ep.include_usage, "tokenizer": cfg.tokenizer,
@@ -207,7 +213,7 @@ def plan_requests(cfg: BenchConfig, tok: Tokenizer | None = None
                           prefix_tokens=cfg.prefix_tokens, tokenizer=tok,
                           text_rng=text_rng(cfg.seed, nonce, cfg.point_index))
     tagger = PromptTagger(nonce, cfg.point_index,
-                          "replace" if cfg.dataset.kind == "synthetic" else "prefix")
+                          "replace" if cfg.dataset.kind in ("synthetic", "sonnet") else "prefix")
     return pool, plan_source(cfg.load, pool, streams.arrivals, tagger)
 
 
@@ -241,7 +247,10 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
                           text_rng=text_rng(cfg.seed + 1, cfg.prompt_nonce or 0,
                                             cfg.point_index)) if cfg.load.warmup else []
     options = RunOptions(grace_s=cfg.grace_s, max_error_rate=cfg.max_error_rate,
-                         duration_s=cfg.load.duration_s)
+                         duration_s=cfg.load.duration_s,
+                         cancel_fraction=cfg.cancel_rate_pct / 100.0,
+                         cancel_delay_s=cfg.cancel_delay_s,
+                         cancel_seed=cfg.seed * 7919 + cfg.point_index)
     open_loop = cfg.load.arrival is not None
     total = len(source) if len(source) < 2**62 else None
     writer_box: list[TraceWriter] = []
@@ -254,7 +263,8 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
                                                               sampler.header())))
 
     cache = CacheWatch(asked=bool(cfg.prefix_groups or cfg.multi_turn or (
-        cfg.replay is not None and cfg.replay.hash_ids)))
+        cfg.replay is not None and cfg.replay.hash_ids) or (
+        cfg.dataset.kind == "sonnet" and cfg.dataset.prefix_tokens)))
 
     def emit(rec: dict) -> None:
         writer_box[0].write_request(rec)

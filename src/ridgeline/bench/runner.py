@@ -17,6 +17,7 @@ mistaken for a slow server.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,12 @@ class RunOptions:
     grace_s: float = 10.0
     max_error_rate: float | None = None
     duration_s: float | None = None
+    # AIPerf's request cancellation: this fraction of requests (drawn per request from
+    # `cancel_seed`) is cancelled `cancel_delay_s` after it was sent, recorded as status
+    # "cutoff", error_kind "cancelled", with every event received until then.
+    cancel_fraction: float = 0.0
+    cancel_delay_s: float = 0.0
+    cancel_seed: int = 0
 
 
 @dataclass
@@ -137,10 +144,23 @@ async def run_load(cfg: EndpointConfig, source: RequestSource, *, t0_perf: float
                          "--workers or a lower rate")
                 warned[0] += 1
 
+    cancel_rng = random.Random(options.cancel_seed * 1_000_003 + (worker or 0))
+
     async def one(state: InFlight) -> None:
         body = request_body(cfg, state.req)
+        cancel = options.cancel_fraction > 0 and cancel_rng.random() < options.cancel_fraction
         try:
-            await stream_request(session, cfg, state, t0_perf, body)
+            if cancel:
+                await asyncio.wait_for(stream_request(session, cfg, state, t0_perf, body),
+                                       options.cancel_delay_s)
+            else:
+                await stream_request(session, cfg, state, t0_perf, body)
+        except asyncio.TimeoutError:  # wait_for's: stream_request handles its own timeouts
+            state.status, state.error_kind = "cutoff", "cancelled"
+            state.error = (f"cancelled by the client {options.cancel_delay_s:g} s after "
+                           "sending (--request-cancellation-rate)")
+            if state.end_s is None:
+                state.end_s = perf() - t0_perf
         except asyncio.CancelledError:
             state.status, state.error_kind = "cutoff", "cutoff"
             state.error = "cut off by the client (stop or duration limit)"

@@ -64,7 +64,8 @@ def serve(
         "--block-size", min=1, help="KV-cache block size in tokens.")] = 16,
     enable_prefix_caching: Annotated[bool, typer.Option(
         "--enable-prefix-caching/--no-enable-prefix-caching",
-        help="Reuse KV of shared prompt prefixes.")] = False,
+        help="Reuse KV of shared prompt prefixes (on by default, as in vLLM V1 and "
+        "`simulate`).")] = True,
     chunked_prefill: Annotated[bool, typer.Option(
         "--chunked-prefill/--no-chunked-prefill", help="Split long prefills across steps.")
     ] = True,
@@ -85,9 +86,9 @@ def serve(
     api_key: Annotated[str | None, typer.Option(
         "--api-key", envvar="RIDGELINE_API_KEY", show_envvar=True,
         help="Require 'Authorization: Bearer KEY' on every endpoint but /health.")] = None,
-    default_max_tokens: Annotated[int, typer.Option(
+    default_max_tokens: Annotated[int | None, typer.Option(
         "--default-max-tokens", min=1, help="Output length of chat requests that set no "
-        "max_tokens.")] = 256,
+        "max_tokens (default: the rest of the context, as vLLM).")] = None,
     eos_lengths: Annotated[str | None, typer.Option(
         "--eos-lengths", help="Distribution of natural output lengths for requests without "
         "ignore_eos (same syntax as --output, e.g. lognormal:mean=200,sigma=0.8); default: "

@@ -1,6 +1,7 @@
 """The emulator's HTTP app: OpenAI's API in front of the engine driven on the wall clock.
 
-Endpoints: `GET /health` (no auth), `GET /v1/models`, `POST /v1/completions`,
+Endpoints: `GET /health` (no auth), `GET /version`, `POST /tokenize`, `POST /detokenize`
+(vLLM's shapes), `GET /v1/models`, `POST /v1/completions`,
 `POST /v1/chat/completions` (streaming SSE ending in `data: [DONE]`, or one JSON body),
 `GET /metrics` (Prometheus text, vLLM's names), `GET /ridgeline/stats` (the emulator's own
 timing error and counters, JSON; `?reset=1` clears the lag samples).
@@ -11,12 +12,13 @@ model's time for that step's batch, and the tokens a step produced are written t
 client at the step's end. So a client sees TTFT = queueing + prefill step(s), and one
 chunk per decode step.
 
-Output length: `max_tokens` (completions default 16, OpenAI's; chat default
-`default_max_tokens`, 256 unless configured). The emulated model never stops early unless
-the server was given an EOS length distribution (`eos_lengths`, e.g. "lognormal:mean=200,
-sigma=0.8"): then a request without `ignore_eos` stops at a length drawn from it (seeded
-by the request's `seed`, else by the server's), clipped to [max(min_tokens, 1), max_tokens],
-with finish_reason "stop"; a request that reaches max_tokens ends with "length".
+Output length: `max_tokens` (completions default 16, OpenAI's; chat default: the rest of
+the context, as vLLM, unless `default_max_tokens` caps it). The emulated model never stops
+early unless the server was given an EOS length distribution (`eos_lengths`, e.g.
+"lognormal:mean=200,sigma=0.8"): then a request without `ignore_eos` stops at a length
+drawn from it (seeded by the request's `seed`, else by the server's), clipped to
+[max(min_tokens, 1), max_tokens], with finish_reason "stop"; a request that reaches
+max_tokens ends with "length".
 
 Exact prompt lengths from the client: a completions `prompt` given as a list of token ids
 counts as its length (ids are not checked against any vocabulary), and the extension field
@@ -46,8 +48,10 @@ from starlette.routing import Route
 from ridgeline.serve.driver import DriverCallbacks, EngineDriver, EngineLike, Overloaded, Stream
 from ridgeline.serve.prometheus import (
     CONTENT_TYPE,
+    ITERATION_TOKEN_BUCKETS,
     ITL_BUCKETS_S,
     LAG_BUCKETS_S,
+    N_BUCKETS,
     REQUEST_LATENCY_BUCKETS_S,
     TOKEN_COUNT_BUCKETS,
     TTFT_BUCKETS_S,
@@ -68,7 +72,10 @@ from ridgeline.serve.responses import (
     Plan,
     SSEWriter,
 )
-from ridgeline.serve.tokenizer import get_tokenizer, model_tokenizer
+from ridgeline.serve.tokenizer import filler_stop, get_tokenizer, model_tokenizer
+
+MAX_N = 128          # choices per request (`n`)
+MAX_LOGPROBS = 20    # vLLM's default --max-logprobs is 20
 
 
 @dataclass
@@ -82,7 +89,7 @@ class EmulatorConfig:
     overload_status: int = 429             # 429 (default) or 503
     retry_after_s: float = 1.0
     api_key: str | None = None
-    default_max_tokens: int = 256          # chat requests without max_tokens
+    default_max_tokens: int | None = None  # chat without max_tokens; None: rest of context
     eos_lengths: str | None = None         # length spec (workload syntax) of natural stops
     seed: int = 0
     max_body_bytes: int = 32 * 1024 * 1024
@@ -95,8 +102,11 @@ class EmulatorConfig:
 class _Metrics:
     """vLLM-named Prometheus metrics, fed by the driver's callbacks (emulated seconds)."""
 
-    def __init__(self, model_name: str, driver_ref: list[EngineDriver]) -> None:
-        self.registry = reg = Registry({"model_name": model_name})
+    def __init__(self, model_name: str, driver_ref: list[EngineDriver],
+                 cache_info: dict[str, str] | None = None) -> None:
+        # vLLM V1 labels every engine metric with model_name and engine (the data-parallel
+        # engine index; one engine here).
+        self.registry = reg = Registry({"model_name": model_name, "engine": "0"})
 
         def stat(name: str) -> Any:
             def read() -> float:
@@ -114,8 +124,9 @@ class _Metrics:
                   stat("num_waiting"))
         reg.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
                   stat("kv_usage_fraction"))
-        reg.gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage (pre-V1 name). 1 means "
-                  "100 percent usage.", stat("kv_usage_fraction"))
+        if cache_info is not None:
+            reg.info("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+                     cache_info)
         reg.counter_fn("vllm:prefix_cache_queries_total", "Prefix-cache queries, in tokens "
                        "(prompt tokens of requests looked up).",
                        stat("prefix_cache_queries_tokens_total"))
@@ -133,18 +144,41 @@ class _Metrics:
                                   "Histogram of time to first token in seconds.", TTFT_BUCKETS_S)
         self.itl = reg.histogram("vllm:inter_token_latency_seconds",
                                  "Histogram of inter-token latency in seconds.", ITL_BUCKETS_S)
-        self.tpot = reg.histogram("vllm:time_per_output_token_seconds",
-                                  "Histogram of time per output token in seconds (pre-V1 name "
-                                  "of the inter-token latency).", ITL_BUCKETS_S)
+        self.request_tpot = reg.histogram(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS_S)
         self.e2e = reg.histogram("vllm:e2e_request_latency_seconds",
-                                 "Histogram of end to end request latency in seconds.",
+                                 "Histogram of e2e request latency in seconds.",
                                  REQUEST_LATENCY_BUCKETS_S)
+        self.queue = reg.histogram("vllm:request_queue_time_seconds",
+                                   "Histogram of time spent in WAITING phase for request.",
+                                   REQUEST_LATENCY_BUCKETS_S)
+        self.inference = reg.histogram("vllm:request_inference_time_seconds",
+                                       "Histogram of time spent in RUNNING phase for request.",
+                                       REQUEST_LATENCY_BUCKETS_S)
+        self.prefill = reg.histogram("vllm:request_prefill_time_seconds",
+                                     "Histogram of time spent in PREFILL phase for request.",
+                                     REQUEST_LATENCY_BUCKETS_S)
+        self.decode = reg.histogram("vllm:request_decode_time_seconds",
+                                    "Histogram of time spent in DECODE phase for request.",
+                                    REQUEST_LATENCY_BUCKETS_S)
+        self.iteration_tokens = reg.histogram(
+            "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+            ITERATION_TOKEN_BUCKETS)
         self.prompt_hist = reg.histogram("vllm:request_prompt_tokens",
                                          "Number of prefill tokens processed.",
                                          TOKEN_COUNT_BUCKETS)
         self.gen_hist = reg.histogram("vllm:request_generation_tokens",
                                       "Number of generation tokens processed.",
                                       TOKEN_COUNT_BUCKETS)
+        self.max_gen_hist = reg.histogram(
+            "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.", TOKEN_COUNT_BUCKETS)
+        self.max_tokens_hist = reg.histogram(
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+            TOKEN_COUNT_BUCKETS)
+        self.n_hist = reg.histogram("vllm:request_params_n",
+                                    "Histogram of the n request parameter.", N_BUCKETS)
         self.rejected = reg.counter("ridgeline:requests_rejected_total",
                                     "Requests refused before entering the engine.")
         self.aborted = reg.counter("ridgeline:requests_aborted_total",
@@ -162,22 +196,58 @@ class _Metrics:
             self.generation_tokens.inc(n)
             if prev_s is not None:
                 self.itl.observe(at_s - prev_s)
-                self.tpot.observe(at_s - prev_s)
 
         def on_finish(stream: Stream, at_s: float) -> None:
-            self.e2e.observe(at_s - stream.arrival_emu_s)
+            # vLLM's request phases (v1/metrics/stats.py): queued -> scheduled -> first
+            # token -> last token.
+            arrival = stream.arrival_emu_s
+            # Behind the wall clock the driver runs steps that started (even ended) before
+            # a request arrived; keep arrival <= scheduled <= first <= last so the phases
+            # are >= 0 and add up to the e2e latency, as vLLM's do.
+            last = max(at_s, arrival)
+            first = min(max(stream.first_token_emu_s if stream.first_token_emu_s is not None
+                            else at_s, arrival), last)
+            scheduled = min(max(stream.scheduled_emu_s if stream.scheduled_emu_s is not None
+                                else arrival, arrival), first)
+            n = stream.tokens_emitted
+            self.e2e.observe(at_s - arrival)
+            self.queue.observe(scheduled - arrival)
+            self.prefill.observe(first - scheduled)
+            self.decode.observe(last - first)
+            self.inference.observe(last - scheduled)
+            self.request_tpot.observe((last - first) / (n - 1) if n > 1 else 0.0)
             self.prompt_hist.observe(stream.prompt_tokens)
-            self.gen_hist.observe(stream.tokens_emitted)
+            self.gen_hist.observe(n)
+            self.max_gen_hist.observe(n)
+            self.max_tokens_hist.observe(stream.max_tokens)
+            self.n_hist.observe(1)
             self.success.inc(finished_reason=stream.finish_reason or "stop")
 
         def on_step(result: Any) -> None:
             preempted = getattr(result, "preempted", None)
             if preempted:
                 self.preemptions.inc(len(preempted))
+            emitted = getattr(result, "emitted", None) or ()
+            work = int(getattr(result, "prefill_tokens", 0)) + sum(n for _, n in emitted)
+            if work:
+                self.iteration_tokens.observe(work)
 
         return DriverCallbacks(on_first_token=on_first_token, on_tokens=on_tokens,
                                on_finish=on_finish, on_step=on_step,
                                on_lags=self.lag.observe_many)
+
+
+def _cache_info(engine_cfg: Any) -> dict[str, str] | None:
+    """vLLM's `vllm:cache_config_info` labels (CacheConfig.metrics_info: its fields as
+    strings) for the fields the emulated engine has."""
+    if engine_cfg is None:
+        return None
+    fields = {"block_size": "block_size_tokens", "enable_prefix_caching":
+              "enable_prefix_caching", "num_gpu_blocks": "num_kv_blocks"}
+    info = {k: str(getattr(engine_cfg, v)) for k, v in fields.items()
+            if hasattr(engine_cfg, v)}
+    info["engine"] = "0"
+    return info
 
 
 def _json_error(status: int, message: str, *, err_type: str = "invalid_request_error",
@@ -201,7 +271,8 @@ class _EmulatorState:
         self.block_size_tokens = (int(engine_cfg.block_size_tokens) if getattr(
             engine_cfg, "enable_prefix_caching", False) else 0)
         self._driver_ref: list[EngineDriver] = []
-        self.metrics = _Metrics(config.served_model_name, self._driver_ref)
+        self.metrics = _Metrics(config.served_model_name, self._driver_ref,
+                                _cache_info(engine_cfg))
         self.driver: EngineDriver | None = None
         self.rng = np.random.default_rng(config.seed)
         self.eos = None
@@ -227,8 +298,30 @@ class _EmulatorState:
             raise RequestError(f"The model `{req.model}` does not exist.", status=404,
                                param="model", err_type="NotFoundError",
                                code="model_not_found")
-        if req.n not in (None, 1):
-            raise RequestError("n: only n=1 is supported", param="n")
+        n_choices = 1 if req.n is None else req.n
+        if not 1 <= n_choices <= MAX_N:
+            raise RequestError(f"n: must be in [1, {MAX_N}], got {n_choices}", param="n")
+        extra = req.model_extra or {}
+        if extra.get("tools") and extra.get("tool_choice", "auto") != "none":
+            # vLLM answers 400 when no tool parser is configured; the emulator has none:
+            # its output is filler text, never a tool call.
+            raise RequestError('"auto" tool choice requires --enable-auto-tool-choice and '
+                               "--tool-call-parser to be set (the emulator emits filler "
+                               "text, never tool calls)", param="tools")
+        fmt = extra.get("response_format")
+        if isinstance(fmt, dict) and fmt.get("type") not in (None, "text"):
+            raise RequestError(f"response_format: {fmt.get('type')!r} is not supported by the "
+                               "emulator (its output is filler text, not structured)",
+                               param="response_format")
+        logprobs = None
+        if isinstance(req, CompletionRequest) and req.logprobs is not None:
+            logprobs = req.logprobs
+        elif isinstance(req, ChatCompletionRequest) and req.logprobs:
+            logprobs = req.top_logprobs or 0
+        if logprobs is not None and not 0 <= logprobs <= MAX_LOGPROBS:
+            raise RequestError(f"logprobs: must be in [0, {MAX_LOGPROBS}], got {logprobs}",
+                               param="top_logprobs" if isinstance(
+                                   req, ChatCompletionRequest) else "logprobs")
         if isinstance(req, CompletionRequest):
             if req.echo:
                 raise RequestError("echo: not supported by the emulator", param="echo")
@@ -244,9 +337,10 @@ class _EmulatorState:
                          else "max_tokens")
             max_tokens = (req.max_completion_tokens if req.max_completion_tokens is not None
                           else req.max_tokens)
-            if max_tokens is None:
-                max_tokens = min(cfg.default_max_tokens,
-                                 max(1, cfg.max_model_len - prompt_tokens))
+            if max_tokens is None:  # vLLM: the rest of the context
+                max_tokens = max(1, cfg.max_model_len - prompt_tokens)
+                if cfg.default_max_tokens is not None:
+                    max_tokens = min(cfg.default_max_tokens, max_tokens)
         if req.ridgeline is not None and req.ridgeline.prompt_tokens is not None:
             prompt_tokens = req.ridgeline.prompt_tokens
         if prompt_tokens < 1:
@@ -277,6 +371,12 @@ class _EmulatorState:
             rng = self.rng if req.seed is None else np.random.default_rng(req.seed)
             natural = int(self.eos.sample(1, rng)[0])
             output_tokens = int(min(max(natural, min_tokens, 1), max_tokens))
+        stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+        text_limit = None
+        if stops:
+            hit = filler_stop(output_tokens, stops)
+            if hit is not None:
+                output_tokens, text_limit = hit
         opts = req.stream_options
         hashes = None
         if self.block_size_tokens:
@@ -286,7 +386,8 @@ class _EmulatorState:
                     max_tokens=int(max_tokens),
                     include_usage=bool(opts and opts.include_usage),
                     continuous_usage=bool(opts and opts.continuous_usage_stats),
-                    block_hashes=hashes)
+                    block_hashes=hashes, text_limit_chars=text_limit, n=n_choices,
+                    logprobs=logprobs)
 
     def _count_completion_prompt(self, prompt: Any) -> int:
         if isinstance(prompt, str):
@@ -343,6 +444,64 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
             "root": config.served_model_name, "parent": None,
             "max_model_len": config.max_model_len,
         }]})
+
+    async def version(request: Request) -> Response:
+        from ridgeline import __version__
+
+        return JSONResponse({"version": __version__})  # vLLM's shape: {"version": str}
+
+    async def tokenize(request: Request) -> Response:
+        """vLLM's POST /tokenize: {"prompt"} or {"messages"} -> {"count", "max_model_len",
+        "tokens", "token_strs"}. Chat messages are tokenized as their contents joined by
+        newlines (the emulator has no chat template unless --tokenizer gives one)."""
+        if not authorized(request):
+            return unauthorized()
+        try:
+            body = await read_json(request)
+            if not isinstance(body, dict):
+                raise RequestError("request body must be a JSON object")
+            if isinstance(body.get("prompt"), str):
+                text = body["prompt"]
+            elif isinstance(body.get("messages"), list):
+                text = "\n".join(str(m.get("content") or "") for m in body["messages"]
+                                 if isinstance(m, dict))
+            else:
+                raise RequestError("prompt: a string (or messages: a list) is required",
+                                   param="prompt")
+            ids = state.tokenizer.ids(text)
+            if ids is None:
+                raise RequestError("/tokenize: the emulator counts tokens approximately "
+                                   "(no tokenizer); start it with --tokenizer", status=501)
+            strs = None
+            if body.get("return_token_strs"):
+                strs = [state.tokenizer.decode([t]) or "" for t in ids]
+        except RequestError as exc:
+            return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse({"count": len(ids), "max_model_len": config.max_model_len,
+                             "tokens": ids, "token_strs": strs})
+
+    async def detokenize(request: Request) -> Response:
+        """vLLM's POST /detokenize: {"tokens"} -> {"prompt"}."""
+        if not authorized(request):
+            return unauthorized()
+        try:
+            body = await read_json(request)
+            tokens = body.get("tokens") if isinstance(body, dict) else None
+            if not isinstance(tokens, list) or not all(
+                    isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+                raise RequestError("tokens: a list of token ids (integers >= 0) is required",
+                                   param="tokens")
+            try:
+                text = state.tokenizer.decode(tokens)
+            except (ValueError, KeyError, OverflowError, TypeError):
+                raise RequestError("tokens: an id outside the vocabulary",
+                                   param="tokens") from None
+            if text is None:
+                raise RequestError("/detokenize: the emulator counts tokens approximately "
+                                   "(no tokenizer); start it with --tokenizer", status=501)
+        except RequestError as exc:
+            return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse({"prompt": text})
 
     async def metrics(request: Request) -> Response:
         if not authorized(request):
@@ -455,6 +614,9 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
     app = _EmulatorApp(
         routes=[
             Route("/health", health, methods=["GET"]),
+            Route("/version", version, methods=["GET"]),
+            Route("/tokenize", tokenize, methods=["POST"]),
+            Route("/detokenize", detokenize, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/ridgeline/stats", stats, methods=["GET"]),

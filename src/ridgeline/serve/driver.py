@@ -31,6 +31,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ridgeline.sim.sequence import WAITING
+
 
 class EngineLike(Protocol):
     """The part of `ridgeline.sim.engine.Engine` the driver uses (docs/engine.md)."""
@@ -79,6 +81,8 @@ class Stream:
     arrival_emu_s: float
     writer: StreamWriter | None = None
     tokens_emitted: int = 0
+    # When the engine first scheduled it (vLLM's "scheduled" event: queue time ends).
+    scheduled_emu_s: float | None = None
     first_token_emu_s: float | None = None
     last_token_emu_s: float | None = None
     finished: bool = False
@@ -162,6 +166,7 @@ class EngineDriver:
         self.spin_s = float(spin_s)
         self._t0_wall_s = clock()
         self.streams: dict[str, Stream] = {}
+        self._unscheduled: dict[str, Stream] = {}  # submitted, not yet in a step
         self._ids = itertools.count()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -221,6 +226,7 @@ class EngineDriver:
                         output_tokens=int(output_tokens), max_tokens=int(max_tokens),
                         arrival_emu_s=now, writer=writer)
         self.streams[rid] = stream
+        self._unscheduled[rid] = stream
         stream.engine_request = self._make_request(
             request_id=rid, prompt_tokens=int(prompt_tokens),
             output_tokens=int(output_tokens), arrival_s=now, **engine_fields)
@@ -242,6 +248,7 @@ class EngineDriver:
 
     def _forget(self, request_id: str, *, abort: bool) -> None:
         self.streams.pop(request_id, None)
+        self._unscheduled.pop(request_id, None)
         if abort:
             with contextlib.suppress(KeyError, ValueError):
                 self.engine.abort_request(request_id)
@@ -270,6 +277,8 @@ class EngineDriver:
             self._submitted = False
             result = self.engine.step(start)
             self.steps += 1
+            if self._unscheduled:
+                self._mark_scheduled(start)
             duration = float(result.duration_s)
             end = start + duration
             prepared = self._prepare(result)
@@ -286,6 +295,21 @@ class EngineDriver:
                 await self._wake.wait()
                 continue
             next_start_emu = end
+
+    def _mark_scheduled(self, start_emu: float) -> None:
+        """Stamp the streams the step just admitted (no longer waiting in the scheduler)
+        with the step's start: vLLM's queue time ends there, its prefill time begins."""
+        seqs = getattr(getattr(self.engine, "scheduler", None), "seqs", None)
+        admitted = []
+        for rid, stream in self._unscheduled.items():
+            seq = seqs.get(rid) if seqs is not None else None
+            if seq is None or seq.state != WAITING:
+                # An idle engine's step starts at the first arrival (see _run); a request
+                # that arrived later but joined that step waited for nothing.
+                stream.scheduled_emu_s = max(start_emu, stream.arrival_emu_s)
+                admitted.append(rid)
+        for rid in admitted:
+            del self._unscheduled[rid]
 
     async def _sleep_until(self, emu_s: float) -> None:
         target = self.wall_of(emu_s)

@@ -3,14 +3,25 @@
 Dashboards, gateways and autoscalers built for vLLM read these names, so the emulator
 exports them under the same names, labels (`model_name`) and histogram buckets as vLLM:
 
-- gauges: vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc
-  (and the pre-V1 name vllm:gpu_cache_usage_perc, same value, for older dashboards)
+- gauges: vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc,
+  vllm:cache_config_info (an info gauge, 1, whose labels are the cache config)
 - counters: vllm:num_preemptions_total, vllm:prompt_tokens_total,
-  vllm:generation_tokens_total, vllm:request_success_total{finished_reason}
-- histograms: vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds (and the
-  older vllm:time_per_output_token_seconds, same observations),
+  vllm:generation_tokens_total, vllm:request_success_total{finished_reason},
+  vllm:prefix_cache_queries_total, vllm:prefix_cache_hits_total
+- histograms: vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds (per
+  token gap), vllm:request_time_per_output_token_seconds (per request TPOT),
   vllm:e2e_request_latency_seconds, vllm:request_queue_time_seconds,
-  vllm:request_prompt_tokens, vllm:request_generation_tokens
+  vllm:request_prefill_time_seconds, vllm:request_decode_time_seconds,
+  vllm:request_inference_time_seconds, vllm:iteration_tokens_total (tokens per step),
+  vllm:request_prompt_tokens, vllm:request_generation_tokens,
+  vllm:request_max_num_generation_tokens, vllm:request_params_max_tokens,
+  vllm:request_params_n
+
+Every series carries vLLM V1's labels `model_name` and `engine` (the engine index, "0").
+The names removed from vLLM V1 are not exported: vllm:gpu_cache_usage_perc (now
+kv_cache_usage_perc) and vllm:time_per_output_token_seconds (now
+inter_token_latency_seconds). tests/data/vllm_grafana_metrics.txt lists the metric names
+the panels of vLLM's reference Grafana dashboard query; the tests check each is exported.
 
 Latencies are on the emulated timeline (wall time x --speed), so at --speed 1 they are
 what a client sees and at any speed they are what the modelled server would report.
@@ -19,7 +30,7 @@ ridgeline adds ridgeline:emulator_lag_seconds, the emulator's own timing error.
 >>> reg = Registry({"model_name": "m"})
 >>> c = reg.counter("vllm:prompt_tokens_total", "Prompt tokens.")
 >>> c.inc(5)
->>> "vllm:prompt_tokens_total{model_name=\\"m\\"} 5.0" in reg.render()
+>>> 'vllm:prompt_tokens_total{model_name="m"} 5.0' in reg.render()
 True
 """
 
@@ -38,6 +49,9 @@ ITL_BUCKETS_S = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 
 REQUEST_LATENCY_BUCKETS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
                              30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0,
                              7680.0)
+# vLLM's iteration_tokens_total buckets when no CUDA graph sizes are captured (eager mode).
+ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8096)
+N_BUCKETS = (1, 2, 5, 10, 20)
 TOKEN_COUNT_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000,
                        50000, 100000)
 LAG_BUCKETS_S = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2,
@@ -100,6 +114,14 @@ class FnCounter(Gauge):
                 f"{self.name}{_labels_text(self.labels)} {_fmt(self.read())}"]
 
 
+class Info(Gauge):
+    """Prometheus "info" as vLLM writes it: a gauge fixed at 1 whose labels carry data."""
+
+    def __init__(self, name: str, help_text: str, labels: dict[str, str],
+                 info: dict[str, str]) -> None:
+        super().__init__(name, help_text, {**labels, **info}, lambda: 1.0)
+
+
 class Histogram:
     def __init__(self, name: str, help_text: str, labels: dict[str, str],
                  buckets: Sequence[float]) -> None:
@@ -156,6 +178,11 @@ class Registry:
         self._metrics.append(c)
         return c
 
+    def info(self, name: str, help_text: str, info: dict[str, str]) -> Info:
+        m = Info(name, help_text, {}, info)  # vLLM: only the info's own labels
+        self._metrics.append(m)
+        return m
+
     def histogram(self, name: str, help_text: str, buckets: Sequence[float]) -> Histogram:
         m = Histogram(name, help_text, self.labels, buckets)
         self._metrics.append(m)
@@ -170,6 +197,6 @@ class Registry:
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-__all__ = ["CONTENT_TYPE", "ITL_BUCKETS_S", "LAG_BUCKETS_S", "REQUEST_LATENCY_BUCKETS_S",
-           "TOKEN_COUNT_BUCKETS", "TTFT_BUCKETS_S", "Counter", "Gauge", "Histogram",
-           "Registry"]
+__all__ = ["CONTENT_TYPE", "ITERATION_TOKEN_BUCKETS", "ITL_BUCKETS_S", "LAG_BUCKETS_S",
+           "N_BUCKETS", "REQUEST_LATENCY_BUCKETS_S", "TOKEN_COUNT_BUCKETS", "TTFT_BUCKETS_S",
+           "Counter", "Gauge", "Histogram", "Info", "Registry"]

@@ -1,8 +1,11 @@
 """OpenAI request models for the emulator, and OpenAI-style error bodies.
 
-Only what changes the emulated timing or the response shape is modelled; other OpenAI
-fields (temperature, top_p, stop, seed, ...) are accepted when they have the right type
-and otherwise ignored, and fields the emulator has never heard of are ignored too.
+Only what changes the emulated timing or the response shape is modelled: `stop` (the
+filler output is cut before the stop string, finish_reason "stop"), `n` (n identical
+choices), `logprobs`/`top_logprobs` (synthetic values in OpenAI's shapes). `tools` and a
+non-text `response_format` are refused with a 400 (the filler text can be neither a tool
+call nor valid JSON). Other fields (temperature, top_p, seed, ...) are accepted when they
+have the right type and otherwise ignored, as are fields the emulator has never heard of.
 Validation is strict about types (`"max_tokens": "5"` is a 400, as on OpenAI), so a bad
 request is always a 400 with an OpenAI-style body, never a 500.
 
@@ -79,6 +82,7 @@ class ChatCompletionRequest(_CommonRequest):
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
     logprobs: bool | None = None
+    top_logprobs: int | None = None
 
 
 class RequestError(Exception):

@@ -18,13 +18,25 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from starlette.types import Receive, Scope, Send
 
 from ridgeline.serve.driver import Stream
 from ridgeline.serve.protocol import error_body
-from ridgeline.serve.tokenizer import filler_text
+from ridgeline.serve.tokenizer import FILLER_WORDS, filler_chars, filler_text
 
 DONE = b"data: [DONE]\n\n"
+# Synthetic logprobs: the sampled token at probability 0.9, the alternatives below it.
+SAMPLED_LOGPROB = -0.10536051565782628  # ln 0.9
+
+
+def _alternatives(token: str, k: int) -> list[tuple[str, float]]:
+    """The top-k list for `token`: itself first (it was sampled), then other filler words
+    at ln(0.05), ln(0.02), ... (vLLM returns the sampled token plus the top k)."""
+    others = [w for w in FILLER_WORDS if w != token][: max(k - 1, 0)]
+    out = [(token, SAMPLED_LOGPROB)]
+    out.extend((w, float(np.log(0.05 / (i + 1)))) for i, w in enumerate(others))
+    return out[: max(k, 1)]
 RAW_SEND = "ridgeline.raw_send"  # scope key: the server's own, unwrapped ASGI `send`
 
 
@@ -39,6 +51,13 @@ class Plan:
     continuous_usage: bool
     # Content keys of the prompt's full KV blocks (prefix caching on), else None.
     block_hashes: tuple[int, ...] | None = None
+    # `stop`: the output text ends before the stop string (its first character offset in
+    # the filler text), and the request finishes with "stop".
+    text_limit_chars: int | None = None
+    # `n` choices (the same filler text each) and `logprobs`: None off; completions:
+    # the top-k count; chat: top_logprobs (0 = the sampled token only).
+    n: int = 1
+    logprobs: int | None = None
 
 
 class ChunkRenderer:
@@ -55,6 +74,7 @@ class ChunkRenderer:
         self.head = (f'data: {{"id":{json.dumps(request_id)},"object":"{obj}",'
                      f'"created":{created},"model":{json.dumps(model)},"choices":[')
         self.index = 0  # output tokens rendered so far
+        self.chars = 0  # characters of filler text rendered so far (before any stop cut)
         self.engine_request: Any = None  # set after submit when prefix caching is on
 
     def usage(self, completion_tokens: int) -> str:
@@ -63,27 +83,65 @@ class ChunkRenderer:
         if self.plan.block_hashes is not None:  # prefix caching on: say what it served
             cached = getattr(self.engine_request, "cached_tokens", None) or 0
             details = f',"prompt_tokens_details":{{"cached_tokens":{int(cached)}}}'
+        completion_tokens *= self.plan.n  # every choice generates the same count
         return (f'{{"prompt_tokens":{p},"completion_tokens":{completion_tokens},'
                 f'"total_tokens":{p + completion_tokens}{details}}}')
+
+    def _text(self, start: int, n_tokens: int) -> str:
+        """Filler tokens start .. start+n-1, cut where a stop string begins."""
+        text = filler_text(start, n_tokens)
+        limit = self.plan.text_limit_chars
+        if limit is None:
+            return text
+        begin = filler_chars(start)
+        return text[: max(0, limit - begin)]
+
+    def _logprobs(self, start: int, n_tokens: int) -> str:
+        """Synthetic logprobs of tokens start .. start+n-1, in OpenAI's shapes."""
+        k = self.plan.logprobs
+        if k is None or n_tokens == 0:
+            return "null"
+        tokens = [FILLER_WORDS[(start + i) % len(FILLER_WORDS)] for i in range(n_tokens)]
+        if self.chat:
+            content = [{"token": t, "logprob": SAMPLED_LOGPROB, "bytes": list(t.encode()),
+                        "top_logprobs": [{"token": a, "logprob": lp, "bytes": list(a.encode())}
+                                         for a, lp in _alternatives(t, k)]} for t in tokens]
+            return json.dumps({"content": content})
+        offset = filler_chars(start)
+        offsets = []
+        for t in tokens:
+            offsets.append(offset)
+            offset += len(t)
+        return json.dumps({"tokens": tokens, "token_logprobs": [SAMPLED_LOGPROB] * n_tokens,
+                           "top_logprobs": [dict(_alternatives(t, k)) for t in tokens],
+                           "text_offset": offsets})
 
     def step(self, n_tokens: int, finish_reason: str | None) -> bytes:
         """Everything a step sends: [role chunk,] token chunk [, usage chunk, DONE]."""
         first = self.index == 0
-        text = json.dumps(filler_text(self.index, n_tokens)) if n_tokens else '""'
+        text = json.dumps(self._text(self.index, n_tokens)) if n_tokens else '""'
+        lp = self._logprobs(self.index, n_tokens)
         self.index += n_tokens
+        if finish_reason is not None and self.plan.text_limit_chars is not None:
+            finish_reason = "stop"  # the stop string ended it, at whatever length
         fr = "null" if finish_reason is None else f'"{finish_reason}"'
-        if self.chat:
-            choice = (f'{{"index":0,"delta":{{"content":{text}}},"logprobs":null,'
-                      f'"finish_reason":{fr}}}')
-        else:
-            choice = f'{{"index":0,"text":{text},"logprobs":null,"finish_reason":{fr}}}'
         usage = (f',"usage":{self.usage(self.index)}' if self.plan.continuous_usage else "")
-        out = self.head + choice + "]" + usage + "}\n\n"
-        if first and self.chat:
-            # vLLM sends the assistant role with the first token, not before it: clients
-            # that time TTFT from the first non-empty `choices` see the real first token.
-            out = (self.head + '{"index":0,"delta":{"role":"assistant","content":""},'
-                   '"logprobs":null,"finish_reason":null}]}\n\n') + out
+        out = ""
+        for i in range(self.plan.n):
+            if self.chat:
+                choice = (f'{{"index":{i},"delta":{{"content":{text}}},"logprobs":{lp},'
+                          f'"finish_reason":{fr}}}')
+            else:
+                choice = (f'{{"index":{i},"text":{text},"logprobs":{lp},'
+                          f'"finish_reason":{fr}}}')
+            chunk = self.head + choice + "]" + usage + "}\n\n"
+            if first and self.chat:
+                # vLLM sends the assistant role with the first token, not before it:
+                # clients that time TTFT from the first non-empty `choices` see the real
+                # first token.
+                chunk = (self.head + f'{{"index":{i},"delta":{{"role":"assistant",'
+                         '"content":""},"logprobs":null,"finish_reason":null}]}\n\n') + chunk
+            out += chunk
         if finish_reason is not None:
             if self.plan.include_usage:
                 out += self.head + '],"usage":' + self.usage(self.index) + "}\n\n"
@@ -97,20 +155,20 @@ class ChunkRenderer:
 
     def whole(self, stream: Stream) -> dict[str, Any]:
         """The non-streaming body."""
-        text = filler_text(0, stream.tokens_emitted)
-        p = self.plan.prompt_tokens
-        if self.chat:
-            obj = "chat.completion"
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant",
-                                                             "content": text}}
-        else:
-            obj = "text_completion"
-            choice = {"index": 0, "text": text}
-        choice.update(logprobs=None, finish_reason=stream.finish_reason)
+        text = self._text(0, stream.tokens_emitted)
+        lp = json.loads(self._logprobs(0, stream.tokens_emitted))
+        reason = "stop" if self.plan.text_limit_chars is not None else stream.finish_reason
+        choices = []
+        for i in range(self.plan.n):
+            choice: dict[str, Any] = ({"index": i, "message": {"role": "assistant",
+                                                               "content": text}}
+                                      if self.chat else {"index": i, "text": text})
+            choice.update(logprobs=lp, finish_reason=reason)
+            choices.append(choice)
+        obj = "chat.completion" if self.chat else "text_completion"
         return {"id": self.request_id, "object": obj, "created": self.created,
-                "model": self.model, "choices": [choice],
-                "usage": {"prompt_tokens": p, "completion_tokens": stream.tokens_emitted,
-                          "total_tokens": p + stream.tokens_emitted}}
+                "model": self.model, "choices": choices,
+                "usage": json.loads(self.usage(stream.tokens_emitted))}
 
 
 @types.coroutine

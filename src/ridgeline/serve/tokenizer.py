@@ -74,6 +74,9 @@ class PromptTokenizer:
     name: str
     exact: bool
     _encoder: Any = None
+    # `serve --tokenizer` with a tokenizer_config.json holding a chat template: chat
+    # prompts are rendered with it (as transformers' apply_chat_template) and counted.
+    chat_template: ChatTemplate | None = None
 
     def count(self, text: str, stop_after: int | None = None) -> int:
         """Tokens in `text` (special-token text counts as ordinary text, never an error).
@@ -93,8 +96,22 @@ class PromptTokenizer:
                 break
         return total
 
+    def ids(self, text: str) -> list[int] | None:
+        """Token ids of `text` (`/tokenize`); None with the approximate counter."""
+        if self._encoder is None:
+            return None
+        return [int(t) for piece in _pieces(text) for t in self._encoder.encode_ordinary(piece)]
+
+    def decode(self, ids: list[int]) -> str | None:
+        """Text of token ids (`/detokenize`); None with the approximate counter."""
+        decode = getattr(self._encoder, "decode", None)
+        return None if decode is None else str(decode(list(ids)))
+
     def count_chat(self, messages: list[dict[str, Any]], stop_after: int | None = None) -> int:
-        """Tokens of a chat prompt: message contents plus OpenAI's per-message framing."""
+        """Tokens of a chat prompt: the served model's chat template rendered and counted
+        when it has one, else message contents plus OpenAI's per-message framing."""
+        if self.chat_template is not None:
+            return self.count(self.chat_template.render(messages), stop_after)
         total = CHAT_REPLY_PRIMING_TOKENS
         for message in messages:
             total += CHAT_TOKENS_PER_MESSAGE
@@ -128,13 +145,81 @@ def get_tokenizer() -> PromptTokenizer:
 def model_tokenizer(spec: str) -> PromptTokenizer:
     """`serve --tokenizer`: the served model's own tokenizer (a tokenizer.json, a folder
     holding one, a Hugging Face model id, or tiktoken:<encoding>), so prompts are counted
-    as that model counts them. Bad input raises RidgelineError."""
+    as that model counts them; with a chat template beside it (tokenizer_config.json), chat
+    prompts are rendered with it. Bad input raises RidgelineError."""
     from ridgeline.bench.tokens import load_tokenizer
 
     tok = load_tokenizer(spec)
     assert tok is not None
     encoder = tok if hasattr(tok, "encode_ordinary") else _EncodeAdapter(tok)
-    return PromptTokenizer(name=tok.name, exact=True, _encoder=encoder)
+    return PromptTokenizer(name=tok.name, exact=True, _encoder=encoder,
+                           chat_template=load_chat_template(spec))
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """A Hugging Face chat template (jinja2), rendered as transformers renders it: a
+    sandboxed environment with trim_blocks and lstrip_blocks, `messages`,
+    `add_generation_prompt=True`, the config's special tokens, and `raise_exception`."""
+
+    source: str
+    special: tuple[tuple[str, str], ...] = ()
+
+    def render(self, messages: list[dict[str, Any]]) -> str:
+        return _compiled(self.source).render(messages=messages, add_generation_prompt=True,
+                                             **dict(self.special))
+
+
+@lru_cache(maxsize=8)
+def _compiled(source: str) -> Any:
+    from jinja2.exceptions import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(source)
+
+
+def load_chat_template(spec: str) -> ChatTemplate | None:
+    """The chat template of tokenizer_config.json beside a tokenizer.json (or in a folder);
+    None when there is none. A template without jinja2 installed is an error, not a silent
+    fallback to OpenAI's framing."""
+    import json
+    from pathlib import Path
+
+    path = Path(spec)
+    folder = path if path.is_dir() else path.parent
+    cfg_path = folder / "tokenizer_config.json"
+    if spec.startswith("tiktoken:") or not cfg_path.is_file():
+        return None
+    from ridgeline.errors import RidgelineError
+
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RidgelineError(f"--tokenizer: {cfg_path}: not readable JSON ({exc})") from None
+    template = cfg.get("chat_template") if isinstance(cfg, dict) else None
+    if isinstance(template, list):  # named templates: transformers takes "default"
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+    if not isinstance(template, str):
+        return None
+    try:
+        import jinja2  # noqa: F401
+    except ImportError:
+        raise RidgelineError(f"--tokenizer: {cfg_path} has a chat template, which needs "
+                             "jinja2 (pip install 'ridgeline[tokenizer]')") from None
+    special = []
+    for key in ("bos_token", "eos_token", "unk_token", "pad_token"):
+        value = cfg.get(key)
+        if isinstance(value, dict):  # AddedToken form
+            value = value.get("content")
+        if isinstance(value, str):
+            special.append((key, value))
+    return ChatTemplate(template, tuple(special))
 
 
 class _EncodeAdapter:
@@ -144,6 +229,41 @@ class _EncodeAdapter:
     def encode_ordinary(self, text: str) -> list[int]:
         return list(self._tok.encode(text))
 
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids))
+
+
+_CYCLE_CHARS = sum(len(w) for w in FILLER_WORDS)
+_PREFIX_CHARS = tuple(sum(len(w) for w in FILLER_WORDS[:i]) for i in range(len(FILLER_WORDS)))
+
+
+def filler_chars(n_tokens: int) -> int:
+    """Characters in the first n tokens of the filler stream."""
+    q, r = divmod(n_tokens, len(FILLER_WORDS))
+    return q * _CYCLE_CHARS + _PREFIX_CHARS[r]
+
+
+def filler_stop(n_tokens: int, stops: list[str]) -> tuple[int, int] | None:
+    """vLLM's stop strings over the first n filler tokens: generation goes on until a stop
+    string is complete, and the text is cut where it begins. Returns (tokens generated,
+    characters of text kept) for the stop completed first, or None if none occurs."""
+    text = filler_text(0, n_tokens)
+    best: tuple[int, int] | None = None
+    for stop in stops:
+        at = text.find(stop) if stop else -1
+        if at < 0:
+            continue
+        lo, hi = 1, n_tokens  # the fewest tokens whose text holds the whole stop string
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if filler_chars(mid) >= at + len(stop):
+                hi = mid
+            else:
+                lo = mid + 1
+        if best is None or (lo, at) < best:
+            best = (lo, at)
+    return best
+
 
 def filler_text(start_index: int, n_tokens: int) -> str:
     """Output tokens start_index .. start_index + n_tokens - 1 of the filler stream."""
@@ -152,5 +272,5 @@ def filler_text(start_index: int, n_tokens: int) -> str:
     return "".join(words[(start_index + i) % k] for i in range(n_tokens))
 
 
-__all__ = ["FILLER_WORDS", "PromptTokenizer", "filler_text", "get_tokenizer",
-           "model_tokenizer"]
+__all__ = ["FILLER_WORDS", "PromptTokenizer", "filler_chars", "filler_stop", "filler_text",
+           "get_tokenizer", "model_tokenizer"]

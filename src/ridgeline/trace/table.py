@@ -107,6 +107,9 @@ def build_columns(records: Sequence[Mapping[str, Any]]) -> _Columns:
 
 
 def _field(records: Sequence[Mapping[str, Any]], name: str, default: Any, dicts: bool) -> list:
+    cols = getattr(records, "cols", None)
+    if cols is not None:  # the msgspec reader's columns (defaults already applied)
+        return list(cols[name])
     if dicts:  # plain dicts (the reader): dict.get through map, no Python frame per record
         return list(map(dict.get, records, repeat(name), repeat(default)))  # type: ignore[arg-type]
     return [r.get(name, default) for r in records]
@@ -120,8 +123,10 @@ def scalar_columns(
     `dicts=True` promises that every record is a plain `dict` (a faster way to read it).
     Raises RecordError like `build_columns`, in the same order.
     """
+    cols = getattr(records, "cols", None)
     try:
-        ids = list(map(itemgetter("id"), records)) if dicts else [r["id"] for r in records]
+        ids = (list(cols["id"]) if cols is not None else
+               list(map(itemgetter("id"), records)) if dicts else [r["id"] for r in records])
     except KeyError:
         i = next(i for i, r in enumerate(records) if "id" not in r)
         raise RecordError(i, "id", "required field missing") from None
