@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ridgeline.bench.export import REQUEST_COLUMNS
 from ridgeline.metrics.analysis import analyze
-from ridgeline.trace.export import REQUEST_COLUMNS
 from ridgeline.trace.importers import load_trace
 from ridgeline.trace.schema import TraceHeader
 from ridgeline.trace.writer import TraceWriter

@@ -23,7 +23,7 @@ def export_cmd(
 ) -> None:
     """Write a trace as per-request CSV/Parquet, or as AIPerf's, GuideLLM's or vLLM's result
     file (each reads back through `ridgeline analyze` to the same numbers)."""
-    from ridgeline.trace.export import export_trace
+    from ridgeline.bench.export import export_trace
 
     path = export_trace(trace, to, out)
     typer.echo(f"export: {path}")
