@@ -7,6 +7,7 @@ give the same answer."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -21,9 +22,10 @@ from ridgeline.sim.scenario import Scenario, run_scenario
 
 CLI = str(Path(sys.executable).parent / "ridgeline")
 
-# The issue's search (issue 20), smaller: one batch cap, at most 2 replicas. Its cheapest
-# screen survivor, L40S with P/D 1:1 ($1.80/h), meets 100% of 200 requests and misses the
-# 99% target in long runs (91.5% and 97.9% of 6,000 requests at 10.8 req/s).
+# The issue's search (issue 20), smaller: one batch cap, at most 2 replicas. Under the old
+# perf model its cheapest screen survivor, L40S with P/D 1:1 ($1.80/h), met 100% of 200
+# requests and missed the 99% target in long runs (91.5% and 97.9% of 6,000 requests at
+# 10.8 req/s).
 REQ = PlanRequest(models=("llama-3.1-8b",), hardware=("l40s", "h100-sxm"), weights=("bf16",),
                   tp=(1, 2), max_num_seqs=(256,), max_num_batched_tokens=(2048,),
                   prompt="fixed:1200", output="fixed:180", rate_req_s=9.0,
@@ -70,18 +72,33 @@ def test_chosen_meets_the_target_resimulated_independently(result):
         assert g.judged_requests > 5900 and g.attainment >= REQ.goodput_target, (seed, g)
 
 
-def test_a_screen_winner_that_fails_verification_is_not_chosen(result):
-    # The cheapest survivor of the screen (L40S, P/D 1:1: 100% of 200 requests) fails the
-    # long runs; the choice falls to the next one, and two runners-up are verified after it.
+# L40S only, up to 3 replicas: the cheapest screen survivor (tp=1, P/D 1:2, $2.70/h: 98.5% of
+# the 200 screen requests, its Wilson upper end above 99%) misses the target in the long runs
+# under the fitted kernel model (issue 18: ~91% and ~95% of 6,086 requests).
+REQ_L40S = dataclasses.replace(REQ, hardware=("l40s",), max_replicas=3)
+
+
+@pytest.fixture(scope="module")
+def result_l40s():
+    return plan(REQ_L40S, workers=2)
+
+
+def test_a_screen_winner_that_fails_verification_is_not_chosen(result_l40s):
+    # The cheapest survivor of the screen fails the long runs; the choice falls to the next
+    # one, and two runners-up are verified after it.
+    result = result_l40s
     first = result.verified[0]
-    assert first.outcome.attainment == 1.0 and first.verification is not None
-    assert not first.verification.meets(REQ.goodput_target)
+    assert first.outcome.could_meet(REQ_L40S.goodput_target)   # it survived the screen
+    assert first.verification is not None
+    assert not first.verification.meets(REQ_L40S.goodput_target)
+    assert result.chosen is not None and result.chosen is not first
     assert first.candidate.usd_per_hour < result.chosen.candidate.usd_per_hour
+    assert result.chosen.verification.meets(REQ_L40S.goodput_target)
     i = result.verified.index(result.chosen)
     assert len(result.verified) - 1 - i == 2
     for run in result.chosen.verification.runs:
-        assert run.requests == 6086 and run.ci_low >= REQ.goodput_target
-        assert run.rate_req_s == pytest.approx(REQ.planning_rate_req_s)
+        assert run.requests == 6086 and run.ci_low >= REQ_L40S.goodput_target
+        assert run.rate_req_s == pytest.approx(REQ_L40S.planning_rate_req_s)
 
 
 def test_every_cheaper_configuration_was_ruled_out_for_a_reason_that_holds(result):
