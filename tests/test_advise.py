@@ -100,3 +100,171 @@ def test_cli_json_and_bad_input(tmp_path):
         assert r.returncode == 2, (args, r.stderr)
         assert "Traceback" not in r.stderr
         assert [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+
+
+# ---- predicted effects against hand computations -------------------------------------------
+#
+# A hand-made trace (no simulator): requests one at a time, so the decode batch is 1, each
+# with a 500-token prompt, 100 output tokens one per event, TTFT 0.1 s and a TPOT of exactly
+# `tpot_ms`. llama-3.1-8b in bf16 on an L40S. The expected numbers below come from the model's
+# shapes (config.json of Llama 3.1 8B) and the L40S datasheet, not from ridgeline's perf model.
+
+L, D, HQ, HKV, HD, FF, V = 32, 4096, 32, 8, 128, 14336, 128256   # Llama 3.1 8B
+BW_EFF_B_S = 864e9 * 0.85          # L40S GDDR6 864 GB/s x the catalog's streaming efficiency
+KERNEL_S = 2e-6                    # L40S catalog: per-kernel launch overhead (CUDA graphs)
+# Kernels of one decode step: per layer attn_norm, qkv, rope, attention, o_proj, mlp_norm,
+# gate_up, act_mul, down (9); plus embedding, final_norm, lm_head.
+DECODE_KERNELS = 9 * L + 3
+LINEAR_PARAMS = L * (D * (HQ + 2 * HKV) * HD + HQ * HD * D + D * 2 * FF + FF * D)   # 6.98e9
+LM_HEAD_PARAMS = D * V             # kept 16-bit when the other weights are quantized
+PROMPT, OUTPUT = 500, 100
+CTX = PROMPT + (OUTPUT - 2) / 2    # mean KV context of the decode steps: S + (N-2)/2
+
+
+def _hand_trace(tpot_ms: float, ttft_s: float = 0.1, n: int = 40, prompt: int = PROMPT,
+                dataset: dict | None = None, engine: dict | None = None):
+    from ridgeline.trace.table import Trace
+
+    recs = []
+    for i in range(n):
+        sent = 10.0 * i              # 10 s apart: each lasts ~6 s, so one at a time
+        ev = [sent + ttft_s + j * tpot_ms / 1e3 for j in range(OUTPUT)]
+        recs.append({"id": f"r{i}", "sent_s": sent, "scheduled_s": sent, "event_times_s": ev,
+                     "end_s": ev[-1], "output_tokens": OUTPUT, "prompt_tokens": prompt})
+    header = {"source": "hand", "model": "llama-3.1-8b", "hardware": "l40s",
+              "precision": {"weights": "bf16", "kv": "bf16", "activations": "bf16"},
+              "engine_config": {"max_num_seqs": 256, "max_num_batched_tokens": 8192,
+                                **(engine or {})},
+              "dataset": dataset or {}}
+    return Trace.from_records(header, recs)
+
+
+def _hand_decode_s(w_bytes: float, kv_bytes: float, ctx_tokens: float = CTX, tp: int = 1,
+                   extra_s: float = 0.0) -> float:
+    """Memory-bound decode step at batch 1: linear weights (w_bytes per element) and the
+    16-bit LM head, read once; the KV of ctx old tokens read plus the new one written; all
+    over the effective bandwidth, plus the kernel launches (activations: ~1 MB, left out)."""
+    weights = (LINEAR_PARAMS * w_bytes + LM_HEAD_PARAMS * 2.0) / tp
+    kv = L * 2 * (HKV // tp) * HD * kv_bytes * (ctx_tokens + 1)
+    return (weights + kv) / BW_EFF_B_S + DECODE_KERNELS * KERNEL_S + extra_s
+
+
+def _amdahl_factor(p: float, s: float) -> float:
+    """New time / old time when a share p gets s times faster (Amdahl): (1-p) + p/s."""
+    return (1.0 - p) + p / s
+
+
+@pytest.fixture(scope="module")
+def tpot_advice():
+    return advise(_hand_trace(tpot_ms=60.0))   # over the default 50 ms budget
+
+
+def test_default_budgets_are_seed_004s():
+    # Seed 004's goodput example: "TTFT < 1 s 且 TPOT < 50 ms".
+    from ridgeline.advise import DEFAULT_BUDGETS_MS
+
+    assert DEFAULT_BUDGETS_MS == {"ttft": 1000.0, "tpot": 50.0}
+    assert advise(_hand_trace(tpot_ms=49.0)).findings == []          # within both
+    assert advise(_hand_trace(tpot_ms=51.0)).diagnoses == ["tpot_memory_bound"]
+    adv = advise(_hand_trace(tpot_ms=30.0, ttft_s=1.05))
+    assert [f.stage for f in adv.findings] == ["ttft"]
+    assert advise(_hand_trace(tpot_ms=30.0, ttft_s=0.95)).findings == []
+
+
+def test_measured_share_is_model_step_over_trace_tpot(tpot_advice):
+    f = tpot_advice.facts
+    assert f["decode_batch"] == 1.0
+    assert f["tpot_p50_ms"] == pytest.approx(60.0)
+    t_bf16_ms = _hand_decode_s(2.0, 2.0) * 1e3                       # ~21.1 ms
+    assert f["predicted_decode_step_ms"] == pytest.approx(t_bf16_ms, rel=0.005)
+
+
+@pytest.mark.parametrize("technique, w_bytes, kv_bytes", [
+    ("weight-only quantization (fp8)", 1.0, 2.0),               # ~1.86x on the step
+    ("weight-only quantization (int4)", 0.5 + 2 / 128, 2.0),     # GPTQ groups of 128, fp16 scale
+    ("fp8 KV cache", 2.0, 1.0),                                  # ~1.002x: 549 tokens of KV
+])
+def test_quantization_effects_are_bytes_ratios_through_amdahl(tpot_advice, technique, w_bytes,
+                                                              kv_bytes):
+    recs = {r.technique: r for r in tpot_advice.findings[0].recommendations}
+    e = recs[technique].effect
+    t_old, t_new = _hand_decode_s(2.0, 2.0), _hand_decode_s(w_bytes, kv_bytes)
+    s = t_old / t_new                       # faster: > 1 whenever fewer bytes are read
+    assert s >= 1.0
+    p = t_old * 1e3 / 60.0                  # the model explains ~35% of the measured 60 ms
+    assert e["speedup"] == pytest.approx(s, rel=0.005)
+    assert e["share"] == pytest.approx(p, rel=0.005)
+    assert e["time_factor"] == pytest.approx(_amdahl_factor(p, s), rel=0.002)
+    assert e["predicted_tpot_ms"] == pytest.approx(60.0 * _amdahl_factor(p, s), rel=0.002)
+    assert f"measured TPOT x {_amdahl_factor(p, s):.2f}" in recs[technique].predicted
+
+
+def test_fp8_weights_effect_numbers(tpot_advice):
+    # The two named bugs: an inverted speed-up (fp8 "1.8x slower") and Amdahl without the
+    # measured share (the whole TPOT scaled by 1/s).
+    e = {r.technique: r for r in tpot_advice.findings[0].recommendations}[
+        "weight-only quantization (fp8)"].effect
+    bytes_bf16 = (LINEAR_PARAMS + LM_HEAD_PARAMS) * 2.0
+    bytes_fp8 = LINEAR_PARAMS * 1.0 + LM_HEAD_PARAMS * 2.0
+    assert bytes_bf16 / bytes_fp8 == pytest.approx(1.87, abs=0.01)
+    assert 1.8 < e["speedup"] < 1.87             # bytes ratio, diluted by KV and launches
+    # p ~ 0.35: TPOT x (0.65 + 0.35/1.84) ~ 0.84, not x 1/1.84 ~ 0.54.
+    assert 0.82 < e["time_factor"] < 0.86
+
+
+def test_tp2_effect_halves_bytes_and_adds_allreduces(tpot_advice):
+    e = {r.technique: r for r in tpot_advice.findings[0].recommendations}[
+        "tensor parallelism x2"].effect
+    # Per GPU: half the weights and KV heads; 2 all-reduces per layer + the vocab-parallel
+    # embedding's, each the link latency (10 us) + 2(p-1)/p x d x 2 B / 32 GB/s (PCIe Gen4).
+    allreduce_s = (2 * L + 1) * (10e-6 + 1.0 * D * 2 / 32e9)
+    t_old = _hand_decode_s(2.0, 2.0)
+    t_new = _hand_decode_s(2.0, 2.0, tp=2, extra_s=allreduce_s)
+    assert e["new_ms"] == pytest.approx(t_new * 1e3, rel=0.005)
+    assert e["speedup"] == pytest.approx(t_old / t_new, rel=0.005)
+    assert e["time_factor"] == pytest.approx(_amdahl_factor(t_old * 1e3 / 60, t_old / t_new),
+                                             rel=0.002)
+
+
+def test_speculative_effect_is_expected_tokens_per_verify(tpot_advice):
+    # k = 4 drafts at acceptance 0.7: E = (1 - 0.7^5) / (1 - 0.7) = 2.7731 tokens per verify
+    # pass. At batch 1 the verify pass (5 tokens) reads the same weights as a decode step,
+    # plus 4 more tokens' KV writes and logits rows (~1 MB of 15 GB): time per token ~ t / E.
+    from ridgeline.advise import SPEC_ALPHA, SPEC_K
+
+    assert (SPEC_K, SPEC_ALPHA) == (4, 0.7)
+    e_tok = (1 - 0.7 ** 5) / (1 - 0.7)
+    assert e_tok == pytest.approx(2.7731, abs=1e-4)
+    e = {r.technique: r for r in tpot_advice.findings[0].recommendations}[
+        "speculative decoding"].effect
+    t_old = _hand_decode_s(2.0, 2.0)
+    t_verify = _hand_decode_s(2.0, 2.0, ctx_tokens=CTX + SPEC_K)
+    assert e["speedup"] == pytest.approx(e_tok * t_old / t_verify, rel=0.005)
+    p = t_old * 1e3 / 60
+    assert e["time_factor"] == pytest.approx(_amdahl_factor(p, e_tok * t_old / t_verify),
+                                             rel=0.003)
+
+
+def test_memory_recommendation_fp8_frees_linear_weights_only():
+    # The LM head and embedding stay 16-bit under fp8 weights: fp8 frees one byte per linear
+    # weight (6.98e9 B = 6.50 GiB), not half of all weights (8.03e9 B).
+    adv = advise(_hand_trace(tpot_ms=30.0), metrics_text="vllm:kv_cache_usage_perc 0.99\n")
+    assert adv.diagnoses == ["memory_pressure"]
+    recs = {r.technique: r for r in adv.findings[0].recommendations}
+    e = recs["weight quantization"].effect
+    assert e["freed_bytes_per_gpu"] == pytest.approx(LINEAR_PARAMS * 1.0, rel=1e-6)
+    kv_tok_b = L * 2 * HKV * HD * 2.0                    # 128 KiB per token
+    assert e["extra_kv_tokens"] == pytest.approx(LINEAR_PARAMS / kv_tok_b, rel=1e-6)
+    assert "~6.5 GiB" in recs["weight quantization"].predicted
+
+
+def test_prefix_caching_share_is_prefix_over_prompt():
+    # 8,000-token prompts of which 2,000 are a shared prefix, prefix caching off, TTFT over a
+    # 500 ms budget and dominated by the prefill itself: a hit skips 2000/8000 = 25%.
+    tr = _hand_trace(tpot_ms=30.0, ttft_s=0.7, prompt=8000,
+                     dataset={"prefix_tokens": 2000}, engine={"enable_prefix_caching": False})
+    adv = advise(tr, slos=["ttft_ms<=500"])
+    assert adv.diagnoses == ["ttft_prefill"]
+    recs = {r.technique: r for r in adv.findings[0].recommendations}
+    assert recs["prefix caching"].effect == {"prefix_share_of_prompt": 0.25}
+    assert "up to 25% of its tokens" in recs["prefix caching"].predicted
