@@ -256,6 +256,10 @@ def test_memory_recommendation_fp8_frees_linear_weights_only():
     kv_tok_b = L * 2 * HKV * HD * 2.0                    # 128 KiB per token
     assert e["extra_kv_tokens"] == pytest.approx(LINEAR_PARAMS / kv_tok_b, rel=1e-6)
     assert "~6.5 GiB" in recs["weight quantization"].predicted
+    # Little's law KV demand: requests in flight per replica x the mean context S + (N-2)/2.
+    f = adv.facts
+    assert f["little_kv_demand_tokens"] == pytest.approx(f["mean_in_flight"] * CTX)
+    assert 0.2 < f["mean_in_flight"] < 0.4         # ~3 s requests every 10 s
 
 
 def test_prefix_caching_share_is_prefix_over_prompt():
@@ -265,6 +269,19 @@ def test_prefix_caching_share_is_prefix_over_prompt():
                      dataset={"prefix_tokens": 2000}, engine={"enable_prefix_caching": False})
     adv = advise(tr, slos=["ttft_ms<=500"])
     assert adv.diagnoses == ["ttft_prefill"]
+    # Prefill alone of 8,000 tokens on an L40S (bf16 dense 362 TFLOP/s x 0.7): linear layers
+    # 2 x 6.98e9 x 8000 FLOPs and causal attention 4 h_q d_h per pair per layer (8000 x 8001
+    # / 2 pairs) compute-bound; the LM head (one row) and the per-token elementwise kernels
+    # (norms 2 x 4d, RoPE 2(h_q+h_kv)d_h, SiLU-mul 3 ff; 2 bytes each) memory-bound.
+    c_eff, s_tok = 362.05e12 * 0.7, 8000
+    elementwise_b = s_tok * (L * (2 * 4 * D + 2 * (HQ + HKV) * HD + 3 * FF) * 2 + D * 4 + 2 * D * 2)
+    pre_s = (2 * LINEAR_PARAMS * s_tok / c_eff
+             + 4 * HQ * HD * L * s_tok * (s_tok + 1) / 2 / c_eff
+             + (LM_HEAD_PARAMS * 2 + elementwise_b) / BW_EFF_B_S + DECODE_KERNELS * KERNEL_S)
+    assert pre_s == pytest.approx(0.569, abs=0.002)
+    assert adv.facts["predicted_prefill_p50_ms"] == pytest.approx(pre_s * 1e3, rel=0.005)
+    # Queueing's share of the median TTFT: (700 ms - prefill) / 700 ms ~ 19%.
+    assert adv.facts["ttft_queue_share"] == pytest.approx((0.7 - pre_s) / 0.7, abs=0.005)
     recs = {r.technique: r for r in adv.findings[0].recommendations}
     assert recs["prefix caching"].effect == {"prefix_share_of_prompt": 0.25}
     assert "up to 25% of its tokens" in recs["prefix caching"].predicted
