@@ -24,7 +24,9 @@ Too slow for CI (one pytest run per mutant). Sample and budget it:
     nice .venv/bin/python benchmarks/bench_mutation.py --sample 100 --seed 1 \
         --modules metrics perf sim advise plan --out benchmarks/results_mutation.json
 
-`--list` prints the mutation sites without running anything. Results (JSON) list every
+`--list` prints the mutation sites without running anything. `--rerun OLD.json` runs only the
+survivors of an earlier run, found again in the current sources by file, kind, change and
+source line (the nearest such site), to see which new tests kill them. Results (JSON) list every
 mutant with its file, line, kind, the changed source line and the outcome; the survivors are
 the ones to read.
 """
@@ -242,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-factor", type=float, default=4.0)
     ap.add_argument("--out", default="benchmarks/results_mutation.json")
     ap.add_argument("--list", action="store_true", help="print the sites, run nothing")
+    ap.add_argument("--rerun", help="an earlier results JSON: rerun only its survivors")
     args = ap.parse_args(argv)
 
     files = _files(args.modules)
@@ -255,10 +258,24 @@ def main(argv: list[str] | None = None) -> int:
         for m in pool:
             print(f"{m.file}:{m.line} {m.kind} {m.detail}")
         return 0
+    for m in pool:
+        lines = (ROOT / m.file).read_text(encoding="utf-8").splitlines()
+        m.source_line = lines[m.line - 1].strip() if 0 < m.line <= len(lines) else ""
     rng = random.Random(args.seed)
     # Sample evenly over areas (each gets its share of the budget), then at random within.
     chosen: list[Mutant] = []
-    if args.sample and args.sample < len(pool):
+    if args.rerun:
+        old = json.loads(Path(args.rerun).read_text(encoding="utf-8"))
+        for o in old["mutants"]:
+            if o["outcome"] != "survived":
+                continue
+            same = [m for m in pool if (m.file, m.kind, m.detail, m.source_line) ==
+                    (o["file"], o["kind"], o["detail"], o["source_line"])]
+            if same:
+                chosen.append(min(same, key=lambda m: abs(m.line - o["line"])))
+            else:
+                print(f"gone: {o['file']}:{o['line']} {o['source_line'][:60]}", flush=True)
+    elif args.sample and args.sample < len(pool):
         quota = {a: args.sample // len(args.modules) for a in args.modules}
         for a in args.modules[: args.sample % len(args.modules)]:
             quota[a] += 1
@@ -301,9 +318,6 @@ def main(argv: list[str] | None = None) -> int:
                 except SyntaxError:
                     m.outcome = "invalid"
                     continue
-                src_lines = original.splitlines()
-                m.source_line = src_lines[m.line - 1].strip() if 0 < m.line <= len(
-                    src_lines) else ""
                 target.write_text(mutated, encoding="utf-8")
                 m.outcome, m.seconds = _run_tests(
                     copy_root, tests, max(30.0, args.timeout_factor * baseline[key]))
@@ -319,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         s = summary.setdefault(area_of[m.file], {})
         s[m.outcome] = s.get(m.outcome, 0) + 1
     result = {"sites": len(pool), "sites_per_area": per_area, "sampled": len(chosen),
-              "seed": args.seed, "modules": args.modules, "summary": summary,
+              "seed": args.seed, "modules": args.modules, "rerun_of": args.rerun,
+              "summary": summary,
               "mutants": [asdict(m) for m in chosen]}
     Path(args.out).write_text(json.dumps(result, indent=1), encoding="utf-8")
     print(json.dumps(summary, indent=1))
