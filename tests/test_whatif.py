@@ -130,3 +130,20 @@ def test_plain_ceiling_unchanged():
     assert out["decode_ceiling_tok_s"] == pytest.approx(BW_EFF / d, rel=0.01)   # ~188
     assert out["decode_ceiling_formula"] == "min(B·C/F_dec, B·β/D_dec)"
     assert np.isfinite(out["decode_aggregate_tok_s"])
+
+
+def test_simulate_spec_tpot_is_plain_tpot_over_e():
+    # One request at a time (0.2 req/s, 100 outputs of ~5 ms): every decode step is a batch
+    # of one, memory-bound, so a verify pass of k+1 = 5 tokens costs a decode step (the same
+    # 15 GB of weights; 4 more tokens of KV and logits, < 0.1%). TPOT = t_decode / E; TTFT
+    # (a prefill-only step) is unchanged.
+    from ridgeline.sim.scenario import Scenario, run_scenario
+
+    def p50(run, key):
+        return run.analysis.latency[key].percentiles["p50"].value
+
+    kw = dict(rate_req_s=0.2, requests=12, prompt="fixed:500", output="fixed:100", seed=3)
+    plain = run_scenario(Scenario(**kw))
+    spec = run_scenario(Scenario(whatif=WhatIf(spec_k=4, spec_alpha=0.7), **kw))
+    assert p50(spec, "tpot_ms") == pytest.approx(p50(plain, "tpot_ms") / _e(4, 0.7), rel=0.002)
+    assert p50(spec, "ttft_ms") == pytest.approx(p50(plain, "ttft_ms"), rel=1e-9)
