@@ -117,17 +117,24 @@ KERNEL_S = 2e-6                    # L40S catalog: per-kernel launch overhead (C
 DECODE_KERNELS = 9 * L + 3
 LINEAR_PARAMS = L * (D * (HQ + 2 * HKV) * HD + HQ * HD * D + D * 2 * FF + FF * D)   # 6.98e9
 LM_HEAD_PARAMS = D * V             # kept 16-bit when the other weights are quantized
+# Activations one decode sequence moves (2 B each): per layer the linear layers' inputs and
+# outputs, two norms (4d), RoPE (2(h_q+h_kv)d_h), SiLU-mul (3 ff), attention's Q in and O
+# out; then embedding (d x 2 reads), final norm (2d) and the LM head's in/out (d + V).
+ACT_BYTES_PER_SEQ = 2 * (L * ((D + (HQ + 2 * HKV) * HD) + (HQ * HD + D) + (D + 2 * FF)
+                              + (FF + D) + 2 * 4 * D + 2 * (HQ + HKV) * HD + 3 * FF
+                              + 2 * HQ * HD) + 2 * D + 2 * D + (D + V))    # ~10.8 MB
 PROMPT, OUTPUT = 500, 100
 CTX = PROMPT + (OUTPUT - 2) / 2    # mean KV context of the decode steps: S + (N-2)/2
 
 
 def _hand_trace(tpot_ms: float, ttft_s: float = 0.1, n: int = 40, prompt: int = PROMPT,
-                dataset: dict | None = None, engine: dict | None = None):
+                dataset: dict | None = None, engine: dict | None = None,
+                interval_s: float = 10.0):
     from ridgeline.trace.table import Trace
 
     recs = []
     for i in range(n):
-        sent = 10.0 * i              # 10 s apart: each lasts ~6 s, so one at a time
+        sent = interval_s * i        # 10 s apart: each lasts ~6 s, so one at a time
         ev = [sent + ttft_s + j * tpot_ms / 1e3 for j in range(OUTPUT)]
         recs.append({"id": f"r{i}", "sent_s": sent, "scheduled_s": sent, "event_times_s": ev,
                      "end_s": ev[-1], "output_tokens": OUTPUT, "prompt_tokens": prompt})
@@ -143,10 +150,12 @@ def _hand_decode_s(w_bytes: float, kv_bytes: float, ctx_tokens: float = CTX, tp:
                    extra_s: float = 0.0) -> float:
     """Memory-bound decode step at batch 1: linear weights (w_bytes per element) and the
     16-bit LM head, read once; the KV of ctx old tokens read plus the new one written; all
-    over the effective bandwidth, plus the kernel launches (activations: ~1 MB, left out)."""
+    over the effective bandwidth, plus the kernel launches (activations ~11 MB: 0.07%)."""
     weights = (LINEAR_PARAMS * w_bytes + LM_HEAD_PARAMS * 2.0) / tp
     kv = L * 2 * (HKV // tp) * HD * kv_bytes * (ctx_tokens + 1)
-    return (weights + kv) / BW_EFF_B_S + DECODE_KERNELS * KERNEL_S + extra_s
+    # (With TP the activations shard in part; at 0.07% of the bytes that is left out.)
+    return (weights + kv + ACT_BYTES_PER_SEQ) / BW_EFF_B_S + DECODE_KERNELS * KERNEL_S \
+        + extra_s
 
 
 def _amdahl_factor(p: float, s: float) -> float:
@@ -285,3 +294,24 @@ def test_prefix_caching_share_is_prefix_over_prompt():
     recs = {r.technique: r for r in adv.findings[0].recommendations}
     assert recs["prefix caching"].effect == {"prefix_share_of_prompt": 0.25}
     assert "up to 25% of its tokens" in recs["prefix caching"].predicted
+
+
+def test_larger_batch_cap_effect_by_hand():
+    # max_num_seqs = 8 with ~9 requests in flight (a 6.04 s request every 6.04/9 s): the decode
+    # batch sits at its cap. Doubling the cap: the step reads the weights once for 16 instead
+    # of 8 sequences, so throughput per replica x 2 t(8) / t(16).
+    dur_s = 0.1 + (OUTPUT - 1) * 0.060
+    adv = advise(_hand_trace(tpot_ms=60.0, n=120, interval_s=dur_s / 9,
+                             engine={"max_num_seqs": 8}))
+    assert adv.facts["decode_batch"] == 8.0
+    recs = {r.technique: r for r in adv.findings[0].recommendations}
+    e = recs["larger batch cap (max_num_seqs)"].effect
+
+    def t_s(b: int) -> float:    # memory-bound: weights once, each sequence's KV, activations
+        return (((LINEAR_PARAMS + LM_HEAD_PARAMS) * 2
+                 + b * (L * 2 * HKV * HD * 2 * (CTX + 1) + ACT_BYTES_PER_SEQ))
+                / BW_EFF_B_S + DECODE_KERNELS * KERNEL_S)
+
+    assert e["old_ms"] == pytest.approx(t_s(8) * 1e3, rel=0.001)
+    assert e["new_ms"] == pytest.approx(t_s(16) * 1e3, rel=0.001)
+    assert e["throughput_factor"] == pytest.approx(2 * t_s(8) / t_s(16), rel=0.001)   # ~1.91
