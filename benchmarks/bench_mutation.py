@@ -66,7 +66,7 @@ AREA_TESTS = {
                 "tests/test_metrics_select_block.py", "tests/test_metrics_stationary.py"],
     "perf": ["tests/test_perf_estimate.py", "tests/test_perf_fast_step.py",
              "tests/test_perf_serving_model.py", "tests/test_seed_examples.py",
-             "tests/test_seed_examples_serving.py", "tests/test_whatif.py"],
+             "tests/test_seed_examples_serving.py", "tests/test_specs.py", "tests/test_whatif.py"],
     "sim": ["tests/test_engine.py", "tests/test_sim_runner.py",
             "tests/test_scenario.py"],
     "advise": ["tests/test_advise.py"],
@@ -74,10 +74,18 @@ AREA_TESTS = {
 }
 FILE_TESTS = {
     "src/ridgeline/sim/core.py": ["tests/test_sim_core.py"],
+    # The Python engine is the C core's reference: its tests compare the two bit for bit.
+    "src/ridgeline/sim/scheduler.py": ["tests/test_sim_core.py"],
+    "src/ridgeline/sim/kv_cache.py": ["tests/test_sim_core.py", "tests/test_bench_cache.py"],
+    "src/ridgeline/sim/runner.py": ["tests/test_sim_core.py"],
     "src/ridgeline/sim/fleet.py": ["tests/test_fleet.py"],
     "src/ridgeline/sim/cluster.py": ["tests/test_fleet.py"],
+    "src/ridgeline/metrics/sketch.py": ["tests/test_fleet.py"],
+    "src/ridgeline/metrics/streaming.py": ["tests/test_fleet.py"],
+    "src/ridgeline/metrics/select.py": ["tests/test_metrics_analysis_speed.py"],
+    "src/ridgeline/metrics/distribution.py": ["tests/test_metrics_analysis_speed.py"],
     "src/ridgeline/metrics/slo.py": ["tests/test_advise.py"],
-    "src/ridgeline/perf/whatif.py": ["tests/test_advise.py"],
+    "src/ridgeline/perf/whatif.py": ["tests/test_advise.py", "tests/test_scenario.py"],
     "src/ridgeline/metrics/compare.py": ["tests/test_analyze_cli.py"],
     "src/ridgeline/metrics/gate.py": ["tests/test_analyze_cli.py"],
 }
