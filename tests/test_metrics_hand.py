@@ -138,6 +138,21 @@ def test_goodput(trace: Trace) -> None:
     assert lo <= 2 / 6 <= hi
 
 
+def test_little_and_concurrency_on_a_window_after_zero(trace: Trace) -> None:
+    # Window [0.25, 1.0]; Little's arrival window [0.25, last send 0.5], 0.25 s long.
+    r = analyze(trace, window="0.25:1.0")
+    lt = r.little
+    assert (lt.window_start_s, lt.window_end_s) == (0.25, 0.5)
+    assert lt.lambda_req_s == pytest.approx(3 / 0.25)           # D, E, F sent in it
+    assert lt.w_s == pytest.approx((0.35 + 0.6 + 0.45) / 3)     # their whole stays
+    # Time in system inside [0.25, 0.5]: A 0.25, B 0, C 0.16, D 0.2, E 0.1, F 0 -> 0.71.
+    assert lt.l_in_flight == pytest.approx(0.71 / 0.25)
+    assert lt.completed_req_s == pytest.approx(2 / 0.25)        # A (0.5) and C (0.41)
+    assert (lt.in_system_start, lt.in_system_end) == (2, 3)     # A, C; D, E, F
+    # Mean in flight over [0.25, 1.0]: A .25 + C .16 + D .35 + E .6 + F .45 = 1.81 / 0.75 s.
+    assert r.concurrency.mean_in_flight == pytest.approx(1.81 / 0.75)
+
+
 def test_window_excludes_warm_up_requests(trace: Trace) -> None:
     r = analyze(trace, window="0.25:1.0")
     # Sent in [0.25, 1.0]: D, E, F; of those E and F are ok.
