@@ -271,7 +271,7 @@ def test_memory_recommendation_fp8_frees_linear_weights_only():
     assert 0.2 < f["mean_in_flight"] < 0.4         # ~3 s requests every 10 s
 
 
-def test_prefix_caching_share_is_prefix_over_prompt():
+def test_prefill_finding_numbers_by_hand():
     # 8,000-token prompts of which 2,000 are a shared prefix, prefix caching off, TTFT over a
     # 500 ms budget and dominated by the prefill itself: a hit skips 2000/8000 = 25%.
     tr = _hand_trace(tpot_ms=30.0, ttft_s=0.7, prompt=8000,
@@ -291,6 +291,12 @@ def test_prefix_caching_share_is_prefix_over_prompt():
     assert adv.facts["predicted_prefill_p50_ms"] == pytest.approx(pre_s * 1e3, rel=0.005)
     # Queueing's share of the median TTFT: (700 ms - prefill) / 700 ms ~ 19%.
     assert adv.facts["ttft_queue_share"] == pytest.approx((0.7 - pre_s) / 0.7, abs=0.005)
+    # Utilization: lambda x (prefill + (N-1) decode steps at the observed batch of 1, context
+    # S + (N-2)/2 = 8049) / 1 replica.
+    busy_s = pre_s + (OUTPUT - 1) * _hand_decode_s(2.0, 2.0, ctx_tokens=8000 + 49)
+    lam = adv.facts["arrival_rate_req_s"]
+    assert lam == pytest.approx(1 / 10.0, rel=0.02)         # one request every 10 s
+    assert adv.facts["utilization"] == pytest.approx(lam * busy_s, rel=0.005)
     recs = {r.technique: r for r in adv.findings[0].recommendations}
     assert recs["prefix caching"].effect == {"prefix_share_of_prompt": 0.25}
     assert "up to 25% of its tokens" in recs["prefix caching"].predicted
