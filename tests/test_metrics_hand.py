@@ -217,3 +217,40 @@ def test_negative_ttft_refused_through_the_cli(tmp_path) -> None:
     assert "Traceback" not in proc.stderr
     assert subprocess.run([str(exe), "validate", str(p)], capture_output=True,
                           timeout=60).stdout.count(b"INVALID") == 1
+
+
+@pytest.mark.parametrize("text, want", [
+    ("ttft_ms<=500", [True, True, False]), ("ttft_ms<500", [True, False, False]),
+    ("ttft_ms>=500", [False, True, True]), ("ttft_ms>500", [False, False, True]),
+    ("ttft_s:0.5", [True, True, False]),            # ':' = no worse than: <= for latency
+    ("decode_rate_tok_s:0.5", [False, True, True]),  # and >= for a rate
+])
+def test_slo_operators_at_the_bound(text: str, want: list[bool]) -> None:
+    from ridgeline.metrics.slo import parse_slo
+
+    # 0.4, 0.5 and 0.6 in the base unit (seconds for TTFT, tokens/s for the rate).
+    assert parse_slo(text).holds(np.array([0.4, 0.5, 0.6])).tolist() == want
+    assert parse_slo("ttft_ms<=0").bound_base == 0.0     # a zero bound is allowed
+
+
+def test_compare_difference_and_its_ci_in_order() -> None:
+    from ridgeline.metrics.compare import compare
+
+    def run(ttfts: list[float]) -> Trace:
+        return Trace.from_records({"source": "hand"}, [
+            {"id": str(i), "sent_s": float(i), "event_times_s": [i + t, i + t + 0.05],
+             "end_s": i + t + 0.05, "output_tokens": 2, "prompt_tokens": 10}
+            for i, t in enumerate(ttfts)])
+
+    a_ttft = [0.1 + 0.01 * k for k in range(41)]          # median 0.30 s
+    b_ttft = [t + 0.1 + 0.002 * k for k, t in enumerate(a_ttft)]   # median 0.44 s
+    row = compare(analyze(run(a_ttft), window="all"), analyze(run(b_ttft), window="all"),
+                  ["ttft_ms_p50"]).rows[0]
+    assert (row.a, row.b) == (pytest.approx(300.0), pytest.approx(440.0))
+    assert row.diff == pytest.approx(140.0)
+    d = row.to_dict()
+    lo, hi = d["diff_ci95"]
+    assert lo < 140.0 < hi and (lo, hi) == row.diff_ci
+    assert d["relative_change"] == pytest.approx(140 / 300)
+    # Significant only when the CI excludes 0 (41 requests of 0.1-0.5 s: it does not here).
+    assert d["verdict"] == ("significant" if lo > 0 or hi < 0 else "within noise")
