@@ -104,6 +104,7 @@ def test_throughput_concurrency_little(trace: Trace) -> None:
     # Departures in [0, 0.5]: A (0.5), B, C → 3/0.5 s; in system at 0: A; at 0.5: D, E, F.
     assert lt.completed_req_s == pytest.approx(6.0)
     assert (lt.in_system_start, lt.in_system_end) == (1, 3)
+    assert lt.backlog_growth == 2
     # Half the arrivals are not served in the window, but a growth of 2 is within noise
     # (3·sqrt(L + 1) = 5.3): edge effects of a window of 0.5 s < 10 W, not overload.
     assert lt.status == "inconsistent" and lt.ok is False
@@ -149,6 +150,7 @@ def test_little_and_concurrency_on_a_window_after_zero(trace: Trace) -> None:
     assert lt.l_in_flight == pytest.approx(0.71 / 0.25)
     assert lt.completed_req_s == pytest.approx(2 / 0.25)        # A (0.5) and C (0.41)
     assert (lt.in_system_start, lt.in_system_end) == (2, 3)     # A, C; D, E, F
+    assert lt.backlog_growth == 3 - 2
     # Mean in flight over [0.25, 1.0]: A .25 + C .16 + D .35 + E .6 + F .45 = 1.81 / 0.75 s.
     assert r.concurrency.mean_in_flight == pytest.approx(1.81 / 0.75)
 
