@@ -92,6 +92,12 @@ def test_throughput_concurrency_little(trace: Trace) -> None:
     # Areas in flight: 0.5 + 0.05 + 0.21 + 0.35 + 0.6 + 0.45 = 2.16 over 1 s.
     assert r.concurrency.mean_in_flight == pytest.approx(2.16)
     assert r.concurrency.max_in_flight == 4
+    # The in-flight series: 60 bins of 1/60 s. [0, .017]: A alone; [.1, .117]: A and B;
+    # [.45, .467]: A, D, E (C left at .41, F comes at .5).
+    series = r.concurrency.series_in_flight
+    assert len(series) == 60
+    assert (series[0], series[6], series[27]) == (pytest.approx(1.0), pytest.approx(2.0),
+                                                  pytest.approx(3.0))
     # Little's law over the ARRIVAL window [0, 0.5] (window cut at the last send; over
     # [0, 1] every request starts and ends inside, so L = λW would hold by arithmetic).
     lt = r.little
