@@ -262,3 +262,9 @@ def test_compare_difference_and_its_ci_in_order() -> None:
     assert d["relative_change"] == pytest.approx(140 / 300)
     # Significant only when the CI excludes 0 (41 requests of 0.1-0.5 s: it does not here).
     assert d["verdict"] == ("significant" if lo > 0 or hi < 0 else "within noise")
+    # Throughput rows over the whole run: A's last request ends at 40 + 0.5 + 0.05 s, B's at
+    # 40 + 0.68 + 0.05 s; 41 requests of 2 tokens each.
+    rows = compare(analyze(run(a_ttft), window="all"), analyze(run(b_ttft), window="all"),
+                   ["requests_s", "output_tok_s"]).rows
+    assert (rows[0].a, rows[0].b) == (pytest.approx(41 / 40.55), pytest.approx(41 / 40.73))
+    assert (rows[1].a, rows[1].b) == (pytest.approx(82 / 40.55), pytest.approx(82 / 40.73))
