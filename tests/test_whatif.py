@@ -147,3 +147,15 @@ def test_simulate_spec_tpot_is_plain_tpot_over_e():
     spec = run_scenario(Scenario(whatif=WhatIf(spec_k=4, spec_alpha=0.7), **kw))
     assert p50(spec, "tpot_ms") == pytest.approx(p50(plain, "tpot_ms") / _e(4, 0.7), rel=0.002)
     assert p50(spec, "ttft_ms") == pytest.approx(p50(plain, "ttft_ms"), rel=1e-9)
+
+
+def test_whatif_describe_records_what_was_set():
+    # The trace header's record of the what-ifs: only what was set, E by hand.
+    assert WhatIf().describe() == {}
+    assert WhatIf(cpu_detokenize_us_per_event=50.0).describe() == {
+        "cpu_detokenize_us_per_event": 50.0}
+    assert WhatIf(cpu_tokenize_us_per_token=2.0, enforce_eager=True).describe() == {
+        "cpu_tokenize_us_per_token": 2.0, "enforce_eager": True}
+    d = WhatIf(spec_k=4, spec_alpha=0.7).describe()
+    assert d["spec_tokens_per_step"] == pytest.approx(1 + 0.7 + 0.49 + 0.343 + 0.2401)
+    assert (d["spec_k"], d["spec_alpha"], d["spec_draft_model"]) == (4, 0.7, None)
