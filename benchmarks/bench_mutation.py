@@ -254,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-factor", type=float, default=4.0)
     ap.add_argument("--out", default="benchmarks/results_mutation.json")
     ap.add_argument("--list", action="store_true", help="print the sites, run nothing")
-    ap.add_argument("--rerun", help="an earlier results JSON: rerun only its survivors")
+    ap.add_argument("--rerun", help="an earlier results JSON: rerun only its survivors "
+                    "(and mutants it skipped) in --modules")
     args = ap.parse_args(argv)
 
     files = _files(args.modules)
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rerun:
         old = json.loads(Path(args.rerun).read_text(encoding="utf-8"))
         for o in old["mutants"]:
-            if o["outcome"] != "survived":
+            if o["outcome"] not in ("survived", "skipped") or o["file"] not in area_of:
                 continue
             same = [m for m in pool if (m.file, m.kind, m.detail, m.source_line) ==
                     (o["file"], o["kind"], o["detail"], o["source_line"])]
