@@ -129,7 +129,8 @@ CTX = PROMPT + (OUTPUT - 2) / 2    # mean KV context of the decode steps: S + (N
 
 def _hand_trace(tpot_ms: float, ttft_s: float = 0.1, n: int = 40, prompt: int = PROMPT,
                 dataset: dict | None = None, engine: dict | None = None,
-                interval_s: float = 10.0):
+                interval_s: float = 10.0, model: str = "llama-3.1-8b",
+                hardware: str = "l40s"):
     from ridgeline.trace.table import Trace
 
     recs = []
@@ -138,7 +139,7 @@ def _hand_trace(tpot_ms: float, ttft_s: float = 0.1, n: int = 40, prompt: int = 
         ev = [sent + ttft_s + j * tpot_ms / 1e3 for j in range(OUTPUT)]
         recs.append({"id": f"r{i}", "sent_s": sent, "scheduled_s": sent, "event_times_s": ev,
                      "end_s": ev[-1], "output_tokens": OUTPUT, "prompt_tokens": prompt})
-    header = {"source": "hand", "model": "llama-3.1-8b", "hardware": "l40s",
+    header = {"source": "hand", "model": model, "hardware": hardware,
               "precision": {"weights": "bf16", "kv": "bf16", "activations": "bf16"},
               "engine_config": {"max_num_seqs": 256, "max_num_batched_tokens": 8192,
                                 **(engine or {})},
@@ -324,3 +325,17 @@ def test_larger_batch_cap_effect_by_hand():
     assert e["old_ms"] == pytest.approx(t_s(8) * 1e3, rel=1e-6)
     assert e["new_ms"] == pytest.approx(t_s(16) * 1e3, rel=1e-6)
     assert e["throughput_factor"] == pytest.approx(2 * t_s(8) / t_s(16), rel=1e-6)   # ~1.91
+
+
+def test_effects_of_a_sub_millisecond_decode_step():
+    # Qwen2.5-0.5B on an H100: ~1 GB of weights at 2.85 TB/s effective, ~0.35 ms, plus
+    # 24 x 9 + 3 launches of 2 us: a decode step under 1 ms still gets its predictions.
+    dur_s = 0.1 + (OUTPUT - 1) * 0.060
+    adv = advise(_hand_trace(tpot_ms=60.0, n=120, interval_s=dur_s / 9, model="qwen2.5-0.5b",
+                             hardware="h100-sxm", engine={"max_num_seqs": 8}))
+    assert adv.facts["predicted_decode_step_ms"] < 1.0
+    recs = {r.technique: r for r in adv.findings[0].recommendations}
+    for technique in ("weight-only quantization (fp8)", "tensor parallelism x2",
+                      "speculative decoding", "larger batch cap (max_num_seqs)"):
+        assert recs[technique].effect is not None, technique
+        assert recs[technique].effect["old_ms"] < 1.0
