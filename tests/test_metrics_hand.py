@@ -268,3 +268,7 @@ def test_compare_difference_and_its_ci_in_order() -> None:
                    ["requests_s", "output_tok_s"]).rows
     assert (rows[0].a, rows[0].b) == (pytest.approx(41 / 40.55), pytest.approx(41 / 40.73))
     assert (rows[1].a, rows[1].b) == (pytest.approx(82 / 40.55), pytest.approx(82 / 40.73))
+    # Their CIs are on the rate's scale: a Poisson count of 41 (sd ~ 6.4) over ~40.6 s gives
+    # each rate an sd of ~0.16 req/s, so B - A's 95% CI is about +-0.45 req/s wide.
+    lo, hi = rows[0].diff_ci
+    assert lo < rows[0].diff < hi and 0.4 < hi - lo < 1.5
