@@ -109,6 +109,7 @@ class Mutant:
     kind: str
     line: int
     detail: str         # what changed
+    col: int = -1       # column of the node (tells sites of one line apart)
     outcome: str = ""   # killed | survived | timeout (counts as killed) | invalid | skipped
     seconds: float = 0.0
     source_line: str = ""
@@ -149,40 +150,41 @@ def _excluded(tree: ast.AST) -> set[int]:
     return out
 
 
-def _sites(tree: ast.AST) -> list[tuple[int, str, int, str]]:
-    """(walk index, kind, line, detail) of every mutation this tree allows."""
+def _sites(tree: ast.AST) -> list[tuple[int, str, int, str, int]]:
+    """(walk index, kind, line, detail, column) of every mutation this tree allows."""
     skip = _excluded(tree)
     out = []
     for i, n in enumerate(ast.walk(tree)):
         if id(n) in skip:
             continue
         line = getattr(n, "lineno", 0)
+        col = getattr(n, "col_offset", -1)
         if isinstance(n, ast.Compare):
             for j, op in enumerate(n.ops):
                 if type(op) in SWAP_CMP:
                     out.append((i, f"cmp:{j}", line,
-                                f"{type(op).__name__} -> {SWAP_CMP[type(op)].__name__}"))
+                                f"{type(op).__name__} -> {SWAP_CMP[type(op)].__name__}", col))
         elif isinstance(n, ast.BinOp) and type(n.op) in SWAP_ARITH:
             out.append((i, "arith", line,
-                        f"{type(n.op).__name__} -> {SWAP_ARITH[type(n.op)].__name__}"))
+                        f"{type(n.op).__name__} -> {SWAP_ARITH[type(n.op)].__name__}", col))
             if isinstance(n.op, (ast.Add, ast.Sub)):
-                out.append((i, "drop:right", line, f"a {type(n.op).__name__} b -> a"))
+                out.append((i, "drop:right", line, f"a {type(n.op).__name__} b -> a", col))
         elif isinstance(n, ast.AugAssign) and type(n.op) in SWAP_ARITH:
             out.append((i, "arith", line,
-                        f"{type(n.op).__name__}= -> {SWAP_ARITH[type(n.op)].__name__}="))
+                        f"{type(n.op).__name__}= -> {SWAP_ARITH[type(n.op)].__name__}=", col))
         elif isinstance(n, ast.Call):
             f = n.func
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
                 else None
             if name in SWAP_NAME and (isinstance(f, ast.Attribute) or name in ("min", "max")):
-                out.append((i, "minmax", line, f"{name} -> {SWAP_NAME[name]}"))
+                out.append((i, "minmax", line, f"{name} -> {SWAP_NAME[name]}", col))
         elif isinstance(n, ast.Constant) and type(n.value) is int:
-            out.append((i, "int", line, f"{n.value} -> {n.value + 1}"))
+            out.append((i, "int", line, f"{n.value} -> {n.value + 1}", col))
         elif isinstance(n, (ast.If, ast.While, ast.IfExp)):
-            out.append((i, "negate", line, "condition -> not condition"))
+            out.append((i, "negate", line, "condition -> not condition", col))
         elif isinstance(n, ast.BoolOp):
             out.append((i, "boolop", line,
-                        "and -> or" if isinstance(n.op, ast.And) else "or -> and"))
+                        "and -> or" if isinstance(n.op, ast.And) else "or -> and", col))
     return out
 
 
@@ -261,8 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     files = _files(args.modules)
     trees = {rel: ast.parse((ROOT / rel).read_text(encoding="utf-8")) for _, rel in files}
     area_of = {rel: a for a, rel in files}
-    pool = [Mutant(rel, i, k, line, d) for _, rel in files
-            for i, k, line, d in _sites(trees[rel])]
+    pool = [Mutant(rel, i, k, line, d, col=c) for _, rel in files
+            for i, k, line, d, c in _sites(trees[rel])]
     per_area = {a: sum(1 for m in pool if area_of[m.file] == a) for a in args.modules}
     print(f"{len(pool)} mutation sites in {len(files)} files: {per_area}", flush=True)
     if args.list:
@@ -283,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             same = [m for m in pool if (m.file, m.kind, m.detail, m.source_line) ==
                     (o["file"], o["kind"], o["detail"], o["source_line"])]
             if same:
-                chosen.append(min(same, key=lambda m: abs(m.line - o["line"])))
+                chosen.append(min(same, key=lambda m: (m.col != o.get("col", m.col),
+                                                       abs(m.line - o["line"]))))
             else:
                 print(f"gone: {o['file']}:{o['line']} {o['source_line'][:60]}", flush=True)
     elif args.sample and args.sample < len(pool):
