@@ -236,7 +236,8 @@ def _tests_for(root: Path, area: str, rel: str) -> list[str]:
     return [t for t in dict.fromkeys(tests) if (root / t).is_file()]
 
 
-def _run_tests(copy_root: Path, tests: list[str], timeout_s: float) -> tuple[str, float]:
+def _run_tests(copy_root: Path, tests: list[str], timeout_s: float,
+               tail: list[str] | None = None) -> tuple[str, float]:
     env = dict(os.environ, PYTHONPATH=str(copy_root / "src"), PYTHONDONTWRITEBYTECODE="1")
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
            "-p", "no:randomly", *tests]
@@ -245,6 +246,8 @@ def _run_tests(copy_root: Path, tests: list[str], timeout_s: float) -> tuple[str
         r = subprocess.run(cmd, cwd=copy_root, env=env, capture_output=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - t0
+    if tail is not None:
+        tail += r.stdout.decode(errors="replace").splitlines()[-15:]
     return ("survived" if r.returncode == 0 else "killed"), time.monotonic() - t0
 
 
@@ -318,10 +321,12 @@ def main(argv: list[str] | None = None) -> int:
             tests = _tests_for(copy_root, area_of[m.file], m.file)
             key = tuple(tests)
             if key not in baseline:
-                outcome, secs = _run_tests(copy_root, tests, 1800)
+                out_tail: list[str] = []
+                outcome, secs = _run_tests(copy_root, tests, 1800, out_tail)
                 baseline[key] = secs if outcome == "survived" else math.nan
                 if outcome != "survived":
                     print(f"baseline fails for {tests}: its mutants are skipped", flush=True)
+                    print("\n".join(out_tail), flush=True)
             if math.isnan(baseline[key]):
                 m.outcome = "skipped"
                 continue
