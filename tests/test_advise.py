@@ -179,6 +179,14 @@ def test_default_budgets_are_seed_004s():
     adv = advise(_hand_trace(tpot_ms=30.0, ttft_s=1.05))
     assert [f.stage for f in adv.findings] == ["ttft"]
     assert advise(_hand_trace(tpot_ms=30.0, ttft_s=0.95)).findings == []
+    # Strict as the seed: a P99 TTFT of exactly 1 s misses "< 1 s"; an inclusive bound given
+    # with --slo accepts it.
+    exact = _hand_trace(tpot_ms=30.0, ttft_s=1.0)
+    adv = advise(exact)
+    assert adv.facts["ttft_p99_ms"] == 1000.0
+    assert [f.stage for f in adv.findings] == ["ttft"]
+    assert "TTFT P99 < 1000 ms, TPOT P99 < 50 ms" in adv.markdown()
+    assert advise(exact, slos=["ttft_ms<=1000"]).findings == []
 
 
 def test_measured_share_is_model_step_over_trace_tpot(tpot_advice):

@@ -18,7 +18,8 @@ healthy trace gets none):
    sensitivity: capacity planning must test at the target load).
 
 Budgets: the `slos` given (ttft_ms/tpot_ms bounds), else DEFAULT_BUDGETS_MS (TTFT P99 <= 1 s,
-TPOT P99 <= 50 ms: seed 004's goodput example, "TTFT < 1 s 且 TPOT < 50 ms").
+TPOT P99 < 50 ms: seed 004's goodput example, "TTFT < 1 s 且 TPOT < 50 ms", strict as there;
+a given bound keeps its own operator, so `ttft_ms<=1000` accepts exactly 1 s).
 
 Recommendations follow the seed's symptom -> technique table, each with the perf model's
 predicted effect where it has one (a what-if on the step-time model), combined with the
@@ -42,6 +43,7 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 
 DEFAULT_BUDGETS_MS = {"ttft": 1000.0, "tpot": 50.0}
+DEFAULT_BUDGET_OPS = {"ttft": "<", "tpot": "<"}     # seed 004: "TTFT < 1 s 且 TPOT < 50 ms"
 SPIKE_FACTOR = 3.0
 QUEUE_SHARE = 0.5
 KV_PRESSURE = 0.9
@@ -92,7 +94,9 @@ class Advice:
     def markdown(self) -> str:
         lines = [f"## Advice: {self.model or 'unknown model'} on "
                  f"{self.hardware or 'unknown hardware'}", ""]
-        budgets = ", ".join(f"{k.upper()} P99 <= {v:g} ms" for k, v in self.budgets_ms.items())
+        ops = self.facts.get("budget_ops", DEFAULT_BUDGET_OPS)
+        budgets = ", ".join(f"{k.upper()} P99 {ops.get(k, '<=')} {v:g} ms"
+                            for k, v in self.budgets_ms.items())
         lines.append(f"Judged against {budgets}. Order: OOM -> TTFT -> TPOT/throughput -> "
                      "tail.")
         lines.append("")
@@ -249,9 +253,19 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
     else:
         path = trace.path
     budgets = dict(DEFAULT_BUDGETS_MS)
+    ops = dict(DEFAULT_BUDGET_OPS)
     for s in parse_slos(list(slos or ())):
         if s.metric in budgets and s.op in ("<=", "<"):
             budgets[s.metric] = s.bound_base * 1e3
+            ops[s.metric] = s.op
+
+    def over(value_ms: float, metric: str) -> bool:
+        """The P99 misses its budget: >= a strict bound, > an inclusive one."""
+        if not math.isfinite(value_ms):
+            return False
+        b = budgets[metric]
+        return value_ms >= b if ops[metric] == "<" else value_ms > b
+
     a = analysis or analyze(trace)
     rm = request_metrics(trace)
     header = trace.header
@@ -279,7 +293,7 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
         a.throughput.requests_s
     inflight = a.concurrency.mean_in_flight
     f = adv.facts
-    f.update(requests=len(trace), ttft_p50_ms=pct("ttft_ms", "p50"),
+    f.update(budget_ops=ops, requests=len(trace), ttft_p50_ms=pct("ttft_ms", "p50"),
              ttft_p99_ms=pct("ttft_ms", "p99"), tpot_p50_ms=pct("tpot_ms", "p50"),
              tpot_p99_ms=pct("tpot_ms", "p99"), itl_p50_ms=pct("itl_ms", "p50"),
              itl_p99_ms=pct("itl_ms", "p99"), arrival_rate_req_s=lam,
@@ -327,9 +341,9 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
 
     # ---- 2. TTFT -------------------------------------------------------------------------
     ttft99 = f["ttft_p99_ms"]
-    if math.isfinite(ttft99) and ttft99 > budgets["ttft"]:
+    if over(ttft99, "ttft"):
         ttft = rm.ttft_s[ok] * 1e3
-        ev = [f"TTFT P99 {ttft99:.0f} ms > {budgets['ttft']:g} ms (P50 "
+        ev = [f"TTFT P99 {ttft99:.0f} ms misses {ops['ttft']} {budgets['ttft']:g} ms (P50 "
               f"{f['ttft_p50_ms']:.0f} ms)"]
         queue_share = math.nan
         if specs:
@@ -360,8 +374,9 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
 
     # ---- 3. TPOT -------------------------------------------------------------------------
     tpot99, tpot50 = f["tpot_p99_ms"], f["tpot_p50_ms"]
-    if math.isfinite(tpot99) and tpot99 > budgets["tpot"]:
-        ev = [f"TPOT P99 {tpot99:.1f} ms > {budgets['tpot']:g} ms (P50 {tpot50:.1f} ms)"]
+    if over(tpot99, "tpot"):
+        ev = [f"TPOT P99 {tpot99:.1f} ms misses {ops['tpot']} {budgets['tpot']:g} ms (P50 "
+              f"{tpot50:.1f} ms)"]
         diag, summary = "tpot_high", "TPOT over budget"
         recs: list[Recommendation] = []
         if specs:
