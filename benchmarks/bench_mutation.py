@@ -41,6 +41,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -261,7 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the sites, run nothing")
     ap.add_argument("--rerun", help="an earlier results JSON: rerun only its survivors "
                     "(and mutants it skipped) in --modules")
+    ap.add_argument("--rerun-outcomes", default="survived,skipped",
+                    help="which outcomes of --rerun's file to run again")
     args = ap.parse_args(argv)
+    # Started in the background by a shell, this process inherits SIGINT ignored, and so
+    # would every test's child (test_fleet's Ctrl-C test then fails): restore a handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     files = _files(args.modules)
     trees = {rel: ast.parse((ROOT / rel).read_text(encoding="utf-8")) for _, rel in files}
@@ -283,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rerun:
         old = json.loads(Path(args.rerun).read_text(encoding="utf-8"))
         for o in old["mutants"]:
-            if o["outcome"] not in ("survived", "skipped") or o["file"] not in area_of:
+            if o["outcome"] not in args.rerun_outcomes.split(",") or o["file"] not in area_of:
                 continue
             same = [m for m in pool if (m.file, m.kind, m.detail, m.source_line) ==
                     (o["file"], o["kind"], o["detail"], o["source_line"])]
