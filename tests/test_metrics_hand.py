@@ -272,3 +272,22 @@ def test_compare_difference_and_its_ci_in_order() -> None:
     # each rate an sd of ~0.16 req/s, so B - A's 95% CI is about +-0.45 req/s wide.
     lo, hi = rows[0].diff_ci
     assert lo < rows[0].diff < hi and 0.4 < hi - lo < 1.5
+
+
+def test_streaming_totals_by_hand() -> None:
+    # The streamed summary (fleet runs) over the whole run, fed in two chunks: first send 0,
+    # last end 1.0 -> 1 s. OK requests A, C, E, F: 4/s; their E2E 0.5 + 0.21 + 0.6 + 0.45 =
+    # 1.76 s over 1 s in flight on average; 19 output tokens (every event, D's included) and
+    # 210 prompt tokens (all six).
+    from ridgeline.metrics.streaming import StreamingMetrics
+
+    sm = StreamingMetrics()
+    sm.add_trace(Trace.from_records({"source": "hand"}, RECORDS[:3]))
+    sm.add_trace(Trace.from_records({"source": "hand"}, RECORDS[3:]))
+    r = sm.result()
+    assert r["window"]["duration_s"] == pytest.approx(1.0)
+    assert r["throughput"]["requests_per_s"] == pytest.approx(4.0)
+    assert r["throughput"]["output_tok_s"] == pytest.approx(19.0)
+    assert r["throughput"]["total_tok_s"] == pytest.approx(229.0)
+    assert r["mean_in_flight"] == pytest.approx(1.76)
+    assert r["requests"] == 6
