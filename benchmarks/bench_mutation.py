@@ -91,6 +91,7 @@ FILE_TESTS = {
     "src/ridgeline/perf/whatif.py": ["tests/test_advise.py", "tests/test_scenario.py"],
     "src/ridgeline/metrics/compare.py": ["tests/test_analyze_cli.py"],
     "src/ridgeline/metrics/gate.py": ["tests/test_analyze_cli.py"],
+    "src/ridgeline/metrics/telemetry.py": ["tests/test_bench_telemetry.py"],
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
