@@ -100,3 +100,250 @@ def test_cli_json_and_bad_input(tmp_path):
         assert r.returncode == 2, (args, r.stderr)
         assert "Traceback" not in r.stderr
         assert [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+
+
+# ---- predicted effects against hand computations -------------------------------------------
+#
+# A hand-made trace (no simulator): requests one at a time, so the decode batch is 1, each
+# with a 500-token prompt, 100 output tokens one per event, TTFT 0.1 s and a TPOT of exactly
+# `tpot_ms`. llama-3.1-8b in bf16 on an L40S. The expected numbers below come from the model's
+# shapes (config.json of Llama 3.1 8B) and the L40S datasheet, not from ridgeline's perf model.
+
+L, D, HQ, HKV, HD, FF, V = 32, 4096, 32, 8, 128, 14336, 128256   # Llama 3.1 8B
+BW_EFF_B_S = 864e9 * 0.85          # L40S GDDR6 864 GB/s x the catalog's streaming efficiency
+KERNEL_S = 2e-6                    # L40S catalog: per-kernel launch overhead (CUDA graphs)
+# Kernels of one decode step: per layer attn_norm, qkv, rope, attention, o_proj, mlp_norm,
+# gate_up, act_mul, down (9); plus embedding, final_norm, lm_head.
+DECODE_KERNELS = 9 * L + 3
+LINEAR_PARAMS = L * (D * (HQ + 2 * HKV) * HD + HQ * HD * D + D * 2 * FF + FF * D)   # 6.98e9
+LM_HEAD_PARAMS = D * V             # kept 16-bit when the other weights are quantized
+# Activations one decode sequence moves (2 B each): per layer the linear layers' inputs and
+# outputs, two norms (4d), RoPE (2(h_q+h_kv)d_h), SiLU-mul (3 ff), attention's Q in and O
+# out; then embedding (d x 2 reads), final norm (2d) and the LM head's in/out (d + V).
+ACT_BYTES_PER_SEQ = 2 * (L * ((D + (HQ + 2 * HKV) * HD) + (HQ * HD + D) + (D + 2 * FF)
+                              + (FF + D) + 2 * 4 * D + 2 * (HQ + HKV) * HD + 3 * FF
+                              + 2 * HQ * HD) + 2 * D + 2 * D + (D + V))    # ~10.8 MB
+PROMPT, OUTPUT = 500, 100
+CTX = PROMPT + (OUTPUT - 2) / 2    # mean KV context of the decode steps: S + (N-2)/2
+
+
+def _hand_trace(tpot_ms: float, ttft_s: float = 0.1, n: int = 40, prompt: int = PROMPT,
+                dataset: dict | None = None, engine: dict | None = None,
+                interval_s: float = 10.0, model: str = "llama-3.1-8b",
+                hardware: str = "l40s"):
+    from ridgeline.trace.table import Trace
+
+    recs = []
+    for i in range(n):
+        sent = interval_s * i        # 10 s apart: each lasts ~6 s, so one at a time
+        ev = [sent + ttft_s + j * tpot_ms / 1e3 for j in range(OUTPUT)]
+        recs.append({"id": f"r{i}", "sent_s": sent, "scheduled_s": sent, "event_times_s": ev,
+                     "end_s": ev[-1], "output_tokens": OUTPUT, "prompt_tokens": prompt})
+    header = {"source": "hand", "model": model, "hardware": hardware,
+              "precision": {"weights": "bf16", "kv": "bf16", "activations": "bf16"},
+              "engine_config": {"max_num_seqs": 256, "max_num_batched_tokens": 8192,
+                                **(engine or {})},
+              "dataset": dataset or {}}
+    return Trace.from_records(header, recs)
+
+
+def _hand_decode_s(w_bytes: float, kv_bytes: float, ctx_tokens: float = CTX, tp: int = 1,
+                   extra_s: float = 0.0) -> float:
+    """Memory-bound decode step at batch 1: linear weights (w_bytes per element) and the
+    16-bit LM head, read once; the KV of ctx old tokens read plus the new one written; all
+    over the effective bandwidth, plus the kernel launches (activations ~11 MB: 0.07%)."""
+    weights = (LINEAR_PARAMS * w_bytes + LM_HEAD_PARAMS * 2.0) / tp
+    kv = L * 2 * (HKV // tp) * HD * kv_bytes * (ctx_tokens + 1)
+    # (With TP the activations shard in part; at 0.07% of the bytes that is left out.)
+    return (weights + kv + ACT_BYTES_PER_SEQ) / BW_EFF_B_S + DECODE_KERNELS * KERNEL_S \
+        + extra_s
+
+
+def _amdahl_factor(p: float, s: float) -> float:
+    """New time / old time when a share p gets s times faster (Amdahl): (1-p) + p/s."""
+    return (1.0 - p) + p / s
+
+
+@pytest.fixture(scope="module")
+def tpot_advice():
+    return advise(_hand_trace(tpot_ms=60.0))   # over the default 50 ms budget
+
+
+def test_default_budgets_are_seed_004s():
+    # Seed 004's goodput example: "TTFT < 1 s 且 TPOT < 50 ms".
+    from ridgeline.advise import DEFAULT_BUDGETS_MS
+
+    assert DEFAULT_BUDGETS_MS == {"ttft": 1000.0, "tpot": 50.0}
+    assert advise(_hand_trace(tpot_ms=49.0)).findings == []          # within both
+    assert advise(_hand_trace(tpot_ms=51.0)).diagnoses == ["tpot_memory_bound"]
+    adv = advise(_hand_trace(tpot_ms=30.0, ttft_s=1.05))
+    assert [f.stage for f in adv.findings] == ["ttft"]
+    assert advise(_hand_trace(tpot_ms=30.0, ttft_s=0.95)).findings == []
+    # Strict as the seed: a P99 TTFT of exactly 1 s misses "< 1 s"; an inclusive bound given
+    # with --slo accepts it.
+    exact = _hand_trace(tpot_ms=30.0, ttft_s=1.0)
+    adv = advise(exact)
+    assert adv.facts["ttft_p99_ms"] == 1000.0
+    assert [f.stage for f in adv.findings] == ["ttft"]
+    assert "TTFT P99 < 1000 ms, TPOT P99 < 50 ms" in adv.markdown()
+    assert advise(exact, slos=["ttft_ms<=1000"]).findings == []
+
+
+def test_measured_share_is_model_step_over_trace_tpot(tpot_advice):
+    f = tpot_advice.facts
+    assert f["decode_batch"] == 1.0
+    assert f["tpot_p50_ms"] == pytest.approx(60.0)
+    t_bf16_ms = _hand_decode_s(2.0, 2.0) * 1e3                       # ~21.1 ms
+    assert f["predicted_decode_step_ms"] == pytest.approx(t_bf16_ms, rel=1e-6)
+
+
+@pytest.mark.parametrize("technique, w_bytes, kv_bytes", [
+    ("weight-only quantization (fp8)", 1.0, 2.0),               # ~1.86x on the step
+    ("weight-only quantization (int4)", 0.5 + 2 / 128, 2.0),     # GPTQ groups of 128, fp16 scale
+    ("fp8 KV cache", 2.0, 1.0),                                  # ~1.002x: 549 tokens of KV
+])
+def test_quantization_effects_are_bytes_ratios_through_amdahl(tpot_advice, technique, w_bytes,
+                                                              kv_bytes):
+    recs = {r.technique: r for r in tpot_advice.findings[0].recommendations}
+    e = recs[technique].effect
+    t_old, t_new = _hand_decode_s(2.0, 2.0), _hand_decode_s(w_bytes, kv_bytes)
+    s = t_old / t_new                       # faster: > 1 whenever fewer bytes are read
+    assert s >= 1.0
+    p = t_old * 1e3 / 60.0                  # the model explains ~35% of the measured 60 ms
+    assert e["speedup"] == pytest.approx(s, rel=1e-6)
+    assert e["share"] == pytest.approx(p, rel=1e-6)
+    assert e["time_factor"] == pytest.approx(_amdahl_factor(p, s), rel=1e-6)
+    assert e["predicted_tpot_ms"] == pytest.approx(60.0 * _amdahl_factor(p, s), rel=1e-6)
+    assert f"measured TPOT x {_amdahl_factor(p, s):.2f}" in recs[technique].predicted
+
+
+def test_fp8_weights_effect_numbers(tpot_advice):
+    # The two named bugs: an inverted speed-up (fp8 "1.8x slower") and Amdahl without the
+    # measured share (the whole TPOT scaled by 1/s).
+    e = {r.technique: r for r in tpot_advice.findings[0].recommendations}[
+        "weight-only quantization (fp8)"].effect
+    bytes_bf16 = (LINEAR_PARAMS + LM_HEAD_PARAMS) * 2.0
+    bytes_fp8 = LINEAR_PARAMS * 1.0 + LM_HEAD_PARAMS * 2.0
+    assert bytes_bf16 / bytes_fp8 == pytest.approx(1.87, abs=0.01)
+    assert 1.8 < e["speedup"] < 1.87             # bytes ratio, diluted by KV and launches
+    # p ~ 0.35: TPOT x (0.65 + 0.35/1.84) ~ 0.84, not x 1/1.84 ~ 0.54.
+    assert 0.82 < e["time_factor"] < 0.86
+
+
+def test_tp2_effect_halves_bytes_and_adds_allreduces(tpot_advice):
+    e = {r.technique: r for r in tpot_advice.findings[0].recommendations}[
+        "tensor parallelism x2"].effect
+    # Per GPU: half the weights and KV heads; 2 all-reduces per layer + the vocab-parallel
+    # embedding's, each the link latency (10 us) + 2(p-1)/p x d x 2 B / 32 GB/s (PCIe Gen4).
+    allreduce_s = (2 * L + 1) * (10e-6 + 1.0 * D * 2 / 32e9)
+    t_old = _hand_decode_s(2.0, 2.0)
+    t_new = _hand_decode_s(2.0, 2.0, tp=2, extra_s=allreduce_s)
+    assert e["new_ms"] == pytest.approx(t_new * 1e3, rel=1e-3)     # activations shard in part
+    assert e["speedup"] == pytest.approx(t_old / t_new, rel=1e-3)
+    assert e["time_factor"] == pytest.approx(_amdahl_factor(t_old * 1e3 / 60, t_old / t_new),
+                                             rel=1e-3)
+
+
+def test_speculative_effect_is_expected_tokens_per_verify(tpot_advice):
+    # k = 4 drafts at acceptance 0.7: E = (1 - 0.7^5) / (1 - 0.7) = 2.7731 tokens per verify
+    # pass. At batch 1 the verify pass (5 tokens) reads the same weights as a decode step,
+    # writes 5 tokens' KV, and moves 5 tokens' activations (logits rows included; the
+    # prefill-path attention also reads the new K/V: 2 h_kv d_h x 2 B per token and layer):
+    # time per token ~ t / E.
+    from ridgeline.advise import SPEC_ALPHA, SPEC_K
+
+    assert (SPEC_K, SPEC_ALPHA) == (4, 0.7)
+    e_tok = (1 - 0.7 ** 5) / (1 - 0.7)
+    assert e_tok == pytest.approx(2.7731, abs=1e-4)
+    e = {r.technique: r for r in tpot_advice.findings[0].recommendations}[
+        "speculative decoding"].effect
+    t_old = _hand_decode_s(2.0, 2.0)
+    extra_act = SPEC_K * ACT_BYTES_PER_SEQ + (SPEC_K + 1) * L * 2 * HKV * HD * 2
+    t_verify = _hand_decode_s(2.0, 2.0, ctx_tokens=CTX + SPEC_K) + extra_act / BW_EFF_B_S
+    assert e["speedup"] == pytest.approx(e_tok * t_old / t_verify, rel=1e-5)
+    p = t_old * 1e3 / 60
+    assert e["time_factor"] == pytest.approx(_amdahl_factor(p, e_tok * t_old / t_verify),
+                                             rel=1e-5)
+
+
+def test_memory_recommendation_fp8_frees_linear_weights_only():
+    # The LM head and embedding stay 16-bit under fp8 weights: fp8 frees one byte per linear
+    # weight (6.98e9 B = 6.50 GiB), not half of all weights (8.03e9 B).
+    adv = advise(_hand_trace(tpot_ms=30.0), metrics_text="vllm:kv_cache_usage_perc 0.99\n")
+    assert adv.diagnoses == ["memory_pressure"]
+    recs = {r.technique: r for r in adv.findings[0].recommendations}
+    e = recs["weight quantization"].effect
+    assert e["freed_bytes_per_gpu"] == pytest.approx(LINEAR_PARAMS * 1.0, rel=1e-6)
+    kv_tok_b = L * 2 * HKV * HD * 2.0                    # 128 KiB per token
+    assert e["extra_kv_tokens"] == pytest.approx(LINEAR_PARAMS / kv_tok_b, rel=1e-6)
+    assert "~6.5 GiB" in recs["weight quantization"].predicted
+    # Little's law KV demand: requests in flight per replica x the mean context S + (N-2)/2.
+    f = adv.facts
+    assert f["little_kv_demand_tokens"] == pytest.approx(f["mean_in_flight"] * CTX)
+    assert 0.2 < f["mean_in_flight"] < 0.4         # ~3 s requests every 10 s
+
+
+def test_prefill_finding_numbers_by_hand():
+    # 8,000-token prompts of which 2,000 are a shared prefix, prefix caching off, TTFT over a
+    # 500 ms budget and dominated by the prefill itself: a hit skips 2000/8000 = 25%.
+    tr = _hand_trace(tpot_ms=30.0, ttft_s=0.7, prompt=8000,
+                     dataset={"prefix_tokens": 2000}, engine={"enable_prefix_caching": False})
+    adv = advise(tr, slos=["ttft_ms<=500"])
+    assert adv.diagnoses == ["ttft_prefill"]
+    # Prefill alone of 8,000 tokens on an L40S (bf16 dense 362 TFLOP/s x 0.7): linear layers
+    # 2 x 6.98e9 x 8000 FLOPs and causal attention 4 h_q d_h per pair per layer (8000 x 8001
+    # / 2 pairs) compute-bound; the LM head (one row) and the per-token elementwise kernels
+    # (norms 2 x 4d, RoPE 2(h_q+h_kv)d_h, SiLU-mul 3 ff; 2 bytes each) memory-bound.
+    c_eff, s_tok = 362.05e12 * 0.7, 8000
+    elementwise_b = s_tok * (L * (2 * 4 * D + 2 * (HQ + HKV) * HD + 3 * FF) * 2 + D * 4 + 2 * D * 2)
+    pre_s = (2 * LINEAR_PARAMS * s_tok / c_eff
+             + 4 * HQ * HD * L * s_tok * (s_tok + 1) / 2 / c_eff
+             + (LM_HEAD_PARAMS * 2 + elementwise_b) / BW_EFF_B_S + DECODE_KERNELS * KERNEL_S)
+    assert pre_s == pytest.approx(0.569, abs=0.002)
+    assert adv.facts["predicted_prefill_p50_ms"] == pytest.approx(pre_s * 1e3, rel=1e-5)
+    # Queueing's share of the median TTFT: (700 ms - prefill) / 700 ms ~ 19%.
+    assert adv.facts["ttft_queue_share"] == pytest.approx((0.7 - pre_s) / 0.7, rel=1e-5)
+    # Utilization: lambda x (prefill + (N-1) decode steps at the observed batch of 1, context
+    # S + (N-2)/2 = 8049) / 1 replica.
+    busy_s = pre_s + (OUTPUT - 1) * _hand_decode_s(2.0, 2.0, ctx_tokens=8000 + 49)
+    lam = adv.facts["arrival_rate_req_s"]
+    assert lam == pytest.approx(1 / 10.0, rel=0.02)         # one request every 10 s
+    assert adv.facts["utilization"] == pytest.approx(lam * busy_s, rel=1e-5)
+    recs = {r.technique: r for r in adv.findings[0].recommendations}
+    assert recs["prefix caching"].effect == {"prefix_share_of_prompt": 0.25}
+    assert "up to 25% of its tokens" in recs["prefix caching"].predicted
+
+
+def test_larger_batch_cap_effect_by_hand():
+    # max_num_seqs = 8 with ~9 requests in flight (a 6.04 s request every 6.04/9 s): the decode
+    # batch sits at its cap. Doubling the cap: the step reads the weights once for 16 instead
+    # of 8 sequences, so throughput per replica x 2 t(8) / t(16).
+    dur_s = 0.1 + (OUTPUT - 1) * 0.060
+    adv = advise(_hand_trace(tpot_ms=60.0, n=120, interval_s=dur_s / 9,
+                             engine={"max_num_seqs": 8}))
+    assert adv.facts["decode_batch"] == 8.0
+    recs = {r.technique: r for r in adv.findings[0].recommendations}
+    e = recs["larger batch cap (max_num_seqs)"].effect
+
+    def t_s(b: int) -> float:    # memory-bound: weights once, each sequence's KV, activations
+        return (((LINEAR_PARAMS + LM_HEAD_PARAMS) * 2
+                 + b * (L * 2 * HKV * HD * 2 * (CTX + 1) + ACT_BYTES_PER_SEQ))
+                / BW_EFF_B_S + DECODE_KERNELS * KERNEL_S)
+
+    assert e["old_ms"] == pytest.approx(t_s(8) * 1e3, rel=1e-6)
+    assert e["new_ms"] == pytest.approx(t_s(16) * 1e3, rel=1e-6)
+    assert e["throughput_factor"] == pytest.approx(2 * t_s(8) / t_s(16), rel=1e-6)   # ~1.91
+
+
+def test_effects_of_a_sub_millisecond_decode_step():
+    # Qwen2.5-0.5B on an H100: ~1 GB of weights at 2.85 TB/s effective, ~0.35 ms, plus
+    # 24 x 9 + 3 launches of 2 us: a decode step under 1 ms still gets its predictions.
+    dur_s = 0.1 + (OUTPUT - 1) * 0.060
+    adv = advise(_hand_trace(tpot_ms=60.0, n=120, interval_s=dur_s / 9, model="qwen2.5-0.5b",
+                             hardware="h100-sxm", engine={"max_num_seqs": 8}))
+    assert adv.facts["predicted_decode_step_ms"] < 1.0
+    recs = {r.technique: r for r in adv.findings[0].recommendations}
+    for technique in ("weight-only quantization (fp8)", "tensor parallelism x2",
+                      "speculative decoding", "larger batch cap (max_num_seqs)"):
+        assert recs[technique].effect is not None, technique
+        assert recs[technique].effect["old_ms"] < 1.0

@@ -92,6 +92,12 @@ def test_throughput_concurrency_little(trace: Trace) -> None:
     # Areas in flight: 0.5 + 0.05 + 0.21 + 0.35 + 0.6 + 0.45 = 2.16 over 1 s.
     assert r.concurrency.mean_in_flight == pytest.approx(2.16)
     assert r.concurrency.max_in_flight == 4
+    # The in-flight series: 60 bins of 1/60 s. [0, .017]: A alone; [.1, .117]: A and B;
+    # [.45, .467]: A, D, E (C left at .41, F comes at .5).
+    series = r.concurrency.series_in_flight
+    assert len(series) == 60
+    assert (series[0], series[6], series[27]) == (pytest.approx(1.0), pytest.approx(2.0),
+                                                  pytest.approx(3.0))
     # Little's law over the ARRIVAL window [0, 0.5] (window cut at the last send; over
     # [0, 1] every request starts and ends inside, so L = λW would hold by arithmetic).
     lt = r.little
@@ -104,6 +110,7 @@ def test_throughput_concurrency_little(trace: Trace) -> None:
     # Departures in [0, 0.5]: A (0.5), B, C → 3/0.5 s; in system at 0: A; at 0.5: D, E, F.
     assert lt.completed_req_s == pytest.approx(6.0)
     assert (lt.in_system_start, lt.in_system_end) == (1, 3)
+    assert lt.backlog_growth == 2
     # Half the arrivals are not served in the window, but a growth of 2 is within noise
     # (3·sqrt(L + 1) = 5.3): edge effects of a window of 0.5 s < 10 W, not overload.
     assert lt.status == "inconsistent" and lt.ok is False
@@ -136,6 +143,22 @@ def test_goodput(trace: Trace) -> None:
     assert g.output_tok_s == pytest.approx(8.0)  # A's 7 tokens + C's 1
     lo, hi = g.attainment_ci
     assert lo <= 2 / 6 <= hi
+
+
+def test_little_and_concurrency_on_a_window_after_zero(trace: Trace) -> None:
+    # Window [0.25, 1.0]; Little's arrival window [0.25, last send 0.5], 0.25 s long.
+    r = analyze(trace, window="0.25:1.0")
+    lt = r.little
+    assert (lt.window_start_s, lt.window_end_s) == (0.25, 0.5)
+    assert lt.lambda_req_s == pytest.approx(3 / 0.25)           # D, E, F sent in it
+    assert lt.w_s == pytest.approx((0.35 + 0.6 + 0.45) / 3)     # their whole stays
+    # Time in system inside [0.25, 0.5]: A 0.25, B 0, C 0.16, D 0.2, E 0.1, F 0 -> 0.71.
+    assert lt.l_in_flight == pytest.approx(0.71 / 0.25)
+    assert lt.completed_req_s == pytest.approx(2 / 0.25)        # A (0.5) and C (0.41)
+    assert (lt.in_system_start, lt.in_system_end) == (2, 3)     # A, C; D, E, F
+    assert lt.backlog_growth == 3 - 2
+    # Mean in flight over [0.25, 1.0]: A .25 + C .16 + D .35 + E .6 + F .45 = 1.81 / 0.75 s.
+    assert r.concurrency.mean_in_flight == pytest.approx(1.81 / 0.75)
 
 
 def test_window_excludes_warm_up_requests(trace: Trace) -> None:
@@ -202,3 +225,69 @@ def test_negative_ttft_refused_through_the_cli(tmp_path) -> None:
     assert "Traceback" not in proc.stderr
     assert subprocess.run([str(exe), "validate", str(p)], capture_output=True,
                           timeout=60).stdout.count(b"INVALID") == 1
+
+
+@pytest.mark.parametrize("text, want", [
+    ("ttft_ms<=500", [True, True, False]), ("ttft_ms<500", [True, False, False]),
+    ("ttft_ms>=500", [False, True, True]), ("ttft_ms>500", [False, False, True]),
+    ("ttft_s:0.5", [True, True, False]),            # ':' = no worse than: <= for latency
+    ("decode_rate_tok_s:0.5", [False, True, True]),  # and >= for a rate
+])
+def test_slo_operators_at_the_bound(text: str, want: list[bool]) -> None:
+    from ridgeline.metrics.slo import parse_slo
+
+    # 0.4, 0.5 and 0.6 in the base unit (seconds for TTFT, tokens/s for the rate).
+    assert parse_slo(text).holds(np.array([0.4, 0.5, 0.6])).tolist() == want
+    assert parse_slo("ttft_ms<=0").bound_base == 0.0     # a zero bound is allowed
+
+
+def test_compare_difference_and_its_ci_in_order() -> None:
+    from ridgeline.metrics.compare import compare
+
+    def run(ttfts: list[float]) -> Trace:
+        return Trace.from_records({"source": "hand"}, [
+            {"id": str(i), "sent_s": float(i), "event_times_s": [i + t, i + t + 0.05],
+             "end_s": i + t + 0.05, "output_tokens": 2, "prompt_tokens": 10}
+            for i, t in enumerate(ttfts)])
+
+    a_ttft = [0.1 + 0.01 * k for k in range(41)]          # median 0.30 s
+    b_ttft = [t + 0.1 + 0.002 * k for k, t in enumerate(a_ttft)]   # median 0.44 s
+    row = compare(analyze(run(a_ttft), window="all"), analyze(run(b_ttft), window="all"),
+                  ["ttft_ms_p50"]).rows[0]
+    assert (row.a, row.b) == (pytest.approx(300.0), pytest.approx(440.0))
+    assert row.diff == pytest.approx(140.0)
+    d = row.to_dict()
+    lo, hi = d["diff_ci95"]
+    assert lo < 140.0 < hi and (lo, hi) == row.diff_ci
+    assert d["relative_change"] == pytest.approx(140 / 300)
+    # Significant only when the CI excludes 0 (41 requests of 0.1-0.5 s: it does not here).
+    assert d["verdict"] == ("significant" if lo > 0 or hi < 0 else "within noise")
+    # Throughput rows over the whole run: A's last request ends at 40 + 0.5 + 0.05 s, B's at
+    # 40 + 0.68 + 0.05 s; 41 requests of 2 tokens each.
+    rows = compare(analyze(run(a_ttft), window="all"), analyze(run(b_ttft), window="all"),
+                   ["requests_s", "output_tok_s"]).rows
+    assert (rows[0].a, rows[0].b) == (pytest.approx(41 / 40.55), pytest.approx(41 / 40.73))
+    assert (rows[1].a, rows[1].b) == (pytest.approx(82 / 40.55), pytest.approx(82 / 40.73))
+    # Their CIs are on the rate's scale: a Poisson count of 41 (sd ~ 6.4) over ~40.6 s gives
+    # each rate an sd of ~0.16 req/s, so B - A's 95% CI is about +-0.45 req/s wide.
+    lo, hi = rows[0].diff_ci
+    assert lo < rows[0].diff < hi and 0.4 < hi - lo < 1.5
+
+
+def test_streaming_totals_by_hand() -> None:
+    # The streamed summary (fleet runs) over the whole run, fed in two chunks: first send 0,
+    # last end 1.0 -> 1 s. OK requests A, C, E, F: 4/s; their E2E 0.5 + 0.21 + 0.6 + 0.45 =
+    # 1.76 s over 1 s in flight on average; 19 output tokens (every event, D's included) and
+    # 210 prompt tokens (all six).
+    from ridgeline.metrics.streaming import StreamingMetrics
+
+    sm = StreamingMetrics()
+    sm.add_trace(Trace.from_records({"source": "hand"}, RECORDS[:3]))
+    sm.add_trace(Trace.from_records({"source": "hand"}, RECORDS[3:]))
+    r = sm.result()
+    assert r["window"]["duration_s"] == pytest.approx(1.0)
+    assert r["throughput"]["requests_per_s"] == pytest.approx(4.0)
+    assert r["throughput"]["output_tok_s"] == pytest.approx(19.0)
+    assert r["throughput"]["total_tok_s"] == pytest.approx(229.0)
+    assert r["mean_in_flight"] == pytest.approx(1.76)
+    assert r["requests"] == 6

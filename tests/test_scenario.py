@@ -139,11 +139,12 @@ def test_estimate_and_simulate_take_the_whatif_flags():
     assert r.exit_code == 0, r.output
     spec = json.loads(r.stdout)["result"]
     # alpha = 1: every round yields k + 1 = 4 tokens; the round is one verify pass of 4
-    # tokens on the mean context, so TPOT = t_verify / 4 (TTFT unchanged).
+    # tokens on the mean context, logits for all 4 positions (prefill_seqs counts logit rows),
+    # so TPOT = t_verify / 4 (TTFT unchanged).
     m = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
     t_ctx = base["decode_context_tokens"]
     verify = BatchWork(prefill_tokens=4, prefill_attn_pairs=4 * t_ctx + 4 * 5 / 2,
-                       prefill_context_tokens=t_ctx, prefill_seqs=1)
+                       prefill_context_tokens=t_ctx, prefill_seqs=4)
     assert spec["tpot_s"] == pytest.approx(m.step_time_s(verify) / 4)
     assert spec["ttft_s"] == pytest.approx(base["ttft_s"])
     r = runner.invoke(app, ["simulate", "--rate", "2", "-n", "30", "--json",

@@ -328,3 +328,38 @@ def test_pd_stream_command(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert run.stderr.count("\n") == 1 and "--pd" in run.stderr and "C engine core" in \
         run.stderr
+
+
+@pytest.mark.parametrize("block, chunked, blocks, pd", [
+    (16, True, 100_000, None),       # whole prompt cached but its last block: 16 to compute
+    (1, True, 100_000, None),        # 1-token blocks: the one token left to sample from
+    (16, True, 150, None),           # KV-bound: preempted recomputes hit the whole prompt
+    (16, False, 100_000, None),
+    (16, True, 100_000, (1, 1)),     # P/D: transferred KV, prefix registered on both sides
+])
+def test_prefix_covering_the_whole_prompt_equals_the_python_engine(
+        block: int, chunked: bool, blocks: int, pd: tuple[int, int] | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """prefix_tokens == prompt_tokens: the lookup is capped at (prompt - 1) // block blocks
+    (a token must be computed to sample from), the branch a shorter prefix never reaches.
+    Prompts are whole blocks for most requests (where the cap binds) and odd for the rest."""
+    rng = np.random.default_rng(block * 7 + blocks)
+    n = 400
+    prompt = rng.integers(1, 60, n) * block
+    prompt[::5] += 1                                 # some prompts end in a partial block
+    wl = Workload(prompt_tokens=prompt, output_tokens=rng.integers(1, 120, n),
+                  arrival_s=np.cumsum(rng.exponential(1 / 400, n)),
+                  prefix_group=rng.integers(0, 4, n), prefix_tokens=prompt.copy())
+    model = RooflineStepTime.from_names(model="qwen2.5-0.5b", hardware="h100-sxm")
+    cfg = EngineConfig(max_num_seqs=32, max_num_batched_tokens=1024, chunked_prefill=chunked,
+                       block_size_tokens=block, num_kv_blocks=blocks,
+                       enable_prefix_caching=True)
+    cluster = ClusterConfig(router="round-robin", pd=pd) if pd else ClusterConfig(
+        replicas=2, router="prefix-affinity")
+    ref = _python(monkeypatch, wl, cfg, model, cluster)
+    got = simulate(wl, cfg, model, cluster)
+    assert got.core == "c" and _same(ref, got) == []
+    hits = sum(s["prefix_cache_hits_tokens_total"] for s in ref.engine_stats)
+    assert hits > 0
+    if blocks < 1000:
+        assert ref.preemptions.sum() > 0

@@ -18,12 +18,16 @@ healthy trace gets none):
    sensitivity: capacity planning must test at the target load).
 
 Budgets: the `slos` given (ttft_ms/tpot_ms bounds), else DEFAULT_BUDGETS_MS (TTFT P99 <= 1 s,
-TPOT P99 <= 50 ms, the issue's example targets).
+TPOT P99 < 50 ms: seed 004's goodput example, "TTFT < 1 s 且 TPOT < 50 ms", strict as there;
+a given bound keeps its own operator, so `ttft_ms<=1000` accepts exactly 1 s).
 
 Recommendations follow the seed's symptom -> technique table, each with the perf model's
 predicted effect where it has one (a what-if on the step-time model), combined with the
 measured time by Amdahl's law: if the model explains a share f of the measured time and
-speeds that share up by s, the measured time scales by (1 - f) + f / s.
+speeds that share up by s, the measured time scales by (1 - f) + f / s. The share is the
+model's decode step over the trace's median TPOT (capped at 1); the numbers behind each
+predicted sentence are in `Recommendation.effect` (old_ms, new_ms, speedup, share,
+time_factor, measured_tpot_ms, predicted_tpot_ms).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 
 DEFAULT_BUDGETS_MS = {"ttft": 1000.0, "tpot": 50.0}
+DEFAULT_BUDGET_OPS = {"ttft": "<", "tpot": "<"}     # seed 004: "TTFT < 1 s 且 TPOT < 50 ms"
 SPIKE_FACTOR = 3.0
 QUEUE_SHARE = 0.5
 KV_PRESSURE = 0.9
@@ -52,6 +57,7 @@ class Recommendation:
     why: str
     predicted: str | None = None          # the model's predicted effect, when computable
     caveat: str | None = None
+    effect: dict[str, float] | None = None  # the numbers behind `predicted`
 
 
 @dataclass
@@ -88,7 +94,9 @@ class Advice:
     def markdown(self) -> str:
         lines = [f"## Advice: {self.model or 'unknown model'} on "
                  f"{self.hardware or 'unknown hardware'}", ""]
-        budgets = ", ".join(f"{k.upper()} P99 <= {v:g} ms" for k, v in self.budgets_ms.items())
+        ops = self.facts.get("budget_ops", DEFAULT_BUDGET_OPS)
+        budgets = ", ".join(f"{k.upper()} P99 {ops.get(k, '<=')} {v:g} ms"
+                            for k, v in self.budgets_ms.items())
         lines.append(f"Judged against {budgets}. Order: OOM -> TTFT -> TPOT/throughput -> "
                      "tail.")
         lines.append("")
@@ -245,9 +253,19 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
     else:
         path = trace.path
     budgets = dict(DEFAULT_BUDGETS_MS)
+    ops = dict(DEFAULT_BUDGET_OPS)
     for s in parse_slos(list(slos or ())):
         if s.metric in budgets and s.op in ("<=", "<"):
             budgets[s.metric] = s.bound_base * 1e3
+            ops[s.metric] = s.op
+
+    def over(value_ms: float, metric: str) -> bool:
+        """The P99 misses its budget: >= a strict bound, > an inclusive one."""
+        if not math.isfinite(value_ms):
+            return False
+        b = budgets[metric]
+        return value_ms >= b if ops[metric] == "<" else value_ms > b
+
     a = analysis or analyze(trace)
     rm = request_metrics(trace)
     header = trace.header
@@ -275,7 +293,7 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
         a.throughput.requests_s
     inflight = a.concurrency.mean_in_flight
     f = adv.facts
-    f.update(requests=len(trace), ttft_p50_ms=pct("ttft_ms", "p50"),
+    f.update(budget_ops=ops, requests=len(trace), ttft_p50_ms=pct("ttft_ms", "p50"),
              ttft_p99_ms=pct("ttft_ms", "p99"), tpot_p50_ms=pct("tpot_ms", "p50"),
              tpot_p99_ms=pct("tpot_ms", "p99"), itl_p50_ms=pct("itl_ms", "p50"),
              itl_p99_ms=pct("itl_ms", "p99"), arrival_rate_req_s=lam,
@@ -323,9 +341,9 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
 
     # ---- 2. TTFT -------------------------------------------------------------------------
     ttft99 = f["ttft_p99_ms"]
-    if math.isfinite(ttft99) and ttft99 > budgets["ttft"]:
+    if over(ttft99, "ttft"):
         ttft = rm.ttft_s[ok] * 1e3
-        ev = [f"TTFT P99 {ttft99:.0f} ms > {budgets['ttft']:g} ms (P50 "
+        ev = [f"TTFT P99 {ttft99:.0f} ms misses {ops['ttft']} {budgets['ttft']:g} ms (P50 "
               f"{f['ttft_p50_ms']:.0f} ms)"]
         queue_share = math.nan
         if specs:
@@ -352,12 +370,13 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
         else:
             adv.findings.append(Finding("ttft", "ttft_prefill",
                                         "TTFT dominated by the prefill itself", ev,
-                                        _prefill_recs(specs, header)))
+                                        _prefill_recs(specs, header, s_mean)))
 
     # ---- 3. TPOT -------------------------------------------------------------------------
     tpot99, tpot50 = f["tpot_p99_ms"], f["tpot_p50_ms"]
-    if math.isfinite(tpot99) and tpot99 > budgets["tpot"]:
-        ev = [f"TPOT P99 {tpot99:.1f} ms > {budgets['tpot']:g} ms (P50 {tpot50:.1f} ms)"]
+    if over(tpot99, "tpot"):
+        ev = [f"TPOT P99 {tpot99:.1f} ms misses {ops['tpot']} {budgets['tpot']:g} ms (P50 "
+              f"{tpot50:.1f} ms)"]
         diag, summary = "tpot_high", "TPOT over budget"
         recs: list[Recommendation] = []
         if specs:
@@ -380,7 +399,7 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
                           "batch-limited")
                 if intensity >= ridge:
                     diag, summary = "tpot_batch_limited", "Throughput batch-limited"
-            recs = _tpot_recs(specs, b, ctx, share, limited)
+            recs = _tpot_recs(specs, b, ctx, share, limited, tpot50)
         adv.findings.append(Finding("tpot", diag, summary, ev, recs))
 
     # ---- 4. tails ------------------------------------------------------------------------
@@ -452,9 +471,8 @@ def _decode_intensity(specs: _Specs, b: float, ctx: float) -> tuple[float, float
     return intensity, ridge, float(sm.step_time_s(w)) * 1e3
 
 
-def _variant_decode_ms(specs: _Specs, b: float, ctx: float, **changes: Any) -> float | None:
-    """Predicted decode step (ms) with changed weights/kv/tp; None if it does not fit."""
-    from ridgeline.perf.estimate import decode_work
+def _variant(specs: _Specs, **changes: Any) -> Any:
+    """The step-time model with changed weights/kv/tp/max_num_seqs; None if it is invalid."""
     from ridgeline.perf.serving_model import RooflineStepTime
     from ridgeline.specs.parallel import Parallelism
     from ridgeline.specs.precision import resolve_precision
@@ -472,18 +490,35 @@ def _variant_decode_ms(specs: _Specs, b: float, ctx: float, **changes: Any) -> f
                              changes.get("max_num_seqs", specs.max_num_seqs or 256))
     except RidgelineError:
         return None
-    if not v.memory().fits:
+    return v
+
+
+def _variant_decode_ms(specs: _Specs, b: float, ctx: float, **changes: Any) -> float | None:
+    """Predicted decode step (ms) with changed weights/kv/tp; None if it does not fit."""
+    from ridgeline.perf.estimate import decode_work
+
+    v = _variant(specs, **changes)
+    if v is None or not v.memory().fits:
         return None
     return float(v.step_time_s(decode_work(b, ctx))) * 1e3
 
 
-def _effect(old_ms: float, new_ms: float | None, share: float, what: str) -> str | None:
-    if new_ms is None or old_ms <= 0:
-        return None
-    s = old_ms / new_ms
-    factor = amdahl_time_factor(share, s)
-    return (f"{what} {old_ms:.1f} -> {new_ms:.1f} ms ({s:.2f}x on the modelled "
-            f"{share:.0%} of the measured time; Amdahl: measured TPOT x {factor:.2f})")
+def _effect_rec(technique: str, why: str, old_ms: float, new_ms: float | None, share: float,
+                tpot_ms: float, what: str, caveat: str | None = None) -> Recommendation:
+    """A recommendation whose effect is a change of the modelled decode time per token from
+    `old_ms` to `new_ms`, applied to the measured TPOT by Amdahl's law."""
+    if new_ms is None or old_ms <= 0 or new_ms <= 0:
+        return Recommendation(technique, why, None, caveat)
+    s = old_ms / new_ms                       # > 1: the change makes the modelled part faster
+    factor = amdahl_time_factor(share, s)     # new measured time / old measured time
+    text = (f"{what} {old_ms:.1f} -> {new_ms:.1f} ms ({s:.2f}x on the modelled "
+            f"{share:.0%} of the measured time; Amdahl: measured TPOT x {factor:.2f}")
+    if tpot_ms > 0:
+        text += f", {tpot_ms:.1f} -> {tpot_ms * factor:.1f} ms"
+    return Recommendation(technique, why, text + ")", caveat, {
+        "old_ms": old_ms, "new_ms": new_ms, "speedup": s, "share": share,
+        "time_factor": factor, "measured_tpot_ms": tpot_ms,
+        "predicted_tpot_ms": tpot_ms * factor})
 
 
 # ---- recommendations (seed 004's symptom -> technique table) -----------------------------
@@ -498,15 +533,21 @@ def _memory_recs(specs: _Specs | None) -> list[Recommendation]:
             kv_note = f"KV bytes per token halve ({pr.kv} -> fp8): about 2x the KV capacity"
     recs.append(Recommendation("KV cache quantization (fp8 KV)", "more tokens fit in the same "
                                "memory", kv_note, "check accuracy on your task"))
-    wq = None
+    wq = wq_effect = None
     if specs:
         sm = specs.step_model
         mem = sm.memory()
-        if specs.weights in ("bf16", "fp16"):
-            freed = mem.weight_bytes / 2
+        fp8 = _variant(specs, weights="fp8") if specs.weights in ("bf16", "fp16") else None
+        if fp8 is not None:
+            # The embedding and LM head stay 16-bit under fp8 weights (precision.py), so
+            # less than half the weight memory is freed.
+            freed = mem.weight_bytes - fp8.memory().weight_bytes
+            extra_tok = freed / mem.kv_bytes_per_token_per_gpu
             wq = (f"fp8 weights free ~{freed / 1024**3:.1f} GiB per GPU for KV "
-                  f"(+{freed / mem.kv_bytes_per_token_per_gpu:,.0f} tokens)")
-    recs.append(Recommendation("weight quantization", "smaller weights leave room for KV", wq))
+                  f"(+{extra_tok:,.0f} tokens)")
+            wq_effect = {"freed_bytes_per_gpu": freed, "extra_kv_tokens": extra_tok}
+    recs.append(Recommendation("weight quantization", "smaller weights leave room for KV", wq,
+                               None, wq_effect))
     recs.append(Recommendation("tensor parallelism", "splits weights and KV over more GPUs",
                                "TP x2 roughly doubles the per-replica KV capacity"
                                if specs else None))
@@ -525,16 +566,19 @@ def _queueing_recs(specs: _Specs | None, lam: float) -> list[Recommendation]:
     return recs
 
 
-def _prefill_recs(specs: _Specs | None, header: Any) -> list[Recommendation]:
+def _prefill_recs(specs: _Specs | None, header: Any, prompt_mean_tokens: float
+                  ) -> list[Recommendation]:
     recs = [Recommendation("chunked prefill", "bounds each step so decodes keep running; "
                            "splits long prompts")]
     ds = header.dataset or {}
     ec = header.engine_config or {}
     if ds.get("prefix_tokens") and not ec.get("enable_prefix_caching", True):
-        share = ds["prefix_tokens"] / max(1, ds["prefix_tokens"] + 1)
+        # The shared prefix's share of the mean prompt: what a hit skips of each prefill.
+        share = min(1.0, ds["prefix_tokens"] / max(1.0, prompt_mean_tokens))
         recs.append(Recommendation("prefix caching", "shared prefixes are recomputed",
                                    f"a hit skips the shared part of each prefill (up to "
-                                   f"{share:.0%} of its tokens)"))
+                                   f"{share:.0%} of its tokens)", None,
+                                   {"prefix_share_of_prompt": share}))
     else:
         recs.append(Recommendation("prefix caching", "a cache hit removes prefill compute for "
                                    "the shared part of the prompt"))
@@ -546,49 +590,51 @@ def _prefill_recs(specs: _Specs | None, header: Any) -> list[Recommendation]:
 
 
 def _tpot_recs(specs: _Specs, b: float, ctx: float, share: float,
-               limited: bool) -> list[Recommendation]:
+               limited: bool, tpot_ms: float) -> list[Recommendation]:
     from ridgeline.perf.whatif import WhatIf, WhatIfStepTime
 
     old = _variant_decode_ms(specs, b, ctx) or 0.0
     recs = []
     if specs.weights in ("bf16", "fp16"):
-        recs.append(Recommendation("weight-only quantization (fp8)", "decode is bound by "
-                                   "reading weights", _effect(old, _variant_decode_ms(
-                                       specs, b, ctx, weights="fp8"), share, "decode step")))
-        recs.append(Recommendation("weight-only quantization (int4)", "a quarter of the "
-                                   "bytes", _effect(old, _variant_decode_ms(
-                                       specs, b, ctx, weights="int4"), share, "decode step"),
-                                   "accuracy risk grows at 4 bits"))
+        recs.append(_effect_rec("weight-only quantization (fp8)", "decode is bound by "
+                                "reading weights", old,
+                                _variant_decode_ms(specs, b, ctx, weights="fp8"), share,
+                                tpot_ms, "decode step"))
+        recs.append(_effect_rec("weight-only quantization (int4)", "a quarter of the bytes",
+                                old, _variant_decode_ms(specs, b, ctx, weights="int4"),
+                                share, tpot_ms, "decode step", "accuracy risk grows at 4 bits"))
     kvb = specs.step_model.precision.kv_bytes
     if kvb > 1:
-        recs.append(Recommendation("fp8 KV cache", "long contexts read much KV per step",
-                                   _effect(old, _variant_decode_ms(specs, b, ctx, kv="fp8"),
-                                           share, "decode step")))
-    recs.append(Recommendation("tensor parallelism x2", "splits the bytes each GPU reads",
-                               _effect(old, _variant_decode_ms(specs, b, ctx,
-                                                               tp=specs.tp * 2),
-                                       share, "decode step")))
+        recs.append(_effect_rec("fp8 KV cache", "long contexts read much KV per step", old,
+                                _variant_decode_ms(specs, b, ctx, kv="fp8"), share, tpot_ms,
+                                "decode step"))
+    recs.append(_effect_rec("tensor parallelism x2", "splits the bytes each GPU reads", old,
+                            _variant_decode_ms(specs, b, ctx, tp=specs.tp * 2), share,
+                            tpot_ms, "decode step"))
     if limited:
         new_b = 2 * b
         per_tok_old = old / b
         new = _variant_decode_ms(specs, new_b, ctx,
                                  max_num_seqs=int(2 * (specs.max_num_seqs or 256)))
-        pred = None
+        pred = effect = None
         if new is not None and old > 0:
+            gain = (new_b / new) / (b / old)
             pred = (f"batch {b:.0f} -> {new_b:.0f}: throughput per replica x "
-                    f"{(new_b / new) / (b / old):.2f}, step {old:.1f} -> {new:.1f} ms "
+                    f"{gain:.2f}, step {old:.1f} -> {new:.1f} ms "
                     f"({per_tok_old:.2f} -> {new / new_b:.2f} ms per token)")
+            effect = {"old_ms": old, "new_ms": new, "old_batch": b, "new_batch": new_b,
+                      "throughput_factor": gain}
         recs.append(Recommendation("larger batch cap (max_num_seqs)", "the batch is at its "
                                    "cap while decode is below the ridge", pred,
-                                   "needs KV room: check memory first"))
+                                   "needs KV room: check memory first", effect))
     spec = WhatIfStepTime(specs.step_model, WhatIf(spec_k=SPEC_K, spec_alpha=SPEC_ALPHA))
     from ridgeline.perf.estimate import decode_work
 
     t_spec = float(spec.step_time_s(decode_work(b, ctx))) * 1e3
-    recs.append(Recommendation(
+    recs.append(_effect_rec(
         "speculative decoding", f"more tokens per weight read (k={SPEC_K}, assumed "
-        f"acceptance {SPEC_ALPHA:g}, no draft cost)",
-        _effect(old, t_spec, share, "time per token"),
+        f"acceptance {SPEC_ALPHA:g}, no draft cost)", old, t_spec, share, tpot_ms,
+        "time per token",
         "with quantization it amplifies accuracy risk; under continuous batching sequences "
         "advance unevenly, and at large batches the verify pass turns compute-bound"))
     recs.append(Recommendation("CUDA graphs / FlashAttention-class backend", "cut per-kernel "

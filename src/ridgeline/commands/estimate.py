@@ -280,7 +280,8 @@ def _print_single(m: Any, r: dict[str, Any], const: dict[str, float],
     seed.add_row("HBM traffic D_w + 2LB(T+1)d_kv·b_kv + D_a",
                  f"{_fmt(r['decode_weight_bytes'])}B + {_fmt(r['decode_kv_bytes'])}B + "
                  f"{_fmt(r['decode_other_bytes'])}B")
-    seed.add_row("ceiling min(B·C/F_dec, B·β/D_dec)", f"{r['decode_ceiling_tok_s']:,.0f} tok/s")
+    seed.add_row(f"ceiling {r['decode_ceiling_formula']}",
+                 f"{r['decode_ceiling_tok_s']:,.0f} tok/s")
     seed.add_row("KV crossover T ≈ P·b_w / (2·L·B·d_kv·b_kv)",
                  f"{r['kv_crossover_context_tokens']:,.0f} tokens")
     seed.add_row("decode attention intensity 2h_q/(h_kv·b_kv)",

@@ -122,6 +122,13 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
     dp = parallel.dp if parallel is not None else 1
     with np.errstate(divide="ignore", invalid="ignore"):  # a zero-time phase gives inf tok/s
         out = _rates(b, s, n, p, ctx, prefill_s, tpot_s, e2e_s, dp)
+    # A what-if that changes what a decode step is (speculative decoding) has its own ceiling.
+    ceiling = getattr(type(model), "decode_ceiling_tok_s", None)
+    spec_ceiling = ceiling(model, dec_w.decode_seqs, dec_w.decode_context_tokens) \
+        if ceiling is not None else None
+    if spec_ceiling is not None:
+        out["decode_ceiling_tok_s"] = spec_ceiling
+        out["decode_ceiling_formula"] = "B·E / (max(F_v/C, D_v/β) + k·draft) (speculative)"
     if not details or not isinstance(model, RooflineStepTime):
         return out
     pre_bd, dec_bd = model.breakdown(pre_w), model.breakdown(dec_w)
@@ -164,6 +171,7 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
         "decode_comm_s": dec_bd.comm_s, "prefill_comm_s": pre_bd.comm_s,
         # Seed 000 §4: TPS_dec <= min(B C / F_dec, B beta / D_dec) (effective C and beta).
         "decode_ceiling_tok_s": np.minimum(b * c_eff / f_dec, b * beta_eff / d_dec),
+        "decode_ceiling_formula": "min(B·C/F_dec, B·β/D_dec)",
         # Seed 000 §5: the context where old-KV reads equal the weight reads.
         "kv_crossover_context_tokens": d_w / (b * kv_tok_rank),
         "weights_per_gpu_bytes": np.full(b.shape, mem.weight_bytes),

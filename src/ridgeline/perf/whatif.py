@@ -8,12 +8,18 @@ Speculative decoding (draft length k, per-token acceptance rate alpha, tokens ac
 independently): a verify step yields E = (1 - alpha^(k+1)) / (1 - alpha) tokens per sequence
 on average (k + 1 when alpha = 1). The seeds give no formula; this is the standard one
 (Leviathan et al. 2023). One speculative round costs the target model's forward over k + 1
-tokens per sequence (a prefill-like chunk on top of the sequence's context) plus k decode
-steps of the draft model. The simulator's engine emits one token per sequence per step, so
+tokens per sequence (a prefill-like chunk on top of the sequence's context, with logits for
+all k + 1 positions: b(k+1) rows of the LM head, since every draft position is checked) plus k
+decode steps of the draft model. The simulator's engine emits one token per sequence per step, so
 the round is booked mean-field: a step's decode share takes (round time) / E, i.e. the time
 per emitted token. Caveats (seed 004): with quantization, speculation amplifies accuracy risk;
 with continuous batching, sequences of one step advance by different token counts — the mean
-hides that per-step variance.
+hides that per-step variance. A mixed step's prefill chunks are not speculative: they cost
+their own time once, only the decode share is divided by E.
+
+Seed 000 §4's decode ceiling, min(B C / F_dec, B beta / D_dec), becomes for a speculative round
+B E / (max(F_v / C, D_v / beta) + k max(F_d / C, D_d / beta)) (verify pass v, draft step d):
+the tokens of one round over the round's shortest possible time.
 
 Eager mode (`--enforce-eager`): the hardware files' per-kernel overhead assumes CUDA graphs
 (~2 us per kernel); without them each launch costs `EAGER_OVERHEAD_FACTOR` times that (a
@@ -149,15 +155,25 @@ class WhatIfStepTime:
     def assumptions(self) -> list[str]:
         return [*self.base.assumptions(), *self.whatif.assumptions()]
 
+    def verify_work(self, work: BatchWork) -> BatchWork:
+        """`work` with each decode sequence turned into a verify chunk of k+1 tokens on its
+        context. prefill_seqs counts the rows of logits (its only use in the roofline model):
+        one per prefill chunk, k+1 per verified sequence."""
+        b, c = _as(work.decode_seqs), _as(work.decode_context_tokens)
+        q = self.whatif.spec_k + 1
+        return BatchWork(
+            prefill_tokens=_as(work.prefill_tokens) + b * q,
+            prefill_attn_pairs=_as(work.prefill_attn_pairs) + q * c + b * q * (q + 1) / 2,
+            prefill_context_tokens=_as(work.prefill_context_tokens) + c,
+            prefill_seqs=_as(work.prefill_seqs) + b * q)
+
     def speculative_round_s(self, decode_seqs: ArrayLike, decode_context_tokens: ArrayLike
                             ) -> ArrayLike:
         """Seconds of one speculative round for a decode batch: the target's verify pass over
         k+1 tokens per sequence plus k draft decode steps."""
         k = self.whatif.spec_k
         b, c = _as(decode_seqs), _as(decode_context_tokens)
-        q = k + 1
-        verify = BatchWork(prefill_tokens=b * q, prefill_attn_pairs=q * c + b * q * (q + 1) / 2,
-                           prefill_context_tokens=c, prefill_seqs=b)
+        verify = self.verify_work(BatchWork(decode_seqs=b, decode_context_tokens=c))
         t = _as(self.base.step_time_s(verify))
         if self.draft is not None:
             t = t + k * _as(self.draft.step_time_s(BatchWork(decode_seqs=b,
@@ -174,12 +190,7 @@ class WhatIfStepTime:
                             prefill_context_tokens=work.prefill_context_tokens,
                             prefill_seqs=work.prefill_seqs)
             b, c = _as(work.decode_seqs), _as(work.decode_context_tokens)
-            q = w.spec_k + 1
-            mixed = BatchWork(
-                prefill_tokens=_as(work.prefill_tokens) + b * q,
-                prefill_attn_pairs=_as(work.prefill_attn_pairs) + q * c + b * q * (q + 1) / 2,
-                prefill_context_tokens=_as(work.prefill_context_tokens) + c,
-                prefill_seqs=_as(work.prefill_seqs) + b)
+            mixed = self.verify_work(work)
             t_pre = _as(self.base.step_time_s(pre))
             t_mix = _as(self.base.step_time_s(mixed))
             if self.draft is not None:
@@ -194,6 +205,32 @@ class WhatIfStepTime:
         busy = (_as(work.prefill_tokens) + _as(work.decode_seqs)) > 0
         out = np.where(busy, t + cpu_s, 0.0)
         return float(out) if out.ndim == 0 else out
+
+
+    def decode_ceiling_tok_s(self, decode_seqs: ArrayLike, decode_context_tokens: ArrayLike
+                             ) -> ArrayLike | None:
+        """Seed 000 §4's decode ceiling for a speculative round (module docstring): B E over
+        the round's roofline bound. None without speculation or without a roofline base."""
+        if self.whatif.spec_k <= 0 or not hasattr(self.base, "breakdown"):
+            return None
+        b, c = _as(decode_seqs), _as(decode_context_tokens)
+        t = _roofline_bound_s(self.base, self.verify_work(
+            BatchWork(decode_seqs=b, decode_context_tokens=c)))
+        if self.draft is not None:
+            if not hasattr(self.draft, "breakdown"):
+                return None
+            t = t + self.whatif.spec_k * _roofline_bound_s(
+                self.draft, BatchWork(decode_seqs=b, decode_context_tokens=c))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return b * self.tokens_per_step / t
+
+
+def _roofline_bound_s(model: Any, work: BatchWork) -> np.ndarray:
+    """max(F / C_eff, D / beta_eff) of a whole step (seed 000 §4's bound, no overheads)."""
+    bd = model.breakdown(work)
+    c_eff = model.gemm_peak_flops * model.hardware.compute_efficiency
+    return np.maximum(bd.flops.sum(axis=0) / c_eff, bd.bytes.sum(axis=0)
+                      / model.bandwidth_eff_bytes_s)
 
 
 def apply_whatif(base: Any, whatif: WhatIf | None) -> Any:
