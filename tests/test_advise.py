@@ -141,8 +141,10 @@ def _hand_trace(tpot_ms: float, ttft_s: float = 0.1, n: int = 40, prompt: int = 
                      "end_s": ev[-1], "output_tokens": OUTPUT, "prompt_tokens": prompt})
     header = {"source": "hand", "model": model, "hardware": hardware,
               "precision": {"weights": "bf16", "kv": "bf16", "activations": "bf16"},
+              # The hand numbers follow seed 000's plain roofline, max(F/C_eff, D/beta_eff)
+              # per operator, not the fitted kernel model (issue 18) that is the default.
               "engine_config": {"max_num_seqs": 256, "max_num_batched_tokens": 8192,
-                                **(engine or {})},
+                                "kernel_model": False, **(engine or {})},
               "dataset": dataset or {}}
     return Trace.from_records(header, recs)
 

@@ -199,7 +199,9 @@ def _specs(header: Any, model: str | None, hardware: str | None, weights: str | 
             model=model, hardware=hardware, weights=weights, kv=kv,
             activations=prec.get("activations", "bf16"), tp=tp, pp=int(par.get("pp", 1)),
             ep=int(par.get("ep", 1)), max_num_batched_tokens=mbt,
-            max_num_seqs=int(mns or 256), check_fit=False)
+            max_num_seqs=int(mns or 256), check_fit=False,
+            # a trace priced with the plain roofline says so (engine_config.kernel_model)
+            kernel_model=bool(ec.get("kernel_model", True)))
     except RidgelineError:
         raise
     kv_cap = ec.get("kv_capacity_tokens") or sm.kv_capacity_tokens()
