@@ -135,6 +135,11 @@ def run(args: list[str] | None = None) -> int:
     """
     click_exception = _click_exception_type()
     try:
+        from ridgeline.commands.options import guard_command_line
+
+        # Outputs equal to inputs, unwritable outputs, device/FIFO inputs: refused before
+        # any command starts (docs/cli.md).
+        guard_command_line(list(sys.argv[1:] if args is None else args))
         code = app(args=args, standalone_mode=False, prog_name="ridgeline")
     except RidgelineError as exc:
         typer.echo(f"error: {_one_line(str(exc))}", err=True)

@@ -34,7 +34,7 @@ def detect_format(path: str | Path) -> str | None:
     first_line = text.split("\n", 1)[0]
     try:
         first = json.loads(first_line)
-    except ValueError:
+    except (ValueError, RecursionError):
         first = None
     if isinstance(first, dict):
         if first.get("type") == "header":
@@ -63,11 +63,15 @@ def load_trace(path: str | Path, fmt: str = "auto", select: int | None = None) -
     `fmt`: "auto" (detect) or one of FORMATS. `select`: which run to take from a file that
     holds several (vLLM --append-result objects, GuideLLM benchmarks); default the first.
     """
+    from ridgeline.inputs import check_input_file, non_regular_kind
+
     p = Path(path)
     if not p.exists():
         raise RidgelineError(f"trace: file not found: {p}")
     if p.is_dir():
         raise RidgelineError(f"trace: {p} is a directory; give a file")
+    if non_regular_kind(p):
+        check_input_file(p, "trace")  # a device or FIFO: refused with its kind
     if fmt == "auto":
         detected = detect_format(p)
         if detected is None:
