@@ -473,9 +473,12 @@ def bench(
     if report and results:
         from ridgeline.commands.report import write_report_for_traces
 
-        path = write_report_for_traces([r["trace"] for r in results], report,
-                                       sweep=len(rates) > 1, slos=slos, seed=seed)
-        typer.echo(f"report: {path}", err=json_out)
+        try:
+            path = write_report_for_traces([r["trace"] for r in results], report,
+                                           sweep=len(rates) > 1, slos=slos, seed=seed)
+            typer.echo(f"report: {path}", err=json_out)
+        except RidgelineError as exc:  # e.g. nothing succeeded: the run's own code stands
+            typer.echo(f"report: not written ({exc})", err=True)
     if exit_code:
         raise typer.Exit(exit_code)
 
