@@ -499,6 +499,12 @@ def measure_host(model_spec: ModelSpec | None = None, dtypes: Sequence[str] | No
     threads = threads or os.cpu_count() or 1
     llc = llc_bytes()
     buffer = max(4 * llc, (128 if quick else 256) * MIB)
+    from ridgeline.sizes import check_fits
+
+    # copy reads one buffer and writes another: both must fit (a 480 MiB L3 means 3.8 GiB)
+    check_fits(2 * buffer, "calibrate host", f"the bandwidth probe (2 buffers of 4x the "
+               f"{llc // MIB} MiB last-level cache)", per_unit_bytes=2 * buffer,
+               unit="probes", advice="run it where more memory is free")
     timing = {"repeats": 5 if quick else 7, "warmup": 1,
               "min_sample_s": 0.02 if quick else 0.05, "timer": timer}
     say = progress or (lambda _msg: None)

@@ -275,6 +275,10 @@ def bench(
         replay_trace = load_replay(replay, replay_speed)
         if not requests_given and duration_s is None:
             requests = len(replay_trace.times_s)  # the whole trace unless --requests says
+        from ridgeline.bench.replay import check_replay_gaps
+
+        for line in check_replay_gaps(replay_trace, requests, duration_s):
+            typer.echo(line, err=True)
     elif replay_speed != 1.0:
         raise RidgelineError("--replay-speed: only with --replay")
     turns = None
@@ -307,6 +311,11 @@ def bench(
     ds = parse_dataset(dataset)
     if output_dist is None and ds.kind == "synthetic":
         output_dist = parse_lengths("fixed:256", "--output")
+    from ridgeline.bench.sizes import check_bench_sizes
+
+    check_bench_sizes(prompt_dist, output_dist, replay_trace, requests, prefix_tokens,
+                      (model or "llama-3.1-8b") if target == "emulator" else None,
+                      calibration is not None)
     slos = list(slo or [])
     if slos:
         with contextlib.suppress(ImportError):

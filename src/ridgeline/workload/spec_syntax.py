@@ -46,9 +46,15 @@ def take_float(params: dict[str, str], key: str, field: str, *, default: float |
     if nonnegative and value < 0:
         raise RidgelineError(f"{field}: {key}={raw} must be >= 0")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        low = "-inf" if lo is None else f"{lo:g}"
-        high = "inf" if hi is None else f"{hi:g}"
-        raise RidgelineError(f"{field}: {key}={raw}; allowed: {low} to {high}")
+        low = f"{lo:g}" if lo is not None else ("> 0" if positive else ">= 0" if nonnegative
+                                                else None)
+        if hi is None:
+            allowed = f"at least {low}"
+        elif low is None:
+            allowed = f"at most {hi:g}"
+        else:
+            allowed = f"{low} to {hi:g}" if lo is not None else f"{low} and at most {hi:g}"
+        raise RidgelineError(f"{field}: {key}={raw}; allowed: {allowed}")
     return value
 
 
