@@ -103,7 +103,9 @@ def test_every_worker_busy_is_a_429_not_a_queue():
 
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
-                busy = (await c.post("/api/estimate", json={"batch": 8})).status_code
+                # A queued request would wait for the held worker forever: bound it.
+                busy = (await asyncio.wait_for(c.post("/api/estimate", json={"batch": 8}),
+                                               10)).status_code
         finally:
             gate.release()
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
