@@ -153,6 +153,10 @@ def run(args: list[str] | None = None) -> int:
         code = exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
         code = EXIT_INTERRUPTED
+    except SystemExit as exc:  # a streamed run that printed what finished, then 130
+        if exc.code != EXIT_INTERRUPTED:
+            raise
+        code = EXIT_INTERRUPTED
     except Exception as exc:
         if os.environ.get("RIDGELINE_DEBUG"):
             raise

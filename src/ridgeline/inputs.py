@@ -182,5 +182,21 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write a whole output file so that a reader (or a Ctrl-C) never sees half of it: a
+    temporary file beside it, renamed over it when complete."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
 __all__ = ["MAX_JSON_BYTES", "check_input_file", "decode_errors", "load_json", "loads_json",
-           "non_regular_kind", "open_text", "read_text", "text_problem", "validation_line"]
+           "non_regular_kind", "open_text", "read_text", "text_problem", "validation_line",
+           "write_text_atomic"]

@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field
 
 from ridgeline.calibrate.microbench import Samples, time_op
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import write_text_atomic
 from ridgeline.specs.hardware import HardwareSpec, from_dict
 from ridgeline.specs.model import ModelSpec
 
@@ -188,7 +189,7 @@ class HostProfile(BaseModel):
 
     def write(self, path: str | Path) -> Path:
         out = Path(path)
-        out.write_text(self.model_dump_json(indent=2, by_alias=True) + "\n")
+        write_text_atomic(out, self.model_dump_json(indent=2, by_alias=True) + "\n")
         return out
 
     @classmethod

@@ -182,9 +182,9 @@ class CalibrationProfile(BaseModel):
             raise validation_line(exc, f"{option}: {path}") from None
 
     def save(self, path: str | Path) -> None:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(self.model_dump_json(indent=2, by_alias=True) + "\n", encoding="utf-8")
+        from ridgeline.inputs import write_text_atomic
+
+        write_text_atomic(path, self.model_dump_json(indent=2, by_alias=True) + "\n")
 
     # ---- the step-time interface --------------------------------------------------------
     def table_time_s(self, n: ArrayLike) -> np.ndarray:

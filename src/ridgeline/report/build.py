@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import write_text_atomic
 from ridgeline.report.load import LoadPoint, load_point
 
 
@@ -226,7 +227,7 @@ def write(data: ReportData, out: str | Path, markdown: bool = False) -> Path:
         raise RidgelineError(f"--out: {p} is a directory; give a file name")
     p.parent.mkdir(parents=True, exist_ok=True)
     if markdown:
-        p.write_text(render_markdown(data, p), encoding="utf-8")
+        write_text_atomic(p, render_markdown(data, p))
     else:
-        p.write_text(render_html(data), encoding="utf-8")
+        write_text_atomic(p, render_html(data))
     return p
