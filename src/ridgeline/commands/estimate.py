@@ -418,8 +418,9 @@ def roofline_cmd(
                                           )] = "h100-sxm",
     m: Annotated[str, typer.Option("--m", help=f"Rows of A (tokens): {GRID_HELP}."
                                    )] = "1,8,64,256,4096",
-    k: Annotated[int, typer.Option("--k", min=1, help="Inner dimension.")] = 4096,
-    n: Annotated[int, typer.Option("--n", min=1, help="Columns of B (output features).")] = 4096,
+    k: Annotated[int, typer.Option("--k", min=1, max=10**9, help="Inner dimension.")] = 4096,
+    n: Annotated[int, typer.Option("--n", min=1, max=10**9,
+                                   help="Columns of B (output features).")] = 4096,
     dtype: Annotated[str, typer.Option("--dtype", help="Element dtype (sets bytes/element "
                                        "and the peak).")] = "bf16",
     efficiency: Annotated[bool, typer.Option(

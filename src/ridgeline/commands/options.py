@@ -26,9 +26,19 @@ def _bounds_text(gt: float | None, ge: float | None, lt: float | None,
     return "a finite number" + (" " + " and ".join(parts) if parts else "")
 
 
+# Every number typed on the command line is at most this in size unless its option says
+# otherwise: no count, size, rate or duration comes near, and 1e300 would overflow to inf
+# inside the models (issue 23).
+MAX_NUMBER = 1e15
+
+
 def range_problem(value: float, *, gt: float | None = None, ge: float | None = None,
                   lt: float | None = None, le: float | None = None) -> str | None:
     """None when `value` is finite and inside the bounds, else 'allowed: ...' text."""
+    if le is None and lt is None:
+        le = MAX_NUMBER
+    if ge is None and gt is None and value < 0:
+        ge = -MAX_NUMBER
     ok = (math.isfinite(value) and (gt is None or value > gt) and (ge is None or value >= ge)
           and (lt is None or value < lt) and (le is None or value <= le))
     return None if ok else f"allowed: {_bounds_text(gt, ge, lt, le)}"
@@ -181,7 +191,8 @@ TraceOutOpt = Annotated[
                              help="Write the per-request trace (JSONL) here.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (runs are reproducible).")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1,
+                                      help="Random seed (runs are reproducible).")]
 CalibrationOpt = Annotated[
     str | None,
     typer.Option("--calibration", help="A calibration profile (`ridgeline calibrate`): its "

@@ -91,12 +91,13 @@ def simulate_cmd(
         "--pd", help="Prefill/decode disaggregation P:D (P prefill and D decode instances; "
         "replaces --replicas).")] = None,
     kv_transfer_latency_us: Annotated[float, typer.Option(
-        "--kv-transfer-latency-us", callback=number(ge=0),
+        "--kv-transfer-latency-us", callback=number(ge=0, le=1e9),
         help="Fixed latency per P/D KV transfer.")] = 0.0,
     max_num_seqs: Annotated[int, typer.Option(
         "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
         help="Most sequences in one engine step (vLLM's).")] = 256,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1)
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1,
+                                                                  max=10_000_000)
                                       ] = 8192,
     chunked_prefill: Annotated[bool, typer.Option(
         "--chunked-prefill/--no-chunked-prefill", help="Chunked prefill (vLLM V1 default: "
@@ -110,7 +111,8 @@ def simulate_cmd(
         "--gpu-memory-utilization", callback=number(gt=0, le=1),
         help="Fraction of GPU memory for weights + KV.")] = 0.9,
     num_kv_blocks: Annotated[int | None, typer.Option(
-        "--num-kv-blocks", min=1, help="Override the KV capacity from the memory model.")] = None,
+        "--num-kv-blocks", min=1, max=10**10,
+        help="Override the KV capacity from the memory model.")] = None,
     weights: WeightsOpt = "bf16",
     kv: KvOpt = None,
     activations: ActivationsOpt = "bf16",

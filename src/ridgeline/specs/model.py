@@ -375,11 +375,9 @@ def load_model(name_or_path: str) -> ModelSpec:
             path = path / "config.json"
         if not path.is_file():
             raise RidgelineError(f"model: file {str(path)!r} not found")
-        try:
-            cfg = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
-            raise RidgelineError(f"model: {str(path)!r} is not valid JSON ({why})") from None
+        from ridgeline.inputs import load_json
+
+        cfg = load_json(path, "model", max_bytes=16 << 20)
         return from_hf_config(cfg, name=path.parent.name or path.stem)
     key = name_or_path.lower()
     entry = _catalog_dir().joinpath(f"{key}.json")
