@@ -43,11 +43,14 @@ def _split_list(text: str | None, field: str, kind: type) -> list:
     out = []
     for part in str(text).split(","):
         try:
-            value = parse_number(part, field, gt=0)
+            # at most a million: bench holds one task per user (and rates past 1e7 req/s
+            # no client sends)
+            value = parse_number(part, field, gt=0, le=1e6 if kind is int else 1e7)
             if kind is int and value != int(value):
                 raise ValueError(part)
         except (ValueError, RidgelineError):
-            allowed = "whole numbers > 0" if kind is int else "finite numbers > 0"
+            allowed = "whole numbers from 1 to 1,000,000" if kind is int else \
+                "finite numbers > 0 and at most 1e7"
             raise field_error(field, text, f"{allowed}, one or a comma list, e.g. 1,2,4,8"
                               ) from None
         out.append(kind(value))
@@ -162,7 +165,8 @@ def bench(
     grace_s: Annotated[float, typer.Option(
         "--grace", callback=number(ge=0), help="Seconds requests in flight may finish after "
         "Ctrl-C or the duration limit.")] = 10.0,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Client processes on this "
+    workers: Annotated[int, typer.Option("--workers", min=1, max=1024,
+                                         help="Client processes on this "
                                          "machine.")] = 1,
     ray: Annotated[str | None, typer.Option("--ray", help="Spread client workers over a Ray "
                                             "cluster: an address, or 'local' to start one.")

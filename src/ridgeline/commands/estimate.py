@@ -47,6 +47,18 @@ GIB = 1024**3
 MAX_GRID_VALUES = 1_000_000
 
 
+# Sizes past any deployment (a million sequences in a step, 10 M tokens of context): past
+# them the model's numbers are extrapolation into nothing real (issue 23).
+MAX_BATCH = 1 << 20
+MAX_TOKENS = 10_000_000
+
+
+def _capped(values: list[float], field: str, text: str, hi: float) -> list[float]:
+    if values and max(values) > hi:
+        raise RidgelineError(f"{field}: got {text!r}; allowed: values up to {hi:,.0f}")
+    return values
+
+
 def parse_grid(text: str, field: str) -> list[float]:
     """Parse `--batch`-style values: 32 | 1,8,64 | 1:256 | 100:1000:100 | 1:4096:x4.
 
@@ -180,6 +192,11 @@ def estimate_cmd(
     """Predict prefill/TTFT, decode/TPOT, E2E, throughput and memory from first principles."""
     import numpy as np
 
+    for text, field, hi in ((batch, "--batch", MAX_BATCH), (prompt, "--prompt", MAX_TOKENS),
+                            (output, "--output", MAX_TOKENS), (context, "--context",
+                                                               MAX_TOKENS)):
+        if text is not None:  # the same ceilings with or without a profile
+            _capped(parse_grid(text, field), field, text, hi)
     if calibration:   # a measured profile times the phases instead of the roofline model
         from ridgeline.calibrate.report import estimate_calibrated
 
@@ -197,9 +214,11 @@ def estimate_cmd(
     precision = resolve_precision(weights, kv, activations)
     parallel = Parallelism(tp=tp, pp=pp, ep=ep, dp=dp).validate(spec)
     grids = {
-        "batch": parse_grid(batch, "--batch"), "prompt": parse_grid(prompt, "--prompt"),
-        "output": parse_grid(output, "--output"),
-        "context": parse_grid(context, "--context") if context is not None else [float("nan")],
+        "batch": _capped(parse_grid(batch, "--batch"), "--batch", batch, MAX_BATCH),
+        "prompt": _capped(parse_grid(prompt, "--prompt"), "--prompt", prompt, MAX_TOKENS),
+        "output": _capped(parse_grid(output, "--output"), "--output", output, MAX_TOKENS),
+        "context": _capped(parse_grid(context, "--context"), "--context", context, MAX_TOKENS)
+        if context is not None else [float("nan")],
     }
     hw_names = [h.strip() for h in hardware.split(",") if h.strip()]
     if not hw_names:

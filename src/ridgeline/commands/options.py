@@ -178,7 +178,7 @@ BandwidthEffOpt = Annotated[
 ]
 KernelOverheadOpt = Annotated[
     float | None,
-    typer.Option("--kernel-overhead-us", callback=number(ge=0), help="Per-kernel "
+    typer.Option("--kernel-overhead-us", callback=number(ge=0, le=1e6), help="Per-kernel "
                  "launch/scheduling overhead in microseconds (default from hardware file)."),
 ]
 SloOpt = Annotated[
