@@ -604,3 +604,73 @@ def test_hostile_input_is_one_error_line_exit_2_in_bounded_time_and_memory(
 def test_no_hostile_case_overwrote_an_input(
         hostile_results: tuple[Path, dict[str, Any]]) -> None:
     assert hostile_results[1]["changed"] == []
+
+
+# ---- Ctrl-C of every long command (issue 23; `plan` has its own test) -------------------
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(x) for x in text.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture(scope="module")
+def long_trace(work: Path) -> Path:
+    """A trace long enough that report, verify and calibrate fit are still busy after a
+    couple of CPU seconds (40,000 requests, ~45 MB)."""
+    path = work / "long.jsonl"
+    proc = run("simulate", "--rate", "200", "-n", "40000", "--prompt", "fixed:100",
+               "--output", "fixed:50", "--trace", str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    return path
+
+
+@pytest.mark.parametrize("kind", ["report", "verify", "calibrate fit", "simulate --workers"])
+def test_ctrl_c_of_a_long_command_exits_130_and_stops_its_children(
+        kind: str, work: Path, long_trace: Path) -> None:
+    profile = work / "ctrlc-profile.json"
+    if not profile.exists():
+        from ridgeline.calibrate.profile import CalibrationProfile
+
+        CalibrationProfile.from_table([1, 8, 64, 512], [0.01, 0.012, 0.03, 0.2]).save(profile)
+    out = work / f"ctrlc-{kind.split()[0]}"
+    args = {"report": ["report", str(long_trace), "--out", f"{out}.html"],
+            "verify": ["verify", str(long_trace), "--calibration", str(profile)],
+            "calibrate fit": ["calibrate", "fit", str(long_trace), "--out", f"{out}.json"],
+            "simulate --workers": ["simulate", "--rate", "1000", "-n", "3000000", "--workers",
+                                   "2", "--replicas", "4", "--trace", f"{out}.jsonl"]}[kind]
+    proc = subprocess.Popen([str(RIDGELINE), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None and \
+                _cpu_seconds(proc.pid) < 1.5:
+            time.sleep(0.05)
+        assert proc.poll() is None, f"{kind} ended before it could be interrupted"
+        kids = _children(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "interrupted"
+    time.sleep(0.5)
+    assert not [k for k in kids if _alive(k)], "a child process outlived Ctrl-C"
+    if kind == "simulate --workers":   # the partial trace says so in its footer
+        footer = json.loads(Path(f"{out}.jsonl").read_text().splitlines()[-1])
+        assert footer["type"] == "footer" and footer["interrupted"] is True
+    else:  # nothing half-written
+        assert not Path(f"{out}.html").exists() and not Path(f"{out}.json").exists()
