@@ -145,5 +145,5 @@ def test_profile_round_trip_and_bad_files(tmp_path: Path) -> None:
     (tmp_path / "neg.json").write_text(json.dumps(obj))
     with pytest.raises(RidgelineError, match=r"--calibration: .*step_s"):
         CalibrationProfile.load(tmp_path / "neg.json")
-    with pytest.raises(RidgelineError, match="--calibration: cannot read"):
+    with pytest.raises(RidgelineError, match=r"--calibration: file .* not found"):
         CalibrationProfile.load(tmp_path / "missing.json")

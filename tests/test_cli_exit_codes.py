@@ -392,3 +392,285 @@ def test_blas_runs_one_thread_except_for_calibrate(command, forced):
         assert out[0] == "1" and out[1].strip() == "[1]", out
     else:
         assert out[0] == "None", out
+
+
+# ---- issue 23: hostile files, sizes and outputs, each row of the issue's table ----------
+#
+# Every case runs the installed command under a 2 GiB address-space limit and a timeout, so
+# a memory blow-up or a hang fails the test instead of the machine. "{h}" is the folder of
+# hostile files built below; the error line must name the given text (file, field, option).
+
+MEMORY_LIMIT_BYTES = 2 << 30
+HOSTILE_TIMEOUT_S = 60
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+
+
+def run_limited(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(RIDGELINE), *args], capture_output=True, text=True,
+                          timeout=HOSTILE_TIMEOUT_S, cwd=cwd, preexec_fn=_limit_memory,
+                          stdin=subprocess.DEVNULL, env={**os.environ})
+
+
+_HOSTILE_PROFILE_FIELDS: dict[str, tuple[list[str], Any]] = {
+    "kv_nan": (["kv_bytes_per_token"], float("nan")),
+    "kv_neg": (["kv_bytes_per_token"], -5),
+    "kv_inf": (["kv_bytes_per_token"], float("inf")),
+    "block0": (["scheduling", "block_size_tokens"], 0),
+    "ubatch_neg": (["scheduling", "ubatch_tokens"], -5),
+    "seqs0": (["scheduling", "max_num_seqs"], 0),
+    "step_huge": (["step_s"], [1e308, 1e308, 1e308, 1e308]),
+    "single": (["tokens"], [1]),
+    "created_nan": (["provenance", "created_unix_s"], float("nan")),
+}
+
+HOSTILE: list[Any] = [
+    # hostile input accepted silently (exit 0, garbage out): profiles, replays, reports
+    (("estimate", "--calibration", "{h}/kv_nan.json"), "kv_bytes_per_token"),
+    (("estimate", "--calibration", "{h}/kv_neg.json"), "kv_bytes_per_token"),
+    (("estimate", "--calibration", "{h}/kv_inf.json"), "kv_bytes_per_token"),
+    (("simulate", "--rate", "1", "-n", "20", "--calibration", "{h}/block0.json"),
+     "block_size_tokens"),
+    (("estimate", "--calibration", "{h}/ubatch_neg.json"), "ubatch_tokens"),
+    (("simulate", "--rate", "1", "-n", "20", "--calibration", "{h}/seqs0.json"),
+     "max_num_seqs"),
+    (("estimate", "--calibration", "{h}/step_huge.json"), "step_s"),
+    (("estimate", "--calibration", "{h}/single.json"), "tokens"),
+    (("simulate", "--rate", "1", "-n", "2", "--arrival", "replay:path={h}/nan.csv"),
+     "Timestamp"),
+    (("simulate", "-n", "2", "--arrival", "replay:path={h}/neg.csv"), "Timestamp"),
+    (("simulate", "-n", "2", "--arrival", "replay:path={h}/secs_inf.txt"), "secs_inf.txt"),
+    (("report", "{h}/header_only.jsonl", "--out", "{h}/r.html"), "no requests"),
+    (("report", "{h}/all_failed.jsonl", "--out", "{h}/r.html"), "none of its"),
+    (("plot", "cdf", "{h}/all_failed.jsonl", "--out", "{h}/c.png"), "none of its"),
+    (("calibrate", "fit", "{h}/all_failed.jsonl", "--out", "{h}/f.json"), "no usable"),
+    # exit 70 where a one-line exit 2 is due
+    (("simulate", "-n", "2", "--arrival", "replay:path={h}/binary.csv"), "binary"),
+    (("bench", "--target", "emulator", "-n", "1", "--replay", "{h}/utf16.csv"), "UTF-16"),
+    (("bench", "--target", "emulator", "-n", "1", "--replay", "{h}/inf_tokens.csv"),
+     "Request tokens"),
+    (("plot", "roofline", "--out", "{dir}", "-b", "8"), "--out"),
+    (("plot", "roofline", "--out", "{ro}/r.png"), "--out"),
+    (("plot", "roofline", "-b", "1e300", "--out", "{h}/r.png"), "--batch"),
+    (("report", "{h}/deep.json", "--out", "{h}/r.html"), "deep.json"),
+    (("calibrate", "fit", "{h}/deep.json", "--out", "{h}/f.json"), "nested"),
+    (("simulate", "--rate", "1", "-n", "100", "--pd", "100000000:100000000"), "--pd"),
+    (("estimate", "--calibration", "{h}/created_nan.json"), "created_unix_s"),
+    (("estimate", "--calibration", "{h}/deep.json"), "nested"),
+    # memory blow-ups
+    (("simulate", "--rate", "1", "-n", "1000000000"), "--requests"),
+    (("simulate", "--rate", "1", "-n", "1000000000", "--stream", "--workers", "2"),
+     "--requests"),
+    (("simulate", "--rate", "1", "-n", "100", "--replicas", "1000000000"), "--replicas"),
+    (("estimate", "--calibration", "/dev/zero"), "/dev/zero"),
+    (("plot", "timeline", "/dev/zero", "--out", "{h}/t.png"), "/dev/zero"),
+    (("analyze", "{h}/fifo"), "FIFO"),
+    # hangs
+    (("simulate", "-n", "20", "--arrival", "diurnal:peak=10,trough=1,phase=-1e308"),
+     "phase"),
+    (("simulate", "-n", "20", "--arrival", "diurnal:peak=10,trough=1,period=1e-300"),
+     "period"),
+    (("simulate", "-n", "20", "--arrival", "diurnal:peak=1e300,trough=1"), "peak"),
+    (("simulate", "-n", "20", "--rate", "1", "--arrival", "gamma:cv=1e-300"), "cv"),
+    # data lost: an output equal to an input (even through a link) is refused
+    (("report", "{h}/victim.html", "--out", "{h}/victim.html"), "--out"),
+    (("simulate", "--rate", "1", "-n", "5", "--calibration", "{h}/good.json", "--trace",
+      "{h}/good.json"), "--trace"),
+    (("simulate", "--rate", "1", "-n", "5", "--calibration", "{h}/good.json", "--trace",
+      "{h}/link.json"), "--trace"),
+    (("calibrate", "fit", "{h}/probe.jsonl", "--out", "{h}/probe.jsonl"), "--out"),
+    (("bench", "--target", "emulator", "--replay", "{h}/ok.jsonl", "--trace",
+      "{h}/ok.jsonl"), "--trace"),
+    (("simulate", "--rate", "1", "-n", "5", "--arrival", "replay:path={h}/ok.jsonl",
+      "--trace", "{h}/ok.jsonl"), "--trace"),
+    # checks after the work
+    (("calibrate", "host", "--quick", "--out", "{ro}/h.json"), "--out"),
+    (("report", "{h}/probe.jsonl", "--out", "{ro}/r.html"), "--out"),
+    (("calibrate", "fit", "{h}/probe.jsonl", "--out", "{ro}/f.json"), "--out"),
+    # huge inputs built in memory, lengths past the context, a profile's absurd numbers
+    (("bench", "--target", "emulator", "-n", "1", "--prompt", "fixed:2000000000"),
+     "--prompt"),
+    (("bench", "--target", "emulator", "-n", "1", "--prompt", "fixed:1000000"),
+     "context window"),
+    (("bench", "--target", "emulator", "-n", "1", "--replay", "{h}/huge.jsonl"),
+     "input_length"),
+    (("calibrate", "engine", "--base-url", "http://127.0.0.1:9", "--prefill-tokens",
+      "2000000000"), "--prefill-tokens"),
+    (("bench", "--target", "emulator", "--replay", "{h}/gap.csv"), "--replay-speed"),
+]
+
+
+def _hostile_files(d: Path, trace: Path) -> None:
+    """The files the HOSTILE cases read (a good profile and its broken twins, replays)."""
+    from ridgeline.calibrate.profile import CalibrationProfile
+
+    good = json.loads(CalibrationProfile.from_table(
+        [1, 8, 64, 512], [0.01, 0.012, 0.03, 0.2], kv_bytes_per_token=131072,
+        kv_capacity_tokens=100000).model_dump_json(by_alias=True))
+    (d / "good.json").write_text(json.dumps(good))
+    (d / "link.json").symlink_to(d / "good.json")
+    for name, (where, value) in _HOSTILE_PROFILE_FIELDS.items():
+        obj = json.loads(json.dumps(good))
+        node = obj
+        for key in where[:-1]:
+            node = node[key]
+        node[where[-1]] = value
+        (d / f"{name}.json").write_text(json.dumps(obj))  # NaN/Infinity as Python writes
+    (d / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    head = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+    (d / "nan.csv").write_text(head + "nan,a,10,2,12,x\n1,a,10,2,12,x\n")
+    (d / "neg.csv").write_text(head + "-5,a,10,2,12,x\n1,a,10,2,12,x\n")
+    (d / "inf_tokens.csv").write_text(head + "0,a,inf,2,12,x\n1,a,10,2,12,x\n")
+    (d / "gap.csv").write_text(head + "0,a,10,2,12,x\n3600000,a,10,2,12,x\n")
+    (d / "utf16.csv").write_text(head + "0,a,10,2,12,x\n", encoding="utf-16")
+    (d / "binary.csv").write_bytes(bytes(range(256)) * 16)
+    (d / "secs_inf.txt").write_text("0\ninf\n1\n")
+    rec = {"timestamp": 0, "input_length": 10, "output_length": 2}
+    (d / "ok.jsonl").write_text(json.dumps(rec) + "\n" + json.dumps(
+        {**rec, "timestamp": 500}) + "\n")
+    (d / "huge.jsonl").write_text(json.dumps({**rec, "input_length": 2_000_000_000}) + "\n")
+    lines = trace.read_text().splitlines()
+    (d / "header_only.jsonl").write_text(lines[0] + "\n")
+    failed = [lines[0]]
+    for line in lines[1:]:
+        r = json.loads(line)
+        if r.get("type") == "request":
+            r.update(status="error", event_times_s=[], output_tokens=0, error="boom")
+        failed.append(json.dumps(r))
+    (d / "all_failed.jsonl").write_text("\n".join(failed) + "\n")
+    (d / "probe.jsonl").write_text(trace.read_text())
+    (d / "victim.html").write_text("<html>precious</html>")
+    os.mkfifo(d / "fifo")
+
+
+@pytest.fixture(scope="module")
+def hostile_results(work: Path) -> tuple[Path, dict[tuple[str, ...], Any]]:
+    """Every HOSTILE case, run once, three at a time, with the inputs' bytes before."""
+    h = work / "hostile"
+    h.mkdir()
+    _hostile_files(h, work / "a.jsonl")
+    subs = {"{h}": str(h), "{dir}": str(work / "dir"), "{ro}": "/proc/ridgeline-nope"}
+    before = {p.name: p.read_bytes() for p in h.iterdir() if p.is_file() and not p.is_symlink()
+              and p.name != "fifo"}
+
+    def one(args: tuple[str, ...]) -> Any:
+        expanded = []
+        for a in args:
+            for k, v in subs.items():
+                a = a.replace(k, v)
+            expanded.append(a)
+        t0 = time.monotonic()
+        try:
+            proc = run_limited(*expanded, cwd=h)
+        except subprocess.TimeoutExpired:
+            return None, time.monotonic() - t0
+        return proc, time.monotonic() - t0
+
+    cases = [_case_args(c) for c in HOSTILE]
+    with ThreadPoolExecutor(3) as pool:
+        results = dict(zip(cases, pool.map(one, cases), strict=True))
+    after = {name: (h / name).read_bytes() for name in before}
+    changed = sorted(name for name in before if before[name] != after[name])
+    return h, {"results": results, "changed": changed}
+
+
+def test_hostile_table_covers_every_row_of_issue_23() -> None:
+    cases = [_case_args(c) for c in HOSTILE]
+    assert len(cases) >= 45 and len(set(cases)) == len(cases)
+    commands = {a[0] for a in cases}
+    assert commands >= {"estimate", "simulate", "bench", "report", "plot", "calibrate",
+                        "analyze"}
+
+
+@pytest.mark.parametrize(("args", "names"), HOSTILE, ids=lambda v: " ".join(v)[:80]
+                         if isinstance(v, tuple) else None)
+def test_hostile_input_is_one_error_line_exit_2_in_bounded_time_and_memory(
+        hostile_results: tuple[Path, dict[str, Any]], args: tuple[str, ...],
+        names: str) -> None:
+    proc, _wall_s = hostile_results[1]["results"][args]
+    assert proc is not None, f"hung: still running after {HOSTILE_TIMEOUT_S} s"
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "MemoryError" not in proc.stderr, proc.stderr  # past the 2 GiB limit
+    assert proc.returncode == 2, proc.stderr[-500:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    assert names in errors[0], errors[0]
+
+
+def test_no_hostile_case_overwrote_an_input(
+        hostile_results: tuple[Path, dict[str, Any]]) -> None:
+    assert hostile_results[1]["changed"] == []
+
+
+# ---- Ctrl-C of every long command (issue 23; `plan` has its own test) -------------------
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(x) for x in text.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture(scope="module")
+def long_trace(work: Path) -> Path:
+    """A trace long enough that report, verify and calibrate fit are still busy after a
+    couple of CPU seconds (40,000 requests, ~45 MB)."""
+    path = work / "long.jsonl"
+    proc = run("simulate", "--rate", "200", "-n", "40000", "--prompt", "fixed:100",
+               "--output", "fixed:50", "--trace", str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    return path
+
+
+@pytest.mark.parametrize("kind", ["report", "verify", "calibrate fit", "simulate --workers"])
+def test_ctrl_c_of_a_long_command_exits_130_and_stops_its_children(
+        kind: str, work: Path, long_trace: Path) -> None:
+    profile = work / "ctrlc-profile.json"
+    if not profile.exists():
+        from ridgeline.calibrate.profile import CalibrationProfile
+
+        CalibrationProfile.from_table([1, 8, 64, 512], [0.01, 0.012, 0.03, 0.2]).save(profile)
+    out = work / f"ctrlc-{kind.split()[0]}"
+    args = {"report": ["report", str(long_trace), "--out", f"{out}.html"],
+            "verify": ["verify", str(long_trace), "--calibration", str(profile)],
+            "calibrate fit": ["calibrate", "fit", str(long_trace), "--out", f"{out}.json"],
+            "simulate --workers": ["simulate", "--rate", "1000", "-n", "3000000", "--workers",
+                                   "2", "--replicas", "4", "--trace", f"{out}.jsonl"]}[kind]
+    proc = subprocess.Popen([str(RIDGELINE), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None and \
+                _cpu_seconds(proc.pid) < 1.5:
+            time.sleep(0.05)
+        assert proc.poll() is None, f"{kind} ended before it could be interrupted"
+        kids = _children(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "interrupted"
+    time.sleep(0.5)
+    assert not [k for k in kids if _alive(k)], "a child process outlived Ctrl-C"
+    if kind == "simulate --workers":   # the partial trace says so in its footer
+        footer = json.loads(Path(f"{out}.jsonl").read_text().splitlines()[-1])
+        assert footer["type"] == "footer" and footer["interrupted"] is True
+    else:  # nothing half-written
+        assert not Path(f"{out}.html").exists() and not Path(f"{out}.json").exists()

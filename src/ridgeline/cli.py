@@ -128,6 +128,15 @@ EXIT_INTERNAL_ERROR = 70
 EXIT_INTERRUPTED = 130
 
 
+def _internal_error(exc: Exception) -> int:
+    if os.environ.get("RIDGELINE_DEBUG"):
+        raise exc
+    path = _crash_report(exc)
+    typer.echo(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+               f"(full report written to {path})", err=True)
+    return EXIT_INTERNAL_ERROR
+
+
 def run(args: list[str] | None = None) -> int:
     """Run the command line and return its exit code; never lets a traceback reach the user.
 
@@ -140,6 +149,11 @@ def run(args: list[str] | None = None) -> int:
 
         args = ["bench", *normalize_argv(argv[1:])]  # vLLM's option shapes (nargs="*")
     try:
+        from ridgeline.commands.options import guard_command_line
+
+        # Outputs equal to inputs, unwritable outputs, device/FIFO inputs: refused before
+        # any command starts (docs/cli.md).
+        guard_command_line(list(sys.argv[1:] if args is None else args))
         code = app(args=args, standalone_mode=False, prog_name="ridgeline")
     except RidgelineError as exc:
         typer.echo(f"error: {_one_line(str(exc))}", err=True)
@@ -153,13 +167,23 @@ def run(args: list[str] | None = None) -> int:
         code = exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
         code = EXIT_INTERRUPTED
-    except Exception as exc:
-        if os.environ.get("RIDGELINE_DEBUG"):
+    except OSError as exc:
+        # The disk or the file system refused a write (full, read-only, quota): the output
+        # cannot be written, as docs/cli.md counts it: bad input, not a bug.
+        import errno
+
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG):
+            return _internal_error(exc)
+        where = f" ({exc.filename})" if exc.filename else ""
+        typer.echo(f"error: output: cannot write{where}: {exc.strerror}; allowed: a path "
+                   "on a file system with room", err=True)
+        return 2
+    except SystemExit as exc:  # a streamed run that printed what finished, then 130
+        if exc.code != EXIT_INTERRUPTED:
             raise
-        path = _crash_report(exc)
-        typer.echo(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
-                   f"(full report written to {path})", err=True)
-        return EXIT_INTERNAL_ERROR
+        code = EXIT_INTERRUPTED
+    except Exception as exc:
+        return _internal_error(exc)
     # In non-standalone mode click returns the code of a `typer.Exit` (and turns Ctrl-C into
     # Exit(130)); a command that returns normally gives None.
     code = code if isinstance(code, int) and not isinstance(code, bool) else 0

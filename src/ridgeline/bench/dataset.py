@@ -182,10 +182,9 @@ def _estimate_tokens(text: str, tokenizer: Tokenizer | None) -> int:
 
 
 def _load_sharegpt(path: str, tokenizer: Tokenizer | None) -> list[tuple[str, int | None]]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RidgelineError(f"--dataset: {path!r} is not JSON ({exc.msg})") from None
+    from ridgeline.inputs import load_json
+
+    data = load_json(path, "--dataset", max_bytes=1 << 30)
     if not isinstance(data, list):
         raise RidgelineError(f"--dataset: {path!r} must hold a JSON list of conversations")
     pairs: list[tuple[str, int | None]] = []
@@ -208,14 +207,16 @@ def _load_sharegpt(path: str, tokenizer: Tokenizer | None) -> list[tuple[str, in
 
 
 def _load_jsonl(path: str) -> list[tuple[str, int | None]]:
+    from ridgeline.inputs import decode_errors, open_text
+
     pairs: list[tuple[str, int | None]] = []
-    with open(path, encoding="utf-8") as fh:
+    with open_text(path, "--dataset") as fh, decode_errors("--dataset", path):
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 raise RidgelineError(f"--dataset: {path!r} line {lineno} is not JSON") from None
             if isinstance(obj, str):
                 pairs.append((obj, None))

@@ -29,9 +29,7 @@ header records `prompt_reuse: "trace hash_ids"`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -39,6 +37,9 @@ from ridgeline.bench.client import BenchRequest
 from ridgeline.errors import RidgelineError
 
 MOONCAKE_BLOCK_TOKENS = 512
+# A recorded gap longer than this (after --replay-speed) would leave the load generator
+# idle, to all appearances hung: refused unless --duration bounds the run.
+MAX_REPLAY_GAP_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,11 @@ class ReplayTrace:
 def load_replay(path: str, speed: float = 1.0) -> ReplayTrace:
     """The file through the one parser (`ridgeline.workload.replay`), without the rows that
     cannot be replayed (no prompt or no response tokens: BurstGPT's failed requests)."""
-    from ridgeline.workload.replay import read_timed_trace
+    from ridgeline.workload.replay import MAX_SPEEDUP, MIN_SPEEDUP, read_timed_trace
 
-    if not (speed > 0 and math.isfinite(speed)):
-        raise RidgelineError(f"--replay-speed: got {speed:g}; allowed: > 0")
-    if not Path(path).is_file():
-        raise RidgelineError(f"--replay: file {path!r} not found")
+    if not (MIN_SPEEDUP <= speed <= MAX_SPEEDUP):
+        raise RidgelineError(f"--replay-speed: got {speed:g}; allowed: {MIN_SPEEDUP:g} to "
+                             f"{MAX_SPEEDUP:g}")
     tt = read_timed_trace(path, speed, field="--replay")
     keep = np.flatnonzero((tt.prompt_tokens >= 1) & (tt.output_tokens >= 1))
     if keep.size == 0:
@@ -82,6 +82,29 @@ def load_replay(path: str, speed: float = 1.0) -> ReplayTrace:
         tuple(int(x) for x in tt.output_tokens[keep]),
         tuple(tt.hash_ids[i] for i in keep) if tt.hash_ids is not None else None,
         int(tt.times_s.size - keep.size))
+
+
+def check_replay_gaps(trace: ReplayTrace, requests: int | None,
+                      duration_s: float | None) -> list[str]:
+    """Refuse a replay of the first `requests` requests with a gap over MAX_REPLAY_GAP_S
+    (unless `duration_s` bounds the run); warning lines when the replay outlasts it."""
+    times = np.asarray(trace.times_s[:requests or len(trace.times_s)], dtype=np.float64)
+    if times.size < 2:
+        return []
+    gaps = np.diff(times)
+    i = int(np.argmax(gaps))
+    span_s = float(times[-1])
+    if duration_s is None and gaps[i] > MAX_REPLAY_GAP_S:
+        speed = trace.speed * gaps[i] / 60.0
+        raise RidgelineError(
+            f"--replay: {trace.path!r} waits {gaps[i]:,.0f} s between requests {i} and "
+            f"{i + 1} (at --replay-speed {trace.speed:g}); allowed: gaps up to "
+            f"{MAX_REPLAY_GAP_S:g} s: pass --replay-speed {speed:.3g} (1 minute) or "
+            "--duration to bound the run")
+    if duration_s is not None and span_s > duration_s:
+        return [f"warning: --replay: the {times.size:,} requests span {span_s:,.0f} s, "
+                f"beyond --duration {duration_s:g} s: those after it are not sent"]
+    return []
 
 
 def replay_requests(trace: ReplayTrace, n: int, nonce: int, tokenizer: object = None
@@ -122,4 +145,5 @@ def replay_requests(trace: ReplayTrace, n: int, nonce: int, tokenizer: object = 
     return out
 
 
-__all__ = ["MOONCAKE_BLOCK_TOKENS", "ReplayTrace", "load_replay", "replay_requests"]
+__all__ = ["MAX_REPLAY_GAP_S", "MOONCAKE_BLOCK_TOKENS", "ReplayTrace", "check_replay_gaps",
+           "load_replay", "replay_requests"]

@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field
 
 from ridgeline.calibrate.microbench import Samples, time_op
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import write_text_atomic
 from ridgeline.specs.hardware import HardwareSpec, from_dict
 from ridgeline.specs.model import ModelSpec
 
@@ -188,7 +189,7 @@ class HostProfile(BaseModel):
 
     def write(self, path: str | Path) -> Path:
         out = Path(path)
-        out.write_text(self.model_dump_json(indent=2, by_alias=True) + "\n")
+        write_text_atomic(out, self.model_dump_json(indent=2, by_alias=True) + "\n")
         return out
 
     @classmethod
@@ -499,6 +500,12 @@ def measure_host(model_spec: ModelSpec | None = None, dtypes: Sequence[str] | No
     threads = threads or os.cpu_count() or 1
     llc = llc_bytes()
     buffer = max(4 * llc, (128 if quick else 256) * MIB)
+    from ridgeline.sizes import check_fits
+
+    # copy reads one buffer and writes another: both must fit (a 480 MiB L3 means 3.8 GiB)
+    check_fits(2 * buffer, "calibrate host", f"the bandwidth probe (2 buffers of 4x the "
+               f"{llc // MIB} MiB last-level cache)", per_unit_bytes=2 * buffer,
+               unit="probes", advice="run it where more memory is free")
     timing = {"repeats": 5 if quick else 7, "warmup": 1,
               "min_sample_s": 0.02 if quick else 0.05, "timer": timer}
     say = progress or (lambda _msg: None)

@@ -24,7 +24,6 @@ is the engine's own per-request decode time instead, predicted_ms / (predicted_n
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,14 +146,18 @@ def term_as_interrupt() -> None:
 
 def read_jsonl(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(header, ok request records) of a ridgeline trace."""
+    from ridgeline.inputs import decode_errors, loads_json, open_text
+
     header: dict[str, Any] = {}
     recs: list[dict[str, Any]] = []
     try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
+        with open_text(path, "TRACES") as fh, decode_errors("TRACES", path):
+            for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
-                obj = json.loads(line)
+                obj = loads_json(line, f"TRACES: {str(path)!r} line {lineno}")
+                if not isinstance(obj, dict):
+                    raise ValueError
                 if obj.get("type") == "header":
                     header = obj
                 elif obj.get("type") == "request" and obj.get("status") == "ok":
@@ -169,7 +172,11 @@ def read_jsonl(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def trace_ref(path: str | Path, point: str, requests: int) -> TraceRef:
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    digest = h.hexdigest()
     return TraceRef(path=str(path), sha256=digest, requests=requests, point=point)
 
 

@@ -41,10 +41,9 @@ def advise_cmd(
         raise RidgelineError(f"TRACE: no such file: {trace}")
     metrics_text = None
     if metrics is not None:
-        try:
-            metrics_text = Path(metrics).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise RidgelineError(f"--metrics: cannot read {metrics}: {exc.strerror}") from None
+        from ridgeline.inputs import read_text
+
+        metrics_text = read_text(metrics, "--metrics", max_bytes=64 << 20)
     result = advise(trace, model=model, hardware=hardware, weights=weights, kv=kv, tp=tp,
                     slos=slo, metrics_text=metrics_text)
     if json_out:

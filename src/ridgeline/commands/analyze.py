@@ -20,7 +20,8 @@ FormatOpt = Annotated[
 ]
 SelectOpt = Annotated[
     int | None,
-    typer.Option("--select", min=0, help="Which run to import from a file holding several (vLLM "
+    typer.Option("--select", min=0, max=1_000_000,
+                 help="Which run to import from a file holding several (vLLM "
                  "--append-result objects, GuideLLM benchmarks); 0-based."),
 ]
 WindowOpt = Annotated[

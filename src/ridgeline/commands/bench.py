@@ -44,11 +44,14 @@ def _split_list(text: str | None, field: str, kind: type) -> list:
     out = []
     for part in str(text).split(","):
         try:
-            value = parse_number(part, field, gt=0)
+            # at most a million: bench holds one task per user (and rates past 1e7 req/s
+            # no client sends)
+            value = parse_number(part, field, gt=0, le=1e6 if kind is int else 1e7)
             if kind is int and value != int(value):
                 raise ValueError(part)
         except (ValueError, RidgelineError):
-            allowed = "whole numbers > 0" if kind is int else "finite numbers > 0"
+            allowed = "whole numbers from 1 to 1,000,000" if kind is int else \
+                "finite numbers > 0 and at most 1e7"
             raise field_error(field, text, f"{allowed}, one or a comma list, e.g. 1,2,4,8"
                               ) from None
         out.append(kind(value))
@@ -177,7 +180,8 @@ def bench(
     grace_s: Annotated[float, typer.Option(
         "--grace", callback=number(ge=0), help="Seconds requests in flight may finish after "
         "Ctrl-C or the duration limit.")] = 10.0,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Client processes on this "
+    workers: Annotated[int, typer.Option("--workers", min=1, max=1024,
+                                         help="Client processes on this "
                                          "machine.")] = 1,
     ray: Annotated[str | None, typer.Option("--ray", help="Spread client workers over a Ray "
                                             "cluster: an address, or 'local' to start one.")
@@ -456,6 +460,10 @@ def bench(
         replay_trace = load_replay(replay, replay_speed)
         if not requests_given and duration_s is None:
             requests = len(replay_trace.times_s)  # the whole trace unless --requests says
+        from ridgeline.bench.replay import check_replay_gaps
+
+        for line in check_replay_gaps(replay_trace, requests, duration_s):
+            typer.echo(line, err=True)
     elif replay_speed != 1.0:
         raise RidgelineError("--replay-speed: only with --replay")
     turns = None
@@ -501,6 +509,11 @@ def bench(
     ds = parse_dataset(dataset)
     if output_dist is None and ds.kind == "synthetic":
         output_dist = parse_lengths("fixed:256", "--output")
+    from ridgeline.bench.sizes import check_bench_sizes
+
+    check_bench_sizes(prompt_dist, output_dist, replay_trace, requests, prefix_tokens,
+                      (model or "llama-3.1-8b") if target == "emulator" else None,
+                      calibration is not None)
     slos = list(slo or [])
     if slos:
         with contextlib.suppress(ImportError):
@@ -605,9 +618,12 @@ def bench(
     if report and results:
         from ridgeline.commands.report import write_report_for_traces
 
-        path = write_report_for_traces([r["trace"] for r in results], report,
-                                       sweep=len(rates) > 1, slos=slos, seed=seed)
-        typer.echo(f"report: {path}", err=json_out)
+        try:
+            path = write_report_for_traces([r["trace"] for r in results], report,
+                                           sweep=len(rates) > 1, slos=slos, seed=seed)
+            typer.echo(f"report: {path}", err=json_out)
+        except RidgelineError as exc:  # e.g. nothing succeeded: the run's own code stands
+            typer.echo(f"report: not written ({exc})", err=True)
     if exit_code:
         raise typer.Exit(exit_code)
 

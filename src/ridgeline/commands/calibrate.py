@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from ridgeline.commands.options import number
+
 calibrate_app = typer.Typer(help="Measure a host or a live engine; write a calibration "
                             "profile that --calibration accepts (docs/calibration.md).",
                             no_args_is_help=True)
@@ -16,13 +18,17 @@ calibrate_app = typer.Typer(help="Measure a host or a live engine; write a calib
 OutOpt = Annotated[str, typer.Option("--out", "-o", help="Where to write the JSON.")]
 PresetOpt = Annotated[str, typer.Option("--preset", help="Engine scheduling: llama.cpp or "
                                         "vllm.")]
-SlotsOpt = Annotated[int | None, typer.Option("--slots", min=1, help="Engine slots (llama.cpp "
+SlotsOpt = Annotated[int | None, typer.Option("--slots", min=1, max=65_536,
+                                              help="Engine slots (llama.cpp "
                                               "-np, vLLM max_num_seqs); default --max-batch.")]
-NBatchOpt = Annotated[int, typer.Option("--n-batch", min=1, help="llama.cpp n_batch (token "
+NBatchOpt = Annotated[int, typer.Option("--n-batch", min=1, max=10_000_000,
+                                        help="llama.cpp n_batch (token "
                                         "budget of a step).")]
-NUbatchOpt = Annotated[int, typer.Option("--n-ubatch", min=1, help="llama.cpp n_ubatch (tokens "
+NUbatchOpt = Annotated[int, typer.Option("--n-ubatch", min=1, max=10_000_000,
+                                         help="llama.cpp n_ubatch (tokens "
                                          "per graph).")]
-KvCapOpt = Annotated[int, typer.Option("--kv-capacity-tokens", min=1, help="The engine's KV "
+KvCapOpt = Annotated[int, typer.Option("--kv-capacity-tokens", min=1, max=10**11,
+                                       help="The engine's KV "
                                        "cache in tokens (llama.cpp -c).")]
 ConfigOpt = Annotated[str | None, typer.Option("--config", help="The model's HF config.json "
                                                "(for KV bytes per token).")]
@@ -35,31 +41,37 @@ def engine_cmd(
     model: Annotated[str, typer.Option("--model", "-m", help="Model name sent in requests "
                                        "(default: the server's first).")] = "",
     config: ConfigOpt = None,
-    max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Decode probes at batch "
+    max_batch: Annotated[int, typer.Option("--max-batch", min=1, max=4096,
+                                           help="Decode probes at batch "
                                            "1..N.")] = 8,
     batches: Annotated[str | None, typer.Option("--batches", help="Decode batch sizes instead "
                                                 "of 1..N, e.g. 1,2,4,8.")] = None,
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, help="Decode probes' "
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, max=10_000_000,
+                                               help="Decode probes' "
                                                "prompt length.")] = 32,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=3, help="Decode probes' "
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=3, max=10_000_000,
+                                               help="Decode probes' "
                                                "output length.")] = 32,
-    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Lockstep rounds per batch "
+    rounds: Annotated[int, typer.Option("--rounds", min=1, max=1000,
+                                        help="Lockstep rounds per batch "
                                         "size.")] = 2,
-    context_tokens: Annotated[int, typer.Option("--context-tokens", min=0, help="Prompt of the "
+    context_tokens: Annotated[int, typer.Option("--context-tokens", min=0, max=10_000_000,
+                                                help="Prompt of the "
                                                 "long-context probe (0: none).")] = 384,
     prefill_tokens: Annotated[str, typer.Option("--prefill-tokens", help="Prefill probe "
                                                 "prompt lengths.")] = "16,64,128,256,512",
-    prefill_repeats: Annotated[int, typer.Option("--prefill-repeats", min=1)] = 3,
+    prefill_repeats: Annotated[int, typer.Option("--prefill-repeats", min=1, max=1000)] = 3,
     preset: PresetOpt = "llama.cpp",
     slots: SlotsOpt = None,
     n_batch: NBatchOpt = 2048,
     n_ubatch: NUbatchOpt = 512,
     kv_capacity_tokens: Annotated[int | None, typer.Option(
-        "--kv-capacity-tokens", min=1, help="The engine's KV cache in tokens (default: "
+        "--kv-capacity-tokens", min=1, max=10**11, help="The engine's KV cache in tokens (default: "
         "llama.cpp's /props slots x n_ctx, else 1048576).")] = None,
     probe_dir: Annotated[str | None, typer.Option("--probe-dir", help="Where the probe traces "
                                                   "go (default: beside --out).")] = None,
-    timeout_s: Annotated[float, typer.Option("--timeout", help="Per-request limit, s.")] = 120.0,
+    timeout_s: Annotated[float, typer.Option("--timeout", callback=number(gt=0, le=86400),
+                                             help="Per-request limit, s.")] = 120.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
 ) -> None:
     """Probe a live OpenAI-compatible engine through the bench client and fit a profile."""
@@ -192,8 +204,9 @@ def _ints(text: str, option: str) -> list[int]:
         vals = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise field_error(option, text, "comma-separated integers >= 1") from None
-    if not vals or min(vals) < 1:
-        raise field_error(option, text, "comma-separated integers >= 1")
+    if not vals or min(vals) < 1 or max(vals) > 10_000_000 or len(vals) > 1000:
+        raise field_error(option, text, "up to 1,000 comma-separated integers from 1 to "
+                          "10,000,000")
     return vals
 
 

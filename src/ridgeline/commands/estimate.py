@@ -44,6 +44,16 @@ from ridgeline.errors import RidgelineError
 from ridgeline.perf.grid import GRID_HELP, MAX_GRID_VALUES, parse_grid
 
 GIB = 1024**3
+# Sizes past any deployment (a million sequences in a step, 10 M tokens of context): past
+# them the model's numbers are extrapolation into nothing real (issue 23).
+MAX_BATCH = 1 << 20
+MAX_TOKENS = 10_000_000
+
+
+def _capped(values: list[float], field: str, text: str, hi: float) -> list[float]:
+    if values and max(values) > hi:
+        raise RidgelineError(f"{field}: got {text!r}; allowed: values up to {hi:,.0f}")
+    return values
 
 
 def _fmt(x: float, digits: int = 3) -> str:
@@ -131,6 +141,11 @@ def estimate_cmd(
     """Predict prefill/TTFT, decode/TPOT, E2E, throughput and memory from first principles."""
     import numpy as np
 
+    for text, field, hi in ((batch, "--batch", MAX_BATCH), (prompt, "--prompt", MAX_TOKENS),
+                            (output, "--output", MAX_TOKENS), (context, "--context",
+                                                               MAX_TOKENS)):
+        if text is not None:  # the same ceilings with or without a profile
+            _capped(parse_grid(text, field), field, text, hi)
     if calibration:   # a measured profile times the phases instead of the roofline model
         from ridgeline.calibrate.report import estimate_calibrated
 
@@ -149,9 +164,11 @@ def estimate_cmd(
     precision = resolve_model_precision(spec, weights, kv, activations)
     parallel = Parallelism(tp=tp, pp=pp, ep=ep, dp=dp).validate(spec)
     grids = {
-        "batch": parse_grid(batch, "--batch"), "prompt": parse_grid(prompt, "--prompt"),
-        "output": parse_grid(output, "--output"),
-        "context": parse_grid(context, "--context") if context is not None else [float("nan")],
+        "batch": _capped(parse_grid(batch, "--batch"), "--batch", batch, MAX_BATCH),
+        "prompt": _capped(parse_grid(prompt, "--prompt"), "--prompt", prompt, MAX_TOKENS),
+        "output": _capped(parse_grid(output, "--output"), "--output", output, MAX_TOKENS),
+        "context": _capped(parse_grid(context, "--context"), "--context", context, MAX_TOKENS)
+        if context is not None else [float("nan")],
     }
     hw_names = [h.strip() for h in hardware.split(",") if h.strip()]
     if not hw_names:
@@ -375,8 +392,9 @@ def roofline_cmd(
                                           )] = "h100-sxm",
     m: Annotated[str, typer.Option("--m", help=f"Rows of A (tokens): {GRID_HELP}."
                                    )] = "1,8,64,256,4096",
-    k: Annotated[int, typer.Option("--k", min=1, help="Inner dimension.")] = 4096,
-    n: Annotated[int, typer.Option("--n", min=1, help="Columns of B (output features).")] = 4096,
+    k: Annotated[int, typer.Option("--k", min=1, max=10**9, help="Inner dimension.")] = 4096,
+    n: Annotated[int, typer.Option("--n", min=1, max=10**9,
+                                   help="Columns of B (output features).")] = 4096,
     dtype: Annotated[str, typer.Option("--dtype", help="Element dtype (sets bytes/element "
                                        "and the peak).")] = "bf16",
     efficiency: Annotated[bool, typer.Option(

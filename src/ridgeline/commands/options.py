@@ -26,9 +26,19 @@ def _bounds_text(gt: float | None, ge: float | None, lt: float | None,
     return "a finite number" + (" " + " and ".join(parts) if parts else "")
 
 
+# Every number typed on the command line is at most this in size unless its option says
+# otherwise: no count, size, rate or duration comes near, and 1e300 would overflow to inf
+# inside the models (issue 23).
+MAX_NUMBER = 1e15
+
+
 def range_problem(value: float, *, gt: float | None = None, ge: float | None = None,
                   lt: float | None = None, le: float | None = None) -> str | None:
     """None when `value` is finite and inside the bounds, else 'allowed: ...' text."""
+    if le is None and lt is None:
+        le = MAX_NUMBER
+    if ge is None and gt is None and value < 0:
+        ge = -MAX_NUMBER
     ok = (math.isfinite(value) and (gt is None or value > gt) and (ge is None or value >= ge)
           and (lt is None or value < lt) and (le is None or value <= le))
     return None if ok else f"allowed: {_bounds_text(gt, ge, lt, le)}"
@@ -175,7 +185,7 @@ BandwidthEffOpt = Annotated[
 ]
 KernelOverheadOpt = Annotated[
     float | None,
-    typer.Option("--kernel-overhead-us", callback=number(ge=0), help="Per-kernel "
+    typer.Option("--kernel-overhead-us", callback=number(ge=0, le=1e6), help="Per-kernel "
                  "launch gap in microseconds, added to the kernel durations (default from "
                  "hardware file)."),
 ]
@@ -189,7 +199,8 @@ TraceOutOpt = Annotated[
                              help="Write the per-request trace (JSONL) here.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (runs are reproducible).")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1,
+                                      help="Random seed (runs are reproducible).")]
 CalibrationOpt = Annotated[
     str | None,
     typer.Option("--calibration", help="A calibration profile (`ridgeline calibrate`): its "
@@ -206,3 +217,107 @@ EngineCostsOpt = Annotated[
     typer.Option("--engine-costs/--no-engine-costs", help="Add the engine's fitted CPU costs "
                  "(off: GPU work only, the bare roofline)."),
 ]
+
+
+# ---- the one output-path guard: run on the command line before any command starts -------
+
+# Per command, the options that name files (or, with a trailing "/", folders) it writes.
+# `report --timeline` is an input; `simulate --timeline` an output: hence per command.
+OUTPUT_OPTIONS: dict[str, tuple[str, ...]] = {
+    "simulate": ("--trace", "--timeline", "--report"),
+    "bench": ("--trace", "--report"),
+    "report": ("--out",),
+    "plot": ("--out",),
+    "calibrate": ("--out", "-o", "--probe-dir/"),
+    "analyze": ("--summary-file",),
+    "gate": ("--summary-file",),
+    "demo": ("--out-dir/", "--report"),
+}
+# Commands the guard leaves to themselves (plan checks its own outputs).
+UNGUARDED = frozenset({"plan"})
+
+
+def _path_candidates(token: str) -> list[str]:
+    """The token, and what may be paths inside it: `replay:path=F`, `empirical:F`,
+    `sharegpt:path=F,...`, `--opt=F`."""
+    out = [token]
+    if token.startswith("-") and "=" in token:
+        out.append(token.split("=", 1)[1])
+    if ":" in token:
+        rest = token.split(":", 1)[1]
+        out.append(rest)
+        for part in rest.split(","):
+            if "=" in part:
+                out.append(part.split("=", 1)[1])
+            else:
+                out.append(part)
+    return [c for c in out if c and len(c) < 4096]
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def guard_command_line(args: list[str]) -> None:
+    """Before a command runs: refuse an output path that is one of the inputs (after
+    resolving links: same device and inode), an output that cannot be written, and an
+    input that is a device, FIFO or socket (`/dev/zero` never ends). One RidgelineError
+    line naming the option; nothing has been read or written yet."""
+    from ridgeline.inputs import non_regular_kind
+
+    if "--help" in args or not args:
+        return
+    names = [a for a in args if not a.startswith("-")]
+    command = names[0] if names else ""
+    if command in UNGUARDED:
+        return
+    wanted = OUTPUT_OPTIONS.get(command, ())
+    is_dir = {w.rstrip("/"): w.endswith("/") for w in wanted}
+    outputs: list[tuple[str, str]] = []
+    inputs: list[tuple[str, str]] = []
+    prev = "argument"
+    skip_next = False
+    for i, tok in enumerate(args):
+        if skip_next:
+            skip_next = False
+            continue
+        opt, eq, val = tok.partition("=")
+        if tok.startswith("-") and opt in is_dir:
+            if eq:
+                outputs.append((opt, val))
+            elif i + 1 < len(args):
+                outputs.append((opt, args[i + 1]))
+                skip_next = True
+            continue
+        if tok.startswith("-"):
+            prev = opt
+            if eq:
+                inputs.extend((opt, c) for c in _path_candidates(val))
+            continue
+        inputs.extend((prev, c) for c in _path_candidates(tok))
+        prev = "argument"
+    ids: dict[tuple[int, int], str] = {}
+    for field, path in inputs:
+        kind = non_regular_kind(path)
+        if kind is not None and kind != "a directory":
+            raise RidgelineError(f"{field}: {path!r} is not a regular file ({kind}); allowed: "
+                                 "a file")
+        fid = _file_id(path) if kind is None else None
+        if fid is not None:
+            ids.setdefault(fid, f"{field} {path!r}" if field != "argument" else repr(path))
+    for field, path in outputs:
+        fid = _file_id(path)
+        if fid is not None and fid in ids:
+            raise RidgelineError(f"{field}: got {path!r}: it is also an input of this command "
+                                 f"({ids[fid]}) and would be overwritten; allowed: a path that "
+                                 "is not one of the inputs")
+        if non_regular_kind(path) not in (None, "a directory", "a character device"):
+            raise RidgelineError(f"{field}: got {path!r}: {non_regular_kind(path)}; allowed: "
+                                 "a regular file path")
+        if non_regular_kind(path) == "a character device":
+            continue  # /dev/null: writing is discarding, as the user asked
+        check_writable(path, field, directory=is_dir[field])

@@ -19,6 +19,7 @@ from ridgeline.commands.options import (
     SloOpt,
     TpOpt,
     WeightsOpt,
+    number,
 )
 
 ReportOpt = Annotated[str | None, typer.Option(
@@ -36,12 +37,14 @@ TimelineOpt = Annotated[list[str] | None, typer.Option(
 CalibrationOpt = Annotated[str | None, typer.Option(
     "--calibration", help="JSON of measured kernels (e.g. `ridgeline calibrate` output) to "
     "overlay on the roofline.")]
-BatchOpt = Annotated[float, typer.Option("--batch", "-b", min=1, help="Estimate: sequences per "
-                                         "step.")]
-PromptOpt = Annotated[float, typer.Option("--prompt", "-p", min=1, help="Estimate: prompt "
-                                          "tokens.")]
-OutputOpt = Annotated[float, typer.Option("--output", "-o", min=1, help="Estimate: output "
-                                          "tokens.")]
+# The same ceilings as a length spec (10 M tokens) and --max-num-seqs: past them the
+# roofline's numbers overflow and the plots have no axis.
+BatchOpt = Annotated[float, typer.Option("--batch", "-b", callback=number(ge=1, le=65_536),
+                                         help="Estimate: sequences per step.")]
+PromptOpt = Annotated[float, typer.Option("--prompt", "-p", callback=number(ge=1, le=1e7),
+                                          help="Estimate: prompt tokens.")]
+OutputOpt = Annotated[float, typer.Option("--output", "-o", callback=number(ge=1, le=1e7),
+                                          help="Estimate: output tokens.")]
 HwOpt = Annotated[str, typer.Option("--hardware", "-g", help="Estimate: catalog GPU or "
                                     "hardware JSON.")]
 
@@ -238,9 +241,13 @@ def plot_timeline_cmd(
 ) -> None:
     """Engine timeline: batch size, prefill tokens, KV blocks in use, queue length."""
     _check_out(out)
+    from ridgeline.errors import RidgelineError
     from ridgeline.report.timeline import plot_engine_timeline, read_timeline_csv
 
-    _save(plot_engine_timeline(read_timeline_csv(timeline_csv)), out)
+    tl = read_timeline_csv(timeline_csv)
+    if tl["end_s"].size == 0:
+        raise RidgelineError(f"timeline: {timeline_csv} holds no engine steps; nothing to plot")
+    _save(plot_engine_timeline(tl), out)
 
 
 def register(app: typer.Typer) -> None:

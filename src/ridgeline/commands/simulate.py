@@ -6,7 +6,6 @@ Only typer and the standard library at import time; the simulator loads inside t
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -93,12 +92,13 @@ def simulate_cmd(
         "--pd", help="Prefill/decode disaggregation P:D (P prefill and D decode instances; "
         "replaces --replicas).")] = None,
     kv_transfer_latency_us: Annotated[float, typer.Option(
-        "--kv-transfer-latency-us", callback=number(ge=0),
+        "--kv-transfer-latency-us", callback=number(ge=0, le=1e9),
         help="Fixed latency per P/D KV transfer.")] = 0.0,
     max_num_seqs: Annotated[int, typer.Option(
         "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
         help="Most sequences in one engine step (vLLM's).")] = 256,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1)
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1,
+                                                                  max=10_000_000)
                                       ] = 8192,
     chunked_prefill: Annotated[bool, typer.Option(
         "--chunked-prefill/--no-chunked-prefill", help="Chunked prefill (vLLM V1 default: "
@@ -112,7 +112,8 @@ def simulate_cmd(
         "--gpu-memory-utilization", callback=number(gt=0, le=1),
         help="Fraction of GPU memory for weights + KV.")] = 0.9,
     num_kv_blocks: Annotated[int | None, typer.Option(
-        "--num-kv-blocks", min=1, help="Override the KV capacity from the memory model.")] = None,
+        "--num-kv-blocks", min=1, max=10**10,
+        help="Override the KV capacity from the memory model.")] = None,
     weights: WeightsOpt = None,
     kv: KvOpt = None,
     activations: ActivationsOpt = None,
@@ -195,6 +196,18 @@ def simulate_cmd(
         mode="step" if step_by_step else "fast", whatif=whatif_from_options(
             spec_k, spec_alpha, spec_draft_model, enforce_eager, cpu_tokenize_us_per_token,
             cpu_detokenize_us_per_event)).validate()
+    from ridgeline.sim.fleet_command import STREAM_AUTO_REQUESTS
+    from ridgeline.sim.sweep import SWEEP_FRACTIONS
+
+    streamed = bool(stream or (stream is None and (workers > 1 or ray_address is not None
+                                                   or requests > STREAM_AUTO_REQUESTS)))
+    # Sizes first: before the step-time tables, the capacity probe or the workload.
+    if streamed:
+        _check_streamed_memory(requests)
+    else:
+        listed = parse_rates(rate) if concurrency is None and rate is not None else [None]
+        _check_batch_memory(requests * len(listed if listed is not None else SWEEP_FRACTIONS),
+                            output, stream)
     built = Built.of(sc)
     rates: list[float | None]
     if concurrency is not None or rate is None:
@@ -202,19 +215,13 @@ def simulate_cmd(
     else:
         parsed = parse_rates(rate)
         rates = list(parsed if parsed is not None else sweep_rates_for(sc, built))
-    from ridgeline.sim.fleet_command import (
-        STREAM_AUTO_REQUESTS,
-        check_streamed,
-        run_streamed_command,
-    )
+    from ridgeline.sim.fleet_command import check_streamed, run_streamed_command
 
-    if stream or (stream is None and (workers > 1 or ray_address is not None
-                                      or requests > STREAM_AUTO_REQUESTS)):
+    if streamed:
         check_streamed(rates, timeline, step_by_step, sc.pd, sketch_error, built)
         run_streamed_command(sc, built, rates[0], trace, json_out, workers, ray_address,
                              exact_max, sketch_error)
         return
-    _check_batch_memory(requests * len(rates), output, stream)
     runs = _run_all(sc, built, rates, trace, timeline)
     if len(runs) == 1:
         _report_one(runs[0], built.step_model, json_out)
@@ -229,31 +236,38 @@ def simulate_cmd(
 
 # ---- running ----------------------------------------------------------------------------
 
-# What a batch run holds per output token at its peak: token times, segments and the
-# analysis's copies (100k requests of 250 tokens: 948 MB peak RSS, 38 B a token).
+# What a batch run holds at its peak: per output token (token times, segments and the
+# analysis's copies: 100k requests of 250 tokens, 948 MB peak RSS, 38 B a token) and per
+# request (its records and columns: 150k requests of 10 tokens, 215 MB, ~1 KB each).
 BATCH_BYTES_PER_OUTPUT_TOKEN = 40
+BATCH_BYTES_PER_REQUEST = 1500
+# A streamed run still builds the whole workload (arrival times, lengths) up front and
+# keeps up to --exact-max values per metric: 2M requests, 745 MB; 1M, 423 MB (~320 B each).
+STREAMED_BYTES_PER_REQUEST = 400
 
 
 def _check_batch_memory(requests: int, output: str, stream: bool | None) -> None:
-    """A batch run that cannot fit this machine's memory fails now, in one line, instead
-    of being killed by the kernel after minutes; streaming would fit and is offered.
-    `requests`: over all the rates of a sweep (each run is kept)."""
-    from ridgeline.errors import RidgelineError
+    """A batch run that cannot fit this machine's memory (or this process's limit) fails
+    now, in one line, instead of being killed after minutes; streaming would fit and is
+    offered. `requests`: over all the rates of a sweep (each run is kept)."""
+    from ridgeline.sizes import check_fits
     from ridgeline.workload.lengths import parse_lengths
 
-    try:
-        total_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return
-    need = requests * parse_lengths(output, "--output").mean_tokens \
+    per = BATCH_BYTES_PER_REQUEST + parse_lengths(output, "--output").mean_tokens \
         * BATCH_BYTES_PER_OUTPUT_TOKEN
-    if need > 0.8 * total_bytes:
-        how = "drop --no-stream" if stream is False else "add --stream"
-        raise RidgelineError(
-            f"--requests: a batch run of {requests:,} requests needs about "
-            f"{need / 2**30:.1f} GiB ({BATCH_BYTES_PER_OUTPUT_TOKEN} B per output token), "
-            f"more than this machine's {total_bytes / 2**30:.1f} GiB allows; {how} "
-            "(memory bounded by what is in flight) or lower --requests")
+    how = "drop --no-stream" if stream is False else "add --stream"
+    check_fits(requests * per, "--requests", f"a batch run of {requests:,} requests",
+               per_unit_bytes=per, unit="requests",
+               advice=f"{how} (memory bounded by what is in flight) or lower --requests")
+
+
+def _check_streamed_memory(requests: int) -> None:
+    from ridgeline.sizes import check_fits
+
+    check_fits(requests * STREAMED_BYTES_PER_REQUEST, "--requests",
+               f"a streamed run of {requests:,} requests (its workload is built up front)",
+               per_unit_bytes=STREAMED_BYTES_PER_REQUEST, unit="requests",
+               advice="lower --requests")
 
 
 def _run_all(sc: Any, built: Any, rates: list[float | None], trace: str | None,

@@ -217,7 +217,7 @@ def samples_cmd(
                                               help="e.g. 99.")] = 99.0,
     tail: Annotated[int, typer.Option("--tail", min=1, help="Samples wanted beyond the "
                                       "percentile.")] = 10,
-    half_width: Annotated[float, typer.Option("--half-width", callback=number(gt=0, lt=100),
+    half_width: Annotated[float, typer.Option("--half-width", callback=number(ge=1e-6, lt=100),
                                               help="Rank precision in percentile points (±).")
                           ] = 0.5,
     have: Annotated[int | None, typer.Option("--have", min=1, help="A sample size to judge.")]

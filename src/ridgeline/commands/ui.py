@@ -9,12 +9,18 @@ from typing import Annotated
 
 import typer
 
+from ridgeline.commands.options import number
+
 
 def ui_cmd(
     port: Annotated[int, typer.Option("--port", help="TCP port on 127.0.0.1 (0: any free "
                                       "port).")] = 8050,
     host: Annotated[str, typer.Option("--host", help="Interface to bind (local only by "
                                       "default).")] = "127.0.0.1",
+    header_timeout_s: Annotated[float, typer.Option(
+        "--header-timeout", callback=number(gt=0, le=3600),
+        help="Seconds a connection may take to send its request headers, and then its body "
+        "(as `serve --header-timeout`).")] = 30.0,
 ) -> None:
     """Open a local page: pick model, hardware, precisions, parallelism; drag batch and
     context and watch the roofline, the operator breakdown, TPOT, TTFT, tok/s and memory."""
@@ -33,11 +39,16 @@ def ui_cmd(
                              "allowed: a free port, e.g. --port 0") from None
     import uvicorn
 
+    from ridgeline.serve.header_timeout import base_protocol_class, with_header_timeout
     from ridgeline.ui.app import create_app
 
     bound = sock.getsockname()[1]
     typer.echo(f"ridgeline ui: http://{host}:{bound}/  (Ctrl-C to stop)", err=False)
-    config = uvicorn.Config(create_app(), log_level="warning", access_log=False)
+    # The emulator's slow-header guard (serve/header_timeout.py); the body gets the same
+    # time inside the app (408).
+    http = with_header_timeout(base_protocol_class("auto"), header_timeout_s)
+    config = uvicorn.Config(create_app(body_timeout_s=header_timeout_s), log_level="warning",
+                            access_log=False, http=http, timeout_keep_alive=30)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
 

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 import typer
 
 SpecKOpt = Annotated[int, typer.Option(
-    "--spec-k", help="What-if: speculative decoding with this draft length (0: off).")]
+    "--spec-k", min=0, max=64,
+    help="What-if: speculative decoding with this draft length (0: off).")]
 SpecAlphaOpt = Annotated[float, typer.Option(
     "--spec-alpha", help="What-if: per-token acceptance rate of speculative decoding (0..1).")]
 SpecDraftOpt = Annotated[str | None, typer.Option(

@@ -255,6 +255,9 @@ def _parse_window(window: tuple[float, float] | str | None) -> tuple[float, floa
         end = float(parts[1]) if parts[1] else math.inf
     except ValueError:
         raise RidgelineError(f"--window: got {window!r}; START and END must be seconds") from None
+    if any(p and not math.isfinite(v) for p, v in zip(parts, (start, end), strict=True)):
+        raise RidgelineError(f"--window: got {window!r}; allowed: finite seconds (leave one "
+                             "out for an open end)")
     if not end > start:
         raise RidgelineError(f"--window: got {window!r}; END must be after START")
     return (start, end)

@@ -15,6 +15,7 @@ from ridgeline.errors import RidgelineError
 GRID_HELP = ("a value, a comma list (1,8,64), a doubling range a:b (1:256), a linear range "
              "a:b:step or a geometric one a:b:xF")
 MAX_GRID_VALUES = 1_000_000
+MAX_GRID_NUMBER = 1e15
 
 
 def parse_grid(text: str, field: str) -> list[float]:
@@ -24,7 +25,8 @@ def parse_grid(text: str, field: str) -> list[float]:
     ([1.0, 2.0, 4.0, 8.0, 16.0], [100.0, 200.0, 300.0])
     """
     def num(t: str) -> float:
-        if not math.isfinite(v := float(t)):  # nan and inf are not sizes
+        # nan and inf are not sizes, nor is anything past 1e15 (the CLI's number bound)
+        if not math.isfinite(v := float(t)) or abs(v) > MAX_GRID_NUMBER:
             raise ValueError(t)
         return v
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import write_text_atomic
 from ridgeline.report.load import LoadPoint, load_point
 
 
@@ -54,6 +55,25 @@ def _series_name(header: dict[str, Any]) -> str:
     return f"measured ({src})" if src else "measured"
 
 
+def _check_reportable(label: str, trace: Any) -> None:
+    """A trace with no request, or none that succeeded, has no latency to plot: one clear
+    line instead of empty plots and NaN tables."""
+    from collections import Counter
+
+    from ridgeline.trace.table import STATUSES
+
+    n = len(trace)
+    if n == 0:
+        raise RidgelineError(f"trace: {label} holds no requests (a header only); nothing to "
+                             "report")
+    ok = int((trace.status == 0).sum())
+    if ok == 0:
+        counts = Counter(STATUSES[c] for c in trace.status.tolist()).most_common()
+        what = ", ".join(f"{k} {v:,}" for k, v in counts)
+        raise RidgelineError(f"trace: {label}: none of its {n:,} requests succeeded ({what}); "
+                             "nothing to report (`ridgeline analyze` shows the errors)")
+
+
 def run_from_trace(label: str, trace: Any, slos: list[str] | None = None,
                    window: str | None = None, seed: int = 0) -> Run:
     """Analyze a loaded trace exactly as `ridgeline analyze` does."""
@@ -63,6 +83,7 @@ def run_from_trace(label: str, trace: Any, slos: list[str] | None = None,
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.report.timeline import telemetry_rows
 
+    _check_reportable(label, trace)
     a = analyze(trace, slos=parse_slos(slos), window=window, seed=seed)
     header = trace.header.model_dump(exclude_none=True)
     lat: dict[str, tuple[Any, Any]] = {}
@@ -206,7 +227,7 @@ def write(data: ReportData, out: str | Path, markdown: bool = False) -> Path:
         raise RidgelineError(f"--out: {p} is a directory; give a file name")
     p.parent.mkdir(parents=True, exist_ok=True)
     if markdown:
-        p.write_text(render_markdown(data, p), encoding="utf-8")
+        write_text_atomic(p, render_markdown(data, p))
     else:
-        p.write_text(render_html(data), encoding="utf-8")
+        write_text_atomic(p, render_html(data))
     return p

@@ -10,7 +10,6 @@ operators of an estimate (prefill circles, decode triangles), with measured poin
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -72,14 +71,15 @@ def measured_points(data: Any) -> list[dict[str, Any]]:
 
 def load_measured_points(path: str | Path) -> list[dict[str, Any]]:
     """Measured points of a calibration/measurement JSON file; RidgelineError when none."""
+    from ridgeline.inputs import load_json
+
     p = Path(path)
+    data = load_json(p, "--calibration", max_bytes=64 << 20)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RidgelineError(f"--calibration: file not found: {p}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RidgelineError(f"--calibration: {p} is not JSON ({exc})") from None
-    points = measured_points(data)
+        points = measured_points(data)
+    except RecursionError:
+        raise RidgelineError(f"--calibration: {p}: JSON nested too deeply; allowed: "
+                             "ordinary JSON") from None
     if not points:
         raise RidgelineError(f"--calibration: {p} holds no measured point; allowed: objects "
                              "with flops, bytes and measured_s (or intensity_flop_per_byte "

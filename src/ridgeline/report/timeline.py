@@ -8,6 +8,7 @@ TIMELINE_COLUMNS`) or a `SimResult.timeline` dict of arrays.
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -21,38 +22,67 @@ from ridgeline.report.style import color, new_figure
 TIMELINE_PANELS = (("batch_size", "batch size (seqs)"), ("prefill_tokens", "prefill tokens"),
                    ("kv_blocks_used", "KV blocks in use"), ("num_waiting", "queue length"))
 MAX_POINTS = 3000  # per replica and panel; longer runs are averaged in time bins
+MAX_PLOTTED_REPLICAS = 32
+
+
+MAX_TIMELINE_ROWS = 5_000_000   # engine steps; 320 MB of columns
+MAX_TIMELINE_VALUE = 1e12       # seconds, tokens, blocks: far beyond any real run
 
 
 def read_timeline_csv(path: str | Path) -> dict[str, np.ndarray]:
-    """A timeline CSV as columns; RidgelineError naming what is missing."""
+    """A timeline CSV as columns; RidgelineError naming the file, row and column of what is
+    missing or out of range (every value finite, >= 0; start_s <= end_s)."""
+    from array import array
+
+    from ridgeline.inputs import decode_errors, open_text
     from ridgeline.sim.runner import TIMELINE_COLUMNS
 
     p = Path(path)
-    try:
-        with open(p, newline="", encoding="utf-8") as fh:
-            rows = list(csv.reader(fh))
-    except FileNotFoundError:
-        raise RidgelineError(f"timeline: file not found: {p}") from None
-    except UnicodeDecodeError:
-        raise RidgelineError(f"timeline: {p} is not a CSV text file") from None
-    if not rows or any(c not in rows[0] for c in TIMELINE_COLUMNS):
-        raise RidgelineError(f"timeline: {p} lacks the columns {', '.join(TIMELINE_COLUMNS)} "
-                             "(write one with `ridgeline simulate --timeline FILE.csv`)")
-    head = rows[0]
-    try:
-        data = np.array(rows[1:], dtype=np.float64).reshape(-1, len(head))
-    except ValueError:
-        raise RidgelineError(f"timeline: {p} has a non-numeric value") from None
-    return {c: data[:, head.index(c)] for c in TIMELINE_COLUMNS}
+    cols = {c: array("d") for c in TIMELINE_COLUMNS}
+    with open_text(p, "timeline", newline="") as fh, decode_errors("timeline", p):
+        reader = csv.reader(fh)
+        head = next(reader, None)
+        if not head or any(c not in head for c in TIMELINE_COLUMNS):
+            raise RidgelineError(f"timeline: {p} lacks the columns "
+                                 f"{', '.join(TIMELINE_COLUMNS)} (write one with `ridgeline "
+                                 "simulate --timeline FILE.csv`)")
+        where = [(c, head.index(c)) for c in TIMELINE_COLUMNS]
+        for row_no, row in enumerate(reader, 2):
+            if not row:
+                continue
+            if row_no > MAX_TIMELINE_ROWS + 1:
+                raise RidgelineError(f"timeline: {p} has more than {MAX_TIMELINE_ROWS:,} rows;"
+                                     " allowed: at most that many")
+            if len(row) != len(head):
+                raise RidgelineError(f"timeline: {p} row {row_no}: {len(row)} values for "
+                                     f"{len(head)} columns")
+            for c, i in where:
+                try:
+                    v = float(row[i])
+                except ValueError:
+                    v = math.nan
+                if not 0 <= v <= MAX_TIMELINE_VALUE:
+                    raise RidgelineError(f"timeline: {p} row {row_no}: {c}: got {row[i][:40]!r};"
+                                         f" allowed: a finite number from 0 to "
+                                         f"{MAX_TIMELINE_VALUE:g}")
+                cols[c].append(v)
+            if cols["end_s"][-1] < cols["start_s"][-1]:
+                raise RidgelineError(f"timeline: {p} row {row_no}: end_s is before start_s")
+    return {c: np.frombuffer(a, dtype=np.float64) if len(a) else np.zeros(0)
+            for c, a in cols.items()}
 
 
 def is_timeline_csv(path: str | Path) -> bool:
     p = Path(path)
     if p.suffix.lower() != ".csv":
         return False
+    from ridgeline.inputs import non_regular_kind
+
+    if non_regular_kind(p):
+        return False
     try:
         with open(p, encoding="utf-8") as fh:
-            first = fh.readline()
+            first = fh.readline(1 << 16)
     except (OSError, UnicodeDecodeError):
         return False
     return "kv_blocks_used" in first and "batch_size" in first
@@ -95,7 +125,8 @@ def plot_engine_timeline(timeline: dict[str, Any], title: str | None = None) -> 
     t_start = np.asarray(timeline.get("start_s", t_end), dtype=np.float64)
     rep = np.asarray(timeline.get("replica", np.zeros(t_end.size)), dtype=np.int64)
     fig, axes = new_figure(11, 7.5, len(TIMELINE_PANELS), 1, sharex=True)
-    replicas = sorted(set(rep.tolist())) or [0]
+    all_replicas = sorted(set(rep.tolist())) or [0]
+    replicas = all_replicas[:MAX_PLOTTED_REPLICAS]  # past a few dozen lines nothing reads
     thinned = False
     for ax, (col, label) in zip(axes[:, 0], TIMELINE_PANELS, strict=True):
         v_all = np.asarray(timeline[col], dtype=np.float64)
@@ -113,6 +144,8 @@ def plot_engine_timeline(timeline: dict[str, Any], title: str | None = None) -> 
             ax.legend(fontsize=7, frameon=False, ncol=min(len(replicas), 6))
     axes[-1, 0].set_xlabel("simulated time (s)")
     note = " (time-bin means)" if thinned else ""
+    if len(all_replicas) > len(replicas):
+        note += f" (first {len(replicas)} of {len(all_replicas):,} replicas)"
     fig.suptitle((title or "Engine timeline (per engine step)") + note, x=0.01,
                  ha="left", fontsize=11)
     return fig

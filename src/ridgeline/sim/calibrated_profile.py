@@ -25,20 +25,40 @@ such step is counted in `extrapolated_steps` and printed by `assumptions()`: nev
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    ValidationError,
+    model_validator,
+)
 
 from ridgeline.errors import RidgelineError
 from ridgeline.perf.step_time import ArrayLike, BatchWork
 
 PROFILE_KIND = "ridgeline-calibration"
 PROFILE_SCHEMA_VERSION = 1
+
+# Bounds a profile must meet to be a step-time model (issue 23): each is far outside any
+# real engine, so only a corrupted or hand-made file hits one.
+MAX_PROBE_POINTS = 10_000          # token counts in the table
+MAX_STEP_TOKENS = 10_000_000       # the largest context of any served model
+MIN_STEP_S = 1e-7                  # a kernel launch alone takes microseconds
+MAX_STEP_S = 3600.0                # one engine step of an hour cannot serve anyone
+MAX_PER_PAIR_S = 1e-3              # a CPU spends ~5 us per query-key pair at most
+MAX_KV_BYTES_PER_TOKEN = 1e8       # the largest models hold ~2 MB per token
+MAX_KV_CAPACITY_TOKENS = 10**11
+MAX_NUM_SEQS = 65_536              # as `--max-num-seqs` allows
+MAX_BLOCK_SIZE_TOKENS = 4096
+MAX_CREATED_UNIX_S = 1e11          # the year 5138
 
 
 class TraceRef(BaseModel):
@@ -61,7 +81,8 @@ class Provenance(BaseModel):
     model: str = "unknown"
     model_config_path: str | None = None
     host: dict[str, Any] = Field(default_factory=dict)
-    created_unix_s: float = Field(default_factory=time.time)
+    created_unix_s: float = Field(default_factory=time.time, ge=0, le=MAX_CREATED_UNIX_S,
+                                  allow_inf_nan=False)
     ridgeline_version: str = ""
     probe_design: dict[str, Any] = Field(default_factory=dict)
     probe_traces: list[TraceRef] = Field(default_factory=list)
@@ -70,13 +91,13 @@ class Provenance(BaseModel):
 class Scheduling(BaseModel):
     """The measured engine's scheduling parameters, as ridgeline's EngineConfig names them."""
 
-    preset: str = "vllm"
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
+    preset: str = Field("vllm", max_length=64)
+    max_num_seqs: StrictInt = Field(256, ge=1, le=MAX_NUM_SEQS)
+    max_num_batched_tokens: StrictInt = Field(8192, ge=1, le=MAX_STEP_TOKENS)
     chunked_prefill: bool = True
     enable_prefix_caching: bool = False
-    block_size_tokens: int = 16
-    ubatch_tokens: int | None = None
+    block_size_tokens: StrictInt = Field(16, ge=1, le=MAX_BLOCK_SIZE_TOKENS)
+    ubatch_tokens: StrictInt | None = Field(None, ge=1, le=MAX_STEP_TOKENS)
     notes: list[str] = Field(default_factory=list)
 
 
@@ -103,12 +124,16 @@ class CalibrationProfile(BaseModel):
     kind: Literal["ridgeline-calibration"] = PROFILE_KIND
     schema_version: int = PROFILE_SCHEMA_VERSION
     provenance: Provenance = Field(default_factory=Provenance)
-    tokens: list[int] = Field(description="probed tokens per step, ascending, >= 1")
+    tokens: list[StrictInt] = Field(description="probed tokens per step, ascending, >= 1",
+                                    min_length=2, max_length=MAX_PROBE_POINTS)
     step_s: list[float] = Field(description="T(n): step seconds at those token counts, "
-                                "without the attention term")
-    per_pair_s: float = Field(0.0, description="seconds per attention query-key pair")
-    kv_bytes_per_token_value: float = Field(0.0, alias="kv_bytes_per_token")
-    kv_capacity_tokens_value: int = Field(1 << 20, alias="kv_capacity_tokens")
+                                "without the attention term", max_length=MAX_PROBE_POINTS)
+    per_pair_s: float = Field(0.0, description="seconds per attention query-key pair",
+                              ge=0, le=MAX_PER_PAIR_S, allow_inf_nan=False)
+    kv_bytes_per_token_value: float = Field(0.0, alias="kv_bytes_per_token", ge=0,
+                                            le=MAX_KV_BYTES_PER_TOKEN, allow_inf_nan=False)
+    kv_capacity_tokens_value: StrictInt = Field(1 << 20, alias="kv_capacity_tokens", ge=1,
+                                                le=MAX_KV_CAPACITY_TOKENS)
     scheduling: Scheduling = Field(default_factory=Scheduling)
     residuals: list[Residual] = Field(default_factory=list)
     fit_notes: list[str] = Field(default_factory=list)
@@ -121,10 +146,12 @@ class CalibrationProfile(BaseModel):
         if not self.tokens or len(self.tokens) != len(self.step_s):
             raise ValueError("tokens and step_s must be non-empty lists of one length")
         if any(b <= a for a, b in zip(self.tokens, self.tokens[1:], strict=False)) or \
-                self.tokens[0] < 1:
-            raise ValueError("tokens must be ascending integers >= 1")
-        if any(not (s > 0 and math.isfinite(s)) for s in self.step_s):
-            raise ValueError("step_s values must be finite and > 0")
+                self.tokens[0] < 1 or self.tokens[-1] > MAX_STEP_TOKENS:
+            raise ValueError(f"tokens must be ascending integers from 1 to {MAX_STEP_TOKENS:,}")
+        for i, s in enumerate(self.step_s):
+            if not (MIN_STEP_S <= s <= MAX_STEP_S):
+                raise ValueError(f"step_s[{i}] = {s!r}: step times must be finite seconds in "
+                                 f"[{MIN_STEP_S:g}, {MAX_STEP_S:g}]")
         if not (self.per_pair_s >= 0 and math.isfinite(self.per_pair_s)):
             raise ValueError("per_pair_s must be finite and >= 0")
         u = self.scheduling.ubatch_tokens
@@ -142,13 +169,9 @@ class CalibrationProfile(BaseModel):
     @classmethod
     def load(cls, path: str | Path, option: str = "--calibration") -> CalibrationProfile:
         """Read a profile file; a bad file is one RidgelineError line naming `option`."""
-        p = Path(path)
-        try:
-            obj = json.loads(p.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise RidgelineError(f"{option}: cannot read {path} ({exc.strerror})") from None
-        except ValueError as exc:
-            raise RidgelineError(f"{option}: {path} is not JSON ({exc})") from None
+        from ridgeline.inputs import load_json, validation_line
+
+        obj = load_json(path, option, max_bytes=64 << 20)
         if not isinstance(obj, dict) or obj.get("kind") != PROFILE_KIND:
             raise RidgelineError(f"{option}: {path} is not a calibration profile (expected "
                                  f"\"kind\": \"{PROFILE_KIND}\"; make one with `ridgeline "
@@ -156,14 +179,12 @@ class CalibrationProfile(BaseModel):
         try:
             return cls.model_validate(obj)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(x) for x in err.get("loc", ())) or "profile"
-            raise RidgelineError(f"{option}: {path}: {loc}: {err.get('msg')}") from None
+            raise validation_line(exc, f"{option}: {path}") from None
 
     def save(self, path: str | Path) -> None:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(self.model_dump_json(indent=2, by_alias=True) + "\n", encoding="utf-8")
+        from ridgeline.inputs import write_text_atomic
+
+        write_text_atomic(path, self.model_dump_json(indent=2, by_alias=True) + "\n")
 
     # ---- the step-time interface --------------------------------------------------------
     def table_time_s(self, n: ArrayLike) -> np.ndarray:

@@ -436,6 +436,13 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
                      configure_logging=False)
         else:
             ray.init(address=address, log_to_driver=False)
+    # ray.init replaces the SIGINT handler with one that exits 0 (a Ctrl-C then read as
+    # success, issue 23): Python's own, so a Ctrl-C is KeyboardInterrupt here and exit 130.
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     remote = ray.remote(run_shard)
     parts = _split(cluster.replicas, shards)
     wl_ref = ray.put(wl)

@@ -50,6 +50,9 @@ class SweepPoint:
         return out
 
 
+MAX_SWEEP_RATES = 1000
+
+
 def parse_rates(text: str) -> list[float] | None:
     """`8` -> [8.0]; `1,2,4` -> [1, 2, 4]; `sweep` -> None (rates chosen from capacity)."""
     t = text.strip().lower()
@@ -60,8 +63,13 @@ def parse_rates(text: str) -> list[float] | None:
     except ValueError:
         raise RidgelineError(f"--rate: got {text!r}; allowed: a rate in req/s, a comma list "
                              "(1,2,4,8), or 'sweep'") from None
-    if not rates or any(not (r > 0 and math.isfinite(r)) for r in rates):
-        raise RidgelineError(f"--rate: got {text!r}; rates must be > 0")
+    from ridgeline.workload.arrivals import MAX_RATE_REQ_S, MIN_RATE_REQ_S, RATE_TEXT
+
+    if not rates or any(not (MIN_RATE_REQ_S <= r <= MAX_RATE_REQ_S) for r in rates):
+        raise RidgelineError(f"--rate: got {text!r}; allowed: {RATE_TEXT} (or a comma list "
+                             "of them, or 'sweep')")
+    if len(rates) > MAX_SWEEP_RATES:
+        raise RidgelineError(f"--rate: {len(rates)} rates; allowed: at most {MAX_SWEEP_RATES}")
     return sorted(set(rates))
 
 

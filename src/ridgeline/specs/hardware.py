@@ -129,9 +129,26 @@ def from_dict(data: dict[str, Any], name: str) -> HardwareSpec:
         )
     except (TypeError, ValueError) as exc:
         raise RidgelineError(f"hardware {name}: a numeric field is not a number ({exc})") from None
-    for key in ("memory_bandwidth_bytes_s", "memory_bytes", "interconnect_bandwidth_bytes_s"):
-        if getattr(spec, key) <= 0:
-            raise RidgelineError(f"hardware {name}: field '{key}' must be > 0")
+    # Finite and within a bound no accelerator comes near (issue 23): 1e20 FLOP/s, 1e16
+    # B/s, 1e15 bytes; NaN or 1e308 would make every estimate garbage without a word.
+    bounds = {"memory_bandwidth_bytes_s": 1e16, "memory_bytes": 1e15,
+              "interconnect_bandwidth_bytes_s": 1e16, "interconnect_latency_s": 1.0,
+              "kernel_overhead_us": 1e6}
+    for key, hi in bounds.items():
+        v = getattr(spec, key)
+        zero_ok = key in ("interconnect_latency_s", "kernel_overhead_us")
+        if not ((v >= 0 if zero_ok else v > 0) and v <= hi):
+            raise RidgelineError(f"hardware {name}: field '{key}': got {v!r}; allowed: a "
+                                 f"finite number {'>= 0' if zero_ok else '> 0'} and at most "
+                                 f"{hi:g}")
+    for dtype, v in spec.peak_flops.items():
+        if not 0 < v <= 1e20:
+            raise RidgelineError(f"hardware {name}: field 'peak_flops.{dtype}': got {v!r}; "
+                                 "allowed: a finite number > 0 and at most 1e+20")
+    for key in ("compute_efficiency", "bandwidth_efficiency"):
+        if not 0 < getattr(spec, key) <= 1:
+            raise RidgelineError(f"hardware {name}: field '{key}': got {getattr(spec, key)!r};"
+                                 " allowed: a number in (0, 1]")
     checked = spec.with_efficiency(spec.compute_efficiency, spec.bandwidth_efficiency,
                                    spec.kernel_overhead_us)
     return replace(checked, kernel_profile=spec.kernel_profile)  # validation only
@@ -156,10 +173,11 @@ def load_hardware(name_or_path: str) -> HardwareSpec:
     if path.suffix == ".json" or path.is_file():
         if not path.is_file():
             raise RidgelineError(f"hardware: file {str(path)!r} not found")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise RidgelineError(f"hardware: {str(path)!r} is not valid JSON ({exc.msg})") from None
+        from ridgeline.inputs import load_json
+
+        data = load_json(path, "hardware", max_bytes=16 << 20)
+        if not isinstance(data, dict):
+            raise RidgelineError(f"hardware: {str(path)!r} is not a hardware JSON object")
         return from_dict(data, path.stem)
     key = name_or_path.lower()
     entry = _catalog_dir().joinpath(f"{key}.json")

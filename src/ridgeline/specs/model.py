@@ -601,11 +601,10 @@ def model_catalog() -> dict[str, dict[str, Any]]:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
-        raise RidgelineError(f"model: {str(path)!r} is not valid JSON ({why})") from None
+    # the one safe reader (regular files only, a size cap, UTF-8, bounded nesting)
+    from ridgeline.inputs import load_json
+
+    return load_json(path, "model", max_bytes=16 << 20)
 
 
 def _with_modelopt(cfg: Any, path: Path) -> Any:

@@ -87,6 +87,9 @@ def open_text(path: str | Path) -> IO[bytes]:
         raise RidgelineError(f"trace: file not found: {p}")
     if p.is_dir():
         raise RidgelineError(f"trace: {p} is a directory; give a trace file (JSONL)")
+    from ridgeline.inputs import check_input_file
+
+    check_input_file(p, "trace")  # /dev/zero or a FIFO never ends
     if p.suffix == ".gz":
         return gzip.open(p, "rb")
     return open(p, "rb")
@@ -170,12 +173,15 @@ def _parse_batch(
         objs = json.loads(b"[" + b",".join(lines) + b"]")
         if len(objs) == len(lines):
             return nos, objs
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     objs = []
     for i, line in enumerate(lines):
         try:
             objs.append(json.loads(line))
+        except RecursionError:
+            raise RidgelineError(f"{spath}: line {nos[i]}: JSON nested too deeply; allowed: a "
+                                 "trace record (one flat JSON object)") from None
         except ValueError as exc:
             if is_last and i == len(lines) - 1:
                 warnings.append(

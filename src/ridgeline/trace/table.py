@@ -63,7 +63,7 @@ def _int_column(values: list[Any], name: str) -> np.ndarray:
     """None → -1."""
     col = _float_column(values, name)
     with np.errstate(invalid="ignore"):
-        bad = ~np.isnan(col) & ((col < 0) | (col != np.floor(col)))
+        bad = ~np.isnan(col) & ((col < 0) | (col != np.floor(col)) | (col > 1e18))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise RecordError(i, name, f"expected a non-negative integer, got {values[i]!r}")

@@ -110,6 +110,9 @@ def validate_trace(path: str | Path) -> ValidationReport:
             except ValueError as exc:
                 bad_json = (no, str(exc))
                 continue
+            except RecursionError:
+                bad_json = (no, "nested too deeply")
+                continue
             if not isinstance(obj, dict):
                 report.add_error(f"line {no}: expected a JSON object")
                 continue

@@ -7,7 +7,11 @@ API (documented in docs/ui.md):
     POST /api/estimate  one configuration -> `estimate --json --ops` plus roofline data
     POST /api/simulate  a small rate sweep -> latency vs load points and the knee
 
-Errors are 400 with {"error": "<one line>"} (the CLI's RidgelineError text).
+Errors are 400 with {"error": "<one line>"} naming the field and what is allowed (the
+CLI's contract, docs/cli.md); 413 for a body over 2 MB; 408 when the body does not arrive
+within the body timeout; 429 (Retry-After: 1) when every worker is busy. Each request is
+bounded: at most 16 rates x 5,000 requests and 20,000 simulated requests in all, rates up
+to 10,000 req/s, JSON nested at most 32 levels.
 
 >>> from starlette.testclient import TestClient
 >>> r = TestClient(create_app()).post("/api/estimate", json={"batch": 8})
@@ -17,8 +21,10 @@ Errors are 400 with {"error": "<one line>"} (the CLI's RidgelineError text).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import os
 from importlib import resources
 from typing import Any
 
@@ -51,17 +57,75 @@ def _static(name: str) -> bytes:
     return resources.files("ridgeline.ui").joinpath("static", name).read_bytes()
 
 
-def _field(body: dict[str, Any], name: str, kind: type, default: Any) -> Any:
+# Per-request limits (issue 23): one request cannot hold a worker for minutes.
+MAX_BODY_BYTES = 2_000_000
+MAX_JSON_DEPTH = 32
+MAX_RATES = 16
+MAX_REQUESTS = 5000
+MAX_SIMULATED_REQUESTS = 20_000      # rates x requests in one call
+MAX_RATE_REQ_S = 1e4
+MAX_SPEC_CHARS = 200
+MAX_SLOS = 8
+MAX_PARALLEL = 1024                  # tp, pp, ep
+# Computations at once; more get 429 at once rather than a queue that times out.
+WORKERS = max(1, min(4, os.cpu_count() or 1))
+BODY_TIMEOUT_S = 30.0                # as the emulator's header timeout
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _field(body: dict[str, Any], name: str, kind: type, default: Any, lo: float | None = None,
+           hi: float | None = None) -> Any:
+    """A number from the body: `kind` int or float, finite, within [lo, hi]; compared
+    without converting first (a 300-digit integer is out of range, not an overflow)."""
     v = body.get(name, default)
     if v is None or v == "":
         return default
-    try:
-        out = kind(v)
-    except (TypeError, ValueError):
-        raise RidgelineError(f"{name}: got {v!r}; allowed: a {kind.__name__}") from None
-    if isinstance(out, float) and not math.isfinite(out):
-        raise RidgelineError(f"{name}: got {v!r}; allowed: a finite number")
-    return out
+    what = "an integer" if kind is int else "a number"
+    rng = "" if lo is None or hi is None else f" from {lo:g} to {hi:g}"
+    bad = RidgelineError(f"{name}: got {_short(v)}; allowed: {what}{rng}")
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise bad
+    if isinstance(v, str):
+        try:
+            v = float(v) if kind is float or not v.strip().lstrip("-").isdigit() else int(v)
+        except ValueError:
+            raise bad from None
+    if isinstance(v, float) and not math.isfinite(v):
+        raise bad
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise bad
+    if kind is int:
+        if isinstance(v, float) and not v.is_integer():
+            raise bad
+        return int(v)
+    return float(v)
+
+
+def _text(body: dict[str, Any], name: str, default: str) -> str:
+    v = body.get(name) or default
+    if not isinstance(v, str) or len(v) > MAX_SPEC_CHARS:
+        raise RidgelineError(f"{name}: got {_short(v)}; allowed: a text of at most "
+                             f"{MAX_SPEC_CHARS} characters")
+    return v
+
+
+def _depth(obj: Any) -> int:
+    """Nesting depth of a parsed JSON value, without recursion."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        x, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > MAX_JSON_DEPTH:
+            break
+        if isinstance(x, dict):
+            stack.extend((v, d + 1) for v in x.values())
+        elif isinstance(x, list):
+            stack.extend((v, d + 1) for v in x)
+    return deepest
 
 
 def _model(body: dict[str, Any]) -> Any:
@@ -73,9 +137,17 @@ def _model(body: dict[str, Any]) -> Any:
         if not isinstance(cfg, dict):
             raise RidgelineError("config: allowed: the JSON object of a Hugging Face "
                                  "config.json")
-        name = str(body.get("config_name") or cfg.get("_name_or_path") or "uploaded")
-        return from_hf_config(cfg, name=name)
-    name = str(body.get("model") or DEFAULTS["model"])
+        name = str(body.get("config_name") or cfg.get("_name_or_path") or "uploaded")[:100]
+        try:
+            return from_hf_config(cfg, name=name)
+        except RidgelineError:
+            raise
+        except (TypeError, ValueError, KeyError, OverflowError, ZeroDivisionError,
+                AttributeError) as exc:  # a field of the wrong type or size
+            raise RidgelineError(f"config: not a usable Hugging Face config.json "
+                                 f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+                                 ) from None
+    name = _text(body, "model", str(DEFAULTS["model"]))
     if "/" in name or name.endswith(".json"):
         raise RidgelineError(f"model: got {name!r}; allowed: a catalog name (upload a "
                              "config.json as `config`)")
@@ -85,7 +157,7 @@ def _model(body: dict[str, Any]) -> Any:
 def _hardware(body: dict[str, Any]) -> str:
     from ridgeline.specs import hardware_catalog
 
-    name = str(body.get("hardware") or DEFAULTS["hardware"])
+    name = _text(body, "hardware", str(DEFAULTS["hardware"]))
     if name not in hardware_catalog():
         raise RidgelineError(f"hardware: got {name!r}; allowed: "
                              f"{', '.join(hardware_catalog())}")
@@ -93,12 +165,13 @@ def _hardware(body: dict[str, Any]) -> str:
 
 
 def _common(body: dict[str, Any]) -> dict[str, Any]:
-    kv = body.get("kv") or None
+    kv = _text(body, "kv", "") or None
     return {"model": _model(body), "hardware": _hardware(body),
-            "weights": str(body.get("weights") or "bf16"), "kv": kv,
-            "activations": str(body.get("activations") or "bf16"),
-            "tp": _field(body, "tp", int, 1), "pp": _field(body, "pp", int, 1),
-            "ep": _field(body, "ep", int, 1)}
+            "weights": _text(body, "weights", "bf16"), "kv": kv,
+            "activations": _text(body, "activations", "bf16"),
+            "tp": _field(body, "tp", int, 1, 1, MAX_PARALLEL),
+            "pp": _field(body, "pp", int, 1, 1, MAX_PARALLEL),
+            "ep": _field(body, "ep", int, 1, 1, MAX_PARALLEL)}
 
 
 def estimate_api(body: dict[str, Any]) -> dict[str, Any]:
@@ -106,10 +179,9 @@ def estimate_api(body: dict[str, Any]) -> dict[str, Any]:
     from ridgeline.report.estimate_view import estimate_view
 
     args = _common(body)
-    for name, default in (("batch", 32), ("prompt", 1024), ("output", 256)):
-        args[name] = _field(body, name, float, default)
-        if args[name] < 1 or args[name] != int(args[name]):
-            raise RidgelineError(f"{name}: got {body.get(name)!r}; allowed: an integer >= 1")
+    for name, default, hi in (("batch", 32, 65_536), ("prompt", 1024, 10_000_000),
+                              ("output", 256, 10_000_000)):
+        args[name] = float(_field(body, name, int, default, 1, hi))
     v = estimate_view(**args)
     r = v["result"]
     v["summary"] = {
@@ -134,22 +206,36 @@ def simulate_api(body: dict[str, Any]) -> dict[str, Any]:
 
     c = _common(body)
     rates = body.get("rates", SIM_DEFAULTS["rates"])
-    if not isinstance(rates, list) or not all(isinstance(x, (int, float)) for x in rates):
-        raise RidgelineError(f"rates: got {rates!r}; allowed: a list of rates in req/s")
-    requests = _field(body, "requests", int, SIM_DEFAULTS["requests"])
-    if not 1 <= requests <= 5000:
-        raise RidgelineError(f"requests: got {requests}; allowed: 1 to 5000")
+    if not isinstance(rates, list) or not 1 <= len(rates) <= MAX_RATES or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool)
+            and 0 < x <= MAX_RATE_REQ_S for x in rates):
+        raise RidgelineError(f"rates: got {_short(rates)}; allowed: a list of 1 to "
+                             f"{MAX_RATES} rates, each > 0 and at most {MAX_RATE_REQ_S:g} "
+                             "req/s")
+    requests = _field(body, "requests", int, SIM_DEFAULTS["requests"], 1, MAX_REQUESTS)
+    if requests * len(rates) > MAX_SIMULATED_REQUESTS:
+        raise RidgelineError(f"requests: {requests:,} x {len(rates)} rates; allowed: at most "
+                             f"{MAX_SIMULATED_REQUESTS:,} simulated requests per call")
+    prompt = _text(body, "prompt", str(SIM_DEFAULTS["prompt"]))
+    output = _text(body, "output", str(SIM_DEFAULTS["output"]))
+    for name, spec in (("prompt", prompt), ("output", output)):
+        if spec.strip().lower().startswith("empirical"):
+            raise RidgelineError(f"{name}: empirical lengths read a file on the server; "
+                                 "allowed: fixed, uniform, normal, lognormal, exponential")
+    seed = _field(body, "seed", int, 0, 0, 2**32 - 1)
+    slos = body.get("slos") or []
+    if not isinstance(slos, list) or len(slos) > MAX_SLOS or not all(
+            isinstance(x, str) and len(x) <= 100 for x in slos):
+        raise RidgelineError(f"slos: got {_short(slos)}; allowed: a list of at most "
+                             f"{MAX_SLOS} SLO texts such as 'ttft_ms:500'")
     spec = c["model"] if not isinstance(c["model"], str) else load_model(c["model"])
     m = RooflineStepTime(spec, load_hardware(c["hardware"]),
                          resolve_precision(c["weights"], c["kv"], c["activations"]),
                          Parallelism(tp=c["tp"], pp=c["pp"], ep=c["ep"]))
     if not m.memory().fits:
         raise RidgelineError(m.no_fit_message())
-    slos = body.get("slos") or []
-    runs = simulate_sweep(m, [float(x) for x in rates], requests=requests,
-                          prompt=str(body.get("prompt") or SIM_DEFAULTS["prompt"]),
-                          output=str(body.get("output") or SIM_DEFAULTS["output"]),
-                          seed=_field(body, "seed", int, 0), slos=[str(s) for s in slos])
+    runs = simulate_sweep(m, [float(x) for x in rates], requests=requests, prompt=prompt,
+                          output=output, seed=seed, slos=list(slos))
     pts = [load_point(rate, a) for rate, a, _ in runs]
     return {"points": [p.to_dict() for p in pts], "knee_rate_req_s": knee_rate(pts),
             "knee_rule": "highest rate whose P99 TTFT is at most 3x its value at the lowest "
@@ -185,24 +271,63 @@ def _error(msg: str, status: int = 400) -> JSONResponse:
     return JSONResponse({"error": msg}, status_code=status)
 
 
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > 2_000_000:
-        raise RidgelineError("request: body over 2 MB")
+class _HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def _read_body(request: Request) -> bytes:
+    size = request.headers.get("content-length")
+    if size is not None and (not size.isdigit() or int(size) > MAX_BODY_BYTES):
+        raise _HttpError(413, f"request: body of {size} bytes; allowed: at most "
+                         f"{MAX_BODY_BYTES:,} bytes")
+    parts, total = [], 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > MAX_BODY_BYTES:
+            raise _HttpError(413, f"request: body over {MAX_BODY_BYTES:,} bytes; allowed: "
+                             "at most that")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def _body(request: Request, body_timeout_s: float) -> dict[str, Any]:
+    try:
+        raw = await asyncio.wait_for(_read_body(request), body_timeout_s)
+    except asyncio.TimeoutError:
+        raise _HttpError(408, f"request: the body did not arrive within {body_timeout_s:g} s"
+                         ) from None
     try:
         body = json.loads(raw or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError):
         raise RidgelineError("request: the body is not JSON") from None
+    except RecursionError:
+        raise RidgelineError(f"request: JSON nested too deeply; allowed: at most "
+                             f"{MAX_JSON_DEPTH} levels") from None
     if not isinstance(body, dict):
         raise RidgelineError("request: allowed: a JSON object")
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise RidgelineError(f"request: JSON nested more than {MAX_JSON_DEPTH} levels; "
+                             "allowed: at most that")
     return body
 
 
-def _endpoint(fn: Any) -> Any:
+def _endpoint(fn: Any, workers: asyncio.Semaphore | None = None,
+              body_timeout_s: float = BODY_TIMEOUT_S) -> Any:
     async def handler(request: Request) -> Response:
+        pool = workers if workers is not None else request.app.state.workers
         try:
-            body = await _body(request)
-            out = await run_in_threadpool(fn, body)
+            body = await _body(request, body_timeout_s)
+            if pool.locked():  # every worker busy: say so now rather than queue
+                return JSONResponse({"error": f"busy: {WORKERS} computations in progress; "
+                                     "retry shortly"}, status_code=429,
+                                    headers={"Retry-After": "1"})
+            async with pool:
+                out = await run_in_threadpool(fn, body)
+        except _HttpError as exc:  # the rest of the body may never come: close after
+            return JSONResponse({"error": str(exc)}, status_code=exc.status,
+                                headers={"Connection": "close"})
         except RidgelineError as exc:
             return _error(str(exc))
         from ridgeline.report.estimate_view import _clean
@@ -228,12 +353,17 @@ async def favicon(request: Request) -> Response:
     return Response(status_code=204)  # no icon; avoids a 404 in the browser console
 
 
-def create_app() -> Starlette:
-    return Starlette(routes=[
+def create_app(workers: int = WORKERS, body_timeout_s: float = BODY_TIMEOUT_S) -> Starlette:
+    """The app; `workers`: computations at once (more get 429)."""
+    app = Starlette(routes=[
         Route("/", static),
         Route("/static/{name}", static),
         Route("/favicon.ico", favicon),
         Route("/api/catalog", catalog),
-        Route("/api/estimate", _endpoint(estimate_api), methods=["POST"]),
-        Route("/api/simulate", _endpoint(simulate_api), methods=["POST"]),
+        Route("/api/estimate", _endpoint(estimate_api, body_timeout_s=body_timeout_s),
+              methods=["POST"]),
+        Route("/api/simulate", _endpoint(simulate_api, body_timeout_s=body_timeout_s),
+              methods=["POST"]),
     ])
+    app.state.workers = asyncio.Semaphore(workers)
+    return app

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +37,15 @@ from ridgeline.errors import RidgelineError
 from ridgeline.workload.spec_syntax import reject_unknown, split_spec, take_float
 
 KINDS = "poisson, gamma, constant, ramp, replay, diurnal"
+# Sensible ranges (issue 23): outside them the times overflow or the thinning never ends.
+MIN_RATE_REQ_S = 1e-6        # one request in 11.6 days
+MAX_RATE_REQ_S = 1e7         # ten million requests a second (a whole fleet's front door)
+MIN_PERIOD_S = 1e-3
+MAX_PERIOD_S = 1e9           # 31.7 years
+MAX_CV = 100.0               # gamma gaps' coefficient of variation
+MIN_CV = 1e-3
+MAX_THINNING_ROUNDS = 1000   # diurnal: batches of candidates before giving up
+RATE_TEXT = f"a rate from {MIN_RATE_REQ_S:g} to {MAX_RATE_REQ_S:g} req/s"
 
 
 @dataclass(frozen=True)
@@ -79,40 +87,53 @@ class ArrivalProcess:
 
 
 def _read_replay(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
-    from ridgeline.workload.replay import read_timed_trace, sniff_format
+    from array import array
 
-    path = Path(path_text)
-    if not path.is_file():
-        raise RidgelineError(f"--arrival: replay file {path_text!r} not found")
+    from ridgeline.inputs import check_input_file, decode_errors, open_text
+    from ridgeline.workload.replay import (
+        MAX_REPLAY_ROWS,
+        MAX_TIMESTAMP_S,
+        read_timed_trace,
+        sniff_format,
+    )
+
+    path = check_input_file(path_text, "--arrival")
     if sniff_format(path) != "other":
         return tuple(read_timed_trace(path_text, speedup).times_s.tolist())
-    times: list[float] = []
-    with open(path, encoding="utf-8") as fh:
+    times = array("d")
+    with open_text(path, "--arrival") as fh, decode_errors("--arrival", path_text):
         for lineno, line in enumerate(fh, 1):
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
+            if len(times) >= MAX_REPLAY_ROWS:
+                raise RidgelineError(f"--arrival: replay file {path_text!r} holds more than "
+                                     f"{MAX_REPLAY_ROWS:,} timestamps; allowed: at most that "
+                                     "many")
             if line.startswith("{"):
                 try:
                     obj = json.loads(line)
-                except json.JSONDecodeError:
+                except (ValueError, RecursionError):
                     continue  # a truncated last line of a crashed trace
-                if obj.get("type", "request") != "request":
+                if not isinstance(obj, dict) or obj.get("type", "request") != "request":
                     continue
-                t = obj.get("scheduled_s", obj.get("sent_s"))
-                if t is None:
+                raw = obj.get("scheduled_s", obj.get("sent_s"))
+                if raw is None:
                     continue
-                times.append(float(t))
-                continue
-            first = line.split(",")[0].strip()
+            else:
+                raw = line.split(",")[0].strip()
             try:
-                times.append(float(first))
-            except ValueError:
+                t = float(raw)
+            except (TypeError, ValueError, OverflowError):
                 if lineno == 1:
                     continue  # a CSV header
-                raise RidgelineError(
-                    f"--arrival: replay file {path_text!r} line {lineno}: {first!r} is not seconds"
-                ) from None
+                raise RidgelineError(f"--arrival: replay file {path_text!r} line {lineno}: "
+                                     f"{raw!r} is not seconds") from None
+            if not -MAX_TIMESTAMP_S <= t <= MAX_TIMESTAMP_S:
+                raise RidgelineError(f"--arrival: replay file {path_text!r} line {lineno}: "
+                                     f"got {raw!r}; allowed: finite seconds (at most "
+                                     f"{MAX_TIMESTAMP_S:g} in size)")
+            times.append(t)
     if not times:
         raise RidgelineError(f"--arrival: replay file {path_text!r} holds no timestamps")
     arr = np.sort(np.asarray(times))
@@ -127,14 +148,17 @@ def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
     needs_rate = kind in ("poisson", "gamma", "constant")
     if needs_rate and rate <= 0:
         raise RidgelineError(f"{field}: {kind} needs a rate > 0 (--rate or rate=)")
+    if needs_rate and not MIN_RATE_REQ_S <= rate <= MAX_RATE_REQ_S:
+        raise RidgelineError(f"{field}: rate {rate:g}; allowed: {RATE_TEXT}")
+    bounded = {"lo": MIN_RATE_REQ_S, "hi": MAX_RATE_REQ_S}
     if kind in ("poisson", "constant"):
         proc = ArrivalProcess(kind, rate_req_s=rate)
     elif kind == "gamma":
-        cv = take_float(params, "cv", field, positive=True)
+        cv = take_float(params, "cv", field, positive=True, lo=MIN_CV, hi=MAX_CV)
         proc = ArrivalProcess(kind, rate_req_s=rate, cv=cv)
     elif kind == "ramp":
-        start = take_float(params, "start", field, positive=True)
-        end = take_float(params, "end", field, positive=True)
+        start = take_float(params, "start", field, positive=True, **bounded)
+        end = take_float(params, "end", field, positive=True, **bounded)
         proc = ArrivalProcess(kind, start_rate_req_s=start, end_rate_req_s=end)
     elif kind == "replay":
         path = params.pop("path", None) or params.pop("value", None)
@@ -143,12 +167,16 @@ def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
         speedup = take_float(params, "speedup", field, default=1.0, positive=True)
         proc = ArrivalProcess(kind, replay_times_s=_read_replay(path, speedup))
     elif kind == "diurnal":
-        peak = take_float(params, "peak", field, positive=True)
-        trough = take_float(params, "trough", field, nonnegative=True)
+        peak = take_float(params, "peak", field, positive=True, **bounded)
+        trough = take_float(params, "trough", field, nonnegative=True, hi=MAX_RATE_REQ_S)
         if trough > peak:
             raise RidgelineError(f"{field}: diurnal trough={trough:g} must be <= peak={peak:g}")
-        period = take_float(params, "period", field, default=86400.0, positive=True)
-        phase = take_float(params, "phase", field, default=0.0)
+        period = take_float(params, "period", field, default=86400.0, positive=True,
+                            lo=MIN_PERIOD_S, hi=MAX_PERIOD_S)
+        # Any phase is one within a period: reduced modulo the period, the rate's argument
+        # stays small (a phase of -1e308 made every candidate's rate NaN: no end).
+        phase = take_float(params, "phase", field, default=0.0, lo=-MAX_PERIOD_S * 1e3,
+                           hi=MAX_PERIOD_S * 1e3) % period
         proc = ArrivalProcess(kind, start_rate_req_s=peak, end_rate_req_s=trough,
                               period_s=period, phase_s=phase)
     else:
@@ -201,13 +229,20 @@ def _diurnal_times_s(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> 
     out: list[np.ndarray] = []
     kept = 0
     t = 0.0
-    while kept < n:
+    for _ in range(MAX_THINNING_ROUNDS):
+        if kept >= n:
+            break
         m = max(1024, int(1.2 * (n - kept) * peak / max(mean_rate, 1e-12)))
         cand = t + np.cumsum(rng.exponential(1.0 / peak, size=m))
         t = float(cand[-1])
         keep = cand[rng.random(m) * peak < proc.rate_at(cand)]
         out.append(keep)
         kept += keep.size
+    else:
+        if kept < n:
+            raise RidgelineError(f"--arrival: diurnal thinning kept {kept:,} of {n:,} arrivals "
+                                 f"in {MAX_THINNING_ROUNDS} rounds; allowed: a trough closer "
+                                 "to the peak")
     return np.concatenate(out)[:n]
 
 

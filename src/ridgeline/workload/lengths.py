@@ -21,10 +21,8 @@ Every kind also takes `min=` and `max=` to clip (default min=1). Samples are int
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +30,12 @@ from ridgeline.errors import RidgelineError
 from ridgeline.workload.spec_syntax import reject_unknown, split_spec, take_float
 
 KINDS = "fixed, uniform, normal, lognormal, exponential, empirical"
+# No length may exceed the largest context of any served model (issue 23): a prompt of
+# 2e9 tokens would be built in memory before anything else could refuse it. Samples are
+# also clipped here when the spec sets no max (a lognormal's far tail).
+MAX_LENGTH_TOKENS = 10_000_000
+MAX_SIGMA = 10.0
+_BOUND = {"hi": float(MAX_LENGTH_TOKENS)}
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class LengthDistribution:
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """Draw n integer lengths, rounded and clipped to [min, max]."""
         raw = np.rint(self._raw(n, rng))
-        hi = self.max_tokens if self.max_tokens is not None else np.inf
+        hi = self.max_tokens if self.max_tokens is not None else MAX_LENGTH_TOKENS
         return np.clip(raw, self.min_tokens, hi).astype(np.int64)
 
     @property
@@ -85,22 +89,24 @@ class LengthDistribution:
 
 
 def _read_lengths_file(path_text: str, field_name: str) -> np.ndarray:
-    path = Path(path_text)
-    if not path.is_file():
-        raise RidgelineError(f"{field_name}: empirical file {path_text!r} not found")
-    text = path.read_text(encoding="utf-8").strip()
+    from ridgeline.inputs import loads_json, read_text
+
+    text = read_text(path_text, field_name, max_bytes=256 << 20).strip()
     try:
-        raw = json.loads(text) if text.startswith("[") else [
+        raw = loads_json(text, f"{field_name}: {path_text!r}") if text.startswith("[") else [
             line.split(",")[0] for line in text.splitlines() if line.strip()
         ]
+        if not isinstance(raw, list):
+            raise TypeError
         values = np.array([float(v) for v in raw], dtype=np.float64)
-    except (ValueError, json.JSONDecodeError):
+    except (ValueError, TypeError):
         raise RidgelineError(
             f"{field_name}: empirical file {path_text!r} must hold integers, one per line "
             "(or a JSON list)"
         ) from None
-    if values.size == 0 or np.any(values < 1):
-        raise RidgelineError(f"{field_name}: empirical file {path_text!r} needs lengths >= 1")
+    if values.size == 0 or not np.all((values >= 1) & (values <= MAX_LENGTH_TOKENS)):
+        raise RidgelineError(f"{field_name}: empirical file {path_text!r}: allowed: lengths "
+                             f"from 1 to {MAX_LENGTH_TOKENS:,} tokens")
     return values
 
 
@@ -110,33 +116,34 @@ def parse_lengths(spec: str | int, field_name: str = "--prompt") -> LengthDistri
     kind, params = split_spec(text, field_name)
     if kind.replace(".", "", 1).isdigit():  # a bare number
         params, kind = {"value": kind}, "fixed"
-    lo = int(take_float(params, "min", field_name, default=1.0, positive=True))
+    lo = int(take_float(params, "min", field_name, default=1.0, positive=True, **_BOUND))
     hi_raw = params.get("max") if kind != "uniform" else None
-    hi = int(take_float(params, "max", field_name, positive=True)) if hi_raw else None
+    hi = int(take_float(params, "max", field_name, positive=True, **_BOUND)) if hi_raw else None
     values = None
     if kind == "fixed":
-        out = {"value": take_float(params, "value", field_name, positive=True)}
+        out = {"value": take_float(params, "value", field_name, positive=True, **_BOUND)}
     elif kind == "uniform":
-        a = take_float(params, "min", field_name, default=float(lo), positive=True)
-        b = take_float(params, "max", field_name, positive=True)
+        a = take_float(params, "min", field_name, default=float(lo), positive=True, **_BOUND)
+        b = take_float(params, "max", field_name, positive=True, **_BOUND)
         if b < a:
             raise RidgelineError(f"{field_name}: uniform needs max >= min, got {a}..{b}")
         out = {"min": a, "max": b}
         lo, hi = int(a), int(b)
     elif kind == "normal":
         out = {
-            "mean": take_float(params, "mean", field_name, positive=True),
-            "std": take_float(params, "std", field_name, nonnegative=True),
+            "mean": take_float(params, "mean", field_name, positive=True, **_BOUND),
+            "std": take_float(params, "std", field_name, nonnegative=True, **_BOUND),
         }
     elif kind == "lognormal":
-        sigma = take_float(params, "sigma", field_name, nonnegative=True)
+        sigma = take_float(params, "sigma", field_name, nonnegative=True, hi=MAX_SIGMA)
         if "median" in params:
-            mu = math.log(take_float(params, "median", field_name, positive=True))
+            mu = math.log(take_float(params, "median", field_name, positive=True, **_BOUND))
         else:
-            mu = math.log(take_float(params, "mean", field_name, positive=True)) - sigma**2 / 2
+            mu = math.log(take_float(params, "mean", field_name, positive=True,
+                                     **_BOUND)) - sigma**2 / 2
         out = {"mu": mu, "sigma": sigma}
     elif kind == "exponential":
-        out = {"mean": take_float(params, "mean", field_name, positive=True)}
+        out = {"mean": take_float(params, "mean", field_name, positive=True, **_BOUND)}
     elif kind == "empirical":
         path = params.pop("path", None) or params.pop("value", None)
         if not path:

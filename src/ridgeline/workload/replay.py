@@ -31,6 +31,12 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
+# Bounds on a replay file (issue 23): rows beyond these are corrupt, not traffic.
+MAX_REPLAY_ROWS = 20_000_000       # BurstGPT's whole release is 5.3 M rows
+MAX_RECORD_TOKENS = 10_000_000     # the largest context of any served model
+MAX_TIMESTAMP_S = 1e10             # 317 years after the epoch (or the trace's start)
+MAX_HASH_IDS = 20_000              # a 10 M-token prompt's 512-token blocks
+MIN_SPEEDUP, MAX_SPEEDUP = 1e-6, 1e9
 
 
 @dataclass
@@ -43,10 +49,12 @@ class TimedTrace:
     hash_ids: list[tuple[int, ...]] | None = None
 
 
-def sniff_format(path: Path) -> str:
+def sniff_format(path: Path, field: str = "--arrival") -> str:
     """'burstgpt', 'mooncake', or 'other' (a trace or a column of seconds)."""
-    with open(path, encoding="utf-8") as fh:
-        first = fh.readline().strip()
+    from ridgeline.inputs import decode_errors, open_text
+
+    with open_text(path, field) as fh, decode_errors(field, path):
+        first = fh.readline(1 << 20).strip()
     if first.startswith("{"):
         try:
             obj = json.loads(first)
@@ -57,53 +65,111 @@ def sniff_format(path: Path) -> str:
     return "burstgpt" if all(c in cols for c in BURSTGPT_COLUMNS) else "other"
 
 
+def _count(value: object, what: str, where: str) -> int:
+    """A token count: a whole number from 0 to MAX_RECORD_TOKENS (-1 when absent)."""
+    if value is None:
+        return -1
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        x = float("nan")
+    if not (0 <= x <= MAX_RECORD_TOKENS and x == int(x)):
+        raise RidgelineError(f"{where}: {what}: got {_short(value)}; allowed: a whole number of "
+                             f"tokens from 0 to {MAX_RECORD_TOKENS:,}")
+    return int(x)
+
+
+def _time(value: object, what: str, where: str, scale: float = 1.0) -> float:
+    """A timestamp: finite, from 0 to MAX_TIMESTAMP_S seconds (after `scale`)."""
+    try:
+        x = float(value) * scale  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        x = float("nan")
+    if not 0 <= x <= MAX_TIMESTAMP_S:
+        raise RidgelineError(f"{where}: {what}: got {_short(value)}; allowed: a finite time >= 0 "
+                             f"(at most {MAX_TIMESTAMP_S:g} s)")
+    return x
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _too_many(field: str, path_text: str) -> RidgelineError:
+    return RidgelineError(f"{field}: {path_text!r} holds more than {MAX_REPLAY_ROWS:,} "
+                          "requests; allowed: at most that many (split the file)")
+
+
 def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arrival"
                      ) -> TimedTrace:
-    """Read a BurstGPT CSV or Mooncake JSONL file (see the module docstring)."""
-    path = Path(path_text)
-    if not path.is_file():
-        raise RidgelineError(f"{field}: replay file {path_text!r} not found")
-    if not speedup > 0:
-        raise RidgelineError(f"{field}: speedup={speedup} must be > 0")
-    fmt = sniff_format(path)
-    t: list[float] = []
-    p: list[int] = []
-    o: list[int] = []
+    """Read a BurstGPT CSV or Mooncake JSONL file (see the module docstring).
+
+    Every row is checked (finite times >= 0, whole token counts in range, at most
+    MAX_REPLAY_ROWS rows); a bad one is one error line naming the file, line and field."""
+    from array import array
+
+    from ridgeline.inputs import check_input_file, decode_errors, loads_json, open_text
+
+    path = check_input_file(path_text, field)
+    if not (MIN_SPEEDUP <= speedup <= MAX_SPEEDUP):
+        raise RidgelineError(f"{field}: speedup={speedup:g}; allowed: {MIN_SPEEDUP:g} to "
+                             f"{MAX_SPEEDUP:g}")
+    fmt = sniff_format(path, field)
+    t = array("d")
+    p = array("q")
+    o = array("q")
     h: list[tuple[int, ...]] = []
     if fmt == "burstgpt":
-        with open(path, encoding="utf-8", newline="") as fh:
+        with open_text(path, field, newline="") as fh, decode_errors(field, path_text):
             for lineno, row in enumerate(csv.DictReader(fh), 2):
+                where = f"{field}: {path_text!r} line {lineno}"
+                if lineno > MAX_REPLAY_ROWS + 1:
+                    raise _too_many(field, path_text)
                 try:
-                    t.append(float(row["Timestamp"]))
-                    p.append(int(float(row["Request tokens"])))
-                    o.append(int(float(row["Response tokens"])))
-                except (TypeError, ValueError):
-                    raise RidgelineError(f"{field}: {path_text!r} line {lineno}: not a "
-                                         "BurstGPT row (Timestamp, Request tokens, Response "
-                                         "tokens)") from None
+                    t.append(_time(row["Timestamp"], "Timestamp", where))
+                    p.append(_count(row["Request tokens"] or None, "Request tokens", where))
+                    o.append(_count(row["Response tokens"] or None, "Response tokens", where))
+                except KeyError:
+                    raise RidgelineError(f"{where}: not a BurstGPT row (Timestamp, Request "
+                                         "tokens, Response tokens)") from None
     elif fmt == "mooncake":
-        with open(path, encoding="utf-8") as fh:
+        with open_text(path, field) as fh, decode_errors(field, path_text):
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
-                try:
-                    obj = json.loads(line)
-                    t.append(float(obj["timestamp"]) / 1e3)
-                    p.append(int(obj.get("input_length", -1)))
-                    o.append(int(obj.get("output_length", -1)))
-                    h.append(tuple(int(x) for x in obj.get("hash_ids") or ()))
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                    raise RidgelineError(f"{field}: {path_text!r} line {lineno}: not a "
-                                         "Mooncake record (timestamp ms, input_length, "
-                                         "output_length)") from None
+                where = f"{field}: {path_text!r} line {lineno}"
+                if len(t) >= MAX_REPLAY_ROWS:
+                    raise _too_many(field, path_text)
+                obj = loads_json(line, where)
+                if not isinstance(obj, dict) or "timestamp" not in obj:
+                    raise RidgelineError(f"{where}: not a Mooncake record (timestamp ms, "
+                                         "input_length, output_length)")
+                t.append(_time(obj["timestamp"], "timestamp", where, 1e-3))
+                n_in = _count(obj.get("input_length"), "input_length", where)
+                p.append(n_in)
+                o.append(_count(obj.get("output_length"), "output_length", where))
+                h.append(_hash_ids(obj.get("hash_ids"), n_in, where))
     else:
         raise RidgelineError(f"{field}: {path_text!r} is neither BurstGPT CSV nor Mooncake "
                              "JSONL")
     if not t:
         raise RidgelineError(f"{field}: replay file {path_text!r} holds no requests")
-    times = np.asarray(t, dtype=np.float64)
+    times = np.frombuffer(t, dtype=np.float64)
     order = np.argsort(times, kind="stable")
     times = (times[order] - times[order[0]]) / speedup
-    return TimedTrace(times, np.asarray(p, dtype=np.int64)[order],
-                      np.asarray(o, dtype=np.int64)[order], fmt,
+    return TimedTrace(times, np.frombuffer(p, dtype=np.int64)[order],
+                      np.frombuffer(o, dtype=np.int64)[order], fmt,
                       [h[i] for i in order] if fmt == "mooncake" else None)
+
+
+def _hash_ids(value: object, input_length: int, where: str) -> tuple[int, ...]:
+    """Mooncake block ids: integers, no more than the prompt's 512-token blocks (+1)."""
+    if not value:
+        return ()
+    limit = min(MAX_HASH_IDS, max(input_length, 0) // 512 + 2)
+    if not isinstance(value, list) or len(value) > limit or not all(
+            isinstance(x, int) and not isinstance(x, bool) and abs(x) < 2**63 for x in value):
+        raise RidgelineError(f"{where}: hash_ids: allowed: a list of at most {limit:,} "
+                             "integer block ids (one per 512 prompt tokens)")
+    return tuple(value)

@@ -26,8 +26,10 @@ def split_spec(spec: str, field: str) -> tuple[str, dict[str, str]]:
 
 
 def take_float(params: dict[str, str], key: str, field: str, *, default: float | None = None,
-               positive: bool = False, nonnegative: bool = False) -> float:
-    """Pop a float parameter, with a one-line error naming field and key."""
+               positive: bool = False, nonnegative: bool = False, lo: float | None = None,
+               hi: float | None = None) -> float:
+    """Pop a float parameter, with a one-line error naming field and key; `lo`/`hi`: the
+    sensible range (inclusive)."""
     if key not in params:
         if default is None:
             raise RidgelineError(f"{field}: missing '{key}=' (a number)")
@@ -43,6 +45,16 @@ def take_float(params: dict[str, str], key: str, field: str, *, default: float |
         raise RidgelineError(f"{field}: {key}={raw} must be > 0")
     if nonnegative and value < 0:
         raise RidgelineError(f"{field}: {key}={raw} must be >= 0")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        low = f"{lo:g}" if lo is not None else ("> 0" if positive else ">= 0" if nonnegative
+                                                else None)
+        if hi is None:
+            allowed = f"at least {low}"
+        elif low is None:
+            allowed = f"at most {hi:g}"
+        else:
+            allowed = f"{low} to {hi:g}" if lo is not None else f"{low} and at most {hi:g}"
+        raise RidgelineError(f"{field}: {key}={raw}; allowed: {allowed}")
     return value
 
 

@@ -23,6 +23,8 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 from ridgeline.workload.spec_syntax import reject_unknown, split_spec, take_float
 
+MAX_THINK_S = 86_400.0   # a user who thinks a day between requests has left
+
 KINDS = "fixed, exponential, uniform (seconds)"
 
 
@@ -55,13 +57,15 @@ def parse_think_time(spec: str | float) -> ThinkTime:
     if kind.replace(".", "", 1).isdigit():
         params, kind = {"value": kind}, "fixed"
     if kind == "fixed":
-        out = ThinkTime("fixed", take_float(params, "value", field, nonnegative=True), spec=text)
+        out = ThinkTime("fixed", take_float(params, "value", field, nonnegative=True,
+                                            hi=MAX_THINK_S), spec=text)
     elif kind == "exponential":
-        out = ThinkTime("exponential", take_float(params, "mean", field, positive=True),
+        out = ThinkTime("exponential", take_float(params, "mean", field, positive=True,
+                                                  hi=MAX_THINK_S),
                         spec=text)
     elif kind == "uniform":
-        lo = take_float(params, "min", field, nonnegative=True)
-        hi = take_float(params, "max", field, nonnegative=True)
+        lo = take_float(params, "min", field, nonnegative=True, hi=MAX_THINK_S)
+        hi = take_float(params, "max", field, nonnegative=True, hi=MAX_THINK_S)
         if hi < lo:
             raise RidgelineError(f"{field}: uniform needs max >= min, got {lo}..{hi}")
         out = ThinkTime("uniform", lo, hi, spec=text)

@@ -34,7 +34,7 @@ def detect_format(path: str | Path) -> str | None:
     first_line = text.split("\n", 1)[0]
     try:
         first = json.loads(first_line)
-    except ValueError:
+    except (ValueError, RecursionError):
         first = None
     if isinstance(first, dict):
         if first.get("type") == "header":
@@ -57,17 +57,52 @@ def detect_format(path: str | Path) -> str | None:
     return None
 
 
+# Sizes no real run reaches (issue 23): past them the metrics overflow into inf and garbage.
+MAX_TRACE_TIME_S = 1e10          # 317 years
+MAX_TRACE_TOKENS = 10**9
+
+
+def check_bounds(trace: Trace) -> Trace:
+    """Refuse a trace whose times or token counts are past any real run, naming the first
+    request and field (after either reader path or any importer)."""
+    import numpy as np
+
+    for name in ("scheduled_s", "sent_s", "end_s", "event_times_s"):
+        col = np.asarray(getattr(trace, name), dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            bad = np.abs(col) > MAX_TRACE_TIME_S  # NaN (absent) passes: it compares False
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            if name == "event_times_s":
+                i = int(np.searchsorted(trace.event_offsets, i, side="right")) - 1
+            raise RidgelineError(f"{trace.path or 'trace'}: request {trace.ids[i]!r}: field "
+                                 f"'{name}': allowed: seconds of at most "
+                                 f"{MAX_TRACE_TIME_S:g} in size")
+    for name in ("prompt_tokens", "output_tokens"):
+        col = np.asarray(getattr(trace, name))
+        bad = col > MAX_TRACE_TOKENS
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise RidgelineError(f"{trace.path or 'trace'}: request {trace.ids[i]!r}: field "
+                                 f"'{name}': allowed: at most {MAX_TRACE_TOKENS:,} tokens")
+    return trace
+
+
 def load_trace(path: str | Path, fmt: str = "auto", select: int | None = None) -> Trace:
     """Read a ridgeline trace or import another tool's result file.
 
     `fmt`: "auto" (detect) or one of FORMATS. `select`: which run to take from a file that
     holds several (vLLM --append-result objects, GuideLLM benchmarks); default the first.
     """
+    from ridgeline.inputs import check_input_file, non_regular_kind
+
     p = Path(path)
     if not p.exists():
         raise RidgelineError(f"trace: file not found: {p}")
     if p.is_dir():
         raise RidgelineError(f"trace: {p} is a directory; give a file")
+    if non_regular_kind(p):
+        check_input_file(p, "trace")  # a device or FIFO: refused with its kind
     if fmt == "auto":
         detected = detect_format(p)
         if detected is None:
@@ -78,21 +113,21 @@ def load_trace(path: str | Path, fmt: str = "auto", select: int | None = None) -
     if fmt == "ridgeline":
         from ridgeline.trace.reader import read_trace
 
-        return read_trace(p)
+        return check_bounds(read_trace(p))
     if fmt == "vllm":
         from ridgeline.trace.importers.vllm import import_vllm
 
-        return import_vllm(p, select=select)
+        return check_bounds(import_vllm(p, select=select))
     if fmt == "aiperf":
         from ridgeline.trace.importers.aiperf import import_aiperf
 
-        return import_aiperf(p)
+        return check_bounds(import_aiperf(p))
     if fmt == "guidellm":
         from ridgeline.trace.importers.guidellm import import_guidellm
 
-        return import_guidellm(p, select=select)
+        return check_bounds(import_guidellm(p, select=select))
     if fmt == "llmperf":
         from ridgeline.trace.importers.llmperf import import_llmperf
 
-        return import_llmperf(p)
+        return check_bounds(import_llmperf(p))
     raise RidgelineError(f"--format: got {fmt!r}; allowed: auto, {', '.join(FORMATS)}")

@@ -12,16 +12,17 @@ from ridgeline.errors import RidgelineError
 
 def read_json(path: Path, what: str) -> Any:
     """Parse a whole JSON file; errors name the file and the position."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise RidgelineError(f"{path}: not a valid {what} JSON file ({exc})") from None
+    from ridgeline.inputs import load_json
+
+    return load_json(path, f"{what} file")
 
 
 def json_objects(path: Path, what: str) -> list[Any]:
     """All JSON values in a file holding one or more, separated by whitespace/newlines
     (vLLM `--append-result` appends objects without making a JSON array)."""
-    text = path.read_text(encoding="utf-8")
+    from ridgeline.inputs import read_text
+
+    text = read_text(path, f"{what} file")
     dec = json.JSONDecoder()
     out: list[Any] = []
     i, n = 0, len(text)
@@ -32,6 +33,9 @@ def json_objects(path: Path, what: str) -> list[Any]:
             break
         try:
             obj, i = dec.raw_decode(text, i)
+        except RecursionError:
+            raise RidgelineError(f"{path}: JSON nested too deeply (Python's parser stops near "
+                                 "1,000 levels); allowed: ordinary JSON") from None
         except ValueError as exc:
             line = text.count("\n", 0, i) + 1
             raise RidgelineError(

@@ -1,0 +1,202 @@
+"""Reading a user's file safely: one set of checks for every file ridgeline reads.
+
+Every reader (profiles, replay files, traces, timelines, configs, datasets, telemetry
+sidecars) opens its file through here, so each refuses the same things the same way, with
+one `RidgelineError` line that names the option (or file) and what is allowed:
+
+- not a regular file: a directory, `/dev/zero`, a FIFO or a socket (a device or a pipe
+  never ends, and reading one whole would fill the memory or wait forever);
+- a whole-file read past its stated size cap (`max_bytes`);
+- not UTF-8 text: binary content (NUL bytes) or UTF-16 (a byte-order mark);
+- JSON nested deeper than Python's parser goes, or numbers it refuses (a 5,000-digit int).
+
+>>> import tempfile, os
+>>> p = os.path.join(tempfile.mkdtemp(), "x.json")
+>>> _ = open(p, "w").write('{"a": [1, 2]}')
+>>> load_json(p, "--calibration")
+{'a': [1, 2]}
+>>> try:
+...     load_json("/dev/zero", "--calibration")
+... except RidgelineError as exc:
+...     print(exc)
+--calibration: '/dev/zero' is not a regular file (a character device); allowed: a file
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import IO, Any
+
+from ridgeline.errors import RidgelineError
+
+# Whole-file reads (a profile, a config.json, a result JSON, a length list): far above any
+# real one (a vLLM detailed result of 100k requests is ~60 MB), far below the memory.
+MAX_JSON_BYTES = 256 << 20
+_SNIFF_BYTES = 4096
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def non_regular_kind(path: str | os.PathLike[str]) -> str | None:
+    """What `path` is when it exists and is not a regular file (else None)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return None if stat.S_ISREG(mode) else _kind(mode)
+
+
+def check_input_file(path: str | os.PathLike[str], field: str) -> Path:
+    """The path of a readable regular file, or a one-line RidgelineError naming `field`."""
+    text = os.fspath(path)
+    p = Path(text)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise RidgelineError(f"{field}: file {text!r} not found") from None
+    except (OSError, ValueError) as exc:
+        raise RidgelineError(f"{field}: cannot read {text!r} "
+                             f"({getattr(exc, 'strerror', None) or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise RidgelineError(f"{field}: {text!r} is not a regular file "
+                             f"({_kind(st.st_mode)}); allowed: a file")
+    if not os.access(p, os.R_OK):
+        raise RidgelineError(f"{field}: cannot read {text!r} (permission denied)")
+    return p
+
+
+def text_problem(head: bytes) -> str | None:
+    """Why the first bytes of a file are not UTF-8 text (None when they may be)."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16 text (save it as UTF-8)"
+    if b"\x00" in head:
+        return "binary, not text"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not merely a character cut at the sniff's end
+            return f"not UTF-8 text (byte {exc.start}: {head[exc.start]:#04x})"
+    return None
+
+
+def _check_text(p: Path, text: str, field: str) -> None:
+    with open(p, "rb") as fh:
+        problem = text_problem(fh.read(_SNIFF_BYTES))
+    if problem:
+        raise RidgelineError(f"{field}: {text!r} is {problem}; allowed: a UTF-8 text file")
+
+
+def open_text(path: str | os.PathLike[str], field: str, newline: str | None = None
+              ) -> IO[str]:
+    """Open a regular UTF-8 text file for streaming (line by line), after the checks.
+
+    A bad byte further in still raises UnicodeDecodeError while reading: wrap the loop in
+    `decode_errors(field, path)`."""
+    p = check_input_file(path, field)
+    _check_text(p, os.fspath(path), field)
+    return open(p, encoding="utf-8-sig", newline=newline)
+
+
+class decode_errors:  # a context manager: reads like one
+    """Turn a UnicodeDecodeError met while streaming a file into a one-line error."""
+
+    def __init__(self, field: str, path: str | os.PathLike[str]) -> None:
+        self.field, self.path = field, os.fspath(path)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        if isinstance(exc, UnicodeDecodeError):
+            raise RidgelineError(f"{self.field}: {self.path!r} is not UTF-8 text past byte "
+                                 f"{exc.start}; allowed: a UTF-8 text file") from None
+        return False
+
+
+def read_text(path: str | os.PathLike[str], field: str, max_bytes: int = MAX_JSON_BYTES
+              ) -> str:
+    """The whole text of a regular UTF-8 file no larger than `max_bytes`."""
+    text_path = os.fspath(path)
+    p = check_input_file(path, field)
+    size = p.stat().st_size
+    if size > max_bytes:
+        raise RidgelineError(f"{field}: {text_path!r} is {size / 2**20:,.1f} MiB; allowed: "
+                             f"at most {max_bytes / 2**20:,.0f} MiB")
+    with open(p, "rb") as fh:
+        raw = fh.read(max_bytes + 1)
+    problem = text_problem(raw[:_SNIFF_BYTES])
+    if problem is None:
+        try:
+            return raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            problem = f"not UTF-8 text (byte {exc.start})"
+    raise RidgelineError(f"{field}: {text_path!r} is {problem}; allowed: a UTF-8 text file")
+
+
+def loads_json(text: str | bytes, source: str) -> Any:
+    """json.loads whose failures (syntax, depth, oversized numbers) are one line naming
+    `source` (e.g. "--replay: 'm.jsonl' line 3")."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise RidgelineError(f"{source}: JSON nested too deeply (Python's parser stops near "
+                             "1,000 levels); allowed: ordinary JSON") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RidgelineError(f"{source}: not valid JSON ({' '.join(str(exc).split())[:160]})"
+                             ) from None
+
+
+def load_json(path: str | os.PathLike[str], field: str, max_bytes: int = MAX_JSON_BYTES
+              ) -> Any:
+    """Parse a whole JSON file through the checks above."""
+    text_path = os.fspath(path)
+    return loads_json(read_text(path, field, max_bytes), f"{field}: {text_path!r}")
+
+
+def validation_line(exc: Any, source: str) -> RidgelineError:
+    """One line from a pydantic ValidationError: the source, the field path (records by
+    index), the value given and what is allowed."""
+    err = exc.errors()[0]
+    loc = ".".join(str(x) for x in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    if not loc:  # a check across fields: its message says what and why
+        return RidgelineError(f"{source}: {msg}")
+    got = err.get("input")
+    got_text = "" if isinstance(got, (dict, list)) else f"got {_short(got)}; "
+    msg = msg.removeprefix("Input should be ")
+    return RidgelineError(f"{source}: {loc}: {got_text}allowed: {msg}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write a whole output file so that a reader (or a Ctrl-C) never sees half of it: a
+    temporary file beside it, renamed over it when complete."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+__all__ = ["MAX_JSON_BYTES", "check_input_file", "decode_errors", "load_json", "loads_json",
+           "non_regular_kind", "open_text", "read_text", "text_problem", "validation_line",
+           "write_text_atomic"]
