@@ -69,8 +69,14 @@ def calibrate_from_traces(paths: list[str], *, preset: str = "llama.cpp",
                           facts: dict[str, Any] | None = None) -> CalibrationProfile:
     """Fit a profile from probe traces (`ridgeline calibrate fit`)."""
     samples, refs, notes = samples_from_traces(paths)
+    # An open-loop step regime at B replaces the lockstep probe at B (issue 19: lockstep
+    # sees one slot layout; load sees them all).
+    open_b = {s.tokens for s in samples if s.point.startswith("open")}
+    samples = [s for s in samples if s.point.startswith("open") or s.tokens not in open_b
+               or s.point.startswith(("prefill", "context"))]
     ef = engine_facts(paths)
-    batches = [s.tokens for s in samples if not s.point.startswith(("prefill", "context"))]
+    batches = [s.tokens for s in samples
+               if not s.point.startswith(("prefill", "context", "open"))]
     sched = preset_scheduling(preset, slots or (max(batches) if batches else None), n_batch,
                               n_ubatch)
     prov = Provenance(engine=preset if ef.engine in ("unknown", "None") else ef.engine,
@@ -94,6 +100,9 @@ def calibrate_engine(endpoint: Any, design: ProbeDesign, probe_dir: str | Path, 
     slots = slots or props.get("total_slots") or design.max_batch
     if kv_capacity_tokens is None:
         kv_capacity_tokens = slots * props["slot_n_ctx"] if "slot_n_ctx" in props else 1 << 20
+    import dataclasses
+
+    design = dataclasses.replace(design, slots=design.slots or slots)
     points = run_probe(endpoint, design, probe_dir, engine=preset, seed=seed, log=log)
     facts = {"engine_props": props} if props else {}
     if props.get("build_info"):

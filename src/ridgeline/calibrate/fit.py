@@ -46,7 +46,8 @@ def fit_per_pair_s(samples: list[StepSample]) -> tuple[float, str]:
     """Pooled within-token-count slope of step time on attention pairs (>= 0), and a note."""
     groups: dict[int, list[StepSample]] = defaultdict(list)
     for s in samples:
-        groups[s.tokens].append(s)
+        if not s.point.startswith("open"):   # mixed contexts and layouts: not a slope
+            groups[s.tokens].append(s)
     sxy = sxx = 0.0
     used = 0
     for group in groups.values():
