@@ -7,7 +7,12 @@ every probe is an ordinary ridgeline trace:
   prompt and output lengths, unique prompts), `rounds` x B requests each;
 - context: B = 1 with a long prompt (the attention term per query-key pair);
 - prefill: one request at a time with max_tokens = 1 at several prompt lengths (TTFT = one
-  step of P tokens).
+  step of P tokens);
+- open (issue 19): one Poisson run, about half the slots in flight; its pure-decode steps,
+  reconstructed from the pooled chunk times of all streams (`open_loop_steps`), give T(B)
+  under the slot layouts real load produces and replace the lockstep T(B) (llama.cpp with
+  a per-slot KV cache runs one graph per run of consecutive slot ids: lockstep probes see
+  one layout, docs/calibration.md).
 
 Prompt caching is turned off where the engine allows (`cache_prompt: false` for llama.cpp).
 

@@ -135,8 +135,8 @@ def run_real_loop(cfg: RealLoopConfig, log: Callable[[str], None] = print) -> Re
         from ridgeline.workload.lengths import parse_lengths
 
         cap = capacity_req_s(profile, cfg.slots,
-                             int(parse_lengths(cfg.prompt, "--prompt").mean_tokens()),
-                             int(parse_lengths(cfg.output, "--output").mean_tokens()))
+                             int(parse_lengths(cfg.prompt, "--prompt").mean_tokens),
+                             int(parse_lengths(cfg.output, "--output").mean_tokens))
         log(f"capacity by the profile: {cap:.3g} req/s")
         for i, pt in enumerate(cfg.points):
             if pt.capacity_fraction:
