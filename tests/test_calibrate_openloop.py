@@ -138,3 +138,12 @@ def test_verify_reports_in_flight_and_decoding(tmp_path: Path) -> None:
     assert ld.in_flight_measured == pytest.approx(1.5)
     assert ld.decoding_measured == pytest.approx(1.3)
     assert ld.in_flight_predicted > 0 and "loads" in rep.to_dict()
+
+
+def test_capacity_of_a_llamacpp_like_engine() -> None:
+    from ridgeline.calibrate.real_loop import capacity_req_s
+
+    # T(8 decodes) = 0.06 s, T(129 prompt tokens) = 0.33 s, no attention term: each request
+    # costs its prefill step plus 128/8 full-batch decode steps = 0.33 + 128 * 0.06 / 8.
+    prof = CalibrationProfile.from_table([1, 8, 129], [0.03, 0.06, 0.33])
+    assert capacity_req_s(prof, 8, 128, 128) == pytest.approx(1 / (0.33 + 0.96))
