@@ -50,17 +50,22 @@ def test_real_engine_loop(tmp_path: Path) -> None:
     from ridgeline.calibrate.real_loop import LoadPoint, RealLoopConfig, run_real_loop
     from ridgeline.calibrate.verify import verify
 
-    # Calibrate the tiny model (lockstep, prefill and open-loop probes), then one held-out
-    # open-loop point (Poisson, lengths unlike the probes').
-    cfg = RealLoopConfig(
-        out_dir=str(tmp_path), shape="tiny", slots=4, threads=1, ctx_per_slot=512,
-        batches=(1, 2, 3, 4), decode_output_tokens=16, rounds=2, context_prompt_tokens=256,
-        prefill_tokens=(16, 64, 256), prefill_repeats=3, open_requests=30,
-        open_prompt_tokens=32, open_output_tokens=32, prompt="fixed:200", output="fixed:24",
-        points=(LoadPoint("poisson 8 req/s", rate_req_s=8.0, requests=40),))
-    # One retry when a request of the held-out point fails (seen once in CI out of four
-    # runs; the status and error are printed): the loop itself is what this test checks.
-    for attempt in range(2):
+    # Calibrate the small model (~54 MB: steps of several ms, above the client's resolution;
+    # the tiny model's ~1 ms steps drown in this box's scheduling jitter) with lockstep,
+    # prefill and open-loop probes, then one held-out open-loop point (Poisson, lengths
+    # unlike the probes').
+    # Up to three fresh calibrate+measure attempts: on a shared 2-core box a single
+    # measurement can be 30% off its neighbours (docs/BENCHMARKS.md, issue 19); a real drift
+    # misses every attempt (checked below with a drifted profile).
+    misses: list[list[str]] = []
+    for attempt in range(3):
+        cfg = RealLoopConfig(
+            out_dir=str(tmp_path / f"a{attempt}"), shape="small", slots=4, threads=1,
+            ctx_per_slot=1024, batches=(1, 2, 3, 4), decode_output_tokens=16, rounds=2,
+            context_prompt_tokens=256, prefill_tokens=(16, 64, 256, 512), prefill_repeats=3,
+            open_requests=30, open_prompt_tokens=32, open_output_tokens=32,
+            prompt="fixed:200", output="fixed:24", seed=attempt,
+            points=(LoadPoint("poisson 3 req/s", rate_req_s=3.0, requests=40),))
         res = run_real_loop(cfg, log=lambda m: None)
         # No process left behind.
         assert res.server_pid is not None
@@ -69,9 +74,10 @@ def test_real_engine_loop(tmp_path: Path) -> None:
         recs = _records(res.traces[0])
         bad = [(r["status"], r.get("error_kind"), r.get("error")) for r in recs
                if r["status"] != "ok"]
-        if not bad or attempt == 1:
+        misses.append(_misses(res.report) + [f"failed requests {bad}"] * bool(bad))
+        if not misses[-1]:
             break
-        print(f"retrying the real-engine loop after failed requests: {bad}")
+        print(f"attempt {attempt}: {misses[-1]}")
     assert len(recs) == 40 and not bad, bad
     # Exact token counts: 24 one-token chunks, usage agrees, the engine predicted 24.
     for r in recs:
@@ -86,14 +92,13 @@ def test_real_engine_loop(tmp_path: Path) -> None:
     prof = res.profile
     assert prof.scheduling.preset == "llama.cpp" and prof.scheduling.max_num_seqs == 4
     assert prof.scheduling.prefill_own_graph
-    assert len(prof.provenance.probe_traces) == 4 + 1 + 3 + 1
+    assert len(prof.provenance.probe_traces) == 4 + 1 + 4 + 1
     assert {r.point.split(" ")[0] for r in prof.residuals} >= {
-        "context-b1", "prefill-p16", "prefill-p64", "prefill-p256"}
+        "context-b1", "prefill-p16", "prefill-p64", "prefill-p256", "prefill-p512"}
     assert all(np.isfinite(r.rel_error) for r in prof.residuals)
     assert not res.profile.extrapolated_steps, res.profile.assumptions()
     # The held-out point within the bars (or inside the measurement's CI).
-    assert not _misses(res.report), (_misses(res.report), res.report.to_dict(),
-                                     prof.fit_notes)
+    assert not misses[-1], (misses, res.report.to_dict(), prof.fit_notes)
     assert res.report.loads and res.report.loads[0].in_flight_measured > 0
     # The same check fails on a drift: the profile with every step 50% slower misses.
     drifted = prof.model_copy(update={"step_s": [t * 1.5 for t in prof.step_s]})
