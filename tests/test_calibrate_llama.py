@@ -1,5 +1,5 @@
-"""Integration: a real llama.cpp llama-server (tiny random model) probed, calibrated,
-benched at a held-out load point, simulated and verified.
+"""Integration: a real llama.cpp llama-server (small random model) probed, calibrated,
+benched at a held-out open-loop point, simulated and verified against issue 19's bars.
 
 Skipped locally when the binary is missing; in CI (CI=true, .ci/run builds the binary) a
 missing binary fails the test. The server is stopped by PID even when an assertion fails

@@ -69,11 +69,6 @@ def calibrate_from_traces(paths: list[str], *, preset: str = "llama.cpp",
                           facts: dict[str, Any] | None = None) -> CalibrationProfile:
     """Fit a profile from probe traces (`ridgeline calibrate fit`)."""
     samples, refs, notes = samples_from_traces(paths)
-    # An open-loop step regime at B replaces the lockstep probe at B (issue 19: lockstep
-    # sees one slot layout; load sees them all).
-    open_b = {s.tokens for s in samples if s.point.startswith("open")}
-    samples = [s for s in samples if s.point.startswith("open") or s.tokens not in open_b
-               or s.point.startswith(("prefill", "context"))]
     ef = engine_facts(paths)
     batches = [s.tokens for s in samples
                if not s.point.startswith(("prefill", "context", "open"))]
