@@ -4,10 +4,12 @@
         [--out benchmarks/results_calibration.json]
 
 Each of `--starts` fresh server starts (memory-bound random Llama, ~400 MB F32, `-np 8`,
-`-t 1` by default): calibrate on closed-loop probes only (decode lockstep at B = 1, 2, 4, 8;
-B = 1 at a long context; single-stream prefills of 16..512 tokens), then bench three load
-points NOT used for fitting (closed loop at C = 3, between the probed 2 and 4; Poisson at two
-rates; prompt 64, output 32 tokens, unlike the probes) and predict them with `verify`.
+`-t 1` by default): calibrate (decode lockstep at B = 1, 2, 4, 8; B = 1 at a long context;
+single-stream prefills of 16..512 tokens; and the open-loop Poisson probe, prompt/output 64,
+whose steps replace the lockstep T(B), issue 19), then bench three load points NOT used for
+fitting (closed loop at C = 3; open-loop Poisson at 35% and 80% of the capacity the profile
+predicts, `--fractions`; prompt 128, output 128 tokens, unlike the probes) and predict them
+with `verify`.
 Reported per point:
 predicted, measured, error for TTFT/TPOT/E2E P50; the median absolute error per metric; the
 same prediction from the profile of the *other* start (cross-start); the measured run-to-run
@@ -88,8 +90,11 @@ def main() -> int:
     ap.add_argument("--work", default="/tmp/ridgeline-bench-calibration")
     ap.add_argument("--threads", type=int, default=1, help="llama-server -t (1 on a shared "
                     "box: with 2 threads on 2 busy cores ggml's spinning barriers stall)")
-    ap.add_argument("--rates", type=lambda t: [float(x) for x in t.split(",")],
-                    default=[0.8, 1.6])
+    ap.add_argument("--fractions", type=lambda t: [float(x) for x in t.split(",")],
+                    default=[0.35, 0.8], help="the open-loop points' rates as fractions of "
+                    "the profile's capacity")
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--output", type=int, default=128)
     args = ap.parse_args()
 
     from ridgeline.calibrate.gguf_model import ensure_model
@@ -97,11 +102,9 @@ def main() -> int:
     from ridgeline.calibrate.verify import verify
     from ridgeline.errors import RidgelineError
 
-    points = (LoadPoint("closed c=3", concurrency=3, requests=15),
-              LoadPoint(f"poisson {args.rates[0]:g} req/s", rate_req_s=args.rates[0],
-                        requests=20),
-              LoadPoint(f"poisson {args.rates[1]:g} req/s", rate_req_s=args.rates[1],
-                        requests=24))
+    points = (LoadPoint("closed c=3", concurrency=3, requests=24),
+              LoadPoint("open low", capacity_fraction=args.fractions[0], requests=24),
+              LoadPoint("open high", capacity_fraction=args.fractions[1], requests=32))
     work = Path(args.work)
     runs = []
     for k in range(args.starts):
@@ -110,7 +113,8 @@ def main() -> int:
                              decode_prompt_tokens=32, decode_output_tokens=32, rounds=2,
                              context_prompt_tokens=384,
                              prefill_tokens=(16, 64, 128, 256, 512), prefill_repeats=3,
-                             prompt="fixed:64", output="fixed:32", points=points, seed=k)
+                             prompt=f"fixed:{args.prompt}", output=f"fixed:{args.output}",
+                             points=points, seed=k)
         t0 = time.time()
         try:
             res = run_real_loop(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -169,6 +173,10 @@ def print_tables(out: dict) -> None:
             print(f"| {r['point']} | {r['metric']} | {r['predicted']:.1f} | "
                   f"{r['measured']:.1f} | {r['error']:+.1%} | {'yes' if r['in_ci'] else 'no'}"
                   f" | {ce} | {rf['error']:+.1%} |")
+        for ld in st["calibrated"].get("loads", []):
+            print(f"load {ld['point']}: in flight {ld['in_flight_predicted']:.2f} predicted vs "
+                  f"{ld['in_flight_measured']:.2f} measured; decoding "
+                  f"{ld['decoding_predicted']:.2f} vs {ld['decoding_measured']:.2f}")
         med = st["calibrated"]["median_abs_error"]
         rmed = {m: statistics.median(abs(r["error"]) for r in st["roofline"]
                                      if r["metric"] == m) for m in med}

@@ -64,7 +64,9 @@ def test_calibrate_recovers_known_table_then_verify(known: Path, tmp_path: Path)
         if n > 8:
             want = known_prof.step_time_s(BatchWork(prefill_tokens=n))
             assert t == pytest.approx(want, rel=0.2, abs=0.01), (n, t, want)
-    assert len(fitted.provenance.probe_traces) == 6
+    # 5 lockstep/prefill points and the open-loop probe (issue 19).
+    assert len(fitted.provenance.probe_traces) == 6 + 1
+    assert fitted.provenance.probe_traces[-1].point == "open-poisson"
     # verify: the held-out closed loop at 3, predicted by the fitted profile.
     v = _run("verify", str(held_out), "--calibration", str(out), "--bound", "tpot_p50=15%",
              "--json")

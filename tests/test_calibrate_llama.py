@@ -1,5 +1,5 @@
-"""Integration: a real llama.cpp llama-server (tiny random model) probed, calibrated,
-benched at a held-out load point, simulated and verified.
+"""Integration: a real llama.cpp llama-server (small random model) probed, calibrated,
+benched at a held-out open-loop point, simulated and verified against issue 19's bars.
 
 Skipped locally when the binary is missing; in CI (CI=true, .ci/run builds the binary) a
 missing binary fails the test. The server is stopped by PID even when an assertion fails
@@ -33,18 +33,39 @@ def _records(path: Path) -> list[dict]:
     return [r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == "request"]
 
 
+# Held-out point's bars (issue 19): TPOT and E2E P50 within 15%, TTFT P50 within 25%, or
+# the prediction inside the measurement's bootstrap 95% CI.
+BARS = {"tpot_p50": 0.15, "e2e_p50": 0.15, "ttft_p50": 0.25}
+
+
+def _misses(report) -> list[str]:
+    return [f"{r.point} {r.metric}: predicted {r.predicted:.2f} measured {r.measured:.2f} "
+            f"[{r.ci_low:.2f}, {r.ci_high:.2f}] error {r.error:+.1%}"
+            for r in report.rows if r.metric in BARS and not
+            (abs(r.error) <= BARS[r.metric] or r.in_ci)]
+
+
 def test_real_engine_loop(tmp_path: Path) -> None:
     _binary()
     from ridgeline.calibrate.real_loop import LoadPoint, RealLoopConfig, run_real_loop
+    from ridgeline.calibrate.verify import verify
 
-    cfg = RealLoopConfig(
-        out_dir=str(tmp_path), shape="tiny", slots=4, threads=1, ctx_per_slot=512,
-        batches=(1, 2, 4), decode_output_tokens=16, rounds=2, context_prompt_tokens=256,
-        prefill_tokens=(16, 64, 256), prefill_repeats=3, prompt="fixed:48", output="fixed:24",
-        points=(LoadPoint("closed c=3", concurrency=3, requests=9),))
-    # One retry when a request of the held-out point fails (seen once in CI out of four
-    # runs; the status and error are printed): the loop itself is what this test checks.
-    for attempt in range(2):
+    # Calibrate the small model (~54 MB: steps of several ms, above the client's resolution;
+    # the tiny model's ~1 ms steps drown in this box's scheduling jitter) with lockstep,
+    # prefill and open-loop probes, then one held-out open-loop point (Poisson, lengths
+    # unlike the probes').
+    # Up to three fresh calibrate+measure attempts: on a shared 2-core box a single
+    # measurement can be 30% off its neighbours (docs/BENCHMARKS.md, issue 19); a real drift
+    # misses every attempt (checked below with a drifted profile).
+    misses: list[list[str]] = []
+    for attempt in range(3):
+        cfg = RealLoopConfig(
+            out_dir=str(tmp_path / f"a{attempt}"), shape="small", slots=4, threads=1,
+            ctx_per_slot=1024, batches=(1, 2, 3, 4), decode_output_tokens=16, rounds=2,
+            context_prompt_tokens=256, prefill_tokens=(16, 64, 256, 512), prefill_repeats=3,
+            open_requests=30, open_prompt_tokens=32, open_output_tokens=32,
+            prompt="fixed:200", output="fixed:24", seed=attempt,
+            points=(LoadPoint("poisson 3 req/s", rate_req_s=3.0, requests=40),))
         res = run_real_loop(cfg, log=lambda m: None)
         # No process left behind.
         assert res.server_pid is not None
@@ -53,48 +74,35 @@ def test_real_engine_loop(tmp_path: Path) -> None:
         recs = _records(res.traces[0])
         bad = [(r["status"], r.get("error_kind"), r.get("error")) for r in recs
                if r["status"] != "ok"]
-        if not bad or attempt == 1:
+        misses.append(_misses(res.report) + [f"failed requests {bad}"] * bool(bad))
+        if not misses[-1]:
             break
-        print(f"retrying the real-engine loop after failed requests: {bad}")
-    assert len(recs) == 9 and not bad, bad
+        print(f"attempt {attempt}: {misses[-1]}")
+    assert len(recs) == 40 and not bad, bad
     # Exact token counts: 24 one-token chunks, usage agrees, the engine predicted 24.
     for r in recs:
         assert r["output_tokens"] == 24 and r["token_count_source"] == "usage"
         assert len(r["event_times_s"]) == 24
         assert r["engine_timings"]["predicted_n"] == 24
-    # Client times enclose the server's own: E2E >= prompt_ms + predicted_ms (the tiny
-    # model's 0.3-2 ms steps can arrive in one network read, so single gaps are not
-    # comparable), and the difference (HTTP, tokenization, waiting for the running step)
-    # is small (10-30 ms measured on this shared box).
+    # Client times enclose the server's own: E2E >= prompt_ms + predicted_ms.
     over = [(r["end_s"] - r["sent_s"]) * 1e3 - r["engine_timings"]["prompt_ms"]
             - r["engine_timings"]["predicted_ms"] for r in recs]
     assert min(over) > -1.0 and np.median(over) < 100.0, over
     # The profile is a step-time model with provenance and per-point residuals.
     prof = res.profile
     assert prof.scheduling.preset == "llama.cpp" and prof.scheduling.max_num_seqs == 4
-    assert len(prof.provenance.probe_traces) == 3 + 1 + 3
-    assert {r.point.split(" ")[0] for r in prof.residuals} == {
-        "decode-b1", "decode-b2", "decode-b4", "context-b1", "prefill-p16", "prefill-p64",
-        "prefill-p256"}
+    assert prof.scheduling.prefill_own_graph
+    assert len(prof.provenance.probe_traces) == 4 + 1 + 4 + 1
+    assert {r.point.split(" ")[0] for r in prof.residuals} >= {
+        "context-b1", "prefill-p16", "prefill-p64", "prefill-p256", "prefill-p512"}
     assert all(np.isfinite(r.rel_error) for r in prof.residuals)
-    # Prediction of the held-out point. The tiny model's steps are at the client's
-    # resolution and this box is shared (run-to-run noise up to ~60% even on the 400 MB
-    # model, docs/BENCHMARKS.md); measured errors ranged 2-70%. The bounds catch a broken
-    # loop (a wrong table gave 7000% before the fix), not a 10% drift: the accuracy bars are
-    # benchmarks/bench_calibration.py's job.
-    err = {r.metric: r.error for r in res.report.rows}
-    assert abs(err["e2e_p50"]) < 1.0, res.report.to_dict()
-    tpot = next(r for r in res.report.rows if r.metric == "tpot_p50")
-    if tpot.measured >= 2.0:
-        assert abs(tpot.error) < 1.5, res.report.to_dict()
-    else:
-        # The tiny model's ~1 ms tokens can all land in one network read (client TPOT 0):
-        # then compare with the engine's own per-token time.
-        engine_tpot_ms = float(np.median([r["engine_timings"]["predicted_ms"]
-                                          / r["engine_timings"]["predicted_n"] for r in recs]))
-        assert abs(tpot.predicted / engine_tpot_ms - 1) < 3.0, (tpot, engine_tpot_ms)
-    assert abs(err["ttft_p50"]) < 1.5, res.report.to_dict()
     assert not res.profile.extrapolated_steps, res.profile.assumptions()
+    # The held-out point within the bars (or inside the measurement's CI).
+    assert not misses[-1], (misses, res.report.to_dict(), prof.fit_notes)
+    assert res.report.loads and res.report.loads[0].in_flight_measured > 0
+    # The same check fails on a drift: the profile with every step 50% slower misses.
+    drifted = prof.model_copy(update={"step_s": [t * 1.5 for t in prof.step_s]})
+    assert _misses(verify([str(t) for t in res.traces], drifted)), "a 50% drift passed"
 
 
 def test_demo_real_stops_the_server_on_sigterm(tmp_path: Path) -> None:

@@ -70,7 +70,8 @@ def calibrate_from_traces(paths: list[str], *, preset: str = "llama.cpp",
     """Fit a profile from probe traces (`ridgeline calibrate fit`)."""
     samples, refs, notes = samples_from_traces(paths)
     ef = engine_facts(paths)
-    batches = [s.tokens for s in samples if not s.point.startswith(("prefill", "context"))]
+    batches = [s.tokens for s in samples
+               if not s.point.startswith(("prefill", "context", "open"))]
     sched = preset_scheduling(preset, slots or (max(batches) if batches else None), n_batch,
                               n_ubatch)
     prov = Provenance(engine=preset if ef.engine in ("unknown", "None") else ef.engine,
@@ -94,6 +95,9 @@ def calibrate_engine(endpoint: Any, design: ProbeDesign, probe_dir: str | Path, 
     slots = slots or props.get("total_slots") or design.max_batch
     if kv_capacity_tokens is None:
         kv_capacity_tokens = slots * props["slot_n_ctx"] if "slot_n_ctx" in props else 1 << 20
+    import dataclasses
+
+    design = dataclasses.replace(design, slots=design.slots or slots)
     points = run_probe(endpoint, design, probe_dir, engine=preset, seed=seed, log=log)
     facts = {"engine_props": props} if props else {}
     if props.get("build_info"):

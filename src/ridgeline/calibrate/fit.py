@@ -46,7 +46,8 @@ def fit_per_pair_s(samples: list[StepSample]) -> tuple[float, str]:
     """Pooled within-token-count slope of step time on attention pairs (>= 0), and a note."""
     groups: dict[int, list[StepSample]] = defaultdict(list)
     for s in samples:
-        groups[s.tokens].append(s)
+        if not s.point.startswith("open"):   # mixed contexts and layouts: not a slope
+            groups[s.tokens].append(s)
     sxy = sxx = 0.0
     used = 0
     for group in groups.values():
@@ -83,8 +84,14 @@ def fit_profile(samples: list[StepSample], scheduling: Scheduling | None = None,
         raise RidgelineError("calibrate: no usable probe measurements (every probe point "
                              "failed or produced no clean steps)")
     per_pair_s, note = fit_per_pair_s(good)
+    # An open-loop regime at n replaces the lockstep and context probes at n in the table
+    # (issue 19: lockstep sees one slot layout, load sees them all); those still gave the
+    # attention slope above, and stay in the residuals.
+    open_n = {s.tokens for s in good if s.point.startswith("open")}
     by_n: dict[int, list[float]] = defaultdict(list)
     for s in good:
+        if s.tokens in open_n and not s.point.startswith(("open", "prefill")):
+            continue
         by_n[s.tokens].append(s.step_s - per_pair_s * s.pairs)
     tokens = sorted(by_n)
     table = [float(np.median(by_n[n])) for n in tokens]

@@ -121,7 +121,11 @@ TINY = GgufShape("ridgeline-tiny", hidden_size=256, num_layers=2, num_heads=4, n
 # ~99.5 M parameters, ~398 MB F32: decode reads ~300 MB per step, memory-bound on a CPU.
 MEMBOUND = GgufShape("ridgeline-membound", hidden_size=768, num_layers=8, num_heads=12,
                      num_kv_heads=4, intermediate_size=2048, vocab_size=32000)
-SHAPES = {"tiny": TINY, "membound": MEMBOUND}
+# ~13.6 M parameters, ~54 MB F32: steps of several ms, well above the client's resolution
+# and the scheduling jitter of a shared box (the real-engine CI test's accuracy check).
+SMALL = GgufShape("ridgeline-small", hidden_size=512, num_layers=4, num_heads=8,
+                  num_kv_heads=4, intermediate_size=1536, vocab_size=1000)
+SHAPES = {"tiny": TINY, "membound": MEMBOUND, "small": SMALL}
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,10 @@ def preset_scheduling(preset: str, slots: int | None = None, n_batch: int = 2048
             preset="llama.cpp", max_num_seqs=np_slots,
             max_num_batched_tokens=max(n_batch, np_slots), chunked_prefill=True,
             enable_prefix_caching=False, block_size_tokens=16,
-            ubatch_tokens=min(n_ubatch, n_batch),
-            notes=["llama.cpp update_slots: decode tokens first, then prompt tokens up to "
+            ubatch_tokens=min(n_ubatch, n_batch), prefill_own_graph=True,
+            notes=["llama.cpp -np N (per-slot KV, no -kvu): split_equal puts a step's "
+                   "prompt tokens in graphs of their own, apart from its decodes",
+                   "llama.cpp update_slots: decode tokens first, then prompt tokens up to "
                    "n_batch (prompts split across steps); graphs of n_ubatch tokens",
                    "prompts fill in slot order (ridgeline: arrival order); KV per slot "
                    "n_ctx/np (ridgeline: one shared pool)"])

@@ -7,7 +7,12 @@ every probe is an ordinary ridgeline trace:
   prompt and output lengths, unique prompts), `rounds` x B requests each;
 - context: B = 1 with a long prompt (the attention term per query-key pair);
 - prefill: one request at a time with max_tokens = 1 at several prompt lengths (TTFT = one
-  step of P tokens).
+  step of P tokens);
+- open (issue 19): one Poisson run, about half the slots in flight; its pure-decode steps,
+  reconstructed from the pooled chunk times of all streams (`open_loop_steps`), give T(B)
+  under the slot layouts real load produces and replace the lockstep T(B) (llama.cpp with
+  a per-slot KV cache runs one graph per run of consecutive slot ids: lockstep probes see
+  one layout, docs/calibration.md).
 
 Prompt caching is turned off where the engine allows (`cache_prompt: false` for llama.cpp).
 
@@ -24,6 +29,7 @@ is the engine's own per-request decode time instead, predicted_ms / (predicted_n
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +57,13 @@ class ProbeDesign:
     prefill_tokens: tuple[int, ...] = (16, 64, 128, 256, 512)
     prefill_repeats: int = 3
     batches: tuple[int, ...] = ()
+    # The open-loop probe (issue 19): Poisson arrivals with every slot layout and prompts
+    # joining running decodes, as real load has. 0 requests: none.
+    open_requests: int = 40
+    open_prompt_tokens: int = 64
+    open_output_tokens: int = 64
+    open_rate_req_s: float | None = None   # None: aimed at half the slots in flight
+    slots: int | None = None
 
     def batch_sizes(self) -> list[int]:
         return sorted(set(self.batches)) if self.batches else list(range(1, self.max_batch + 1))
@@ -62,14 +75,20 @@ class ProbeDesign:
                 "context_prompt_tokens": self.context_prompt_tokens,
                 "prefill_tokens": list(self.prefill_tokens),
                 "prefill_repeats": self.prefill_repeats,
+                "open_requests": self.open_requests,
+                "open_prompt_tokens": self.open_prompt_tokens,
+                "open_output_tokens": self.open_output_tokens,
+                "open_rate_req_s": self.open_rate_req_s,
                 "method": "closed-loop lockstep decode per batch size; single-stream "
-                          "prefill with max_tokens=1; client event times"}
+                          "prefill with max_tokens=1; one open-loop Poisson run whose "
+                          "steps (from chunk times) replace the lockstep decode steps; "
+                          "client event times"}
 
 
 @dataclass
 class ProbePoint:
     label: str
-    kind: str          # decode | context | prefill
+    kind: str          # decode | context | prefill | open
     batch: int
     prompt_tokens: int
     output_tokens: int
@@ -86,7 +105,28 @@ def plan_points(design: ProbeDesign) -> list[ProbePoint]:
                               design.decode_output_tokens, design.rounds))
     pts += [ProbePoint(f"prefill-p{p}", "prefill", 1, p, 1, design.prefill_repeats)
             for p in design.prefill_tokens]
+    if design.open_requests > 0:
+        pts.append(ProbePoint("open-poisson", "open", design.slots or design.max_batch,
+                              design.open_prompt_tokens, design.open_output_tokens,
+                              design.open_requests))
     return pts
+
+
+def open_rate_req_s(design: ProbeDesign, samples: list[StepSample]) -> float:
+    """Poisson rate that keeps about half the slots in flight (Little's law on the
+    lockstep/prefill probes: a request lasts T(P) + N * T(B) at B = slots/2)."""
+    if design.open_rate_req_s:
+        return design.open_rate_req_s
+    from ridgeline.calibrate.fit import fit_profile
+    from ridgeline.perf.step_time import BatchWork
+
+    prof = fit_profile(samples)
+    b = max(1, (design.slots or design.max_batch) // 2)
+    p = design.open_prompt_tokens
+    life_s = float(prof.step_time_s(BatchWork(prefill_tokens=p + 1,
+                                                prefill_attn_pairs=p * (p + 1) / 2))) + \
+        design.open_output_tokens * float(prof.step_time_s(BatchWork(decode_seqs=b)))
+    return b / max(life_s, 1e-6)
 
 
 def run_probe(endpoint: Any, design: ProbeDesign, out_dir: str | Path, *,
@@ -102,13 +142,22 @@ def run_probe(endpoint: Any, design: ProbeDesign, out_dir: str | Path, *,
     if engine == "llama.cpp":
         endpoint = type(endpoint)(**{**endpoint.__dict__, "extra_body": {
             **endpoint.extra_body, "cache_prompt": False}})
+    from ridgeline.workload.arrivals import parse_arrival
+
     points = plan_points(design)
     for i, pt in enumerate(points):
         pt.trace_path = str(out / f"probe-{pt.label}.jsonl")
+        if pt.kind == "open":
+            done = [p.trace_path for p in points[:i]]
+            rate = open_rate_req_s(design, samples_from_traces(done)[0])
+            load = LoadSpec(concurrency=None, arrival=parse_arrival("poisson", rate),
+                            requests=pt.requests)
+        else:
+            load = LoadSpec(concurrency=pt.batch, arrival=None, requests=pt.requests,
+                            warmup=1 if i == 0 else 0)
         cfg = BenchConfig(
             endpoint=endpoint,
-            load=LoadSpec(concurrency=pt.batch, arrival=None, requests=pt.requests,
-                          warmup=1 if i == 0 else 0),
+            load=load,
             trace_path=pt.trace_path,
             prompt=parse_lengths(f"fixed:{pt.prompt_tokens}", "--prompt"),
             output=parse_lengths(f"fixed:{pt.output_tokens}", "--output"),
@@ -116,7 +165,9 @@ def run_probe(endpoint: Any, design: ProbeDesign, out_dir: str | Path, *,
             header_extra={"calibration_probe": {"kind": pt.kind, "batch": pt.batch,
                                                 "label": pt.label}})
         if log is not None:
-            log(f"probe {pt.label}: {pt.requests} requests at concurrency {pt.batch}")
+            how = (f"Poisson {load.arrival.rate_req_s:.3g} req/s" if pt.kind == "open"
+                   else f"concurrency {pt.batch}")
+            log(f"probe {pt.label}: {pt.requests} requests at {how}")
         outcome = run_bench(cfg, warn=log or (lambda m: None))
         term_as_interrupt()
         if outcome.interrupted:
@@ -185,7 +236,11 @@ def classify(header: dict[str, Any], recs: list[dict[str, Any]]) -> tuple[str, i
     meta = header.get("calibration_probe")
     if isinstance(meta, dict) and meta.get("kind"):
         return str(meta["kind"]), int(meta.get("batch", 1)), str(meta.get("label", ""))
-    conc = int((header.get("load") or {}).get("concurrency") or 1)
+    load = header.get("load") or {}
+    if not str(load.get("pattern", "closed")).startswith("closed") or (
+            load.get("rate_req_s") and not load.get("concurrency")):
+        return "open", 0, "open"
+    conc = int(load.get("concurrency") or 1)
     if recs and all(int(r.get("output_tokens") or 0) == 1 for r in recs):
         return "prefill", conc, f"prefill-c{conc}"
     return "decode", conc, f"decode-b{conc}"
@@ -219,6 +274,59 @@ def decode_sample(recs: list[dict[str, Any]], batch: int, label: str) -> StepSam
         return StepSample(label, batch, float(np.median(pairs)), float(np.median(gaps)),
                           len(gaps))
     return engine_decode_sample(recs, batch, label)
+
+
+# An open-loop step regime needs this many clean steps to replace the lockstep probe at B.
+MIN_OPEN_STEPS = 12
+
+
+def open_loop_steps(recs: list[dict[str, Any]]) -> list[tuple[float, int, int]]:
+    """(duration_s, decoding streams, prompts that completed) of each engine step of an
+    open-loop run, from the client's chunk times: each chunk ends one step (llama.cpp
+    streams a token right after the `llama_decode` that made it), so the pooled chunk
+    times of all streams, clustered within 30% of a step, are the step ends. A step counts
+    only when some stream was already decoding before it (no idle time in it)."""
+    ev = sorted((float(t), i, k) for i, r in enumerate(recs)
+                for k, t in enumerate(r.get("event_times_s") or []))
+    per = [np.diff(np.asarray(r["event_times_s"], dtype=np.float64)) for r in recs
+           if len(r.get("event_times_s") or []) >= 3]
+    if not ev or not per:
+        return []
+    gap = float(np.median(np.concatenate(per)))
+    if gap < MIN_CLIENT_GAP_S:
+        return []      # the client cannot resolve single steps
+    tol = 0.3 * gap
+    groups: list[list[tuple[float, int, int]]] = []
+    for e in ev:
+        if groups and e[0] - groups[-1][-1][0] < tol:
+            groups[-1].append(e)
+        else:
+            groups.append([e])
+    out = []
+    for prev, cur in itertools.pairwise(groups):
+        dec = sum(1 for _, _, k in cur if k > 0)
+        if dec == 0:
+            continue
+        new = sum(1 for _, _, k in cur if k == 0)
+        out.append((min(t for t, _, _ in cur) - max(t for t, _, _ in prev), dec, new))
+    return out
+
+
+def open_loop_samples(recs: list[dict[str, Any]], label: str) -> list[StepSample]:
+    """The pure-decode steps of an open-loop run, mean per decode batch B (with at
+    least MIN_OPEN_STEPS steps): T(B) as real load sees it, every slot layout and context
+    mix included (docs/calibration.md: llama.cpp runs one ubatch per run of consecutive
+    slot ids, which lockstep probes sample only one layout of)."""
+    by_b: dict[int, list[float]] = {}
+    for dt, b, new in open_loop_steps(recs):
+        if new == 0:
+            by_b.setdefault(b, []).append(dt)
+    ctx = float(np.median([(r.get("prompt_tokens") or 0) + 0.5 * (r.get("output_tokens") or 0)
+                           for r in recs])) if recs else 0.0
+    # The mean, not the median: a request's TPOT is the mean of the steps it lived through,
+    # and the slot layouts make the distribution skewed (a 3-run step costs ~4x a 1-run one).
+    return [StepSample(f"{label}-b{b}", b, b * ctx, float(np.mean(v)), len(v))
+            for b, v in sorted(by_b.items()) if len(v) >= MIN_OPEN_STEPS]
 
 
 def engine_decode_sample(recs: list[dict[str, Any]], batch: int, label: str
@@ -281,6 +389,19 @@ def samples_from_traces(paths: list[str | Path]) -> tuple[list[StepSample], list
         kind, batch, label = classify(header, recs)
         label = label or Path(path).stem
         refs.append(trace_ref(path, label, len(recs)))
+        if kind == "open":
+            got = open_loop_samples(recs, label)
+            if not got:
+                notes.append(f"{label}: no resolvable open-loop steps in {path} (steps "
+                             f"under {MIN_CLIENT_GAP_S * 1e3:g} ms or under "
+                             f"{MIN_OPEN_STEPS} per batch size); point skipped")
+            else:
+                notes.append(f"{label}: open-loop decode steps at B = "
+                             f"{', '.join(str(x.tokens) for x in got)} replace the lockstep "
+                             "probes there (" + ", ".join(
+                                 f"{x.samples} steps at B={x.tokens}" for x in got) + ")")
+            samples.extend(got)
+            continue
         s = prefill_sample(recs, label) if kind == "prefill" else decode_sample(recs, batch,
                                                                                  label)
         if s is None:
@@ -313,5 +434,6 @@ def engine_facts(paths: list[str | Path]) -> EngineFacts:
 
 
 __all__ = ["EngineFacts", "ProbeDesign", "ProbePoint", "classify", "decode_sample",
-           "engine_facts", "plan_points", "prefill_sample", "read_jsonl", "run_probe",
+           "engine_facts", "open_loop_samples", "open_loop_steps", "open_rate_req_s",
+           "plan_points", "prefill_sample", "read_jsonl", "run_probe",
            "samples_from_traces", "timing_note", "trace_ref"]

@@ -18,12 +18,28 @@ from ridgeline.errors import RidgelineError
 
 @dataclass(frozen=True)
 class LoadPoint:
-    """A held-out load point: closed loop at `concurrency`, or Poisson at `rate_req_s`."""
+    """A held-out load point: closed loop at `concurrency`, or Poisson at `rate_req_s`, or
+    Poisson at `capacity_fraction` of the calibrated profile's capacity."""
 
     label: str
     concurrency: int | None = None
     rate_req_s: float | None = None
     requests: int = 20
+    capacity_fraction: float | None = None
+
+
+def capacity_req_s(profile: Any, slots: int, prompt_tokens: int, output_tokens: int) -> float:
+    """Saturated request rate of a llama.cpp-like engine by the profile: every request costs
+    its prefill step (everyone waits) plus its share of full-batch decode steps."""
+    from ridgeline.perf.step_time import BatchWork
+
+    p = prompt_tokens + 1
+    t_p = float(profile.step_time_s(BatchWork(prefill_tokens=p,
+                                               prefill_attn_pairs=p * (p + 1) / 2)))
+    t_d = float(profile.step_time_s(BatchWork(decode_seqs=slots,
+                                               decode_context_tokens=slots * (p + output_tokens
+                                                                              / 2))))
+    return 1.0 / (t_p + output_tokens * t_d / slots)
 
 
 @dataclass
@@ -40,6 +56,10 @@ class RealLoopConfig:
     context_prompt_tokens: int = 384
     prefill_tokens: tuple[int, ...] = (16, 64, 128, 256, 512)
     prefill_repeats: int = 3
+    open_requests: int = 40             # the open-loop probe (0: none)
+    open_prompt_tokens: int = 64
+    open_output_tokens: int = 64
+    open_rate_req_s: float | None = None
     prompt: str = "fixed:64"            # held-out points' lengths
     output: str = "fixed:32"
     points: tuple[LoadPoint, ...] = (LoadPoint("closed c=3", concurrency=3, requests=15),)
@@ -89,7 +109,11 @@ def run_real_loop(cfg: RealLoopConfig, log: Callable[[str], None] = print) -> Re
                          decode_output_tokens=cfg.decode_output_tokens, rounds=cfg.rounds,
                          context_prompt_tokens=cfg.context_prompt_tokens,
                          prefill_tokens=cfg.prefill_tokens,
-                         prefill_repeats=cfg.prefill_repeats)
+                         prefill_repeats=cfg.prefill_repeats,
+                         open_requests=cfg.open_requests,
+                         open_prompt_tokens=cfg.open_prompt_tokens,
+                         open_output_tokens=cfg.open_output_tokens,
+                         open_rate_req_s=cfg.open_rate_req_s, slots=cfg.slots)
     traces: list[Path] = []
     log(f"llama-server {exe} with {model.gguf_path} (-np {cfg.slots} -t {cfg.threads})")
     srv = LlamaServer(exe, model.gguf_path, n_parallel=cfg.slots, threads=cfg.threads,
@@ -108,7 +132,17 @@ def run_real_loop(cfg: RealLoopConfig, log: Callable[[str], None] = print) -> Re
         profile.provenance.model = f"{model.shape.name} ({model.gguf_path.name})"
         profile_path = out / "profile.json"
         profile.save(profile_path)
+        from ridgeline.workload.lengths import parse_lengths
+
+        cap = capacity_req_s(profile, cfg.slots,
+                             int(parse_lengths(cfg.prompt, "--prompt").mean_tokens),
+                             int(parse_lengths(cfg.output, "--output").mean_tokens))
+        log(f"capacity by the profile: {cap:.3g} req/s")
         for i, pt in enumerate(cfg.points):
+            if pt.capacity_fraction:
+                pt = LoadPoint(f"poisson {pt.capacity_fraction:.0%} cap "
+                               f"({pt.capacity_fraction * cap:.3g} req/s)",
+                               rate_req_s=pt.capacity_fraction * cap, requests=pt.requests)
             traces.append(bench_point(endpoint, pt, out, cfg.prompt, cfg.output,
                                       cfg.seed + 100 + i, log))
         server_log = srv.log_file
@@ -149,7 +183,7 @@ def bench_point(endpoint: Any, pt: LoadPoint, out: Path, prompt: str, output: st
 
 
 __all__ = ["LoadPoint", "RealLoopConfig", "RealLoopResult", "bench_point", "binary_or_error",
-           "run_real_loop"]
+           "capacity_req_s", "run_real_loop"]
 
 
 def demo_real(out_dir: str) -> None:

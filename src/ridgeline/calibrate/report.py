@@ -66,5 +66,15 @@ def print_verify(report: Any) -> None:
                     f"[{row.ci_low:.2f}, {row.ci_high:.2f}]", f"{row.error:+.1%}",
                     "yes" if row.in_ci else "no", bound, ok)
     con.print(tab)
+    if report.loads:
+        lt = Table(title="engine load per point (time averages) — predicted vs measured",
+                   title_justify="left")
+        for c in ("point", "in flight pred", "in flight meas", "decode batch pred",
+                  "decode batch meas"):
+            lt.add_column(c, justify="left" if c == "point" else "right")
+        for x in report.loads:
+            lt.add_row(x.point, f"{x.in_flight_predicted:.2f}", f"{x.in_flight_measured:.2f}",
+                       f"{x.decoding_predicted:.2f}", f"{x.decoding_measured:.2f}")
+        con.print(lt)
     for line in report.summary_lines():
         con.print(line)

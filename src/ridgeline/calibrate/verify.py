@@ -62,8 +62,23 @@ class VerifyRow:
 
 
 @dataclass
+class PointLoad:
+    """How loaded the engine was at one point, predicted vs measured: time averages over the
+    point's span (first send to last completion) of the requests in flight (sent, not yet
+    complete) and of the requests decoding (first to last output event), i.e. the mean
+    decode batch. A prediction that is too fast shows fewer of both (docs/calibration.md)."""
+
+    point: str
+    in_flight_predicted: float
+    in_flight_measured: float
+    decoding_predicted: float
+    decoding_measured: float
+
+
+@dataclass
 class VerifyReport:
     rows: list[VerifyRow] = field(default_factory=list)
+    loads: list[PointLoad] = field(default_factory=list)
     bounds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -93,6 +108,7 @@ class VerifyReport:
 
         metrics = list(dict.fromkeys(r.metric for r in self.rows))
         return {"rows": [{k: clean(v) for k, v in asdict(r).items()} for r in self.rows],
+                "loads": [{k: clean(v) for k, v in asdict(x).items()} for x in self.loads],
                 "bounds": self.bounds, "failed": self.failed, "warnings": self.warnings,
                 "median_abs_error": {m: clean(self.median_abs_error(m)) for m in metrics}}
 
@@ -131,6 +147,26 @@ def replay_workload(trace: Any, closed_loop: bool = False) -> Any:
     return Workload(prompt, output, arrival_s=sent - sent[0])
 
 
+def occupancy(trace: Any) -> tuple[float, float]:
+    """(mean requests in flight, mean requests decoding) of a trace's successful requests,
+    time-averaged over [first send, last completion]; NaN when it has no span."""
+    from ridgeline.trace.table import STATUS_CODE
+
+    ok = np.flatnonzero((trace.status == STATUS_CODE["ok"]) & (trace.event_counts > 0))
+    if ok.size == 0:
+        return math.nan, math.nan
+    first = trace.event_times_s[trace.event_offsets[ok]]
+    last = trace.event_times_s[trace.event_offsets[ok + 1] - 1]
+    sent = trace.sent_s[ok]
+    end = np.where(np.isfinite(trace.end_s[ok]), trace.end_s[ok], last)
+    span = float(np.nanmax(end) - np.nanmin(sent))
+    if not span > 0:
+        return math.nan, math.nan
+    in_flight = float(np.nansum(end - sent)) / span
+    decoding = float(np.nansum(last - first)) / span
+    return in_flight, decoding
+
+
 def _pct(analysis: Any, key: str, q: str) -> tuple[float, float, float]:
     d = analysis.latency.get(key)
     if d is None or d.unavailable or q not in d.percentiles:
@@ -140,8 +176,8 @@ def _pct(analysis: Any, key: str, q: str) -> tuple[float, float, float]:
 
 
 def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str, float],
-                 seed: int = 0, config: Any = None, closed_loop: bool = False
-                 ) -> list[VerifyRow]:
+                 seed: int = 0, config: Any = None, closed_loop: bool = False,
+                 loads: list[PointLoad] | None = None) -> list[VerifyRow]:
     """Rows for one trace; `profile` is any step-time model (`config`: its EngineConfig,
     default the profile's own scheduling)."""
     from ridgeline.metrics.analysis import analyze
@@ -152,9 +188,13 @@ def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str,
     res = simulate(wl, config if config is not None else profile.engine_config(), profile)
     sim_header = TraceHeader(source="simulate", clock="virtual", engine="ridgeline-sim",
                              load=dict(trace.header.load or {}))
-    predicted = analyze(res.to_trace(sim_header), seed=seed)
+    sim_trace = res.to_trace(sim_header)
+    predicted = analyze(sim_trace, seed=seed)
     measured = analyze(trace, seed=seed)
     label = point_label(trace)
+    if loads is not None:
+        (fp, dp), (fm, dm) = occupancy(sim_trace), occupancy(trace)
+        loads.append(PointLoad(label, fp, fm, dp, dm))
     rows = []
     for m in metrics:
         name, _, q = m.partition("_p")
@@ -182,11 +222,11 @@ def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None
     for path in trace_paths:
         trace = load_trace(path, fmt)
         report.rows.extend(verify_trace(trace, profile, metrics, bounds, seed, config,
-                                        closed_loop))
+                                        closed_loop, report.loads))
     if getattr(profile, "extrapolated_steps", 0):
         report.warnings.append(profile.assumptions()[-1])
     return report
 
 
-__all__ = ["DEFAULT_METRICS", "METRICS", "VerifyReport", "VerifyRow", "parse_bounds",
-           "point_label", "replay_workload", "verify", "verify_trace"]
+__all__ = ["DEFAULT_METRICS", "METRICS", "PointLoad", "VerifyReport", "VerifyRow",
+           "occupancy", "parse_bounds", "point_label", "replay_workload", "verify", "verify_trace"]

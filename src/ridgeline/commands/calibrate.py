@@ -61,6 +61,16 @@ def engine_cmd(
     prefill_tokens: Annotated[str, typer.Option("--prefill-tokens", help="Prefill probe "
                                                 "prompt lengths.")] = "16,64,128,256,512",
     prefill_repeats: Annotated[int, typer.Option("--prefill-repeats", min=1, max=1000)] = 3,
+    open_requests: Annotated[int, typer.Option(
+        "--open-requests", min=0, max=100_000, help="Requests of the open-loop (Poisson) probe "
+        "whose steps replace the lockstep decode steps (0: none).")] = 40,
+    open_prompt_tokens: Annotated[int, typer.Option("--open-prompt-tokens", min=1,
+                                                    max=10_000_000)] = 64,
+    open_output_tokens: Annotated[int, typer.Option("--open-output-tokens", min=3,
+                                                    max=10_000_000)] = 64,
+    open_rate: Annotated[float | None, typer.Option("--open-rate", min=0.001, max=1e7,
+                                                    help="Its rate, req/s (default: about "
+                                                    "half the slots in flight).")] = None,
     preset: PresetOpt = "llama.cpp",
     slots: SlotsOpt = None,
     n_batch: NBatchOpt = 2048,
@@ -88,7 +98,9 @@ def engine_cmd(
                          context_prompt_tokens=context_tokens,
                          prefill_tokens=tuple(_ints(prefill_tokens, "--prefill-tokens")),
                          prefill_repeats=prefill_repeats,
-                         batches=tuple(_ints(batches, "--batches")) if batches else ())
+                         batches=tuple(_ints(batches, "--batches")) if batches else (),
+                         open_requests=open_requests, open_prompt_tokens=open_prompt_tokens,
+                         open_output_tokens=open_output_tokens, open_rate_req_s=open_rate)
     endpoint = EndpointConfig(base_url=base_url, model=model, timeout_s=timeout_s,
                               ignore_eos=True)
     pdir = probe_dir or str(Path(out).with_suffix("")) + "-probe"

@@ -36,6 +36,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     StrictInt,
     ValidationError,
     model_validator,
@@ -98,6 +99,9 @@ class Scheduling(BaseModel):
     enable_prefix_caching: bool = False
     block_size_tokens: StrictInt = Field(16, ge=1, le=MAX_BLOCK_SIZE_TOKENS)
     ubatch_tokens: StrictInt | None = Field(None, ge=1, le=MAX_STEP_TOKENS)
+    # llama.cpp with a per-slot KV cache (-np N without -kvu): a step's prompt tokens never
+    # share a graph with its decodes (split_equal), so a mixed step is T(decodes) + T(prompt).
+    prefill_own_graph: StrictBool = False
     notes: list[str] = Field(default_factory=list)
 
 
@@ -213,11 +217,14 @@ class CalibrationProfile(BaseModel):
 
     def step_time_s(self, work: BatchWork) -> ArrayLike:
         """Seconds one engine step takes; broadcasts over array fields; no work -> 0 s."""
-        n = np.asarray(work.prefill_tokens, dtype=np.float64) + np.asarray(
-            work.decode_seqs, dtype=np.float64)
+        p = np.asarray(work.prefill_tokens, dtype=np.float64)
+        d = np.asarray(work.decode_seqs, dtype=np.float64)
+        n = p + d
         pairs = np.asarray(work.prefill_attn_pairs, dtype=np.float64) + np.asarray(
             work.decode_context_tokens, dtype=np.float64)
-        t = self.table_time_s(n) + self.per_pair_s * pairs
+        graphs = self.table_time_s(p) + self.table_time_s(d) \
+            if self.scheduling.prefill_own_graph else self.table_time_s(n)
+        t = graphs + self.per_pair_s * pairs
         out = np.where(n > 0, t, 0.0)
         return float(out) if out.ndim == 0 else out
 
@@ -267,7 +274,9 @@ class CalibrationProfile(BaseModel):
             f"{self.scheduling.max_num_batched_tokens}, chunked prefill "
             f"{'on' if self.scheduling.chunked_prefill else 'off'}"
             + (f", ubatch {self.scheduling.ubatch_tokens} tokens"
-               if self.scheduling.ubatch_tokens else ""),
+               if self.scheduling.ubatch_tokens else "")
+            + (", a step's prompt tokens in their own graph: T(decodes) + T(prompt)"
+               if self.scheduling.prefill_own_graph else ""),
         ]
         if self._extrapolated_steps:
             out.append(f"WARNING: {self._extrapolated_steps} steps had more tokens than the "
