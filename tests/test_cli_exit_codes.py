@@ -506,7 +506,7 @@ HOSTILE: list[Any] = [
 
 def _hostile_files(d: Path, trace: Path) -> None:
     """The files the HOSTILE cases read (a good profile and its broken twins, replays)."""
-    from ridgeline.calibrate.profile import CalibrationProfile
+    from ridgeline.sim.calibrated_profile import CalibrationProfile
 
     good = json.loads(CalibrationProfile.from_table(
         [1, 8, 64, 512], [0.01, 0.012, 0.03, 0.2], kv_bytes_per_token=131072,
@@ -628,9 +628,10 @@ def _alive(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def long_trace(work: Path) -> Path:
     """A trace long enough that report, verify and calibrate fit are still busy after a
-    couple of CPU seconds (40,000 requests, ~45 MB)."""
+    couple of CPU seconds (120,000 requests: at 40,000 verify and report finished in ~1.6
+    CPU-s, so a Ctrl-C at 1.5 could land in the interpreter's exit and kill it by signal)."""
     path = work / "long.jsonl"
-    proc = run("simulate", "--rate", "200", "-n", "40000", "--prompt", "fixed:100",
+    proc = run("simulate", "--rate", "200", "-n", "120000", "--prompt", "fixed:100",
                "--output", "fixed:50", "--trace", str(path), "--json")
     assert proc.returncode == 0, proc.stderr
     return path
@@ -641,7 +642,7 @@ def test_ctrl_c_of_a_long_command_exits_130_and_stops_its_children(
         kind: str, work: Path, long_trace: Path) -> None:
     profile = work / "ctrlc-profile.json"
     if not profile.exists():
-        from ridgeline.calibrate.profile import CalibrationProfile
+        from ridgeline.sim.calibrated_profile import CalibrationProfile
 
         CalibrationProfile.from_table([1, 8, 64, 512], [0.01, 0.012, 0.03, 0.2]).save(profile)
     out = work / f"ctrlc-{kind.split()[0]}"
