@@ -4,11 +4,8 @@ console script against `ridgeline serve`, writes vLLM's result file where vLLM w
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,35 +15,18 @@ import pytest
 from ridgeline.bench.dataset import parse_dataset, sonnet_requests
 from ridgeline.bench.peer_flags import backend_api, normalize_argv, random_lengths
 from ridgeline.errors import RidgelineError
+from ridgeline.serve.launcher import EmulatorProcess
 from ridgeline.workload.lengths import parse_lengths
 
 RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen([RIDGELINE, "serve", "--model", "llama-3.1-8b", "--port",
-                             str(port), "--speed", "20"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                with urllib.request.urlopen(url + "/v1/models", timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    # the project's launcher: a free port without a race, health-checked, killed on stop
+    with EmulatorProcess(command=[RIDGELINE, "serve", "--model", "llama-3.1-8b", "--port", "0",
+                                  "--speed", "20"]) as emu:
+        yield emu.base_url
 
 
 def _bench(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

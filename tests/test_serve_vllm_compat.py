@@ -5,10 +5,7 @@ vLLM's defaults (prefix caching on, chat output up to the rest of the context). 
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,35 +14,19 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ridgeline.serve.launcher import EmulatorProcess
+
 RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
 MODEL = "llama-3.1-8b"
 DATA = Path(__file__).parent / "data"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen([RIDGELINE, "serve", "--model", MODEL, "--port", str(port),
-                             "--max-model-len", "4096", "--max-num-seqs", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    # the project's launcher: a free port without a race, health-checked, killed on stop
+    with EmulatorProcess(command=[RIDGELINE, "serve", "--model", MODEL, "--port", "0",
+                                  "--max-model-len", "4096", "--max-num-seqs", "2"]) as emu:
+        yield emu.base_url
 
 
 def _samples(url: str) -> dict[str, list]:
