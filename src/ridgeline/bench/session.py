@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +173,13 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None) -> PlanOutcome:
     from ridgeline.metrics.telemetry import trace_file_telemetry
     from ridgeline.workload.arrivals import ArrivalProcess, parse_arrival
 
+    # The options a plan hands to every point's run unchanged: BenchConfig's fields that the
+    # plan also declares (same name, same meaning), less those each point sets itself.
+    # Derived, so a field added to both is passed on without a second list to keep in step.
+    plan_fields = {f.name for f in fields(BenchPlan)}
+    shared = [f.name for f in fields(BenchConfig)
+              if f.name in plan_fields and f.name not in ("endpoint", "header_extra")]
+
     hooks = hooks or SessionHooks()
     emulator_cm: contextlib.AbstractContextManager = contextlib.nullcontext()
     header_extra = dict(plan.header_extra)
@@ -209,15 +216,8 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None) -> PlanOutcome:
                             duration_s=plan.duration_s, warmup=plan.warmup)
             cfg = BenchConfig(
                 endpoint=endpoint, load=load, trace_path=plan.trace_path_for(point.label),
-                dataset=plan.dataset, prompt=plan.prompt, output=plan.output,
-                prefix_groups=plan.prefix_groups, prefix_tokens=plan.prefix_tokens,
-                tokenizer=plan.tokenizer, seed=plan.seed, grace_s=plan.grace_s,
-                max_error_rate=plan.max_error_rate, workers=plan.workers,
-                ray_address=plan.ray_address, progress=plan.progress,
-                header_extra=dict(header_extra), prompt_nonce=plan.prompt_nonce,
-                point_index=point_index, replay=plan.replay, multi_turn=plan.multi_turn,
-                telemetry=plan.telemetry, cancel_rate_pct=plan.cancel_rate_pct,
-                cancel_delay_s=plan.cancel_delay_s)
+                header_extra=dict(header_extra), point_index=point_index,
+                **{name: getattr(plan, name) for name in shared})
             if plan.sweeping and hooks.on_point is not None:
                 hooks.on_point(point, str(cfg.trace_path))
             kwargs: dict[str, Any] = {"on_start": hooks.on_start}
