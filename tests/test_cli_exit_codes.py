@@ -675,3 +675,17 @@ def test_ctrl_c_of_a_long_command_exits_130_and_stops_its_children(
         assert footer["type"] == "footer" and footer["interrupted"] is True
     else:  # nothing half-written
         assert not Path(f"{out}.html").exists() and not Path(f"{out}.json").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["simulate", "--rate", "5", "-n", "100", "--arrival",
+     "diurnal:peak=10,trough=1,period=1e-300"],
+    ["plan", "--model", "llama-3.1-8b", "--hardware", "l40s", "--rate", "9", "--slo",
+     "ttft_ms:1000", "-n", "1000000000"],
+])
+def test_an_error_inside_the_progress_bar_is_still_the_only_line(args: list[str]) -> None:
+    # Raised while the (transient) progress bar is up: off a terminal the bar is off, so
+    # stderr is the one error line and nothing before it.
+    proc = subprocess.run([str(RIDGELINE), *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, repr(proc.stderr)

@@ -6,6 +6,7 @@ Only typer and the standard library at import time.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated
 
 import typer
@@ -149,7 +150,10 @@ def plan_cmd(
     if plot:
         check_plot_path(plot)    # before the search, not after it
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        console=Console(stderr=True), transient=True)
+                        console=Console(stderr=True), transient=True,
+                        # off the terminal a bar is noise, and its closing newline would
+                        # stand before a one-line error
+                        disable=not sys.stderr.isatty())
     tasks: dict[str, int] = {}
 
     def on_progress(stage: str, done: int, total: int) -> None:

@@ -6,6 +6,7 @@ Only typer and the standard library at import time; the simulator loads inside t
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -289,7 +290,10 @@ def _run_all(sc: Any, built: Any, rates: list[float | None], trace: str | None,
     runs = []
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("ETA"), TimeRemainingColumn(),
-                        console=Console(stderr=True), transient=True)
+                        console=Console(stderr=True), transient=True,
+                        # off the terminal a bar is noise, and its closing newline would
+                        # stand before a one-line error
+                        disable=not sys.stderr.isatty())
     with progress:
         task = progress.add_task("simulating", total=n * len(rates))
         for k, rate in enumerate(rates):
