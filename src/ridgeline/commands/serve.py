@@ -17,6 +17,8 @@ from ridgeline.commands.options import (
     BandwidthEffOpt,
     CalibrationOpt,
     ComputeEffOpt,
+    EngineCostsOpt,
+    EngineOpt,
     EpOpt,
     HardwareOpt,
     KernelOverheadOpt,
@@ -43,6 +45,8 @@ def serve(
     bandwidth_efficiency: BandwidthEffOpt = None,
     kernel_overhead_us: KernelOverheadOpt = None,
     calibration: CalibrationOpt = None,
+    engine: EngineOpt = "vllm",
+    engine_costs: EngineCostsOpt = True,
     host: Annotated[str, typer.Option(
         "--host", help="Address to bind. Default loopback only; anything else exposes the "
         "emulator to the network.")] = "127.0.0.1",
@@ -114,9 +118,10 @@ def serve(
 ) -> None:
     """Serve the OpenAI API with the timing of MODEL on HARDWARE (emulated, no GPU).
 
-    Each engine step takes the perf model's time for that step's batch, on the wall clock.
-    Endpoints: /v1/completions, /v1/chat/completions, /v1/models, /metrics (vLLM names),
-    /health, /ridgeline/stats. Binds 127.0.0.1 unless --host says otherwise.
+    Each engine step takes the perf model's time for that step's batch, on the wall clock;
+    the engine's per-request cost delays every token of a request, as in `simulate`
+    (docs/serve.md). Endpoints: /v1/completions, /v1/chat/completions, /v1/models,
+    /metrics (vLLM names), /health, /ridgeline/stats. Binds 127.0.0.1 unless --host says otherwise.
     """
     from ridgeline.errors import RidgelineError, field_error
     from ridgeline.serve.app import EmulatorConfig, create_app
@@ -131,15 +136,24 @@ def serve(
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
         block_size_tokens=block_size, enable_prefix_caching=enable_prefix_caching,
         chunked_prefill=chunked_prefill)
+    # The engine preset and its fitted CPU costs, chosen as `simulate` chooses them (one
+    # Scenario rule: off with --no-engine-costs or a calibrated profile, which measured them).
+    from ridgeline.sim.engine_costs import capacity_policy_for
+    from ridgeline.sim.scenario import Scenario
+
+    costs = Scenario(engine=engine, engine_costs=engine_costs, calibration=calibration).costs()
+    policy = capacity_policy_for(engine)
     if calibration:   # the measured engine's step times and scheduling
         from ridgeline.sim.step_model import engine_kwargs, load_step_model
 
         engine_kw = engine_kwargs(load_step_model(calibration, lambda: None))
+        policy = "vllm"  # the profile's scheduling, as `simulate --calibration` runs it
     built = build_engine(
         model, hardware, weights=weights, kv=kv, activations=activations, tp=tp, pp=pp,
         ep=ep, compute_efficiency=compute_efficiency,
         bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
-        gpu_memory_utilization=gpu_memory_utilization, **engine_kw)
+        gpu_memory_utilization=gpu_memory_utilization, engine_costs=costs,
+        capacity_policy=policy, **engine_kw)
     # As vLLM: a context that cannot fit in the KV cache is a configuration error, and by
     # default the context is capped to what fits (vLLM would refuse to start instead).
     if max_model_len is not None and max_model_len > built.kv_capacity_tokens:
@@ -167,6 +181,8 @@ def serve(
     typer.echo(f"ridgeline serve: {model} on {hardware}, speed x{speed:g}, "
                f"KV capacity {built.kv_capacity_tokens} tokens, max_model_len {context}, "
                f"tokenizer {app.state.emulator.tokenizer.name}", err=True)
+    if hasattr(built.step_model, "assumptions"):   # the lines `simulate` prints
+        typer.echo("assumptions: " + "; ".join(built.step_model.assumptions()), err=True)
     # Objects alive now live as long as the server: keep the collector from rescanning them.
     gc.collect()
     gc.freeze()

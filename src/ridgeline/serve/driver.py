@@ -17,11 +17,22 @@ late token is counted in `lag_s` (its emitted wall time minus its intended wall 
 
 Requests submitted during a step join the next one (as in vLLM); when the engine is idle,
 the next step starts at the first new request's arrival time, as in the simulator.
+
+The engine's per-request cost (`EngineConfig.request_overhead_s` + `request_overhead_steps`
+x the mean decode step, ridgeline.sim.engine_costs) delays the delivery of each step's
+tokens, as `simulate` shifts its token times: the engine steps on meanwhile, so the shift
+stays out of batching exactly as in simulate. The mean decode step is the run's so far
+(`LiveRequestOverhead`): the pooled gaps between each request's tokens on the engine's
+timeline, before any shift; before the first gap, the step model's decode step for the batch
+at hand. One shift per step keeps the tokens of one step together across requests, as
+simulate's one shift per replica does. Every time the emulator reports (the callbacks behind
+/metrics, the streams' token times, the lag) is the delivery time, shift included.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import time
@@ -31,6 +42,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ridgeline.sim.engine_costs import LiveRequestOverhead
 from ridgeline.sim.sequence import WAITING
 
 
@@ -81,6 +93,10 @@ class Stream:
     arrival_emu_s: float
     writer: StreamWriter | None = None
     tokens_emitted: int = 0
+    # Tokens the engine has produced (>= tokens_emitted while a shifted delivery is pending)
+    # and when it produced the last one, on the engine's timeline (no shift).
+    tokens_produced: int = 0
+    produced_emu_s: float | None = None
     # When the engine first scheduled it (vLLM's "scheduled" event: queue time ends).
     scheduled_emu_s: float | None = None
     first_token_emu_s: float | None = None
@@ -176,6 +192,17 @@ class EngineDriver:
         self.lag = LagRecorder()
         self.steps = 0
         self.tokens_delivered = 0
+        # The per-request cost (None: deliver at the step boundary), from the engine config
+        # simulate reads too; steps wait in `_pending` until their shifted delivery time.
+        cfg = getattr(engine, "config", None)
+        over_s = float(getattr(cfg, "request_overhead_s", 0.0) or 0.0)
+        over_steps = float(getattr(cfg, "request_overhead_steps", 0.0) or 0.0)
+        self.overhead = (LiveRequestOverhead(over_s, over_steps) if over_s or over_steps
+                         else None)
+        self._pending: collections.deque[tuple[float, Any, list[Any]]] = collections.deque()
+        self._pending_wake = asyncio.Event()
+        self._last_delivery_emu_s = 0.0
+        self._deliver_task: asyncio.Task[None] | None = None
 
     # -- time -----------------------------------------------------------------------
     def now_emu_s(self) -> float:
@@ -189,16 +216,21 @@ class EngineDriver:
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            loop = asyncio.get_running_loop()
+            self._task = loop.create_task(self._run())
+            if self.overhead is not None:
+                self._deliver_task = loop.create_task(self._deliver_loop())
 
     async def stop(self) -> None:
         """End every open stream (clients get an error event) and stop the loop."""
         self.end_all("server shutting down")
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._deliver_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._deliver_task = None
+        self._pending.clear()
 
     def begin_drain(self) -> None:
         """Refuse new requests (503); streams in flight go on to their end."""
@@ -284,7 +316,10 @@ class EngineDriver:
             prepared = self._prepare(result)
             if duration > 0:
                 await self._sleep_until(end)
-            self._deliver(result, prepared, end)
+            if self.overhead is None:
+                self._deliver(result, prepared, end)
+            else:
+                self._defer(result, prepared, end)
             if duration <= 0 and not (result.emitted or result.finished
                                       or _ids(result, "rejected")):
                 # Work exists but nothing can be scheduled now (blocked on KV, say):
@@ -325,6 +360,48 @@ class EngineDriver:
         while clock() < target:
             await asyncio.sleep(0)
 
+    def _defer(self, result: Any, prepared: list[Any], end_emu: float) -> None:
+        """Queue a step's output for delivery at its end plus the per-request shift."""
+        over = self.overhead
+        assert over is not None
+        gap_sum, gaps = 0.0, 0
+        contexts: list[int] = []
+        for stream, _n, _payload, reason in prepared:
+            if stream.produced_emu_s is not None:
+                gap_sum += end_emu - stream.produced_emu_s
+                gaps += 1
+            stream.produced_emu_s = end_emu
+            if reason is None:
+                contexts.append(stream.prompt_tokens + stream.tokens_produced)
+        over.observe_gaps(gap_sum, gaps)
+        prior = 0.0 if over.gaps else self._predicted_decode_s(contexts, result)
+        # never before an earlier step's delivery (the mean moves a little between steps)
+        at = max(end_emu + over.shift_s(prior), self._last_delivery_emu_s)
+        self._last_delivery_emu_s = at
+        self._pending.append((at, result, prepared))
+        self._pending_wake.set()
+
+    def _predicted_decode_s(self, contexts: list[int], result: Any) -> float:
+        """The step model's decode step for these sequences (before any token gap exists)."""
+        time_steps = getattr(self.engine, "time_steps", None)
+        if not contexts or time_steps is None:
+            return float(result.duration_s)
+        z = np.zeros(1)
+        return float(time_steps(z, z, z, z, np.array([float(len(contexts))]),
+                                np.array([float(sum(contexts))]))[0])
+
+    async def _deliver_loop(self) -> None:
+        pending = self._pending
+        while True:
+            if not pending:
+                self._pending_wake.clear()
+                await self._pending_wake.wait()
+                continue
+            at, result, prepared = pending[0]
+            await self._sleep_until(at)
+            pending.popleft()
+            self._deliver(result, prepared, at)
+
     def _prepare(self, result: Any) -> list[tuple[Stream, int, bytes | None, str | None]]:
         """Render this step's output now, while the step is "running"."""
         finished = set(result.finished)
@@ -335,8 +412,9 @@ class EngineDriver:
             if stream is None or n <= 0:
                 continue
             reason = None
+            stream.tokens_produced += int(n)
             if rid in finished:
-                reason = "length" if stream.tokens_emitted + n >= stream.max_tokens else "stop"
+                reason = "length" if stream.tokens_produced >= stream.max_tokens else "stop"
             writer = stream.writer
             payload = writer.render(int(n), reason) if writer is not None else None
             prepared.append((stream, int(n), payload, reason))

@@ -67,8 +67,15 @@ def build_engine(
     enable_prefix_caching: bool = False,
     chunked_prefill: bool = True,
     step_model: Any | None = None,
+    engine_costs: Any | None = None,
+    capacity_policy: str = "vllm",
 ) -> BuiltEngine:
-    """The real engine timed by the roofline perf model (or by `step_model` if given)."""
+    """The real engine timed by the roofline perf model (or by `step_model` if given).
+
+    `engine_costs` (an `ridgeline.sim.engine_costs.EngineCosts`, as `simulate --engine`
+    loads it): its per-step terms go into the roofline model, its per-request shift into the
+    engine config, where the driver reads it (serve/driver.py), as `simulate` does.
+    A calibrated profile (`step_model`) measured those costs already: pass None with it."""
     from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest, kv_blocks_from_memory
 
     if step_model is None:
@@ -78,7 +85,8 @@ def build_engine(
             model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,
             tp=tp, pp=pp, ep=ep, compute_efficiency=compute_efficiency,
             bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
-            max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+            max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+            **({"engine_costs": engine_costs} if engine_costs is not None else {}))
     num_kv_blocks = kv_blocks_from_memory(step_model, gpu_memory_utilization,
                                           block_size_tokens, f"{model} on {hardware}")
     kv_tokens = int(step_model.kv_capacity_tokens(gpu_memory_utilization))
@@ -86,7 +94,10 @@ def build_engine(
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
         chunked_prefill=chunked_prefill, block_size_tokens=block_size_tokens,
         num_kv_blocks=num_kv_blocks,
-        enable_prefix_caching=enable_prefix_caching)
+        enable_prefix_caching=enable_prefix_caching,
+        request_overhead_s=engine_costs.request_overhead_s if engine_costs else 0.0,
+        request_overhead_steps=engine_costs.request_overhead_steps if engine_costs else 0.0,
+        capacity_policy=capacity_policy)
     engine = Engine(config, step_model)
     assumptions = step_model.assumptions() if hasattr(step_model, "assumptions") else None
     description = {
@@ -101,8 +112,10 @@ def build_engine(
                           "block_size_tokens": block_size_tokens,
                           "num_kv_blocks": num_kv_blocks,
                           "gpu_memory_utilization": gpu_memory_utilization,
-                          "enable_prefix_caching": enable_prefix_caching},
+                          "enable_prefix_caching": enable_prefix_caching,
+                          "capacity_policy": capacity_policy},
         "kv_capacity_tokens": kv_tokens,
+        "engine_costs": engine_costs.describe() if engine_costs is not None else None,
     }
     if assumptions is not None:
         description["assumptions"] = _jsonable(assumptions)

@@ -11,7 +11,9 @@ show, and the replay of real vLLM runs (benchmarks/bench_vllm_replay.py) measure
   token (TTFT and E2E, not the gaps between tokens), by one amount for the whole run. They
   are applied to the simulated token times after the engine ran (`apply_request_overhead`),
   so they do not feed back into batching: an approximation, kept because it is the same for
-  the Python engine and the C core and costs one vector operation;
+  the Python engine and the C core and costs one vector operation. The emulator delays
+  each step's tokens by the same shift, with the mean step of the run so far
+  (`LiveRequestOverhead`);
 - per step: the scheduler, input preparation and sampling on the CPU (`step_overhead_s`,
   every step that runs) and the extra of a step that carries prefill work (`mixed_step_s`:
   vLLM runs decode-only batches as full CUDA graphs and mixed ones piecewise); the
@@ -79,8 +81,9 @@ class EngineCosts:
             f"engine {self.engine}: per request {self.request_overhead_s * 1e3:.2f} ms fixed "
             f"(API server, tokenization, first streamed chunk) + "
             f"{self.request_overhead_steps:g} x the replica's mean decode step (asynchronous "
-            "scheduling joins a request one step later), added to every token time in "
-            "simulate (not in serve)" + tail,
+            "scheduling joins a request one step later), added to every token time, "
+            "outside batching (simulate: the run's mean step; serve: the mean of the steps "
+            "run so far)" + tail,
             f"engine {self.engine}: per step {self.step_overhead_s * 1e3:.3f} ms CPU "
             f"(scheduling, input preparation, sampling) + {self.mixed_step_s * 1e3:.3f} ms "
             "for a step with prefill work (piecewise, not full, CUDA graph)" + tail,
@@ -115,6 +118,45 @@ def load_engine_costs(engine: str = "vllm") -> EngineCosts:
         raise RidgelineError(f"--engine: {name}: not an engine costs file ({exc})") from None
     return EngineCosts(engine=str(d.get("engine", name)), provenance=d.get("provenance", {}),
                        **vals)
+
+
+def capacity_policy_for(engine: str) -> str:
+    """How `engine` meets a KV shortage: vLLM preempts, TensorRT-LLM's default
+    (GUARANTEED_NO_EVICT) reserves each request's whole KV at admission. An engine costs
+    file names its engine."""
+    name = load_engine_costs(engine).engine if engine.endswith(".json") else engine
+    return "guaranteed_no_evict" if name == "trtllm" else "vllm"
+
+
+class LiveRequestOverhead:
+    """The per-request shift of `apply_request_overhead`, worked out while the engine runs.
+
+    The emulator (`ridgeline serve`) must stream a token when it is due, so it cannot wait for
+    the run's mean decode step as `simulate` does. It uses the same estimator over the run so
+    far: the token gaps the engine has produced (every request's gap since its previous token,
+    on the engine's timeline, before any shift), pooled, so it converges to simulate's
+    whole-run value as the run goes on. Before the first gap it uses the step model's
+    predicted decode step for the batch at hand (`prior_step_s`).
+
+    Like simulate's, the shift does not feed back into batching: the engine steps on, only
+    the delivery of tokens is delayed."""
+
+    def __init__(self, request_overhead_s: float, request_overhead_steps: float) -> None:
+        self.request_overhead_s = float(request_overhead_s)
+        self.request_overhead_steps = float(request_overhead_steps)
+        self.gap_sum_s = 0.0
+        self.gaps = 0
+
+    def observe_gaps(self, total_s: float, count: int) -> None:
+        self.gap_sum_s += total_s
+        self.gaps += count
+
+    def mean_step_s(self, prior_step_s: float = 0.0) -> float:
+        return self.gap_sum_s / self.gaps if self.gaps else float(prior_step_s)
+
+    def shift_s(self, prior_step_s: float = 0.0) -> float:
+        return self.request_overhead_s + self.request_overhead_steps * self.mean_step_s(
+            prior_step_s)
 
 
 def run_mean_step_s(n_tokens: np.ndarray, mean_gap_s: np.ndarray) -> float:
@@ -166,5 +208,5 @@ def apply_request_overhead(res: Any, costs: EngineCosts | None) -> Any:
     return res
 
 
-__all__ = ["ENGINES", "EngineCosts", "apply_request_overhead", "load_engine_costs",
-           "run_mean_step_s"]
+__all__ = ["ENGINES", "EngineCosts", "LiveRequestOverhead", "apply_request_overhead",
+           "capacity_policy_for", "load_engine_costs", "run_mean_step_s"]

@@ -157,12 +157,9 @@ class Scenario:
     def capacity_policy(self) -> str:
         """How the engine meets a KV shortage: vLLM preempts, TensorRT-LLM's default
         (GUARANTEED_NO_EVICT) reserves each request's whole KV at admission."""
-        name = self.engine
-        if name.endswith(".json"):      # an engine costs file names its engine
-            from ridgeline.sim.engine_costs import load_engine_costs
+        from ridgeline.sim.engine_costs import capacity_policy_for
 
-            name = load_engine_costs(name).engine
-        return "guaranteed_no_evict" if name == "trtllm" else "vllm"
+        return capacity_policy_for(self.engine)
 
     def costs(self) -> Any:
         """The engine's fitted CPU costs (None: off, or a calibrated profile, which measured
