@@ -36,6 +36,7 @@ from ridgeline.metrics.analysis import analyze
 from ridgeline.perf.serving_model import RooflineStepTime
 from ridgeline.serve.launcher import EmulatorProcess
 from ridgeline.sim.engine import EngineConfig
+from ridgeline.sim.engine_costs import load_engine_costs
 from ridgeline.sim.runner import simulate
 from ridgeline.sim.workload import build_workload
 from ridgeline.trace.reader import read_trace
@@ -89,11 +90,15 @@ async def _send_all(base_url: str, prompts: np.ndarray, outputs: np.ndarray,
 def test_emulator_agrees_with_simulator(tmp_path: Path) -> None:
     wl, load, dataset = build_workload(N_REQUESTS, PROMPT, OUTPUT, rate_req_s=RATE_REQ_S,
                                        arrival="poisson", seed=SEED)
+    # Both with the engine's fitted costs, on by default in `serve` and `simulate`.
+    costs = load_engine_costs("vllm")
     step_model = RooflineStepTime.from_names(model=MODEL, hardware=HARDWARE,
                                              max_num_batched_tokens=MAX_BATCHED,
-                                             max_num_seqs=MAX_NUM_SEQS)
+                                             max_num_seqs=MAX_NUM_SEQS, engine_costs=costs)
     config = EngineConfig(max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=MAX_BATCHED,
-                          num_kv_blocks=step_model.kv_capacity_tokens(0.9) // 16)
+                          num_kv_blocks=step_model.kv_capacity_tokens(0.9) // 16,
+                          request_overhead_s=costs.request_overhead_s,
+                          request_overhead_steps=costs.request_overhead_steps)
     header = dict(source="simulate", model=MODEL, hardware=HARDWARE, load=load,
                   dataset=dataset, seed=SEED)
     sim = analyze(simulate(wl, config, step_model).to_trace(TraceHeader(**header)),

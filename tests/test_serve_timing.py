@@ -91,8 +91,10 @@ def test_single_request_matches_the_perf_model(speed: float, output_tokens: int,
     runs: list[np.ndarray] = []
     # Each run repeats the prompt: without this the prefix cache (on by default, as in
     # vLLM) would serve the later runs' prefill.
+    # --no-engine-costs: the bare step times (the per-request engine cost, which delays every
+    # token, is checked against the data file in test_serve_engine_costs.py).
     with EmulatorProcess(model=MODEL, hardware=HARDWARE, speed=speed,
-                         extra_args=["--no-enable-prefix-caching"]) as emu:
+                         extra_args=["--no-enable-prefix-caching", "--no-engine-costs"]) as emu:
         # 3 runs; up to 6 when a busy machine disturbed them all (a systematic timing
         # error fails every run, so the extra runs cannot hide one).
         while True:
