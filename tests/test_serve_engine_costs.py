@@ -26,6 +26,7 @@ import sys
 import time
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -96,17 +97,19 @@ def _histogram_mean_s(metrics: str, name: str, count: int) -> float:
     return values["_sum"] / values["_count"]
 
 
-def _measure(*extra: str) -> tuple[np.ndarray, dict[str, float], str]:
+def _measure(*extra: str) -> tuple[np.ndarray, dict[str, Any], str]:
     """Sequential requests (the lowest load): the least-disturbed client timeline, the
     server's histogram means and its stderr."""
     with _server(*extra) as emu, httpx.Client(timeout=60) as client:
         client.get(emu.base_url + "/health")  # open the connection before timing
         runs = [_one_request(client, emu.base_url, i) for i in range(REPEATS)]
         metrics = client.get(emu.base_url + "/metrics").text
+        stats = client.get(emu.base_url + "/ridgeline/stats").json()
         stderr = emu.stderr_text()
     server = {h: _histogram_mean_s(metrics, f"vllm:{h}", n) for h, n in (
         ("time_to_first_token_seconds", REPEATS), ("e2e_request_latency_seconds", REPEATS),
         ("inter_token_latency_seconds", REPEATS * (OUTPUT - 1)))}
+    server["stats"] = stats.get("request_overhead")
     return np.min(np.vstack(runs), axis=0), server, stderr
 
 
@@ -118,6 +121,11 @@ def test_serve_shifts_tokens_by_the_engine_cost_of_the_data_file() -> None:
     # The assumption line simulate prints, and no longer "(not in serve)".
     assert f"per request {OVERHEAD_S * 1e3:.2f} ms fixed" in stderr
     assert "not in serve" not in stderr
+    # The live mean decode step: the pooled token gaps of the requests so far.
+    live = server_on["stats"]
+    assert server_off["stats"] is None and live["token_gaps"] == REPEATS * (OUTPUT - 1)
+    assert abs(live["mean_decode_step_s"] - _decode_steps_s().mean()) <= (
+        0.01 * _decode_steps_s().mean()), live
 
     # The server's own figures are emulated time: the shift, with no HTTP in it.
     tight_s = 0.1 * min(terms)

@@ -9,8 +9,9 @@ timing error and counters, JSON; `?reset=1` clears the lag samples).
 How a request is timed: its prompt length (see tokenizer.py) and its output length (below)
 enter the engine's waiting queue; the driver steps the engine, each step lasting the perf
 model's time for that step's batch, and the tokens a step produced are written to the
-client at the step's end. So a client sees TTFT = queueing + prefill step(s), and one
-chunk per decode step.
+client at the step's end plus the engine's per-request cost (docs/serve.md, as `simulate`
+adds it). So a client sees TTFT = queueing + prefill step(s) + that cost, and one chunk per
+decode step.
 
 Output length: `max_tokens` (completions default 16, OpenAI's; chat default: the rest of
 the context, as vLLM, unless `default_max_tokens` caps it). The emulated model never stops
@@ -525,6 +526,15 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
                 "lag_p99_s": float(np.percentile(lag, 99)) if lag.size else None,
                 "lag_max_s": float(lag.max()) if lag.size else None,
             })
+            over = driver.overhead
+            if over is not None:   # the per-request engine cost as it stands now
+                out["request_overhead"] = {
+                    "request_overhead_s": over.request_overhead_s,
+                    "request_overhead_steps": over.request_overhead_steps,
+                    "token_gaps": over.gaps,
+                    "mean_decode_step_s": over.mean_step_s() if over.gaps else None,
+                    "shift_s": over.shift_s() if over.gaps else None,
+                    "pending_steps": driver.pending_deliveries}
             if request.query_params.get("reset") in ("1", "true"):
                 driver.lag.reset()
         return JSONResponse(out)

@@ -286,6 +286,11 @@ class EngineDriver:
                 self.engine.abort_request(request_id)
             self._wake.set()
 
+    @property
+    def pending_deliveries(self) -> int:
+        """Steps that ran whose tokens wait for their shifted delivery time."""
+        return len(self._pending)
+
     def num_waiting(self) -> int:
         return int(_stat(self.engine.stats(), "num_waiting", 0))
 
