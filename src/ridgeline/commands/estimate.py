@@ -226,7 +226,11 @@ def estimate_cmd(
                                   ridge),
             }
         if as_json:
+            from ridgeline.perf.vllm_kv_log import vllm_kv_log_for
+
             out: dict[str, Any] = {"config": m.describe(), "constants": const, "result": scalar,
+                                   "vllm_kv_log": vllm_kv_log_for(
+                                       m, gpu_memory_utilization).describe(),
                                    "assumptions": m.assumptions()}
             if op_tables is not None:
                 out["ops"] = op_tables
@@ -324,6 +328,19 @@ def _print_single(m: Any, r: dict[str, Any], const: dict[str, float],
     mem.add_row("KV capacity", f"{r['kv_capacity_tokens']:,.0f} tokens")
     mem.add_row("max concurrent sequences of S+N tokens", f"{r['max_concurrent_seqs']:,.0f}")
     con.print(mem)
+    from ridgeline.perf.vllm_kv_log import vllm_kv_log_for
+
+    log = vllm_kv_log_for(m, util)
+    # What a vLLM server would log at start-up with this memory plan, serving (its
+    # activation peak is a max_num_batched_tokens step, not this prefill): compare with a
+    # real log to check the memory model.
+    con.print(f"vLLM start-up log, as this memory plan predicts it (serving: "
+              f"max_num_batched_tokens {m.max_num_batched_tokens:,}, block size "
+              f"{log.block_size_tokens}, max_model_len {log.max_model_len:,}):")
+    for line in log.lines():
+        con.print(f"  {line}")
+    if log.note:
+        con.print(f"  [dim]({log.note})[/dim]")
     if r["memory_fits"]:
         con.print(f"[green]fits[/]: B={r['batch_seqs']:g} sequences of "
                   f"{r['prompt_tokens'] + r['output_tokens']:g} tokens")
