@@ -20,7 +20,7 @@ UNITLESS_OK = {"tp", "pp", "ep", "dp", "m", "k", "n", "num_layers", "compute_eff
                "bytes", "flops"}
 UNIT_SUFFIXES = ("_s", "_bytes", "_tok_s", "_flops", "_flop_per_byte", "_tokens", "_seqs",
                  "_params", "_per_s", "_fraction", "_us", "_bf16", "_per_token",
-                 "_per_token_per_gpu", "_experts")
+                 "_per_token_per_gpu", "_experts", "_blocks")
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

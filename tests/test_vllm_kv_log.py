@@ -49,7 +49,7 @@ def test_estimate_prints_the_lines_vllm_would_log() -> None:
     assert js.returncode == 0, js.stderr
     log = json.loads(js.stdout)["vllm_kv_log"]
     assert log["lines"] == HAND
-    assert log["num_gpu_blocks"] == 27_988 and log["kv_cache_tokens"] == 447_808
+    assert log["gpu_kv_cache_blocks"] == 27_988 and log["kv_cache_tokens"] == 447_808
 
 
 def test_blocks_round_down_per_block_and_requests_round_up() -> None:

@@ -62,11 +62,13 @@ class VllmKvLog:
                 f"{self.max_concurrency:.2f}x"]
 
     def describe(self) -> dict[str, Any]:
+        # vLLM's num_gpu_blocks, max_model_len and max concurrency, with their units
         return {"available_kv_bytes": self.available_kv_bytes,
-                "num_gpu_blocks": self.num_gpu_blocks,
+                "gpu_kv_cache_blocks": self.num_gpu_blocks,
                 "block_size_tokens": self.block_size_tokens,
-                "kv_cache_tokens": self.kv_cache_tokens, "max_model_len": self.max_model_len,
-                "max_concurrency": self.max_concurrency, "lines": self.lines(),
+                "kv_cache_tokens": self.kv_cache_tokens,
+                "max_model_len_tokens": self.max_model_len,
+                "max_concurrency_seqs": self.max_concurrency, "lines": self.lines(),
                 "note": self.note}
 
 
