@@ -118,8 +118,16 @@ def test_serve_shifts_tokens_by_the_engine_cost_of_the_data_file() -> None:
     expected_s = OVERHEAD_S + OVERHEAD_STEPS * float(_decode_steps_s().mean())
     with_costs, server_on, stderr = _measure()
     bare, server_off, _ = _measure("--no-engine-costs")
-    # The assumption line simulate prints, and no longer "(not in serve)".
-    assert f"per request {OVERHEAD_S * 1e3:.2f} ms fixed" in stderr
+    # The engine lines simulate prints among its assumptions, word for word.
+    sim = subprocess.run([RIDGELINE, "simulate", "--model", MODEL, "--hardware", HARDWARE,
+                          "--rate", "1", "--requests", "3", "--json"], capture_output=True,
+                         text=True, timeout=120)
+    assert sim.returncode == 0, sim.stderr
+    engine_lines = [a for a in json.loads(sim.stdout)["assumptions"]
+                    if a.startswith("engine vllm:")]
+    assert len(engine_lines) == 2 and f"per request {OVERHEAD_S * 1e3:.2f} ms" in engine_lines[0]
+    for line in engine_lines:
+        assert line in stderr, line
     assert "not in serve" not in stderr
     # The live mean decode step: the pooled token gaps of the requests so far.
     live = server_on["stats"]
