@@ -22,7 +22,7 @@ GuideLLM is installed by this script into a throwaway virtualenv (default
 /tmp/peer-guidellm), never into the project.
 
 Usage: .venv/bin/python benchmarks/bench_serve.py [--streams 256 1024] [--seconds 10]
-       [--no-peer] [--pure] [--json out.json]
+       [--no-peer] [--pure] [--json out.json] [--serve-arg=--no-engine-costs]
 """
 
 from __future__ import annotations
@@ -167,9 +167,12 @@ def _serve_constant(itl_s: float, streams: int, speed: float) -> None:
     serve_app(app, "127.0.0.1", 0)
 
 
+SERVE_ARGS: list[str] = []  # --serve-arg: more `ridgeline serve` flags for part A
+
+
 def ridgeline_roofline(streams: int, speed: float, pure: bool) -> EmulatorProcess:
     args = ["--max-num-seqs", str(streams), "--max-num-batched-tokens",
-            str(max(8192, streams)), "--max-waiting", str(4 * streams)]
+            str(max(8192, streams)), "--max-waiting", str(4 * streams), *SERVE_ARGS]
     env = {"RIDGELINE_SERVE_LOOP": "asyncio", "RIDGELINE_SERVE_HTTP": "h11"} if pure else {}
     return EmulatorProcess(model=MODEL, hardware=HARDWARE, speed=speed, extra_args=args,
                            env=env)
@@ -268,7 +271,11 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--serve-constant", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--speed", type=float, default=1.0, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-arg", action="append", default=[],
+                        help="one more `ridgeline serve` flag for part A (repeatable), e.g. "
+                        "--serve-arg=--no-engine-costs")
     ns = parser.parse_args()
+    SERVE_ARGS.extend(ns.serve_arg)
     if ns.serve_constant is not None:
         _serve_constant(ns.serve_constant, ns.streams[0], ns.speed)
         return
