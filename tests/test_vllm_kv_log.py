@@ -62,3 +62,12 @@ def test_blocks_round_down_per_block_and_requests_round_up() -> None:
     log = vllm_kv_log(plan, block_size_tokens=16, max_model_len=33)
     assert (log.num_gpu_blocks, log.kv_cache_tokens) == (10, 160)
     assert log.lines()[2] == "Maximum concurrency for 33 tokens per request: 3.33x"
+
+
+def test_serve_logs_the_same_kv_lines_for_its_pool() -> None:
+    from ridgeline.serve.launcher import EmulatorProcess
+
+    with EmulatorProcess(command=[RIDGELINE, "serve", "--model", "llama-3.1-8b",
+                                  "--hardware", "h100-sxm", "--port", "0"]) as emu:
+        stderr = emu.stderr_text()
+    assert HAND[1] in stderr and HAND[2] in stderr, stderr[-800:]

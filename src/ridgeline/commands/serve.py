@@ -181,6 +181,13 @@ def serve(
     typer.echo(f"ridgeline serve: {model} on {hardware}, speed x{speed:g}, "
                f"KV capacity {built.kv_capacity_tokens} tokens, max_model_len {context}, "
                f"tokenizer {app.state.emulator.tokenizer.name}", err=True)
+    # vLLM's start-up KV lines, for the pool the emulated engine really has (whole blocks)
+    from ridgeline.perf.vllm_kv_log import VllmKvLog
+
+    cfg = built.engine.config
+    kv_log = VllmKvLog(0.0, int(cfg.num_kv_blocks), int(cfg.block_size_tokens), context)
+    for line in kv_log.lines()[1:]:
+        typer.echo(line, err=True)
     if hasattr(built.step_model, "assumptions"):   # the lines `simulate` prints
         typer.echo("assumptions: " + "; ".join(built.step_model.assumptions()), err=True)
     # Objects alive now live as long as the server: keep the collector from rescanning them.
