@@ -21,6 +21,7 @@ from ridgeline.perf.serving_model import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork, LinearStepTime
 from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest, kv_blocks_from_memory
 from ridgeline.sim.kv_cache import BlockPool, KVLayout, kv_layout
+from ridgeline.sim.sequence import DECODE
 from ridgeline.specs import load_model
 from ridgeline.specs.model import from_hf_config
 
@@ -207,17 +208,37 @@ def test_windowed_fast_forward_equals_step_by_step() -> None:
 
 
 def test_shared_prefix_blocks_stay_consistent() -> None:
-    """Prefix caching on a windowed model: a shared block is one key of `groups` pool
-    blocks; after every request finishes the pool holds nothing but evictable keys."""
-    eng = Engine(EngineConfig(num_kv_blocks=3000, block_size_tokens=B,
-                              max_num_batched_tokens=2048, max_num_seqs=4,
+    """Prefix caching on Gemma-2 (one full + one window group): a cached block is one key
+    of 2 pool blocks, held in both groups while used. Chunks of 8192 pass the 4096 window,
+    so some prefix blocks are registered after the window group freed them (and are taken
+    back). After every step the pool's used blocks equal, by hand, each running sequence's
+    private blocks, cdiv(T, B) - s + cdiv(T, B) - max(s, skip(T)) with s shared, plus 2 per
+    referenced key; at the end everything is free again (evictable keys count 2)."""
+    eng = Engine(EngineConfig(num_kv_blocks=6000, block_size_tokens=B,
+                              max_num_batched_tokens=8192, max_num_seqs=4,
                               enable_prefix_caching=True), _Timed("google--gemma-2-9b-it"))
-    reqs = [EngineRequest(str(i), prompt_tokens=6000, output_tokens=40, prefix_group="p",
-                          prefix_tokens=5000) for i in range(6)]
-    _run(eng, reqs)
-    pool: BlockPool = eng.scheduler.pool
-    pool.check()
+    for i in range(6):
+        eng.add_request(EngineRequest(str(i), prompt_tokens=10_000, output_tokens=40,
+                                      arrival_s=0.0, prefix_group="p", prefix_tokens=9000))
+    sch = eng.scheduler
+    pool: BlockPool = sch.pool
+    t, steps = 0.0, 0
+    while eng.has_unfinished():
+        r = eng.step(t)
+        t += r.duration_s
+        steps += 1
+        assert steps < 5000
+        private = 0
+        for seq in sch.running:
+            kv = seq.a + sch.step_index if seq.state == DECODE else seq.num_computed
+            sh = len(seq.shared)
+            skip = max(0, kv - 4096 + 1) // B
+            private += (_cdiv(kv, B) - sh) + (_cdiv(kv, B) - max(sh, skip))
+        referenced = sum(1 for v in pool.cached.values() if v > 0)
+        assert pool.used_blocks == private + 2 * referenced
+        pool.check()
     assert pool.key_blocks == 2 and pool.used_blocks == 0
+    assert pool.free_blocks == pool.num_blocks and len(pool.evictable) > 0
     assert eng.stats().prefix_cache_hits_tokens_total > 0
 
 
