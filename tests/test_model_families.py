@@ -62,6 +62,8 @@ def _decode_op_bytes(m: RooflineStepTime, b: float, t: float, names: tuple[str, 
     ("microsoft--phi-4", 14.7, 14.7, False),
     # Mistral-7B-v0.1: 7.24B (HF model page: 7.24B params).
     ("mistralai--Mistral-7B-v0.1", 7.24, 7.24, False),
+    # Phi-3-mini-4k-instruct card: "3.8B parameters" (HF model page: 3.82B params).
+    ("microsoft--Phi-3-mini-4k-instruct", 3.82, 3.82, False),
 ])
 def test_parameter_counts_match_the_model_cards(name: str, total_b: float, active_b: float,
                                                  active_excludes_embedding: bool) -> None:
@@ -115,6 +117,9 @@ def test_gpt_oss_alternating_windows_sinks_and_mxfp4_experts() -> None:
     ("deepseek-ai--DeepSeek-V3", 61 * (512 + 64) * BF16),
     ("microsoft--phi-4", 40 * 2 * 10 * 128 * BF16),
     ("mistralai--Mistral-7B-v0.1", 32 * 2 * 8 * 128 * BF16),
+    ("microsoft--Phi-3-mini-4k-instruct", 32 * 2 * 32 * 96 * BF16),  # MHA, head_dim 96
+    # Only the 12 gated full-attention layers hold KV (the 36 DeltaNet layers hold a state).
+    ("Qwen--Qwen3-Next-80B-A3B-Thinking", 12 * 2 * 2 * 256 * BF16),
 ])
 def test_kv_bytes_per_token_by_hand(name: str, hand_bytes: float) -> None:
     m = load_model(cfg(name))
@@ -275,24 +280,13 @@ def test_fp4_peaks_on_blackwell() -> None:
 
 # --- linear attention (Qwen3-Next) ----------------------------------------------------------
 
-# No published Qwen3-Next config.json was found in a public repository; these are the
-# shapes of Qwen3-Next-80B-A3B as transformers' Qwen3NextConfig defaults carry them.
-QWEN3_NEXT_SHAPES = {
-    "model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 48,
-    "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
-    "intermediate_size": 5120, "vocab_size": 151936, "num_experts": 512,
-    "num_experts_per_tok": 10, "moe_intermediate_size": 512,
-    "shared_expert_intermediate_size": 512, "full_attention_interval": 4,
-    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
-    "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
-    "max_position_embeddings": 262144,
-}
+# The published Qwen/Qwen3-Next-80B-A3B-Thinking config.json (tests/data/hf_configs/README.md).
+QWEN3_NEXT = "Qwen--Qwen3-Next-80B-A3B-Thinking"
 
 
 def test_qwen3_next_linear_attention_state_is_constant() -> None:
-    m = from_hf_config(QWEN3_NEXT_SHAPES)
+    m = load_model(cfg(QWEN3_NEXT))
     assert (m.num_linear_layers, m.num_full_attention_layers) == (36, 12)
-    assert m.total_params / 1e9 == pytest.approx(80, rel=0.02)  # "80B total"
     hw = load_hardware("h200")
     pr = resolve_model_precision(m)
     sm = RooflineStepTime(m, hw, pr, Parallelism())
@@ -308,6 +302,80 @@ def test_qwen3_next_linear_attention_state_is_constant() -> None:
     assert bd.flops[j] == 36 * 4 * 32 * 7 * 128 * 128
     # KV bytes per token: only the 12 full-attention layers hold KV.
     assert kv_bytes_per_token(m, pr) == 12 * 2 * 2 * 256 * BF16
+
+
+def test_qwen3_next_parameters_by_hand_and_the_card() -> None:
+    """Card (Qwen3-Next-80B-A3B): "80B in total and 3B activated". By hand from the file:
+    48 layers, every 4th gated full attention (q and its gate 2 x 16 x 256, 2 KV heads),
+    the rest Gated DeltaNet (qkvz 2 x 16 x 128 + 2 x 32 x 128, b/a 2 x 32, conv 4 taps over
+    8192 channels, out 4096), each followed by 512 experts (10 routed) + 1 shared of 512."""
+    m = load_model(cfg(QWEN3_NEXT))
+    emb = 151936 * 2048                                     # untied: embedding and LM head
+    attn = 2048 * 8192 + 2 * 2048 * 512 + 4096 * 2048 + 2 * 256        # + q/k norms
+    lin = 2048 * 12288 + 2048 * 64 + 4096 * 2048 + 8192 * 4 + 128 + 2 * 32  # + norm, A, dt
+    expert = 3 * 2048 * 512
+    moe_fixed = expert + 2048 * 512                         # shared expert + router
+    norms = 48 * 2 * 2048 + 2048
+    assert m.total_params == 2 * emb + 12 * attn + 36 * lin + 48 * (512 * expert + moe_fixed) \
+        + norms
+    assert m.active_params == 2 * emb + 12 * attn + 36 * lin + 48 * (10 * expert + moe_fixed) \
+        + norms
+    assert m.total_params / 1e9 == pytest.approx(80.0, rel=0.02)          # 79.67B
+    # The card's "3B" has one significant figure: 3.25B without the embedding and head
+    # (3.87B with them) rounds to it; a 1-2% comparison against "3" is not meaningful.
+    non_emb = (m.active_params - 2 * emb) / 1e9
+    assert round(non_emb) == 3 and non_emb == pytest.approx(3.25, abs=0.01)
+
+
+def test_qwen3_next_decode_step_bytes_by_hand() -> None:
+    """One decode step of one sequence at 50k context on one B200: the weights of 10 routed
+    + the shared expert per layer (E[U] = 10 of 512 at one token), KV of the 12 full layers
+    over T + 1 tokens, and the DeltaNet state read and written in the 36 others."""
+    m = step(QWEN3_NEXT, "b200", check_fit=False)  # 148 GiB of bf16 weights: bytes only
+    r = estimate(m, batch=1, prompt_tokens=50_000, output_tokens=8)
+    t = r["decode_context_tokens"]
+    assert t == 50_000 + 8 / 2 - 1
+    attn = 2048 * 8192 + 2 * 2048 * 512 + 4096 * 2048
+    lin = 2048 * 12288 + 2048 * 64 + 4096 * 2048 + 8192 * 4
+    moe = 10 * 3 * 2048 * 512 + 3 * 2048 * 512 + 2048 * 512
+    weights = (12 * attn + 36 * lin + 48 * moe + 151936 * 2048) * BF16
+    assert r["decode_weight_bytes"] == pytest.approx(weights, rel=1e-12)
+    state = 32 * 128 * 128 + 3 * (2 * 2048 + 4096)        # per layer, elements
+    kv = 12 * (t + 1) * 2 * 2 * 256 * BF16
+    assert r["decode_kv_bytes"] == pytest.approx(kv + 36 * 2 * state * BF16, rel=1e-12)
+
+
+def test_phi3_mini_decode_step_beyond_the_window_by_hand() -> None:
+    """Phi-3-mini-4k: fused qkv (3 x 3072) and gate_up (2 x 8192), every layer windowed
+    at 2047 of its 4096 positions. At a 3000-token context a decode step reads 2047 + 1
+    tokens of KV per layer; a sequence holds 2047."""
+    m = load_model(cfg("microsoft--Phi-3-mini-4k-instruct"))
+    assert (m.sliding_window, m.num_window_layers, m.head_dim) == (2047, 32, 96)
+    sm = step("microsoft--Phi-3-mini-4k-instruct", "h200")
+    b = 2.0
+    r = estimate(sm, batch=b, prompt_tokens=3000, output_tokens=8)
+    kv_tok_layer = 2 * 32 * 96 * BF16
+    assert r["decode_kv_bytes"] == b * 32 * (2047 + 1) * kv_tok_layer
+    linear = 32 * (3072 * 3 * 3072 + 3072 * 3072 + 3072 * 2 * 8192 + 8192 * 3072)
+    assert r["decode_weight_bytes"] == pytest.approx((linear + 32064 * 3072) * BF16,
+                                                     rel=1e-12)
+    assert r["kv_per_seq_per_gpu_bytes"] == 32 * 2047 * kv_tok_layer
+
+
+@pytest.mark.parametrize(("name", "kv_bytes_per_token"), [
+    ("microsoft--Phi-3-mini-4k-instruct", 32 * 2 * 32 * 96 * BF16),
+    ("Qwen--Qwen3-Next-80B-A3B-Thinking", 12 * 2 * 2 * 256 * BF16),
+])
+def test_installed_cli_parses_the_new_published_configs(name: str,
+                                                        kv_bytes_per_token: float) -> None:
+    exe = shutil.which("ridgeline", path=str(Path(__file__).parents[1] / ".venv" / "bin"))
+    if exe is None:
+        pytest.skip("no installed ridgeline console script")
+    out = subprocess.run([exe, "estimate", "--model", cfg(name), "--hardware", "h200",
+                          "--tp", "2", "--json"], capture_output=True, text=True, check=True)
+    d = json.loads(out.stdout)
+    assert d["result"]["kv_bytes_per_token"] == kv_bytes_per_token
+    assert d["config"]["precision"]["weights"] == "bf16" and d["result"]["memory_fits"]
 
 
 # --- text_config, hub ids, CLI ---------------------------------------------------------------
@@ -410,7 +478,7 @@ def test_linear_attention_runs_on_the_c_core_bit_for_bit() -> None:
 
     if not core.available():
         pytest.skip("C core not built")
-    m = from_hf_config(QWEN3_NEXT_SHAPES)
+    m = load_model(cfg(QWEN3_NEXT))
     sm = RooflineStepTime(m, load_hardware("h200"), resolve_model_precision(m),
                           Parallelism(tp=2))
     assert sm._fast.applicable

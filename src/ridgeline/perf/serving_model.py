@@ -376,10 +376,16 @@ class RooflineStepTime:
                 f"see the last {m.sliding_window:,} tokens: KV held and read per sequence "
                 f"min(T, {m.sliding_window:,}) there, banded prefill pairs; a batch's windowed "
                 "reads come from its mean context and chunk (exact for equal sequences, an "
-                "upper bound otherwise); the simulator's KV blocks still hold every token on "
-                "every layer (vLLM's hybrid allocator frees blocks outside the window: not "
-                "modeled, so simulated KV capacity is conservative); evaluated on the Python "
-                "path (the C core does not cover windowed layers)")
+                "upper bound otherwise); "
+                + ("the simulator's KV blocks hold every token of the chunked layers (vLLM "
+                   "keeps them in full-attention groups unless "
+                   "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE); "
+                   if m.window_kind == "chunked" else
+                   "the simulator's KV blocks follow vLLM's hybrid allocator (layers in KV "
+                   "groups of one kind, one pool of memory // (page x group size) blocks; a "
+                   "window group frees the blocks before the window: <= ceil(w/B) + 1 per "
+                   "sequence; shared prefix blocks stay in every group); ")
+                + "evaluated on the Python path (the C core does not cover windowed layers)")
         if m.num_linear_layers:
             out.append(
                 f"linear attention (Gated DeltaNet): {m.num_linear_layers} of "

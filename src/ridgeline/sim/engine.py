@@ -24,7 +24,7 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 from ridgeline.perf.fast_step import CompiledStep
 from ridgeline.perf.step_time import BatchWork, StepTimeModel
-from ridgeline.sim.kv_cache import BlockPool
+from ridgeline.sim.kv_cache import BlockPool, kv_layout
 from ridgeline.sim.scheduler import Scheduler, StepOutcome
 from ridgeline.sim.sequence import EngineRequest, Sequence
 
@@ -82,7 +82,11 @@ def kv_blocks_from_memory(step_model: Any, gpu_memory_utilization: float,
         raise RidgelineError(
             f"--gpu-memory-utilization: {what} leaves no room for the KV cache "
             f"({kv_tokens} tokens); use more GPUs (--tp/--pp), smaller weights, or a larger GPU")
-    return kv_tokens // block_size_tokens
+    layout = kv_layout(step_model, block_size_tokens)
+    if not layout.windowed:
+        return kv_tokens // block_size_tokens
+    # vLLM's hybrid pool: blocks of one group's layers (memory // (page x group size)).
+    return layout.blocks_from_tokens(kv_tokens, step_model.model.num_softmax_layers)
 
 
 @dataclass
@@ -156,11 +160,14 @@ class Engine:
                  keep_finished: bool = False) -> None:
         self.config = config
         self.step_model = step_model
+        # KV groups of vLLM's hybrid allocator (sliding-window models; one group otherwise).
+        layout = kv_layout(step_model, config.block_size_tokens)
         pool = BlockPool(config.num_kv_blocks, config.block_size_tokens,
-                         config.enable_prefix_caching)
+                         config.enable_prefix_caching, key_blocks=layout.groups)
         self.scheduler = Scheduler(config.max_num_seqs, config.max_num_batched_tokens,
                                    config.chunked_prefill, pool,
-                                   no_evict=config.capacity_policy == "guaranteed_no_evict")
+                                   no_evict=config.capacity_policy == "guaranteed_no_evict",
+                                   layout=layout)
         # keep_finished: retired sequences (with their emission segments) are kept in
         # `scheduler.done` for the simulator to turn into trace records.
         self.scheduler.keep_done = keep_finished

@@ -21,6 +21,14 @@ KV blocks, both closed forms.
 
 Deviation (rare, documented): when a running prefill chunk cannot get blocks and the most
 recently admitted request is an already-scheduled decode, the chunk waits instead of preempting.
+
+Sliding-window models (`KVLayout` with window groups, vLLM's hybrid allocator): a step first
+allocates what its chunks and decodes need (window groups keep the blocks of the last w - 1
+computed tokens plus the new ones), and after it runs each sequence frees the blocks that
+left its window (vLLM frees them at that sequence's next allocation, which for a running
+sequence is the next step; a step's frees are all counted before its allocations, where vLLM
+interleaves them request by request). A decoding sequence then frees one block per window
+group every B steps once past its window (`win_residue`, activated from `_win_heap`).
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ridgeline.perf.fast_step import CompiledStep
-from ridgeline.sim.kv_cache import BlockPool
+from ridgeline.sim.kv_cache import BlockPool, KVLayout
 from ridgeline.sim.sequence import (
     ABORTED,
     DECODE,
@@ -81,7 +89,8 @@ class Scheduler:
     """Waiting queue, running set, decode aggregates and the KV pool of one engine."""
 
     def __init__(self, max_num_seqs: int, max_num_batched_tokens: int, chunked_prefill: bool,
-                 pool: BlockPool, no_evict: bool = False) -> None:
+                 pool: BlockPool, no_evict: bool = False, layout: KVLayout | None = None
+                 ) -> None:
         # no_evict: TensorRT-LLM's GUARANTEED_NO_EVICT capacity policy: a request is admitted
         # only if the KV blocks of its whole life (prompt + max output) fit beside those
         # reserved for the running ones, so a started request is never preempted.
@@ -93,6 +102,19 @@ class Scheduler:
         self.chunked_prefill = chunked_prefill
         self.pool = pool
         self.bs = pool.block_size_tokens
+        # KV groups (`KVLayout`): blocks a sequence holds; one pool block per group per B
+        # tokens (a plain paged cache: one group, nothing freed before the end).
+        self.layout = layout if layout is not None else KVLayout(self.bs)
+        if self.layout.block_size_tokens != self.bs or self.layout.groups != pool.key_blocks:
+            raise ValueError("KV layout and block pool disagree")
+        self.kv_groups = self.layout.groups
+        self.win = self.layout.windowed
+        self.win_groups = self.layout.window_groups
+        # Decodes past their window, by the step residue of their frees, and the others by
+        # the step they get there: (step, admit order, seq).
+        self.win_residue = [0] * self.bs
+        self.win_active: set[Sequence] = set()
+        self._win_heap: list[tuple[int, int, Sequence]] = []
         self.waiting: deque[Sequence] = deque()
         self.running: dict[Sequence, None] = {}     # admission order; a dict as an ordered set
         self.prefilling: list[Sequence] = []        # running, not yet decoding, admission order
@@ -160,8 +182,7 @@ class Scheduler:
         if req.request_id in self.seqs:
             raise ValueError(f"request id {req.request_id!r} is already in the engine")
         seq = Sequence(req, self.bs)
-        max_kv_tokens = req.prompt_tokens + req.output_tokens - 1
-        too_long = _cdiv(max_kv_tokens, self.bs) > self.pool.num_blocks or (
+        too_long = self._life_blocks(req) > self.pool.num_blocks or (
             not self.chunked_prefill
             and req.prompt_tokens - req.kv_ready_tokens > self.max_num_batched_tokens
         )
@@ -188,6 +209,14 @@ class Scheduler:
         self._retire(seq)
         return True
 
+    def _life_blocks(self, req: EngineRequest) -> int:
+        """The most blocks a request ever holds (prompt + output - 1 tokens of KV)."""
+        tokens = req.prompt_tokens + req.output_tokens - 1
+        if not self.win:
+            return _cdiv(tokens, self.bs)
+        chunk = self.max_num_batched_tokens if self.chunked_prefill else req.prompt_tokens
+        return self.layout.max_held(tokens, chunk)
+
     def _retire(self, seq: Sequence) -> None:
         if self.no_evict:
             self.reserved_blocks -= self.reserved.pop(seq, 0)
@@ -204,6 +233,44 @@ class Scheduler:
         self.dec_count -= 1
         self.dec_a_sum -= seq.a
         self.dec_residue[seq.a % self.bs] -= 1
+        if seq in self.win_active:
+            self.win_active.discard(seq)
+            self.win_residue[(self.layout.window_tokens - 2 - seq.a) % self.bs] -= 1
+
+    def _held(self, seq: Sequence, slots: int, computed: int) -> int:
+        """Private blocks of `seq` with `slots` token slots after `computed` tokens."""
+        if not self.win:
+            return _cdiv(slots, self.bs) - len(seq.shared)
+        return self.layout.held(slots, computed, len(seq.shared))
+
+    def _win_join(self, seq: Sequence, n: int) -> None:
+        """A sequence decodes from step n + 1: when its decode steps start to free blocks.
+        The block it frees after step m is the one skip(a + m + 1) adds; the first not
+        shared comes at a + m + 1 - w + 1 = (shared + 1) B."""
+        act = (len(seq.shared) + 1) * self.bs + self.layout.window_tokens - 2 - seq.a
+        heapq.heappush(self._win_heap, (max(act, n + 1), seq.admit_order, seq))
+
+    def _win_activate(self, n: int) -> None:
+        """Decodes whose frees begin by step n join `win_residue`."""
+        heap = self._win_heap
+        while heap and heap[0][0] <= n:
+            _, order, seq = heapq.heappop(heap)
+            # (An entry of an earlier admission, before a preemption, is stale.)
+            if seq.state == DECODE and seq.admit_order == order and seq not in self.win_active:
+                self.win_active.add(seq)
+                self.win_residue[(self.layout.window_tokens - 2 - seq.a) % self.bs] += 1
+
+    def _win_next_activation(self) -> int:
+        heap = self._win_heap
+        while heap and (heap[0][2].state != DECODE or heap[0][2].admit_order != heap[0][1]
+                        or heap[0][2] in self.win_active):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else 1 << 62
+
+    def _win_frees(self, n: int) -> int:
+        """Blocks the decodes free after step n (their window moved past a block)."""
+        self._win_activate(n)
+        return self.win_groups * self.win_residue[n % self.bs]
 
     def _evict(self, seq: Sequence, n: int) -> None:
         """Take a running sequence out before step n runs: close its segment, free its KV."""
@@ -215,8 +282,7 @@ class Scheduler:
         else:
             kv_tokens = seq.num_computed
             self.prefilling.remove(seq)
-        blocks = _cdiv(kv_tokens, self.bs)
-        self.pool.release(seq.shared, blocks - len(seq.shared))
+        self.pool.release(seq.shared, self._held(seq, kv_tokens, kv_tokens))
         seq.shared = []
         seq.num_computed = 0
         seq.seg_start = -1
@@ -250,9 +316,13 @@ class Scheduler:
             if remaining > budget and scheduled_any:
                 return None
             chunk = remaining
-        new_blocks = _cdiv(computed + chunk, bs) - _cdiv(computed, bs)
-        if computed > len(hits) * bs:   # KV already present (transferred): its blocks too
-            new_blocks += _cdiv(computed, bs)
+        if self.win:
+            # Nothing held yet: the window groups skip what is before the window.
+            new_blocks = self.layout.held(computed + chunk, computed, len(hits))
+        else:
+            new_blocks = _cdiv(computed + chunk, bs) - _cdiv(computed, bs)
+            if computed > len(hits) * bs:   # KV already present (transferred): its blocks
+                new_blocks += _cdiv(computed, bs)
         free = pool.free_blocks - (pool.evictable_among(hits) if hits else 0)
         if new_blocks > free:
             return None
@@ -266,9 +336,8 @@ class Scheduler:
         if budget <= 0:
             return False
         head = self.waiting[0]
-        if self.no_evict and head not in self.reserved and self.reserved_blocks + _cdiv(
-                head.req.prompt_tokens + head.req.output_tokens - 1, self.bs
-        ) > self.pool.num_blocks:
+        if self.no_evict and head not in self.reserved and self.reserved_blocks + \
+                self._life_blocks(head.req) > self.pool.num_blocks:
             return False
         return self._admission_plan(head, budget, self.dec_count > 0) is not None
 
@@ -281,11 +350,12 @@ class Scheduler:
         out = StepOutcome()
 
         # 1. Decodes first; preempt the most recently admitted request while blocks lack.
-        need = self.dec_residue[(-n) % bs] if self.dec_count else 0
+        groups = self.kv_groups
+        need = groups * self.dec_residue[(-n) % bs] if self.dec_count else 0
         while need > pool.free_blocks:
             victim = next(reversed(self.running))
             if victim.state == DECODE and (victim.a + n) % bs == 0:
-                need -= 1
+                need -= groups
             out.preempted.append(self._preempt_tail(n))
         if need:
             pool.allocate(need)
@@ -301,7 +371,9 @@ class Scheduler:
             if seq.state != PREFILL:
                 continue   # preempted just now, in this loop
             chunk = min(seq.num_tokens - seq.num_computed, budget)
-            new_blocks = _cdiv(seq.num_computed + chunk, bs) - _cdiv(seq.num_computed, bs)
+            c0 = seq.num_computed
+            new_blocks = (self._held(seq, c0 + chunk, c0) - self._held(seq, c0, c0)
+                          if self.win else _cdiv(c0 + chunk, bs) - _cdiv(c0, bs))
             scheduled = True
             while new_blocks > pool.free_blocks:
                 victim = next(reversed(self.running))
@@ -376,14 +448,20 @@ class Scheduler:
 
         # Apply: decodes emit lazily; prefill chunks advance; completions emit a token.
         self.generation_tokens_total += self.dec_count
+        win_freed = self._win_frees(n) if self.win and self.dec_count else 0
         for seq, c in chunks:
             seq.num_computed += c
+            if self.win:   # the blocks this chunk moved the window past
+                t = seq.num_computed
+                pool.release([], self._held(seq, t, t - c) - self._held(seq, t, t))
             if seq.max_prefix_blocks:
                 self._register_prefix(seq)
             if seq.num_computed == seq.num_tokens:
                 self._emit_first(seq, n, out)
         if chunks:
             self.prefilling = [s for s in self.prefilling if s.state == PREFILL]
+        if win_freed:
+            pool.release([], win_freed)
         self._finish_decodes(n, out)
         self.step_index = n + 1
         # Time the step (its effects above do not depend on its duration).
@@ -452,10 +530,21 @@ class Scheduler:
         upto = min(seq.max_prefix_blocks, seq.num_computed // self.bs)
         i = len(seq.shared)
         keys = seq.block_keys
+        pool, t = self.pool, seq.num_computed
         while i < upto:
             key = keys[i] if keys else (seq.prefix_group, i)
-            if not self.pool.register(key):
+            # A cached block is held in every group (`BlockPool`): in a window group one
+            # the window already passed is taken back.
+            extra = 0
+            if self.win:
+                extra = pool.key_blocks - (self.layout.held(t, t, i)
+                                           - self.layout.held(t, t, i + 1))
+                if extra > pool.free_blocks:
+                    break
+            if not pool.register(key):
                 break
+            if extra:
+                pool.allocate(extra)
             seq.shared.append(key)
             i += 1
 
@@ -469,7 +558,8 @@ class Scheduler:
         out.first_tokens.append(seq.request_id)
         if seq.g == seq.output_tokens:
             seq.segments.append((n, n))
-            self._finish(seq, _cdiv(seq.num_computed, self.bs), n, seq.num_computed)
+            t = seq.num_computed
+            self._finish(seq, self._held(seq, t, t), n, t)
             out.finished.append(seq)
             return
         seq.state = DECODE
@@ -481,10 +571,15 @@ class Scheduler:
         self.dec_count += 1
         self.dec_a_sum += seq.a
         self.dec_residue[seq.a % self.bs] += 1
+        if self.win:
+            self._win_join(seq, n)
 
-    def _finish(self, seq: Sequence, blocks: int, n: int, kv_tokens: int = 0) -> None:
+    def _finish(self, seq: Sequence, private: int, n: int, kv_tokens: int = 0) -> None:
+        """Retire a finished sequence holding `private` blocks besides its shared ones."""
         keys = seq.block_keys
-        if keys and len(keys) > len(seq.shared) and self.pool.enable_prefix_caching:
+        # (Not with window groups: a reply block the window passed is no longer held.)
+        if keys and len(keys) > len(seq.shared) and self.pool.enable_prefix_caching \
+                and not self.win:
             # Content keys beyond the prompt name the reply's full blocks: cache them as
             # vLLM does, so a next turn that carries this reply reuses it.
             shared = seq.shared
@@ -492,7 +587,8 @@ class Scheduler:
                 if not self.pool.register(keys[i]):
                     break
                 shared.append(keys[i])
-        self.pool.release(seq.shared, blocks - len(seq.shared))
+                private -= 1
+        self.pool.release(seq.shared, private)
         seq.shared = []
         seq.state = FINISHED
         seq.finish_step = n
@@ -513,7 +609,8 @@ class Scheduler:
             seq.g = seq.output_tokens
             seq.segments.append((seq.seg_start, n))
             self._dec_remove(seq)
-            self._finish(seq, _cdiv(seq.a + n + 1, self.bs), n, seq.a + n + 1)
+            t = seq.a + n + 1          # after this step's frees (`_win_frees`)
+            self._finish(seq, self._held(seq, t, t), n, t)
             out.finished.append(seq)
 
     # ---- fast-forward --------------------------------------------------------------------
@@ -583,7 +680,8 @@ class Scheduler:
         k = heap[0][0] - n0            # decode steps before the finishing one
         cd, md = self._c_dc, self._m_dc
         # Each decoding sequence takes at most one block per bs steps.
-        if k <= 0 or cd < 0 or md < 0 or b * _cdiv(k + 1, self.bs) > self.pool.free_blocks:
+        if k <= 0 or cd < 0 or md < 0 or \
+                b * self.kv_groups * _cdiv(k + 1, self.bs) > self.pool.free_blocks:
             return now_s
         dc = float(self.dec_a_sum + b * n0)
         x = dc * cd + self._dec_p[b]
@@ -609,6 +707,12 @@ class Scheduler:
         n0 = self.step_index
         finish_step = heap[0][0]
         n_end = n0 + min(finish_step - n0 + 1, max_steps)
+        groups = self.kv_groups
+        if self.win:
+            # Up to the next decode that starts to free (its frees change the run's phases).
+            self._win_activate(n0)
+            n_end = min(n_end, max(self._win_next_activation(), n0 + 1))
+        freed_total = 0
         pool = self.pool
         free = pool.free_blocks
         used0 = pool.used_blocks
@@ -622,7 +726,7 @@ class Scheduler:
         base = n0
         chunk = 16
         b = self.dec_count
-        if self._pq is not None and b < len(self._dec_p):
+        if self._pq is not None and b < len(self._dec_p) and not self.win:
             # Scalar step times (`use_compiled`): the decode set is fixed within the run.
             p, q, cd, md = self._dec_p[b], self._dec_q[b], self._c_dc, self._m_dc
             a_sum = self.dec_a_sum
@@ -655,8 +759,8 @@ class Scheduler:
                     (p, q, cd, md), residue, ends, used)
                 break
         while n < n_end and t < stop_before_s:
-            need = residue[(-n) % bs]
-            if need_total + need > free:
+            need = groups * residue[(-n) % bs]
+            if need_total - freed_total + need > free:
                 break
             i = n - base
             if i >= len(durs):
@@ -674,11 +778,15 @@ class Scheduler:
                 i = n - base
             t = t + durs[i]
             need_total += need
+            if self.win:
+                freed_total += self.win_groups * self.win_residue[n % bs]
             ends.append(t)
-            used.append(used0 + need_total)
+            used.append(used0 + need_total - freed_total)
             n += 1
         if n == n0:
             return ends, used, []
+        if freed_total:
+            pool.release([], freed_total)
         pool.allocate(need_total)
         self.generation_tokens_total += self.dec_count * (n - n0)
         self.step_index = n
