@@ -3,7 +3,8 @@
 Every expected number below is a measurement, cited by file and line (the CSV header is line
 1), never ridgeline's own output. The model is evaluated through the operator table and
 `kernels.time_rows`, the rows the step time and the C core use, with the vLLM calibration
-(floor and all-reduce latency scales) off: these tests check the kernel fit itself.
+(floor, all-reduce latency and decode-attention scales) off: these tests check the kernel fit
+itself.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def _per_layer_us(model: str, hardware: str, tp: int, work: BatchWork,
     par = Parallelism(tp=tp)
     spec = load_model(model)
     table = build_table(spec, pr, par, 1.0, 0.0)
-    prof = replace(kernels.load_profile(hardware), floor_scale=1.0)
+    prof = replace(kernels.load_profile(hardware), floor_scale=1.0, attention_decode_scale=1.0)
     comp, mem = kernels.time_rows(table, hw, pr, prof)
     m = RooflineStepTime(spec, replace(hw, kernel_profile=""), pr, par)
     v, _ = m.work_vars(work)
@@ -97,7 +98,10 @@ PREFILL = [(10291, 64, 2048, 35.0), (10322, 64, 4032, 51.0), (10612, 128, 2048, 
            (11567, 512, 0, 72.0), (11599, 512, 1024, 147.0), (13689, 2048, 0, 681.0),
            (13721, 2048, 1024, 846.0)]  # (line, chunk, cached, us); small chunks over a long
 # context are latency-bound (the serial walk over the keys), large ones throughput-bound
-DECODE = [(3970, 1, 1024, 17.0), (4001, 32, 1024, 64.0), (4097, 128, 1024, 192.0)]
+# decode at 128 sequences x 2k and 4k context, the size of the overloaded vLLM "reasoning"
+# runs' steps (max_num_seqs 128, contexts 1.1k-2.5k): the fit holds there (+2%, +3%)
+DECODE = [(3970, 1, 1024, 17.0), (4001, 32, 1024, 64.0), (4097, 128, 1024, 192.0),
+          (6273, 128, 2048, 349.0), (10241, 128, 4032, 667.0)]
 
 
 @pytest.mark.parametrize(("line", "c", "p", "meas"), PREFILL)
@@ -126,7 +130,8 @@ def test_decode_attention_matches_measured_kernels(line: int, b: int, ctx: int,
                                                    meas: float) -> None:
     w = BatchWork(decode_seqs=b, decode_context_tokens=b * ctx)
     t = _per_layer_us("llama-3.1-70b", "a100-80gb", 2, w)["attn_decode"]
-    assert t == pytest.approx(meas, rel=0.2), (line, t)
+    # 10% where the KV stream dominates (b = 128, >= 2k context), 20% on the smaller rows
+    assert t == pytest.approx(meas, rel=0.1 if b * ctx >= 128 * 2048 else 0.2), (line, t)
 
 
 # network/<topology>/all_reduce.csv, single-node rows: (line, GPUs, bytes, median us)
@@ -286,14 +291,14 @@ def test_attention_carries_to_other_gpus_relative_to_their_gemm_fit() -> None:
     cat = kernels.kernel_catalog()
     a100, h100 = cat["profiles"]["a100"]["gemm"], cat["profiles"]["h100"]["gemm"]
     att = cat["attention"]
-    e_pre, e_dec = kernels.attention_efficiencies(kernels.load_profile("h100-sxm"),
-                                                  load_hardware("h100-sxm"))
+    vidur = replace(kernels.load_profile("h100-sxm"), attention_decode_scale=1.0)
+    e_pre, e_dec = kernels.attention_efficiencies(vidur, load_hardware("h100-sxm"))
     assert e_dec == pytest.approx(att["attention_decode"]["bandwidth_efficiency"]
                                   * h100["bandwidth_efficiency"] / a100["bandwidth_efficiency"])
     assert e_pre == pytest.approx(att["attention_prefill"]["compute_efficiency"]
                                   * h100["compute_efficiency"] / a100["compute_efficiency"])
     # On A100 itself the fit applies unchanged.
-    assert kernels.attention_efficiencies(kernels.load_profile("a100-80gb"),
-                                          load_hardware("a100-80gb")) == (
+    a100_vidur = replace(kernels.load_profile("a100-80gb"), attention_decode_scale=1.0)
+    assert kernels.attention_efficiencies(a100_vidur, load_hardware("a100-80gb")) == (
         att["attention_prefill"]["compute_efficiency"],
         att["attention_decode"]["bandwidth_efficiency"])

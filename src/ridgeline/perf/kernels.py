@@ -94,6 +94,10 @@ class KernelProfile:
     # share of NCCL's (vLLM's custom all-reduce).
     floor_scale: float = 1.0
     allreduce_latency_scale: float = 1.0
+    # vLLM's decode attention as a share of the bandwidth efficiency carried over from Vidur's
+    # A100 kernel; explored on the same runs (fit_vllm_kernel_scales.py --attention-grid), it
+    # ships only when fitted: the catalog has none (the fit kept 1, docs/BENCHMARKS.md).
+    attention_decode_scale: float = 1.0
     # GEMM fit of the part attention was profiled on (A100): attention efficiencies carry to
     # another GPU relative to that GPU's own GEMM efficiencies.
     attention_gemm_ref: dict[str, Any] | None = None
@@ -149,7 +153,9 @@ def load_profile(name: str) -> KernelProfile:
         attention_gemm_ref=ref,
         floor_scale=float(vllm.get("floor_scale", {}).get("value", 1.0)),
         allreduce_latency_scale=float(
-            vllm.get("allreduce_latency_scale", {}).get("value", 1.0)))
+            vllm.get("allreduce_latency_scale", {}).get("value", 1.0)),
+        attention_decode_scale=float(
+            vllm.get("attention_decode_scale", {}).get("value", 1.0)))
 
 
 def profile_for(hardware: HardwareSpec) -> KernelProfile | None:
@@ -175,7 +181,7 @@ def attention_efficiencies(prof: KernelProfile, hw: HardwareSpec) -> tuple[float
     ref = prof.attention_gemm_ref or prof.gemm
     e_pre = pre["compute_efficiency"] * gemm_efficiency_16(prof, hw) / ref["compute_efficiency"]
     e_dec = dec["bandwidth_efficiency"] * prof.gemm["bandwidth_efficiency"] \
-        / ref["bandwidth_efficiency"]
+        / ref["bandwidth_efficiency"] * prof.attention_decode_scale
     return min(e_pre, 1.0), min(e_dec, 1.0)
 
 
@@ -291,9 +297,11 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
     vllm = kernel_catalog().get("vllm", {})
     if "floor_scale" in vllm:
         fit = vllm["floor_scale"]["_fit"]
+        att = (f"decode attention at {prof.attention_decode_scale:g} x the carried bandwidth "
+               "efficiency; " if "attention_decode_scale" in vllm else "")
         out.append(f"vLLM steps (CUDA graphs): {prof.floor_scale:g} x the fitted floors; "
                    f"NVLink all-reduce latency {prof.allreduce_latency_scale:g} x NCCL's "
-                   f"(custom all-reduce); fitted on {fit['files'][0]}, {fit['date']}: ITL "
+                   f"(custom all-reduce); {att}fitted on {fit['files'][0]}, {fit['date']}: ITL "
                    f"residual median {100 * fit['residual']['median_ape']:.1f}%, "
                    f"leave-one-model-out CV median {100 * fit['cv']['median_ape']:.1f}%")
     if prof.derived and e16 != g["compute_efficiency"]:
