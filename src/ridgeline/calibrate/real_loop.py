@@ -56,7 +56,8 @@ class RealLoopConfig:
     context_prompt_tokens: int = 384
     prefill_tokens: tuple[int, ...] = (16, 64, 128, 256, 512)
     prefill_repeats: int = 3
-    open_requests: int = 40             # the open-loop probe (0: none)
+    open_requests: int = 0              # the open-loop probe (0: none; the slot model
+    #                                     times each layout itself)
     open_prompt_tokens: int = 64
     open_output_tokens: int = 64
     open_rate_req_s: float | None = None
