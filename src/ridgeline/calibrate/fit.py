@@ -111,7 +111,8 @@ def fit_profile(samples: list[StepSample], scheduling: Scheduling | None = None,
         # average over layouts would count the layout twice (kept in the residuals only).
         open_pts = [s for s in good if s.point.startswith("open")]
         if open_pts:
-            (notes := list(notes or [])).append(
+            notes = [n for n in (notes or []) if "replace the lockstep" not in n]
+            notes.append(
                 "open-loop steps not in the table (slot model: T is one graph; they are "
                 "residuals only)")
         table_src = [s for s in good if not s.point.startswith("open")]
