@@ -171,3 +171,20 @@ def test_lru_rule_predicts_a_real_servers_choices() -> None:
     # The state a later point meets: just before the 100th request got its slot.
     _, _, early = check_log(log.splitlines(), 8, stop_before=100)
     assert sorted(early) == list(range(8))
+
+
+def test_a_server_with_history_starts_from_its_order() -> None:
+    from ridgeline.errors import RidgelineError
+
+    t = SlotTable(4, lru_order=[1, 3, 0, 2])
+    assert [t.acquire(k) for k in "abcd"] == [1, 3, 0, 2]
+    with pytest.raises(ValueError):
+        SlotTable(4, lru_order=[1, 3, 0])
+    prof = _profile(True)
+    eng = Engine(prof.engine_config(), prof.with_slot_order([1, 3, 0, 2]))
+    eng.add_request(EngineRequest("A", prompt_tokens=4, output_tokens=4))
+    eng.add_request(EngineRequest("B", prompt_tokens=4, output_tokens=4))
+    assert eng.step(0.0).duration_s == pytest.approx(2 * T_GRAPH_S[4])  # slots 1, 3: apart
+    assert eng.step(1.0).duration_s == pytest.approx(2 * T_GRAPH_S[1])
+    with pytest.raises(RidgelineError, match="--slot-order"):
+        prof.with_slot_order([0, 1, 2])
