@@ -5,11 +5,12 @@
 
 Each of `--starts` fresh server starts (memory-bound random Llama, ~400 MB F32, `-np 8`,
 `-t 1` by default): calibrate (decode lockstep at B = 1, 2, 4, 8; B = 1 at a long context;
-single-stream prefills of 16..512 tokens; and the open-loop Poisson probe, prompt/output 64,
-whose steps replace the lockstep T(B), issue 19), then bench three load points NOT used for
+single-stream prefills of 16..512 tokens; decode probes pinned to slots 0..B-1, the profile
+a slot model: LRU slots, a step = the sum of T over its consecutive-slot graphs, issue 19),
+then bench three load points NOT used for
 fitting (closed loop at C = 3; open-loop Poisson at 35% and 80% of the capacity the profile
 predicts, `--fractions`; prompt 128, output 128 tokens, unlike the probes) and predict them
-with `verify`.
+with `verify` (each point from the server's LRU slot order at its start, read from its log).
 Reported per point:
 predicted, measured, error for TTFT/TPOT/E2E P50; the median absolute error per metric; the
 same prediction from the profile of the *other* start (cross-start); the measured run-to-run
@@ -142,7 +143,10 @@ def main() -> int:
             "table_tokens": prof.tokens, "table_step_ms": [t * 1e3 for t in prof.step_s],
             "per_pair_s": prof.per_pair_s, "fit_notes": prof.fit_notes,
             "calibrated": res.report.to_dict(),
-            "cross_start": verify(traces, other).to_dict() if other is not None else None,
+            "cross_start": verify(traces, other, slot_orders=res.slot_orders).to_dict()
+            if other is not None else None,
+            "slot_orders": res.slot_orders,
+            "decode_per_pair_s": prof.decode_per_pair_s,
             "roofline": [r.__dict__ for r in roofline_rows(traces, str(model.config_path),
                                                            hw_path, 8)],
         }

@@ -42,7 +42,7 @@ def test_calibrate_recovers_known_table_then_verify(known: Path, tmp_path: Path)
         r = _run("calibrate", "engine", "--base-url", emu.base_url, "--batches", "1,2,4,8",
                  "--prompt-tokens", "8", "--output-tokens", "12", "--rounds", "2",
                  "--context-tokens", "0", "--prefill-tokens", "16,64", "--prefill-repeats",
-                 "2", "--preset", "llama.cpp", "--out", str(out))
+                 "2", "--preset", "llama.cpp", "--kv-unified", "--out", str(out))
         assert r.returncode == 0, r.stderr[-2000:]
         held_out = tmp_path / "c3.jsonl"
         b = _run("bench", "--base-url", emu.base_url, "--concurrency", "3", "--requests", "9",
@@ -64,8 +64,10 @@ def test_calibrate_recovers_known_table_then_verify(known: Path, tmp_path: Path)
         if n > 8:
             want = known_prof.step_time_s(BatchWork(prefill_tokens=n))
             assert t == pytest.approx(want, rel=0.2, abs=0.01), (n, t, want)
-    # 5 lockstep/prefill points and the open-loop probe (issue 19).
+    # 5 lockstep/prefill points and the open-loop probe (issue 19). The emulator serving a
+    # one-graph table is a llama.cpp with one KV stream (--kv-unified): no slot model.
     assert len(fitted.provenance.probe_traces) == 6 + 1
+    assert not fitted.scheduling.slot_graphs
     assert fitted.provenance.probe_traces[-1].point == "open-poisson"
     # verify: the held-out closed loop at 3, predicted by the fitted profile.
     v = _run("verify", str(held_out), "--calibration", str(out), "--bound", "tpot_p50=15%",

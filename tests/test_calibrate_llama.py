@@ -51,8 +51,8 @@ def test_real_engine_loop(tmp_path: Path) -> None:
     from ridgeline.calibrate.verify import verify
 
     # Calibrate the small model (~54 MB: steps of several ms, above the client's resolution;
-    # the tiny model's ~1 ms steps drown in this box's scheduling jitter) with lockstep,
-    # prefill and open-loop probes, then one held-out open-loop point (Poisson, lengths
+    # the tiny model's ~1 ms steps drown in this box's scheduling jitter) with lockstep
+    # (pinned) and prefill probes, then one held-out open-loop point (Poisson, lengths
     # unlike the probes').
     # Up to three fresh calibrate+measure attempts: on a shared 2-core box a single
     # measurement can be 30% off its neighbours (docs/BENCHMARKS.md, issue 19); a real drift
@@ -63,7 +63,6 @@ def test_real_engine_loop(tmp_path: Path) -> None:
             out_dir=str(tmp_path / f"a{attempt}"), shape="small", slots=4, threads=1,
             ctx_per_slot=1024, batches=(1, 2, 3, 4), decode_output_tokens=16, rounds=2,
             context_prompt_tokens=256, prefill_tokens=(16, 64, 256, 512), prefill_repeats=3,
-            open_requests=30, open_prompt_tokens=32, open_output_tokens=32,
             prompt="fixed:200", output="fixed:24", seed=attempt,
             points=(LoadPoint("poisson 3 req/s", rate_req_s=3.0, requests=40),))
         res = run_real_loop(cfg, log=lambda m: None)
@@ -91,8 +90,12 @@ def test_real_engine_loop(tmp_path: Path) -> None:
     # The profile is a step-time model with provenance and per-point residuals.
     prof = res.profile
     assert prof.scheduling.preset == "llama.cpp" and prof.scheduling.max_num_seqs == 4
-    assert prof.scheduling.prefill_own_graph
-    assert len(prof.provenance.probe_traces) == 4 + 1 + 4 + 1
+    # Per-slot KV (-np 4, no -kvu): the slot model, its probes pinned to slots 0..B-1, and
+    # the held-out point replayed from the server's slot order at its start (from its log).
+    assert prof.scheduling.prefill_own_graph and prof.scheduling.slot_graphs
+    assert prof.provenance.probe_design["pin_slots"]
+    assert len(prof.provenance.probe_traces) == 4 + 1 + 4
+    assert len(res.slot_orders) == 1 and sorted(res.slot_orders[0] or []) == [0, 1, 2, 3]
     assert {r.point.split(" ")[0] for r in prof.residuals} >= {
         "context-b1", "prefill-p16", "prefill-p64", "prefill-p256", "prefill-p512"}
     assert all(np.isfinite(r.rel_error) for r in prof.residuals)
@@ -102,7 +105,8 @@ def test_real_engine_loop(tmp_path: Path) -> None:
     assert res.report.loads and res.report.loads[0].in_flight_measured > 0
     # The same check fails on a drift: the profile with every step 50% slower misses.
     drifted = prof.model_copy(update={"step_s": [t * 1.5 for t in prof.step_s]})
-    assert _misses(verify([str(t) for t in res.traces], drifted)), "a 50% drift passed"
+    assert _misses(verify([str(t) for t in res.traces], drifted,
+                          slot_orders=res.slot_orders)), "a 50% drift passed"
 
 
 def test_demo_real_stops_the_server_on_sigterm(tmp_path: Path) -> None:

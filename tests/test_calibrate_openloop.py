@@ -95,11 +95,25 @@ def test_open_probe_replaces_lockstep_decode_in_the_fit(tmp_path: Path) -> None:
           "calibration_probe": {"kind": "decode", "batch": 3, "label": "decode-b3"}}
     lp = tmp_path / "b3.jsonl"
     lp.write_text("\n".join(json.dumps(x) for x in [lh, *lock]) + "\n")
-    prof = calibrate_from_traces([str(lp), str(op)], preset="llama.cpp", slots=8)
-    assert prof.scheduling.prefill_own_graph
+    # One KV stream (-kvu): no slot model, the open-loop average replaces the lockstep T(3).
+    prof = calibrate_from_traces([str(lp), str(op)], preset="llama.cpp", slots=8,
+                                 kv_unified=True)
+    assert not prof.scheduling.prefill_own_graph and not prof.scheduling.slot_graphs
     i3 = prof.tokens.index(3)
     assert prof.step_s[i3] == pytest.approx(T_DEC[3], abs=0.0006)   # open-loop, not 0.040
     assert any("replace the lockstep" in n for n in prof.fit_notes)
+    # Per-slot KV (the default): the slot model times layouts itself, so T(3) stays the
+    # (pinned, one-graph) lockstep probe's, and the open-loop steps are residuals only.
+    ev1 = [0.1 + 0.025 * k for k in range(24)]
+    lh1 = {**lh, "load": {"pattern": "closed", "concurrency": 1},
+           "calibration_probe": {"kind": "decode", "batch": 1, "label": "decode-b1"}}
+    lp1 = tmp_path / "b1.jsonl"
+    lp1.write_text("\n".join(json.dumps(x) for x in [lh1, {**lock[0], "event_times_s": ev1,
+                                                          "end_s": ev1[-1]}]) + "\n")
+    slot = calibrate_from_traces([str(lp1), str(lp), str(op)], preset="llama.cpp", slots=8)
+    assert slot.scheduling.slot_graphs and slot.scheduling.prefill_own_graph
+    assert slot.step_s[slot.tokens.index(3)] == pytest.approx(0.040, abs=1e-9)
+    assert any("not in the table" in n for n in slot.fit_notes)
 
 
 def test_prefill_own_graph_step_time() -> None:

@@ -63,6 +63,9 @@ class EndpointConfig:
     # Timestamp bytes in the connection's receive callback (see stream_request).
     stamp_on_arrival: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # llama-server calibration probes (issue 19): request i is sent with `id_slot` = i mod
+    # pin_slots, so B lockstep streams decode in slots 0..B-1 (one graph per step); 0: off.
+    pin_slots: int = 0
     # False: `"stream": false`, one JSON answer; its arrival is the only output event, so
     # TTFT = E2E and TPOT/ITL are undefined (as vLLM's and AIPerf's clients report it).
     stream: bool = True
@@ -115,6 +118,9 @@ def request_body(cfg: EndpointConfig, req: BenchRequest) -> bytes:
     if cfg.include_usage and cfg.stream:
         body["stream_options"] = {"include_usage": True}
     body.update(cfg.extra_body)
+    if cfg.pin_slots:
+        digits = req.id[len(req.id.rstrip("0123456789")):]
+        body["id_slot"] = int(digits or 0) % cfg.pin_slots
     return json.dumps(body, separators=(",", ":")).encode()
 
 

@@ -66,14 +66,17 @@ def calibrate_from_traces(paths: list[str], *, preset: str = "llama.cpp",
                           slots: int | None = None, n_batch: int = 2048, n_ubatch: int = 512,
                           kv_capacity_tokens: int = 1 << 20, config_path: str | None = None,
                           design: dict[str, Any] | None = None,
-                          facts: dict[str, Any] | None = None) -> CalibrationProfile:
-    """Fit a profile from probe traces (`ridgeline calibrate fit`)."""
+                          facts: dict[str, Any] | None = None,
+                          kv_unified: bool = False) -> CalibrationProfile:
+    """Fit a profile from probe traces (`ridgeline calibrate fit`). With llama.cpp's per-slot
+    KV (no `kv_unified`) the profile is a slot model: its decode probes must have been
+    pinned to slots 0..B-1 (`calibrate engine` does that), so each T(B) is one graph."""
     samples, refs, notes = samples_from_traces(paths)
     ef = engine_facts(paths)
     batches = [s.tokens for s in samples
                if not s.point.startswith(("prefill", "context", "open"))]
     sched = preset_scheduling(preset, slots or (max(batches) if batches else None), n_batch,
-                              n_ubatch)
+                              n_ubatch, kv_unified=kv_unified)
     prov = Provenance(engine=preset if ef.engine in ("unknown", "None") else ef.engine,
                       engine_version=ef.engine_version, base_url=ef.base_url, model=ef.model,
                       model_config_path=config_path, host=host_facts(),
@@ -87,7 +90,8 @@ def calibrate_engine(endpoint: Any, design: ProbeDesign, probe_dir: str | Path, 
                      preset: str = "llama.cpp", slots: int | None = None, n_batch: int = 2048,
                      n_ubatch: int = 512, kv_capacity_tokens: int | None = None,
                      config_path: str | None = None, seed: int = 0,
-                     log: Callable[[str], None] | None = None) -> CalibrationProfile:
+                     log: Callable[[str], None] | None = None,
+                     kv_unified: bool = False) -> CalibrationProfile:
     """Probe a live endpoint through the bench client, then fit (`ridgeline calibrate
     engine`). llama.cpp's /props, when it answers, gives the slots and the KV capacity
     (slots x per-slot context) unless they are given."""
@@ -97,7 +101,10 @@ def calibrate_engine(endpoint: Any, design: ProbeDesign, probe_dir: str | Path, 
         kv_capacity_tokens = slots * props["slot_n_ctx"] if "slot_n_ctx" in props else 1 << 20
     import dataclasses
 
-    design = dataclasses.replace(design, slots=design.slots or slots)
+    slot_model = preset_scheduling(preset, slots, n_batch, n_ubatch,
+                                   kv_unified=kv_unified).slot_graphs
+    design = dataclasses.replace(design, slots=design.slots or slots,
+                                 pin_slots=design.pin_slots or slot_model)
     points = run_probe(endpoint, design, probe_dir, engine=preset, seed=seed, log=log)
     facts = {"engine_props": props} if props else {}
     if props.get("build_info"):
@@ -105,7 +112,8 @@ def calibrate_engine(endpoint: Any, design: ProbeDesign, probe_dir: str | Path, 
     prof = calibrate_from_traces([p.trace_path for p in points], preset=preset, slots=slots,
                                  n_batch=n_batch, n_ubatch=n_ubatch,
                                  kv_capacity_tokens=kv_capacity_tokens,
-                                 config_path=config_path, design=design.describe())
+                                 config_path=config_path, design=design.describe(),
+                                 kv_unified=kv_unified)
     for k, v in facts.items():
         setattr(prof.provenance, k, v)
     return prof

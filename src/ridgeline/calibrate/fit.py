@@ -42,7 +42,23 @@ class StepSample:
     samples: int = 1
 
 
-def fit_per_pair_s(samples: list[StepSample]) -> tuple[float, str]:
+def _is_decode(s: StepSample) -> bool:
+    return s.point.startswith(("decode", "context", "open"))
+
+
+def fit_decode_per_pair_s(samples: list[StepSample]) -> tuple[float | None, str]:
+    """The slope from the decode probes alone (a decode token reading its context), capped
+    at half the smallest decode step per pair; None when no batch size was probed at two
+    contexts. llama.cpp on a CPU spends several times more per pair here than in a prompt
+    (issue 19), which the pooled slope, capped by the prefills, cannot show."""
+    dec = [s for s in samples if s.point.startswith(("decode", "context"))]
+    slope, note = fit_per_pair_s(dec, what="decode_per_pair_s")
+    if note.startswith("decode_per_pair_s: no token count"):
+        return None, note
+    return slope, note
+
+
+def fit_per_pair_s(samples: list[StepSample], what: str = "per_pair_s") -> tuple[float, str]:
     """Pooled within-token-count slope of step time on attention pairs (>= 0), and a note."""
     groups: dict[int, list[StepSample]] = defaultdict(list)
     for s in samples:
@@ -60,18 +76,18 @@ def fit_per_pair_s(samples: list[StepSample]) -> tuple[float, str]:
         sxx += float(dx @ dx)
         used += 1
     if not used:
-        return 0.0, "per_pair_s: no token count was probed at two contexts; attention term 0"
+        return 0.0, f"{what}: no token count was probed at two contexts; attention term 0"
     slope = sxy / sxx
     if slope < 0:
-        return 0.0, (f"per_pair_s: fitted slope {slope:.3g} s/pair < 0 (noise above the "
+        return 0.0, (f"{what}: fitted slope {slope:.3g} s/pair < 0 (noise above the "
                      "context effect); floored at 0")
     # Attention cannot take more than the whole step: cap the slope at half of the smallest
     # step_s / pairs over all samples (a noisy context probe must not swallow a prefill).
     cap = 0.5 * min((s.step_s / s.pairs for s in samples if s.pairs > 0), default=slope)
     if slope > cap:
-        return cap, (f"per_pair_s: fitted slope {slope:.3g} s/pair capped at {cap:.3g} (half "
+        return cap, (f"{what}: fitted slope {slope:.3g} s/pair capped at {cap:.3g} (half "
                      "the smallest step time per pair among the probes): context probe noisy")
-    return slope, f"per_pair_s from {used} token count(s) probed at several contexts"
+    return slope, f"{what} from {used} token count(s) probed at several contexts"
 
 
 def fit_profile(samples: list[StepSample], scheduling: Scheduling | None = None,
@@ -84,15 +100,31 @@ def fit_profile(samples: list[StepSample], scheduling: Scheduling | None = None,
         raise RidgelineError("calibrate: no usable probe measurements (every probe point "
                              "failed or produced no clean steps)")
     per_pair_s, note = fit_per_pair_s(good)
+    dec_pair_s, dec_note = fit_decode_per_pair_s(good)
+    if dec_pair_s is not None:
+        note = f"{note}; {dec_note}"
     # An open-loop regime at n replaces the lockstep and context probes at n in the table
     # (issue 19: lockstep sees one slot layout, load sees them all); those still gave the
     # attention slope above, and stay in the residuals.
-    open_n = {s.tokens for s in good if s.point.startswith("open")}
+    if scheduling is not None and scheduling.slot_graphs:
+        # The slot model times each layout itself from one-graph steps: an open-loop
+        # average over layouts would count the layout twice (kept in the residuals only).
+        open_pts = [s for s in good if s.point.startswith("open")]
+        if open_pts:
+            notes = [n for n in (notes or []) if "replace the lockstep" not in n]
+            notes.append(
+                "open-loop steps not in the table (slot model: T is one graph; they are "
+                "residuals only)")
+        table_src = [s for s in good if not s.point.startswith("open")]
+    else:
+        table_src = good
+    open_n = {s.tokens for s in table_src if s.point.startswith("open")}
     by_n: dict[int, list[float]] = defaultdict(list)
-    for s in good:
+    for s in table_src:
         if s.tokens in open_n and not s.point.startswith(("open", "prefill")):
             continue
-        by_n[s.tokens].append(s.step_s - per_pair_s * s.pairs)
+        slope = dec_pair_s if dec_pair_s is not None and _is_decode(s) else per_pair_s
+        by_n[s.tokens].append(s.step_s - slope * s.pairs)
     tokens = sorted(by_n)
     table = [float(np.median(by_n[n])) for n in tokens]
     bad = [n for n, t in zip(tokens, table, strict=True) if t <= 0]
@@ -110,18 +142,21 @@ def fit_profile(samples: list[StepSample], scheduling: Scheduling | None = None,
                 f"engine's ubatch ({u}); larger steps are extrapolated (and counted)")
         kw["scheduling"] = scheduling
     profile = CalibrationProfile(tokens=tokens, step_s=table, per_pair_s=per_pair_s,
+                                 decode_per_pair_s=dec_pair_s,
                                  provenance=provenance or Provenance(),
                                  fit_notes=[note, *(notes or [])], **kw)
     from ridgeline.perf.step_time import BatchWork
 
     res = []
     for s in good:
-        fitted = float(profile.step_time_s(BatchWork(prefill_tokens=s.tokens,
-                                                     prefill_attn_pairs=s.pairs)))
+        work = BatchWork(decode_seqs=s.tokens, decode_context_tokens=s.pairs) \
+            if dec_pair_s is not None and _is_decode(s) else \
+            BatchWork(prefill_tokens=s.tokens, prefill_attn_pairs=s.pairs)
+        fitted = float(profile.step_time_s(work))
         res.append(Residual(point=s.point, tokens=s.tokens, pairs=s.pairs,
                             measured_s=s.step_s, fitted_s=fitted, samples=s.samples))
     profile.residuals = res
     return profile
 
 
-__all__ = ["StepSample", "fit_per_pair_s", "fit_profile"]
+__all__ = ["StepSample", "fit_decode_per_pair_s", "fit_per_pair_s", "fit_profile"]

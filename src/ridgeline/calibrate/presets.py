@@ -23,17 +23,24 @@ PRESETS = ("vllm", "llama.cpp")
 
 
 def preset_scheduling(preset: str, slots: int | None = None, n_batch: int = 2048,
-                      n_ubatch: int = 512) -> Scheduling:
-    """Scheduling of a named engine; `slots` is llama.cpp's -np / vLLM's max_num_seqs."""
+                      n_ubatch: int = 512, kv_unified: bool = False) -> Scheduling:
+    """Scheduling of a named engine; `slots` is llama.cpp's -np / vLLM's max_num_seqs;
+    `kv_unified`: llama.cpp runs with -kvu (one KV stream: one graph per ubatch)."""
     if preset == "llama.cpp":
         np_slots = slots or 1
+        per_slot = not kv_unified and np_slots > 1
+        graph_note = ("llama.cpp -np N (per-slot KV, no -kvu): each request gets the LRU "
+                      "slot; split_equal(sequential) runs one graph per run of consecutive "
+                      "slot ids, prompt tokens apart from decodes" if per_slot else
+                      "llama.cpp with one KV stream (-kvu or -np 1): split_simple, one graph "
+                      "per n_ubatch tokens")
         return Scheduling(
             preset="llama.cpp", max_num_seqs=np_slots,
             max_num_batched_tokens=max(n_batch, np_slots), chunked_prefill=True,
             enable_prefix_caching=False, block_size_tokens=16,
-            ubatch_tokens=min(n_ubatch, n_batch), prefill_own_graph=True,
-            notes=["llama.cpp -np N (per-slot KV, no -kvu): split_equal puts a step's "
-                   "prompt tokens in graphs of their own, apart from its decodes",
+            ubatch_tokens=min(n_ubatch, n_batch), prefill_own_graph=per_slot,
+            slot_graphs=per_slot,
+            notes=[graph_note,
                    "llama.cpp update_slots: decode tokens first, then prompt tokens up to "
                    "n_batch (prompts split across steps); graphs of n_ubatch tokens",
                    "prompts fill in slot order (ridgeline: arrival order); KV per slot "

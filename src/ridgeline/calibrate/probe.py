@@ -64,6 +64,10 @@ class ProbeDesign:
     open_output_tokens: int = 64
     open_rate_req_s: float | None = None   # None: aimed at half the slots in flight
     slots: int | None = None
+    # llama.cpp with per-slot KV (issue 19): the lockstep streams of a decode/context probe
+    # are pinned to slots 0..B-1 (`id_slot`), so each step is one graph and T(B) is the
+    # one-graph time the slot model (sim/slots.py) sums over a step's graphs.
+    pin_slots: bool = False
 
     def batch_sizes(self) -> list[int]:
         return sorted(set(self.batches)) if self.batches else list(range(1, self.max_batch + 1))
@@ -79,6 +83,7 @@ class ProbeDesign:
                 "open_prompt_tokens": self.open_prompt_tokens,
                 "open_output_tokens": self.open_output_tokens,
                 "open_rate_req_s": self.open_rate_req_s,
+                "pin_slots": self.pin_slots,
                 "method": "closed-loop lockstep decode per batch size; single-stream "
                           "prefill with max_tokens=1; one open-loop Poisson run whose "
                           "steps (from chunk times) replace the lockstep decode steps; "
@@ -155,8 +160,11 @@ def run_probe(endpoint: Any, design: ProbeDesign, out_dir: str | Path, *,
         else:
             load = LoadSpec(concurrency=pt.batch, arrival=None, requests=pt.requests,
                             warmup=1 if i == 0 else 0)
+        pinned = endpoint
+        if design.pin_slots and pt.kind in ("decode", "context"):
+            pinned = type(endpoint)(**{**endpoint.__dict__, "pin_slots": pt.batch})
         cfg = BenchConfig(
-            endpoint=endpoint,
+            endpoint=pinned,
             load=load,
             trace_path=pt.trace_path,
             prompt=parse_lengths(f"fixed:{pt.prompt_tokens}", "--prompt"),

@@ -56,7 +56,8 @@ class RealLoopConfig:
     context_prompt_tokens: int = 384
     prefill_tokens: tuple[int, ...] = (16, 64, 128, 256, 512)
     prefill_repeats: int = 3
-    open_requests: int = 40             # the open-loop probe (0: none)
+    open_requests: int = 0              # the open-loop probe (0: none; the slot model
+    #                                     times each layout itself)
     open_prompt_tokens: int = 64
     open_output_tokens: int = 64
     open_rate_req_s: float | None = None
@@ -75,6 +76,8 @@ class RealLoopResult:
     profile: Any
     server_log: Path | None = None
     server_pid: int | None = None
+    # llama-server's LRU slot order at each point's start (None: not a slot model)
+    slot_orders: list[list[int] | None] = field(default_factory=list)
 
 
 def binary_or_error() -> Path:
@@ -115,6 +118,7 @@ def run_real_loop(cfg: RealLoopConfig, log: Callable[[str], None] = print) -> Re
                          open_output_tokens=cfg.open_output_tokens,
                          open_rate_req_s=cfg.open_rate_req_s, slots=cfg.slots)
     traces: list[Path] = []
+    orders: list[list[int] | None] = []
     log(f"llama-server {exe} with {model.gguf_path} (-np {cfg.slots} -t {cfg.threads})")
     srv = LlamaServer(exe, model.gguf_path, n_parallel=cfg.slots, threads=cfg.threads,
                       ctx_per_slot=cfg.ctx_per_slot)
@@ -139,6 +143,10 @@ def run_real_loop(cfg: RealLoopConfig, log: Callable[[str], None] = print) -> Re
                              int(parse_lengths(cfg.output, "--output").mean_tokens))
         log(f"capacity by the profile: {cap:.3g} req/s")
         for i, pt in enumerate(cfg.points):
+            # The server's slot history (its log) is where the point starts: with per-slot
+            # KV the probes leave the LRU cycle permuted, and the slot model needs it.
+            orders.append(server_slot_order(srv.log_file, cfg.slots)
+                          if profile.scheduling.slot_graphs else None)
             if pt.capacity_fraction:
                 pt = LoadPoint(f"poisson {pt.capacity_fraction:.0%} cap "
                                f"({pt.capacity_fraction * cap:.3g} req/s)",
@@ -149,8 +157,22 @@ def run_real_loop(cfg: RealLoopConfig, log: Callable[[str], None] = print) -> Re
         pid = srv.proc.pid if srv.proc is not None else None
     finally:
         srv.stop()
-    report = verify([str(t) for t in traces], profile, cfg.bounds)
-    return RealLoopResult(profile_path, traces, report, profile, server_log, pid)
+    report = verify([str(t) for t in traces], profile, cfg.bounds, slot_orders=orders)
+    return RealLoopResult(profile_path, traces, report, profile, server_log, pid, orders)
+
+
+def server_slot_order(log_file: Any, slots: int) -> list[int] | None:
+    """llama-server's LRU slot order now, replayed from its log (`sim.slots.check_log`);
+    None when the log cannot be read."""
+    import time
+
+    from ridgeline.sim.slots import check_log
+
+    time.sleep(0.2)          # the server's log thread writes the last release lines
+    try:
+        return check_log(Path(log_file).read_text(errors="replace").splitlines(), slots)[2]
+    except (OSError, ValueError):
+        return None
 
 
 def bench_point(endpoint: Any, pt: LoadPoint, out: Path, prompt: str, output: str, seed: int,
@@ -183,7 +205,7 @@ def bench_point(endpoint: Any, pt: LoadPoint, out: Path, prompt: str, output: st
 
 
 __all__ = ["LoadPoint", "RealLoopConfig", "RealLoopResult", "bench_point", "binary_or_error",
-           "capacity_req_s", "run_real_loop"]
+           "capacity_req_s", "run_real_loop", "server_slot_order"]
 
 
 def demo_real(out_dir: str) -> None:

@@ -212,16 +212,22 @@ def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str,
 
 def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None = None,
            fmt: str = "auto", seed: int = 0, config: Any = None,
-           closed_loop: bool = False) -> VerifyReport:
-    """Predicted vs measured for every trace (one load point each)."""
+           closed_loop: bool = False,
+           slot_orders: list[list[int] | None] | None = None) -> VerifyReport:
+    """Predicted vs measured for every trace (one load point each). `slot_orders`: per
+    trace, llama-server's LRU slot order when it started (a slot-model profile; None: a
+    fresh server)."""
     from ridgeline.trace.importers import load_trace
 
     bounds = bounds or {}
     metrics = list(dict.fromkeys([*DEFAULT_METRICS, *bounds]))
     report = VerifyReport(bounds=bounds)
-    for path in trace_paths:
+    for i, path in enumerate(trace_paths):
         trace = load_trace(path, fmt)
-        report.rows.extend(verify_trace(trace, profile, metrics, bounds, seed, config,
+        prof = profile
+        if slot_orders is not None and i < len(slot_orders) and slot_orders[i] is not None:
+            prof = profile.with_slot_order(slot_orders[i])
+        report.rows.extend(verify_trace(trace, prof, metrics, bounds, seed, config,
                                         closed_loop, report.loads))
     if getattr(profile, "extrapolated_steps", 0):
         report.warnings.append(profile.assumptions()[-1])

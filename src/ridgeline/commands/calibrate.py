@@ -30,6 +30,10 @@ NUbatchOpt = Annotated[int, typer.Option("--n-ubatch", min=1, max=10_000_000,
 KvCapOpt = Annotated[int, typer.Option("--kv-capacity-tokens", min=1, max=10**11,
                                        help="The engine's KV "
                                        "cache in tokens (llama.cpp -c).")]
+KvuOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp runs with -kvu (one KV "
+                                      "stream: one graph per step). Default: per-slot KV, "
+                                      "modelled by slot (LRU slots, one graph per run of "
+                                      "consecutive slot ids).")]
 ConfigOpt = Annotated[str | None, typer.Option("--config", help="The model's HF config.json "
                                                "(for KV bytes per token).")]
 
@@ -61,9 +65,10 @@ def engine_cmd(
     prefill_tokens: Annotated[str, typer.Option("--prefill-tokens", help="Prefill probe "
                                                 "prompt lengths.")] = "16,64,128,256,512",
     prefill_repeats: Annotated[int, typer.Option("--prefill-repeats", min=1, max=1000)] = 3,
-    open_requests: Annotated[int, typer.Option(
+    open_requests: Annotated[int | None, typer.Option(
         "--open-requests", min=0, max=100_000, help="Requests of the open-loop (Poisson) probe "
-        "whose steps replace the lockstep decode steps (0: none).")] = 40,
+        "whose steps replace the lockstep decode steps (0: none; default 40, or 0 for "
+        "llama.cpp with per-slot KV, whose slot model times each layout itself).")] = None,
     open_prompt_tokens: Annotated[int, typer.Option("--open-prompt-tokens", min=1,
                                                     max=10_000_000)] = 64,
     open_output_tokens: Annotated[int, typer.Option("--open-output-tokens", min=3,
@@ -83,6 +88,7 @@ def engine_cmd(
     timeout_s: Annotated[float, typer.Option("--timeout", callback=number(gt=0, le=86400),
                                              help="Per-request limit, s.")] = 120.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    kv_unified: KvuOpt = False,
 ) -> None:
     """Probe a live OpenAI-compatible engine through the bench client and fit a profile."""
     from pathlib import Path
@@ -92,7 +98,10 @@ def engine_cmd(
     from ridgeline.calibrate.presets import preset_scheduling
     from ridgeline.calibrate.probe import ProbeDesign
 
-    preset_scheduling(preset)   # a bad name fails before any request
+    slot_model = preset_scheduling(preset, slots or max_batch,  # a bad name fails here
+                                   kv_unified=kv_unified).slot_graphs
+    if open_requests is None:
+        open_requests = 0 if slot_model else 40
     design = ProbeDesign(max_batch=max_batch, decode_prompt_tokens=prompt_tokens,
                          decode_output_tokens=output_tokens, rounds=rounds,
                          context_prompt_tokens=context_tokens,
@@ -107,7 +116,8 @@ def engine_cmd(
     profile = calibrate_engine(endpoint, design, pdir, preset=preset, slots=slots,
                                n_batch=n_batch, n_ubatch=n_ubatch,
                                kv_capacity_tokens=kv_capacity_tokens, config_path=config,
-                               seed=seed, log=lambda m: typer.echo(m, err=True))
+                               seed=seed, log=lambda m: typer.echo(m, err=True),
+                               kv_unified=kv_unified)
     _finish(profile, out)
 
 
@@ -125,6 +135,7 @@ def fit_cmd(
     n_batch: NBatchOpt = 2048,
     n_ubatch: NUbatchOpt = 512,
     kv_capacity_tokens: KvCapOpt = 1 << 20,
+    kv_unified: KvuOpt = False,
     engine: Annotated[str | None, typer.Option(
         "--engine", help="Fit this engine's CPU costs (vllm, trtllm) on measured runs "
         "instead of a step profile; writes an engine costs file for `--engine FILE`.")] = None,
@@ -155,7 +166,7 @@ def fit_cmd(
     preset_scheduling(preset)
     profile = calibrate_from_traces(list(traces), preset=preset, slots=slots, n_batch=n_batch,
                                     n_ubatch=n_ubatch, kv_capacity_tokens=kv_capacity_tokens,
-                                    config_path=config)
+                                    config_path=config, kv_unified=kv_unified)
     _finish(profile, out)
 
 

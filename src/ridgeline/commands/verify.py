@@ -22,6 +22,10 @@ def verify_cmd(
     closed_loop: Annotated[bool, typer.Option(
         "--closed-loop", help="Simulate a closed-loop trace as C users starting together "
         "instead of replaying its measured send times.")] = False,
+    slot_order: Annotated[str | None, typer.Option(
+        "--slot-order", help="llama.cpp per-slot profiles: the server's LRU slot order when "
+        "the traces start, e.g. 3,4,0,5,6,1,2,7 (`ridgeline.sim.slots.check_log` reads it "
+        "from llama-server's log); default: a fresh server (N-1..0).")] = None,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
 ) -> None:
@@ -34,6 +38,15 @@ def verify_cmd(
 
     bounds = parse_bounds(bound)
     profile = CalibrationProfile.load(calibration)
+    if slot_order is not None:
+        try:
+            order = [int(x) for x in slot_order.split(",")]
+        except ValueError:
+            from ridgeline.errors import RidgelineError
+
+            raise RidgelineError(f"--slot-order: got {slot_order!r}; allowed: comma-separated "
+                                 "slot ids") from None
+        profile = profile.with_slot_order(order)
     report = verify(list(traces), profile, bounds, fmt, seed, closed_loop=closed_loop)
     if json_out:
         typer.echo(json.dumps(report.to_dict(), indent=2))

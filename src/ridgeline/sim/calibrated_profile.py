@@ -102,6 +102,11 @@ class Scheduling(BaseModel):
     # llama.cpp with a per-slot KV cache (-np N without -kvu): a step's prompt tokens never
     # share a graph with its decodes (split_equal), so a mixed step is T(decodes) + T(prompt).
     prefill_own_graph: StrictBool = False
+    # The same engine, modelled by slot (issue 19, sim/slots.py): the simulator assigns each
+    # request llama-server's slot (LRU) and a step costs the sum of T over the graphs
+    # split_equal makes of its slots (one per run of consecutive ids). Off for -kvu (one
+    # stream: one graph per ubatch) and for other engines.
+    slot_graphs: StrictBool = False
     notes: list[str] = Field(default_factory=list)
 
 
@@ -134,6 +139,11 @@ class CalibrationProfile(BaseModel):
                                 "without the attention term", max_length=MAX_PROBE_POINTS)
     per_pair_s: float = Field(0.0, description="seconds per attention query-key pair",
                               ge=0, le=MAX_PER_PAIR_S, allow_inf_nan=False)
+    # Seconds per query-key pair of a decode token (its context), when measured apart from
+    # the prefill's (issue 19: llama.cpp on a CPU spends ~5x more per pair in decode
+    # attention than in a prompt's); None: per_pair_s for both.
+    decode_per_pair_s: float | None = Field(None, ge=0, le=MAX_PER_PAIR_S,
+                                            allow_inf_nan=False)
     kv_bytes_per_token_value: float = Field(0.0, alias="kv_bytes_per_token", ge=0,
                                             le=MAX_KV_BYTES_PER_TOKEN, allow_inf_nan=False)
     kv_capacity_tokens_value: StrictInt = Field(1 << 20, alias="kv_capacity_tokens", ge=1,
@@ -142,6 +152,8 @@ class CalibrationProfile(BaseModel):
     residuals: list[Residual] = Field(default_factory=list)
     fit_notes: list[str] = Field(default_factory=list)
 
+    # llama-server's LRU slot order at the start of a replay (sim/slots.py); None: fresh.
+    _slot_order: list[int] | None = PrivateAttr(default=None)
     _extrapolated_steps: int = PrivateAttr(default=0)
     _max_tokens_seen: float = PrivateAttr(default=0.0)
 
@@ -220,13 +232,48 @@ class CalibrationProfile(BaseModel):
         p = np.asarray(work.prefill_tokens, dtype=np.float64)
         d = np.asarray(work.decode_seqs, dtype=np.float64)
         n = p + d
-        pairs = np.asarray(work.prefill_attn_pairs, dtype=np.float64) + np.asarray(
-            work.decode_context_tokens, dtype=np.float64)
         graphs = self.table_time_s(p) + self.table_time_s(d) \
             if self.scheduling.prefill_own_graph else self.table_time_s(n)
-        t = graphs + self.per_pair_s * pairs
+        t = graphs + self.attention_s(np.asarray(work.prefill_attn_pairs, dtype=np.float64),
+                                      np.asarray(work.decode_context_tokens, dtype=np.float64))
         out = np.where(n > 0, t, 0.0)
         return float(out) if out.ndim == 0 else out
+
+    def attention_s(self, prefill_pairs: Any, decode_pairs: Any) -> Any:
+        """The attention term: prefill pairs at per_pair_s, decode ones at decode_per_pair_s
+        (per_pair_s when that is not set)."""
+        dec = self.per_pair_s if self.decode_per_pair_s is None else self.decode_per_pair_s
+        return self.per_pair_s * prefill_pairs + dec * decode_pairs
+
+    def graphs_time_s(self, graph_tokens: list[int], prefill_pairs: float,
+                      decode_pairs: float) -> float:
+        """A step that runs as graphs of these token counts (llama.cpp's ubatches): the sum
+        of the one-graph table over them, plus the attention term. Zero graphs: 0 s."""
+        if not graph_tokens:
+            return 0.0
+        t = float(np.sum(self.table_time_s(np.asarray(graph_tokens, dtype=np.float64))))
+        return t + float(self.attention_s(float(prefill_pairs), float(decode_pairs)))
+
+    def slot_steps(self, n_slots: int) -> Any:
+        """The scheduler hook that times steps by slot layout (`scheduling.slot_graphs`), or
+        None: the engine then times steps from BatchWork alone."""
+        if not self.scheduling.slot_graphs:
+            return None
+        from ridgeline.sim.slots import SlotSteps
+
+        return SlotSteps(n_slots, self.scheduling.ubatch_tokens or MAX_STEP_TOKENS,
+                         self.graphs_time_s, self._slot_order)
+
+    def with_slot_order(self, order: list[int] | None) -> CalibrationProfile:
+        """This profile with the server's LRU slot order at the start of a simulated run (a
+        server with history, e.g. read from its log by `sim.slots.check_log`)."""
+        n = self.scheduling.max_num_seqs
+        if order is not None and sorted(order) != list(range(n)):
+            raise RidgelineError(f"--slot-order: got {','.join(map(str, order))}; allowed: "
+                                 f"each of the profile's slots 0..{n - 1} once")
+        out = self.model_copy()
+        out._slot_order = None if order is None else list(order)
+        return out
 
     def step_time_s_of(self, **fields: float) -> float:
         """One step's seconds from BatchWork fields given by name (a convenience)."""
@@ -266,7 +313,9 @@ class CalibrationProfile(BaseModel):
             f"calibrated profile: {pv.engine} {pv.engine_version or ''} serving {pv.model} "
             f"(measured {time.strftime('%Y-%m-%d %H:%M', time.gmtime(pv.created_unix_s))} "
             "UTC)".replace("  ", " "),
-            f"step time = T(tokens in step) + {self.per_pair_s:.3g} s x attention pairs; T "
+            f"step time = T(tokens in step) + {self.per_pair_s:.3g} s x attention pairs"
+            + (f" (decode pairs: {self.decode_per_pair_s:.3g} s)"
+               if self.decode_per_pair_s is not None else "") + "; T "
             f"measured at {len(self.tokens)} token counts {self.tokens[0]}..{self.tokens[-1]},"
             " linear between them",
             f"scheduling ({self.scheduling.preset}): max_num_seqs "
@@ -278,6 +327,12 @@ class CalibrationProfile(BaseModel):
             + (", a step's prompt tokens in their own graph: T(decodes) + T(prompt)"
                if self.scheduling.prefill_own_graph else ""),
         ]
+        if self.scheduling.slot_graphs:
+            out.append("llama.cpp per-slot KV (-np without -kvu): each request gets "
+                       "llama-server's LRU slot (a fresh server's order: highest id first); a "
+                       "step costs the sum of T over its graphs, one per run of consecutive "
+                       "slot ids (split_equal); the simulator and emulator run this on the "
+                       "Python engine (not the C core); estimate assumes one run")
         if self._extrapolated_steps:
             out.append(f"WARNING: {self._extrapolated_steps} steps had more tokens than the "
                        f"largest probe ({self.tokens[-1]}; up to {self._max_tokens_seen:g}): "

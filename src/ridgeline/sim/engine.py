@@ -177,6 +177,10 @@ class Engine:
         compiled = _compiled_step(step_model)
         if compiled is not None:
             self.scheduler.use_compiled(compiled)
+        # A calibrated llama.cpp profile with per-slot KV times steps by slot layout.
+        slot_steps = getattr(step_model, "slot_steps", None)
+        if callable(slot_steps):
+            self.scheduler.slots = slot_steps(config.max_num_seqs)
 
     # ---- timing --------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ from ridgeline.sim.sequence import (
     EngineRequest,
     Sequence,
 )
+from ridgeline.sim.slots import SlotSteps
 
 # time_fn(prefill_tokens, prefill_attn_pairs, prefill_context_tokens, prefill_seqs,
 #         decode_seqs, decode_context_tokens) -> step seconds; six float64 arrays of one shape
@@ -146,6 +147,8 @@ class Scheduler:
         self._dec_p: list[float] = []
         self._dec_q: list[float] = []
         self._c_dc = self._m_dc = 0.0
+        # llama.cpp with per-slot KV (sim/slots.py): each step timed by its slots' graphs.
+        self.slots: SlotSteps | None = None
 
     def use_compiled(self, compiled: CompiledStep) -> bool:
         """Time steps one by one in Python floats with the roofline model's compiled path
@@ -426,6 +429,8 @@ class Scheduler:
 
         if not chunks and n_dec == 0:
             return out          # nothing to do: duration 0
+        graphs = None if self.slots is None else self.slots.step_graphs(
+            self.running, [s for s in self.running if s.state == DECODE], chunks)
 
         # The work of the step. A one-token chunk of a sequence that has output already
         # (a transferred request's first step) is a decode.
@@ -465,6 +470,10 @@ class Scheduler:
         self._finish_decodes(n, out)
         self.step_index = n + 1
         # Time the step (its effects above do not depend on its duration).
+        if graphs is not None:
+            out.duration_s = self.slots.duration_s(  # type: ignore[union-attr]
+                graphs, pf_pairs, dec_ctx)
+            return out
         if self._pq is not None and n_dec < len(self._dec_p):
             out.duration_s = self._time_scalar(pf_tokens, pf_pairs, pf_ctx, pf_seqs, n_dec,
                                                dec_ctx)
@@ -655,7 +664,8 @@ class Scheduler:
 
     def can_fast_forward(self) -> bool:
         """Only decodes run, and the next step would not admit anyone."""
-        return self.dec_count > 0 and not self.prefilling and not self.head_admissible()
+        return self.dec_count > 0 and not self.prefilling and self.slots is None and \
+            not self.head_admissible()
 
     def next_finish_start_s(self, now_s: float) -> float:
         """A time before which no sequence can leave this engine if nothing new arrives: a
