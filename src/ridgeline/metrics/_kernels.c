@@ -1,0 +1,77 @@
+/* One compiled kernel of `analyze` (metrics/analysis.py): the per-request counts of pooled
+ * ITL values at or below each threshold, with the values computed again from the event
+ * times instead of read from a request-ordered copy, so that `analyze` can sort its only
+ * copy of a pooled sample in place (issue 22: the 1 GB bar).
+ *
+ * The values are the ones `_itl_samples` computes, by the same IEEE operations in the same
+ * order: gap = t[p+1] - t[p]; per event gap * 1e3, per token (gap / tokens[p+1]) * 1e3
+ * (compiled with -ffp-contract=off: no fused multiply-add). Non-finite values are skipped,
+ * as `_grouped_sample` drops them. Counts are exact integers.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+
+/* counts_at_most(times f8, offsets i8, req i8, tokens i8 or None, thresholds f8, out i8)
+ * out has shape (len(thresholds), len(req)), C order, zeroed by the caller. */
+static PyObject *counts_at_most(PyObject *self, PyObject *args) {
+    PyObject *o_times, *o_off, *o_req, *o_tok, *o_th, *o_out;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o_times, &o_off, &o_req, &o_tok, &o_th, &o_out))
+        return NULL;
+    Py_buffer b[6];
+    PyObject *objs[6] = {o_times, o_off, o_req, o_tok, o_th, o_out};
+    int got = 0, ok = 0;
+    const int has_tok = o_tok != Py_None;
+    for (; got < 6; got++) {
+        if (got == 3 && !has_tok) { b[got].buf = NULL; b[got].len = 0; continue; }
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (got == 5 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objs[got], &b[got], flags) < 0) goto done;
+        if (b[got].itemsize != (got == 5 ? 4 : 8)) {
+            PyErr_SetString(PyExc_ValueError, "counts_at_most: f8/i8 inputs, an i4 out");
+            got++;
+            goto done;
+        }
+    }
+    {
+        const double *t = b[0].buf, *th = b[4].buf;
+        const int64_t *off = b[1].buf, *req = b[2].buf, *tok = has_tok ? b[3].buf : NULL;
+        int32_t *out = b[5].buf;  /* counts per request: far below 2^31 */
+        const Py_ssize_t n_ev = b[0].len / 8, n_off = b[1].len / 8, n_req = b[2].len / 8,
+                         n_th = b[4].len / 8;
+        if (b[5].len / 4 != n_th * n_req || (has_tok && b[3].len / 8 != n_ev)) {
+            PyErr_SetString(PyExc_ValueError, "counts_at_most: sizes disagree");
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < n_req; j++) {
+            int64_t r = req[j];
+            if (r < 0 || r + 1 >= n_off || off[r] < 0 || off[r + 1] > n_ev) {
+                PyErr_SetString(PyExc_IndexError, "counts_at_most: request out of range");
+                goto done;
+            }
+            for (int64_t p = off[r]; p + 1 < off[r + 1]; p++) {
+                double g = t[p + 1] - t[p];
+                double v = has_tok ? (g / (double)tok[p + 1]) * 1e3 : g * 1e3;
+                if (!isfinite(v)) continue;
+                for (Py_ssize_t k = 0; k < n_th; k++) out[k * n_req + j] += v <= th[k];
+            }
+        }
+        ok = 1;
+    }
+done:
+    for (int i = 0; i < got; i++)
+        if (i != 3 || has_tok) PyBuffer_Release(&b[i]);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"counts_at_most", counts_at_most, METH_VARARGS,
+     "Per-request counts of pooled ITL values <= each threshold (see _kernels.c)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels",
+                                    "analyze's compiled kernel.", -1, methods};
+
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
