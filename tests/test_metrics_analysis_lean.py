@@ -14,7 +14,13 @@ import numpy as np
 import pytest
 
 import ridgeline.metrics.analysis as analysis
-from ridgeline.metrics.analysis import _grouped_sample, _itl_into, _Regroup, analyze
+from ridgeline.metrics.analysis import (
+    _grouped_sample,
+    _itl_into,
+    _itl_samples,
+    _Regroup,
+    analyze,
+)
 from ridgeline.theory.stats import _counts_at_most
 from ridgeline.trace.reader import read_trace
 from ridgeline.trace.table import Trace
@@ -95,3 +101,17 @@ def test_count_kernel_equals_numpy(request: pytest.FixtureRequest, monkeypatch:
     got_np = regroup(thresholds)
     assert [g.tolist() for g in got_np] == [w.tolist() for w in want]
     assert want[1].sum() >= xs.size // 2 and want[3].sum() == xs.size and want[4].sum() == 0
+
+
+@pytest.mark.parametrize("which", ["sim_trace", "bench_trace"])
+def test_itl_values_kernel_equals_numpy(request: pytest.FixtureRequest,
+                                        monkeypatch: pytest.MonkeyPatch, which: str) -> None:
+    """`_itl_into` (compiled, then numpy) gives `_itl_samples`' values bit for bit."""
+    trace = request.getfixturevalue(which)
+    pop = (trace.status == 0) & (np.arange(len(trace)) % 7 != 3)
+    itl, itl_tok = _itl_samples(trace, pop, per_token=True, keep_nan=True)
+    for kernels in (analysis._kernels, None):
+        monkeypatch.setattr(analysis, "_kernels", kernels)
+        for per_token, want in ((False, itl), (True, itl_tok)):
+            got = _itl_into(trace, pop, per_token, np.empty(itl.size + 5))
+            assert got.tobytes() == want.tobytes()

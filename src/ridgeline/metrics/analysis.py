@@ -791,6 +791,10 @@ def _itl_into(trace: Trace, pop: np.ndarray, per_token: bool, out: np.ndarray) -
     times = trace.event_times_s
     if times.size < 2:
         return out[:0]
+    if _kernels is not None:  # one pass, no event-sized mask
+        n = _kernels.itl_values(times, trace.event_offsets, np.flatnonzero(pop).astype(np.int64),
+                                trace.event_tokens if per_token else None, out)
+        return out[:n]
     ends = np.repeat(pop, trace.event_counts)
     ends[trace.event_offsets[:-1][trace.event_counts > 0]] = False
     ends = ends[1:]

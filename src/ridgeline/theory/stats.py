@@ -396,8 +396,8 @@ class RequestSample:
 
     def sums(self, x: np.ndarray) -> np.ndarray:
         """Per-request sums of x (aligned with `values`; float or bool), in send order."""
-        if self.counts.size == x.size:
-            return x[self.order].astype(np.float64)
+        if self.counts.size == x.size:  # (the gather is a new array: no second copy)
+            return x[self.order].astype(np.float64, copy=False)
         dtype = np.int64 if x.dtype == np.bool_ else np.float64
         return np.add.reduceat(x, self._bounds()[:-1], dtype=dtype)[self.order].astype(
             np.float64)
