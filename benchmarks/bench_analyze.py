@@ -99,6 +99,7 @@ if mode in ("fast", "sequential"):
     import ridgeline.trace.reader as reader
     if mode == "sequential" and hasattr(reader, "PARALLEL_MIN_BYTES"):
         reader.PARALLEL_MIN_BYTES = float("inf")
+        reader.PARALLEL_MIN_BYTES_COMPILED = float("inf")
     trace = reader.read_trace(path)
 else:
     from ridgeline.trace.schema import RequestRecord, TraceHeader

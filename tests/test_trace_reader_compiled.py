@@ -92,7 +92,7 @@ def test_bench_shaped_trace_compiled_equals_exact(tmp_path: Path, spy: Spy,
         sys.path.pop(0)
     p = tmp_path / "bench.jsonl"
     bench_analyze.write_trace(p, 4000, seed=3)
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES_COMPILED", 0)
     monkeypatch.setattr(reader, "BATCH_LINES", 300)
     monkeypatch.setattr(reader, "_cpus", lambda: 2)
     exact = reader._read_trace(p, fast=False)

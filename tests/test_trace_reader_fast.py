@@ -239,6 +239,7 @@ def test_number_parsing_matches_json_bit_for_bit() -> None:
 def split_always(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Take the two-process path for any file; record whether the worker's part was used."""
     monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES_COMPILED", 0)
     monkeypatch.setattr(reader, "BATCH_LINES", 64)
     monkeypatch.setattr(reader, "_cpus", lambda: 2)
     used: list[bool] = []

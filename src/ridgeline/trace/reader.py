@@ -4,9 +4,13 @@ Crash tolerance: a trace whose writer was killed has no footer and may end in a 
 line. Both are accepted and reported in `Trace.warnings`; every complete request is read.
 A malformed line anywhere else is an error naming the line number and the field.
 
-How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see benchmarks/RESULTS_analyze.md):
+How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see docs/BENCHMARKS.md, issue 22):
 
-* First choice for a batch of request lines (after the header, before any footer): one
+* First choice for a batch: the compiled scanner (`_scan.c`, `_feed_file`), straight into
+  the sink's columns; it declines any batch it cannot read exactly as the exact path does,
+  and that batch goes to the paths below, unchanged.
+
+* Next, for a batch of request lines (after the header, before any footer): one
   msgspec decode of the whole batch into structs, the cyclic GC off meanwhile, the event
   lists gathered with `np.fromiter` (`_ms_columns`). Anything it cannot promise to read as the other
   paths would (a header or footer in the batch, a line that is not JSON, a missing id, an
@@ -22,7 +26,8 @@ How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see benchmarks/RESULTS_
   result equals the exact path's; a batch it cannot handle (odd layout, a number format it
   does not know, a bad line) goes through the exact path: `json.loads` and
   `build_columns`, which also produce every error message.
-* A large uncompressed file (PARALLEL_MIN_BYTES and up, 2+ CPUs) is split in two at a line
+* A large uncompressed file (PARALLEL_MIN_BYTES and up, 2+ CPUs; with the compiled
+  scanner PARALLEL_MIN_BYTES_COMPILED, as it reads alone faster) is split in two at a line
   boundary: a worker process reads the second part while this process reads the first.
   An error in either part, a footer before the split, or a failure of the worker makes
   the whole file be read again in this process alone, so what comes out (values,
@@ -74,6 +79,11 @@ from ridgeline.trace.table import (
 BATCH_LINES = 16_384
 BLOCK_BYTES = 1 << 23  # read size; lines are cut out of these blocks
 PARALLEL_MIN_BYTES = 64 << 20  # smaller files are read by this process alone
+# With the compiled scanner (~650 MB/s) the worker's fixed costs (start-up, counting the
+# lines before its part, handing 300 MB of columns back through a pipe: ~0.6 s) outweigh
+# half the scan below a few GB: on the 517 MB 1M-request trace one process was faster
+# (5.2-5.3 s vs 5.7 s for the whole analyze command) and took 0.5 CPU-s less.
+PARALLEL_MIN_BYTES_COMPILED = 2 << 30
 # Share of the file this process reads when a worker reads the rest: the worker first
 # starts Python and counts the lines before its part.
 PARALLEL_SHARE = 0.50
@@ -810,7 +820,8 @@ def _read_trace(path: str | Path, *, fast: bool = True, parallel: bool = True) -
         gz = isinstance(fh, gzip.GzipFile)
         size = 0 if gz else os.fstat(fh.fileno()).st_size
         rd: _Reader | None = None
-        if (parallel and fast and size >= PARALLEL_MIN_BYTES and _cpus() >= 2
+        min_bytes = PARALLEL_MIN_BYTES if _cscan is None else PARALLEL_MIN_BYTES_COMPILED
+        if (parallel and fast and size >= min_bytes and _cpus() >= 2
                 and os.environ.get("RIDGELINE_READ_WORKER", "1") != "0"):
             rd = _read_split(fh, spath, size)
         if rd is None:
