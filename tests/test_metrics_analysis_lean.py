@@ -90,8 +90,9 @@ def test_count_kernel_equals_numpy(request: pytest.FixtureRequest, monkeypatch:
     np.cumsum(rs.counts, out=bounds[1:])
     xs = np.sort(rs.values)
     # Thresholds on sample values (ties: <= counts them) and between them.
+    # More than the kernel's 8 counters per pass: two passes.
     thresholds = [float(xs[0]), float(xs[xs.size // 2]), float(np.nextafter(xs[-7], 0)),
-                  float(xs[-1]), -1.0]
+                  float(xs[-1]), -1.0] + [float(xs[xs.size * k // 7]) for k in range(1, 7)]
     want = _counts_at_most(rs.values, bounds, thresholds)
     regroup = _Regroup(trace, np.flatnonzero(pop)[idx], per_token)
     if analysis._kernels is not None:

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 /* counts_at_most(times f8, offsets i8, req i8, tokens i8 or None, thresholds f8, out i4)
- * out has shape (len(thresholds), len(req)), C order, zeroed by the caller. */
+ * out has shape (len(thresholds), len(req)), C order (each element written). */
 static PyObject *counts_at_most(PyObject *self, PyObject *args) {
     PyObject *o_times, *o_off, *o_req, *o_tok, *o_th, *o_out;
     if (!PyArg_ParseTuple(args, "OOOOOO", &o_times, &o_off, &o_req, &o_tok, &o_th, &o_out))
@@ -51,11 +51,17 @@ static PyObject *counts_at_most(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_IndexError, "counts_at_most: request out of range");
                 goto done;
             }
-            for (int64_t p = off[r]; p + 1 < off[r + 1]; p++) {
-                double g = t[p + 1] - t[p];
-                double v = has_tok ? (g / (double)tok[p + 1]) * 1e3 : g * 1e3;
-                if (!isfinite(v)) continue;
-                for (Py_ssize_t k = 0; k < n_th; k++) out[k * n_req + j] += v <= th[k];
+            int32_t c[8] = {0};  /* this request's counts, in registers (8 thresholds) */
+            for (Py_ssize_t k0 = 0; k0 < n_th; k0 += 8) {
+                const Py_ssize_t nk = n_th - k0 < 8 ? n_th - k0 : 8;
+                for (int k = 0; k < 8; k++) c[k] = 0;
+                for (int64_t p = off[r]; p + 1 < off[r + 1]; p++) {
+                    double g = t[p + 1] - t[p];
+                    double v = has_tok ? (g / (double)tok[p + 1]) * 1e3 : g * 1e3;
+                    if (!isfinite(v)) continue;
+                    for (Py_ssize_t k = 0; k < nk; k++) c[k] += v <= th[k0 + k];
+                }
+                for (Py_ssize_t k = 0; k < nk; k++) out[(k0 + k) * n_req + j] = c[k];
             }
         }
         ok = 1;
