@@ -8,4 +8,11 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("ridgeline.sim._core", ["src/ridgeline/sim/_core.c"],
                              extra_compile_args=["-O2", "-ffp-contract=off"],
-                             optional=True)])
+                             optional=True),
+                   # The trace reader's fast path (trace/_scan.c); the reader falls back to
+                   # its Python paths without it.
+                   Extension("ridgeline.trace._scan", ["src/ridgeline/trace/_scan.c"],
+                             extra_compile_args=["-O2"], optional=True),
+                   # analyze's per-request ITL counts (metrics/_kernels.c); numpy without it.
+                   Extension("ridgeline.metrics._kernels", ["src/ridgeline/metrics/_kernels.c"],
+                             extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)])

@@ -134,6 +134,7 @@ def test_fast_path_reads_plain_batches(tmp_path: Path, monkeypatch: pytest.Monke
                                        with_msgspec: bool) -> None:
     """Plain batches never go through the per-line exact path; odd ones do (the cutting
     fast path cannot read a nested event_times_s; msgspec's decode can)."""
+    monkeypatch.setattr(reader, "_cscan", None)  # the Python paths (compiled: its own test)
     if not with_msgspec:
         monkeypatch.setattr(reader, "_msgspec", None)
     monkeypatch.setattr(reader, "BATCH_LINES", 10)
@@ -238,6 +239,7 @@ def test_number_parsing_matches_json_bit_for_bit() -> None:
 def split_always(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Take the two-process path for any file; record whether the worker's part was used."""
     monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES_COMPILED", 0)
     monkeypatch.setattr(reader, "BATCH_LINES", 64)
     monkeypatch.setattr(reader, "_cpus", lambda: 2)
     used: list[bool] = []
@@ -319,6 +321,7 @@ def test_msgspec_path_equals_exact_path_on_random_numbers(
     decimals, exponents, integers, -0.0 (batches after the header's go through msgspec)."""
     if reader._msgspec is None:
         pytest.skip("msgspec not installed")
+    monkeypatch.setattr(reader, "_cscan", None)  # else the compiled scanner reads them
     monkeypatch.setattr(reader, "BATCH_LINES", 100)
     used: list[int] = []
     ms_columns = reader._ms_columns

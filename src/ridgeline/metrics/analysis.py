@@ -33,6 +33,7 @@ from ridgeline.theory.stats import (
     DEFAULT_BOOTSTRAP_DRAWS,
     MIN_TAIL_SAMPLES,
     RequestSample,
+    _counts_at_most,
     bootstrap_fraction_draws,
     ci_from_draws,
     min_samples_for_percentile,
@@ -408,12 +409,16 @@ def analyze(
     slos: tuple[SLO | str, ...] | list[SLO | str] = (),
     window: tuple[float, float] | str | None = None,
     seed: int = 0,
+    keep_samples: bool = True,
 ) -> AnalysisResult:
     """Compute every metric of `trace`.
 
     `window`: (start_s, end_s) on the trace clock, "START:END", "all", or None to choose
     the steady part automatically. `slos`: SLO objects or texts like "ttft_ms<=500".
     Bootstrap draws are seeded by `seed` (same seed, same CIs).
+    `keep_samples=False`: the pooled ITL samples (one value per event) are left out of
+    `samples` and `request_samples` (compare, gate and report need them; the numbers are
+    the same either way), and `analyze` holds one event-sized array instead of three.
     """
     slo_list = [s if isinstance(s, SLO) else parse_slo(s) for s in slos]
     header = trace.header
@@ -505,38 +510,49 @@ def analyze(
                         "whose N > 1 tokens arrived in a single event (non-streaming?)")
 
     # ---- latency distributions --------------------------------------------------------------
-    # Tokens per event unknown: no per-token view, not a guess.
-    itl_ms, itl_tok_ms = _itl_samples(trace, pop, per_token=header.has_event_tokens,
-                                      keep_nan=True)
     # Requests in send order (trace order when the source has no send times), so the CIs
     # can resample blocks of consecutive requests (theory/stats.py).
     send_pop = trace.sent_s[pop] if header.has_send_times else None
     gaps_per_req = np.maximum(trace.event_counts[pop] - 1, 0)
-    itl_sample = _grouped_sample(itl_ms, gaps_per_req, send_pop)
-    request_samples = {
-        "itl_ms": itl_sample,
-        # One token per event: the same values, so the same sample (its per-request sums
-        # and block length are then computed once for both metrics; theory/stats.py).
-        "itl_per_token_ms": (itl_sample if itl_tok_ms is itl_ms else
-                             _grouped_sample(itl_tok_ms, gaps_per_req, send_pop)),
-    }
-    if itl_tok_ms.size and itl_tok_ms is not itl_ms:
-        # (The shared array keeps its non-finite values, as itl_ms does: every reader of
-        # `samples` drops them. Kept the same object, it is ordered once below.)
-        itl_tok_ms = itl_tok_ms[np.isfinite(itl_tok_ms)]
+    request_samples: dict[str, RequestSample] = {}
+    pooled_samples: dict[str, np.ndarray] = {}
+    if keep_samples:
+        # Tokens per event unknown: no per-token view, not a guess.
+        itl_ms, itl_tok_ms = _itl_samples(trace, pop, per_token=header.has_event_tokens,
+                                          keep_nan=True)
+        itl_sample = _grouped_sample(itl_ms, gaps_per_req, send_pop)[0]
+        request_samples = {
+            "itl_ms": itl_sample,
+            # One token per event: the same values, so the same sample (its per-request
+            # sums and block length are then computed once for both metrics).
+            "itl_per_token_ms": (itl_sample if itl_tok_ms is itl_ms else
+                                 _grouped_sample(itl_tok_ms, gaps_per_req, send_pop)[0]),
+        }
+        if itl_tok_ms.size and itl_tok_ms is not itl_ms and not np.isfinite(itl_tok_ms).all():
+            # (The shared array keeps its non-finite values, as itl_ms does: every reader
+            # of `samples` drops them. Kept the same object, it is ordered once below.)
+            itl_tok_ms = itl_tok_ms[np.isfinite(itl_tok_ms)]
+        pooled_samples = {"itl_ms": itl_ms, "itl_per_token_ms": itl_tok_ms}
 
-    samples = {
-        "ttft_ms": rm.ttft_s[pop] * 1e3,
-        "tpot_ms": rm.tpot_s[pop] * 1e3,
-        "itl_ms": itl_ms,
-        "itl_per_token_ms": itl_tok_ms,
-        "e2e_ms": rm.e2e_s[pop] * 1e3,
-        "queue_ms": rm.queue_s[pop] * 1e3,
-        "decode_rate_tok_s": rm.decode_rate_tok_s[pop],
-        "output_tokens": rm.output_tokens[pop],
-        "prompt_tokens": np.where(trace.prompt_tokens[pop] >= 0,
-                                  trace.prompt_tokens[pop], np.nan).astype(np.float64),
-    }
+    def per_request_samples() -> dict[str, np.ndarray]:
+        return {
+            "ttft_ms": rm.ttft_s[pop] * 1e3,
+            "tpot_ms": rm.tpot_s[pop] * 1e3,
+            **pooled_samples,
+            "e2e_ms": rm.e2e_s[pop] * 1e3,
+            "queue_ms": rm.queue_s[pop] * 1e3,
+            "decode_rate_tok_s": rm.decode_rate_tok_s[pop],
+            "output_tokens": rm.output_tokens[pop],
+            "prompt_tokens": np.where(trace.prompt_tokens[pop] >= 0,
+                                      trace.prompt_tokens[pop], np.nan).astype(np.float64),
+        }
+
+    # Without keep_samples the pooled samples go first, before the per-request ones exist
+    # (their buffer is the largest array analyze holds); each metric keeps its own random
+    # stream, so the order of the work changes no draw.
+    samples = per_request_samples() if keep_samples else {}
+    send_order = (np.argsort(send_pop, kind="stable") if send_pop is not None and keep_samples
+                  else None)
     specs = [
         ("ttft_ms", "TTFT", "ms", DEFINITIONS["ttft_ms"]),
         ("tpot_ms", "TPOT (per request)", "ms", DEFINITIONS["tpot_ms"]),
@@ -553,36 +569,83 @@ def analyze(
     # One buffer as long as the largest sample holds each sorted copy in turn, and a
     # small scratch the standard deviation's squared deviations (`std_into`): no fresh
     # sample-sized arrays per metric (the pooled ITL samples hold one value per event).
-    size = max(v.size for v in samples.values())
+    size = max(int(np.count_nonzero(pop)), int(gaps_per_req.sum()))
     buf = np.empty(size)
     scratch = np.empty(min(size, STD_LEAF))
+    # Without `keep_samples`, each pooled ITL sample is computed into `buf` in request
+    # order, its per-request sums are taken, and it is sorted where it lies; its
+    # per-request counts below the percentiles are worked out again from the event times
+    # (`_regroup`). One event-sized array instead of three (issue 22: analyze < 1 GB).
+    one_token = bool(header.has_event_tokens and (trace.event_tokens == 1).all())
     # Each sample is ordered once, by selection around the ranks the percentiles read
     # (metrics/select.py: a full sort when small); a sample that is the same array as the
     # one before (per-token ITL when every event holds one token) reuses its ordering.
     prev_key: str | None = None
     xs = None
-    pooled = False
-    for stream, (key, label, unit, desc) in enumerate(specs):
-        if key not in request_samples:
-            request_samples[key] = RequestSample.per_request(samples[key], send_pop)
-        same = xs is not None and prev_key is not None and samples[key] is samples[prev_key]
-        if not same:
-            # A pooled sample (several values per request) is sorted outright: its block
-            # draws of a percentile reach ranks far outside the selection's windows (P50
-            # +-4.5% of the 25 M ITL gaps of a 100k-request run), which forced a full sort
-            # after the selection anyway, and one sort costs less than the selection
-            # (numpy's SIMD sort; a partition at a dozen ranks is not vectorized).
-            pooled = request_samples[key].counts.size < request_samples[key].values.size
-            xs = (sorted_finite if pooled else select_finite)(samples[key], out=buf)
+    pooled = shrink = False
+    work = list(enumerate(specs))
+    if not keep_samples:
+        work.sort(key=lambda e: e[1][0] not in ("itl_ms", "itl_per_token_ms"))
+    for stream, (key, label, unit, desc) in work:
+        lean = not keep_samples and key in ("itl_ms", "itl_per_token_ms")
+        if lean:
+            same = key == "itl_per_token_ms" and one_token and xs is not None
+            if not same:
+                # The previous pooled sample's per-request arrays go first (not held
+                # while this one is built).
+                rs = xs = None  # type: ignore[assignment]
+                per_token = key == "itl_per_token_ms"
+                vals = (_itl_into(trace, pop, per_token, buf) if header.has_event_tokens
+                        or not per_token else buf[:0])
+                rs, idx = _grouped_sample(vals, gaps_per_req, send_pop)
+                del vals
+                pooled = rs.pooled
+                if pooled:
+                    rs.value_sums()  # kept in its cache, before the values are reordered
+                    rs.regroup = _Regroup(trace, np.flatnonzero(pop)[idx], per_token)
+                    del idx
+                    xs = rs.values
+                    xs.sort()
+                else:
+                    xs = sorted_finite(rs.values)
+            shrink = key == "itl_per_token_ms"
+        else:
+            if shrink:
+                # Past the pooled samples: a request-sized buffer from here on, the
+                # event-sized one handed back (only the pooled values needed it).
+                del xs, rs
+                buf = np.empty(int(np.count_nonzero(pop)))
+                xs, shrink = None, False
+            if not samples:
+                samples.update(per_request_samples())
+                send_order = (np.argsort(send_pop, kind="stable") if send_pop is not None
+                              else None)
+            if key not in request_samples:
+                request_samples[key] = RequestSample.per_request(samples[key], send_pop,
+                                                                 send_order)
+            rs = request_samples[key]
+            same = (xs is not None and prev_key is not None and key in samples
+                    and prev_key in samples and samples[key] is samples[prev_key])
+            if not same:
+                # A pooled sample (several values per request) is sorted outright: its
+                # block draws of a percentile reach ranks far outside the selection's
+                # windows (P50 +-4.5% of the 25 M ITL gaps of a 100k-request run), which
+                # forced a full sort after the selection anyway, and one sort costs less
+                # than the selection (numpy's SIMD sort; a partition at a dozen ranks is
+                # not vectorized).
+                pooled = rs.pooled
+                xs = (sorted_finite if pooled else select_finite)(samples[key], out=buf)
+        assert xs is not None
         d = summarize_sorted(key, label, xs, unit=unit, description=desc, seed=seed,
                              stream=stream, scratch=scratch,
-                             requests=request_samples[key], sorted_fully=pooled,
+                             requests=rs, sorted_fully=pooled,
                              moments=((latency[prev_key].mean, latency[prev_key].std)
                                       if same and prev_key is not None else None))
         prev_key = key
         if d.unavailable:
             d.unavailable = _why_unavailable(key, trace, pop)
         latency[key] = d
+    latency = {key: latency[key] for key, *_ in specs}  # in the order of specs
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
         d = latency[key]
         if d.unavailable:
@@ -601,7 +664,8 @@ def analyze(
     thr = Throughput()
     conc = Concurrency()
     little = LittleCheck()
-    del buf, xs
+    del buf, xs, rs  # (a lean pooled sample is a view of buf)
+    window_tokens: np.ndarray | None = None  # per request: output tokens of its events in it
     if win is None or not (win.duration_s > 0):
         thr.unavailable = "no measurement window (no send times or zero-length run)"
         little.note = "unavailable: no measurement window"
@@ -617,7 +681,7 @@ def analyze(
         use_events = (header.has_event_times and header.has_event_tokens
                       and header.has_send_times and trace.event_times_s.size > 0)
         if use_events:
-            per_req_tok = _tokens_per_request(trace, window=win)
+            per_req_tok = window_tokens = _tokens_per_request(trace, window=win)
             out_tok = float(per_req_tok.sum())
             first_in = _in_window_closed(rm.first_event_s, win)
         else:
@@ -648,7 +712,7 @@ def analyze(
     # ---- goodput ------------------------------------------------------------------------------
     goodput: Goodput | None = None
     if slo_list:
-        goodput = _goodput(trace, rm, slo_list, measured, win, seed)
+        goodput = _goodput(trace, rm, slo_list, measured, win, seed, window_tokens)
         if goodput.unavailable:
             warnings.append(f"goodput: {goodput.unavailable}")
 
@@ -663,24 +727,93 @@ EVENT_CHUNK = 1 << 20  # events per step (8 MB temporaries: reused from the heap
 
 
 def _grouped_sample(flat: np.ndarray, counts: np.ndarray, send_s: np.ndarray | None
-                    ) -> RequestSample:
+                    ) -> tuple[RequestSample, np.ndarray]:
     """Pooled per-event values (request by request) as a RequestSample: non-finite values
-    dropped, requests left with none left out, the rest ordered by send time."""
+    dropped, requests left with none left out, the rest ordered by send time; and the
+    indices (into `counts`) of the requests it keeps."""
     has = counts > 0
     if flat.size == 0 or not has.any():
-        return RequestSample(np.zeros(0), np.zeros(0, dtype=np.int64),
-                             np.zeros(0, dtype=np.int64))
+        return (RequestSample(np.zeros(0), np.zeros(0, dtype=np.int64),
+                              np.zeros(0, dtype=np.int64)), np.zeros(0, dtype=np.int64))
     c = counts[has]
     fin = np.isfinite(flat)
     if not fin.all():
         starts = np.concatenate(([0], np.cumsum(c)[:-1]))
         c = np.add.reduceat(fin.astype(np.int64), starts)
         flat = flat[fin]
+    del fin
     keep = c > 0
     send = send_s[has][keep] if send_s is not None else None
     order = (np.argsort(send, kind="stable") if send is not None
              else np.arange(int(keep.sum())))
-    return RequestSample(flat, c[keep].astype(np.int64), order)
+    return (RequestSample(flat, np.asarray(c[keep], dtype=np.int64), order),
+            np.flatnonzero(has)[keep])
+
+
+try:  # analyze's compiled kernel (metrics/_kernels.c); the numpy path below without it
+    from ridgeline.metrics import _kernels
+except ImportError:  # pragma: no cover - a build without the extension
+    _kernels = None
+
+
+class _Regroup:
+    """`RequestSample.regroup` of a pooled ITL sample sorted in place: per request (trace
+    indices `req`, the sample's requests in trace order), how many of its ITL values are
+    at or below each threshold, the values worked out again from the event times."""
+
+    def __init__(self, trace: Trace, req: np.ndarray, per_token: bool) -> None:
+        self.trace, self.per_token = trace, per_token
+        self.req = np.asarray(req, dtype=np.int64)
+
+    def __call__(self, thresholds: list[float]) -> list[np.ndarray]:
+        t = self.trace
+        if _kernels is not None:
+            out = np.zeros((len(thresholds), self.req.size), dtype=np.int32)
+            _kernels.counts_at_most(t.event_times_s, t.event_offsets, self.req,
+                                    t.event_tokens if self.per_token else None,
+                                    np.asarray(thresholds, dtype=np.float64), out)
+            return list(out)
+        # numpy: the values again in request order (one more event-sized array)
+        sub = np.zeros(len(t), dtype=bool)
+        sub[self.req] = True
+        gaps = np.maximum(t.event_counts[sub] - 1, 0)
+        vals = _itl_into(t, sub, self.per_token, np.empty(int(gaps.sum())))
+        rs = _grouped_sample(vals, gaps, None)[0]
+        bounds = np.zeros(rs.counts.size + 1, dtype=np.int64)
+        np.cumsum(rs.counts, out=bounds[1:])
+        return _counts_at_most(rs.values, bounds, list(thresholds))
+
+
+def _itl_into(trace: Trace, pop: np.ndarray, per_token: bool, out: np.ndarray) -> np.ndarray:
+    """The pooled ITL values of `_itl_samples` (per event, or per token with its non-finite
+    quotients kept), one of the two, in the first elements of `out`: the same operations
+    in the same order, so the same values bit for bit."""
+    times = trace.event_times_s
+    if times.size < 2:
+        return out[:0]
+    if _kernels is not None:  # one pass, no event-sized mask
+        n = _kernels.itl_values(times, trace.event_offsets, np.flatnonzero(pop).astype(np.int64),
+                                trace.event_tokens if per_token else None, out)
+        return out[:n]
+    ends = np.repeat(pop, trace.event_counts)
+    ends[trace.event_offsets[:-1][trace.event_counts > 0]] = False
+    ends = ends[1:]
+    res = out[:int(np.count_nonzero(ends))]
+    tokens = trace.event_tokens
+    k = 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for lo in range(0, ends.size, EVENT_CHUNK):
+            hi = min(lo + EVENT_CHUNK, ends.size)
+            sel = ends[lo:hi]
+            gaps = (times[lo + 1:hi + 1] - times[lo:hi])[sel]
+            if per_token:
+                np.divide(gaps, tokens[lo + 1:hi + 1][sel], out=res[k:k + gaps.size])
+            else:
+                np.multiply(gaps, 1e3, out=res[k:k + gaps.size])
+            k += gaps.size
+        if per_token:
+            res *= 1e3
+    return res
 
 
 def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool, keep_nan: bool = False
@@ -779,7 +912,7 @@ SLO_SOURCES = {
 
 def _goodput(
     trace: Trace, rm: RequestMetrics, slos: list[SLO], measured: np.ndarray,
-    win: Window | None, seed: int,
+    win: Window | None, seed: int, window_tokens: np.ndarray | None = None,
 ) -> Goodput:
     """Requests meeting every SLO. Undefined TPOT/decode rate (N ≤ 1) do not fail an SLO
     (as in vLLM: there is no decode gap to violate it); any other missing value does."""
@@ -813,7 +946,10 @@ def _goodput(
                  else np.ones(len(trace), dtype=bool))
         g.requests_s = float((good & ended).sum() / d)
         h = trace.header
-        if h.has_event_times and h.has_event_tokens and h.has_send_times and \
+        if window_tokens is not None:  # the throughput's per-request window tokens
+            # (int64 sums: exact, the same total as summing the good events in the window)
+            g.output_tok_s = float(window_tokens[good].sum() / d)
+        elif h.has_event_times and h.has_event_tokens and h.has_send_times and \
                 trace.event_times_s.size:
             ev_in = _in_window_closed(trace.event_times_s, win)
             ev_in &= np.repeat(good, trace.event_counts)

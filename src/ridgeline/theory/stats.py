@@ -368,20 +368,36 @@ class RequestSample:
     counts: np.ndarray
     order: np.ndarray
     cache: dict[object, Any] = field(default_factory=dict, repr=False, compare=False)
+    # `regroup(thresholds)`: the per-request counts of values <= each threshold (request
+    # order, as `_counts_at_most`) worked out from the values' source, not from `values`.
+    # With it (and `value_sums()` cached first), `values` may be reordered in place: a
+    # pooled sample sorted where it lies, without a second copy (metrics/analysis.py).
+    regroup: Callable[[list[float]], list[np.ndarray]] | None = field(
+        default=None, repr=False, compare=False)
 
     @classmethod
-    def per_request(cls, x: np.ndarray, send_s: np.ndarray | None = None) -> RequestSample:
-        """One value per request (NaN: none), optionally with send times to order them."""
+    def per_request(cls, x: np.ndarray, send_s: np.ndarray | None = None,
+                    send_order: np.ndarray | None = None) -> RequestSample:
+        """One value per request (NaN: none), optionally with send times to order them.
+        `send_order`: ``np.argsort(send_s, kind="stable")`` when the caller has it (shared
+        by the samples with no missing value). Every value finite: `values` is `x` itself,
+        not a copy, and `counts` a read-only view of a single 1 (no memory)."""
         x = np.asarray(x, dtype=np.float64)
         keep = np.isfinite(x)
+        k = int(np.count_nonzero(keep))
+        ones = np.broadcast_to(np.int64(1), (k,))
+        if k == x.size:
+            order = (np.arange(k) if send_s is None else send_order
+                     if send_order is not None else np.argsort(send_s, kind="stable"))
+            return cls(x, ones, order)
         order = (np.argsort(send_s[keep], kind="stable") if send_s is not None
-                 else np.arange(int(keep.sum())))
-        return cls(x[keep], np.ones(int(keep.sum()), dtype=np.int64), order)
+                 else np.arange(k))
+        return cls(x[keep], ones, order)
 
     def sums(self, x: np.ndarray) -> np.ndarray:
         """Per-request sums of x (aligned with `values`; float or bool), in send order."""
-        if self.counts.size == x.size:
-            return x[self.order].astype(np.float64)
+        if self.counts.size == x.size:  # (the gather is a new array: no second copy)
+            return x[self.order].astype(np.float64, copy=False)
         dtype = np.int64 if x.dtype == np.bool_ else np.float64
         return np.add.reduceat(x, self._bounds()[:-1], dtype=dtype)[self.order].astype(
             np.float64)
@@ -418,7 +434,8 @@ class RequestSample:
             return [self.sums(self.values <= t) for t in thresholds]
         todo = sorted({float(t) for t in thresholds if ("le", float(t)) not in self.cache})
         if todo:
-            per_req = _counts_at_most(self.values, self._bounds(), todo)
+            per_req = (self.regroup(todo) if self.regroup is not None else
+                       _counts_at_most(self.values, self._bounds(), todo))
             for t, c in zip(todo, per_req, strict=True):
                 self.cache[("le", t)] = c[self.order].astype(np.float64)
         return [self.cache[("le", float(t))] for t in thresholds]

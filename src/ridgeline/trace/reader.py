@@ -4,9 +4,13 @@ Crash tolerance: a trace whose writer was killed has no footer and may end in a 
 line. Both are accepted and reported in `Trace.warnings`; every complete request is read.
 A malformed line anywhere else is an error naming the line number and the field.
 
-How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see benchmarks/RESULTS_analyze.md):
+How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see docs/BENCHMARKS.md, issue 22):
 
-* First choice for a batch of request lines (after the header, before any footer): one
+* First choice for a batch: the compiled scanner (`_scan.c`, `_feed_file`), straight into
+  the sink's columns; it declines any batch it cannot read exactly as the exact path does,
+  and that batch goes to the paths below, unchanged.
+
+* Next, for a batch of request lines (after the header, before any footer): one
   msgspec decode of the whole batch into structs, the cyclic GC off meanwhile, the event
   lists gathered with `np.fromiter` (`_ms_columns`). Anything it cannot promise to read as the other
   paths would (a header or footer in the batch, a line that is not JSON, a missing id, an
@@ -22,7 +26,8 @@ How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see benchmarks/RESULTS_
   result equals the exact path's; a batch it cannot handle (odd layout, a number format it
   does not know, a bad line) goes through the exact path: `json.loads` and
   `build_columns`, which also produce every error message.
-* A large uncompressed file (PARALLEL_MIN_BYTES and up, 2+ CPUs) is split in two at a line
+* A large uncompressed file (PARALLEL_MIN_BYTES and up, 2+ CPUs; with the compiled
+  scanner PARALLEL_MIN_BYTES_COMPILED, as it reads alone faster) is split in two at a line
   boundary: a worker process reads the second part while this process reads the first.
   An error in either part, a footer before the split, or a failure of the worker makes
   the whole file be read again in this process alone, so what comes out (values,
@@ -74,6 +79,11 @@ from ridgeline.trace.table import (
 BATCH_LINES = 16_384
 BLOCK_BYTES = 1 << 23  # read size; lines are cut out of these blocks
 PARALLEL_MIN_BYTES = 64 << 20  # smaller files are read by this process alone
+# With the compiled scanner (~650 MB/s) the worker's fixed costs (start-up, counting the
+# lines before its part, handing 300 MB of columns back through a pipe: ~0.6 s) outweigh
+# half the scan below a few GB: on the 517 MB 1M-request trace one process was faster
+# (5.2-5.3 s vs 5.7 s for the whole analyze command) and took 0.5 CPU-s less.
+PARALLEL_MIN_BYTES_COMPILED = 2 << 30
 # Share of the file this process reads when a worker reads the rest: the worker first
 # starts Python and counts the lines before its part.
 PARALLEL_SHARE = 0.50
@@ -559,6 +569,120 @@ class _DictView(list):  # type: ignore[type-arg]
         self.cols = cols
 
 
+# ---- compiled path: whole batches straight into the sink ----------------------------------------
+
+try:  # optional, like the simulator's core: without a compiler the paths above read all
+    from ridgeline.trace import _scan as _cscan
+except ImportError:  # pragma: no cover - a build without the extension
+    _cscan = None
+
+_ST_DONE, _ST_NEED, _ST_CANNOT, _ST_FULL = 0, 1, 2, 3
+
+
+class _Source:
+    """Blocks of a file, at most `limit` bytes in all (None: to the end)."""
+
+    def __init__(self, fh: IO[bytes], limit: int | None) -> None:
+        self.fh, self.left = fh, limit
+
+    def read(self) -> bytes:
+        if self.left is None:
+            return self.fh.read(BLOCK_BYTES)
+        block = self.fh.read(min(BLOCK_BYTES, self.left))
+        self.left -= len(block)
+        return block
+
+
+def _feed_file(rd: _Reader, fh: IO[bytes], *, no: int = 0, limit: int | None = None) -> None:
+    """Every batch of the file (from its position; `no` lines before it, at most `limit`
+    bytes) into `rd`, as ``for batch in _batches(...): rd.feed(*batch)`` does.
+
+    The same batches of BATCH_LINES non-blank lines, each read by the compiled scanner
+    (`_scan.c`) straight into the sink when the reader is past the header and before any
+    footer and the scanner answers for every line of the batch; otherwise (the header's
+    batch, the footer's, any line it does not answer for) what it wrote is dropped and
+    the batch goes to `rd.feed` with the line numbers and `is_last` `_batches` gives it,
+    so values, warnings and errors are the Python paths' own."""
+    if (_cscan is None or not rd.fast
+            or os.environ.get("RIDGELINE_READ_COMPILED", "1") == "0"):
+        for batch in _batches(fh, no=no, limit=limit):
+            rd.feed(*batch)
+        return
+    src = _Source(fh, limit)
+    buf = b""
+    eof = False
+    sink = rd.sink
+    loads = json.loads
+    while True:
+        if not buf and not eof:
+            block = src.read()
+            buf, eof = block, not block
+        if not buf and eof:
+            return
+        done = False
+        if rd.header is not None and rd.footer is None:
+            n0, ne0 = sink.n, sink.n_events
+            left, raw_lines, p = BATCH_LINES, 0, 0
+            while True:
+                st, p, nb, raw, sink.n, sink.n_events = _cscan.scan(
+                    buf, p, eof, left, sink.columns(), sink.n, sink.n_events, sink.ids,
+                    sink.error_kind, sink.error, loads)
+                left -= nb
+                raw_lines += raw
+                if st == _ST_NEED and not eof:
+                    block = src.read()
+                    if block:
+                        buf += block  # the batch's start stays at 0
+                    else:
+                        eof = True
+                elif st == _ST_FULL:
+                    sink.grow()
+                else:
+                    break
+            if st == _ST_CANNOT:
+                sink.truncate(n0, ne0)
+            else:
+                done = True
+                rd.seen += p
+                rd.reserve_estimate()
+                no += raw_lines
+                buf = buf[p:]
+        if done:
+            continue
+        # The Python paths: this batch's lines as `_batches` cuts them.
+        nos: list[int] = []
+        lines: list[bytes] = []
+        p = 0
+        while len(lines) < BATCH_LINES:
+            q = buf.find(b"\n", p)
+            if q < 0:
+                if not eof:
+                    block = src.read()
+                    if block:
+                        buf += block
+                    else:
+                        eof = True
+                    continue
+                if p >= len(buf):
+                    break
+                q = len(buf)  # the last line, no newline after it
+            no += 1
+            line = buf[p:q].strip()
+            if line:
+                nos.append(no)
+                lines.append(line)
+            p = q + 1
+        buf = buf[p:]
+        while not eof and not buf.strip():  # is_last: no non-blank line after the batch
+            block = src.read()
+            if block:
+                buf += block
+            else:
+                eof = True
+        if lines:
+            rd.feed(nos, lines, limit is None and eof and not buf.strip())
+
+
 # ---- reading ----------------------------------------------------------------------------------
 
 
@@ -576,6 +700,7 @@ class _Reader:
         self.header = header
         self.footer: TraceFooter | None = None
         self.footer_line = 0
+        self.reserved = False
 
     def feed(self, nos: list[int], lines: list[bytes], is_last: bool) -> None:
         spath = self.spath
@@ -664,7 +789,18 @@ class _Reader:
             scale = 1.1 * self.size / self.seen
             self.sink.reserve(int(len(cols.ids) * scale) + 1024,
                               int(cols.event_times_s.size * scale) + 1024)
+            self.reserved = True
         self.sink.append(cols)
+
+    def reserve_estimate(self) -> None:
+        """Room for the whole part, estimated from what was read, once (`_feed_file`: the
+        compiled scanner writes straight into the sink)."""
+        if self.reserved or not self.size or not self.seen or not self.sink.n:
+            return
+        scale = 1.1 * self.size / self.seen
+        self.sink.reserve(int(self.sink.n * scale) + 1024,
+                          int(self.sink.n_events * scale) + 1024)
+        self.reserved = True
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -684,14 +820,14 @@ def _read_trace(path: str | Path, *, fast: bool = True, parallel: bool = True) -
         gz = isinstance(fh, gzip.GzipFile)
         size = 0 if gz else os.fstat(fh.fileno()).st_size
         rd: _Reader | None = None
-        if (parallel and fast and size >= PARALLEL_MIN_BYTES and _cpus() >= 2
+        min_bytes = PARALLEL_MIN_BYTES if _cscan is None else PARALLEL_MIN_BYTES_COMPILED
+        if (parallel and fast and size >= min_bytes and _cpus() >= 2
                 and os.environ.get("RIDGELINE_READ_WORKER", "1") != "0"):
             rd = _read_split(fh, spath, size)
         if rd is None:
             fh.seek(0)
             rd = _Reader(spath, fast, size)
-            for batch in _batches(fh):
-                rd.feed(*batch)
+            _feed_file(rd, fh)
     return _finish(rd)
 
 
@@ -749,8 +885,7 @@ def _read_split(fh: IO[bytes], spath: str, size: int) -> _Reader | None:
         fh.seek(0)
         rd = _Reader(spath, True, size)
         try:
-            for batch in _batches(fh, limit=split):
-                rd.feed(*batch)
+            _feed_file(rd, fh, limit=split)
         except Exception:
             return None  # read again alone: the same error, from the same batches
         if rd.header is None or rd.footer is not None:
@@ -816,8 +951,7 @@ def _worker_main() -> None:
             fh.seek(split)
             # The header is in the first part: this part's lines are requests and footer.
             rd = _Reader(spath, True, size, header=TraceHeader(source="worker"))
-            for batch in _batches(fh, no=no):
-                rd.feed(*batch)
+            _feed_file(rd, fh, no=no)
         sink = rd.sink
         arrays = [(name, a[:sink.n_events if name in _EVENT_NAMES else sink.n])
                   for name, a in sink.arrays.items()]

@@ -146,31 +146,9 @@ def scalar_columns(
         raise RecordError(i, "sent_s", "required field missing (a number, seconds)")
     prompt = _int_column(_field(records, "prompt_tokens", None, dicts), "prompt_tokens")
     output = _int_column(_field(records, "output_tokens", None, dicts), "output_tokens")
-    try:
-        status = np.array(
-            list(map(STATUS_CODE.__getitem__, _field(records, "status", "ok", dicts))),
-            dtype=np.int8,
-        )
-    except (KeyError, TypeError):
-        i = next(i for i, r in enumerate(records) if r.get("status", "ok") not in STATUS_CODE)
-        raise RecordError(
-            i, "status", f"got {records[i].get('status')!r}; allowed: {', '.join(STATUSES)}"
-        ) from None
-    try:
-        source = np.array(
-            list(map(TOKEN_SOURCE_CODE.__getitem__,
-                     _field(records, "token_count_source", "unknown", dicts))),
-            dtype=np.int8,
-        )
-    except (KeyError, TypeError):
-        i = next(
-            i for i, r in enumerate(records)
-            if r.get("token_count_source", "unknown") not in TOKEN_SOURCE_CODE
-        )
-        raise RecordError(
-            i, "token_count_source",
-            f"got {records[i].get('token_count_source')!r}; allowed: {', '.join(TOKEN_SOURCES)}",
-        ) from None
+    status = _code_column(_field(records, "status", "ok", dicts), "status", STATUS_CODE)
+    source = _code_column(_field(records, "token_count_source", "unknown", dicts),
+                          "token_count_source", TOKEN_SOURCE_CODE)
     return dict(
         ids=ids, scheduled_s=floats["scheduled_s"], sent_s=sent, end_s=floats["end_s"],
         ttft_s=floats["ttft_s"], tpot_s=floats["tpot_s"], e2e_s=floats["e2e_s"],
@@ -178,6 +156,16 @@ def scalar_columns(
         error_kind=_field(records, "error_kind", None, dicts),
         error=_field(records, "error", None, dicts),
     )
+
+
+def _code_column(values: list[Any], name: str, codes: dict[str, int]) -> np.ndarray:
+    """Names → int8 codes. Raises RecordError naming the first value that is not one of
+    them (also null, a number or a list: not only an unknown name)."""
+    try:
+        return np.array(list(map(codes.__getitem__, values)), dtype=np.int8)
+    except (KeyError, TypeError):
+        i = next(i for i, v in enumerate(values) if not (isinstance(v, str) and v in codes))
+        raise RecordError(i, name, f"got {values[i]!r}; allowed: {', '.join(codes)}") from None
 
 
 def event_columns(
@@ -395,6 +383,21 @@ class _ColumnSink:
                     new = np.empty(need, dtype=old.dtype)
                     new[:used] = old[:used]
                     self.arrays[name] = new
+
+    def columns(self) -> tuple[np.ndarray, ...]:
+        """The arrays in `_REQUEST_COLUMNS` then `_EVENT_COLUMNS` order (the compiled
+        scanner writes into them from `n` / `n_events` on)."""
+        return tuple(self.arrays[name] for name, _ in _REQUEST_COLUMNS + _EVENT_COLUMNS)
+
+    def grow(self) -> None:
+        """More room (the scanner found the arrays full)."""
+        self.reserve(max(self.n + 4096, self.arrays["sent_s"].size * 3 // 2),
+                     max(self.n_events + (1 << 16), self.arrays["event_times_s"].size * 3 // 2))
+
+    def truncate(self, n: int, n_events: int) -> None:
+        """Drop what was written after `n` requests and `n_events` events."""
+        self.n, self.n_events = n, n_events
+        del self.ids[n:], self.error_kind[n:], self.error[n:]
 
     def append(self, cols: _Columns) -> None:
         n, ne = len(cols.ids), cols.event_times_s.size

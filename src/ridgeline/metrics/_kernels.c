@@ -1,0 +1,145 @@
+/* Two compiled kernels of `analyze` (metrics/analysis.py), each with a numpy path beside
+ * it: `itl_values`, the pooled ITL values of some requests in one pass over their events;
+ * `counts_at_most`, the per-request counts of those values at or below each threshold,
+ * with the values computed again from the event times instead of read from a
+ * request-ordered copy, so that `analyze` can sort its only copy of a pooled sample in
+ * place (issue 22: the 1 GB bar).
+ *
+ * The values are the ones `_itl_samples` computes, by the same IEEE operations in the same
+ * order: gap = t[p+1] - t[p]; per event gap * 1e3, per token (gap / tokens[p+1]) * 1e3
+ * (compiled with -ffp-contract=off: no fused multiply-add). Non-finite values are skipped,
+ * as `_grouped_sample` drops them. Counts are exact integers.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+
+/* counts_at_most(times f8, offsets i8, req i8, tokens i8 or None, thresholds f8, out i4)
+ * out has shape (len(thresholds), len(req)), C order (each element written). */
+static PyObject *counts_at_most(PyObject *self, PyObject *args) {
+    PyObject *o_times, *o_off, *o_req, *o_tok, *o_th, *o_out;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o_times, &o_off, &o_req, &o_tok, &o_th, &o_out))
+        return NULL;
+    Py_buffer b[6];
+    PyObject *objs[6] = {o_times, o_off, o_req, o_tok, o_th, o_out};
+    int got = 0, ok = 0;
+    const int has_tok = o_tok != Py_None;
+    for (; got < 6; got++) {
+        if (got == 3 && !has_tok) { b[got].buf = NULL; b[got].len = 0; continue; }
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (got == 5 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objs[got], &b[got], flags) < 0) goto done;
+        if (b[got].itemsize != (got == 5 ? 4 : 8)) {
+            PyErr_SetString(PyExc_ValueError, "counts_at_most: f8/i8 inputs, an i4 out");
+            got++;
+            goto done;
+        }
+    }
+    {
+        const double *t = b[0].buf, *th = b[4].buf;
+        const int64_t *off = b[1].buf, *req = b[2].buf, *tok = has_tok ? b[3].buf : NULL;
+        int32_t *out = b[5].buf;  /* counts per request: far below 2^31 */
+        const Py_ssize_t n_ev = b[0].len / 8, n_off = b[1].len / 8, n_req = b[2].len / 8,
+                         n_th = b[4].len / 8;
+        if (b[5].len / 4 != n_th * n_req || (has_tok && b[3].len / 8 != n_ev)) {
+            PyErr_SetString(PyExc_ValueError, "counts_at_most: sizes disagree");
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < n_req; j++) {
+            int64_t r = req[j];
+            if (r < 0 || r + 1 >= n_off || off[r] < 0 || off[r + 1] > n_ev) {
+                PyErr_SetString(PyExc_IndexError, "counts_at_most: request out of range");
+                goto done;
+            }
+            int32_t c[8] = {0};  /* this request's counts, in registers (8 thresholds) */
+            for (Py_ssize_t k0 = 0; k0 < n_th; k0 += 8) {
+                const Py_ssize_t nk = n_th - k0 < 8 ? n_th - k0 : 8;
+                for (int k = 0; k < 8; k++) c[k] = 0;
+                for (int64_t p = off[r]; p + 1 < off[r + 1]; p++) {
+                    double g = t[p + 1] - t[p];
+                    double v = has_tok ? (g / (double)tok[p + 1]) * 1e3 : g * 1e3;
+                    if (!isfinite(v)) continue;
+                    for (Py_ssize_t k = 0; k < nk; k++) c[k] += v <= th[k0 + k];
+                }
+                for (Py_ssize_t k = 0; k < nk; k++) out[(k0 + k) * n_req + j] = c[k];
+            }
+        }
+        ok = 1;
+    }
+done:
+    for (int i = 0; i < got; i++)
+        if (i != 3 || has_tok) PyBuffer_Release(&b[i]);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* itl_values(times f8, offsets i8, req i8, tokens i8 or None, out f8) -> n
+ * The pooled ITL values of the requests `req` (trace indices, increasing) written to out
+ * in trace order, as `_itl_into` computes them: per event gap * 1e3, per token
+ * (gap / tokens) * 1e3, non-finite quotients kept. out must be long enough. */
+static PyObject *itl_values(PyObject *self, PyObject *args) {
+    PyObject *objs[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+        return NULL;
+    Py_buffer b[5];
+    const int has_tok = objs[3] != Py_None;
+    int got = 0, ok = 0;
+    Py_ssize_t k = 0;
+    for (; got < 5; got++) {
+        if (got == 3 && !has_tok) { b[got].buf = NULL; b[got].len = 0; continue; }
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (got == 4 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objs[got], &b[got], flags) < 0) goto done;
+        if (b[got].itemsize != 8) {
+            PyErr_SetString(PyExc_ValueError, "itl_values: 8-byte arrays expected");
+            got++;
+            goto done;
+        }
+    }
+    {
+        const double *t = b[0].buf;
+        const int64_t *off = b[1].buf, *req = b[2].buf, *tok = has_tok ? b[3].buf : NULL;
+        double *out = b[4].buf;
+        const Py_ssize_t n_ev = b[0].len / 8, n_off = b[1].len / 8, n_req = b[2].len / 8,
+                         cap = b[4].len / 8;
+        if (has_tok && b[3].len / 8 != n_ev) {
+            PyErr_SetString(PyExc_ValueError, "itl_values: sizes disagree");
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < n_req; j++) {
+            int64_t r = req[j];
+            if (r < 0 || r + 1 >= n_off || off[r] < 0 || off[r + 1] > n_ev) {
+                PyErr_SetString(PyExc_IndexError, "itl_values: request out of range");
+                goto done;
+            }
+            int64_t gaps = off[r + 1] - off[r] - 1;
+            if (gaps <= 0) continue;
+            if (k + gaps > cap) {
+                PyErr_SetString(PyExc_ValueError, "itl_values: out too short");
+                goto done;
+            }
+            for (int64_t p = off[r]; p + 1 < off[r + 1]; p++) {
+                double g = t[p + 1] - t[p];
+                out[k++] = has_tok ? (g / (double)tok[p + 1]) * 1e3 : g * 1e3;
+            }
+        }
+        ok = 1;
+    }
+done:
+    for (int i = 0; i < got; i++)
+        if (i != 3 || has_tok) PyBuffer_Release(&b[i]);
+    if (!ok) return NULL;
+    return PyLong_FromSsize_t(k);
+}
+
+static PyMethodDef methods[] = {
+    {"itl_values", itl_values, METH_VARARGS,
+     "Pooled ITL values of some requests, in trace order (see _kernels.c)."},
+    {"counts_at_most", counts_at_most, METH_VARARGS,
+     "Per-request counts of pooled ITL values <= each threshold (see _kernels.c)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels",
+                                    "analyze's compiled kernel.", -1, methods};
+
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
