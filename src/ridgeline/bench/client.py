@@ -28,6 +28,7 @@ import asyncio
 import gc
 import json
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -254,10 +255,13 @@ class InFlight:
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's loop when it is importable (and not turned off), else asyncio's default.
 
-    `RIDGELINE_BENCH_LOOP=asyncio` forces the default loop (for A/B measurements).
+    `RIDGELINE_BENCH_LOOP=asyncio` forces asyncio's own loop class (for A/B measurements),
+    named rather than taken from the policy: uvicorn < 0.30 installs uvloop's policy
+    process-wide when it serves in-process, and the policy's loop would then be uvloop's.
     """
     if os.environ.get("RIDGELINE_BENCH_LOOP", "").lower() == "asyncio":
-        return None
+        return (asyncio.ProactorEventLoop if sys.platform == "win32"  # type: ignore[attr-defined]
+                else asyncio.SelectorEventLoop)
     try:
         import uvloop
     except ImportError:
