@@ -73,8 +73,8 @@ def _req(rid: str, sent: float, end: float, out: int = 2) -> dict:
 
 def test_calibrate_records_the_order_its_requests_leave(tmp_path: Path) -> None:
     # decode-b2, pinned: warm-up "warmup-0" -> slot 0, then "0" -> 0 and "1" -> 1 ending in one
-    # step (1 seen 2 ms first; tolerance = half of 11 ms): released 0, 1. Then the unpinned
-    # prefill probe takes LRU: 2, 3 never used -> 3. Order: 2, 0, 1, 3.
+    # step (1 seen 2 ms first; tolerance = half of 11 ms): released 0, 1. Then the open-loop
+    # probe (never pinned) takes LRU: 2, 3 never used -> 3. Order: 2, 0, 1, 3.
     dec = _write(tmp_path / "d.jsonl",
                  {"start_time_unix_s": 1000.0, "bench": {"warmup_requests_excluded": 1},
                   "load": {"pattern": "closed", "concurrency": 2}},
@@ -83,7 +83,7 @@ def test_calibrate_records_the_order_its_requests_leave(tmp_path: Path) -> None:
                                         "load": {"pattern": "closed", "concurrency": 1}},
                  [_req("0", 0.0, 0.5, out=1)])
     points = [SimpleNamespace(trace_path=dec, kind="decode", batch=2),
-              SimpleNamespace(trace_path=pre, kind="prefill", batch=1)]
+              SimpleNamespace(trace_path=pre, kind="open", batch=4)]
     prof = _profile()
     record_slot_order(prof, points, True, None)
     sch = prof.scheduling
@@ -91,7 +91,7 @@ def test_calibrate_records_the_order_its_requests_leave(tmp_path: Path) -> None:
     assert sch.slot_order_at_unix_s == pytest.approx(1010.5)
     assert "replayed from calibrate's 4 requests" in (sch.slot_order_provenance or "")
     # Unpinned: the warm-up takes 3 (fresh) and leaves; "0" -> 2, "1" -> 1 (never used,
-    # highest first), released in one step as 1, 2; the prefill takes 0 (never used).
+    # highest first), released in one step as 1, 2; the open probe takes 0 (never used).
     prof2 = _profile()
     record_slot_order(prof2, points, False, None)
     assert prof2.scheduling.slot_order_after_calibration == [3, 1, 2, 0]
@@ -99,6 +99,16 @@ def test_calibrate_records_the_order_its_requests_leave(tmp_path: Path) -> None:
     prof.save(tmp_path / "prof.json")
     back = CalibrationProfile.load(tmp_path / "prof.json")
     assert back.scheduling.slot_order_after_calibration == [2, 0, 1, 3]
+
+
+def test_probes_that_are_pinned() -> None:
+    from ridgeline.calibrate.probe import pin_of
+
+    # Prefill probes too (short prompts would otherwise go by prompt similarity); the
+    # open-loop probe is the one that exercises LRU.
+    assert [pin_of(True, k, 3) for k in ("decode", "context", "prefill", "open")] == \
+        [3, 3, 3, 0]
+    assert pin_of(False, "decode", 3) == 0
 
 
 def test_cross_check_against_get_slots() -> None:

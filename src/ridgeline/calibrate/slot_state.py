@@ -68,10 +68,12 @@ def id_slot_of(rid: str, pin_slots: int) -> int:
 
 
 def probe_requests(points: list[Any], pinned: bool) -> tuple[list[Request], float | None]:
-    """calibrate's requests, in wall-clock seconds, and when the last one ended. Decode and
-    context probes are pinned when `pinned` (`id_slot` = request number mod B); the bench's
+    """calibrate's requests, in wall-clock seconds, and when the last one ended. With
+    `pinned`, decode, context and prefill probes carry `id_slot` = request number mod B
+    (`probe.pin_of`); the bench's
     warm-up requests (not in the trace, run to completion before its t = 0) are put just
     before the trace's first send."""
+    from ridgeline.calibrate.probe import pin_of
     from ridgeline.trace.importers import load_trace
 
     out: list[Request] = []
@@ -80,7 +82,7 @@ def probe_requests(points: list[Any], pinned: bool) -> tuple[list[Request], floa
         t0 = getattr(tr.header, "start_time_unix_s", None)
         if t0 is None:
             raise ValueError(f"{pt.trace_path}: no start_time_unix_s")
-        b = int(pt.batch) if pinned and pt.kind in ("decode", "context") else 0
+        b = pin_of(pinned, pt.kind, int(pt.batch))
 
         def pin(rid: str, b: int = b) -> int | None:
             return id_slot_of(rid, b) if b else None
