@@ -20,6 +20,7 @@ from ridgeline.calibrate.probe import (
     run_probe,
     samples_from_traces,
 )
+from ridgeline.errors import RidgelineError
 from ridgeline.sim.calibrated_profile import CalibrationProfile, Provenance
 
 
@@ -116,7 +117,30 @@ def calibrate_engine(endpoint: Any, design: ProbeDesign, probe_dir: str | Path, 
                                  kv_unified=kv_unified)
     for k, v in facts.items():
         setattr(prof.provenance, k, v)
+    if prof.scheduling.slot_graphs:
+        record_slot_order(prof, points, design.pin_slots, endpoint.base_url, log)
     return prof
 
 
-__all__ = ["calibrate_engine", "calibrate_from_traces", "host_facts", "kv_bytes_per_token_of"]
+def record_slot_order(prof: CalibrationProfile, points: list[Any], pinned: bool,
+                      base_url: str | None, log: Callable[[str], None] | None = None) -> None:
+    """Store the LRU slot order calibrate leaves the server in (a slot-model profile), so
+    `verify` can start the next measured point from it (calibrate/slot_state.py)."""
+    from ridgeline.calibrate.slot_state import calibration_slot_order, same_step_s_of
+
+    try:
+        order, at_s, note = calibration_slot_order(points, pinned,
+                                                   prof.scheduling.max_num_seqs,
+                                                   same_step_s_of(prof), base_url)
+    except (ValueError, RidgelineError) as exc:
+        prof.scheduling.slot_order_provenance = f"not recorded: {exc}"
+        return
+    prof.scheduling.slot_order_after_calibration = order
+    prof.scheduling.slot_order_at_unix_s = at_s
+    prof.scheduling.slot_order_provenance = note
+    if log is not None:
+        log(f"slot order left by calibration: {' '.join(map(str, order))} ({note})")
+
+
+__all__ = ["calibrate_engine", "calibrate_from_traces", "host_facts", "kv_bytes_per_token_of",
+           "record_slot_order"]

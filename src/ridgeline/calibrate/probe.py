@@ -66,7 +66,8 @@ class ProbeDesign:
     slots: int | None = None
     # llama.cpp with per-slot KV (issue 19): the lockstep streams of a decode/context probe
     # are pinned to slots 0..B-1 (`id_slot`), so each step is one graph and T(B) is the
-    # one-graph time the slot model (sim/slots.py) sums over a step's graphs.
+    # one-graph time the slot model (sim/slots.py) sums over a step's graphs; prefill probes
+    # go to slot 0 (`pin_of`).
     pin_slots: bool = False
 
     def batch_sizes(self) -> list[int]:
@@ -99,6 +100,15 @@ class ProbePoint:
     output_tokens: int
     requests: int
     trace_path: str = ""
+
+
+def pin_of(pin_slots: bool, kind: str, batch: int) -> int:
+    """The `pin_slots` a probe point's requests are sent with (0: LRU). Decode and context
+    probes: B streams in slots 0..B-1. Prefill probes go to slot 0 too: their short prompts
+    (16 tokens) can share > 10% with a cached one (the bench's shared prefix), and
+    llama-server's default `-sps 0.1` would then pick the slot by similarity, which the
+    slot-order replay (calibrate/slot_state.py) cannot see. The open probe keeps LRU."""
+    return batch if pin_slots and kind in ("decode", "context", "prefill") else 0
 
 
 def plan_points(design: ProbeDesign) -> list[ProbePoint]:
@@ -161,7 +171,7 @@ def run_probe(endpoint: Any, design: ProbeDesign, out_dir: str | Path, *,
             load = LoadSpec(concurrency=pt.batch, arrival=None, requests=pt.requests,
                             warmup=1 if i == 0 else 0)
         pinned = endpoint
-        if design.pin_slots and pt.kind in ("decode", "context"):
+        if pin_of(design.pin_slots, pt.kind, pt.batch):
             pinned = type(endpoint)(**{**endpoint.__dict__, "pin_slots": pt.batch})
         cfg = BenchConfig(
             endpoint=pinned,

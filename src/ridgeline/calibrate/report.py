@@ -76,5 +76,7 @@ def print_verify(report: Any) -> None:
             lt.add_row(x.point, f"{x.in_flight_predicted:.2f}", f"{x.in_flight_measured:.2f}",
                        f"{x.decoding_predicted:.2f}", f"{x.decoding_measured:.2f}")
         con.print(lt)
+    for so in getattr(report, "slot_orders", []):
+        con.print(so.line())
     for line in report.summary_lines():
         con.print(line)

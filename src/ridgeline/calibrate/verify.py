@@ -76,9 +76,23 @@ class PointLoad:
 
 
 @dataclass
+class PointSlotOrder:
+    """llama-server's LRU slot order a point was predicted from (slot-model profiles), and
+    where that order came from."""
+
+    point: str
+    order: list[int]
+    source: str
+
+    def line(self) -> str:
+        return f"{self.point}: slot order {' '.join(map(str, self.order))} ({self.source})"
+
+
+@dataclass
 class VerifyReport:
     rows: list[VerifyRow] = field(default_factory=list)
     loads: list[PointLoad] = field(default_factory=list)
+    slot_orders: list[PointSlotOrder] = field(default_factory=list)
     bounds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -109,6 +123,7 @@ class VerifyReport:
         metrics = list(dict.fromkeys(r.metric for r in self.rows))
         return {"rows": [{k: clean(v) for k, v in asdict(r).items()} for r in self.rows],
                 "loads": [{k: clean(v) for k, v in asdict(x).items()} for x in self.loads],
+                "slot_orders": [asdict(x) for x in self.slot_orders],
                 "bounds": self.bounds, "failed": self.failed, "warnings": self.warnings,
                 "median_abs_error": {m: clean(self.median_abs_error(m)) for m in metrics}}
 
@@ -213,20 +228,39 @@ def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str,
 def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None = None,
            fmt: str = "auto", seed: int = 0, config: Any = None,
            closed_loop: bool = False,
-           slot_orders: list[list[int] | None] | None = None) -> VerifyReport:
-    """Predicted vs measured for every trace (one load point each). `slot_orders`: per
-    trace, llama-server's LRU slot order when it started (a slot-model profile; None: a
-    fresh server)."""
+           slot_orders: list[list[int] | None] | None = None,
+           start_slot_order: list[int] | str | None = None) -> VerifyReport:
+    """Predicted vs measured for every trace (one load point each).
+
+    A slot-model profile (`scheduling.slot_graphs`) needs llama-server's LRU slot order at
+    each point's start. `slot_orders`: per trace, read elsewhere (the server's log; None: a
+    fresh server). Otherwise the order is chained: the first trace starts from
+    `start_slot_order` (a list, or "fresh": a restarted server), else from the order the
+    profile recorded after calibration, else fresh; the traces are taken in order of their
+    wall-clock start (in the order given when one has no wall clock), and after each the
+    order advances by replaying that trace's measured send and end times
+    (`calibrate.slot_state`): the server's state, not the latencies being predicted."""
     from ridgeline.trace.importers import load_trace
 
     bounds = bounds or {}
     metrics = list(dict.fromkeys([*DEFAULT_METRICS, *bounds]))
     report = VerifyReport(bounds=bounds)
-    for i, path in enumerate(trace_paths):
-        trace = load_trace(path, fmt)
-        prof = profile
-        if slot_orders is not None and i < len(slot_orders) and slot_orders[i] is not None:
-            prof = profile.with_slot_order(slot_orders[i])
+    traces = [load_trace(path, fmt) for path in trace_paths]
+    slot_model = bool(getattr(getattr(profile, "scheduling", None), "slot_graphs", False))
+    if slot_model and slot_orders is None:
+        traces, starts = chain_slot_orders(traces, profile, start_slot_order, report.warnings)
+    else:
+        starts = [(None if slot_orders is None or i >= len(slot_orders) else slot_orders[i],
+                   "given (server log)" if slot_orders is not None and i < len(slot_orders)
+                   and slot_orders[i] is not None else "fresh server")
+                  for i in range(len(traces))]
+    for trace, (order, source) in zip(traces, starts, strict=True):
+        prof = profile.with_slot_order(order) if slot_model else profile
+        if slot_model:
+            n = profile.scheduling.max_num_seqs
+            report.slot_orders.append(PointSlotOrder(
+                point_label(trace), list(order) if order is not None
+                else list(range(n - 1, -1, -1)), source))
         report.rows.extend(verify_trace(trace, prof, metrics, bounds, seed, config,
                                         closed_loop, report.loads))
     if getattr(profile, "extrapolated_steps", 0):
@@ -234,5 +268,54 @@ def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None
     return report
 
 
-__all__ = ["DEFAULT_METRICS", "METRICS", "PointLoad", "VerifyReport", "VerifyRow",
+def chain_slot_orders(traces: list[Any], profile: Any, start: list[int] | str | None,
+                      warnings: list[str]) -> tuple[list[Any], list[tuple[list[int] | None, str]]]:
+    """The traces in the order they ran, and the (slot order, its source) each starts from
+    (see `verify`)."""
+    from ridgeline.calibrate.slot_state import (
+        same_step_s_of,
+        trace_requests,
+        trace_start_unix_s,
+    )
+    from ridgeline.sim.slots import replay_requests
+
+    sched = profile.scheduling
+    n = sched.max_num_seqs
+    starts_unix = [trace_start_unix_s(t) for t in traces]
+    if all(s is not None for s in starts_unix):
+        idx = sorted(range(len(traces)), key=lambda i: float(starts_unix[i] or 0.0))
+        if idx != list(range(len(traces))):
+            warnings.append("slot orders: traces taken in order of their start times: "
+                            + ", ".join(point_label(traces[i]) for i in idx))
+    else:
+        idx = list(range(len(traces)))
+        if len(traces) > 1:
+            warnings.append("slot orders: a trace has no wall-clock start "
+                            "(start_time_unix_s); chained in the order given")
+    order: list[int] | None
+    if isinstance(start, str):          # "fresh": a restarted server
+        order, source = None, "fresh server (--slot-order fresh)"
+    elif start is not None:
+        order, source = list(start), "--slot-order"
+    elif sched.slot_order_after_calibration is not None:
+        order = list(sched.slot_order_after_calibration)
+        source = "after calibration, " + (sched.slot_order_provenance or "recorded")
+        at, first = sched.slot_order_at_unix_s, starts_unix[idx[0]] if idx else None
+        if at is not None and first is not None and first < at:
+            warnings.append(f"slot orders: {point_label(traces[idx[0]])} started "
+                            f"{at - first:.3g} s before calibration ended; the order "
+                            "calibration left is not the one it met")
+    else:
+        order, source = None, "fresh server (the profile records no slot order)"
+    out: list[tuple[list[int] | None, str]] = []
+    step_s = same_step_s_of(profile)
+    for i in idx:
+        out.append((order, source))
+        order = replay_requests(trace_requests(traces[i]), n, order, step_s).order
+        source = f"after {point_label(traces[i])}, replayed from its measured send/end times"
+    return [traces[i] for i in idx], out
+
+
+__all__ = ["DEFAULT_METRICS", "METRICS", "PointLoad", "PointSlotOrder", "VerifyReport",
+           "VerifyRow", "chain_slot_orders",
            "occupancy", "parse_bounds", "point_label", "replay_workload", "verify", "verify_trace"]

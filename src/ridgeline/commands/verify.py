@@ -24,8 +24,10 @@ def verify_cmd(
         "instead of replaying its measured send times.")] = False,
     slot_order: Annotated[str | None, typer.Option(
         "--slot-order", help="llama.cpp per-slot profiles: the server's LRU slot order when "
-        "the traces start, e.g. 3,4,0,5,6,1,2,7 (`ridgeline.sim.slots.check_log` reads it "
-        "from llama-server's log); default: a fresh server (N-1..0).")] = None,
+        "the first trace starts, e.g. 3,4,0,5,6,1,2,7 (`ridgeline.sim.slots.check_log` reads "
+        "it from llama-server's log), or `fresh` (a restarted server: N-1..0); default: the "
+        "order the profile recorded after calibration (fresh if none). Later traces start "
+        "from the order the earlier ones left, replayed from their send/end times.")] = None,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
 ) -> None:
@@ -38,16 +40,20 @@ def verify_cmd(
 
     bounds = parse_bounds(bound)
     profile = CalibrationProfile.load(calibration)
-    if slot_order is not None:
+    start: list[int] | str | None = None
+    if slot_order is not None and slot_order.strip().lower() == "fresh":
+        start = "fresh"
+    elif slot_order is not None:
         try:
-            order = [int(x) for x in slot_order.split(",")]
+            start = [int(x) for x in slot_order.split(",")]
         except ValueError:
             from ridgeline.errors import RidgelineError
 
             raise RidgelineError(f"--slot-order: got {slot_order!r}; allowed: comma-separated "
-                                 "slot ids") from None
-        profile = profile.with_slot_order(order)
-    report = verify(list(traces), profile, bounds, fmt, seed, closed_loop=closed_loop)
+                                 "slot ids, or fresh") from None
+        profile.with_slot_order(start)     # checks it lists each slot once
+    report = verify(list(traces), profile, bounds, fmt, seed, closed_loop=closed_loop,
+                    start_slot_order=start)
     if json_out:
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:

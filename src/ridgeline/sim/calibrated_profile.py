@@ -107,7 +107,24 @@ class Scheduling(BaseModel):
     # split_equal makes of its slots (one per run of consecutive ids). Off for -kvu (one
     # stream: one graph per ubatch) and for other engines.
     slot_graphs: StrictBool = False
+    # The server's LRU slot order when calibration ended (slot model only): the slots in the
+    # order a burst of new requests would get them, replayed from calibrate's own requests
+    # (`sim.slots.replay_requests`: pinned probes in their `id_slot`, others by LRU). verify
+    # starts the first trace after calibration from it; None (older profiles): unknown.
+    slot_order_after_calibration: list[StrictInt] | None = Field(None, max_length=MAX_NUM_SEQS)
+    # When that order held (wall clock, the last probe's end) and how it was obtained.
+    slot_order_at_unix_s: float | None = Field(None, ge=0, le=MAX_CREATED_UNIX_S,
+                                               allow_inf_nan=False)
+    slot_order_provenance: str | None = Field(None, max_length=2000)
     notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_order(self) -> Scheduling:
+        o = self.slot_order_after_calibration
+        if o is not None and sorted(o) != list(range(self.max_num_seqs)):
+            raise ValueError(f"slot_order_after_calibration must list each slot 0.."
+                             f"{self.max_num_seqs - 1} once")
+        return self
 
 
 class Residual(BaseModel):

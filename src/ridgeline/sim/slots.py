@@ -39,7 +39,7 @@ time T(tokens) plus the attention term (`CalibrationProfile.graphs_time_s`).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 
 def split_equal_sequential(batch: list[tuple[int, int]], n_ubatch: int) -> list[int]:
@@ -134,6 +134,103 @@ class SlotTable:
         return split_equal_sequential(batch, n_ubatch)
 
 
+class SlotReplay(NamedTuple):
+    """What `replay_requests` found."""
+
+    order: list[int]        # the LRU order after the requests (idle slots first)
+    waited: int             # requests that found no idle slot and waited
+    released: list[int]     # slots released during the replay, by last release, oldest first
+
+
+def replay_requests(requests: Iterable[tuple[float, float, int | None]], n_slots: int,
+                    lru_order: list[int] | None = None, same_step_s: float = 0.0
+                    ) -> SlotReplay:
+    """llama-server's LRU slot order after it served `requests`, replayed from what a client
+    saw: (send time, end time, `id_slot` or None) per request, all in seconds on one clock.
+
+    A request takes a slot at its send time (its `id_slot`, or LRU) and gives it back at its
+    end. Ends less than `same_step_s` after the first end of a group are one engine step
+    (the client saw them a little apart): they are released together, in slot order, as
+    `update_slots` does, and before any request sent in between (the server released them
+    before the client saw the ends). A request that finds no idle slot (or its pinned slot
+    busy) waits, first come first served, until a release. A request with no known end
+    (NaN) ends when it was sent.
+
+    >>> replay_requests([(0.0, 1.0, None), (0.1, 1.001, None)], 4, same_step_s=0.01).order
+    [1, 0, 2, 3]
+    """
+    import math
+
+    reqs = [(float(s), float(e) if math.isfinite(e) else float(s), pin)
+            for s, e, pin in requests]
+    t = SlotTable(n_slots, lru_order)
+    # (time, kind, index): releases (0) before sends (1) at the same time
+    events = sorted([(e, 0, i) for i, (_, e, _) in enumerate(reqs)] +
+                    [(s, 1, i) for i, (s, _, _) in enumerate(reqs)])
+    waiting: list[int] = []
+    waited = 0
+
+    def admit(i: int) -> bool:
+        pin = reqs[i][2]
+        if pin is not None:
+            if not 0 <= pin < n_slots:
+                raise ValueError(f"id_slot {pin}: the server has slots 0..{n_slots - 1}")
+            if t.holder[pin] is not None:
+                return False
+            t.take(i, pin)
+            return True
+        if all(h is not None for h in t.holder):
+            return False
+        t.acquire(i)
+        return True
+
+    group: list[int] = []
+    group_t = -math.inf
+    done: set[int] = set()
+
+    def flush() -> None:
+        t.release_all([i for i in group if i in t.slot_of])
+        done.update(group)
+        group.clear()
+        for i in list(waiting):         # deferred requests, in arrival order
+            if i in done:
+                waiting.remove(i)       # ended (failed) before it got a slot
+            elif admit(i):
+                waiting.remove(i)
+
+    sends: list[int] = []               # sent while a group of ends is still open
+
+    def send(i: int) -> None:
+        nonlocal waited
+        if i in done:
+            return                      # ended no later than it was sent
+        if waiting or not admit(i):
+            waiting.append(i)
+            waited += 1
+
+    def close() -> None:
+        flush()
+        for i in sends:
+            send(i)
+        sends.clear()
+
+    for time_s, kind, i in events:
+        if group and time_s - group_t >= same_step_s:
+            close()
+        if kind == 0:
+            if not group:
+                group_t = time_s
+            group.append(i)
+        elif group:
+            sends.append(i)
+        else:
+            send(i)
+    close()
+    released = sorted((s for s in range(n_slots) if t.t_last_used[s] > 0),
+                      key=lambda s: t.t_last_used[s])
+    return SlotReplay(t.lru_order(), waited, released)
+
+
 def check_log(lines: Iterable[str], n_slots: int, stop_before: int | None = None
               ) -> tuple[int, int, list[int]]:
     """Replay a llama-server log's slot events (`selected slot by ...`, `stop processing`)
@@ -197,4 +294,5 @@ class SlotSteps:
         return self.graphs_time_s(graphs, prefill_pairs, decode_pairs)
 
 
-__all__ = ["SlotSteps", "SlotTable", "check_log", "split_equal_sequential"]
+__all__ = ["SlotReplay", "SlotSteps", "SlotTable", "check_log", "replay_requests",
+           "split_equal_sequential"]
