@@ -232,6 +232,7 @@ OUTPUT_OPTIONS: dict[str, tuple[str, ...]] = {
     "analyze": ("--summary-file",),
     "gate": ("--summary-file",),
     "demo": ("--out-dir/", "--report"),
+    "export": ("--out", "-o"),
 }
 # Commands the guard leaves to themselves (plan checks its own outputs).
 UNGUARDED = frozenset({"plan"})
@@ -309,6 +310,13 @@ def guard_command_line(args: list[str]) -> None:
         fid = _file_id(path) if kind is None else None
         if fid is not None:
             ids.setdefault(fid, f"{field} {path!r}" if field != "argument" else repr(path))
+    seen: dict[str, str] = {}
+    for field, path in outputs:  # two outputs of one run in one file: one would be lost
+        where = os.path.realpath(os.path.expanduser(path)) if path.strip() else ""
+        if where and where != os.devnull and where in seen and seen[where] != field:
+            raise RidgelineError(f"{field}: got {path!r}: {seen[where]} writes the same file; "
+                                 "allowed: a different path for each output")
+        seen.setdefault(where, field)
     for field, path in outputs:
         fid = _file_id(path)
         if fid is not None and fid in ids:

@@ -430,7 +430,8 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
     except ImportError:
         raise RidgelineError("--ray: ray is not installed; pip install 'ridgeline[ray]'") \
             from None
-    if not ray.is_initialized():
+    started = not ray.is_initialized()
+    if started:
         if address == "local":
             ray.init(num_cpus=shards, include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
@@ -456,7 +457,10 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
     done = 0
     try:
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
+            # A timeout, so that a Ctrl-C is seen within 0.2 s, not when a shard ends.
+            ready, pending = ray.wait(pending, num_returns=1, timeout=0.2)
+            if not ready:
+                continue
             part = ray.get(ready[0])
             _merge(run, part)
             done += part.requests
@@ -465,4 +469,8 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
     except KeyboardInterrupt:
         for f in pending:   # shards still running are lost; the finished ones are merged
             ray.cancel(f, force=True)
+        if started:  # within the 2 s a Ctrl-C may take (ray's own exit hook: 1.6-2.9 s)
+            from ridgeline.ray_stop import stop_ray_now
+
+            stop_ray_now(ray)
         raise

@@ -386,7 +386,7 @@ class _FastBatch:
         gc.disable()  # a batch of fresh dicts: the cyclic GC would only rescan them
         try:
             objs = json.loads(b"[" + text + b"]")
-        except ValueError:
+        except (ValueError, RecursionError):  # the exact path names the bad line
             raise _Cannot from None
         finally:
             if enabled:

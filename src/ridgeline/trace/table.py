@@ -152,7 +152,9 @@ def scalar_columns(
             dtype=np.int8,
         )
     except (KeyError, TypeError):
-        i = next(i for i, r in enumerate(records) if r.get("status", "ok") not in STATUS_CODE)
+        i = next(i for i, r in enumerate(records)
+                 if not isinstance(r.get("status", "ok"), str)
+                 or r.get("status", "ok") not in STATUS_CODE)
         raise RecordError(
             i, "status", f"got {records[i].get('status')!r}; allowed: {', '.join(STATUSES)}"
         ) from None
@@ -165,7 +167,8 @@ def scalar_columns(
     except (KeyError, TypeError):
         i = next(
             i for i, r in enumerate(records)
-            if r.get("token_count_source", "unknown") not in TOKEN_SOURCE_CODE
+            if not isinstance(r.get("token_count_source", "unknown"), str)
+            or r.get("token_count_source", "unknown") not in TOKEN_SOURCE_CODE
         )
         raise RecordError(
             i, "token_count_source",
