@@ -11,11 +11,37 @@ disconnected from, as `ray.shutdown()` always does.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from typing import Any
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (Linux /proc; elsewhere none are found)."""
+    out, stack = [], [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children", encoding="ascii") as fh:
+                    kids = [int(x) for x in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            out += kids
+            stack += kids
+    return out
+
+
 def stop_ray_now(ray: Any) -> None:
-    """`ray.shutdown()`, with the local node's processes killed instead of waited on."""
+    """`ray.shutdown()`, with the local node's processes killed instead of waited on, then
+    any process still left below this one (Ray's workers, children of the killed raylet,
+    otherwise linger until they notice) killed too."""
+    before = {pid: _identity(pid) for pid in _descendants(os.getpid())}
     try:
         node = ray._private.worker._global_node
     except AttributeError:  # a Ray whose internals moved: the ordinary, slower shutdown
@@ -28,6 +54,23 @@ def stop_ray_now(ray: Any) -> None:
 
         node.kill_all_processes = kill_now
     ray.shutdown()
+    for pid, ident in before.items():
+        # Ray's own processes only (not, e.g., bench's emulator), and the same process
+        # (its start time), not a new one that took a freed pid.
+        if ident is not None and b"ray" in ident[1] and _identity(pid) == ident:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _identity(pid: int) -> tuple[str, bytes] | None:
+    """(start time, command line) of a process, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            start = fh.read().rsplit(")", 1)[1].split()[19]
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return start, fh.read()
+    except (OSError, IndexError):
+        return None
 
 
 __all__ = ["stop_ray_now"]

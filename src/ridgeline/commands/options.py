@@ -263,6 +263,27 @@ def _file_id(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
+# Options whose own stated range goes past MAX_NUMBER.
+_BIG_INT_OPTIONS = frozenset({"--seed"})
+
+
+def _check_int_sizes(args: list[str]) -> None:
+    """An integer typed past MAX_NUMBER (1e15) is refused whatever option takes it, as a
+    float is (docs/cli.md): click's integer options have no upper bound, and 2**63 would
+    overflow numpy's int64 or size a loop that never ends."""
+    prev = "argument"
+    for tok in args:
+        opt, eq, val = tok.partition("=") if tok.startswith("--") else ("", "", tok)
+        text = val if (eq or not tok.startswith("-") or tok[1:].isdigit()) else ""
+        field = opt if eq else prev
+        digits = text.strip().lstrip("+-")
+        if (digits.isdigit() and len(digits) > 15 and int(digits) > MAX_NUMBER
+                and field not in _BIG_INT_OPTIONS):
+            raise RidgelineError(f"{field}: got {text.strip()[:40]!r}; allowed: at most "
+                                 f"{MAX_NUMBER:.0e} in size")
+        prev = tok if tok.startswith("-") and not tok[1:].isdigit() and not eq else "argument"
+
+
 def guard_command_line(args: list[str]) -> None:
     """Before a command runs: refuse an output path that is one of the inputs (after
     resolving links: same device and inode), an output that cannot be written, and an
@@ -274,6 +295,7 @@ def guard_command_line(args: list[str]) -> None:
         return
     names = [a for a in args if not a.startswith("-")]
     command = names[0] if names else ""
+    _check_int_sizes(args)
     if command in UNGUARDED:
         return
     wanted = OUTPUT_OPTIONS.get(command, ())
