@@ -17,7 +17,8 @@ Every case runs the console script in its own process group, under an address-sp
 - ctrl-c:     SIGINT to each long command: exit 130 within 2 s, its child processes gone.
 
 Cases marked "odd" are odd but valid input: they must not crash, hang or blow up, and may
-exit 0. Run:
+exit 0 (a negative send time on a trace's own clock, a gzip'd trace, vLLM's `--request-rate
+inf`, an SLO limit of -0, fields ridgeline does not read such as torch_dtype). Run:
 
     .venv/bin/python benchmarks/hostile_inputs.py            # everything (~3-5 min, 2 cores)
     .venv/bin/python benchmarks/hostile_inputs.py --only cli --jobs 3
@@ -375,7 +376,7 @@ def cli_cases(d: Path) -> list[Case]:
 
     # analyze / validate / report / advise / export on hostile traces
     for name, odd in (("t_dup_ids.jsonl", True), ("t_unicode_id.jsonl", True),
-                      ("t_huge_time.jsonl", False), ("t_neg_time.jsonl", False),
+                      ("t_huge_time.jsonl", False), ("t_neg_time.jsonl", True),
                       ("t_out_of_order.jsonl", False), ("t_huge_tokens.jsonl", False),
                       ("t_float_tokens.jsonl", False), ("t_str_times.jsonl", False),
                       ("t_nan_time.jsonl", False), ("t_many_events.jsonl", True),
@@ -387,7 +388,7 @@ def cli_cases(d: Path) -> list[Case]:
                       ("t_status_odd.jsonl", False), ("t_all_rejected.jsonl", True),
                       ("t_only_footer.jsonl", False), ("t_binary.jsonl", False),
                       ("t_utf16.jsonl", False), ("t_latin1.jsonl", False),
-                      ("t_gzip.jsonl.gz", False), ("t_gzip_named.jsonl", False),
+                      ("t_gzip.jsonl.gz", True), ("t_gzip_named.jsonl", False),
                       ("t_long_line.jsonl", False), ("t_trunc.jsonl", True),
                       ("fifo.jsonl", False), ("adir.jsonl", False), ("loop_a", False),
                       ("dangling.jsonl", False), ("noperm.jsonl", os.geteuid() == 0)):
@@ -451,7 +452,10 @@ def cli_cases(d: Path) -> list[Case]:
                  "m_layer_types.json", "m_window_neg.json", "m_rope_str.json",
                  "m_array.json", "m_deep.json", "m_experts_zero.json", "m_topk_more.json"):
         if (d / name).exists():
-            add(f"estimate -m {name}", "estimate", "-m", f(name))
+            # torch_dtype and rope_scaling are not read (ignored as unknown fields are);
+            # a GPTQ/AWQ group_size 0 means per channel
+            add(f"estimate -m {name}", "estimate", "-m", f(name),
+                odd=name in ("m_dtype.json", "m_rope_str.json", "m_quant_groups.json"))
     add("simulate -m m_layers_huge", *sim, "-m", f("m_layers_huge.json"))
     add("serve -m m_heads_nodiv", "serve", "--port", "0", "-m", f("m_heads_nodiv.json"))
     add("plan -m m_vocab_huge", "plan", "-m", f("m_vocab_huge.json"), "--rate", "1", "--slo",
@@ -538,7 +542,9 @@ def cli_cases(d: Path) -> list[Case]:
                     ("--telemetry-interval-ms", "0"), ("--stall-timeout", "-5"),
                     ("--multi-turn", "0"), ("--random-range-ratio", "-1"),
                     ("--workers", "0"), ("--burstiness", "0")):
-        add(f"bench {flag} {v}", "bench", "--base-url", URL[0], "-n", "1", flag, v)
+        # vLLM's `--request-rate inf` is all at once; a cancellation rate is in percent
+        add(f"bench {flag} {v}", "bench", "--base-url", URL[0], "-n", "1", flag, v,
+            odd=(flag, v) in (("--rate", "inf"), ("--request-cancellation-rate", "2")))
     for flag, v in (("--rate", "0"), ("--headroom", "-1"), ("--price", "nan"),
                     ("--max-gpus", "0"), ("--goodput-target", "2"), ("--requests", "1e308"),
                     ("--tp", "0,1"), ("--verify-requests", "-1"), ("--max-replicas", "inf")):
@@ -566,8 +572,9 @@ def cli_cases(d: Path) -> list[Case]:
     for slo in ("ttft_ms:", ":500", "ttft_ms:abc", "ttft_ms:1e400", "ttft_ms:-0",
                 "bogus_ms:5", "ttft_ms>=5", "ttft_ms:5:6", "decode_rate_tok_s:nan",
                 "ttft_ms<=inf", "ttft_ms\u2264500", "TTFT_MS:5"):
+        # -0 is the limit 0 (allowed: >= 0); >= is the operator form of an odd but valid SLO
         add(f"analyze --slo {slo!r}", "analyze", good, "--slo", slo,
-            odd=slo in ("TTFT_MS:5",))
+            odd=slo in ("TTFT_MS:5", "ttft_ms:-0", "ttft_ms>=5"))
     add("analyze --window huge", "analyze", good, "--window", "0:1e308")
     add("analyze --select nan", "analyze", good, "--select", "nan")
     add("analyze --summary-file = trace", "analyze", good, "--summary-file", good)

@@ -267,6 +267,35 @@ def _file_id(path: str) -> tuple[int, int] | None:
 _BIG_INT_OPTIONS = frozenset({"--seed"})
 
 
+_NON_FINITE = frozenset({"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity",
+                         "+infinity", "-infinity"})
+# Options where `inf` means something (vLLM's `--request-rate inf`: all at once).
+_INF_OPTIONS = {"bench": frozenset({"--rate", "-r", "--request-rate"})}
+
+
+def _check_finite(command: str, args: list[str]) -> None:
+    """`nan`/`inf` given to any option is refused (docs/cli.md: numbers must be finite),
+    also to the options whose number has no range check of its own (--top-p nan was sent
+    to the server). Text options take no such value in practice."""
+    prev = "argument"
+    allowed = _INF_OPTIONS.get(command, frozenset())
+    for tok in args:
+        opt, eq, val = tok.partition("=") if tok.startswith("--") else ("", "", tok)
+        field, text = (opt, val) if eq else (prev, tok)
+        if text.strip().lower() in _NON_FINITE and field != "argument" and not (
+                field in allowed and text.strip().lower() in ("inf", "+inf")):
+            raise RidgelineError(f"{field}: got {text.strip()!r}; allowed: a finite number")
+        prev = tok if tok.startswith("-") and not eq and not _is_number(tok) else "argument"
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True
+
+
 def _check_int_sizes(args: list[str]) -> None:
     """An integer typed past MAX_NUMBER (1e15) is refused whatever option takes it, as a
     float is (docs/cli.md): click's integer options have no upper bound, and 2**63 would
@@ -296,6 +325,7 @@ def guard_command_line(args: list[str]) -> None:
     names = [a for a in args if not a.startswith("-")]
     command = names[0] if names else ""
     _check_int_sizes(args)
+    _check_finite(command, args)
     if command in UNGUARDED:
         return
     wanted = OUTPUT_OPTIONS.get(command, ())
