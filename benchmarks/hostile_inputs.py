@@ -796,10 +796,11 @@ def _exchange(port: int, raw: bytes, wait_s: float = TIMEOUT_S,
     got = b""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=wait_s) as sock:
-            if pause_s:
-                sock.sendall(raw[: len(raw) // 2])
+            if pause_s:  # the headers and a byte of the body, a pause, then the rest
+                cut = raw.index(b"\r\n\r\n") + 5
+                sock.sendall(raw[:cut])
                 time.sleep(pause_s)
-                sock.sendall(raw[len(raw) // 2:])
+                sock.sendall(raw[cut:])
             else:
                 sock.sendall(raw)
             sock.settimeout(wait_s)
@@ -908,6 +909,7 @@ def http_cases() -> dict[str, list[tuple[str, bytes, dict[str, Any]]]]:
         ("not http", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + os.urandom(200),
          {"closed_ok": True}),
         ("body 20 MB", _post(chat, b" " * (20 << 20)), {"closed_ok": True}),
+        ("slow body", _post(chat, _chat()), {"pause_s": 3.0, "closed_ok": True}),
     ]
     api_e, api_s = "/api/estimate", "/api/simulate"
     ui: list[tuple[str, bytes, dict[str, Any]]] = [
@@ -977,7 +979,7 @@ def http_cases() -> dict[str, list[tuple[str, bytes, dict[str, Any]]]]:
          b"Transfer-Encoding: chunked\r\n\r\n" + b"".join(b"100000\r\n" + b" " * 0x100000
                                                            + b"\r\n" for _ in range(3))
          + b"0\r\n\r\n", {"closed_ok": True}),
-        ("ui slow body", _post(api_e, b'{"batch": 8}'), {"pause_s": 3.0}),
+        ("ui slow body", _post(api_e, b'{"batch": 8}'), {"pause_s": 3.0, "closed_ok": True}),
         ("ui header 100 KB", b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000
          + b"\r\nConnection: close\r\n\r\n", {"closed_ok": True}),
     ]
