@@ -1079,8 +1079,8 @@ def ctrl_c_cases(d: Path) -> list[tuple[str, list[str], float]]:
         ("verify", ["verify", long, "--calibration", prof], 4),
         ("calibrate fit", ["calibrate", "fit", long, "--out", f"{out}/fit.json"], 4),
         ("calibrate host", ["calibrate", "host", "--quick", "--out", f"{out}/host.json"], 4),
-        ("calibrate engine", ["calibrate", "engine", "--target", "emulator", "--out",
-                              f"{out}/eng.json"], 8),
+        ("calibrate engine", ["calibrate", "engine", "--base-url", URL[0], "--out",
+                              f"{out}/eng.json", "--rounds", "50"], 8),
         ("bench", ["bench", "--target", "emulator", "-n", "100000", "--rate", "50", "--trace",
                    f"{out}/b.jsonl", "--grace", "0"], 8),
         ("serve", ["serve", "--port", "0"], 4),
@@ -1090,6 +1090,16 @@ def ctrl_c_cases(d: Path) -> list[tuple[str, list[str], float]]:
 
 
 def run_ctrl_c(d: Path, only: str | None) -> list[Result]:
+    server, port = _start(["serve", "--port", "0"])  # calibrate engine probes it
+    URL[0] = f"http://127.0.0.1:{port}"
+    try:
+        return _run_ctrl_c(d, only)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _run_ctrl_c(d: Path, only: str | None) -> list[Result]:
     results = []
     for cid, args, wait_s in ctrl_c_cases(d):
         if only and only not in ("ctrlc",) and only not in cid:

@@ -149,11 +149,14 @@ def run(args: list[str] | None = None) -> int:
 
         args = ["bench", *normalize_argv(argv[1:])]  # vLLM's option shapes (nargs="*")
     try:
-        from ridgeline.commands.options import guard_command_line
+        from ridgeline.commands.options import check_numbers, guard_command_line
 
         # Outputs equal to inputs, unwritable outputs, device/FIFO inputs: refused before
         # any command starts (docs/cli.md).
-        guard_command_line(list(sys.argv[1:] if args is None else args))
+        argv = list(sys.argv[1:] if args is None else args)
+        guard_command_line(argv)
+        if "--help" not in argv:
+            check_numbers(typer.main.get_command(app), argv)
         code = app(args=args, standalone_mode=False, prog_name="ridgeline")
     except RidgelineError as exc:
         typer.echo(f"error: {_one_line(str(exc))}", err=True)

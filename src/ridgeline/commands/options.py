@@ -263,54 +263,44 @@ def _file_id(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-# Options whose own stated range goes past MAX_NUMBER.
-_BIG_INT_OPTIONS = frozenset({"--seed"})
-
-
 _NON_FINITE = frozenset({"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity",
                          "+infinity", "-infinity"})
-# Options where `inf` means something (vLLM's `--request-rate inf`: all at once).
-_INF_OPTIONS = {"bench": frozenset({"--rate", "-r", "--request-rate"})}
 
 
-def _check_finite(command: str, args: list[str]) -> None:
-    """`nan`/`inf` given to any option is refused (docs/cli.md: numbers must be finite),
-    also to the options whose number has no range check of its own (--top-p nan was sent
-    to the server). Text options take no such value in practice."""
-    prev = "argument"
-    allowed = _INF_OPTIONS.get(command, frozenset())
-    for tok in args:
-        opt, eq, val = tok.partition("=") if tok.startswith("--") else ("", "", tok)
-        field, text = (opt, val) if eq else (prev, tok)
-        if text.strip().lower() in _NON_FINITE and field != "argument" and not (
-                field in allowed and text.strip().lower() in ("inf", "+inf")):
-            raise RidgelineError(f"{field}: got {text.strip()!r}; allowed: a finite number")
-        prev = tok if tok.startswith("-") and not eq and not _is_number(tok) else "argument"
-
-
-def _is_number(tok: str) -> bool:
-    try:
-        float(tok)
-    except ValueError:
-        return False
-    return True
-
-
-def _check_int_sizes(args: list[str]) -> None:
-    """An integer typed past MAX_NUMBER (1e15) is refused whatever option takes it, as a
-    float is (docs/cli.md): click's integer options have no upper bound, and 2**63 would
-    overflow numpy's int64 or size a loop that never ends."""
-    prev = "argument"
-    for tok in args:
-        opt, eq, val = tok.partition("=") if tok.startswith("--") else ("", "", tok)
-        text = val if (eq or not tok.startswith("-") or tok[1:].isdigit()) else ""
-        field = opt if eq else prev
-        digits = text.strip().lstrip("+-")
-        if (digits.isdigit() and len(digits) > 15 and int(digits) > MAX_NUMBER
-                and field not in _BIG_INT_OPTIONS):
-            raise RidgelineError(f"{field}: got {text.strip()[:40]!r}; allowed: at most "
+def check_numbers(root: Any, args: list[str]) -> None:
+    """Before a command runs: a number option with no check of its own (no callback, no
+    stated range) still gets the rules of docs/cli.md: a float finite (`--top-p nan` was
+    sent to the server), an integer at most MAX_NUMBER in size (`--workers 2**63` ran).
+    `root` is the click command tree (typer.main.get_command(app))."""
+    cmd, i = root, 0
+    while i < len(args) and getattr(cmd, "commands", None) and args[i] in cmd.commands:
+        cmd, i = cmd.commands[args[i]], i + 1
+    by_opt = {o: p for p in getattr(cmd, "params", ()) for o in getattr(p, "opts", ())}
+    tokens = args[i:]
+    for k, tok in enumerate(tokens):
+        if tok == "--":
+            return
+        opt, eq, val = tok.partition("=")
+        param = by_opt.get(opt) if tok.startswith("-") else None
+        if param is None or getattr(param, "is_flag", False):
+            continue
+        text = val if eq else (tokens[k + 1] if k + 1 < len(tokens) else "")
+        desc = getattr(param, "type_descriptor", None)
+        kind = getattr(desc, "annotation", None)
+        info = getattr(desc, "parameter_info", None)
+        # click's own ranges (min=/max=) let nan through; an int with a stated maximum is
+        # bounded already (--seed: up to 2**63-1)
+        if param.callback is not None or kind not in (int, float) or (
+                kind is int and getattr(info, "max", None) is not None):
+            continue
+        name = max(param.opts, key=len)
+        low = text.strip().lower()
+        if kind is float and low in _NON_FINITE:
+            raise RidgelineError(f"{name}: got {text.strip()!r}; allowed: a finite number")
+        digits = low.lstrip("+-")
+        if kind is int and digits.isdigit() and int(digits) > MAX_NUMBER:
+            raise RidgelineError(f"{name}: got {text.strip()[:40]!r}; allowed: at most "
                                  f"{MAX_NUMBER:.0e} in size")
-        prev = tok if tok.startswith("-") and not tok[1:].isdigit() and not eq else "argument"
 
 
 def guard_command_line(args: list[str]) -> None:
@@ -324,8 +314,6 @@ def guard_command_line(args: list[str]) -> None:
         return
     names = [a for a in args if not a.startswith("-")]
     command = names[0] if names else ""
-    _check_int_sizes(args)
-    _check_finite(command, args)
     if command in UNGUARDED:
         return
     wanted = OUTPUT_OPTIONS.get(command, ())
