@@ -5,7 +5,7 @@ Only typer and the standard library at import time.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -176,8 +176,28 @@ def host_cmd(
     from ridgeline.specs.model import load_model
 
     spec = load_model(model) if model else None
-    prof = measure_host(model_spec=spec, quick=quick,
-                        progress=lambda m: typer.echo(m, err=True))
+    import threading
+
+    # Measured in a thread: one large GEMM holds the main thread for seconds (4.0 s on a
+    # loaded box), and Python sees a Ctrl-C only between bytecodes of the main thread; it
+    # waits here in 0.1 s steps instead. On Ctrl-C nothing is written; the thread ends
+    # with the process.
+    done: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            done["profile"] = measure_host(model_spec=spec, quick=quick,
+                                           progress=lambda m: typer.echo(m, err=True))
+        except BaseException as exc:  # re-raised on the main thread
+            done["error"] = exc
+
+    worker = threading.Thread(target=work, name="calibrate-host", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if "error" in done:
+        raise done["error"]
+    prof = done["profile"]
     prof.write(out)
     typer.echo(f"host profile written to {out}")
 
