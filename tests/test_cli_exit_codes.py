@@ -8,6 +8,7 @@ the option, and no traceback anywhere. Checks that fail exit 1, Ctrl-C 130, a bu
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -501,6 +502,42 @@ HOSTILE: list[Any] = [
     (("calibrate", "engine", "--base-url", "http://127.0.0.1:9", "--prefill-tokens",
       "2000000000"), "--prefill-tokens"),
     (("bench", "--target", "emulator", "--replay", "{h}/gap.csv"), "--replay-speed"),
+    # the second hostile set (benchmarks/hostile_inputs.py): one case per failure class
+    # a trace line nested past the parser, a status of the wrong type, a later schema
+    (("analyze", "{h}/deep_line.jsonl"), "line 3"),
+    (("analyze", "{h}/status_dict.jsonl"), "status"),
+    (("analyze", "{h}/schema_999.jsonl"), "schema_version"),
+    # peer exports of the wrong shape
+    (("analyze", "{h}/aiperf_metrics_list.jsonl"), "metrics"),
+    (("analyze", "{h}/vllm_ttfts_str.json"), "ttfts"),
+    # engine costs files: NaN, a missing fitted cost, the wrong unit
+    (("simulate", "--rate", "1", "-n", "5", "--engine", "{h}/engine_nan.json"),
+     "request_overhead_s"),
+    (("simulate", "--rate", "1", "-n", "5", "--engine", "{h}/engine_missing.json"),
+     "missing"),
+    (("simulate", "--rate", "1", "-n", "5", "--engine", "{h}/engine_ms.json"), "unit"),
+    # model configs: fields of the wrong type that were ignored
+    (("estimate", "-m", "{h}/text_config_list.json"), "text_config"),
+    (("estimate", "-m", "{h}/layer_types_str.json"), "layer_types"),
+    # specs: fractional empirical lengths, a key given twice
+    (("simulate", "--rate", "1", "-n", "5", "--prompt", "empirical:{h}/lengths_float.txt"),
+     "whole"),
+    (("simulate", "--rate", "1", "-n", "5", "--arrival", "gamma:cv=1,cv=2"), "twice"),
+    # outputs: export over its input, two outputs in one file
+    (("export", "{h}/probe.jsonl", "--to", "csv", "--out", "{h}/probe.jsonl"), "--out"),
+    (("simulate", "--rate", "1", "-n", "5", "--trace", "{h}/same.jsonl", "--timeline",
+      "{h}/./same.jsonl"), "--timeline"),
+    # numbers: an integer past 1e15 on an option without a bound, nan on a float without
+    # a range check, a path longer than any file name
+    (("simulate", "--rate", "1", "-n", "5", "--workers", "9223372036854775808"), "--workers"),
+    (("bench", "--base-url", "http://127.0.0.1:9", "-n", "1", "--top-p", "nan"), "--top-p"),
+    (("analyze", "x" * 5000), "File name too long"),
+    # URLs, headers and JSON options
+    (("calibrate", "engine", "--base-url", "http://[::1"), "--base-url"),
+    (("bench", "--base-url", "http://127.0.0.1:9", "-n", "1", "--extra-body",
+      '{"a":' * 3000 + "1" + "}" * 3000), "--extra-body"),
+    (("bench", "--base-url", "http://127.0.0.1:9", "-n", "1", "--header",
+      "X: a\r\nInjected: 1"), "--header"),
 ]
 
 
@@ -545,6 +582,40 @@ def _hostile_files(d: Path, trace: Path) -> None:
     (d / "probe.jsonl").write_text(trace.read_text())
     (d / "victim.html").write_text("<html>precious</html>")
     os.mkfifo(d / "fifo")
+    # the second hostile set's files
+    head, first = lines[0], lines[1]
+    (d / "deep_line.jsonl").write_text("\n".join([head, first, "[" * 50_000 + "]" * 50_000])
+                                       + "\n")
+    (d / "status_dict.jsonl").write_text("\n".join(
+        [head, json.dumps({**json.loads(first), "status": {"a": 1}})]) + "\n")
+    (d / "schema_999.jsonl").write_text("\n".join(
+        [json.dumps({**json.loads(head), "schema_version": 999}), first]) + "\n")
+    subprocess.run([str(RIDGELINE), "export", str(trace), "--to", "aiperf", "--out",
+                    str(d / "peer_aiperf.jsonl")], check=True, capture_output=True)
+    subprocess.run([str(RIDGELINE), "export", str(trace), "--to", "vllm", "--out",
+                    str(d / "peer_vllm.json")], check=True, capture_output=True)
+    rows = (d / "peer_aiperf.jsonl").read_text().splitlines()
+    (d / "aiperf_metrics_list.jsonl").write_text("\n".join(
+        [json.dumps({**json.loads(rows[0]), "metrics": [1, 2]}), *rows[1:]]) + "\n")
+    vllm = json.loads((d / "peer_vllm.json").read_text())
+    (d / "vllm_ttfts_str.json").write_text(json.dumps({**vllm, "ttfts": "fast"}))
+    from ridgeline.specs import model_catalog
+
+    engine = {"engine": "vllm", "costs": {"request_overhead_s": {"value": 0.005, "unit": "s"},
+                                          "request_overhead_steps": {"value": 1.0,
+                                                                     "unit": "steps"},
+                                          "step_overhead_s": {"value": 0.0, "unit": "s"}}}
+    for name, cost in (("engine_nan", {"value": float("nan"), "unit": "s"}),
+                       ("engine_ms", {"value": 5.5, "unit": "ms"}), ("engine_missing", None)):
+        costs = {**engine["costs"], "request_overhead_s": cost}
+        if cost is None:
+            del costs["request_overhead_s"]
+        (d / f"{name}.json").write_text(json.dumps({**engine, "costs": costs}))
+    cfg = {k: v for k, v in model_catalog()["llama-3.1-8b"].items() if not k.startswith("_")}
+    (d / "text_config_list.json").write_text(json.dumps({**cfg, "text_config": [1, 2]}))
+    (d / "layer_types_str.json").write_text(json.dumps(
+        {**cfg, "sliding_window": 4096, "layer_types": "sliding"}))
+    (d / "lengths_float.txt").write_text("1.5\n2.5\n")
 
 
 @pytest.fixture(scope="module")
@@ -580,10 +651,10 @@ def hostile_results(work: Path) -> tuple[Path, dict[tuple[str, ...], Any]]:
 
 def test_hostile_table_covers_every_row_of_issue_23() -> None:
     cases = [_case_args(c) for c in HOSTILE]
-    assert len(cases) >= 45 and len(set(cases)) == len(cases)
+    assert len(cases) >= 65 and len(set(cases)) == len(cases)
     commands = {a[0] for a in cases}
     assert commands >= {"estimate", "simulate", "bench", "report", "plot", "calibrate",
-                        "analyze"}
+                        "analyze", "export"}
 
 
 @pytest.mark.parametrize(("args", "names"), HOSTILE, ids=lambda v: " ".join(v)[:80]
@@ -637,7 +708,19 @@ def long_trace(work: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("kind", ["report", "verify", "calibrate fit", "simulate --workers"])
+def _parts_bytes(trace: str) -> int:
+    """Bytes the shards have written so far: after a Ctrl-C they are appended to the
+    trace (~1 GB/s here), so the signal is sent after ~20 MB, not at a CPU time by which the
+    shards had written 1.6-5.4 GB (a 1.4-5.6 s copy; docs/BENCHMARKS.md, hostile inputs)."""
+    total = 0
+    for part in Path(trace).parent.glob(Path(trace).name + ".part*"):
+        with contextlib.suppress(OSError):
+            total += part.stat().st_size
+    return total
+
+
+@pytest.mark.parametrize("kind", ["report", "verify", "calibrate fit", "calibrate host",
+                                  "simulate --workers"])
 def test_ctrl_c_of_a_long_command_exits_130_and_stops_its_children(
         kind: str, work: Path, long_trace: Path) -> None:
     profile = work / "ctrlc-profile.json"
@@ -649,24 +732,34 @@ def test_ctrl_c_of_a_long_command_exits_130_and_stops_its_children(
     args = {"report": ["report", str(long_trace), "--out", f"{out}.html"],
             "verify": ["verify", str(long_trace), "--calibration", str(profile)],
             "calibrate fit": ["calibrate", "fit", str(long_trace), "--out", f"{out}.json"],
+            # a GEMM held the main thread (and the Ctrl-C) for 4 s; now measured in a thread
+            "calibrate host": ["calibrate", "host", "--quick", "--out", f"{out}.json"],
             "simulate --workers": ["simulate", "--rate", "1000", "-n", "3000000", "--workers",
                                    "2", "--replicas", "4", "--trace", f"{out}.jsonl"]}[kind]
     proc = subprocess.Popen([str(RIDGELINE), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None and \
-                _cpu_seconds(proc.pid) < 1.5:
+        # calibrate host: into its GEMM sweep (the long uninterruptible calls)
+        cpu_s = 6.0 if kind == "calibrate host" else 1.5
+        while time.monotonic() < deadline and proc.poll() is None and (
+                _cpu_seconds(proc.pid) < cpu_s if kind != "simulate --workers"
+                else _parts_bytes(f"{out}.jsonl") < 20e6):
             time.sleep(0.05)
         assert proc.poll() is None, f"{kind} ended before it could be interrupted"
         kids = _children(proc.pid)
+        t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
+        waited_s = time.monotonic() - t0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, err
+    # docs/cli.md: within 2 s (measured 0.2-0.8 s; --workers --trace held a Ctrl-C for a
+    # chunk's JSON, 2-3.4 s on a loaded box)
+    assert waited_s <= 2.0, f"{kind}: exit 130 took {waited_s:.2f} s"
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "interrupted"
     time.sleep(0.5)
     assert not [k for k in kids if _alive(k)], "a child process outlived Ctrl-C"
@@ -689,3 +782,69 @@ def test_an_error_inside_the_progress_bar_is_still_the_only_line(args: list[str]
     proc = subprocess.run([str(RIDGELINE), *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, repr(proc.stderr)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid`, forked by any of its threads (Ray's raylet forks its
+    workers from other threads than the main one)."""
+    out, stack = [], [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                kids = [int(x) for x in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
+            except OSError:
+                continue
+            out += kids
+            stack += kids
+    return out
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_ctrl_c_of_simulate_on_ray_exits_130_within_2_s_and_leaves_no_ray_process(
+        tmp_path: Path) -> None:
+    # ray.shutdown() waits on each of its processes in turn and its exit hook sleeps 0.5 s:
+    # 2.8-2.9 s on the loaded box; killed instead, and the interpreter's teardown skipped.
+    pytest.importorskip("ray")
+    proc = subprocess.Popen([str(RIDGELINE), "simulate", "--rate", "1000", "-n", "3000000",
+                             "--replicas", "4", "--ray", "local"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        ray_kids: list[int] = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            ray_kids = [k for k in _descendants(proc.pid) if _alive(k)
+                        and b"ray::" in _cmdline(k)]
+            with contextlib.suppress(OSError):  # a worker may end between the two reads
+                if ray_kids and sum(_cpu_seconds(k) for k in ray_kids) > 1.0:
+                    break  # the shards are simulating
+            time.sleep(0.2)
+        assert proc.poll() is None and ray_kids, "the Ray shards never started"
+        everything = _descendants(proc.pid)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        waited_s = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err
+    assert waited_s <= 2.0, f"exit 130 took {waited_s:.2f} s"
+    time.sleep(0.5)
+    left = [k for k in everything if _alive(k)]
+    for k in left:
+        with contextlib.suppress(OSError):
+            os.kill(k, signal.SIGKILL)
+    assert not left, f"{len(left)} Ray processes outlived Ctrl-C"

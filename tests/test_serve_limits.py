@@ -117,3 +117,40 @@ def test_a_stream_longer_than_the_header_timeout_is_not_cut(server: str) -> None
         "prompt": "hi", "max_tokens": 1500, "ignore_eos": True, "stream": False})
     assert r.status_code == 200
     assert r.json()["usage"]["completion_tokens"] == 1500
+
+
+def _read_until_closed(sock: socket.socket, limit_s: float) -> bytes:
+    sock.settimeout(limit_s)
+    got = b""
+    try:
+        while chunk := sock.recv(65536):
+            got += chunk
+    except TimeoutError:
+        pytest.fail(f"the server kept the connection open for more than {limit_s} s "
+                    f"(sent {got[:80]!r})")
+    except ConnectionResetError:
+        pass
+    return got
+
+
+def test_a_body_that_never_comes_is_408_and_closed(server: str) -> None:
+    # Issue 23, second hostile set: Content-Length 100 and 6 bytes sent held the connection
+    # (and its buffers) forever; the header timeout covered the headers only.
+    with _connect(server) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: 100\r\n\r\n{\"mess")
+        t0 = time.monotonic()
+        got = _read_until_closed(sock, HEADER_TIMEOUT_S + 10)
+    assert got.startswith(b"HTTP/1.1 408"), got[:200]
+    assert time.monotonic() - t0 <= HEADER_TIMEOUT_S + 5
+
+
+def test_a_413_closes_the_connection_instead_of_reading_the_body_as_a_request(
+        server: str) -> None:
+    # Without Connection: close the unread 99 TB "body" stayed the connection's next input.
+    with _connect(server) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                     b"99999999999999\r\n\r\n{}")
+        got = _read_until_closed(sock, 10)
+    assert got.startswith(b"HTTP/1.1 413"), got[:200]
+    assert b"connection: close" in got.lower()

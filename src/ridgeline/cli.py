@@ -149,11 +149,14 @@ def run(args: list[str] | None = None) -> int:
 
         args = ["bench", *normalize_argv(argv[1:])]  # vLLM's option shapes (nargs="*")
     try:
-        from ridgeline.commands.options import guard_command_line
+        from ridgeline.commands.options import check_numbers, guard_command_line
 
         # Outputs equal to inputs, unwritable outputs, device/FIFO inputs: refused before
         # any command starts (docs/cli.md).
-        guard_command_line(list(sys.argv[1:] if args is None else args))
+        argv = list(sys.argv[1:] if args is None else args)
+        guard_command_line(argv)
+        if "--help" not in argv:
+            check_numbers(typer.main.get_command(app), argv)
         code = app(args=args, standalone_mode=False, prog_name="ridgeline")
     except RidgelineError as exc:
         typer.echo(f"error: {_one_line(str(exc))}", err=True)
@@ -172,6 +175,12 @@ def run(args: list[str] | None = None) -> int:
         # cannot be written, as docs/cli.md counts it: bad input, not a bug.
         import errno
 
+        if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP):  # a path no file can have
+            name = _one_line(str(exc.filename or ""))
+            name = name if len(name) <= 60 else name[:57] + "..."
+            typer.echo(f"error: path {name!r}: {exc.strerror}; allowed: an existing file "
+                       "path", err=True)
+            return 2
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG):
             return _internal_error(exc)
         where = f" ({exc.filename})" if exc.filename else ""
@@ -223,7 +232,24 @@ def main() -> None:
         # when the interpreter flushes stdout at shutdown.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    if code == EXIT_INTERRUPTED:
+        _exit_now(code)
     sys.exit(code)
+
+
+def _exit_now(code: int) -> None:
+    """After a Ctrl-C: run the exit hooks (they stop what is still running), then leave
+    without the interpreter's teardown, which after a Ray run took 1-2 s on a loaded box
+    (its C++ core's destructors), past the 2 s a Ctrl-C may take (docs/cli.md). Every
+    output was closed or removed on the way here."""
+    import atexit
+    import contextlib
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

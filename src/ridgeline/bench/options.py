@@ -31,6 +31,8 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise RidgelineError(f"--extra-body: not JSON ({exc.msg} at character {exc.pos}); "
                              f"{example}") from None
+    except RecursionError:
+        raise RidgelineError(f"--extra-body: JSON nested too deeply; {example}") from None
     if not isinstance(obj, dict):
         raise RidgelineError(f"--extra-body: got {text!r}; {example}")
     bad = [k for k in _RESERVED_BODY_KEYS if k in obj]

@@ -17,6 +17,7 @@ requests relative to each other but never the gaps inside one request.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -127,6 +128,7 @@ def run_ray(jobs: list[WorkerJob], emit: Callable[[dict], None], *, address: str
     if started_here:
         ray.init(address=None if address in ("local", "") else address,
                  include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    signals = None
     try:
         out = Queue(actor_options={"num_cpus": 0})
         flag = ray.remote(num_cpus=0)(_Flag).remote()
@@ -161,7 +163,12 @@ def run_ray(jobs: list[WorkerJob], emit: Callable[[dict], None], *, address: str
         return merged, t0_perf, signals.count
     finally:
         if started_here:
-            ray.shutdown()
+            from ridgeline.ray_stop import stop_ray_now
+
+            # After a Ctrl-C (or an error) the cluster is killed, not waited on: the
+            # graceful stop alone took ~2 s, a Ctrl-C's whole budget.
+            stopped = sys.exc_info()[0] is not None or (signals is not None and signals.count)
+            (stop_ray_now if stopped else lambda r: r.shutdown())(ray)
 
 
 __all__ = ["estimate_offset", "run_ray"]

@@ -61,7 +61,11 @@ def _split_list(text: str | None, field: str, kind: type) -> list:
 def _check_base_url(url: str) -> None:
     from urllib.parse import urlsplit
 
-    parts = urlsplit(url.strip())
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:  # an unclosed IPv6 bracket
+        raise field_error("--base-url", url, "an http:// or https:// URL with a host, e.g. "
+                          "http://127.0.0.1:8000") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise field_error("--base-url", url, "an http:// or https:// URL with a host, e.g. "
                           "http://127.0.0.1:8000")
@@ -78,8 +82,8 @@ def _headers(items: list[str] | None) -> tuple[tuple[str, str], ...]:
         colon, eq = item.find(":"), item.find("=")
         sep_at = colon if colon >= 0 and (eq < 0 or colon < eq) else eq
         name, value = (item[:sep_at], item[sep_at + 1:]) if sep_at >= 0 else ("", "")
-        if sep_at < 0 or not name.strip():
-            raise field_error("--header", item, "'Name: value' or KEY=VALUE")
+        if sep_at < 0 or not name.strip() or any(ch in item for ch in "\r\n\x00"):
+            raise field_error("--header", item, "'Name: value' or KEY=VALUE on one line")
         out.append((name.strip(), value.strip()))
     return tuple(out)
 
@@ -250,8 +254,8 @@ def bench(
     random_output_len: Annotated[int, typer.Option(
         "--random-output-len", min=1, help="vLLM's random dataset: output tokens.")] = 128,
     random_range_ratio: Annotated[float, typer.Option(
-        "--random-range-ratio", help="vLLM's random dataset: lengths uniform on "
-        "[L(1-r), L(1+r)], r in [0, 1).")] = 0.0,
+        "--random-range-ratio", callback=number(ge=0, lt=1), help="vLLM's random dataset: "
+        "lengths uniform on [L(1-r), L(1+r)], r in [0, 1).")] = 0.0,
     random_prefix_len: Annotated[int, typer.Option(
         "--random-prefix-len", min=0, help="vLLM's random dataset: tokens of one prefix "
         "every prompt shares.")] = 0,

@@ -5,7 +5,7 @@ Only typer and the standard library at import time.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -110,6 +110,9 @@ def engine_cmd(
                          batches=tuple(_ints(batches, "--batches")) if batches else (),
                          open_requests=open_requests, open_prompt_tokens=open_prompt_tokens,
                          open_output_tokens=open_output_tokens, open_rate_req_s=open_rate)
+    from ridgeline.commands.bench import _check_base_url
+
+    _check_base_url(base_url)  # `http://[::1` reached aiohttp and exited 70
     endpoint = EndpointConfig(base_url=base_url, model=model, timeout_s=timeout_s,
                               ignore_eos=True)
     pdir = probe_dir or str(Path(out).with_suffix("")) + "-probe"
@@ -184,8 +187,28 @@ def host_cmd(
     from ridgeline.specs.model import load_model
 
     spec = load_model(model) if model else None
-    prof = measure_host(model_spec=spec, quick=quick,
-                        progress=lambda m: typer.echo(m, err=True))
+    import threading
+
+    # Measured in a thread: one large GEMM holds the main thread for seconds (4.0 s on a
+    # loaded box), and Python sees a Ctrl-C only between bytecodes of the main thread; it
+    # waits here in 0.1 s steps instead. On Ctrl-C nothing is written; the thread ends
+    # with the process.
+    done: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            done["profile"] = measure_host(model_spec=spec, quick=quick,
+                                           progress=lambda m: typer.echo(m, err=True))
+        except BaseException as exc:  # re-raised on the main thread
+            done["error"] = exc
+
+    worker = threading.Thread(target=work, name="calibrate-host", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if "error" in done:
+        raise done["error"]
+    prof = done["profile"]
     prof.write(out)
     typer.echo(f"host profile written to {out}")
 

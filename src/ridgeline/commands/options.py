@@ -232,6 +232,7 @@ OUTPUT_OPTIONS: dict[str, tuple[str, ...]] = {
     "analyze": ("--summary-file",),
     "gate": ("--summary-file",),
     "demo": ("--out-dir/", "--report"),
+    "export": ("--out", "-o"),
 }
 # Commands the guard leaves to themselves (plan checks its own outputs).
 UNGUARDED = frozenset({"plan"})
@@ -260,6 +261,46 @@ def _file_id(path: str) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return (st.st_dev, st.st_ino)
+
+
+_NON_FINITE = frozenset({"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity",
+                         "+infinity", "-infinity"})
+
+
+def check_numbers(root: Any, args: list[str]) -> None:
+    """Before a command runs: a number option with no check of its own (no callback, no
+    stated range) still gets the rules of docs/cli.md: a float finite (`--top-p nan` was
+    sent to the server), an integer at most MAX_NUMBER in size (`--workers 2**63` ran).
+    `root` is the click command tree (typer.main.get_command(app))."""
+    cmd, i = root, 0
+    while i < len(args) and getattr(cmd, "commands", None) and args[i] in cmd.commands:
+        cmd, i = cmd.commands[args[i]], i + 1
+    by_opt = {o: p for p in getattr(cmd, "params", ()) for o in getattr(p, "opts", ())}
+    tokens = args[i:]
+    for k, tok in enumerate(tokens):
+        if tok == "--":
+            return
+        opt, eq, val = tok.partition("=")
+        param = by_opt.get(opt) if tok.startswith("-") else None
+        if param is None or getattr(param, "is_flag", False):
+            continue
+        text = val if eq else (tokens[k + 1] if k + 1 < len(tokens) else "")
+        desc = getattr(param, "type_descriptor", None)
+        kind = getattr(desc, "annotation", None)
+        info = getattr(desc, "parameter_info", None)
+        # click's own ranges (min=/max=) let nan through; an int with a stated maximum is
+        # bounded already (--seed: up to 2**63-1)
+        if param.callback is not None or kind not in (int, float) or (
+                kind is int and getattr(info, "max", None) is not None):
+            continue
+        name = max(param.opts, key=len)
+        low = text.strip().lower()
+        if kind is float and low in _NON_FINITE:
+            raise RidgelineError(f"{name}: got {text.strip()!r}; allowed: a finite number")
+        digits = low.lstrip("+-")
+        if kind is int and digits.isdigit() and int(digits) > MAX_NUMBER:
+            raise RidgelineError(f"{name}: got {text.strip()[:40]!r}; allowed: at most "
+                                 f"{MAX_NUMBER:.0e} in size")
 
 
 def guard_command_line(args: list[str]) -> None:
@@ -309,6 +350,13 @@ def guard_command_line(args: list[str]) -> None:
         fid = _file_id(path) if kind is None else None
         if fid is not None:
             ids.setdefault(fid, f"{field} {path!r}" if field != "argument" else repr(path))
+    seen: dict[str, str] = {}
+    for field, path in outputs:  # two outputs of one run in one file: one would be lost
+        where = os.path.realpath(os.path.expanduser(path)) if path.strip() else ""
+        if where and where != os.devnull and where in seen and seen[where] != field:
+            raise RidgelineError(f"{field}: got {path!r}: {seen[where]} writes the same file; "
+                                 "allowed: a different path for each output")
+        seen.setdefault(where, field)
     for field, path in outputs:
         fid = _file_id(path)
         if fid is not None and fid in ids:

@@ -256,9 +256,11 @@ def _parse_window(window: tuple[float, float] | str | None) -> tuple[float, floa
         end = float(parts[1]) if parts[1] else math.inf
     except ValueError:
         raise RidgelineError(f"--window: got {window!r}; START and END must be seconds") from None
-    if any(p and not math.isfinite(v) for p, v in zip(parts, (start, end), strict=True)):
-        raise RidgelineError(f"--window: got {window!r}; allowed: finite seconds (leave one "
-                             "out for an open end)")
+    # Bounded as trace times are (1e10 s): past that the series edges overflow to inf.
+    if any(p and not (math.isfinite(v) and abs(v) <= 1e10)
+           for p, v in zip(parts, (start, end), strict=True)):
+        raise RidgelineError(f"--window: got {window!r}; allowed: finite seconds of at most "
+                             "1e10 in size (leave one out for an open end)")
     if not end > start:
         raise RidgelineError(f"--window: got {window!r}; END must be after START")
     return (start, end)

@@ -251,6 +251,13 @@ def _cache_info(engine_cfg: Any) -> dict[str, str] | None:
     return info
 
 
+def _request_error(exc: RequestError) -> JSONResponse:
+    """A refused request's response; after a 408 or 413 the rest of the body was not read,
+    so the connection is closed (it would be read as the next request)."""
+    headers = {"Connection": "close"} if exc.status in (408, 413) else None
+    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+
 def _json_error(status: int, message: str, *, err_type: str = "invalid_request_error",
                 param: str | None = None, code: str | None = None,
                 headers: dict[str, str] | None = None) -> JSONResponse:
@@ -477,7 +484,7 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
             if body.get("return_token_strs"):
                 strs = [state.tokenizer.decode([t]) or "" for t in ids]
         except RequestError as exc:
-            return JSONResponse(exc.body(), status_code=exc.status)
+            return _request_error(exc)
         return JSONResponse({"count": len(ids), "max_model_len": config.max_model_len,
                              "tokens": ids, "token_strs": strs})
 
@@ -501,7 +508,7 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
                 raise RequestError("/detokenize: the emulator counts tokens approximately "
                                    "(no tokenizer); start it with --tokenizer", status=501)
         except RequestError as exc:
-            return JSONResponse(exc.body(), status_code=exc.status)
+            return _request_error(exc)
         return JSONResponse({"prompt": text})
 
     async def metrics(request: Request) -> Response:
@@ -545,13 +552,21 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
             raise RequestError(f"request body larger than {config.max_body_bytes} bytes",
                                status=413)
         parts: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            parts.append(chunk)
-            size += len(chunk)
-            if size > config.max_body_bytes:
-                raise RequestError(f"request body larger than {config.max_body_bytes} bytes",
-                                   status=413)
+
+        async def receive() -> None:
+            size = 0
+            async for chunk in request.stream():
+                parts.append(chunk)
+                size += len(chunk)
+                if size > config.max_body_bytes:
+                    raise RequestError(f"request body larger than {config.max_body_bytes} "
+                                       "bytes", status=413)
+
+        try:  # a body announced and never sent held the connection forever (issue 23)
+            await asyncio.wait_for(receive(), config.header_timeout_s)
+        except asyncio.TimeoutError:
+            raise RequestError(f"request body did not arrive within "
+                               f"{config.header_timeout_s:g} s", status=408) from None
         try:
             return json.loads(b"".join(parts))
         except (ValueError, RecursionError):
@@ -565,7 +580,7 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
             req = parse_request("chat" if chat else "completion", payload)
             plan = state.plan(req)
         except RequestError as exc:
-            return JSONResponse(exc.body(), status_code=exc.status)
+            return _request_error(exc)
         driver = state.driver
         if driver is None:  # lifespan not run (a bare ASGI test client): start lazily
             state.start()

@@ -27,7 +27,6 @@ among the assumptions.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
@@ -100,9 +99,9 @@ def load_engine_costs(engine: str = "vllm") -> EngineCosts:
 
     p = Path(engine)
     if p.suffix == ".json":
-        if not p.is_file():
-            raise RidgelineError(f"--engine: file {engine!r} not found")
-        text = p.read_text()
+        from ridgeline.inputs import read_text
+
+        text = read_text(p, "--engine", max_bytes=1 << 20)  # a device or a FIFO: refused
         name = p.stem
     else:
         if engine not in ENGINES:
@@ -111,12 +110,17 @@ def load_engine_costs(engine: str = "vllm") -> EngineCosts:
         text = resources.files("ridgeline.specs").joinpath(
             "data", "engines", f"{engine}.json").read_text()
         name = engine
-    try:
-        d = json.loads(text)
-        vals = {f: float(d["costs"][f]["value"]) for f in FIELDS if f in d["costs"]}
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise RidgelineError(f"--engine: {name}: not an engine costs file ({exc})") from None
-    return EngineCosts(engine=str(d.get("engine", name)), provenance=d.get("provenance", {}),
+    from ridgeline.inputs import loads_json
+
+    d = loads_json(text, f"--engine: {name}")
+    costs = d.get("costs") if isinstance(d, dict) else None
+    if not isinstance(costs, dict):
+        raise RidgelineError(f"--engine: {name}: field 'costs': allowed: an object of "
+                             f"{', '.join(FIELDS)} (an engine costs file, docs/engine.md)")
+    vals = {f: _cost(costs, f, name) for f in FIELDS if f in costs or f in REQUIRED}
+    prov = d.get("provenance")
+    return EngineCosts(engine=str(d.get("engine", name))[:100],
+                       provenance=prov if isinstance(prov, dict) else {},
                        **vals)
 
 
@@ -157,6 +161,27 @@ class LiveRequestOverhead:
     def shift_s(self, prior_step_s: float = 0.0) -> float:
         return self.request_overhead_s + self.request_overhead_steps * self.mean_step_s(
             prior_step_s)
+
+# A cost missing from a file would silently be 0 (no cost): every field the catalogs fit is
+# required; `mixed_step_s` came later and defaults to 0. Bounds: far above any engine's.
+REQUIRED = ("request_overhead_s", "request_overhead_steps", "step_overhead_s")
+_MAX = {"s": 60.0, "steps": 1000.0}
+
+
+def _cost(costs: dict[str, Any], f: str, name: str) -> float:
+    unit = "steps" if f.endswith("_steps") else "s"
+    entry = costs.get(f)
+    value = entry.get("value") if isinstance(entry, dict) else None
+    allowed = (f"allowed: {{\"value\": a finite number from 0 to {_MAX[unit]:g}, \"unit\": "
+               f"\"{unit}\"}}")
+    if (not isinstance(value, (int, float)) or isinstance(value, bool)
+            or not 0 <= value <= _MAX[unit]):  # NaN fails the comparison too
+        got = "missing" if entry is None else f"got {value!r}"
+        raise RidgelineError(f"--engine: {name}: costs.{f}: {got}; {allowed}")
+    if entry.get("unit", unit) != unit:
+        raise RidgelineError(f"--engine: {name}: costs.{f}: unit {entry.get('unit')!r}; "
+                             f"{allowed}")
+    return float(value)
 
 
 def run_mean_step_s(n_tokens: np.ndarray, mean_gap_s: np.ndarray) -> float:

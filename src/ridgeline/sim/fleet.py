@@ -131,28 +131,36 @@ class _Sink:
         import signal
         import threading
 
+        self._remap(chunk)
+        # The trace lines are built before the hold: on a loaded box a chunk's JSON took
+        # ~2 s, past a Ctrl-C's budget; a Ctrl-C then drops the chunk from both.
+        text = self._lines(chunk) if self.fh is not None else None
         if threading.current_thread() is not threading.main_thread():
-            self._book(chunk)
+            self._book(chunk, text)
             return
         hit: list[int] = []
         old = signal.signal(signal.SIGINT, lambda *_: hit.append(1))
         try:
-            self._book(chunk)
+            self._book(chunk, text)
         finally:
             signal.signal(signal.SIGINT, old)
         if hit and old is not signal.SIG_IGN:
             raise KeyboardInterrupt
 
-    def _book(self, chunk: SimResult) -> None:
+    def _remap(self, chunk: SimResult) -> None:
         if self.id_map is not None and chunk.request_ids is not None:
             chunk.request_ids = self.id_map[chunk.request_ids]
             chunk.replica = np.where(chunk.replica >= 0, chunk.replica + self.replica_base, -1)
+
+    def _lines(self, chunk: SimResult) -> str:
+        dumps = self._dumps
+        return "\n".join(dumps({"type": "request", **r}, separators=(",", ":"),
+                               allow_nan=False) for r in chunk.records()) + "\n"
+
+    def _book(self, chunk: SimResult, text: str | None) -> None:
         self.metrics.add_trace(chunk.to_trace(self.header))
-        if self.fh is not None:
-            dumps = self._dumps
-            lines = [dumps({"type": "request", **r}, separators=(",", ":"), allow_nan=False)
-                     for r in chunk.records()]
-            self.fh.write("\n".join(lines) + "\n")
+        if self.fh is not None and text is not None:
+            self.fh.write(text)
             self.fh.flush()
         end = chunk.end_s[np.isfinite(chunk.end_s)]
         if end.size:
@@ -430,7 +438,8 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
     except ImportError:
         raise RidgelineError("--ray: ray is not installed; pip install 'ridgeline[ray]'") \
             from None
-    if not ray.is_initialized():
+    started = not ray.is_initialized()
+    if started:
         if address == "local":
             ray.init(num_cpus=shards, include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
@@ -456,7 +465,10 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
     done = 0
     try:
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
+            # A timeout, so that a Ctrl-C is seen within 0.2 s, not when a shard ends.
+            ready, pending = ray.wait(pending, num_returns=1, timeout=0.2)
+            if not ready:
+                continue
             part = ray.get(ready[0])
             _merge(run, part)
             done += part.requests
@@ -465,4 +477,8 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
     except KeyboardInterrupt:
         for f in pending:   # shards still running are lost; the finished ones are merged
             ray.cancel(f, force=True)
+        if started:  # within the 2 s a Ctrl-C may take (ray's own exit hook: 1.6-2.9 s)
+            from ridgeline.ray_stop import stop_ray_now
+
+            stop_ray_now(ray)
         raise

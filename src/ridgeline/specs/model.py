@@ -382,6 +382,9 @@ def _language_config(cfg: dict[str, Any]) -> dict[str, Any]:
     wrapper's quantization_config and name), else the config itself."""
     outer = cfg.get("model_type")
     text = cfg.get("text_config")
+    if text is not None and not isinstance(text, dict):
+        raise RidgelineError(f"config.json: field 'text_config': got {type(text).__name__}; "
+                             "allowed: the language model's config object")
     if isinstance(outer, str) and outer in WRAPPER_TYPES and not isinstance(text, dict):
         return {**cfg, "model_type": WRAPPER_TYPES[outer]}  # flat VL configs (Qwen2-VL)
     if not isinstance(text, dict):
@@ -403,6 +406,11 @@ def _language_config(cfg: dict[str, Any]) -> dict[str, Any]:
 def _window(cfg: dict[str, Any], fam: str, layers: int, linear: set[int]
             ) -> tuple[int, int, str]:
     """(window tokens, windowed softmax layers, kind) from the family's config fields."""
+    types = cfg.get("layer_types")
+    if types is not None and not (isinstance(types, list)
+                                  and all(isinstance(t, str) for t in types)):
+        raise RidgelineError("config.json: field 'layer_types': allowed: a list of one "
+                             "attention type per layer (e.g. \"sliding_attention\")")
     max_pos = cfg.get("max_position_embeddings") or 0
     if fam == "llama4_text":
         chunk = _int(cfg, "attention_chunk_size", fam, default=0)

@@ -174,13 +174,26 @@ def _batches(
         yield nos, lines, at_eof
 
 
+class _NonFinite(ValueError):
+    """NaN or Infinity in a trace line: not JSON, and not a time or a count."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+def _loads(text: bytes) -> Any:
+    """json.loads, refusing NaN/Infinity (Python's reads them; ridgeline writes neither)."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
 def _parse_batch(
     nos: list[int], lines: list[bytes], is_last: bool, spath: str, warnings: list[str]
 ) -> tuple[list[int], list[Any]]:
     """Parse a batch as one JSON array (much faster than a call per line); on failure,
     line by line to name the bad line. A bad final line of the file is a truncation."""
     try:
-        objs = json.loads(b"[" + b",".join(lines) + b"]")
+        objs = _loads(b"[" + b",".join(lines) + b"]")
         if len(objs) == len(lines):
             return nos, objs
     except (ValueError, RecursionError):
@@ -188,10 +201,14 @@ def _parse_batch(
     objs = []
     for i, line in enumerate(lines):
         try:
-            objs.append(json.loads(line))
+            objs.append(_loads(line))
         except RecursionError:
             raise RidgelineError(f"{spath}: line {nos[i]}: JSON nested too deeply; allowed: a "
                                  "trace record (one flat JSON object)") from None
+        except _NonFinite:
+            raise RidgelineError(f"{spath}: line {nos[i]}: NaN or Infinity; allowed: finite "
+                                 "numbers (JSON has no NaN; absent values are left out)"
+                                 ) from None
         except ValueError as exc:
             if is_last and i == len(lines) - 1:
                 warnings.append(
@@ -368,7 +385,7 @@ def _parse_arrays(contents: list[bytes], ints: bool) -> tuple[np.ndarray, np.nda
     counts = np.fromiter((c.count(b",") + 1 if c else 0 for c in contents), dtype=np.int64,
                          count=len(contents))
     try:
-        vals = json.loads(b"[" + b",".join([c for c in contents if c]) + b"]")
+        vals = _loads(b"[" + b",".join([c for c in contents if c]) + b"]")
     except ValueError:
         raise _Cannot from None
     if len(vals) != int(counts.sum()):
@@ -395,8 +412,8 @@ class _FastBatch:
         enabled = gc.isenabled()
         gc.disable()  # a batch of fresh dicts: the cyclic GC would only rescan them
         try:
-            objs = json.loads(b"[" + text + b"]")
-        except ValueError:
+            objs = _loads(b"[" + text + b"]")
+        except (ValueError, RecursionError):  # the exact path names the bad line
             raise _Cannot from None
         finally:
             if enabled:
@@ -773,7 +790,12 @@ class _Reader:
                 # The exact path: every request line parsed on its own (all are valid JSON
                 # here), so the record error and its order are the usual ones.
                 idx = range(len(lines)) if req_idx is None else req_idx
-                req_objs = json.loads(b"[" + b",".join([lines[i] for i in idx]) + b"]")
+                try:
+                    req_objs = _loads(b"[" + b",".join([lines[i] for i in idx]) + b"]")
+                except _NonFinite:  # a NaN in a cut array: line by line, to name it
+                    _parse_batch([nos[i] for i in idx], [lines[i] for i in idx], False,
+                                 spath, self.warnings)
+                    raise
         if cols is None:
             try:
                 cols = build_columns(req_objs)

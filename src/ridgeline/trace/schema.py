@@ -31,7 +31,8 @@ class TraceHeader(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     type: Literal["header"] = "header"
-    schema_version: int = SCHEMA_VERSION
+    # A later version may mean fields this reader would misread: refused, not guessed.
+    schema_version: int = Field(SCHEMA_VERSION, ge=1, le=SCHEMA_VERSION)
     tool: str = "ridgeline"
     tool_version: str = ""
     source: str = Field(description="simulate | bench | serve | import:<format>")

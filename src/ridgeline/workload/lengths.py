@@ -104,9 +104,10 @@ def _read_lengths_file(path_text: str, field_name: str) -> np.ndarray:
             f"{field_name}: empirical file {path_text!r} must hold integers, one per line "
             "(or a JSON list)"
         ) from None
-    if values.size == 0 or not np.all((values >= 1) & (values <= MAX_LENGTH_TOKENS)):
-        raise RidgelineError(f"{field_name}: empirical file {path_text!r}: allowed: lengths "
-                             f"from 1 to {MAX_LENGTH_TOKENS:,} tokens")
+    if values.size == 0 or not np.all((values >= 1) & (values <= MAX_LENGTH_TOKENS)
+                                      & (values == np.round(values))):
+        raise RidgelineError(f"{field_name}: empirical file {path_text!r}: allowed: whole "
+                             f"lengths from 1 to {MAX_LENGTH_TOKENS:,} tokens")
     return values
 
 

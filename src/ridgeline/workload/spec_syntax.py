@@ -21,6 +21,9 @@ def split_spec(spec: str, field: str) -> tuple[str, dict[str, str]]:
                 continue
             if not eq or not key.strip() or not value.strip():
                 raise RidgelineError(f"{field}: {part!r} in {spec!r} is not key=value")
+            if key.strip() in params:  # which one was meant? not a guess to make
+                raise RidgelineError(f"{field}: {key.strip()!r} given twice in {spec!r}; "
+                                     "allowed: each key once")
             params[key.strip()] = value.strip()
     return kind.strip().lower(), params
 

@@ -20,13 +20,13 @@ ordered times ordered.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import loads_json
 from ridgeline.trace.importers._common import check_order, checked_count, checked_num
 from ridgeline.trace.schema import TraceHeader
 from ridgeline.trace.table import Trace
@@ -72,10 +72,7 @@ def import_aiperf(path: str | Path) -> Trace:
         for no, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise RidgelineError(f"{p}: line {no}: not valid JSON ({exc})") from None
+            obj = loads_json(line, f"{p}: line {no}")  # also too deep, as one line
             if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
                 raise RidgelineError(f"{p}: line {no}: field 'metadata': missing (not an "
                                      "AIPerf profile_export.jsonl record)")
@@ -98,6 +95,9 @@ def import_aiperf(path: str | Path) -> Trace:
     for i, r in enumerate(rows):
         md = r["metadata"]
         metrics = r.get("metrics") or {}
+        if not isinstance(metrics, dict):
+            raise RidgelineError(f"{p}: record {i}: field 'metrics': got "
+                                 f"{type(metrics).__name__}; allowed: an object of metrics")
         err = r.get("error")
         sent_ns = starts[i] - t0  # type: ignore[operator]
         sent = sent_ns / 1e9

@@ -68,6 +68,9 @@ def import_vllm(path: str | Path, select: int | None = None) -> Trace:
     for name in ("ttfts", "itls", "latencies", "output_lens", "input_lens", "errors",
                  "start_times"):
         v = obj.get(name)
+        if v is not None and not isinstance(v, list):
+            raise RidgelineError(f"{p}: field '{name}': got {type(v).__name__}; allowed: a "
+                                 "list with one entry per request")
         if isinstance(v, list) and len(v) != n:
             raise RidgelineError(f"{p}: field '{name}': {len(v)} entries, expected {n} "
                                  "(one per request)")
