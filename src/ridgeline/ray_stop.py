@@ -56,8 +56,12 @@ def stop_ray_now(ray: Any) -> None:
     ray.shutdown()
     for pid, ident in before.items():
         # Ray's own processes only (not, e.g., bench's emulator), and the same process
-        # (its start time), not a new one that took a freed pid.
-        if ident is not None and b"ray" in ident[1] and _identity(pid) == ident:
+        # (its start time), not a new one that took a freed pid. Only the start time is
+        # compared: Ray's agents retitle themselves ("ray::DashboardAgent") a few seconds
+        # after they start, so a command line read before that differs from the one now.
+        now = _identity(pid)
+        if (ident is not None and now is not None and ident[0] == now[0]
+                and (b"ray" in ident[1] or b"ray" in now[1])):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
 

@@ -20,6 +20,7 @@ run in one process: `shard_blocker` says why.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -439,31 +440,34 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
         raise RidgelineError("--ray: ray is not installed; pip install 'ridgeline[ray]'") \
             from None
     started = not ray.is_initialized()
-    if started:
-        if address == "local":
-            ray.init(num_cpus=shards, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
-        else:
-            ray.init(address=address, log_to_driver=False)
-    # ray.init replaces the SIGINT handler with one that exits 0 (a Ctrl-C then read as
-    # success, issue 23): Python's own, so a Ctrl-C is KeyboardInterrupt here and exit 130.
-    import signal
-    import threading
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    remote = ray.remote(run_shard)
-    parts = _split(cluster.replicas, shards)
-    wl_ref = ray.put(wl)
-    # Trace lines: a shared file system is not assumed, so Ray shards return no trace.
-    if trace_path:
-        run.notes.append("--trace with --ray: the trace holds no request lines (workers "
-                         "may not share this file system); metrics are complete")
-    futs = [remote.remote(wl_ref, config, step_model, cluster, header, slos, lo, hi, None,
-                          exact_max, relative_error, chunk_requests) for lo, hi in parts]
-    pending = list(futs)
-    done = 0
+    pending: list[Any] = []
+    # One try from ray.init on: a Ctrl-C while Ray starts or takes the workload (its agents
+    # and idle workers are already up) must stop them as surely as one during the run.
     try:
+        if started:
+            if address == "local":
+                ray.init(num_cpus=shards, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+            else:
+                ray.init(address=address, log_to_driver=False)
+        # ray.init replaces the SIGINT handler with one that exits 0 (a Ctrl-C then read as
+        # success, issue 23): Python's own, so a Ctrl-C is KeyboardInterrupt here, exit 130.
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        remote = ray.remote(run_shard)
+        parts = _split(cluster.replicas, shards)
+        wl_ref = ray.put(wl)
+        # Trace lines: a shared file system is not assumed, so Ray shards return no trace.
+        if trace_path:
+            run.notes.append("--trace with --ray: the trace holds no request lines (workers "
+                             "may not share this file system); metrics are complete")
+        pending = [remote.remote(wl_ref, config, step_model, cluster, header, slos, lo, hi,
+                                 None, exact_max, relative_error, chunk_requests)
+                   for lo, hi in parts]
+        done = 0
         while pending:
             # A timeout, so that a Ctrl-C is seen within 0.2 s, not when a shard ends.
             ready, pending = ray.wait(pending, num_returns=1, timeout=0.2)
@@ -476,7 +480,8 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
                 progress(done)
     except KeyboardInterrupt:
         for f in pending:   # shards still running are lost; the finished ones are merged
-            ray.cancel(f, force=True)
+            with contextlib.suppress(Exception):
+                ray.cancel(f, force=True)
         if started:  # within the 2 s a Ctrl-C may take (ray's own exit hook: 1.6-2.9 s)
             from ridgeline.ray_stop import stop_ray_now
 
