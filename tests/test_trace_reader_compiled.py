@@ -132,6 +132,9 @@ DECLINED = [
     '{"type":"request","id":"false","sent_s":1,"event_times_s":false}',
     '{"type":"request","id":"tokf","sent_s":1,"event_times_s":[1],"event_tokens":[1.0]}',
     '{"type":"request","id":"tokn","sent_s":1,"event_times_s":[1],"event_tokens":[1,2]}',
+    # past the int32 column: the exact path's error
+    '{"type":"request","id":"tokbig","sent_s":1,"event_times_s":[1,2],'
+    '"event_tokens":[1,2147483648]}',
     '{"type":"request","id":"deep","sent_s":1,"x":' + "[" * 40 + "]" * 40 + "}",
     '{"type":"request","id":"nosent"}',
     '{}',
@@ -213,3 +216,19 @@ def test_scanner_fills_full_columns_in_steps(spy: Spy, tmp_path: Path,
     exact = reader._read_trace(p, fast=False)
     assert_same(exact, reader.read_trace(p))
     assert 3 in spy.status and spy.status.count(0) >= 1
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_token_count_past_int32_is_one_error(tmp_path: Path, fast: bool) -> None:
+    """event_tokens is an int32 column: a count above 2**31 - 1 is refused with the line and
+    the field named (not wrapped around), by every path; the maximum itself is kept."""
+    big = ('{"type":"request","id":"b","sent_s":1,"event_times_s":[1,2],'
+           '"event_tokens":[2147483647,%d]}')
+    p = tmp_path / "t.jsonl"
+    write(p, [HEADER, plain(0), big % 2147483647])
+    t = reader._read_trace(p, fast=fast)
+    assert t.event_tokens.dtype == np.int32
+    assert t.event_tokens[-2:].tolist() == [2147483647, 2147483647]
+    write(p, [HEADER, plain(0), big % 2147483648])
+    with pytest.raises(RidgelineError, match=r"line 3: field 'event_tokens': .*<= 2147483647"):
+        reader._read_trace(p, fast=fast)

@@ -59,10 +59,11 @@ TRICKY = [
     # tokens before times
     '{"type":"request","id":"order","sent_s":3,"event_tokens":[4,5],'
     '"event_times_s":[3.5,3.75]}',
-    # 17 significant digits, > 15 digits, huge numbers, zero tokens, big token counts
+    # 17 significant digits, > 15 digits, huge numbers, zero tokens, the largest token
+    # count (the int32 column's maximum)
     '{"type":"request","id":"digits","sent_s":3,"event_times_s":[3.1234567890123457,'
     '1.0000000000000002,100000000000000000000.5,12345.678901234],'
-    '"event_tokens":[0,12345678901234,1,1]}',
+    '"event_tokens":[0,2147483647,1,1]}',
     # null arrays and a nested array in an extra field
     '{"type":"request","id":"nulls","sent_s":3,"event_times_s":null,"event_tokens":null,'
     '"x":[1,[2,[3]]]}',

@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdint.h>
 
-/* counts_at_most(times f8, offsets i8, req i8, tokens i8 or None, thresholds f8, out i4)
+/* counts_at_most(times f8, offsets i8, req i8, tokens i4 or None, thresholds f8, out i4)
  * out has shape (len(thresholds), len(req)), C order (each element written). */
 static PyObject *counts_at_most(PyObject *self, PyObject *args) {
     PyObject *o_times, *o_off, *o_req, *o_tok, *o_th, *o_out;
@@ -29,19 +29,20 @@ static PyObject *counts_at_most(PyObject *self, PyObject *args) {
         if (got == 3 && !has_tok) { b[got].buf = NULL; b[got].len = 0; continue; }
         int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (got == 5 ? PyBUF_WRITABLE : 0);
         if (PyObject_GetBuffer(objs[got], &b[got], flags) < 0) goto done;
-        if (b[got].itemsize != (got == 5 ? 4 : 8)) {
-            PyErr_SetString(PyExc_ValueError, "counts_at_most: f8/i8 inputs, an i4 out");
+        if (b[got].itemsize != (got == 5 || got == 3 ? 4 : 8)) {
+            PyErr_SetString(PyExc_ValueError, "counts_at_most: f8/i8 inputs, i4 tokens and out");
             got++;
             goto done;
         }
     }
     {
         const double *t = b[0].buf, *th = b[4].buf;
-        const int64_t *off = b[1].buf, *req = b[2].buf, *tok = has_tok ? b[3].buf : NULL;
+        const int64_t *off = b[1].buf, *req = b[2].buf;
+        const int32_t *tok = has_tok ? b[3].buf : NULL;
         int32_t *out = b[5].buf;  /* counts per request: far below 2^31 */
         const Py_ssize_t n_ev = b[0].len / 8, n_off = b[1].len / 8, n_req = b[2].len / 8,
                          n_th = b[4].len / 8;
-        if (b[5].len / 4 != n_th * n_req || (has_tok && b[3].len / 8 != n_ev)) {
+        if (b[5].len / 4 != n_th * n_req || (has_tok && b[3].len / 4 != n_ev)) {
             PyErr_SetString(PyExc_ValueError, "counts_at_most: sizes disagree");
             goto done;
         }
@@ -73,7 +74,7 @@ done:
     Py_RETURN_NONE;
 }
 
-/* itl_values(times f8, offsets i8, req i8, tokens i8 or None, out f8) -> n
+/* itl_values(times f8, offsets i8, req i8, tokens i4 or None, out f8) -> n
  * The pooled ITL values of the requests `req` (trace indices, increasing) written to out
  * in trace order, as `_itl_into` computes them: per event gap * 1e3, per token
  * (gap / tokens) * 1e3, non-finite quotients kept. out must be long enough. */
@@ -89,19 +90,20 @@ static PyObject *itl_values(PyObject *self, PyObject *args) {
         if (got == 3 && !has_tok) { b[got].buf = NULL; b[got].len = 0; continue; }
         int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (got == 4 ? PyBUF_WRITABLE : 0);
         if (PyObject_GetBuffer(objs[got], &b[got], flags) < 0) goto done;
-        if (b[got].itemsize != 8) {
-            PyErr_SetString(PyExc_ValueError, "itl_values: 8-byte arrays expected");
+        if (b[got].itemsize != (got == 3 ? 4 : 8)) {
+            PyErr_SetString(PyExc_ValueError, "itl_values: f8/i8 arrays, i4 tokens expected");
             got++;
             goto done;
         }
     }
     {
         const double *t = b[0].buf;
-        const int64_t *off = b[1].buf, *req = b[2].buf, *tok = has_tok ? b[3].buf : NULL;
+        const int64_t *off = b[1].buf, *req = b[2].buf;
+        const int32_t *tok = has_tok ? b[3].buf : NULL;
         double *out = b[4].buf;
         const Py_ssize_t n_ev = b[0].len / 8, n_off = b[1].len / 8, n_req = b[2].len / 8,
                          cap = b[4].len / 8;
-        if (has_tok && b[3].len / 8 != n_ev) {
+        if (has_tok && b[3].len / 4 != n_ev) {
             PyErr_SetString(PyExc_ValueError, "itl_values: sizes disagree");
             goto done;
         }

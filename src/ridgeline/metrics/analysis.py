@@ -26,7 +26,7 @@ from ridgeline.metrics.distribution import (
     sorted_finite,
     summarize_sorted,
 )
-from ridgeline.metrics.per_request import RequestMetrics, request_metrics
+from ridgeline.metrics.per_request import RequestMetrics, request_metrics, token_sum_dtype
 from ridgeline.metrics.select import select_finite
 from ridgeline.metrics.slo import SLO, parse_slo
 from ridgeline.theory.stats import (
@@ -879,6 +879,7 @@ def _tokens_per_request(trace: Trace, ev_in: np.ndarray | None = None,
     # Request-aligned chunks of about EVENT_CHUNK events.
     cuts = np.unique(np.append(
         np.searchsorted(starts, np.arange(0, int(offsets[-1]), EVENT_CHUNK)), nonempty.size))
+    acc = token_sum_dtype(trace)  # exact either way: int32 when no request can overflow it
     for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         lo, hi = int(starts[a]), int(offsets[nonempty[b - 1] + 1])
         if ev_in is not None:
@@ -887,7 +888,7 @@ def _tokens_per_request(trace: Trace, ev_in: np.ndarray | None = None,
             assert window is not None
             inside = _in_window_closed(trace.event_times_s[lo:hi], window)
         vals = np.where(inside, trace.event_tokens[lo:hi], 0)
-        out[nonempty[a:b]] = np.add.reduceat(vals, starts[a:b] - lo)
+        out[nonempty[a:b]] = np.add.reduceat(vals, starts[a:b] - lo, dtype=acc)
     return out
 
 

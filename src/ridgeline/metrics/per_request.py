@@ -60,6 +60,18 @@ def _first_last(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return first, last, has
 
 
+def token_sum_dtype(trace: Trace) -> type[np.integer]:
+    """The dtype to sum one request's event tokens in: the int32 column itself when no
+    request can pass 2**31 - 1 (largest count x most events), else int64. numpy would
+    cast the int32 column to int64 value by value (~40 ms per pass over 23 M events)."""
+    tok = trace.event_tokens
+    counts = trace.event_counts
+    if not tok.size or not counts.size:
+        return np.int32
+    bound = int(tok.max()) * int(counts.max())
+    return np.int32 if bound <= np.iinfo(np.int32).max else np.int64
+
+
 def event_gaps(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Gaps between consecutive events of the same request, in trace order, and the
     number of gaps of each request (``np.repeat(mask, counts)`` selects by request).
@@ -180,7 +192,8 @@ def request_metrics(trace: Trace) -> RequestMetrics:
     # Tokens per request: one sum per non-empty request (no event-sized temporaries).
     tok_sum = np.zeros(n, dtype=np.float64)
     if has.any():
-        tok_sum[has] = np.add.reduceat(trace.event_tokens, trace.event_offsets[:-1][has])
+        tok_sum[has] = np.add.reduceat(trace.event_tokens, trace.event_offsets[:-1][has],
+                                       dtype=token_sum_dtype(trace))
     declared = trace.output_tokens.astype(np.float64)
     known = trace.output_tokens >= 0
     from_events = ~known & has & bool(trace.header.has_event_tokens)

@@ -295,8 +295,10 @@ static int number_array(Cur *c, void *ev, int64_t at, int64_t cap, int ints, int
         if (!parse_number(c, &v, &is_int, &iv)) return 0;
         if (at + k >= cap) { *full = 1; return 0; }
         if (ints) {
-            if (!is_int || iv < 0) return 0;
-            ((int64_t *)ev)[at + k] = iv;
+            /* int32 column (table.EVENT_TOKENS_MAX): a larger count is the exact path's
+             * error */
+            if (!is_int || iv < 0 || iv > INT32_MAX) return 0;
+            ((int32_t *)ev)[at + k] = (int32_t)iv;
         } else {
             ((double *)ev)[at + k] = v;
         }
@@ -311,7 +313,7 @@ static int number_array(Cur *c, void *ev, int64_t at, int64_t cap, int ints, int
 
 /* One stripped line into `r` and the event columns from ne on. 1: a request; 0: CANNOT
  * (or FULL when *full, or a Python error when c->error). */
-static int parse_line(Cur *c, Rec *r, double *times, int64_t *tokens, int64_t ne,
+static int parse_line(Cur *c, Rec *r, double *times, int32_t *tokens, int64_t ne,
                       int64_t cap_ne, int *full) {
     uint32_t seen = 0;
     for (int i = 0; i < 6; i++) r->f[i] = NAN;
@@ -424,7 +426,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "scan: 13 columns expected");
         goto done;
     }
-    static const Py_ssize_t item[N_COLS] = {8, 8, 8, 8, 8, 8, 8, 8, 1, 1, 8, 8, 8};
+    static const Py_ssize_t item[N_COLS] = {8, 8, 8, 8, 8, 8, 8, 8, 1, 1, 8, 8, 4};
     for (; got < N_COLS; got++) {
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(cols, got), &col[got],
                                PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
@@ -460,7 +462,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             Py_CLEAR(r.id);
             Py_CLEAR(r.ekind);
             Py_CLEAR(r.error);
-            if (!parse_line(&c, &r, (double *)col[C_TIMES].buf, (int64_t *)col[C_TOKENS].buf,
+            if (!parse_line(&c, &r, (double *)col[C_TIMES].buf, (int32_t *)col[C_TOKENS].buf,
                             ne, cap_ne, &full)) {
                 if (c.error) goto done_rec;
                 status = full ? ST_FULL : ST_CANNOT;

@@ -68,6 +68,8 @@ from ridgeline.errors import RidgelineError
 from ridgeline.trace.schema import RequestRecord, TraceFooter, TraceHeader
 from ridgeline.trace.table import (
     _EVENT_COLUMNS,
+    EVENT_TOKENS_DTYPE,
+    EVENT_TOKENS_MAX,
     RecordError,
     Trace,
     _Columns,
@@ -359,6 +361,12 @@ def _plain_ints(text: bytes, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray] 
     return v, _token_counts(starts, lens)
 
 
+def _tokens_fit(tokens: np.ndarray) -> bool:
+    """Every count fits the int32 column (0..EVENT_TOKENS_MAX); else the exact path
+    names the field."""
+    return not tokens.size or (int(tokens.min()) >= 0 and int(tokens.max()) <= EVENT_TOKENS_MAX)
+
+
 def _parse_arrays(contents: list[bytes], ints: bool) -> tuple[np.ndarray, np.ndarray]:
     """Values (concatenated) and counts of the cut arrays, exactly as `json.loads` followed
     by the exact path's conversion gives them. Raises _Cannot otherwise."""
@@ -463,16 +471,16 @@ class _FastBatch:
         counts[has_t] = self.t_counts
         total = int(counts.sum())
         if not has_k.any():
-            tokens = np.ones(total, dtype=np.int64)
+            tokens = np.ones(total, dtype=EVENT_TOKENS_DTYPE)
         else:
             if not np.array_equal(counts[has_k], self.k_counts):
                 raise _Cannot  # event_tokens of another length: the exact path's error
-            if (self.tokens < 0).any():
+            if not _tokens_fit(self.tokens):
                 raise _Cannot
             if total == self.tokens.size:
-                tokens = self.tokens
+                tokens = self.tokens.astype(EVENT_TOKENS_DTYPE)
             else:
-                tokens = np.ones(total, dtype=np.int64)
+                tokens = np.ones(total, dtype=EVENT_TOKENS_DTYPE)
                 tokens[np.repeat(has_k, counts)] = self.tokens
         return _Columns(**scalars, event_counts=counts, event_times_s=self.times,
                         event_tokens=tokens)
@@ -555,7 +563,7 @@ def _ms_columns(lines: list[bytes]) -> _Columns:
     total = int(counts.sum())
     times = np.fromiter(chain.from_iterable(tv), dtype=np.float64, count=total)
     if kv.count(None) == n:
-        tokens = np.ones(total, dtype=np.int64)
+        tokens = np.ones(total, dtype=EVENT_TOKENS_DTYPE)
     else:
         k_counts = np.fromiter((-1 if k is None else len(k) for k in kv), dtype=np.int64,
                                count=n)
@@ -567,12 +575,12 @@ def _ms_columns(lines: list[bytes]) -> _Columns:
                                     dtype=np.int64, count=int(k_counts[has_k].sum()))
         except OverflowError:
             raise _Cannot from None
-        if (tokens_in < 0).any():
+        if not _tokens_fit(tokens_in):
             raise _Cannot
         if total == tokens_in.size:
-            tokens = tokens_in
+            tokens = tokens_in.astype(EVENT_TOKENS_DTYPE)
         else:
-            tokens = np.ones(total, dtype=np.int64)
+            tokens = np.ones(total, dtype=EVENT_TOKENS_DTYPE)
             tokens[np.repeat(has_k, counts)] = tokens_in
     return _Columns(**scalars, event_counts=counts, event_times_s=times, event_tokens=tokens)
 

@@ -35,6 +35,10 @@ TOKEN_SOURCES: tuple[str, ...] = (
 )
 TOKEN_SOURCE_CODE: dict[str, int] = {name: i for i, name in enumerate(TOKEN_SOURCES)}
 
+# Tokens per event: int32 (a count far beyond any real chunk fits; int64 would double the
+# largest column but one of a 1 M-request trace, issue 22). A larger count is refused.
+EVENT_TOKENS_DTYPE = np.int32
+EVENT_TOKENS_MAX = int(np.iinfo(np.int32).max)
 _FLOAT_FIELDS = ("scheduled_s", "sent_s", "end_s", "ttft_s", "tpot_s", "e2e_s")
 
 
@@ -189,7 +193,7 @@ def event_columns(
         )
         raise RecordError(i, "event_times_s", "expected a list of numbers") from None
     if all(t is None for t in tok_lists):
-        tokens = np.ones(total, dtype=np.int64)
+        tokens = np.ones(total, dtype=EVENT_TOKENS_DTYPE)
     else:
         for i, t in enumerate(tok_lists):
             if t is not None and (not isinstance(t, list | tuple) or len(t) != counts[i]):
@@ -209,6 +213,13 @@ def event_columns(
             j = int(np.flatnonzero(tokens < 0)[0])
             i = int(np.searchsorted(starts, j, side="right") - 1)
             raise RecordError(i, "event_tokens", "token counts must be >= 0")
+        if total and int(tokens.max()) > EVENT_TOKENS_MAX:
+            starts = np.concatenate(([0], np.cumsum(counts)))
+            j = int(np.flatnonzero(tokens > EVENT_TOKENS_MAX)[0])
+            i = int(np.searchsorted(starts, j, side="right") - 1)
+            raise RecordError(i, "event_tokens",
+                              f"token counts must be <= {EVENT_TOKENS_MAX} per event")
+        tokens = tokens.astype(EVENT_TOKENS_DTYPE)
     return counts, times, tokens
 
 
@@ -245,6 +256,16 @@ class Trace:
     event_tokens: np.ndarray
     path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # event_tokens is held as int32 (half of int64's 8 bytes on 23 M events; issue 22:
+        # analyze of 1 M requests < 1 GB); a trace built from other arrays is converted.
+        tok = self.event_tokens
+        if tok.dtype != EVENT_TOKENS_DTYPE:
+            if tok.size and (int(tok.max()) > EVENT_TOKENS_MAX or int(tok.min()) < 0):
+                raise RidgelineError(f"event_tokens: got a count outside 0..{EVENT_TOKENS_MAX}"
+                                     "; allowed: 0 to that many tokens per event")
+            self.event_tokens = tok.astype(EVENT_TOKENS_DTYPE)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -315,7 +336,7 @@ class Trace:
             error=list(chain.from_iterable(p.error for p in parts)),
             event_offsets=offsets,
             event_times_s=cat("event_times_s", np.float64),
-            event_tokens=cat("event_tokens", np.int64),
+            event_tokens=cat("event_tokens", EVENT_TOKENS_DTYPE),
             path=path,
         )
 
@@ -351,7 +372,7 @@ _REQUEST_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("token_source", np.int8), ("event_counts", np.int64),
 )
 _EVENT_COLUMNS: tuple[tuple[str, Any], ...] = (
-    ("event_times_s", np.float64), ("event_tokens", np.int64),
+    ("event_times_s", np.float64), ("event_tokens", EVENT_TOKENS_DTYPE),
 )
 
 
