@@ -155,9 +155,12 @@ def run(args: list[str] | None = None) -> int:
         # any command starts (docs/cli.md).
         argv = list(sys.argv[1:] if args is None else args)
         guard_command_line(argv)
+        # The click command tree is built once (~0.1 s): for the number checks and the run
+        # (what `app(...)` does, less typer's traceback hook, which `run` never lets fire).
+        command = typer.main.get_command(app)
         if "--help" not in argv:
-            check_numbers(typer.main.get_command(app), argv)
-        code = app(args=args, standalone_mode=False, prog_name="ridgeline")
+            check_numbers(command, argv)
+        code = command(args=args, standalone_mode=False, prog_name="ridgeline")
     except RidgelineError as exc:
         typer.echo(f"error: {_one_line(str(exc))}", err=True)
         return 2
