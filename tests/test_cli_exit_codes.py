@@ -710,8 +710,8 @@ def long_trace(work: Path) -> Path:
 
 def _parts_bytes(trace: str) -> int:
     """Bytes the shards have written so far: after a Ctrl-C they are appended to the
-    trace (~1 GB/s here), so the signal is sent after ~20 MB, not at a CPU time by which the
-    shards had written 1.6-5.4 GB (a 1.4-5.6 s copy; docs/BENCHMARKS.md, hostile inputs)."""
+    trace (~1 GB/s here, stopped 1 s after the signal: test_fleet's append_parts tests), so
+    the signal is sent after ~20 MB, a copy that ends well within the budget."""
     total = 0
     for part in Path(trace).parent.glob(Path(trace).name + ".part*"):
         with contextlib.suppress(OSError):

@@ -393,3 +393,54 @@ def test_prefix_affinity_shards_equal_the_shared_loop(tmp_path: Path) -> None:
         assert obj["event_times_s"] == np.round(shared.events_s(i), 6).tolist()  # 1 us
         seen += 1
     assert seen == len(wl)
+
+
+def _write_parts(tmp_path, lines_per_part):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"type":"header"}\n')
+    for k, n in enumerate(lines_per_part):
+        (tmp_path / f"t.jsonl.part{k}").write_text(
+            "".join(f'{{"type":"request","id":"{k}-{i}"}}\n' for i in range(n)))
+    return trace
+
+
+def test_append_parts_copies_every_line_and_removes_the_parts(tmp_path):
+    from ridgeline.sim.fleet import _append_parts
+
+    trace = _write_parts(tmp_path, [3, 5])
+    appended, left = _append_parts(str(trace), 2)
+    assert (appended, left) == (8, [])
+    lines = trace.read_text().splitlines()
+    assert len(lines) == 9 and lines[1].endswith('"0-0"}') and lines[-1].endswith('"1-4"}')
+    assert not list(tmp_path.glob("t.jsonl.part*"))
+
+
+def test_append_parts_drops_a_shard_whose_metrics_were_lost(tmp_path):
+    from ridgeline.sim.fleet import _append_parts
+
+    trace = _write_parts(tmp_path, [3, 5])
+    assert _append_parts(str(trace), 2, keep={1}) == (5, [])
+    assert len(trace.read_text().splitlines()) == 6
+    assert not list(tmp_path.glob("t.jsonl.part*"))
+
+
+def test_append_parts_stops_at_the_deadline_on_a_line_and_keeps_the_rest(tmp_path,
+                                                                         monkeypatch):
+    # After a Ctrl-C the copy must end within the 2 s budget: it stops at the deadline,
+    # on a whole line, and what it did not copy stays on disk (named), nothing lost.
+    import ridgeline.sim.fleet as fleet
+
+    trace = _write_parts(tmp_path, [40, 7])
+    line_bytes = len('{"type":"request","id":"0-00"}\n')
+    monkeypatch.setattr(fleet, "COPY_CHUNK_BYTES", 10 * line_bytes + 3)  # mid-line reads
+    clock = iter([0.0, 5.0, 5.0, 5.0])   # one read, then past the deadline
+    monkeypatch.setattr(fleet.time, "monotonic", lambda: next(clock))
+    appended, left = fleet._append_parts(str(trace), 2, deadline_s=1.0)
+    copied = trace.read_text().splitlines()[1:]
+    assert appended == len(copied) and 10 <= appended <= 11
+    assert all(line.endswith("}") for line in copied)   # whole lines only
+    part0 = tmp_path / "t.jsonl.part0"
+    offset = int(left[0].split("from byte ")[1].split()[0])
+    rest = part0.read_bytes()[offset:].decode().splitlines()
+    assert len(rest) + appended == 40 and rest[0].endswith(f'"0-{appended}"}}')
+    assert left[1] == str(tmp_path / "t.jsonl.part1") and (tmp_path / "t.jsonl.part1").exists()

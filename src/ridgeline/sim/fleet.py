@@ -55,6 +55,9 @@ class FleetRun:
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
     engine_cores: set[str] = field(default_factory=set)   # "c", "python" (sim/core.py)
+    # After a Ctrl-C, request lines the trace could not take in time, and where they are
+    trace_lines_elsewhere: int = 0
+    trace_lines_left_in: list[str] = field(default_factory=list)
 
     def summary(self, seed: int = 0) -> dict[str, Any]:
         res = self.metrics.result(seed)
@@ -311,10 +314,15 @@ def run_fleet(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig
         end = metrics.last_end_s if math.isfinite(metrics.last_end_s) else 0.0
         # Request lines were appended by the sink (or the shards) to the same file.
         writer.requests_written = metrics.requests
+        notes = ["interrupted: the requests finished before Ctrl-C"] if interrupted else []
+        if run.trace_lines_left_in:
+            writer.requests_written = metrics.requests - run.trace_lines_elsewhere
+            notes.append(f"interrupted: {run.trace_lines_elsewhere} finished requests are in "
+                         "the metrics but not in this trace: the 2 s a Ctrl-C may take ran out "
+                         "while their lines were copied from the workers; they are in "
+                         + "; ".join(run.trace_lines_left_in))
         writer._file.seek(0, os.SEEK_END)
-        writer.close(end, interrupted=interrupted,
-                     notes=["interrupted: the requests finished before Ctrl-C"]
-                     if interrupted else [])
+        writer.close(end, interrupted=interrupted, notes=notes)
     return run
 
 
@@ -322,21 +330,50 @@ def _part_path(trace_path: str | None, k: int) -> str | None:
     return f"{trace_path}.part{k}" if trace_path else None
 
 
-def _append_parts(trace_path: str | None, n: int, keep: set[int] | None = None) -> None:
-    """Append the shards' request lines to the trace; a shard not in `keep` (its metrics
-    were lost) is dropped, so the trace and the metrics hold the same requests."""
-    if not trace_path:
-        return
-    import shutil
+# Bytes per read when the shards' lines are appended to the trace (a Ctrl-C's deadline is
+# checked between reads).
+COPY_CHUNK_BYTES = 8 << 20
 
-    with open(trace_path, "a", encoding="utf-8") as out:
+
+def _append_parts(trace_path: str | None, n: int, keep: set[int] | None = None,
+                  deadline_s: float | None = None) -> tuple[int, list[str]]:
+    """Append the shards' request lines to the trace; a shard not in `keep` (its metrics
+    were lost) is dropped, so the trace and the metrics hold the same requests.
+
+    With `deadline_s` (a `time.monotonic()` value: after a Ctrl-C, which must exit within
+    2 s), copying stops at the deadline on a line boundary: parts of several GB take seconds
+    at ~1 GB/s. What was not copied stays where it is, nothing lost. Returns the request
+    lines appended and, for a copy the deadline cut, where the rest of the lines are."""
+    if not trace_path:
+        return 0, []
+    appended = 0
+    left: list[str] = []
+    with open(trace_path, "ab") as out:
         for k in range(n):
             part = Path(f"{trace_path}.part{k}")
-            if part.exists():
-                if keep is None or k in keep:
-                    with open(part, encoding="utf-8") as fh:
-                        shutil.copyfileobj(fh, out)
+            if not part.exists():
+                continue
+            if keep is not None and k not in keep:
                 part.unlink()
+                continue
+            if left:  # the deadline has passed: this part stays whole
+                left.append(str(part))
+                continue
+            with open(part, "rb") as fh:
+                while True:
+                    if deadline_s is not None and time.monotonic() >= deadline_s:
+                        left.append(f"{part} from byte {fh.tell()} on")
+                        break
+                    buf = fh.read(COPY_CHUNK_BYTES)
+                    if not buf:
+                        break
+                    if deadline_s is not None and not buf.endswith(b"\n"):
+                        buf += fh.readline()  # whole lines only
+                    out.write(buf)
+                    appended += buf.count(b"\n")
+            if not left:
+                part.unlink()
+    return appended, left
 
 
 _QUEUE: Any = None
@@ -395,6 +432,7 @@ def _run_processes(run: FleetRun, wl: Workload, config: Any, step_model: Any,
             from concurrent.futures import wait
 
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signalled_s = time.monotonic()
             procs = list(getattr(ex, "_processes", {}).values())
             for proc in procs:
                 if proc.is_alive():
@@ -409,7 +447,12 @@ def _run_processes(run: FleetRun, wl: Workload, config: Any, step_model: Any,
                 if proc.is_alive():
                     proc.terminate()
             ex.shutdown(wait=False, cancel_futures=True)
-            _append_parts(trace_path, len(parts), keep)
+            # 1 s after the signal at most: exit 130 within 2 s (docs/cli.md)
+            appended, left = _append_parts(trace_path, len(parts), keep,
+                                           deadline_s=signalled_s + 1.0)
+            if left:  # the trace's own lines are the parts' (the file held the header only)
+                run.trace_lines_elsewhere = run.metrics.requests - appended
+                run.trace_lines_left_in = left
             raise
     _append_parts(trace_path, len(parts))
     if run.interrupted:
