@@ -232,8 +232,9 @@ def _fit_engine(paths: list[str], out: str, engine: str, model: str | None, hard
     build = make_build(lambda r: model_config_for(r, model), hardware)
     typer.echo(f"replaying {len(runs)} runs on {hardware} ...", err=True)
     doc, fit, _ = fit_engine_document(runs, build, engine, ", ".join(paths), step_fit)
-    with open(out, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(doc, indent=2) + "\n")
+    from ridgeline.inputs import write_text_atomic
+
+    write_text_atomic(out, json.dumps(doc, indent=2) + "\n")  # a Ctrl-C leaves no half file
     typer.echo("fitted: " + ", ".join(f"{k} {v:g}" for k, v in fit.values.items()))
     typer.echo("training mean APE: " + ", ".join(f"{k} {v:.1%}"
                                                  for k, v in fit.train_ape.items()))
