@@ -125,11 +125,11 @@ def run_ray(jobs: list[WorkerJob], emit: Callable[[dict], None], *, address: str
         raise RidgelineError("--ray: Ray is not installed (pip install ray, or pip install "
                              "'ridgeline[ray]')") from None
     started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(address=None if address in ("local", "") else address,
-                 include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     signals = None
-    try:
+    try:  # from ray.init on: a Ctrl-C while Ray starts stops it too
+        if started_here:
+            ray.init(address=None if address in ("local", "") else address,
+                     include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         out = Queue(actor_options={"num_cpus": 0})
         flag = ray.remote(num_cpus=0)(_Flag).remote()
         worker_cls = ray.remote(num_cpus=1)(_Worker)

@@ -8,6 +8,7 @@ Ray execution give the same results. Ctrl-C stops the workers and raises `Interr
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -203,22 +204,26 @@ class Jobs:
         except ImportError:
             raise RidgelineError("--ray: Ray is not installed (pip install ray, or pip install "
                                  "'ridgeline[ray]')") from None
-        if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-            if self.ray_address == "local":
-                ray.init(**kwargs)
-            else:
-                ray.init(address=self.ray_address, **kwargs)
-            self._ray_started = True
-        remote = ray.remote(fn)
-        refs = [remote.remote(item) for item in items]
-        index = {ref: i for i, ref in enumerate(refs)}
-        results: list[Any] = [None] * len(refs)
-        pending = list(refs)
-        done = 0
+        results: list[Any] = [None] * len(items)
+        pending: list[Any] = []
+        # One try from ray.init on: a Ctrl-C while Ray starts (its agents are already up)
+        # must stop it as surely as one during the search.
         try:
+            if not ray.is_initialized():
+                kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+                self._ray_started = True
+                if self.ray_address == "local":
+                    ray.init(**kwargs)
+                else:
+                    ray.init(address=self.ray_address, **kwargs)
+            remote = ray.remote(fn)
+            refs = [remote.remote(item) for item in items]
+            index = {ref: i for i, ref in enumerate(refs)}
+            pending = list(refs)
+            done = 0
             while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
+                # a timeout, so that a Ctrl-C is seen within 0.2 s, not when a task ends
+                ready, pending = ray.wait(pending, num_returns=1, timeout=0.2)
                 for ref in ready:
                     results[index[ref]] = ray.get(ref)
                     done += 1
@@ -226,7 +231,8 @@ class Jobs:
                         progress(done)
         except KeyboardInterrupt:
             for ref in pending:
-                ray.cancel(ref, force=True)
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
             self._ray_shutdown(now=True)
             raise Interrupted(results) from None
         return results
