@@ -128,3 +128,40 @@ def test_block_ratio_draws_normal_limit_agrees_with_resampling() -> None:
     normal = block_ratio_draws(x, den, 10, 2000, rng, max_elements=0)
     assert float(np.std(normal)) == pytest.approx(float(np.std(full)), rel=0.1)
     assert float(np.mean(full)) == pytest.approx(float(x.mean()), abs=0.01)
+
+
+def test_trace_order_does_not_change_the_draws() -> None:
+    """The same requests in the same send order give the same draws bit for bit whether
+    the trace lists them in send order (the identity shortcut) or shuffled (a gather)."""
+    rng = np.random.default_rng(3)
+    x = rng.lognormal(size=5_000)  # in send order
+    perm = rng.permutation(x.size)  # send rank -> trace position
+    shuffled, send_s = np.empty_like(x), np.empty(x.size)
+    shuffled[perm] = x
+    send_s[perm] = np.arange(x.size)
+    in_order = RequestSample.per_request(x, send_s=np.arange(x.size, dtype=float))
+    mixed = RequestSample.per_request(shuffled, send_s=send_s)
+    stats = ("mean", "p50", "p99")
+    b1, d1 = request_bootstrap_draws(in_order, np.sort(x), stats, 500, np.random.default_rng(0))
+    b2, d2 = request_bootstrap_draws(mixed, np.sort(x), stats, 500, np.random.default_rng(0))
+    assert b1 == b2
+    for s in stats:
+        assert d1[s].tobytes() == d2[s].tobytes()
+    # By hand: values 3, 1, 2 sent second, third, first -> send order 2, 3, 1.
+    small = RequestSample.per_request(np.array([3.0, 1.0, 2.0]), send_s=np.array([1.0, 2.0, 0.0]))
+    assert small.counts_at_most([2.0])[0].tolist() == [1.0, 0.0, 1.0]
+    assert small.sums(small.values).tolist() == [2.0, 3.0, 1.0]
+
+
+def test_block_ratio_draws_given_sums_are_the_same_draws() -> None:
+    """Sums and the unit flag passed in by the caller change no draw (both paths)."""
+    rng = np.random.default_rng(5)
+    num = rng.poisson(3.0, size=4_000).astype(float)
+    for den, block in ((np.ones(4_000), 1.0), (rng.integers(1, 5, 4_000).astype(float), 7.0)):
+        for max_elements in (20_000_000, 10):  # resampled, and the normal limit
+            ref = block_ratio_draws(num, den, block, 300, np.random.default_rng(1),
+                                    max_elements)
+            got = block_ratio_draws(num, den, block, 300, np.random.default_rng(1),
+                                    max_elements, num_sum=float(num.sum()),
+                                    den_sum=float(den.sum()), unit=bool(np.all(den == 1)))
+            assert ref.tobytes() == got.tobytes()

@@ -320,24 +320,30 @@ def block_bootstrap_variance(e: np.ndarray, block: float) -> float:
 
 def block_ratio_draws(
     num: np.ndarray, den: np.ndarray, block: float, n_draws: int, rng: np.random.Generator,
-    max_elements: int = 20_000_000,
+    max_elements: int = 20_000_000, *, num_sum: float | None = None,
+    den_sum: float | None = None, unit: bool | None = None,
 ) -> np.ndarray:
     """Circular-block-bootstrap draws of sum(num) / sum(den) over units in time order (a unit
-    is a request; num/den its sum and count of values), ceil(n / b) blocks per draw."""
+    is a request; num/den its sum and count of values), ceil(n / b) blocks per draw.
+    `num_sum`, `den_sum` (``float(num.sum())``, ``float(den.sum())``) and `unit`
+    (``bool(np.all(den == 1.0))``), when the caller has them, save passes over the units."""
     n = int(num.size)
-    ratio = float(num.sum() / den.sum())
+    num_sum = float(num.sum()) if num_sum is None else num_sum
+    den_sum = float(den.sum()) if den_sum is None else den_sum
+    ratio = num_sum / den_sum  # (the IEEE division of the two float64 sums, as numpy's)
     if n < 2:
         return np.full(n_draws, ratio)
     b = max(1, min(n, round(block)))
     k = math.ceil(n / b)
-    if k * n_draws > max_elements:
-        e = num - ratio * den
-        sd = math.sqrt(n * block_bootstrap_variance(e, b)) / float(den.sum())
-        return ratio + sd * rng.standard_normal(n_draws)
-    bn = num if b == 1 else _circular_block_sums(num, b)
     # One value per unit (den all ones): every block counts b exactly, so the resampled
     # count is k * b exactly (sums of small integers are exact); no gather needed.
-    unit = bool(np.all(den == 1.0))
+    unit = bool(np.all(den == 1.0)) if unit is None else unit
+    if k * n_draws > max_elements:
+        # ratio * 1.0 is ratio exactly: with unit counts the same e, one pass fewer.
+        e = num - ratio if unit else num - ratio * den
+        sd = math.sqrt(n * block_bootstrap_variance(e, b)) / den_sum
+        return ratio + sd * rng.standard_normal(n_draws)
+    bn = num if b == 1 else _circular_block_sums(num, b)
     bd = den if b == 1 or unit else _circular_block_sums(den, b)
     out = np.empty(n_draws)
     rows = max(1, 4_000_000 // k)
@@ -397,10 +403,20 @@ class RequestSample:
     def sums(self, x: np.ndarray) -> np.ndarray:
         """Per-request sums of x (aligned with `values`; float or bool), in send order."""
         if self.counts.size == x.size:  # (the gather is a new array: no second copy)
+            if self._in_order():  # a copy is half the cost of a gather
+                return x.astype(np.float64)
             return x[self.order].astype(np.float64, copy=False)
         dtype = np.int64 if x.dtype == np.bool_ else np.float64
-        return np.add.reduceat(x, self._bounds()[:-1], dtype=dtype)[self.order].astype(
-            np.float64)
+        per_req = np.add.reduceat(x, self._bounds()[:-1], dtype=dtype)  # a new array
+        return (per_req if self._in_order() else per_req[self.order]).astype(
+            np.float64, copy=False)
+
+    def _in_order(self) -> bool:
+        """`order` is the identity (trace order is send order, as in most traces); kept."""
+        if "in_order" not in self.cache:
+            o = self.order
+            self.cache["in_order"] = bool(np.array_equal(o, np.arange(o.size)))
+        return bool(self.cache["in_order"])
 
     def _bounds(self) -> np.ndarray:
         """Offsets of each request's first value, and the total at the end (n_req + 1)."""
@@ -431,13 +447,18 @@ class RequestSample:
         (`_counts_at_most`) instead of one `reduceat` each, kept per threshold in `cache`.
         One value per request: a comparison each, not kept (as long as the sample)."""
         if not self.pooled:
+            if self.counts.size == self.values.size and self._in_order():
+                # the comparison straight into float64 0/1: no gather, no bool temporary
+                return [np.less_equal(self.values, t, out=np.empty(self.values.size))
+                        for t in thresholds]
             return [self.sums(self.values <= t) for t in thresholds]
         todo = sorted({float(t) for t in thresholds if ("le", float(t)) not in self.cache})
         if todo:
             per_req = (self.regroup(todo) if self.regroup is not None else
                        _counts_at_most(self.values, self._bounds(), todo))
             for t, c in zip(todo, per_req, strict=True):
-                self.cache[("le", t)] = c[self.order].astype(np.float64)
+                self.cache[("le", t)] = (c if self._in_order() else
+                                         c[self.order]).astype(np.float64)
         return [self.cache[("le", float(t))] for t in thresholds]
 
 
@@ -513,11 +534,17 @@ def request_bootstrap_draws(
     n_val = sorted_x.size
     if n_val == 0:
         return 1.0, {s: np.full(n_draws, np.nan) for s in stats}
-    den = sample.counts[sample.order].astype(np.float64)
+    # One value per request: every count is 1, so `den` is all ones and sums to the number
+    # of requests exactly (no gather of the counts; checked once, not per statistic).
+    unit = sample.counts.size == sample.values.size and bool(np.all(sample.counts == 1))
+    den = (np.ones(sample.counts.size) if unit else
+           sample.counts[sample.order].astype(np.float64))
     num = sample.value_sums()
-    mean = float(num.sum() / den.sum())
+    num_sum, den_sum = float(num.sum()), float(den.sum())
+    mean = num_sum / den_sum
     if "block" not in sample.cache:
-        sample.cache["block"] = block_length(num - mean * den)
+        # (mean * 1.0 is mean exactly: with unit counts the same series, a pass fewer)
+        sample.cache["block"] = block_length(num - mean if unit else num - mean * den)
     block = float(sample.cache["block"])
     # The sample percentiles first (ranks next to each percentile's own: exact in a
     # selected sample), then the per-request counts at or below all of them in one pass.
@@ -531,12 +558,15 @@ def request_bootstrap_draws(
     below_all = dict(zip(xis, sample.counts_at_most(list(xis.values())), strict=True))
     for s in stats:
         if s == "mean":
-            out[s] = block_ratio_draws(num, den, block, n_draws, rng)
+            out[s] = block_ratio_draws(num, den, block, n_draws, rng, num_sum=num_sum,
+                                       den_sum=den_sum, unit=unit)
             continue
         p = float(s[1:]) / 100.0
         below = below_all[s]
-        f_hat = float(below.sum() / n_val)
-        f_star = block_ratio_draws(below, den, block, n_draws, rng)
+        below_sum = float(below.sum())
+        f_hat = below_sum / n_val
+        f_star = block_ratio_draws(below, den, block, n_draws, rng, num_sum=below_sum,
+                                   den_sum=den_sum, unit=unit)
         level = np.clip(p - (f_star - f_hat), 0.0, 1.0)
         hh = (n_val - 1) * level
         i0 = np.floor(hh).astype(np.int64)
