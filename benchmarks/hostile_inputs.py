@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ridgeline.ray_stop import descendants  # the /proc walk the library stops Ray with
+
 RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
 TIMEOUT_S = 10.0
 LIMIT_BYTES = 3 << 30
@@ -1031,24 +1033,6 @@ def run_http(only: str | None) -> list[Result]:
 # ---- Ctrl-C of every long command -----------------------------------------------------------
 
 
-def _descendants(pid: int) -> list[int]:
-    out, stack = [], [pid]
-    while stack:
-        p = stack.pop()
-        try:
-            tasks = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for t in tasks:
-            try:
-                kids = [int(x) for x in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
-            except OSError:
-                continue
-            out += kids
-            stack += kids
-    return out
-
-
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -1130,7 +1114,7 @@ def _run_ctrl_c(d: Path, only: str | None) -> list[Result]:
                                   f"ended before the signal: {err[-200:]}",
                                   {"section": "ctrl-c"}))
             continue
-        kids = _descendants(proc.pid)
+        kids = descendants(proc.pid)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
         try:

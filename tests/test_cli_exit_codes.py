@@ -688,6 +688,14 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in text.split()]
 
 
+def _interrupt(proc: subprocess.Popen) -> tuple[str, float]:
+    """Send SIGINT (as a terminal's Ctrl-C does) and wait: (stderr, seconds to exit)."""
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    return err, time.monotonic() - t0
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -748,10 +756,7 @@ def test_ctrl_c_of_a_long_command_exits_130_and_stops_its_children(
             time.sleep(0.05)
         assert proc.poll() is None, f"{kind} ended before it could be interrupted"
         kids = _children(proc.pid)
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        waited_s = time.monotonic() - t0
+        err, waited_s = _interrupt(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -831,10 +836,7 @@ def test_ctrl_c_of_simulate_on_ray_exits_130_within_2_s_and_leaves_no_ray_proces
             time.sleep(0.2)
         assert proc.poll() is None and ray_kids, "the Ray shards never started"
         everything = _descendants(proc.pid)
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        waited_s = time.monotonic() - t0
+        err, waited_s = _interrupt(proc)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -17,7 +17,7 @@ import signal
 from typing import Any
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every process below `pid` (Linux /proc; elsewhere none are found)."""
     out, stack = [], [pid]
     while stack:
@@ -41,7 +41,7 @@ def stop_ray_now(ray: Any) -> None:
     """`ray.shutdown()`, with the local node's processes killed instead of waited on, then
     any process still left below this one (Ray's workers, children of the killed raylet,
     otherwise linger until they notice) killed too."""
-    before = {pid: _identity(pid) for pid in _descendants(os.getpid())}
+    before = {pid: _identity(pid) for pid in descendants(os.getpid())}
     try:
         node = ray._private.worker._global_node
     except AttributeError:  # a Ray whose internals moved: the ordinary, slower shutdown
@@ -77,4 +77,4 @@ def _identity(pid: int) -> tuple[str, bytes] | None:
         return None
 
 
-__all__ = ["stop_ray_now"]
+__all__ = ["descendants", "stop_ray_now"]
