@@ -33,7 +33,7 @@ import numpy as np
 
 from ridgeline.calibrate.engine_fit import fit_engine_document, make_build, score_runs
 from ridgeline.calibrate.inference_perf import InferencePerfRun, load_run
-from ridgeline.calibrate.replay import METRICS, actual_values
+from ridgeline.calibrate.replay import METRICS, REPLICATIONS, actual_values
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path("/work/shared/data/vllm-inference-perf")
@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-step-fit", action="store_true",
                     help="fit only the per-request costs (no per-step CPU cost)")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--replications", type=int, default=REPLICATIONS,
+                    help="arrival draws averaged per prediction (default %(default)s)")
     args = ap.parse_args(argv)
     data = Path(args.data)
     runs = [load_run(p) for p in sorted((data / "experiments").iterdir()) if p.is_dir()]
@@ -97,9 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     cache: dict[tuple[str, float], Any] = {}
     t0 = time.perf_counter()
     names = [r.name for r in runs]
-    base = score_runs(runs, build, {}, cache)
+    base = score_runs(runs, build, {}, cache, args.replications)
     doc, fit, cv = fit_engine_document(runs, build, "vllm", str(data),
-                                       fit_step=not args.no_step_fit, cache=cache)
+                                       fit_step=not args.no_step_fit, cache=cache,
+                                       replications=args.replications)
     folds = {f: {k: v["cv_fold_values"][f] for k, v in doc["costs"].items()}
              for f in next(iter(doc["costs"].values()))["cv_fold_values"]}
     wall = time.perf_counter() - t0
@@ -107,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     cols = {k: summarize(v, names) for k, v in res.items()}
     out = {
         "what": "replay of the shared real vLLM runs (benchmarks/bench_vllm_replay.py)",
-        "hardware": HARDWARE, "experiments": names, "fitted": fit.values,
+        "hardware": HARDWARE, "replications": args.replications, "experiments": names,
+        "fitted": fit.values,
         "cv_fold_values": folds, "summary": cols, "per_run": res, "wall_s": wall,
         "engine_core": sorted({p.extra.get("engine_core", "?") for p in cache.values()}),
     }

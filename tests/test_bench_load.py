@@ -259,10 +259,12 @@ def test_ray_workers_share_the_schedule_on_one_clock(server: str, tmp_path: Path
     assert any("ray clock offsets" in n for n in footer["notes"])
     log = fetch_log(server)["events"]
     for r in recs:
-        assert -1e-3 <= r["sent_s"] - r["scheduled_s"] < 0.05
+        # bounds: a worker on its own clock origin is off by its start-up time (~1 s);
+        # a loaded 2-core box delays a send or a chunk by tens of ms, not that
+        assert -1e-3 <= r["sent_s"] - r["scheduled_s"] < 0.25
         client = [header["t0_perf_counter_s"] + t for t in r["event_times_s"]]
         diffs = [c - s for c, s in zip(client, log[r["id"]], strict=True)]
-        assert all(-1e-3 <= d <= 0.025 for d in diffs), diffs
+        assert all(-1e-3 <= d <= 0.15 for d in diffs), diffs
 
 
 def test_live_progress_line() -> None:

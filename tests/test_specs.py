@@ -175,3 +175,19 @@ def test_parallelism_validation() -> None:
 def test_docstring_examples_run(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_weight_bytes_count_every_parameter() -> None:
+    """The GPU holds every parameter of Llama-3.1-8B at bf16: 2 x 8,030,261,248 bytes
+    (the published count, final RMSNorm included); at PP 2 the last stage holds the head
+    and the final norm, 16 layers and nothing of the embedding (a larger first stage is
+    the embedding's; here the head side is larger by the norm's 4,096 elements)."""
+    from ridgeline.perf.memory import weight_bytes_per_gpu
+    from ridgeline.specs import Parallelism, Precision
+
+    m = load_model("llama-3.1-8b")
+    bf16 = Precision("bf16", "bf16", "bf16")
+    assert weight_bytes_per_gpu(m, bf16, Parallelism()) == 2 * 8_030_261_248
+    layer = 4096 * 4096 + 2 * 4096 * 1024 + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096
+    assert weight_bytes_per_gpu(m, bf16, Parallelism(pp=2)) == \
+        2 * (16 * layer + 128256 * 4096 + 4096)

@@ -170,12 +170,14 @@ def test_calibrate_fit_engine_on_the_shared_runs(tmp_path: Path) -> None:
     out = tmp_path / "vllm-mine.json"
     exp = DATA / "experiments"
     res = CliRunner().invoke(app, [
-        "calibrate", "fit", "--engine", "vllm", "--no-step-fit", "-o", str(out),
+        "calibrate", "fit", "--engine", "vllm", "--no-step-fit", "--replications", "2",
+        "-o", str(out),
         str(exp / "20260218-150956-codellama-34b-tp2-codegen"),
         str(exp / "20260217-155451-llama-2-7b-tp1-codegen")])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     assert len(doc["provenance"]["runs"]) == 2
+    assert doc["provenance"]["replications"] == 2
     # two model families: each held out once, so two fold values per constant
     assert len(doc["costs"]["request_overhead_s"]["cv_fold_values"]) == 2
     c = load_engine_costs(str(out))
@@ -277,3 +279,46 @@ def test_replay_keeps_up_near_max_num_seqs_on_llama_2_7b() -> None:
         assert s.stage_itl_s[k] == pytest.approx(want_itl, rel=0.05)
     assert s.failed == 0
     assert s.stage_ttft_mean_s[1] < 2 * 0.05185   # no runaway queueing
+
+
+@needs_data
+def test_replay_averages_independent_arrival_draws() -> None:
+    """A prediction is the mean over `replications` arrival draws (seeds seed, seed + 1, ...):
+    each metric of a 2-draw replay is the mean of the two 1-draw replays, and the draws
+    differ (inference-perf's exponential gaps are random)."""
+    from ridgeline.calibrate.replay import REPLICATIONS, score_raw
+    from ridgeline.sim.scenario import Built, Scenario
+
+    r = load_run(CODEGEN)
+    sc = Scenario(model=str(DATA / "model_configs" / "CodeLlama-34b-Instruct-hf"),
+                  hardware="h100-sxm", tp=2, max_num_seqs=128, max_num_batched_tokens=2048)
+    built = Built.of(sc)
+    one = [replay(r, built, seed=k, replications=1) for k in (5, 6)]
+    both = replay(r, built, seed=5, replications=2)
+    assert both.extra["replications"] == 2
+    assert one[0].values["ttft_p99"] != one[1].values["ttft_p99"]
+    for m, v in both.values.items():
+        assert v == pytest.approx((one[0].values[m] + one[1].values[m]) / 2, rel=1e-12)
+    # the time-shift path (what the engine-cost fit varies) averages the same way
+    shifted = score_raw(r, both.raw, 0.004, 1.0).values
+    each = [score_raw(r, o.raw, 0.004, 1.0).values for o in one]
+    assert shifted["e2e_p90"] == pytest.approx((each[0]["e2e_p90"] + each[1]["e2e_p90"]) / 2)
+    with pytest.raises(ValueError, match="replications"):
+        replay(r, built, replications=0)
+    # the command's default is the library's
+    import inspect
+
+    from ridgeline.commands.calibrate import fit_cmd
+
+    assert inspect.signature(fit_cmd).parameters["replications"].default == REPLICATIONS
+
+
+def test_measured_arrivals_replay_once(tmp_path: Path) -> None:
+    from ridgeline.calibrate.engine_runs import EngineFlags, load_measured_runs
+    from ridgeline.sim.scenario import Built, Scenario
+
+    _vllm_detailed(tmp_path / "run.json")
+    (run,) = load_measured_runs([str(tmp_path / "run.json")], EngineFlags(tp=1))
+    sc = Scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1)
+    p = replay(run, Built.of(sc), replications=4)
+    assert p.extra["replications"] == 1 and len(p.raw) == 1

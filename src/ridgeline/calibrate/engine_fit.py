@@ -25,7 +25,15 @@ from typing import Any
 import numpy as np
 
 from ridgeline.calibrate.inference_perf import InferencePerfRun
-from ridgeline.calibrate.replay import METRICS, Prediction, actual_values, ape, replay, score_raw
+from ridgeline.calibrate.replay import (
+    METRICS,
+    REPLICATIONS,
+    Prediction,
+    actual_values,
+    ape,
+    replay,
+    score_raw,
+)
 
 LATENCY_METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99")
 OVERHEAD_GRID_S = np.arange(0.0, 0.0401, 0.001)
@@ -47,12 +55,13 @@ BuildFn = Callable[[InferencePerfRun, float], Any]   # (run, step_overhead_s) ->
 
 
 def _replays(runs: Sequence[InferencePerfRun], build: BuildFn, step_s: float,
-             cache: dict[tuple[str, float], Prediction]) -> list[Prediction]:
+             cache: dict[tuple[str, float], Prediction],
+             replications: int = REPLICATIONS) -> list[Prediction]:
     out = []
     for r in runs:
-        key = (r.name, round(step_s, 9))
+        key = (f"{r.name}#{replications}", round(step_s, 9))
         if key not in cache:
-            cache[key] = replay(r, build(r, step_s))
+            cache[key] = replay(r, build(r, step_s), replications=replications)
         out.append(cache[key])
     return out
 
@@ -64,11 +73,12 @@ def _mean_ape(runs: Sequence[InferencePerfRun], preds: Sequence[Prediction],
 
 
 def fit_step_overhead(runs: Sequence[InferencePerfRun], build: BuildFn,
-                      cache: dict[tuple[str, float], Prediction]) -> float:
+                      cache: dict[tuple[str, float], Prediction],
+                      replications: int = REPLICATIONS) -> float:
     """The per-step CPU seconds that best fits the runs' ITL (>= 0)."""
     a, b = STEP_TRIALS_S
-    pa = _replays(runs, build, a, cache)
-    pb = _replays(runs, build, b, cache)
+    pa = _replays(runs, build, a, cache, replications)
+    pb = _replays(runs, build, b, cache, replications)
     act = np.array([actual_values(r)["itl"] for r in runs])
     ia = np.array([p.values["itl"] for p in pa])
     ib = np.array([p.values["itl"] for p in pb])
@@ -116,8 +126,9 @@ def fit_request_overhead(runs: Sequence[InferencePerfRun], preds: Sequence[Predi
 
 
 def score_runs(runs: Sequence[InferencePerfRun], build: BuildFn, values: dict[str, float],
-               cache: dict[tuple[str, float], Prediction]) -> dict[str, dict[str, float]]:
-    preds = _replays(runs, build, values.get("step_overhead_s", 0.0), cache)
+               cache: dict[tuple[str, float], Prediction],
+               replications: int = REPLICATIONS) -> dict[str, dict[str, float]]:
+    preds = _replays(runs, build, values.get("step_overhead_s", 0.0), cache, replications)
     out = {}
     for r, p in zip(runs, preds, strict=True):
         v = score_raw(r, p.raw, values.get("request_overhead_s", 0.0),
@@ -128,21 +139,21 @@ def score_runs(runs: Sequence[InferencePerfRun], build: BuildFn, values: dict[st
 
 def fit_engine_costs(runs: Sequence[InferencePerfRun], build: BuildFn,
                      cache: dict[tuple[str, float], Prediction] | None = None,
-                     fit_step: bool = True) -> FitResult:
+                     fit_step: bool = True, replications: int = REPLICATIONS) -> FitResult:
     cache = {} if cache is None else cache
-    step_s = fit_step_overhead(runs, build, cache) if fit_step else 0.0
-    preds = _replays(runs, build, step_s, cache)
+    step_s = fit_step_overhead(runs, build, cache, replications) if fit_step else 0.0
+    preds = _replays(runs, build, step_s, cache, replications)
     c0, k = fit_request_overhead(runs, preds)
     values = {"request_overhead_s": c0, "request_overhead_steps": k, "step_overhead_s": step_s}
-    per_run = score_runs(runs, build, values, cache)
+    per_run = score_runs(runs, build, values, cache, replications)
     train = {m: float(np.mean([per_run[r.name][m] for r in runs])) for m in METRICS}
     return FitResult(values, train, per_run, [r.name for r in runs])
 
 
 def cross_validate(runs: Sequence[InferencePerfRun], build: BuildFn,
                    cache: dict[tuple[str, float], Prediction] | None = None,
-                   fit_step: bool = True) -> tuple[dict[str, dict[str, float]],
-                                                   dict[str, dict[str, float]]]:
+                   fit_step: bool = True, replications: int = REPLICATIONS
+                   ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
     """Leave one model family out: {run: APEs of the held-out prediction}, {family: values}."""
     cache = {} if cache is None else cache
     families = sorted({r.family for r in runs})
@@ -151,14 +162,15 @@ def cross_validate(runs: Sequence[InferencePerfRun], build: BuildFn,
     for fam in families:
         train = [r for r in runs if r.family != fam]
         test = [r for r in runs if r.family == fam]
-        fit = fit_engine_costs(train, build, cache, fit_step)
+        fit = fit_engine_costs(train, build, cache, fit_step, replications)
         fold_values[fam] = fit.values
-        scores.update(score_runs(test, build, fit.values, cache))
+        scores.update(score_runs(test, build, fit.values, cache, replications))
     return scores, fold_values
 
 
 def provenance(runs: Sequence[InferencePerfRun], fit: FitResult,
-               cv: dict[str, dict[str, float]], data_root: str) -> dict[str, Any]:
+               cv: dict[str, dict[str, float]], data_root: str,
+               replications: int = REPLICATIONS) -> dict[str, Any]:
     cv_mean = {m: float(np.mean([cv[n][m] for n in fit.runs])) for m in METRICS}
     return {
         "fitted_on": f"{data_root}: {len(runs)} inference-perf runs "
@@ -172,6 +184,7 @@ def provenance(runs: Sequence[InferencePerfRun], fit: FitResult,
             f"{m} {cv_mean[m]:.1%}" for m in METRICS),
         "train_ape": fit.train_ape, "cv_ape": cv_mean,
         "method": "ridgeline.calibrate.engine_fit (benchmarks/bench_vllm_replay.py)",
+        "replications": replications,
     }
 
 
@@ -214,19 +227,21 @@ def catalog_document(engine: str, fit: FitResult, prov: dict[str, Any],
 
 def fit_engine_document(runs: Sequence[Any], build: BuildFn, engine: str, data_label: str,
                         fit_step: bool = True,
-                        cache: dict[tuple[str, float], Prediction] | None = None
+                        cache: dict[tuple[str, float], Prediction] | None = None,
+                        replications: int = REPLICATIONS
                         ) -> tuple[dict[str, Any], FitResult, dict[str, dict[str, float]]]:
     """Fit on all runs, cross-validate leaving one model family out (when there are two or
-    more), and build the catalog document with provenance."""
+    more), and build the catalog document with provenance. Each replay averages
+    `replications` arrival draws (`ridgeline.calibrate.replay`)."""
     cache = {} if cache is None else cache
-    fit = fit_engine_costs(runs, build, cache, fit_step)
+    fit = fit_engine_costs(runs, build, cache, fit_step, replications)
     if len({r.family for r in runs}) >= 2:
-        cv, folds = cross_validate(runs, build, cache, fit_step)
+        cv, folds = cross_validate(runs, build, cache, fit_step, replications)
     else:
         cv, folds = fit.per_run, {}
         fit.notes.append("one model family: no cross-validation (the cv figures are the "
                          "training ones)")
-    prov = provenance(runs, fit, cv, data_label)
+    prov = provenance(runs, fit, cv, data_label, replications)
     return catalog_document(engine, fit, prov, folds), fit, cv
 
 

@@ -19,6 +19,13 @@ The replay rebuilds what the client sent and what the engine was told:
   failure, left out of the success metrics (inference-perf's aiohttp session has the 300 s
   default total timeout; the shared data's overloaded runs end their latencies at 300 s).
 
+Replications: a run's measured p99 is one draw of its arrival process, and so is a replay's.
+Near a run's capacity (an M/G/c queue at ~0.9 of its slots) the replay's TTFT p99 moved by
+up to 2x between arrival seeds, so `replay` averages each predicted metric over
+`REPLICATIONS` independent arrival draws (seeds seed, seed + 1, ...): the prediction is the
+expected metric, not one sample of it. Runs whose arrivals were measured (per-request result
+files) replay once.
+
 Scores: APE = |pred - actual| / actual over the whole run for E2E and TTFT mean/p90/p99 and
 ITL = (E2E_mean - TTFT_mean) / (out_mean - 1). The predicted ITL divides by the same measured
 out_mean as the actual one: the client re-counts output tokens from the text (Llama-2-7B's
@@ -28,6 +35,7 @@ not timing; ITL's APE is then exactly the APE of the mean decode duration E2E - 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +45,7 @@ from ridgeline.calibrate.inference_perf import InferencePerfRun, quantile_length
 
 METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99", "itl")
 INFERENCE_PERF_CLIENT_TIMEOUT_S = 300.0   # aiohttp.ClientTimeout's default total
+REPLICATIONS = 8    # arrival draws averaged per prediction (benchmarks/bench_vllm_replay.py)
 
 
 def constant_load_arrivals_s(rate_req_s: float, duration_s: float,
@@ -105,9 +114,11 @@ def _simulate(plan: ReplayPlan, starts: list[float], built: Any, upto: int,
 
 
 def replay(run: InferencePerfRun, built: Any, *, seed: int = 0,
-           client_timeout_s: float = INFERENCE_PERF_CLIENT_TIMEOUT_S) -> Prediction:
+           client_timeout_s: float = INFERENCE_PERF_CLIENT_TIMEOUT_S,
+           replications: int = REPLICATIONS) -> Prediction:
     """Simulate the run with `built` (a `ridgeline.sim.scenario.Built`) and measure it as
-    inference-perf would. `score_raw` can add a per-request overhead to the kept
+    inference-perf would, averaged over `replications` arrival draws (one when the run's
+    arrivals were measured). `score_raw` can add a per-request overhead to the kept
     per-request times (`Prediction.raw`), so a fit can vary it without re-simulating.
 
     Client timeouts: a request that has not finished `client_timeout_s` after it was sent is
@@ -117,8 +128,26 @@ def replay(run: InferencePerfRun, built: Any, *, seed: int = 0,
     are failures."""
     import time
 
-    plan = plan_replay(run, seed)
+    if replications < 1:
+        raise ValueError(f"replications: must be >= 1, got {replications}")
+    if hasattr(run, "replay_plan"):     # measured arrivals: every draw would be the same
+        replications = 1
     t0 = time.perf_counter()
+    draws = [_replay_once(run, built, seed + k, client_timeout_s) for k in range(replications)]
+    raws = [raw for raw, _ in draws]
+    pred = score_raw(run, raws, 0.0, 0.0, client_timeout_s)
+    pred.wall_s = time.perf_counter() - t0
+    pred.preemptions = int(np.mean([extra["preemptions"] for _, extra in draws]))
+    pred.extra = {"engine_core": draws[0][1]["engine_core"], "requests": draws[0][1]["requests"],
+                  "timed_out": int(np.mean([extra["timed_out"] for _, extra in draws])),
+                  "replications": replications}
+    pred.raw = raws
+    return pred
+
+
+def _replay_once(run: InferencePerfRun, built: Any, seed: int,
+                 client_timeout_s: float) -> tuple[RawReplay, dict[str, Any]]:
+    plan = plan_replay(run, seed)
     starts = [0.0]
     res = None
     last = len(run.stages) - 1
@@ -130,15 +159,12 @@ def replay(run: InferencePerfRun, built: Any, *, seed: int = 0,
     assert res is not None
     if float(np.nanmax(res.end_s - res.sent_s)) > client_timeout_s:
         res = _simulate(plan, starts, built, last, client_timeout_s)
-    wall = time.perf_counter() - t0
     off = res.event_offsets
     n_tok = np.diff(off)
     done = np.array([st == "ok" for st in res.status]) & (n_tok > 0)
     safe = np.minimum(off[:-1], max(res.event_times_s.size - 1, 0))
     first = np.where(done, res.event_times_s[safe], np.inf)
     lastt = np.where(done, res.event_times_s[np.maximum(off[1:] - 1, 0)], np.inf)
-    with np.errstate(invalid="ignore"):
-        gap = np.where(done & (n_tok > 1), (lastt - first) / np.maximum(n_tok - 1, 1), 0.0)
     from ridgeline.sim.engine_costs import run_mean_step_s
 
     # the per-request cost counts steps of the run's mean decode step (as `simulate` does)
@@ -146,15 +172,12 @@ def replay(run: InferencePerfRun, built: Any, *, seed: int = 0,
     multi = n_tok > 1
     every = np.zeros(n_tok.size)
     every[multi] = (ev[off[1:][multi] - 1] - ev[off[:-1][multi]]) / (n_tok[multi] - 1)
-    gap = np.full(gap.size, run_mean_step_s(n_tok, every))
+    gap = np.full(n_tok.size, run_mean_step_s(n_tok, every))
     raw = RawReplay(first - res.sent_s, lastt - res.sent_s, gap, done, plan.stage_of)
-    pred = score_raw(run, raw, 0.0, 0.0, client_timeout_s)
-    pred.wall_s = wall
-    pred.preemptions = int(res.preemptions.sum())
-    pred.extra = {"engine_core": res.core, "requests": len(res),
-                  "timed_out": int(sum(st == "error" for st in res.status))}
-    pred.raw = raw
-    return pred
+    extra = {"engine_core": res.core, "requests": len(res),
+             "preemptions": int(res.preemptions.sum()),
+             "timed_out": int(sum(st == "error" for st in res.status))}
+    return raw, extra
 
 
 @dataclass
@@ -168,10 +191,28 @@ class RawReplay:
     stage_of: np.ndarray
 
 
-def score_raw(run: InferencePerfRun, raw: RawReplay, overhead_s: float, overhead_steps: float,
+def score_raw(run: InferencePerfRun, raw: RawReplay | Sequence[RawReplay], overhead_s: float,
+              overhead_steps: float,
               client_timeout_s: float = INFERENCE_PERF_CLIENT_TIMEOUT_S) -> Prediction:
     """The run's predicted metrics with a per-request overhead of `overhead_s` +
-    `overhead_steps` x the request's mean decode step (a pure time shift: no re-simulation)."""
+    `overhead_steps` x the request's mean decode step (a pure time shift: no re-simulation).
+    Given several replications, each metric is the mean of the replications' values."""
+    if isinstance(raw, RawReplay):
+        return _score_one(run, raw, overhead_s, overhead_steps, client_timeout_s)
+    preds = [_score_one(run, r, overhead_s, overhead_steps, client_timeout_s) for r in raw]
+    if len(preds) == 1:
+        return preds[0]
+    with np.errstate(invalid="ignore"):
+        vals = {m: float(np.mean([p.values[m] for p in preds])) for m in METRICS}
+        s_itl = np.mean([p.stage_itl_s for p in preds], axis=0).tolist()
+        s_ttft = np.mean([p.stage_ttft_mean_s for p in preds], axis=0).tolist()
+    failed = round(float(np.mean([p.failed for p in preds])))
+    finished = round(float(np.mean([p.finished for p in preds])))
+    return Prediction(vals, s_itl, s_ttft, failed, finished, 0, 0.0)
+
+
+def _score_one(run: InferencePerfRun, raw: RawReplay, overhead_s: float, overhead_steps: float,
+               client_timeout_s: float) -> Prediction:
     shift = overhead_s + overhead_steps * raw.gap_s
     ttft = raw.ttft_s + shift
     e2e = raw.e2e_s + shift
@@ -215,5 +256,6 @@ def ape(pred: dict[str, float], actual: dict[str, float]) -> dict[str, float]:
     return {k: abs(pred[k] - actual[k]) / actual[k] for k in METRICS}
 
 
-__all__ = ["INFERENCE_PERF_CLIENT_TIMEOUT_S", "METRICS", "Prediction", "ReplayPlan",
-           "actual_values", "ape", "constant_load_arrivals_s", "plan_replay", "replay"]
+__all__ = ["INFERENCE_PERF_CLIENT_TIMEOUT_S", "METRICS", "REPLICATIONS", "Prediction",
+           "ReplayPlan", "actual_values", "ape", "constant_load_arrivals_s", "plan_replay",
+           "replay"]

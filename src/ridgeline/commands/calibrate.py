@@ -156,12 +156,15 @@ def fit_cmd(
                                                           min=0.01, max=1.0)] = 0.9,
     step_fit: Annotated[bool, typer.Option("--step-fit/--no-step-fit", help="With --engine: "
                                            "also fit the per-step CPU cost.")] = True,
+    replications: Annotated[int, typer.Option(
+        "--replications", min=1, max=1000, help="With --engine: arrival draws averaged per "
+        "replayed inference-perf run (runs with measured arrivals replay once).")] = 8,
 ) -> None:
     """Fit a profile from existing probe traces (no requests sent), or with --engine the
     engine's CPU costs on measured serving runs (docs/engine.md)."""
     if engine is not None:
         _fit_engine(traces, out, engine, model, hardware, tp, max_num_seqs,
-                    max_num_batched_tokens, gpu_memory_utilization, step_fit)
+                    max_num_batched_tokens, gpu_memory_utilization, step_fit, replications)
         return
     from ridgeline.calibrate.engine import calibrate_from_traces
     from ridgeline.calibrate.presets import preset_scheduling
@@ -215,7 +218,7 @@ def host_cmd(
 
 def _fit_engine(paths: list[str], out: str, engine: str, model: str | None, hardware: str,
                 tp: int, max_num_seqs: int, max_num_batched_tokens: int,
-                gpu_memory_utilization: float, step_fit: bool) -> None:
+                gpu_memory_utilization: float, step_fit: bool, replications: int) -> None:
     import json
 
     from ridgeline.calibrate.engine_fit import fit_engine_document, make_build
@@ -231,7 +234,8 @@ def _fit_engine(paths: list[str], out: str, engine: str, model: str | None, hard
         model_config_for(r, model)     # every run's model resolves before any simulation
     build = make_build(lambda r: model_config_for(r, model), hardware)
     typer.echo(f"replaying {len(runs)} runs on {hardware} ...", err=True)
-    doc, fit, _ = fit_engine_document(runs, build, engine, ", ".join(paths), step_fit)
+    doc, fit, _ = fit_engine_document(runs, build, engine, ", ".join(paths), step_fit,
+                                      replications=replications)
     from ridgeline.inputs import write_text_atomic
 
     write_text_atomic(out, json.dumps(doc, indent=2) + "\n")  # a Ctrl-C leaves no half file

@@ -105,10 +105,11 @@ def weight_bytes_per_gpu(model: ModelSpec, precision: Precision, parallel: Paral
     emb = m.embedding_params / tp * b_e
     # A tied head still needs the matrix on the last stage; a quantized head its own bytes.
     head = m.vocab_size * d / tp * precision.lm_head_bytes
+    final_norm = d * b_a     # the RMSNorm before the head, replicated, on the last stage
     if parallel.pp == 1:
-        return layers_total + emb + (0.0 if m.tie_word_embeddings else head)
+        return layers_total + emb + final_norm + (0.0 if m.tie_word_embeddings else head)
     per_layer = layers_total / m.num_layers
-    return per_layer * layers_per_stage(m, parallel.pp) + max(emb, head)
+    return per_layer * layers_per_stage(m, parallel.pp) + max(emb, head + final_norm)
 
 
 def workspace_bytes(model: ModelSpec, precision: Precision, parallel: Parallelism,
