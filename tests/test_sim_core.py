@@ -149,6 +149,29 @@ def test_streamed_chunks_equal_the_batch_run(monkeypatch: pytest.MonkeyPatch) ->
     assert summary.engine_stats == py_summary.engine_stats
 
 
+def test_drain_by_id_refuses_outputs_that_are_not_each_id_once() -> None:
+    """The whole-run drain writes token times at offsets by request id: asked for a number
+    of ids that the waiting outputs are not (one each), it copies and clears nothing (an id
+    out of range would write out of bounds), and the outputs still drain whole after."""
+    rng = np.random.default_rng(4)
+    n = 300
+    wl = Workload(prompt_tokens=rng.integers(1, 500, n), output_tokens=rng.integers(1, 50, n),
+                  arrival_s=np.cumsum(rng.exponential(1 / 50, n)))
+    model = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+    c = core.Core(EngineConfig(num_kv_blocks=5_000), model, 1, "round-robin", True)
+    while c.run(wl.arrival_s, wl.prompt_tokens, wl.output_tokens, None, None, None,
+                1 << 14, 1 << 62) != 0:
+        pass
+    waiting = c.pending()
+    assert waiting[0] == n and waiting[1] == int(wl.output_tokens.sum())
+    for wrong in (n - 1, n + 1, 0):
+        assert c.drain_by_id(wrong) is None
+        assert c.pending() == waiting
+    whole = c.drain_by_id(n)
+    assert whole is not None and c.pending()[:3] == (0, 0, 0)
+    assert np.array_equal(np.diff(whole["offsets"]), wl.output_tokens)   # id order
+
+
 def _cli_json(args: list[str], env_core: str | None) -> dict:
     env = dict(os.environ)
     env.pop("RIDGELINE_SIM_CORE", None)

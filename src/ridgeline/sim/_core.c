@@ -1201,7 +1201,7 @@ void rl_drain(Core *c, int64_t *ids, int64_t *rep, int64_t *pre, int64_t *status
     memcpy(ids, c->o_id, n * 8); memcpy(rep, c->o_rep, n * 8); memcpy(pre, c->o_pre, n * 8);
     memcpy(status, c->o_status, n * 8); memcpy(ntok, c->o_ntok, n * 8);
     memcpy(sent, c->o_sent, n * 8); memcpy(end, c->o_end, n * 8);
-    memcpy(events, c->ev, (size_t)c->ev_len * 8);
+    if (events) memcpy(events, c->ev, (size_t)c->ev_len * 8);
     size_t k = (size_t)c->tl_len;
     if (k) {
         memcpy(t_i64, c->t_rep, k * 8); memcpy(t_i64 + k, c->t_batch, k * 8);
@@ -1210,6 +1210,37 @@ void rl_drain(Core *c, int64_t *ids, int64_t *rep, int64_t *pre, int64_t *status
         memcpy(t_f64, c->t_start, k * 8); memcpy(t_f64 + k, c->t_end, k * 8);
     }
     c->out_len = 0; c->ev_len = 0; c->tl_len = 0;
+}
+
+/* rl_drain of a whole run at once (no sink), with the token times written in request-id
+ * order instead of finish order: request i's times at events[offsets[i] .. offsets[i + 1])
+ * (offsets: n_ids + 1, the running sums of the token counts by id, filled here), so the
+ * caller needs no second event-sized array to reorder them. The other columns stay in finish
+ * order. Every id in [0, n_ids) must be waiting exactly once: else -1 and nothing is copied
+ * or cleared (an id out of range would write out of bounds). */
+int64_t rl_drain_by_id(Core *c, int64_t n_ids, int64_t *offsets, int64_t *ids, int64_t *rep,
+                       int64_t *pre, int64_t *status, int64_t *ntok, double *sent,
+                       double *end, double *events, int64_t *t_i64, double *t_f64) {
+    int64_t n = c->out_len;
+    if (n != n_ids) return -1;
+    for (int64_t i = 0; i <= n; i++) offsets[i] = -1;   /* -1 in offsets[id + 1]: not seen */
+    for (int64_t k = 0; k < n; k++) {
+        int64_t id = c->o_id[k];
+        if (id < 0 || id >= n || offsets[id + 1] != -1 || c->o_ntok[k] < 0) return -1;
+        offsets[id + 1] = c->o_ntok[k];
+    }
+    offsets[0] = 0;
+    for (int64_t i = 0; i < n; i++) offsets[i + 1] += offsets[i];
+    if (offsets[n] != c->ev_len) return -1;
+    const double *src = c->ev;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t m = c->o_ntok[k];
+        memcpy(events + offsets[c->o_id[k]], src, (size_t)m * sizeof(double));
+        src += m;
+    }
+    c->ev_len = 0;   /* copied: rl_drain below skips them */
+    rl_drain(c, ids, rep, pre, status, ntok, sent, end, NULL, t_i64, t_f64);
+    return 0;
 }
 
 /* Per replica: running, waiting, blocks used, preemptions, prompt tokens, generation tokens,

@@ -56,6 +56,9 @@ def _load() -> Any:
     lib.rl_pending.argtypes = [ctypes.c_void_p, _I64P]
     lib.rl_drain.argtypes = [ctypes.c_void_p, _I64P, _I64P, _I64P, _I64P, _I64P, _F64P,
                              _F64P, _F64P, _I64P, _F64P]
+    lib.rl_drain_by_id.restype = ctypes.c_int64
+    lib.rl_drain_by_id.argtypes = [ctypes.c_void_p, ctypes.c_int64, _I64P, _I64P, _I64P, _I64P,
+                                   _I64P, _I64P, _F64P, _F64P, _F64P, _I64P, _F64P]
     lib.rl_stats.argtypes = [ctypes.c_void_p, _I64P]
     lib.rl_step_seconds.restype = ctypes.c_double
     lib.rl_step_seconds.argtypes = [ctypes.c_void_p] + [ctypes.c_int64] * 6
@@ -213,6 +216,30 @@ class Core:
                    t_wait=ti[5], t_start=tf[0], t_end=tf[1])
         return out
 
+    def drain_by_id(self, n_ids: int) -> dict[str, np.ndarray] | None:
+        """`drain` of every request of a run at once, the token times already in id order
+        ("offsets": n_ids + 1; the other columns in finish order, as `drain`'s). None when
+        the waiting outputs are not each of ids 0..n_ids-1 once (nothing drained then)."""
+        n, n_ev, n_tl, _ = self.pending()
+        i64 = {k: np.empty(n, dtype=np.int64) for k in ("id", "rep", "pre", "status", "ntok")}
+        f64 = {k: np.empty(n, dtype=np.float64) for k in ("sent", "end")}
+        offsets = np.empty(n_ids + 1, dtype=np.int64)
+        events = np.empty(n_ev, dtype=np.float64)
+        t_i64 = np.empty(6 * n_tl, dtype=np.int64)
+        t_f64 = np.empty(2 * n_tl, dtype=np.float64)
+        st = self.lib.rl_drain_by_id(
+            self.handle, n_ids, _ptr(offsets, _I64P),
+            *(_ptr(i64[k], _I64P) for k in ("id", "rep", "pre", "status", "ntok")),
+            _ptr(f64["sent"], _F64P), _ptr(f64["end"], _F64P), _ptr(events, _F64P),
+            _ptr(t_i64, _I64P), _ptr(t_f64, _F64P))
+        if st != 0:
+            return None
+        out: dict[str, np.ndarray] = {**i64, **f64, "events": events, "offsets": offsets}
+        ti, tf = t_i64.reshape(6, n_tl), t_f64.reshape(2, n_tl)
+        out.update(t_rep=ti[0], t_batch=ti[1], t_pf=ti[2], t_dec=ti[3], t_used=ti[4],
+                   t_wait=ti[5], t_start=tf[0], t_end=tf[1])
+        return out
+
     def stats(self) -> tuple[np.ndarray, tuple[int, int, int]]:
         out = np.zeros(_STAT_COLUMNS * self.replicas + 3, dtype=np.int64)
         self.lib.rl_stats(self.handle, _ptr(out, _I64P))
@@ -285,7 +312,9 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
                                      else np.zeros(n), dtype=np.int64)
     roles = (["prefill"] * cluster.pd[0] + ["decode"] * cluster.pd[1] if cluster.pd
              else ["mixed"] * replicas)
-    limit = max(1, chunk_requests) if sink is not None else 1 << 16
+    # Without a sink every output is kept to the end: drained once (`drain_by_id`), the
+    # token times straight into id order (no per-part copies, concatenation or gather).
+    limit = max(1, chunk_requests) if sink is not None else 1 << 62
     parts: list[dict[str, np.ndarray]] = []
     totals = {"finished": 0, "rejected": 0, "preemptions": 0, "chunks": 0}
     next_progress = 1000
@@ -326,12 +355,16 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
             progress(done)
         if st == 0:
             break
-    flush()
+    whole = core.drain_by_id(n) if sink is None and not parts else None
+    if whole is None:
+        flush()
     per, (steps, batch_sum, max_used) = core.stats()
     engine_stats = _engine_stats(per, config.num_kv_blocks)
     if sink is not None:
         return stream_summary(engine_stats, "fast", roles, "c", steps=steps,
                               batch_sum=batch_sum, max_kv_blocks=max_used, **totals)
+    if whole is not None:
+        return _result(whole, whole["offsets"], whole["events"], wl, engine_stats, roles)
     cat = {k: (np.concatenate([p[k] for p in parts]) if parts else
                np.zeros(0, dtype=np.float64 if k in ("sent", "end", "events", "t_start",
                                                      "t_end") else np.int64))
@@ -340,8 +373,17 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
     ids = cat["id"]
     if ids.size != n or (n and not np.array_equal(np.sort(ids), np.arange(n))):
         raise RuntimeError(f"the C engine core returned {ids.size} outcomes for {n} requests")
-    order = np.argsort(ids, kind="stable")
-    offsets, events = _gather(cat["events"], cat["ntok"], order)
+    offsets, events = _gather(cat["events"], cat["ntok"], np.argsort(ids, kind="stable"))
+    return _result(cat, offsets, events, wl, engine_stats, roles)
+
+
+def _result(cat: dict[str, np.ndarray], offsets: np.ndarray, events: np.ndarray, wl: Any,
+            engine_stats: list[dict[str, Any]], roles: list[str]) -> Any:
+    """The run's SimResult from its drained columns (finish order; `offsets`, `events`
+    already in id order)."""
+    from ridgeline.sim.runner import SimResult
+
+    order = np.argsort(cat["id"], kind="stable")
     tl_order = np.argsort(cat["t_rep"], kind="stable")
     timeline = {
         "replica": cat["t_rep"][tl_order], "start_s": cat["t_start"][tl_order],
