@@ -16,6 +16,19 @@ machine may be shared: each run records its CPU time and the load average, and w
 `--repeat N` each configuration runs N times (fresh processes) and the fastest is reported
 (all wall times are kept).
 
+`--command` (issue 18's speed bar: ">= 40,000 requests per wall-second for 100k requests, as a
+whole command") times the command itself, `ridgeline simulate -n N --rate R` (default 100,000
+at 20 req/s, the defaults for everything else; `--command-json` adds `--json`), start-up,
+workload, simulation, analysis, printing and exit included. Each `--ridgeline PATH`
+(repeatable; default the one beside this Python) runs in turn, A B A B ..., `--repeat` times,
+each from a fresh helper process so that its peak RSS (ru_maxrss of RUSAGE_CHILDREN) is its
+own; reported per run: wall, CPU (user + sys), peak RSS, the 1-minute load average before,
+and the SHA-256 of stdout with the two wall-clock figures masked (white space collapsed: the
+figures' digits move where rich wraps the line), the same for every tree that prints the same:
+
+    .venv/bin/python benchmarks/bench_simulate.py --command --repeat 5 \
+        --ridgeline /work/main/.venv/bin/ridgeline --ridgeline .venv/bin/ridgeline
+
 Vidur is tried in a throwaway virtualenv under /tmp (never a project dependency); what happens
 is recorded. Its published/measured speed on a 2-core machine (PEERS.md): 460-950 simulated
 requests per wall-second (4,000 Poisson requests at 4 QPS, Llama-2-7B on A100), so the same
@@ -113,6 +126,58 @@ def run_child(repeat: int = 1, **kw) -> dict:
     return best
 
 
+def masked_sha256(stdout: bytes, json_out: bool) -> str:
+    """SHA-256 (16 hex) of `simulate`'s stdout with its wall time and req/wall-s masked; the
+    text with its white space collapsed first (rich wraps the summary line at the terminal
+    width, and the digits of those two figures move where it wraps)."""
+    import hashlib
+    import re
+
+    if json_out:
+        d = json.loads(stdout)
+        d["simulation"]["wall_s"] = d["simulation"]["simulated_requests_per_wall_s"] = None
+        text = json.dumps(d, indent=2)
+    else:
+        text = re.sub(r"in [0-9.]+ wall s \([0-9,]+ req/s\)", "in <wall> wall s (<rate> req/s)",
+                      " ".join(stdout.decode().split()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def run_command(exe: str, n: int, rate: float, json_out: bool) -> dict:
+    """One whole `ridgeline simulate` command (call from a fresh process: ru_maxrss of
+    RUSAGE_CHILDREN is the largest child so far)."""
+    argv = [exe, "simulate", "-n", str(n), "--rate", f"{rate:g}", *(["--json"] if json_out
+                                                                     else [])]
+    load0 = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, check=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    user = after.ru_utime - before.ru_utime
+    system = after.ru_stime - before.ru_stime
+    return {"ridgeline": exe, "requests": n, "wall_s": round(wall, 3),
+            "req_per_wall_s": round(n / wall), "user_s": round(user, 2),
+            "sys_s": round(system, 2), "peak_rss_mib": round(after.ru_maxrss / 1024),
+            "load1_before": round(load0, 2),
+            "stdout_sha256_masked": masked_sha256(proc.stdout, json_out)}
+
+
+def commands(exes: list[str], repeat: int, n: int, rate: float, json_out: bool) -> list[dict]:
+    """`run_command` for each executable in turn, `repeat` times (A B A B ...)."""
+    runs = []
+    for i in range(repeat):
+        for exe in exes:
+            arg = json.dumps({"exe": exe, "n": n, "rate": rate, "json_out": json_out})
+            out = subprocess.run([sys.executable, __file__, "--one-command", arg],
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            r["run"] = i + 1
+            print(json.dumps(r), flush=True)
+            runs.append(r)
+    return runs
+
+
 def try_vidur() -> dict:
     """Install Vidur in a throwaway venv and try the PEERS.md workload; record what happens."""
     log: dict = {"venv": str(VIDUR_VENV)}
@@ -161,9 +226,33 @@ def main() -> None:
                     help="do not retry Vidur; keep the previous attempt's record from --out")
     ap.add_argument("--child")
     ap.add_argument("--out", default="benchmarks/results_simulate.json")
+    ap.add_argument("--command", action="store_true",
+                    help="time the whole `ridgeline simulate -n N --rate R` command instead "
+                    "(issue 18); results to --command-out")
+    ap.add_argument("--ridgeline", action="append",
+                    help="with --command: a ridgeline executable (repeatable: taking turns)")
+    ap.add_argument("--command-requests", type=int, default=100_000)
+    ap.add_argument("--command-rate", type=float, default=20.0)
+    ap.add_argument("--command-json", action="store_true", help="with --command: add --json")
+    ap.add_argument("--command-out", default="benchmarks/results_simulate_command.json")
+    ap.add_argument("--one-command", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(**json.loads(a.child))))
+        return
+    if a.one_command:
+        print(json.dumps(run_command(**json.loads(a.one_command))))
+        return
+    if a.command:
+        exes = a.ridgeline or [str(Path(sys.executable).parent / "ridgeline")]
+        report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                              "python": platform.python_version()},
+                  "command": f"ridgeline simulate -n {a.command_requests} --rate "
+                             f"{a.command_rate:g}" + (" --json" if a.command_json else ""),
+                  "runs": commands(exes, a.repeat, a.command_requests, a.command_rate,
+                                   a.command_json)}
+        Path(a.command_out).write_text(json.dumps(report, indent=2))
+        print(f"wrote {a.command_out}")
         return
     sizes = [int(s) for s in a.sizes.split(",")]
     model, hw = "llama-3.1-8b", "h100-sxm"

@@ -306,3 +306,13 @@ def test_tokens_per_request_in_a_window_equal_the_mask_version(
         want = analysis._tokens_per_request(t, analysis._in_window_closed(t.event_times_s, w))
         got = analysis._tokens_per_request(t, window=w)
         assert got.dtype == want.dtype and got.tolist() == want.tolist()
+    # one token per event (a simulated trace): the count of events inside, by hand
+    t = sim_like_trace(8, 300, tokens_per_event=1)
+    for start, end in ((0.0, 100.0), (3.0, 9.5), (20.0, 20.0)):
+        w = analysis.Window(start, end, "given")
+        by_hand = [sum(1 for x in t.event_times_s[lo:hi].tolist() if start <= x <= end)
+                   for lo, hi in zip(t.event_offsets[:-1].tolist(), t.event_offsets[1:].tolist(),
+                                     strict=True)]
+        got = analysis._tokens_per_request(t, window=w, one_token=True)
+        assert got.tolist() == by_hand and (sum(by_hand) > 0 or start == end)
+        assert analysis._tokens_per_request(t, window=w).tolist() == by_hand

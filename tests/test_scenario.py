@@ -155,3 +155,46 @@ def test_estimate_and_simulate_take_the_whatif_flags():
     tpot0 = json.loads(r0.stdout)["analysis"]["latency"]["tpot_ms"]["percentiles"]["p50"][
         "value"]
     assert tpot - tpot0 >= 1.0   # at least one event's 1 ms per decode step
+
+
+def test_run_scenario_without_samples_has_the_same_figures():
+    """`keep_samples=False` (what `simulate` asks for without --report) leaves the pooled ITL
+    samples out and changes no figure: the analysis equals the full one, key for key."""
+    import json
+
+    sc = scn.Scenario(requests=400, rate_req_s=40.0, slos=("ttft_ms<=200",), seed=3)
+    built = scn.Built.of(sc)
+    full = scn.run_scenario(sc, built=built)
+    lean = scn.run_scenario(sc, built=built, keep_samples=False)
+    assert "itl_ms" in full.analysis.samples and "itl_ms" not in lean.analysis.samples
+    assert full.analysis.latency["itl_ms"].count > 10 * full.summary()["finished"]
+    assert json.dumps(lean.analysis.to_dict()) == json.dumps(full.analysis.to_dict())
+    assert lean.summary()["finished"] == full.summary()["finished"] == 400
+
+
+def test_simulate_keeps_the_itl_samples_only_for_the_report(monkeypatch, tmp_path):
+    """The report's CDF plots read the pooled ITL samples: `simulate --report` keeps them,
+    a plain `simulate` does not build them."""
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+    from ridgeline.commands import report as report_cmd
+
+    seen: dict[str, bool] = {}
+
+    def fake_report(runs, step_model, out):
+        seen["report"] = "itl_ms" in runs[0].analysis.samples
+        return out
+
+    def fake_one(run, step_model, json_out):
+        seen["plain"] = "itl_ms" in run.analysis.samples
+
+    monkeypatch.setattr(report_cmd, "write_report_for_simulation", fake_report)
+    args = ["simulate", "--rate", "5", "--requests", "40", "--prompt", "fixed:100",
+            "--output", "fixed:10"]
+    r = CliRunner().invoke(app, [*args, "--report", str(tmp_path / "r.html")])
+    assert r.exit_code == 0, r.output
+    monkeypatch.setattr(sim_cmd, "_report_one", fake_one)
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert seen == {"report": True, "plain": False}

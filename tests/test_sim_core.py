@@ -149,6 +149,45 @@ def test_streamed_chunks_equal_the_batch_run(monkeypatch: pytest.MonkeyPatch) ->
     assert summary.engine_stats == py_summary.engine_stats
 
 
+def _direct_run(wl: Workload, slots: np.ndarray) -> tuple[core.Core, np.ndarray]:
+    model = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+    c = core.Core(EngineConfig(num_kv_blocks=5_000), model, 1, "round-robin", True)
+    events = np.full(int(slots[-1]) + 8, -1.0)   # 8 guard values past the last slot
+    c.set_direct(events, slots)
+    while c.run(wl.arrival_s, wl.prompt_tokens, wl.output_tokens, None, None, None,
+                1 << 14, 1 << 62) != 0:
+        pass
+    return c, events
+
+
+def test_direct_token_times_fill_each_request_slot_and_never_overflow_one() -> None:
+    """A batch run writes each request's token times straight to its slot (by id): the same
+    times as the finish-order buffer the stream drains; a slot one token short stops the run
+    with an error instead of writing past it."""
+    rng = np.random.default_rng(4)
+    n = 300
+    wl = Workload(prompt_tokens=rng.integers(1, 500, n), output_tokens=rng.integers(1, 50, n),
+                  arrival_s=np.cumsum(rng.exponential(1 / 50, n)))
+    slots = np.concatenate(([0], np.cumsum(wl.output_tokens)))
+    c, events = _direct_run(wl, slots)
+    part = c.drain()
+    assert part["events"].size == 0 and np.array_equal(np.sort(part["id"]), np.arange(n))
+    assert (events[-8:] == -1.0).all() and (events[:-8] >= 0).all()
+    # the streamed run (the core's finish-order buffer, drained in chunks): the same times
+    chunks: list[SimResult] = []
+    model = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
+    simulate(wl, EngineConfig(num_kv_blocks=5_000), model, sink=chunks.append,
+             chunk_requests=50)
+    assert sum(len(ch) for ch in chunks) == n
+    for ch in chunks:
+        for k, i in enumerate(ch.request_ids.tolist()):  # type: ignore[union-attr]
+            assert np.array_equal(ch.events_s(k), events[slots[i]:slots[i + 1]])
+    short = slots.copy()
+    short[8:] -= 1   # request 7's slot one token short (the later ones keep their sizes)
+    with pytest.raises(RuntimeError, match="more tokens than it asked for"):
+        _direct_run(wl, short)
+
+
 def _cli_json(args: list[str], env_core: str | None) -> dict:
     env = dict(os.environ)
     env.pop("RIDGELINE_SIM_CORE", None)

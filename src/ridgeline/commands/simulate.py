@@ -223,7 +223,8 @@ def simulate_cmd(
         run_streamed_command(sc, built, rates[0], trace, json_out, workers, ray_address,
                              exact_max, sketch_error)
         return
-    runs = _run_all(sc, built, rates, trace, timeline)
+    # The pooled ITL samples (one value per token) are kept only for the report's plots.
+    runs = _run_all(sc, built, rates, trace, timeline, keep_samples=bool(report))
     if len(runs) == 1:
         _report_one(runs[0], built.step_model, json_out)
     else:
@@ -272,7 +273,7 @@ def _check_streamed_memory(requests: int) -> None:
 
 
 def _run_all(sc: Any, built: Any, rates: list[float | None], trace: str | None,
-             timeline: str | None) -> list[Any]:
+             timeline: str | None, keep_samples: bool = True) -> list[Any]:
     """Run each rate through the library (`ridgeline.sim.scenario.run_scenario`) under one
     progress bar, writing each run's trace and timeline as it finishes."""
     from rich.console import Console
@@ -302,7 +303,7 @@ def _run_all(sc: Any, built: Any, rates: list[float | None], trace: str | None,
             base = k * n
             run = run_scenario(sc, rate, built=built,
                                progress=lambda d, base=base: progress.update(
-                                   task, completed=base + d))
+                                   task, completed=base + d), keep_samples=keep_samples)
             progress.update(task, completed=base + n)
             suffix = f".rate{rate:g}" if len(rates) > 1 and rate is not None else ""
             if trace:

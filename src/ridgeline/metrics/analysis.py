@@ -683,7 +683,8 @@ def analyze(
         use_events = (header.has_event_times and header.has_event_tokens
                       and header.has_send_times and trace.event_times_s.size > 0)
         if use_events:
-            per_req_tok = window_tokens = _tokens_per_request(trace, window=win)
+            per_req_tok = window_tokens = _tokens_per_request(trace, window=win,
+                                                              one_token=one_token)
             out_tok = float(per_req_tok.sum())
             first_in = _in_window_closed(rm.first_event_s, win)
         else:
@@ -866,10 +867,12 @@ def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool, keep_nan: bool 
 
 
 def _tokens_per_request(trace: Trace, ev_in: np.ndarray | None = None,
-                        window: Window | None = None) -> np.ndarray:
+                        window: Window | None = None, one_token: bool = False) -> np.ndarray:
     """Sum of ``event_tokens`` over the events in `ev_in`, per request (int64), in chunks
     of requests (no event-sized temporary). Instead of `ev_in`, `window`: the events inside
-    it (`_in_window_closed`), tested chunk by chunk (no event-sized mask either)."""
+    it (`_in_window_closed`), tested chunk by chunk (no event-sized mask either).
+    `one_token`: every event holds one token (the caller checked), so the sum is the count
+    of events inside: the mask summed, without reading the tokens (same integers)."""
     offsets = trace.event_offsets
     out = np.zeros(len(trace), dtype=np.int64)
     nonempty = np.flatnonzero(trace.event_counts > 0)
@@ -887,7 +890,7 @@ def _tokens_per_request(trace: Trace, ev_in: np.ndarray | None = None,
         else:
             assert window is not None
             inside = _in_window_closed(trace.event_times_s[lo:hi], window)
-        vals = np.where(inside, trace.event_tokens[lo:hi], 0)
+        vals = inside if one_token else np.where(inside, trace.event_tokens[lo:hi], 0)
         out[nonempty[a:b]] = np.add.reduceat(vals, starts[a:b] - lo, dtype=acc)
     return out
 

@@ -101,6 +101,9 @@ typedef struct {
     int64_t *o_id, *o_rep, *o_pre, *o_status, *o_ntok;
     double *o_sent, *o_end;
     int64_t ev_len, ev_cap; double *ev;
+    /* rl_set_direct: token times written straight to request id's slot of the caller's
+     * array, ev_direct[ev_off[id] ..], instead of to `ev` in finish order */
+    double *ev_direct; const int64_t *ev_off; int64_t n_direct;
     int64_t tl_len, tl_cap;
     int64_t *t_rep, *t_batch, *t_pf, *t_dec, *t_used, *t_wait;
     double *t_start, *t_end;
@@ -732,6 +735,22 @@ static int grow_ev(Core *c, int64_t more) {
     return 1;
 }
 
+/* Where the `ntok` token times of request `id` go: its slot of the direct array (a slot too
+ * small for them is an error, never a write past it), else the end of `ev`. */
+static double *ev_dest(Core *c, int64_t id, int64_t ntok) {
+    if (c->ev_direct) {
+        if (id < 0 || id >= c->n_direct || ntok > c->ev_off[id + 1] - c->ev_off[id]) {
+            c->error = 4;
+            return NULL;
+        }
+        return c->ev_direct + c->ev_off[id];
+    }
+    if (!grow_ev(c, ntok)) return NULL;
+    double *at = c->ev + c->ev_len;
+    c->ev_len += ntok;
+    return at;
+}
+
 static void record(Core *c, int64_t id, double sent, double end, int64_t rep, int64_t pre,
                    int64_t status, int64_t ntok) {
     if (!grow_out(c, 1)) return;
@@ -874,13 +893,13 @@ static int advance(Core *c, int64_t ri) {
         int64_t ntok = q->has_ft ? 1 : 0;
         const int64_t *seg = SEG(q);
         for (int32_t j = 0; j < q->nseg; j++) ntok += seg[2 * j + 1] - seg[2 * j] + 1;
-        if (!grow_ev(c, ntok)) return 0;
-        if (q->has_ft) c->ev[c->ev_len++] = q->ft;
+        double *at = ev_dest(c, q->id, ntok);
+        if (!at) return 0;
+        if (q->has_ft) *at++ = q->ft;
         for (int32_t j = 0; j < q->nseg; j++) {
             int64_t a = seg[2 * j], b = seg[2 * j + 1];
-            memcpy(c->ev + c->ev_len, r->ends + (a - r->ends_base),
-                   (size_t)(b - a + 1) * sizeof(double));
-            c->ev_len += b - a + 1;
+            memcpy(at, r->ends + (a - r->ends_base), (size_t)(b - a + 1) * sizeof(double));
+            at += b - a + 1;
         }
         record(c, q->id, q->sent, fin_end, ri, pre, 0, ntok);
         seq_free(c, s);
@@ -1100,8 +1119,9 @@ static int dispatch(Core *c, int64_t limit) {
     if (too_long) {
         r->num_rejected++;
         if (e.kind == KIND_HANDOFF) {   /* the first token came from the prefill instance */
-            if (!grow_ev(c, 1)) return -1;
-            c->ev[c->ev_len++] = e.ft;
+            double *at = ev_dest(c, i, 1);
+            if (!at) return -1;
+            *at = e.ft;
             record(c, i, sent, t, e.prep, e.pre, 1, 1);
         } else {
             record(c, i, sent, t, -1, 0, 1, 0);
@@ -1210,6 +1230,14 @@ void rl_drain(Core *c, int64_t *ids, int64_t *rep, int64_t *pre, int64_t *status
         memcpy(t_f64, c->t_start, k * 8); memcpy(t_f64 + k, c->t_end, k * 8);
     }
     c->out_len = 0; c->ev_len = 0; c->tl_len = 0;
+}
+
+/* A batch run (no sink): each request's token times go straight to its slot of `events`,
+ * events[offsets[i] .. offsets[i + 1]) for request i (offsets: n + 1, non-decreasing, from
+ * the tokens each asked for), in place of `ev` in finish order; a request that emits fewer
+ * (a rejection) leaves the rest of its slot unwritten. The arrays must outlive the run. */
+void rl_set_direct(Core *c, double *events, const int64_t *offsets, int64_t n) {
+    c->ev_direct = events; c->ev_off = offsets; c->n_direct = n;
 }
 
 /* Per replica: running, waiting, blocks used, preemptions, prompt tokens, generation tokens,

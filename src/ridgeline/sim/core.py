@@ -56,6 +56,7 @@ def _load() -> Any:
     lib.rl_pending.argtypes = [ctypes.c_void_p, _I64P]
     lib.rl_drain.argtypes = [ctypes.c_void_p, _I64P, _I64P, _I64P, _I64P, _I64P, _F64P,
                              _F64P, _F64P, _I64P, _F64P]
+    lib.rl_set_direct.argtypes = [ctypes.c_void_p, _F64P, _I64P, ctypes.c_int64]
     lib.rl_stats.argtypes = [ctypes.c_void_p, _I64P]
     lib.rl_step_seconds.restype = ctypes.c_double
     lib.rl_step_seconds.argtypes = [ctypes.c_void_p] + [ctypes.c_int64] * 6
@@ -184,6 +185,9 @@ class Core:
             0 if arrival is None else arrival.size, max_dispatch, limit))
         if st == -2:
             raise MemoryError("the C engine core ran out of memory")
+        if st == -4:
+            raise RuntimeError("the C engine core stopped (error 4): a request emitted more "
+                               "tokens than it asked for")
         if st < 0:
             raise RuntimeError(f"the C engine core stopped (error {-st}): an engine made no "
                                "progress")
@@ -212,6 +216,17 @@ class Core:
         out.update(t_rep=ti[0], t_batch=ti[1], t_pf=ti[2], t_dec=ti[3], t_used=ti[4],
                    t_wait=ti[5], t_start=tf[0], t_end=tf[1])
         return out
+
+    def set_direct(self, events: np.ndarray, offsets: np.ndarray) -> None:
+        """Write each request's token times straight to its slot of `events` (float64):
+        request i's at events[offsets[i]:offsets[i + 1]] (int64, n + 1), sized by the tokens
+        it asked for; `drain` then returns no token times. A request emitting more than its
+        slot holds stops the run (error 4), never writes past it. Kept alive with the core."""
+        assert events.dtype == np.float64 and offsets.dtype == np.int64
+        assert events.flags.c_contiguous and offsets.flags.c_contiguous
+        self._direct = (events, offsets)
+        self.lib.rl_set_direct(self.handle, _ptr(events, _F64P), _ptr(offsets, _I64P),
+                               offsets.size - 1)
 
     def stats(self) -> tuple[np.ndarray, tuple[int, int, int]]:
         out = np.zeros(_STAT_COLUMNS * self.replicas + 3, dtype=np.int64)
@@ -285,7 +300,16 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
                                      else np.zeros(n), dtype=np.int64)
     roles = (["prefill"] * cluster.pd[0] + ["decode"] * cluster.pd[1] if cluster.pd
              else ["mixed"] * replicas)
-    limit = max(1, chunk_requests) if sink is not None else 1 << 16
+    # Without a sink every output is kept to the end, and the core writes each request's
+    # token times straight into its slot of the result (id order, sized by the tokens it
+    # asked for): no finish-order buffer, drain copy, concatenation or gather of them.
+    limit = max(1, chunk_requests) if sink is not None else 1 << 62
+    slots = None
+    if sink is None:
+        slots = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(output, out=slots[1:])
+        direct = np.empty(int(slots[-1]), dtype=np.float64)
+        core.set_direct(direct, slots)
     parts: list[dict[str, np.ndarray]] = []
     totals = {"finished": 0, "rejected": 0, "preemptions": 0, "chunks": 0}
     next_progress = 1000
@@ -340,8 +364,34 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
     ids = cat["id"]
     if ids.size != n or (n and not np.array_equal(np.sort(ids), np.arange(n))):
         raise RuntimeError(f"the C engine core returned {ids.size} outcomes for {n} requests")
-    order = np.argsort(ids, kind="stable")
-    offsets, events = _gather(cat["events"], cat["ntok"], order)
+    assert slots is not None
+    return _result(cat, *_from_slots(direct, slots, cat["ntok"], ids), wl, engine_stats, roles)
+
+
+def _from_slots(events: np.ndarray, slots: np.ndarray, ntok: np.ndarray, ids: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and token times of a direct run: `events` itself when every request filled
+    its slot; else (rejections: 0 or 1 of their tokens) the filled part of each slot, in id
+    order."""
+    lens = np.zeros(slots.size - 1, dtype=np.int64)
+    lens[ids] = ntok
+    if np.array_equal(lens, np.diff(slots)):
+        return slots, events
+    offsets = np.zeros(lens.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    some = lens > 0
+    from ridgeline.sim.runner import _expand_segments
+
+    return offsets, _expand_segments(events, slots[:-1][some], lens[some])
+
+
+def _result(cat: dict[str, np.ndarray], offsets: np.ndarray, events: np.ndarray, wl: Any,
+            engine_stats: list[dict[str, Any]], roles: list[str]) -> Any:
+    """The run's SimResult from its drained columns (finish order; `offsets`, `events`
+    already in id order)."""
+    from ridgeline.sim.runner import SimResult
+
+    order = np.argsort(cat["id"], kind="stable")
     tl_order = np.argsort(cat["t_rep"], kind="stable")
     timeline = {
         "replica": cat["t_rep"][tl_order], "start_s": cat["t_start"][tl_order],

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ridgeline.sim.fleet import FleetRun, run_fleet
+if TYPE_CHECKING:  # the fleet loads with a streamed run: a batch `simulate` never needs it
+    from ridgeline.sim.fleet import FleetRun
 
 # `simulate` streams by itself above this many requests (batch results hold ~13 KB each).
 STREAM_AUTO_REQUESTS = 500_000
@@ -30,6 +31,7 @@ def run_streamed_command(sc: Any, built: Any, rate: float | None, trace: str | N
         TimeRemainingColumn,
     )
 
+    from ridgeline.sim.fleet import run_fleet
     from ridgeline.sim.scenario import trace_header
     from ridgeline.sim.workload import build_workload, check_context
 

@@ -155,7 +155,13 @@ class SimResult:
 
     def to_trace(self, header: Any) -> Any:
         """The columnar `ridgeline.trace.table.Trace`, without building per-token lists."""
-        from ridgeline.trace.table import STATUS_CODE, TOKEN_SOURCE_CODE, Trace, _as_header
+        from ridgeline.trace.table import (
+            EVENT_TOKENS_DTYPE,
+            STATUS_CODE,
+            TOKEN_SOURCE_CODE,
+            Trace,
+            _as_header,
+        )
 
         n = len(self)
         nan = np.full(n, np.nan)
@@ -174,7 +180,8 @@ class SimResult:
             error=[None] * n,
             event_offsets=self.event_offsets.astype(np.int64),
             event_times_s=self.event_times_s,
-            event_tokens=np.ones(self.event_times_s.size, dtype=np.int64),
+            # in the trace's own dtype: not an int64 array (8 B an event) converted on entry
+            event_tokens=np.ones(self.event_times_s.size, dtype=EVENT_TOKENS_DTYPE),
         )
 
     def timeline_rows(self) -> Iterator[tuple]:

@@ -357,8 +357,13 @@ def trace_header(sc: Scenario, built: Built, load: dict[str, Any],
 
 
 def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built | None = None,
-                 progress: Callable[[int], None] | None = None) -> ScenarioRun:
-    """Simulate `sc` (at `rate_req_s`, else `sc.rate_req_s`) and analyze the result."""
+                 progress: Callable[[int], None] | None = None,
+                 keep_samples: bool = True) -> ScenarioRun:
+    """Simulate `sc` (at `rate_req_s`, else `sc.rate_req_s`) and analyze the result.
+
+    `keep_samples=False`: the analysis leaves the pooled ITL samples out of its `samples`
+    (the same numbers: `analyze`'s lean path, one event-sized array instead of three), for
+    a caller that reads only the figures (the report's plots need the samples)."""
     from ridgeline.metrics.analysis import analyze
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.sim.runner import simulate
@@ -378,7 +383,8 @@ def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built 
                    progress=progress)
     wall_s = time.perf_counter() - t0
     header = trace_header(sc, built, load, dataset)
-    analysis = analyze(res.to_trace(header), slos=parse_slos(list(sc.slos)), seed=sc.seed)
+    analysis = analyze(res.to_trace(header), slos=parse_slos(list(sc.slos)), seed=sc.seed,
+                       keep_samples=keep_samples)
     return ScenarioRun(sc, rate, res, analysis, header, load, wall_s, built)
 
 

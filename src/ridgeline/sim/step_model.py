@@ -10,21 +10,27 @@ simulator, the emulator and `estimate` read them.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
-from ridgeline.sim.calibrated_profile import CalibrationProfile
+_PROFILE_MODULE = "ridgeline.sim.calibrated_profile"
 
 
 def load_step_model(calibration: str | None, roofline: Callable[[], Any]) -> Any:
     """The profile in `calibration` if given, else `roofline()` (the perf model)."""
     if calibration:
+        from ridgeline.sim.calibrated_profile import CalibrationProfile
+
         return CalibrationProfile.load(calibration)
     return roofline()
 
 
 def is_calibrated(step_model: Any) -> bool:
-    return isinstance(step_model, CalibrationProfile)
+    # A profile exists only once its module is loaded: a roofline run never imports it (its
+    # pydantic models take ~25 ms to build).
+    module = sys.modules.get(_PROFILE_MODULE)
+    return module is not None and isinstance(step_model, module.CalibrationProfile)
 
 
 def engine_config_for(step_model: Any, config: Any) -> Any:
