@@ -139,16 +139,16 @@ def test_kv_capacity_and_fit() -> None:
     # runtime reserve; perf/memory.py), Llama-3.1-8B in bf16 on one H100 SXM (85,520,809,984
     # bytes), max_num_batched_tokens 8,192, max_num_seqs 256:
     #   weights: 32 layers x (4096 x 6144 qkv + 4096^2 o + 3 x 4096 x 14336 MLP + 2 x 4096
-    #            norms) + 2 x 128,256 x 4,096 (embedding, untied head) = 8,030,257,152
-    #            parameters x 2 bytes = 16,060,514,304
+    #            norms) + 2 x 128,256 x 4,096 (embedding, untied head) + 4,096 (final norm)
+    #            = 8,030,261,248 parameters x 2 bytes = 16,060,522,496
     #   workspace: 8,192 tokens x (2 x 4096 + 6144 + 4096 + 3 x 14336) x 2 bytes
     #            + 256 x 128,256 fp32 logits = 1,137,967,104
     #   reserve: 1 GiB; KV per token: 32 x 2 x 8 heads x 128 x 2 bytes = 131,072
     budget = 0.9 * 85_520_809_984
     weights = (32 * (4096 * 6144 + 4096**2 + 3 * 4096 * 14336 + 2 * 4096)
-               + 2 * 128_256 * 4096) * 2
+               + 2 * 128_256 * 4096 + 4096) * 2
     work = 8192 * (2 * 4096 + 6144 + 4096 + 3 * 14336) * 2 + 256 * 128_256 * 4
-    assert (weights, work) == (16_060_514_304, 1_137_967_104)
+    assert (weights, work) == (16_060_522_496, 1_137_967_104)
     cap = m.kv_capacity_tokens(0.9)
     assert cap == int((budget - weights - work - 2**30) // 131_072) == 447_818
     budget_half = 0.5 * 85_520_809_984
