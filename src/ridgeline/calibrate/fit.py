@@ -33,8 +33,7 @@ from ridgeline.sim.calibrated_profile import CalibrationProfile, Provenance, Res
 
 @dataclass(frozen=True)
 class StepSample:
-    """A measured step regime: `step_s` is the expected (mean) step of `samples` steps of
-    that shape (a prefill probe: the median of its few repeats)."""
+    """A measured step regime: `step_s` is the median of `samples` steps of that shape."""
 
     point: str
     tokens: int

@@ -303,28 +303,14 @@ def decode_sample(recs: list[dict[str, Any]], batch: int, label: str) -> StepSam
             gaps.append(float(end - e[k - 1]))
             pairs.append(batch * (p + k))
     if len(gaps) >= 3 and float(np.median(gaps)) >= MIN_CLIENT_GAP_S:
-        return StepSample(label, batch, float(np.median(pairs)), mean_step_s(gaps),
+        # The median gap, not the mean (issue 19, third pass, measured): the gaps are
+        # right-skewed (mean/median 1.00-1.07), but over eight fresh starts the load steps
+        # cost what the probes' medians said (priced -1.1% on average, |3.1%|) and the means
+        # priced them +3.2% (|3.4%|): load's typical step ran cheaper than the probes' by
+        # about the skew (docs/calibration.md, "Near saturation").
+        return StepSample(label, batch, float(np.median(pairs)), float(np.median(gaps)),
                           len(gaps))
     return engine_decode_sample(recs, batch, label)
-
-
-# A gap longer than this many median steps is the box stalling (another process took the
-# core), not a step's cost: it counts as this many steps, so one stall cannot double T(B).
-STALL_STEPS = 3.0
-
-
-def mean_step_s(gaps: list[float]) -> float:
-    """The mean of a regime's step gaps, each capped at STALL_STEPS x their median.
-
-    The mean, not the median (issue 19, third pass): the simulator adds step times, and a
-    request's TPOT and E2E are sums of the steps it lived through, so a table entry must be
-    the expected step. On llama-server the gaps are right-skewed (a few steps take 2-3x,
-    the server's HTTP threads and the box's other work sharing the cores), the mean sits
-    0-6% above the median in every probe, and load pays that skew too: a profile of
-    medians priced the real steps of a Poisson point at 80% of capacity 4.7% fast, which
-    queueing near saturation turned into an E2E P50 13.7% fast (docs/calibration.md)."""
-    x = np.asarray(gaps, dtype=np.float64)
-    return float(np.mean(np.minimum(x, STALL_STEPS * float(np.median(x)))))
 
 
 # An open-loop step regime needs this many clean steps to replace the lockstep probe at B.
@@ -485,6 +471,6 @@ def engine_facts(paths: list[str | Path]) -> EngineFacts:
 
 
 __all__ = ["EngineFacts", "ProbeDesign", "ProbePoint", "classify", "decode_sample",
-           "engine_facts", "mean_step_s", "open_loop_samples", "open_loop_steps",
+           "engine_facts", "open_loop_samples", "open_loop_steps",
            "open_rate_req_s", "plan_points", "prefill_sample", "read_jsonl", "run_probe",
            "samples_from_traces", "timing_note", "trace_ref"]
