@@ -94,10 +94,12 @@ def test_real_engine_loop(tmp_path: Path) -> None:
     # the held-out point replayed from the server's slot order at its start (from its log).
     assert prof.scheduling.prefill_own_graph and prof.scheduling.slot_graphs
     assert prof.provenance.probe_design["pin_slots"]
-    assert len(prof.provenance.probe_traces) == 4 + 1 + 4
+    # decode-b1..b4, context-b1 and context-b4 (the decode attention slope at the largest
+    # batch, issue 19 third pass), four prefills
+    assert len(prof.provenance.probe_traces) == 4 + 2 + 4
     assert len(res.slot_orders) == 1 and sorted(res.slot_orders[0] or []) == [0, 1, 2, 3]
     assert {r.point.split(" ")[0] for r in prof.residuals} >= {
-        "context-b1", "prefill-p16", "prefill-p64", "prefill-p256", "prefill-p512"}
+        "context-b1", "context-b4", "prefill-p16", "prefill-p64", "prefill-p256", "prefill-p512"}
     assert all(np.isfinite(r.rel_error) for r in prof.residuals)
     assert not res.profile.extrapolated_steps, res.profile.assumptions()
     # The held-out point within the bars (or inside the measurement's CI).

@@ -61,7 +61,8 @@ def engine_cmd(
                                         "size.")] = 2,
     context_tokens: Annotated[int, typer.Option("--context-tokens", min=0, max=10_000_000,
                                                 help="Prompt of the "
-                                                "long-context probe (0: none).")] = 384,
+                                                "long-context probes, at 1 stream and at the "
+                                                "largest batch (0: none).")] = 384,
     prefill_tokens: Annotated[str, typer.Option("--prefill-tokens", help="Prefill probe "
                                                 "prompt lengths.")] = "16,64,128,256,512",
     prefill_repeats: Annotated[int, typer.Option("--prefill-repeats", min=1, max=1000)] = 3,
