@@ -191,17 +191,13 @@ class RawReplay:
     stage_of: np.ndarray
 
 
-def score_raw(run: InferencePerfRun, raw: RawReplay | Sequence[RawReplay], overhead_s: float,
+def score_raw(run: InferencePerfRun, raw: Sequence[RawReplay], overhead_s: float,
               overhead_steps: float,
               client_timeout_s: float = INFERENCE_PERF_CLIENT_TIMEOUT_S) -> Prediction:
     """The run's predicted metrics with a per-request overhead of `overhead_s` +
-    `overhead_steps` x the request's mean decode step (a pure time shift: no re-simulation).
-    Given several replications, each metric is the mean of the replications' values."""
-    if isinstance(raw, RawReplay):
-        return _score_one(run, raw, overhead_s, overhead_steps, client_timeout_s)
+    `overhead_steps` x the request's mean decode step (a pure time shift: no re-simulation):
+    each metric the mean of the replications' values (`Prediction.raw` of `replay`)."""
     preds = [_score_one(run, r, overhead_s, overhead_steps, client_timeout_s) for r in raw]
-    if len(preds) == 1:
-        return preds[0]
     with np.errstate(invalid="ignore"):
         vals = {m: float(np.mean([p.values[m] for p in preds])) for m in METRICS}
         s_itl = np.mean([p.stage_itl_s for p in preds], axis=0).tolist()
