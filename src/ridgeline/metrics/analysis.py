@@ -787,6 +787,13 @@ class _Regroup:
         return _counts_at_most(rs.values, bounds, list(thresholds))
 
 
+def _gap_ends(trace: Trace, pop: np.ndarray) -> np.ndarray:
+    """ends[p]: event p + 1 ends a gap of a request in `pop` (it is not a request's first)."""
+    ends = np.repeat(pop, trace.event_counts)
+    ends[trace.event_offsets[:-1][trace.event_counts > 0]] = False
+    return ends[1:]
+
+
 def _itl_into(trace: Trace, pop: np.ndarray, per_token: bool, out: np.ndarray) -> np.ndarray:
     """The pooled ITL values of `_itl_samples` (per event, or per token with its non-finite
     quotients kept), one of the two, in the first elements of `out`: the same operations
@@ -798,9 +805,7 @@ def _itl_into(trace: Trace, pop: np.ndarray, per_token: bool, out: np.ndarray) -
         n = _kernels.itl_values(times, trace.event_offsets, np.flatnonzero(pop).astype(np.int64),
                                 trace.event_tokens if per_token else None, out)
         return out[:n]
-    ends = np.repeat(pop, trace.event_counts)
-    ends[trace.event_offsets[:-1][trace.event_counts > 0]] = False
-    ends = ends[1:]
+    ends = _gap_ends(trace, pop)
     res = out[:int(np.count_nonzero(ends))]
     tokens = trace.event_tokens
     k = 0
@@ -832,10 +837,7 @@ def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool, keep_nan: bool 
     times = trace.event_times_s
     if times.size < 2:
         return np.zeros(0), np.zeros(0)
-    # ends[p]: event p + 1 ends a gap of a request in pop (it is not a request's first).
-    ends = np.repeat(pop, trace.event_counts)
-    ends[trace.event_offsets[:-1][trace.event_counts > 0]] = False
-    ends = ends[1:]
+    ends = _gap_ends(trace, pop)
     itl = np.empty(int(np.count_nonzero(ends)))
     tokens = trace.event_tokens
     # One token per event (a simulated trace): the per-token gaps are the per-event gaps
