@@ -96,6 +96,8 @@ def main() -> int:
                     "the profile's capacity")
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--output", type=int, default=128)
+    ap.add_argument("--machine-note", default="", help="what else ran on the box (recorded "
+                    "with the results beside the load averages)")
     args = ap.parse_args()
 
     from ridgeline.calibrate.gguf_model import ensure_model
@@ -127,7 +129,7 @@ def main() -> int:
     hw_path = work / "host-hardware.json"
     hw = host_hardware(hw_path)
     out: dict = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                             "note": "shared with 7 other sessions (load average recorded)"},
+                             "note": args.machine_note},
                  "host_numpy": {"sgemm_flop_s": hw["peak_flops"]["fp32"],
                                 "copy_bytes_s": hw["memory_bandwidth_bytes_s"]},
                  "starts": []}

@@ -66,7 +66,11 @@ def steps(trace: Path, log: Path | None, tol_s: float = 0.012, skip: int | None 
                     "runs": runs_of([slot[i] for i in dec + new]) if log else None,
                     "runs_decode": runs_of([slot[i] for i in dec]) if log else None,
                     "ctx_max": max(int(reqs[i].get("prompt_tokens") or 0) + k
-                                   for _, i, k in cur)})
+                                   for _, i, k in cur),
+                    # per decoding stream: its slot and its context (prompt + tokens so far)
+                    "decode_slots": [slot[i] for _, i, k in cur if k > 0],
+                    "decode_contexts": [int(reqs[i].get("prompt_tokens") or 0) + k
+                                        for _, i, k in cur if k > 0]})
     return out
 
 

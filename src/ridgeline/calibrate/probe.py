@@ -308,9 +308,16 @@ def decode_sample(recs: list[dict[str, Any]], batch: int, label: str) -> StepSam
         # cost what the probes' medians said (priced -1.1% on average, |3.1%|) and the means
         # priced them +3.2% (|3.4%|): load's typical step ran cheaper than the probes' by
         # about the skew (docs/calibration.md, "Near saturation").
-        return StepSample(label, batch, float(np.median(pairs)), float(np.median(gaps)),
+        return StepSample(label, batch, float(np.median(pairs)), decode_step_s(gaps),
                           len(gaps))
     return engine_decode_sample(recs, batch, label)
+
+
+def decode_step_s(gaps: list[float]) -> float:
+    """T(B) of a lockstep decode probe from its clean step gaps: the median (see above).
+    One function, so `benchmarks/llamacpp_refit_statistic.py` can refit kept probes with
+    another statistic."""
+    return float(np.median(gaps))
 
 
 # An open-loop step regime needs this many clean steps to replace the lockstep probe at B.

@@ -1,0 +1,73 @@
+"""Price the real engine steps of a llama-server load point with a calibration profile.
+
+    .venv/bin/python benchmarks/llamacpp_step_pricing.py TRACE.jsonl SERVER.log profile.json \
+        [--skip N]
+
+The steps are rebuilt from the client's chunk times and the server log's slot ids
+(`llamacpp_steps.steps`). Each pure-decode step (no prompt joined it) is priced as the slot
+model prices it: one graph per run of consecutive slot ids, T(run size) each from the
+profile's table, plus the decode attention term (decode_per_pair_s x the streams' summed
+context). Prints measured vs priced by (B, runs): where a prediction's step cost is off,
+and whether the error depends on the batch or on the layout (issue 19).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from llamacpp_steps import steps  # type: ignore[import-not-found]
+
+
+def run_sizes(slots: list[int]) -> list[int]:
+    s = sorted(slots)
+    sizes, n = [], 1
+    for a, b in itertools.pairwise(s):
+        if b == a + 1:
+            n += 1
+        else:
+            sizes.append(n)
+            n = 1
+    return [*sizes, n]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("log")
+    ap.add_argument("profile")
+    ap.add_argument("--skip", type=int, default=None)
+    a = ap.parse_args()
+    from ridgeline.sim.calibrated_profile import CalibrationProfile
+
+    prof = CalibrationProfile.load(a.profile)
+    table = dict(zip(prof.tokens, prof.step_s, strict=True))
+    slope = prof.decode_per_pair_s if prof.decode_per_pair_s is not None else prof.per_pair_s
+    groups: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
+    for s in steps(Path(a.trace), Path(a.log), skip=a.skip):
+        if s["new"]:
+            continue
+        sizes = run_sizes(s["decode_slots"])
+        priced = sum(table[n] for n in sizes) + slope * sum(s["decode_contexts"])
+        groups[(s["B"], len(sizes))].append((s["dt_s"], priced))
+    tot_m = tot_p = 0.0
+    print("B runs   n  measured ms (median)  priced ms (median)  sum error")
+    for key in sorted(groups):
+        m = np.array([x for x, _ in groups[key]])
+        p = np.array([y for _, y in groups[key]])
+        tot_m += m.sum()
+        tot_p += p.sum()
+        print(f"{key[0]} {key[1]:4d} {len(m):4d} {1e3 * statistics.median(m):10.1f} "
+              f"{1e3 * statistics.median(p):19.1f} {p.sum() / m.sum() - 1:+10.1%}")
+    print(f"all pure-decode steps: priced {tot_p:.2f} s vs measured {tot_m:.2f} s "
+          f"({tot_p / tot_m - 1:+.1%})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
