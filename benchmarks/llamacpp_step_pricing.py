@@ -46,14 +46,16 @@ def main() -> int:
     from ridgeline.sim.calibrated_profile import CalibrationProfile
 
     prof = CalibrationProfile.load(a.profile)
-    table = dict(zip(prof.tokens, prof.step_s, strict=True))
+    def one_graph_s(n: int) -> float:   # the table, linear between probed batch sizes
+        return float(np.interp(n, prof.tokens, prof.step_s))
+
     slope = prof.decode_per_pair_s if prof.decode_per_pair_s is not None else prof.per_pair_s
     groups: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
     for s in steps(Path(a.trace), Path(a.log), skip=a.skip):
         if s["new"]:
             continue
         sizes = run_sizes(s["decode_slots"])
-        priced = sum(table[n] for n in sizes) + slope * sum(s["decode_contexts"])
+        priced = sum(one_graph_s(n) for n in sizes) + slope * sum(s["decode_contexts"])
         groups[(s["B"], len(sizes))].append((s["dt_s"], priced))
     tot_m = tot_p = 0.0
     print("B runs   n  measured ms (median)  priced ms (median)  sum error")
