@@ -14,7 +14,6 @@ and whether the error depends on the batch or on the layout (issue 19).
 from __future__ import annotations
 
 import argparse
-import itertools
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -22,18 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from llamacpp_steps import steps  # type: ignore[import-not-found]
-
-
-def run_sizes(slots: list[int]) -> list[int]:
-    s = sorted(slots)
-    sizes, n = [], 1
-    for a, b in itertools.pairwise(s):
-        if b == a + 1:
-            n += 1
-        else:
-            sizes.append(n)
-            n = 1
-    return [*sizes, n]
+from ridgeline.sim.slots import split_equal_sequential
 
 
 def main() -> int:
@@ -46,17 +34,16 @@ def main() -> int:
     from ridgeline.sim.calibrated_profile import CalibrationProfile
 
     prof = CalibrationProfile.load(a.profile)
-    def one_graph_s(n: int) -> float:   # the table, linear between probed batch sizes
-        return float(np.interp(n, prof.tokens, prof.step_s))
-
-    slope = prof.decode_per_pair_s if prof.decode_per_pair_s is not None else prof.per_pair_s
+    n_ubatch = prof.scheduling.ubatch_tokens or 512
     groups: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
     for s in steps(Path(a.trace), Path(a.log), skip=a.skip):
         if s["new"]:
             continue
-        sizes = run_sizes(s["decode_slots"])
-        priced = sum(one_graph_s(n) for n in sizes) + slope * sum(s["decode_contexts"])
-        groups[(s["B"], len(sizes))].append((s["dt_s"], priced))
+        # llama-server adds decode tokens in slot order; the slot model's own split and price
+        graphs = split_equal_sequential([(slot, 1) for slot in sorted(s["decode_slots"])],
+                                        n_ubatch)
+        priced = prof.graphs_time_s(graphs, 0.0, float(sum(s["decode_contexts"])))
+        groups[(s["B"], len(graphs))].append((s["dt_s"], priced))
     tot_m = tot_p = 0.0
     print("B runs   n  measured ms (median)  priced ms (median)  sum error")
     for key in sorted(groups):
