@@ -20,6 +20,10 @@ vocab 1,000, F32, 308 MB): a shape no test or shipped profile uses, kept here on
 Bars (issue 19): |error| <= 10% on TPOT P50 and E2E P50, <= 20% on TTFT P50, or the
 prediction inside the measurement's 95% CI; every row of every run. `--chrt` runs server,
 calibrate and client under `chrt -f 1` (the earlier runs on the shared box did).
+`--probe-again` reruns calibrate's probes on the same server after the three points and prices
+every pure-decode step of each point with both profiles (`llamacpp_step_pricing.price_point`):
+if the later probes price the load as well as the earlier ones misprice it, the host drifted
+between the probe phase and the points; if both misprice it alike, probes and load differ.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llamacpp_step_pricing import price_point, priced_error  # type: ignore[import-not-found]
+from llamacpp_steps import LAUNCH  # type: ignore[import-not-found]
 from ridgeline.calibrate.llama_server import LlamaServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +85,12 @@ def run(cmd: list[str], prio: list[str], **kw: Any) -> subprocess.CompletedProce
     return subprocess.run([*prio, *cmd], check=True, text=True, capture_output=True, **kw)
 
 
-def one_run(k: int, out: Path, binary: Path, prio: list[str]) -> dict[str, Any]:
+def launched_tasks(log: Path) -> int:
+    return sum(1 for line in log.read_text(errors="replace").splitlines() if LAUNCH.search(line))
+
+
+def one_run(k: int, out: Path, binary: Path, prio: list[str], probe_again: bool = False
+            ) -> dict[str, Any]:
     from ridgeline.calibrate.real_loop import capacity_req_s
     from ridgeline.sim.calibrated_profile import CalibrationProfile
 
@@ -103,9 +114,19 @@ def one_run(k: int, out: Path, binary: Path, prio: list[str]) -> dict[str, Any]:
                   "--prompt-words", str(PROMPT_WORDS), "--output", str(OUTPUT_TOKENS)]
         traces = [d / "pt-1-closed3.jsonl", d / f"pt-2-rate{rates[0]}.jsonl",
                   d / f"pt-3-rate{rates[1]}.jsonl"]
-        run([*client, "--closed", "3", "--seed", "1", "--out", str(traces[0])], prio)
-        run([*client, "--rate", str(rates[0]), "--seed", "2", "--out", str(traces[1])], prio)
-        run([*client, "--rate", str(rates[1]), "--seed", "3", "--out", str(traces[2])], prio)
+        point_args = (["--closed", "3", "--seed", "1"], ["--rate", str(rates[0]), "--seed", "2"],
+                      ["--rate", str(rates[1]), "--seed", "3"])
+        skips = []  # tasks the server launched before each point (its steps' slot ids)
+        for args, trace in zip(point_args, traces, strict=True):
+            skips.append(launched_tasks(d / "server.log"))
+            run([*client, *args, "--out", str(trace)], prio)
+        again = None
+        if probe_again:
+            # the same probes on the same server after the load: tells a probe-vs-load cost
+            # from a drift of the host between the probe phase and the points
+            run([ridgeline, "calibrate", "engine", "--base-url", base, "--config", str(config),
+                 "--slots", str(SLOTS), "--out", str(d / "profile-after.json")], prio)
+            again = CalibrationProfile.load(d / "profile-after.json")
     res = subprocess.run([ridgeline, "verify", "--calibration", str(d / "profile.json"),
                           *map(str, traces), "--closed-loop", "--json"],
                          text=True, capture_output=True, check=False)
@@ -120,10 +141,18 @@ def one_run(k: int, out: Path, binary: Path, prio: list[str]) -> dict[str, Any]:
         rows.append({k: r[k] for k in ("point", "metric", "predicted", "measured", "ci_low",
                                        "ci_high", "error", "in_ci")} | {"met": met})
     load = os.getloadavg()
+    pricing = {}
+    for name, p in (("before", prof), ("after", again)):
+        if p is not None:
+            pricing[name] = {"decode_step_ms": [round(1e3 * x, 2) for x in p.step_s[:SLOTS]],
+                             "steps_priced_error": [
+                                 round(priced_error(price_point(t, d / "server.log", p, k)), 4)
+                                 for t, k in zip(traces, skips, strict=True)]}
     return {"run": k, "started_unix": started, "calibrate_s": round(calib_s, 1),
             "capacity_req_s": cap, "rates_req_s": rates, "rows": rows,
             "rows_met": sum(r["met"] for r in rows), "loads": report["loads"],
-            "load_average_after": load, "dir": str(d)}
+            "load_average_after": load, "dir": str(d),
+            "pricing": pricing}
 
 
 def table(run_result: dict[str, Any]) -> str:
@@ -137,6 +166,10 @@ def table(run_result: dict[str, Any]) -> str:
                      f"{r['measured']:.3f} | [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | "
                      f"{r['error']:+.1%} | {'yes' if r['in_ci'] else 'no'} | "
                      f"{'met' if r['met'] else 'NOT met'} |")
+    for name, pr in run_result.get("pricing", {}).items():
+        lines.append(f"  probes {name} the points: T(1..{SLOTS}) ms {pr['decode_step_ms']}; "
+                     "pure-decode steps priced " +
+                     " / ".join(f"{e:+.1%}" for e in pr["steps_priced_error"]))
     for x in run_result["loads"]:
         lines.append(f"  {x['point']}: in flight {x['in_flight_predicted']:.2f} predicted vs "
                      f"{x['in_flight_measured']:.2f} measured; decoding "
@@ -150,6 +183,9 @@ def main() -> int:
     ap.add_argument("--out", default="/tmp/ridgeline-i19-flow", help="work folder")
     ap.add_argument("--chrt", action="store_true", help="run everything under chrt -f 1")
     ap.add_argument("--results", help="append the runs to this JSON file")
+    ap.add_argument("--probe-again", action="store_true",
+                    help="rerun calibrate's probes after the points, on the same server, and "
+                    "price the points' steps with both profiles")
     a = ap.parse_args()
     from ridgeline.calibrate.llama_server import find_llama_server
 
@@ -160,7 +196,7 @@ def main() -> int:
     out = Path(a.out)
     results = []
     for k in range(1, a.runs + 1):
-        r = one_run(k, out, binary, prio)
+        r = one_run(k, out, binary, prio, a.probe_again)
         print(table(r), flush=True)
         results.append(r)
     passed = all(r["rows_met"] == len(r["rows"]) for r in results)

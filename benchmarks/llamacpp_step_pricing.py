@@ -21,7 +21,31 @@ from pathlib import Path
 import numpy as np
 
 from llamacpp_steps import steps  # type: ignore[import-not-found]
+from ridgeline.sim.calibrated_profile import CalibrationProfile
 from ridgeline.sim.slots import split_equal_sequential
+
+
+def price_point(trace: Path, log: Path, prof: CalibrationProfile, skip: int | None = None
+                ) -> dict[tuple[int, int], list[tuple[float, float]]]:
+    """(measured, priced) seconds of every pure-decode step of a point, by (B, graphs)."""
+    n_ubatch = prof.scheduling.ubatch_tokens or 512
+    groups: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
+    for s in steps(trace, log, skip=skip):
+        if s["new"]:
+            continue
+        # llama-server adds decode tokens in slot order; the slot model's own split and price
+        graphs = split_equal_sequential([(slot, 1) for slot in sorted(s["decode_slots"])],
+                                        n_ubatch)
+        priced = prof.graphs_time_s(graphs, 0.0, float(sum(s["decode_contexts"])))
+        groups[(s["B"], len(graphs))].append((s["dt_s"], priced))
+    return groups
+
+
+def priced_error(groups: dict[tuple[int, int], list[tuple[float, float]]]) -> float:
+    """Summed priced over summed measured, minus 1, over every step of `groups`."""
+    measured = sum(m for g in groups.values() for m, _ in g)
+    priced = sum(p for g in groups.values() for _, p in g)
+    return priced / measured - 1
 
 
 def main() -> int:
@@ -31,19 +55,7 @@ def main() -> int:
     ap.add_argument("profile")
     ap.add_argument("--skip", type=int, default=None)
     a = ap.parse_args()
-    from ridgeline.sim.calibrated_profile import CalibrationProfile
-
-    prof = CalibrationProfile.load(a.profile)
-    n_ubatch = prof.scheduling.ubatch_tokens or 512
-    groups: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
-    for s in steps(Path(a.trace), Path(a.log), skip=a.skip):
-        if s["new"]:
-            continue
-        # llama-server adds decode tokens in slot order; the slot model's own split and price
-        graphs = split_equal_sequential([(slot, 1) for slot in sorted(s["decode_slots"])],
-                                        n_ubatch)
-        priced = prof.graphs_time_s(graphs, 0.0, float(sum(s["decode_contexts"])))
-        groups[(s["B"], len(graphs))].append((s["dt_s"], priced))
+    groups = price_point(Path(a.trace), Path(a.log), CalibrationProfile.load(a.profile), a.skip)
     tot_m = tot_p = 0.0
     print("B runs   n  measured ms (median)  priced ms (median)  sum error")
     for key in sorted(groups):
