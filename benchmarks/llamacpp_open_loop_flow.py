@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from llamacpp_step_pricing import price_point, priced_error  # type: ignore[import-not-found]
-from llamacpp_steps import LAUNCH  # type: ignore[import-not-found]
+from llamacpp_steps import launched_slots  # type: ignore[import-not-found]
 from ridgeline.calibrate.llama_server import LlamaServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,10 +85,6 @@ def run(cmd: list[str], prio: list[str], **kw: Any) -> subprocess.CompletedProce
     return subprocess.run([*prio, *cmd], check=True, text=True, capture_output=True, **kw)
 
 
-def launched_tasks(log: Path) -> int:
-    return sum(1 for line in log.read_text(errors="replace").splitlines() if LAUNCH.search(line))
-
-
 def one_run(k: int, out: Path, binary: Path, prio: list[str], probe_again: bool = False
             ) -> dict[str, Any]:
     from ridgeline.calibrate.real_loop import capacity_req_s
@@ -118,7 +114,7 @@ def one_run(k: int, out: Path, binary: Path, prio: list[str], probe_again: bool 
                       ["--rate", str(rates[1]), "--seed", "3"])
         skips = []  # tasks the server launched before each point (its steps' slot ids)
         for args, trace in zip(point_args, traces, strict=True):
-            skips.append(launched_tasks(d / "server.log"))
+            skips.append(len(launched_slots(d / "server.log")))
             run([*client, *args, "--out", str(trace)], prio)
         again = None
         if probe_again:

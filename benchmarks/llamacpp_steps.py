@@ -28,11 +28,15 @@ from pathlib import Path
 LAUNCH = re.compile(r"launch_slot_: id\s+(\d+) \| task (\d+)")
 
 
+def launched_slots(log: Path) -> list[int]:
+    """Slot of every task the server's log shows launched, in launch (= arrival) order."""
+    return [int(m.group(1)) for m in map(LAUNCH.search, log.read_text(errors="replace")
+                                         .splitlines()) if m]
+
+
 def slot_ids(log: Path, n: int, skip: int | None = None) -> list[int]:
-    """Slot of each of the last `n` tasks launched (launch order = arrival order), or of the
-    `n` after the first `skip`."""
-    ids = [int(m.group(1)) for m in map(LAUNCH.search, log.read_text(errors="replace")
-                                        .splitlines()) if m]
+    """Slot of each of the last `n` tasks launched, or of the `n` after the first `skip`."""
+    ids = launched_slots(log)
     return ids[-n:] if skip is None else ids[skip:skip + n]
 
 
