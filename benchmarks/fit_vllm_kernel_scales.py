@@ -9,7 +9,9 @@ own custom all-reduce over NVLink, not NCCL, and its decode attention is its own
   vLLM's steps;
 - allreduce_latency_scale: vLLM's NVLink all-reduce latency as a share of NCCL's alpha;
 - attention_decode_scale: vLLM's decode-attention bandwidth efficiency as a share of the one
-  carried from Vidur's A100 kernel (docs/model.md: 0.91 of HBM bandwidth on H100 by rule).
+  carried from Vidur's A100 kernel (docs/model.md: 0.91 of HBM bandwidth on H100 by rule);
+- attention_decode_grouped_scale: the same for grouped-query models only (more query heads
+  than KV heads per GPU), on GPUs whose attention is carried (`--grouped-grid`).
 
 All are picked from a grid by the mean ITL APE of the replay harness
 (benchmarks/bench_vllm_replay.py over shared/data/vllm-inference-perf, H100), with
@@ -18,6 +20,10 @@ is scored on it. The result goes into specs/data/kernels.json ("vllm"). The atte
 explored with --attention-grid (default: 1 only, not fitted): on this data it picks 1 and its
 leave-one-model-out CV degrades (docs/BENCHMARKS.md, "The p99 bars, round 2"), so the shipped
 catalog has no attention_decode_scale and --write leaves it out unless the grid explores it.
+The grouped axis is fitted (docs/BENCHMARKS.md, "Grouped-query decode attention on H100"):
+
+    .venv/bin/python benchmarks/fit_vllm_kernel_scales.py --run --floor-grid 0,0.25,0.5 \
+        --allreduce-grid 0.2 --grouped-grid 1,0.85,0.75,0.7,0.65,0.6,0.55 --write
 
     .venv/bin/python benchmarks/fit_vllm_kernel_scales.py --run          # ~30 s per point
     .venv/bin/python benchmarks/fit_vllm_kernel_scales.py --results DIR  # reuse grid runs
@@ -42,7 +48,9 @@ CATALOG = ROOT / "src" / "ridgeline" / "specs" / "data" / "kernels.json"
 FLOOR_GRID = (0.0, 0.25, 0.5, 0.75)
 ALLREDUCE_GRID = (0.2, 0.35)
 ATTENTION_GRID = (1.0,)
-Point = tuple[float, float, float]   # (floor_scale, allreduce_latency_scale, attention_decode)
+GROUPED_GRID = (1.0,)
+# (floor_scale, allreduce_latency_scale, attention_decode, attention_decode_grouped)
+Point = tuple[float, float, float, float]
 
 
 def _model(exp: str) -> str:
@@ -53,18 +61,21 @@ def _model(exp: str) -> str:
     raise ValueError(exp)
 
 
-def run_point(fs: float, ar: float, at: float, out: Path) -> None:
-    """One harness pass with the catalog's vLLM scales set to (fs, ar, at), on a copy of src."""
+def run_point(fs: float, ar: float, at: float, gq: float, out: Path, replications: int) -> None:
+    """One harness pass with the catalog's vLLM scales set to (fs, ar, at, gq), on a copy of
+    src."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "src"
         shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
         cat = json.loads(CATALOG.read_text())
         cat["vllm"] = {"floor_scale": {"value": fs}, "allreduce_latency_scale": {"value": ar},
-                       "attention_decode_scale": {"value": at}}
+                       "attention_decode_scale": {"value": at},
+                       "attention_decode_grouped_scale": {"value": gq}}
         (src / "ridgeline" / "specs" / "data" / "kernels.json").write_text(json.dumps(cat))
         env = dict(os.environ, PYTHONPATH=str(src))
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_vllm_replay.py"),
-                        "--no-step-fit", "--out", str(out)], cwd=ROOT, env=env, check=True,
+                        "--no-step-fit", "--replications", str(replications), "--out",
+                        str(out)], cwd=ROOT, env=env, check=True,
                        capture_output=True)
 
 
@@ -76,18 +87,30 @@ def main() -> None:
     ap.add_argument("--attention-grid", default=",".join(f"{x:g}" for x in ATTENTION_GRID),
                     help="comma list of attention_decode_scale values to explore (e.g. "
                          "1,0.85,0.7,0.6)")
+    ap.add_argument("--grouped-grid", default=",".join(f"{x:g}" for x in GROUPED_GRID),
+                    help="comma list of attention_decode_grouped_scale values (grouped-query "
+                         "decode attention only) to explore, e.g. 1,0.8,0.7,0.6")
+    ap.add_argument("--floor-grid", default=",".join(f"{x:g}" for x in FLOOR_GRID))
+    ap.add_argument("--allreduce-grid", default=",".join(f"{x:g}" for x in ALLREDUCE_GRID))
+    ap.add_argument("--replications", type=int, default=1,
+                    help="arrival draws per harness pass (ITL, the criterion, barely moves "
+                         "with the draw)")
     args = ap.parse_args()
     att_grid = tuple(float(x) for x in args.attention_grid.split(","))
+    gq_grid = tuple(float(x) for x in args.grouped_grid.split(","))
+    floor_grid = tuple(float(x) for x in args.floor_grid.split(","))
+    ar_grid = tuple(float(x) for x in args.allreduce_grid.split(","))
     args.results.mkdir(parents=True, exist_ok=True)
-    points: list[Point] = [(fs, ar, at) for at in att_grid for fs in FLOOR_GRID
-                           for ar in ALLREDUCE_GRID]
+    points: list[Point] = [(fs, ar, at, gq) for gq in gq_grid for at in att_grid
+                           for fs in floor_grid for ar in ar_grid]
     ape: dict[Point, dict[str, float]] = {}
-    for fs, ar, at in points:
-        path = args.results / f"grid_{fs}_{ar}_{at}.json"
+    for fs, ar, at, gq in points:
+        suffix = "" if gq == 1.0 else f"_g{gq}"
+        path = args.results / f"grid_{fs}_{ar}_{at}{suffix}_r{args.replications}.json"
         if args.run and not path.exists():
-            run_point(fs, ar, at, path)
+            run_point(fs, ar, at, gq, path, args.replications)
         runs = json.loads(path.read_text())["per_run"]["baseline"]
-        ape[(fs, ar, at)] = {exp: r["itl"] for exp, r in runs.items()}
+        ape[(fs, ar, at, gq)] = {exp: r["itl"] for exp, r in runs.items()}
     exps = sorted(next(iter(ape.values())))
     models = sorted({_model(e) for e in exps})
 
@@ -103,20 +126,25 @@ def main() -> None:
         folds[m] = {"floor_scale": pick[0], "allreduce_latency_scale": pick[1]}
         if len(att_grid) > 1:
             folds[m]["attention_decode_scale"] = pick[2]
+        if len(gq_grid) > 1:
+            folds[m]["attention_decode_grouped_scale"] = pick[3]
         held += [ape[pick][e] for e in exps if _model(e) == m]
-    print("| floor_scale | allreduce_latency_scale | attention_decode_scale | mean ITL APE | "
-          "median ITL APE |")
-    print("|---|---|---|---|---|")
+    print("| floor_scale | allreduce_latency_scale | attention_decode_scale | "
+          "attention_decode_grouped_scale | mean ITL APE | median ITL APE |")
+    print("|---|---|---|---|---|---|")
     for pt in points:
         v = list(ape[pt].values())
-        print(f"| {pt[0]:g} | {pt[1]:g} | {pt[2]:g} | {100 * np.mean(v):.1f}% | "
-              f"{100 * np.median(v):.1f}% |")
+        print(f"| {pt[0]:g} | {pt[1]:g} | {pt[2]:g} | {pt[3]:g} | {100 * np.mean(v):.2f}% | "
+              f"{100 * np.median(v):.2f}% |")
     att_name = " x attention_decode_scale" if len(att_grid) > 1 else ""
     att_vals = f" x {list(att_grid)}" if len(att_grid) > 1 else ""
+    if len(gq_grid) > 1:
+        att_name += " x attention_decode_grouped_scale"
+        att_vals += f" x {list(gq_grid)}"
     fit = {"files": ["shared/data/vllm-inference-perf (16 experiments, H100 SXM)"],
            "rows": len(exps), "date": dt.date.today().isoformat(),
            "method": f"grid floor_scale x allreduce_latency_scale{att_name} = "
-                     f"{list(FLOOR_GRID)} x {list(ALLREDUCE_GRID)}{att_vals}, "
+                     f"{list(floor_grid)} x {list(ar_grid)}{att_vals}, "
                      "min mean ITL APE of benchmarks/bench_vllm_replay.py --no-step-fit",
            "residual": {"median_ape": round(float(np.median(train)), 4),
                         "mean_ape": round(float(np.mean(train)), 4)},
@@ -134,6 +162,8 @@ def main() -> None:
             "allreduce_latency_scale": {"value": best[1], "_fit": fit}}
         if len(att_grid) > 1:   # only a fitted attention scale ships
             cat["vllm"]["attention_decode_scale"] = {"value": best[2], "_fit": fit}
+        if len(gq_grid) > 1:
+            cat["vllm"]["attention_decode_grouped_scale"] = {"value": best[3], "_fit": fit}
         CATALOG.write_text(json.dumps(cat, indent=1) + "\n")
         print(f"wrote {CATALOG}")
 

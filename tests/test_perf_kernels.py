@@ -32,7 +32,8 @@ def _per_layer_us(model: str, hardware: str, tp: int, work: BatchWork,
     par = Parallelism(tp=tp)
     spec = load_model(model)
     table = build_table(spec, pr, par, 1.0, 0.0)
-    prof = replace(kernels.load_profile(hardware), floor_scale=1.0, attention_decode_scale=1.0)
+    prof = replace(kernels.load_profile(hardware), floor_scale=1.0, attention_decode_scale=1.0,
+                   attention_decode_grouped_scale=1.0)
     comp, mem = kernels.time_rows(table, hw, pr, prof)
     m = RooflineStepTime(spec, replace(hw, kernel_profile=""), pr, par)
     v, _ = m.work_vars(work)
@@ -302,3 +303,31 @@ def test_attention_carries_to_other_gpus_relative_to_their_gemm_fit() -> None:
     assert kernels.attention_efficiencies(a100_vidur, load_hardware("a100-80gb")) == (
         att["attention_prefill"]["compute_efficiency"],
         att["attention_decode"]["bandwidth_efficiency"])
+
+
+def _decode_kv_read_s_per_token(model: str, hardware: str, tp: int) -> float:
+    """Seconds per cached token the decode-attention row charges (all layers)."""
+    hw = load_hardware(hardware)
+    pr = resolve_precision("bf16", None, "bf16")
+    table = build_table(load_model(model), pr, Parallelism(tp=tp), 1.0, 0.0)
+    _, mem = kernels.time_rows(table, hw, pr, kernels.load_profile(hardware))
+    return float(mem[table.names.index("attn_decode"), VAR["dc"]])
+
+
+def test_grouped_decode_attention_takes_the_vllm_fit_where_attention_is_carried() -> None:
+    """The KV read of a decode step, by hand: llama-3.1-70b at TP 2 holds 4 of 8 KV heads per
+    GPU, 2 x 4 x 128 x 2 B = 2,048 B per token per layer over 80 layers; llama-2-7b (MHA) at
+    TP 1 32 heads, 16,384 B over 32 layers. On H100 (attention carried from A100) the grouped
+    one streams at the carried efficiency x the fitted grouped-query scale, the MHA one at the
+    carried efficiency; on A100, where the kernel was measured, neither is scaled."""
+    grouped = kernels.kernel_catalog()["vllm"]["attention_decode_grouped_scale"]["value"]
+    assert 0.0 < grouped < 1.0
+    for hardware in ("h100-sxm", "a100-80gb"):
+        hw = load_hardware(hardware)
+        _, e_dec = kernels.attention_efficiencies(kernels.load_profile(hardware), hw)
+        scale = grouped if hardware == "h100-sxm" else 1.0
+        bw = hw.memory_bandwidth_bytes_s
+        assert _decode_kv_read_s_per_token("llama-3.1-70b", hardware, 2) == pytest.approx(
+            2048 * 80 / (bw * e_dec * scale))
+        assert _decode_kv_read_s_per_token("llama-2-7b", hardware, 1) == pytest.approx(
+            16384 * 32 / (bw * e_dec))

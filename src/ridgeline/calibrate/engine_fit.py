@@ -10,6 +10,10 @@ simulator setup of the same model, GPU and flags. The fit:
    of a request, so no re-simulation: a grid search over (fixed seconds, steps) for the
    lowest mean APE of TTFT and E2E mean/p90/p99 over the runs, each APE capped at 100% (a
    run that queues away in the simulation cannot be mended by a shift and must not pull it).
+   Where the engine's scheduling lag is known by structure (`SCHEDULING_LAG_STEPS`: vLLM V1,
+   one step) the steps are that and only the seconds are searched: fitted freely, the two
+   trade against each other on runs whose steps are alike (three TP > 1 models at 15-21 ms
+   picked 0.5 ms + 1.475 steps where all four pick 7 ms + 1.05).
 
 `fit_engine_costs` returns the values, the training residual (the mean APE per metric) and
 `cross_validate` the leave-one-group-out scores (fit on every family but one, score it).
@@ -95,10 +99,11 @@ def fit_step_overhead(runs: Sequence[InferencePerfRun], build: BuildFn,
     return max(0.0, round(x, 4))   # 0.1 ms steps: CV folds share cached replays
 
 
-def fit_request_overhead(runs: Sequence[InferencePerfRun], preds: Sequence[Prediction]
-                         ) -> tuple[float, float]:
+def fit_request_overhead(runs: Sequence[InferencePerfRun], preds: Sequence[Prediction],
+                         lag_steps: float | None = None) -> tuple[float, float]:
     """(fixed seconds, steps) minimising the mean APE of TTFT and E2E mean/p90/p99: a coarse
-    grid, then a finer one around its best point."""
+    grid, then a finer one around its best point; with `lag_steps` the steps are that and
+    only the seconds are searched."""
     acts = [actual_values(r) for r in runs]
 
     def loss(c: float, k: float) -> float:
@@ -119,6 +124,10 @@ def fit_request_overhead(runs: Sequence[InferencePerfRun], preds: Sequence[Predi
                     best = (x, float(c), float(k))
         return best
 
+    if lag_steps is not None:
+        _, c, k = search(np.arange(0.0, OVERHEAD_GRID_S[-1] + 1e-9, 0.0005),
+                         np.array([lag_steps]))
+        return round(c, 6), round(k, 4)
     _, c, k = search(OVERHEAD_GRID_S[::2], OVERHEAD_STEPS_GRID[::2])
     _, c, k = search(np.clip(c + np.arange(-0.002, 0.00201, 0.0005), 0, None),
                      np.clip(k + np.arange(-0.1, 0.1001, 0.025), 0, None))
@@ -139,11 +148,12 @@ def score_runs(runs: Sequence[InferencePerfRun], build: BuildFn, values: dict[st
 
 def fit_engine_costs(runs: Sequence[InferencePerfRun], build: BuildFn,
                      cache: dict[tuple[str, float], Prediction] | None = None,
-                     fit_step: bool = True, replications: int = REPLICATIONS) -> FitResult:
+                     fit_step: bool = True, replications: int = REPLICATIONS,
+                     lag_steps: float | None = None) -> FitResult:
     cache = {} if cache is None else cache
     step_s = fit_step_overhead(runs, build, cache, replications) if fit_step else 0.0
     preds = _replays(runs, build, step_s, cache, replications)
-    c0, k = fit_request_overhead(runs, preds)
+    c0, k = fit_request_overhead(runs, preds, lag_steps)
     values = {"request_overhead_s": c0, "request_overhead_steps": k, "step_overhead_s": step_s}
     per_run = score_runs(runs, build, values, cache, replications)
     train = {m: float(np.mean([per_run[r.name][m] for r in runs])) for m in METRICS}
@@ -152,7 +162,8 @@ def fit_engine_costs(runs: Sequence[InferencePerfRun], build: BuildFn,
 
 def cross_validate(runs: Sequence[InferencePerfRun], build: BuildFn,
                    cache: dict[tuple[str, float], Prediction] | None = None,
-                   fit_step: bool = True, replications: int = REPLICATIONS
+                   fit_step: bool = True, replications: int = REPLICATIONS,
+                   lag_steps: float | None = None
                    ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
     """Leave one model family out: {run: APEs of the held-out prediction}, {family: values}."""
     cache = {} if cache is None else cache
@@ -162,7 +173,7 @@ def cross_validate(runs: Sequence[InferencePerfRun], build: BuildFn,
     for fam in families:
         train = [r for r in runs if r.family != fam]
         test = [r for r in runs if r.family == fam]
-        fit = fit_engine_costs(train, build, cache, fit_step, replications)
+        fit = fit_engine_costs(train, build, cache, fit_step, replications, lag_steps)
         fold_values[fam] = fit.values
         scores.update(score_runs(test, build, fit.values, cache, replications))
     return scores, fold_values
@@ -232,16 +243,26 @@ def fit_engine_document(runs: Sequence[Any], build: BuildFn, engine: str, data_l
                         ) -> tuple[dict[str, Any], FitResult, dict[str, dict[str, float]]]:
     """Fit on all runs, cross-validate leaving one model family out (when there are two or
     more), and build the catalog document with provenance. Each replay averages
-    `replications` arrival draws (`ridgeline.calibrate.replay`)."""
+    `replications` arrival draws (`ridgeline.calibrate.replay`); the engine's scheduling lag
+    in steps is its structural value where known (`SCHEDULING_LAG_STEPS`), else fitted."""
+    from ridgeline.sim.engine_costs import SCHEDULING_LAG_STEPS
+
     cache = {} if cache is None else cache
-    fit = fit_engine_costs(runs, build, cache, fit_step, replications)
+    lag = SCHEDULING_LAG_STEPS.get(engine)
+    fit = fit_engine_costs(runs, build, cache, fit_step, replications, lag)
+    if lag is not None:
+        fit.notes.append(f"request_overhead_steps: {lag:g}, {engine}'s scheduling lag by "
+                         "structure (not fitted)")
     if len({r.family for r in runs}) >= 2:
-        cv, folds = cross_validate(runs, build, cache, fit_step, replications)
+        cv, folds = cross_validate(runs, build, cache, fit_step, replications, lag)
     else:
         cv, folds = fit.per_run, {}
         fit.notes.append("one model family: no cross-validation (the cv figures are the "
                          "training ones)")
     prov = provenance(runs, fit, cv, data_label, replications)
+    if lag is not None:
+        prov["not_fitted"] = {"request_overhead_steps": f"{lag:g}: {engine}'s scheduling lag "
+                              "by structure (ridgeline.sim.engine_costs.SCHEDULING_LAG_STEPS)"}
     return catalog_document(engine, fit, prov, folds), fit, cv
 
 

@@ -98,6 +98,10 @@ class KernelProfile:
     # A100 kernel; explored on the same runs (fit_vllm_kernel_scales.py --attention-grid), it
     # ships only when fitted: the catalog has none (the fit kept 1, docs/BENCHMARKS.md).
     attention_decode_scale: float = 1.0
+    # vLLM's grouped-query decode attention (more query heads than KV heads per GPU) on a GPU
+    # whose attention is carried from another part, as a share of the carried efficiency: the
+    # profiled part's own kernel (A100, FlashAttention-2, as vLLM runs there) keeps 1.
+    attention_decode_grouped_scale: float = 1.0
     # GEMM fit of the part attention was profiled on (A100): attention efficiencies carry to
     # another GPU relative to that GPU's own GEMM efficiencies.
     attention_gemm_ref: dict[str, Any] | None = None
@@ -155,7 +159,9 @@ def load_profile(name: str) -> KernelProfile:
         allreduce_latency_scale=float(
             vllm.get("allreduce_latency_scale", {}).get("value", 1.0)),
         attention_decode_scale=float(
-            vllm.get("attention_decode_scale", {}).get("value", 1.0)))
+            vllm.get("attention_decode_scale", {}).get("value", 1.0)),
+        attention_decode_grouped_scale=1.0 if hw["kernels"] == attn.get("profiled_on", "a100")
+        else float(vllm.get("attention_decode_grouped_scale", {}).get("value", 1.0)))
 
 
 def profile_for(hardware: HardwareSpec) -> KernelProfile | None:
@@ -241,6 +247,8 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
         elif kind == ATTENTION:  # decode
             comp[j] = f / (c_attn * e_pre)
             e = e_dec
+            if table.query_heads_per_kv_head > 1.0:
+                e = min(e * prof.attention_decode_grouped_scale, 1.0)
             mem[j] = d / (bw * e)
             # Per-sequence work (new KV write, Q in, O out, scheduling of the sequence's
             # blocks) as the fitted number of KV-token reads (dc's bytes per token).
@@ -299,6 +307,10 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
         fit = vllm["floor_scale"]["_fit"]
         att = (f"decode attention at {prof.attention_decode_scale:g} x the carried bandwidth "
                "efficiency; " if "attention_decode_scale" in vllm else "")
+        if "attention_decode_grouped_scale" in vllm:
+            att += (f"grouped-query decode attention at {prof.attention_decode_grouped_scale:g} "
+                    "x the carried bandwidth efficiency (1 on the part attention was profiled "
+                    "on); ")
         out.append(f"vLLM steps (CUDA graphs): {prof.floor_scale:g} x the fitted floors; "
                    f"NVLink all-reduce latency {prof.allreduce_latency_scale:g} x NCCL's "
                    f"(custom all-reduce); {att}fitted on {fit['files'][0]}, {fit['date']}: ITL "

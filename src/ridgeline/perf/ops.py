@@ -87,6 +87,9 @@ class OpTable:
     drivers: list[str] = field(default_factory=list)  # each op's indicator variable
     in_dims: np.ndarray = field(default_factory=lambda: np.zeros(0))  # GEMM k (0: not a GEMM)
     out_dims: np.ndarray = field(default_factory=lambda: np.zeros(0))  # GEMM n per GPU
+    # Query heads per KV head on one GPU (1: MHA, or MLA's own kernels): grouped (GQA) decode
+    # attention is priced with its own fitted bandwidth scale (perf/kernels.py).
+    query_heads_per_kv_head: float = 1.0
 
 
 def _linear(name: str, in_dim: float, out_dim: float, layers: int, b_w: float, b_a: float,
@@ -321,4 +324,6 @@ def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
                    flops=flops, bytes=byts, kernels=kern, comm_s=comm, comm_terms=terms,
                    drivers=[o.driver for o in ops],
                    in_dims=np.array([o.in_dim for o in ops], dtype=np.float64),
-                   out_dims=np.array([o.out_dim for o in ops], dtype=np.float64))
+                   out_dims=np.array([o.out_dim for o in ops], dtype=np.float64),
+                   query_heads_per_kv_head=1.0 if model.is_mla else
+                   (model.num_heads // parallel.tp) / kv_heads_per_gpu(model, parallel.tp))
