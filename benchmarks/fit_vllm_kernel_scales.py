@@ -70,7 +70,8 @@ def run_point(fs: float, ar: float, at: float, gq: float, out: Path, replication
         cat = json.loads(CATALOG.read_text())
         cat["vllm"] = {"floor_scale": {"value": fs}, "allreduce_latency_scale": {"value": ar},
                        "attention_decode_scale": {"value": at},
-                       "attention_decode_grouped_scale": {"value": gq}}
+                       "attention_decode_grouped_scale": {"value": gq,
+                                                          "kernel_profiles": ["h100"]}}
         (src / "ridgeline" / "specs" / "data" / "kernels.json").write_text(json.dumps(cat))
         env = dict(os.environ, PYTHONPATH=str(src))
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_vllm_replay.py"),
@@ -163,7 +164,10 @@ def main() -> None:
         if len(att_grid) > 1:   # only a fitted attention scale ships
             cat["vllm"]["attention_decode_scale"] = {"value": best[2], "_fit": fit}
         if len(gq_grid) > 1:
-            cat["vllm"]["attention_decode_grouped_scale"] = {"value": best[3], "_fit": fit}
+            # the kernel profile of the runs' GPU: where the scale was fitted, it applies
+            prof = cat["hardware"].get("h100-sxm", cat["default_hardware"])["kernels"]
+            cat["vllm"]["attention_decode_grouped_scale"] = {
+                "value": best[3], "kernel_profiles": [prof], "_fit": fit}
         CATALOG.write_text(json.dumps(cat, indent=1) + "\n")
         print(f"wrote {CATALOG}")
 

@@ -48,7 +48,11 @@ def harness_with(scales: dict[str, float], out: Path) -> dict[str, Any]:
         src = Path(tmp) / "src"
         shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
         cat = json.loads(CATALOG.read_text())
+        grouped = cat["vllm"].get("attention_decode_grouped_scale", {})
         cat["vllm"] = {k: {"value": v} for k, v in scales.items()}
+        if "attention_decode_grouped_scale" in cat["vllm"]:
+            cat["vllm"]["attention_decode_grouped_scale"]["kernel_profiles"] = \
+                grouped.get("kernel_profiles", [])
         (src / "ridgeline" / "specs" / "data" / "kernels.json").write_text(json.dumps(cat))
         env = dict(os.environ, PYTHONPATH=str(src))
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_vllm_replay.py"),

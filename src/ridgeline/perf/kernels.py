@@ -98,9 +98,10 @@ class KernelProfile:
     # A100 kernel; explored on the same runs (fit_vllm_kernel_scales.py --attention-grid), it
     # ships only when fitted: the catalog has none (the fit kept 1, docs/BENCHMARKS.md).
     attention_decode_scale: float = 1.0
-    # vLLM's grouped-query decode attention (more query heads than KV heads per GPU) on a GPU
-    # whose attention is carried from another part, as a share of the carried efficiency: the
-    # profiled part's own kernel (A100, FlashAttention-2, as vLLM runs there) keeps 1.
+    # vLLM's grouped-query decode attention (more query heads than KV heads per GPU) as a
+    # share of the efficiency carried from A100, on the kernel profiles it was fitted on
+    # (kernels.json "vllm" names them: H100's, which Hopper and the parts without data take);
+    # the others (A100's own FlashAttention-2 measurement, A40/L40S) keep 1.
     attention_decode_grouped_scale: float = 1.0
     # GEMM fit of the part attention was profiled on (A100): attention efficiencies carry to
     # another GPU relative to that GPU's own GEMM efficiencies.
@@ -146,6 +147,7 @@ def load_profile(name: str) -> KernelProfile:
     attn = cat["attention"]
     vllm = cat.get("vllm", {})
     ref = cat["profiles"][attn.get("profiled_on", "a100")]["gemm"]
+    grouped = vllm.get("attention_decode_grouped_scale", {})
     return KernelProfile(
         hardware=name, kernels=hw["kernels"], topology=hw["topology"], rule=hw["rule"],
         gemm=prof["gemm"], vector=prof["vector"],
@@ -160,8 +162,8 @@ def load_profile(name: str) -> KernelProfile:
             vllm.get("allreduce_latency_scale", {}).get("value", 1.0)),
         attention_decode_scale=float(
             vllm.get("attention_decode_scale", {}).get("value", 1.0)),
-        attention_decode_grouped_scale=1.0 if hw["kernels"] == attn.get("profiled_on", "a100")
-        else float(vllm.get("attention_decode_grouped_scale", {}).get("value", 1.0)))
+        attention_decode_grouped_scale=float(grouped.get("value", 1.0))
+        if hw["kernels"] in grouped.get("kernel_profiles", ()) else 1.0)
 
 
 def profile_for(hardware: HardwareSpec) -> KernelProfile | None:
@@ -308,9 +310,10 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
         att = (f"decode attention at {prof.attention_decode_scale:g} x the carried bandwidth "
                "efficiency; " if "attention_decode_scale" in vllm else "")
         if "attention_decode_grouped_scale" in vllm:
+            kp = ", ".join(vllm["attention_decode_grouped_scale"].get("kernel_profiles", []))
             att += (f"grouped-query decode attention at {prof.attention_decode_grouped_scale:g} "
-                    "x the carried bandwidth efficiency (1 on the part attention was profiled "
-                    "on); ")
+                    f"x the carried bandwidth efficiency (fitted for the {kp} kernel profile; "
+                    "1 on the others); ")
         out.append(f"vLLM steps (CUDA graphs): {prof.floor_scale:g} x the fitted floors; "
                    f"NVLink all-reduce latency {prof.allreduce_latency_scale:g} x NCCL's "
                    f"(custom all-reduce); {att}fitted on {fit['files'][0]}, {fit['date']}: ITL "
