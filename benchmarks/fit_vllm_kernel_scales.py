@@ -22,8 +22,8 @@ leave-one-model-out CV degrades (docs/BENCHMARKS.md, "The p99 bars, round 2"), s
 catalog has no attention_decode_scale and --write leaves it out unless the grid explores it.
 The grouped axis is fitted (docs/BENCHMARKS.md, "Grouped-query decode attention on H100"):
 
-    .venv/bin/python benchmarks/fit_vllm_kernel_scales.py --run --floor-grid 0,0.25,0.5 \
-        --allreduce-grid 0.2 --grouped-grid 1,0.85,0.75,0.7,0.65,0.6,0.55 --write
+    .venv/bin/python benchmarks/fit_vllm_kernel_scales.py --run --floor-grid 0.25,0.5 \
+        --allreduce-grid 0,0.1,0.2 --grouped-grid 1,0.85,0.75,0.7,0.65,0.6,0.55 --write
 
     .venv/bin/python benchmarks/fit_vllm_kernel_scales.py --run          # ~30 s per point
     .venv/bin/python benchmarks/fit_vllm_kernel_scales.py --results DIR  # reuse grid runs

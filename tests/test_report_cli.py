@@ -216,3 +216,29 @@ def test_report_includes_the_advice_of_ridgeline_advise(tmp_path):
     shown = html.unescape(re.sub(r"<[^>]+>", " ", inline)).split()
     printed = [w for w in cli.stdout.split() if w != "•"]  # rich draws bullets as •
     assert shown == printed
+
+
+def test_a_per_step_engine_cost_is_in_the_ops_and_in_the_report(tmp_path):
+    """An engine costs file with 0.4 ms per step (as `calibrate fit` can write): the CLI's
+    TPOT carries it, its `--ops` rows still sum to the TPOT (the cost is its own row, on no
+    operator), and the report's and the UI's estimate (estimate_view) give the same numbers.
+    The shipped vLLM file fits 0 per step, which hid both."""
+    from ridgeline.report.estimate_view import estimate_view
+
+    costs = tmp_path / "engine.json"
+    costs.write_text(json.dumps({"engine": "mine", "costs": {
+        "request_overhead_s": {"value": 0.0, "unit": "s"},
+        "request_overhead_steps": {"value": 0.0, "unit": "steps"},
+        "step_overhead_s": {"value": 0.0004, "unit": "s"}}}))
+    args = ("estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "32",
+            "--ops", "--json")
+    with_cost = json.loads(run(*args, "--engine", str(costs)).stdout)
+    gpu_only = json.loads(run(*args, "--no-engine-costs").stdout)
+    tpot = with_cost["result"]["tpot_s"]
+    assert tpot == pytest.approx(gpu_only["result"]["tpot_s"] + 0.0004, rel=1e-9)
+    rows = with_cost["ops"]["decode"]
+    assert sum(r["time_s"] for r in rows) == pytest.approx(tpot, rel=1e-9)
+    assert [r["time_s"] for r in rows if r["kind"] == "engine"] == [pytest.approx(0.0004)]
+    v = estimate_view("llama-3.1-8b", "h100-sxm", batch=32, engine=str(costs))
+    assert v["result"]["tpot_s"] == tpot
+    assert v["ops"]["decode"] == rows

@@ -247,6 +247,12 @@ def op_rows(bd: StepBreakdown, hardware_ridge: float) -> list[dict[str, Any]]:
         rows.append({"op": "communication", "kind": "comm", "num_layers": 0, "flops": 0.0,
                      "bytes": 0.0, "time_s": float(bd.comm_s),
                      "time_fraction": float(bd.comm_s) / total, "bound": "communication"})
+    # The engine's per-step CPU terms (engine costs) are in the total, on no operator.
+    engine_s = total - float(np.sum(bd.time_s)) - float(bd.comm_s)
+    if engine_s > 1e-12 * max(total, 1.0):
+        rows.append({"op": "engine CPU per step", "kind": "engine", "num_layers": 0,
+                     "flops": 0.0, "bytes": 0.0, "time_s": engine_s,
+                     "time_fraction": engine_s / total, "bound": "cpu"})
     return rows
 
 

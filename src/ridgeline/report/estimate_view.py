@@ -85,8 +85,11 @@ def estimate_view(model: str | ModelSpec, hardware: str | HardwareSpec, *,
                   activations: str | None = None, tp: int = 1, pp: int = 1,
                   ep: int = 1, batch: float = 32, prompt: float = 1024, output: float = 256,
                   prefix: float = 0, context: float | None = None,
-                  gpu_memory_utilization: float = 0.9) -> dict[str, Any]:
-    """`estimate --json --ops` for one configuration, plus `roofline` (see roofline_data)."""
+                  gpu_memory_utilization: float = 0.9, engine: str = "vllm",
+                  engine_costs: bool = True) -> dict[str, Any]:
+    """`estimate --json --ops` for one configuration, plus `roofline` (see roofline_data);
+    with the engine's per-step costs as `estimate` applies them (`engine_costs=False`: the
+    GPU work only)."""
     from ridgeline.perf.estimate import (
         decode_work,
         estimate,
@@ -105,7 +108,10 @@ def estimate_view(model: str | ModelSpec, hardware: str | HardwareSpec, *,
     precision = resolve_model_precision(spec, weights, kv, activations)
     parallel = Parallelism(tp=tp, pp=pp, ep=ep).validate(spec)
     hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
-    m = RooflineStepTime(spec, hw, precision, parallel)
+    from ridgeline.sim.engine_costs import load_engine_costs
+
+    costs = load_engine_costs(engine) if engine_costs else None
+    m = RooflineStepTime(spec, hw, precision, parallel, engine_costs=costs)
     r = estimate(m, batch, prompt, output, prefix, context, gpu_memory_utilization)
     scalar = {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
     const = model_constants(m)
