@@ -158,3 +158,22 @@ def test_summarize_equals_the_sort_copy_version(n: int) -> None:
         p = next(p for p in d.percentiles.values() if p.q == q)
         assert (p.value, (p.ci_low, p.ci_high)) == want[q]
     assert not np.isfinite(x).all()  # the input is left as it was
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 3, 4, 8])
+def test_sort_in_place_is_numpy_sort_bit_for_bit(monkeypatch, cpus: int) -> None:
+    """The parallel sort (a partition at the parts' edges, the parts sorted in threads)
+    leaves exactly what ``ndarray.sort`` leaves: ties, NaNs (sorted last) and sizes that do
+    not divide by the part count included."""
+    from ridgeline.metrics import distribution
+
+    monkeypatch.setattr(distribution, "PARALLEL_SORT_MIN", 1000)
+    monkeypatch.setattr(distribution, "_usable_cpus", lambda: cpus)
+    rng = np.random.default_rng(cpus)
+    for n in (999, 1000, 4001, 50_003):
+        x = np.round(rng.lognormal(2.0, 1.0, n), 1)   # many ties
+        x[rng.integers(0, n, n // 50)] = np.nan
+        want = np.sort(x)
+        got = x.copy()
+        distribution.sort_in_place(got)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)), (cpus, n)

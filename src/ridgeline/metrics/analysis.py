@@ -23,6 +23,7 @@ from ridgeline.metrics.distribution import (
     STD_LEAF,
     Distribution,
     _clean,
+    sort_in_place,
     sorted_finite,
     summarize_sorted,
 )
@@ -607,7 +608,7 @@ def analyze(
                     rs.regroup = _Regroup(trace, np.flatnonzero(pop)[idx], per_token)
                     del idx
                     xs = rs.values
-                    xs.sort()
+                    sort_in_place(xs)
                 else:
                     xs = sorted_finite(rs.values)
             shrink = key == "itl_per_token_ms"
