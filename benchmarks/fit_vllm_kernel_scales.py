@@ -40,8 +40,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from bench_vllm_replay import HARDWARE  # type: ignore[import-not-found]
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "src" / "ridgeline" / "specs" / "data" / "kernels.json"
@@ -61,23 +64,35 @@ def _model(exp: str) -> str:
     raise ValueError(exp)
 
 
-def run_point(fs: float, ar: float, at: float, gq: float, out: Path, replications: int) -> None:
-    """One harness pass with the catalog's vLLM scales set to (fs, ar, at, gq), on a copy of
-    src."""
+def grouped_kernel_profiles(cat: dict[str, Any]) -> list[str]:
+    """The kernel profile of the runs' GPU (H100 SXM): where the grouped scale is fitted, and
+    so where it applies."""
+    return [cat["hardware"].get(HARDWARE, cat["default_hardware"])["kernels"]]
+
+
+def harness_pass(scales: dict[str, float], out: Path, harness_args: list[str]) -> None:
+    """bench_vllm_replay.py (with `harness_args`, writing `out`) on a copy of src whose
+    catalog's "vllm" section holds `scales` (scale name -> value)."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "src"
         shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
         cat = json.loads(CATALOG.read_text())
-        cat["vllm"] = {"floor_scale": {"value": fs}, "allreduce_latency_scale": {"value": ar},
-                       "attention_decode_scale": {"value": at},
-                       "attention_decode_grouped_scale": {"value": gq,
-                                                          "kernel_profiles": ["h100"]}}
+        cat["vllm"] = {k: {"value": v} for k, v in scales.items()}
+        if "attention_decode_grouped_scale" in cat["vllm"]:
+            cat["vllm"]["attention_decode_grouped_scale"]["kernel_profiles"] = \
+                grouped_kernel_profiles(cat)
         (src / "ridgeline" / "specs" / "data" / "kernels.json").write_text(json.dumps(cat))
         env = dict(os.environ, PYTHONPATH=str(src))
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_vllm_replay.py"),
-                        "--no-step-fit", "--replications", str(replications), "--out",
-                        str(out)], cwd=ROOT, env=env, check=True,
+                        *harness_args, "--out", str(out)], cwd=ROOT, env=env, check=True,
                        capture_output=True)
+
+
+def run_point(fs: float, ar: float, at: float, gq: float, out: Path, replications: int) -> None:
+    """One harness pass, no engine costs, with the vLLM scales set to (fs, ar, at, gq)."""
+    harness_pass({"floor_scale": fs, "allreduce_latency_scale": ar,
+                  "attention_decode_scale": at, "attention_decode_grouped_scale": gq},
+                 out, ["--no-step-fit", "--replications", str(replications)])
 
 
 def main() -> None:
@@ -164,10 +179,8 @@ def main() -> None:
         if len(att_grid) > 1:   # only a fitted attention scale ships
             cat["vllm"]["attention_decode_scale"] = {"value": best[2], "_fit": fit}
         if len(gq_grid) > 1:
-            # the kernel profile of the runs' GPU: where the scale was fitted, it applies
-            prof = cat["hardware"].get("h100-sxm", cat["default_hardware"])["kernels"]
             cat["vllm"]["attention_decode_grouped_scale"] = {
-                "value": best[3], "kernel_profiles": [prof], "_fit": fit}
+                "value": best[3], "kernel_profiles": grouped_kernel_profiles(cat), "_fit": fit}
         CATALOG.write_text(json.dumps(cat, indent=1) + "\n")
         print(f"wrote {CATALOG}")
 

@@ -17,9 +17,6 @@ scores) and writes benchmarks/results_vllm_nested_cv.json.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,38 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from fit_vllm_kernel_scales import CATALOG, _model, harness_pass  # type: ignore[import-not-found]
+
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG = ROOT / "src" / "ridgeline" / "specs" / "data" / "kernels.json"
 SHIPPED = ROOT / "benchmarks" / "results_vllm_replay.json"
 OUT = ROOT / "benchmarks" / "results_vllm_nested_cv.json"
 SCALES = ("floor_scale", "allreduce_latency_scale", "attention_decode_grouped_scale")
 METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99", "itl")
-
-
-def _model(exp: str) -> str:
-    for key in ("llama-2-70b", "llama-2-7b", "mixtral", "codellama"):
-        if key in exp:
-            return key
-    raise ValueError(exp)
-
-
-def harness_with(scales: dict[str, float], out: Path) -> dict[str, Any]:
-    """bench_vllm_replay.py on a copy of src whose catalog holds `scales`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "src"
-        shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
-        cat = json.loads(CATALOG.read_text())
-        grouped = cat["vllm"].get("attention_decode_grouped_scale", {})
-        cat["vllm"] = {k: {"value": v} for k, v in scales.items()}
-        if "attention_decode_grouped_scale" in cat["vllm"]:
-            cat["vllm"]["attention_decode_grouped_scale"]["kernel_profiles"] = \
-                grouped.get("kernel_profiles", [])
-        (src / "ridgeline" / "specs" / "data" / "kernels.json").write_text(json.dumps(cat))
-        env = dict(os.environ, PYTHONPATH=str(src))
-        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_vllm_replay.py"),
-                        "--out", str(out)], cwd=ROOT, env=env, check=True,
-                       capture_output=True)
-    return dict(json.loads(out.read_text()))
 
 
 def main() -> int:
@@ -75,7 +47,9 @@ def main() -> int:
                 res, how = shipped, "the shipped scales (results_vllm_replay.json)"
             else:
                 print(f"fold without {model}: harness with {scales} ...", flush=True)
-                res, how = harness_with(scales, Path(tmp) / f"{model}.json"), "own pass"
+                out = Path(tmp) / f"{model}.json"
+                harness_pass(scales, out, [])
+                res, how = json.loads(out.read_text()), "own pass"
             held = {n: v for n, v in res["per_run"]["cv"].items() if _model(n) == model}
             nested.update(held)
             fold_runs[model] = {"kernel_scales": scales, "engine_costs":
