@@ -89,7 +89,7 @@ def test_overloaded_run_decodes_at_the_measured_step() -> None:
     26.79 ms (summary: (E2E mean 158.99 s - TTFT mean 120.17 s) / (1450.2 - 1)) and the queue
     grows, E2E mean 158.99 s. The GQA decode kernel at that size streams the KV far below the
     bandwidth carried from A100: without the fitted grouped-query scale the replay decodes
-    13% fast and queues half as long (E2E -53%, docs/BENCHMARKS.md)."""
+    13% fast and queues half as long (E2E -55%, docs/BENCHMARKS.md)."""
     from ridgeline.sim.scenario import Built, Scenario
 
     r = load_run(REASONING)
