@@ -89,6 +89,28 @@ def test_simulate_returns_latency_vs_load_with_cis(client):
         assert p["throughput_req_s"] > 0
 
 
+def test_simulate_is_the_cli_simulate_with_its_engine_costs(client):
+    """The UI's sweep point is `ridgeline simulate` at that rate (engine costs on by default,
+    both the per-step terms and the per-request shift), and `engine_costs: false` is
+    `--no-engine-costs`."""
+    body = {"rates": [2], "requests": 100, "prompt": "fixed:256", "output": "fixed:32",
+            "seed": 3}
+    for ui_costs, flag in ((True, "--engine-costs"), (False, "--no-engine-costs")):
+        out = subprocess.run([RIDGELINE, "simulate", "-n", "100", "--rate", "2", "--prompt",
+                              "fixed:256", "--output", "fixed:32", "--seed", "3", flag,
+                              "--json"], capture_output=True, text=True, check=True)
+        lat = json.loads(out.stdout)["analysis"]["latency"]
+        r = client.post("/api/simulate", json={**body, "engine_costs": ui_costs})
+        assert r.status_code == 200, r.text
+        pt = r.json()["points"][0]
+        assert pt["ttft_p50_ms"] == pytest.approx(lat["ttft_ms"]["percentiles"]["p50"]["value"],
+                                                  rel=1e-9)
+        assert pt["tpot_p99_ms"] == pytest.approx(lat["tpot_ms"]["percentiles"]["p99"]["value"],
+                                                  rel=1e-9)
+    r = client.post("/api/simulate", json={**body, "engine_costs": "yes"})
+    assert r.status_code == 400 and "engine_costs" in r.json()["error"]
+
+
 def test_catalog_and_page_are_self_contained(client):
     cat = client.get("/api/catalog").json()
     assert {m["name"] for m in cat["models"]} >= {"llama-3.1-8b", "mixtral-8x7b"}

@@ -19,7 +19,11 @@ def simulate_sweep(step_model: Any, rates: list[float], *, requests: int = 500,
                    output: str = "fixed:128", seed: int = 0, slos: list[str] | None = None,
                    gpu_memory_utilization: float = 0.9, block_size: int = 16
                    ) -> list[tuple[float, Any, Any]]:
-    """(rate, AnalysisResult, SimResult) for each rate, Poisson arrivals, same requests."""
+    """(rate, AnalysisResult, SimResult) for each rate, Poisson arrivals, same requests.
+
+    The engine's costs are the step model's (`engine_costs=` of the roofline): its per-step
+    terms are compiled into the step, and its per-request shift is applied here, as
+    `ridgeline simulate` applies both (`Scenario.engine_config`)."""
     from ridgeline.metrics.analysis import analyze
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.sim.cluster import ClusterConfig
@@ -34,10 +38,13 @@ def simulate_sweep(step_model: Any, rates: list[float], *, requests: int = 500,
         raise RidgelineError(f"requests: got {requests}; allowed: 1 to {MAX_REQUESTS}")
     slo_list = parse_slos(slos)
     blocks = kv_blocks_from_memory(step_model, gpu_memory_utilization, block_size)
+    costs = getattr(step_model, "engine_costs", None)
     config = EngineConfig(max_num_seqs=step_model.max_num_seqs,
                           max_num_batched_tokens=step_model.max_num_batched_tokens,
                           block_size_tokens=block_size, num_kv_blocks=blocks,
-                          enable_prefix_caching=True)
+                          enable_prefix_caching=True,
+                          request_overhead_s=costs.request_overhead_s if costs else 0.0,
+                          request_overhead_steps=costs.request_overhead_steps if costs else 0.0)
     desc = step_model.describe()
     out = []
     for rate in sorted(rates):

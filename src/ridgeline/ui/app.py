@@ -202,6 +202,7 @@ def simulate_api(body: dict[str, Any]) -> dict[str, Any]:
     from ridgeline.perf.serving_model import RooflineStepTime
     from ridgeline.report.load import knee_rate, load_point
     from ridgeline.report.sweep import simulate_sweep
+    from ridgeline.sim.engine_costs import load_engine_costs
     from ridgeline.specs import Parallelism, load_hardware, load_model, resolve_precision
 
     c = _common(body)
@@ -228,10 +229,17 @@ def simulate_api(body: dict[str, Any]) -> dict[str, Any]:
             isinstance(x, str) and len(x) <= 100 for x in slos):
         raise RidgelineError(f"slos: got {_short(slos)}; allowed: a list of at most "
                              f"{MAX_SLOS} SLO texts such as 'ttft_ms:500'")
+    engine_costs = body.get("engine_costs", True)
+    if not isinstance(engine_costs, bool):
+        raise RidgelineError(f"engine_costs: got {_short(engine_costs)}; allowed: true (vLLM's "
+                             "fitted CPU costs, as `ridgeline simulate`) or false (GPU work "
+                             "only, as --no-engine-costs)")
     spec = c["model"] if not isinstance(c["model"], str) else load_model(c["model"])
+    # The same engine costs `ridgeline simulate` applies by default (its --engine vllm).
     m = RooflineStepTime(spec, load_hardware(c["hardware"]),
                          resolve_precision(c["weights"], c["kv"], c["activations"]),
-                         Parallelism(tp=c["tp"], pp=c["pp"], ep=c["ep"]))
+                         Parallelism(tp=c["tp"], pp=c["pp"], ep=c["ep"]),
+                         engine_costs=load_engine_costs("vllm") if engine_costs else None)
     if not m.memory().fits:
         raise RidgelineError(m.no_fit_message())
     runs = simulate_sweep(m, [float(x) for x in rates], requests=requests, prompt=prompt,
