@@ -69,15 +69,16 @@ def table(cols: dict[str, dict[str, Any]]) -> str:
 def per_run_table(runs: list[InferencePerfRun], res: dict[str, dict[str, dict[str, float]]]
                   ) -> str:
     rows = ["| experiment | actual TTFT mean (ms) | pred (ms) | actual ITL (ms) | pred (ms) | "
-            "actual E2E mean (s) | pred (s) | CV APE TTFT/ITL/E2E |",
-            "|---|---:|---:|---:|---:|---:|---:|---|"]
+            "actual E2E mean (s) | pred (s) | successes actual / pred | CV APE TTFT/ITL/E2E |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in runs:
         a = actual_values(r)
         t, c = res["train"][r.name], res["cv"][r.name]
         rows.append(f"| {r.name[16:]} | {a['ttft_mean'] * 1e3:.1f} | "
                     f"{t['pred_ttft_mean'] * 1e3:.1f} | {a['itl'] * 1e3:.2f} | "
                     f"{t['pred_itl'] * 1e3:.2f} | {a['e2e_mean']:.2f} | "
-                    f"{t['pred_e2e_mean']:.2f} | {c['ttft_mean']:.0%}/{c['itl']:.0%}/"
+                    f"{t['pred_e2e_mean']:.2f} | {r.summary.count} / "
+                    f"{t['pred_successes']:.0f} | {c['ttft_mean']:.0%}/{c['itl']:.0%}/"
                     f"{c['e2e_mean']:.0%} |")
     return "\n".join(rows)
 

@@ -100,6 +100,27 @@ def test_overloaded_run_decodes_at_the_measured_step() -> None:
     assert v["e2e_mean"] == pytest.approx(158.99, rel=0.15)
 
 
+@needs_data
+def test_a_kv_bound_overloaded_run_times_out_as_many_requests_as_vllm_did() -> None:
+    """Llama-2-7B TP1 (MHA: 0.5 MiB of KV per token) at 4 req/s of 1,082-token prompts and
+    1,101 output tokens: the KV pool holds far fewer than 128 such sequences, vLLM preempts,
+    and only 732 of the 4,800 requests finished within the client's 300 s (summary
+    successes.count; 4,068 failures). The replay must lose as many: its KV capacity, its
+    preemption and the client's timeout together decide that count."""
+    from ridgeline.sim.scenario import Built, Scenario
+
+    r = load_run(DATA / "experiments" / "20260217-170634-llama-2-7b-tp1-reasoning")
+    assert r.summary.count == 732
+    sc = Scenario(model=str(DATA / "model_configs" / "Llama-2-7b-hf"), hardware="h100-sxm",
+                  tp=1, max_num_seqs=r.max_num_seqs,
+                  max_num_batched_tokens=r.max_num_batched_tokens,
+                  gpu_memory_utilization=r.gpu_memory_utilization)
+    pred = replay(r, Built.of(sc), replications=1)
+    assert pred.finished + pred.failed == 4800
+    assert pred.finished == pytest.approx(732, rel=0.05)
+    assert pred.preemptions > 0
+
+
 def test_request_overhead_shifts_every_token_by_fixed_plus_steps() -> None:
     wl = Workload(prompt_tokens=np.array([10, 10, 10]), output_tokens=np.array([3, 1, 5]),
                   arrival_s=np.array([0.0, 1.0, 2.0]))

@@ -140,9 +140,12 @@ def score_runs(runs: Sequence[InferencePerfRun], build: BuildFn, values: dict[st
     preds = _replays(runs, build, values.get("step_overhead_s", 0.0), cache, replications)
     out = {}
     for r, p in zip(runs, preds, strict=True):
-        v = score_raw(r, p.raw, values.get("request_overhead_s", 0.0),
-                      values.get("request_overhead_steps", 0.0)).values
-        out[r.name] = {**ape(v, actual_values(r)), **{f"pred_{m}": v[m] for m in METRICS}}
+        scored = score_raw(r, p.raw, values.get("request_overhead_s", 0.0),
+                           values.get("request_overhead_steps", 0.0))
+        v = scored.values
+        # requests that finished within the client's timeout (inference-perf's successes)
+        out[r.name] = {**ape(v, actual_values(r)), **{f"pred_{m}": v[m] for m in METRICS},
+                       "pred_successes": float(scored.finished)}
     return out
 
 
