@@ -89,26 +89,59 @@ def test_simulate_returns_latency_vs_load_with_cis(client):
         assert p["throughput_req_s"] > 0
 
 
-def test_simulate_is_the_cli_simulate_with_its_engine_costs(client):
-    """The UI's sweep point is `ridgeline simulate` at that rate (engine costs on by default,
-    both the per-step terms and the per-request shift), and `engine_costs: false` is
-    `--no-engine-costs`."""
-    body = {"rates": [2], "requests": 100, "prompt": "fixed:256", "output": "fixed:32",
+def _cli_latency(*args: str) -> dict:
+    out = subprocess.run([RIDGELINE, "simulate", "-n", "100", "--rate", "2", "--prompt",
+                          "fixed:256", "--output", "fixed:32", "--seed", "3", *args, "--json"],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["analysis"]["latency"]
+
+
+def _same_point(pt: dict, lat: dict) -> None:
+    assert pt["ttft_p50_ms"] == pytest.approx(lat["ttft_ms"]["percentiles"]["p50"]["value"],
+                                              rel=1e-9)
+    assert pt["tpot_p50_ms"] == pytest.approx(lat["tpot_ms"]["percentiles"]["p50"]["value"],
+                                              rel=1e-9)
+    assert pt["tpot_p99_ms"] == pytest.approx(lat["tpot_ms"]["percentiles"]["p99"]["value"],
+                                              rel=1e-9)
+
+
+SIM_BODY = {"rates": [2], "requests": 100, "prompt": "fixed:256", "output": "fixed:32",
             "seed": 3}
+
+
+def test_simulate_is_the_cli_simulate_with_its_engine_costs(client):
+    """The UI's sweep point is `ridgeline simulate` at that rate, engine costs on by default,
+    and `engine_costs: false` is `--no-engine-costs`."""
     for ui_costs, flag in ((True, "--engine-costs"), (False, "--no-engine-costs")):
-        out = subprocess.run([RIDGELINE, "simulate", "-n", "100", "--rate", "2", "--prompt",
-                              "fixed:256", "--output", "fixed:32", "--seed", "3", flag,
-                              "--json"], capture_output=True, text=True, check=True)
-        lat = json.loads(out.stdout)["analysis"]["latency"]
-        r = client.post("/api/simulate", json={**body, "engine_costs": ui_costs})
+        r = client.post("/api/simulate", json={**SIM_BODY, "engine_costs": ui_costs})
         assert r.status_code == 200, r.text
-        pt = r.json()["points"][0]
-        assert pt["ttft_p50_ms"] == pytest.approx(lat["ttft_ms"]["percentiles"]["p50"]["value"],
-                                                  rel=1e-9)
-        assert pt["tpot_p99_ms"] == pytest.approx(lat["tpot_ms"]["percentiles"]["p99"]["value"],
-                                                  rel=1e-9)
-    r = client.post("/api/simulate", json={**body, "engine_costs": "yes"})
+        _same_point(r.json()["points"][0], _cli_latency(flag))
+    r = client.post("/api/simulate", json={**SIM_BODY, "engine_costs": "yes"})
     assert r.status_code == 400 and "engine_costs" in r.json()["error"]
+
+
+def test_simulate_applies_a_per_step_and_a_per_request_cost(client, tmp_path, monkeypatch):
+    """The shipped vLLM file fits 0 s per step, which would hide a sweep that drops the
+    per-step terms. With a costs file of 0.4 ms per step and 5 ms + 1 step per request, the UI
+    (its vLLM costs pointed at that file) equals `ridgeline simulate --engine FILE`, and its
+    TPOT moves by the per-step cost against `--no-engine-costs`."""
+    import ridgeline.sim.engine_costs as engine_costs
+
+    path = tmp_path / "engine.json"
+    path.write_text(json.dumps({"engine": "mine", "costs": {
+        "request_overhead_s": {"value": 0.005, "unit": "s"},
+        "request_overhead_steps": {"value": 1.0, "unit": "steps"},
+        "step_overhead_s": {"value": 0.0004, "unit": "s"}}}))
+    real = engine_costs.load_engine_costs
+    monkeypatch.setattr(engine_costs, "load_engine_costs",
+                        lambda engine="vllm": real(str(path) if engine == "vllm" else engine))
+    r = client.post("/api/simulate", json=SIM_BODY)
+    assert r.status_code == 200, r.text
+    pt = r.json()["points"][0]
+    _same_point(pt, _cli_latency("--engine", str(path)))
+    bare = _cli_latency("--no-engine-costs")
+    assert pt["tpot_p50_ms"] > bare["tpot_ms"]["percentiles"]["p50"]["value"] + 0.3
+    assert pt["ttft_p50_ms"] > bare["ttft_ms"]["percentiles"]["p50"]["value"] + 5.0
 
 
 def test_catalog_and_page_are_self_contained(client):
