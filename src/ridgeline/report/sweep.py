@@ -28,6 +28,7 @@ def simulate_sweep(step_model: Any, rates: list[float], *, requests: int = 500,
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.sim.cluster import ClusterConfig
     from ridgeline.sim.engine import EngineConfig, kv_blocks_from_memory
+    from ridgeline.sim.engine_costs import request_overhead_fields
     from ridgeline.sim.runner import simulate
     from ridgeline.sim.workload import build_workload
     from ridgeline.trace.schema import TraceHeader
@@ -38,13 +39,11 @@ def simulate_sweep(step_model: Any, rates: list[float], *, requests: int = 500,
         raise RidgelineError(f"requests: got {requests}; allowed: 1 to {MAX_REQUESTS}")
     slo_list = parse_slos(slos)
     blocks = kv_blocks_from_memory(step_model, gpu_memory_utilization, block_size)
-    costs = getattr(step_model, "engine_costs", None)
     config = EngineConfig(max_num_seqs=step_model.max_num_seqs,
                           max_num_batched_tokens=step_model.max_num_batched_tokens,
                           block_size_tokens=block_size, num_kv_blocks=blocks,
                           enable_prefix_caching=True,
-                          request_overhead_s=costs.request_overhead_s if costs else 0.0,
-                          request_overhead_steps=costs.request_overhead_steps if costs else 0.0)
+                          **request_overhead_fields(getattr(step_model, "engine_costs", None)))
     desc = step_model.describe()
     out = []
     for rate in sorted(rates):

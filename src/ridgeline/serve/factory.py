@@ -77,6 +77,7 @@ def build_engine(
     engine config, where the driver reads it (serve/driver.py), as `simulate` does.
     A calibrated profile (`step_model`) measured those costs already: pass None with it."""
     from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest, kv_blocks_from_memory
+    from ridgeline.sim.engine_costs import request_overhead_fields
 
     if step_model is None:
         from ridgeline.perf.serving_model import RooflineStepTime
@@ -95,9 +96,7 @@ def build_engine(
         chunked_prefill=chunked_prefill, block_size_tokens=block_size_tokens,
         num_kv_blocks=num_kv_blocks,
         enable_prefix_caching=enable_prefix_caching,
-        request_overhead_s=engine_costs.request_overhead_s if engine_costs else 0.0,
-        request_overhead_steps=engine_costs.request_overhead_steps if engine_costs else 0.0,
-        capacity_policy=capacity_policy)
+        **request_overhead_fields(engine_costs), capacity_policy=capacity_policy)
     engine = Engine(config, step_model)
     assumptions = step_model.assumptions() if hasattr(step_model, "assumptions") else None
     description = {

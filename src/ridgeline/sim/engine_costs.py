@@ -238,5 +238,13 @@ def apply_request_overhead(res: Any, costs: EngineCosts | None) -> Any:
     return res
 
 
+def request_overhead_fields(costs: EngineCosts | None) -> dict[str, float]:
+    """`EngineConfig`'s per-request shift fields of `costs` (zeros for none): how every
+    engine built from a step model and its costs takes them."""
+    return {"request_overhead_s": costs.request_overhead_s if costs else 0.0,
+            "request_overhead_steps": costs.request_overhead_steps if costs else 0.0}
+
+
 __all__ = ["ENGINES", "EngineCosts", "LiveRequestOverhead", "apply_request_overhead",
-           "capacity_policy_for", "load_engine_costs", "run_mean_step_s"]
+           "capacity_policy_for", "load_engine_costs", "request_overhead_fields",
+           "run_mean_step_s"]

@@ -142,16 +142,14 @@ class Scenario:
         if blocks is None:
             blocks = kv_blocks_from_memory(step_model, self.gpu_memory_utilization,
                                            self.block_size, f"{self.model} on {self.hardware}")
+        from ridgeline.sim.engine_costs import request_overhead_fields
         from ridgeline.sim.step_model import engine_config_for
 
-        costs = self.costs()
         return engine_config_for(step_model, EngineConfig(
             max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
             chunked_prefill=self.chunked_prefill, block_size_tokens=self.block_size,
             num_kv_blocks=blocks, enable_prefix_caching=self.prefix_caching,
-            request_overhead_s=costs.request_overhead_s if costs else 0.0,
-            request_overhead_steps=costs.request_overhead_steps if costs else 0.0,
-            capacity_policy=self.capacity_policy))
+            **request_overhead_fields(self.costs()), capacity_policy=self.capacity_policy))
 
     @property
     def capacity_policy(self) -> str:
