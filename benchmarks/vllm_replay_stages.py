@@ -30,25 +30,9 @@ import numpy as np
 from bench_vllm_replay import DATA, HARDWARE, model_config  # type: ignore[import-not-found]
 from ridgeline.calibrate.engine_fit import make_build
 from ridgeline.calibrate.inference_perf import load_run
-from ridgeline.calibrate.replay import (
-    INFERENCE_PERF_CLIENT_TIMEOUT_S,
-    _simulate,
-    plan_replay,
-    replay,
-)
+from ridgeline.calibrate.replay import replay
 
 PERCENTILES = (("min", 0), ("p10", 10), ("median", 50), ("p90", 90), ("max", 100))
-
-
-def replay_decode_steps_s(run, built) -> np.ndarray:
-    """Per finished request of one draw (seed 0): its mean gap between output tokens."""
-    plan = plan_replay(run, 0)
-    res = _simulate(plan, [0.0], built, 0, INFERENCE_PERF_CLIENT_TIMEOUT_S)
-    off = res.event_offsets
-    n = np.diff(off)
-    ok = np.array([s == "ok" for s in res.status]) & (n > 1)
-    ev = res.event_times_s
-    return (ev[off[1:][ok] - 1] - ev[off[:-1][ok]]) / (n[ok] - 1)
 
 
 def main() -> int:
@@ -71,7 +55,8 @@ def main() -> int:
             summary = json.loads((path / "results" / "summary_lifecycle_metrics.json")
                                  .read_text())
             tpot = summary["successes"]["latency"]["time_per_output_token"]
-            steps = replay_decode_steps_s(run, built)
+            raw = pred.raw[0]   # the first draw (seed 0): its finished requests' own steps
+            steps = raw.decode_step_s[raw.done & np.isfinite(raw.decode_step_s)]
             spreads.append((run.name[16:], run.summary.itl_s / tpot["mean"],
                             [2e3 * tpot[k] for k, _ in PERCENTILES],
                             [1e3 * float(np.percentile(steps, p)) for _, p in PERCENTILES]))

@@ -173,7 +173,8 @@ def _replay_once(run: InferencePerfRun, built: Any, seed: int,
     every = np.zeros(n_tok.size)
     every[multi] = (ev[off[1:][multi] - 1] - ev[off[:-1][multi]]) / (n_tok[multi] - 1)
     gap = np.full(n_tok.size, run_mean_step_s(n_tok, every))
-    raw = RawReplay(first - res.sent_s, lastt - res.sent_s, gap, done, plan.stage_of)
+    raw = RawReplay(first - res.sent_s, lastt - res.sent_s, gap, done, plan.stage_of,
+                    np.where(multi, every, np.nan))
     extra = {"engine_core": res.core, "requests": len(res),
              "preemptions": int(res.preemptions.sum()),
              "timed_out": int(sum(st == "error" for st in res.status))}
@@ -186,9 +187,10 @@ class RawReplay:
 
     ttft_s: np.ndarray
     e2e_s: np.ndarray
-    gap_s: np.ndarray        # the request's mean decode step
+    gap_s: np.ndarray        # the run's mean decode step (what the per-request cost counts)
     done: np.ndarray
     stage_of: np.ndarray
+    decode_step_s: np.ndarray  # each request's own mean token gap (NaN below two tokens)
 
 
 def score_raw(run: InferencePerfRun, raw: Sequence[RawReplay], overhead_s: float,
