@@ -59,6 +59,12 @@ AREAS = {
     "sim": ["src/ridgeline/sim/*.py"],
     "advise": ["src/ridgeline/advise.py"],
     "plan": ["src/ridgeline/plan/*.py"],
+    # issue 18's fit of real vLLM runs: the replay, its scores and fits, the kernel model's
+    # vLLM scales, vLLM's KV accounting and the engine costs
+    "vllm_fit": ["src/ridgeline/calibrate/engine_fit.py", "src/ridgeline/calibrate/replay.py",
+                 "src/ridgeline/calibrate/inference_perf.py",
+                 "src/ridgeline/calibrate/engine_runs.py", "src/ridgeline/perf/kernels.py",
+                 "src/ridgeline/perf/vllm_kv_log.py", "src/ridgeline/sim/engine_costs.py"],
 }
 
 # Tests run against each area's mutants (fast, deterministic files); a file's own extras are
@@ -74,6 +80,8 @@ AREA_TESTS = {
             "tests/test_scenario.py"],
     "advise": ["tests/test_advise.py"],
     "plan": ["tests/test_plan.py"],
+    "vllm_fit": ["tests/test_vllm_replay.py", "tests/test_perf_kernels.py",
+                 "tests/test_calibrate_fit.py", "tests/test_vllm_kv_log.py"],
 }
 FILE_TESTS = {
     "src/ridgeline/sim/core.py": ["tests/test_sim_core.py"],
@@ -224,12 +232,16 @@ def _apply(tree: ast.AST, index: int, kind: str) -> ast.AST:
 
 
 def _files(areas: list[str]) -> list[tuple[str, str]]:
-    out = []
+    """(area, file) of each file once: a file two areas name (perf/kernels.py is in perf and
+    vllm_fit) belongs to the first of `areas` that names it."""
+    out, seen = [], set()
     for a in areas:
         for g in AREAS[a]:
             for p in sorted(ROOT.glob(g)):
-                if p.name != "__init__.py" or p.stat().st_size > 2000:
-                    out.append((a, str(p.relative_to(ROOT))))
+                rel = str(p.relative_to(ROOT))
+                if (p.name != "__init__.py" or p.stat().st_size > 2000) and rel not in seen:
+                    seen.add(rel)
+                    out.append((a, rel))
     return out
 
 

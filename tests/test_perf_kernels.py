@@ -334,3 +334,23 @@ def test_grouped_decode_attention_takes_the_vllm_fit_on_the_profile_it_was_fitte
             2048 * 80 / (bw * e_dec * scale))
         assert _decode_kv_read_s_per_token("llama-2-7b", hardware, 1) == pytest.approx(
             16384 * 32 / (bw * e_dec))
+
+
+def test_decode_attention_charges_each_sequence_its_fitted_kv_token_reads() -> None:
+    """A decode sequence's fixed work (new KV write, Q in, O out, its block table) is priced as
+    the fitted number of KV-token reads (kernels.json attention_decode.kv_tokens_per_sequence,
+    fitted on Vidur's A100 attention.csv): by hand, that count x 2,048 B x 80 layers over the
+    streamed bandwidth for llama-3.1-70b at TP 2, on H100 and on A100."""
+    per_seq_tokens = kernels.kernel_catalog()["attention"]["attention_decode"][
+        "kv_tokens_per_sequence"]
+    assert 5.0 < per_seq_tokens < 20.0
+    grouped = kernels.kernel_catalog()["vllm"]["attention_decode_grouped_scale"]["value"]
+    for hardware, scale in (("h100-sxm", grouped), ("a100-80gb", 1.0)):
+        hw = load_hardware(hardware)
+        _, e_dec = kernels.attention_efficiencies(kernels.load_profile(hardware), hw)
+        pr = resolve_precision("bf16", None, "bf16")
+        table = build_table(load_model("llama-3.1-70b"), pr, Parallelism(tp=2), 1.0, 0.0)
+        _, mem = kernels.time_rows(table, hw, pr, kernels.load_profile(hardware))
+        got = float(mem[table.names.index("attn_decode"), VAR["dq"]])
+        assert got == pytest.approx(
+            per_seq_tokens * 2048 * 80 / (hw.memory_bandwidth_bytes_s * e_dec * scale))

@@ -79,6 +79,36 @@ def test_replay_matches_a_measured_stage() -> None:
     assert s.failed == 0
 
 
+@needs_data
+def test_score_runs_scores_each_stage_against_its_own_lifecycle_file() -> None:
+    """The kernel-scale grid's `--criterion stage_itl`: the mean over a run's stages of the
+    stage ITL's APE. The measured stage ITLs are computed here from the two
+    stage_k_lifecycle_metrics.json files, (E2E mean - TTFT mean) / (output mean - 1):
+    14.36 and 15.03 ms for CodeLlama-34B codegen."""
+    import json
+
+    from ridgeline.calibrate.engine_fit import score_runs
+    from ridgeline.sim.scenario import Built, Scenario
+
+    r = load_run(CODEGEN)
+    sc = Scenario(model=str(DATA / "model_configs" / "CodeLlama-34b-Instruct-hf"),
+                  hardware="h100-sxm", tp=2, max_num_seqs=128, max_num_batched_tokens=2048)
+    built = Built.of(sc)
+    measured = []
+    for k in range(2):
+        st = json.loads((CODEGEN / "results" / f"stage_{k}_lifecycle_metrics.json")
+                        .read_text())["successes"]
+        lat = st["latency"]
+        measured.append((lat["request_latency"]["mean"] - lat["time_to_first_token"]["mean"])
+                        / (st["output_len"]["mean"] - 1.0))
+    assert measured == pytest.approx([0.01436, 0.01503], abs=5e-5)
+    pred = replay(r, built, replications=1).stage_itl_s
+    want = np.mean([abs(q - a) / a for q, a in zip(pred, measured, strict=True)])
+    got = score_runs([r], lambda run, step_s: built, {}, {}, replications=1)[r.name]
+    assert got["stage_itl"] == pytest.approx(want, rel=1e-9)
+    assert 0.0 < got["stage_itl"] < 0.05
+
+
 REASONING = DATA / "experiments" / "20260218-160939-codellama-34b-tp2-reasoning"
 
 
@@ -95,9 +125,13 @@ def test_overloaded_run_decodes_at_the_measured_step() -> None:
     r = load_run(REASONING)
     sc = Scenario(model=str(DATA / "model_configs" / "CodeLlama-34b-Instruct-hf"),
                   hardware="h100-sxm", tp=2, max_num_seqs=128, max_num_batched_tokens=2048)
-    v = replay(r, Built.of(sc), replications=1).values
+    pred = replay(r, Built.of(sc), replications=1)
+    v = pred.values
     assert v["itl"] == pytest.approx(0.02679, rel=0.05)
     assert v["e2e_mean"] == pytest.approx(158.99, rel=0.15)
+    # one stage: its ITL is the run's, and the measured stage file says 26.79 ms too
+    assert r.per_stage[0].itl_s == pytest.approx(0.02679, rel=1e-3)
+    assert pred.stage_itl_s[0] == pytest.approx(0.02679, rel=0.05)
 
 
 @needs_data
