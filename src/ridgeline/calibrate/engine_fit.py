@@ -143,11 +143,12 @@ def score_runs(runs: Sequence[InferencePerfRun], build: BuildFn, values: dict[st
         scored = score_raw(r, p.raw, values.get("request_overhead_s", 0.0),
                            values.get("request_overhead_steps", 0.0))
         v = scored.values
-        # requests that finished within the client's timeout (inference-perf's successes)
         # each stage's decode (the per-request shift cancels out of it): the mean over the
         # run's stages of |pred - measured| / measured
         stage_ape = [abs(q - a.itl_s) / a.itl_s
                      for a, q in zip(r.per_stage, scored.stage_itl_s, strict=False)]
+        # pred_successes: requests that finished within the client's timeout
+        # (inference-perf's successes)
         out[r.name] = {**ape(v, actual_values(r)), **{f"pred_{m}": v[m] for m in METRICS},
                        "pred_successes": float(scored.finished),
                        "stage_itl": float(np.mean(stage_ape)) if stage_ape else float("nan")}
