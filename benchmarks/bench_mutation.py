@@ -90,6 +90,8 @@ FILE_TESTS = {
     "src/ridgeline/sim/kv_cache.py": ["tests/test_sim_core.py", "tests/test_bench_cache.py"],
     "src/ridgeline/sim/runner.py": ["tests/test_sim_core.py"],
     "src/ridgeline/sim/fleet.py": ["tests/test_fleet.py"],
+    # Windowed models take the kernel rows' other work-variable branch.
+    "src/ridgeline/perf/kernels.py": ["tests/test_window_kv.py"],
     "src/ridgeline/sim/cluster.py": ["tests/test_fleet.py"],
     "src/ridgeline/metrics/sketch.py": ["tests/test_fleet.py"],
     "src/ridgeline/metrics/streaming.py": ["tests/test_fleet.py"],

@@ -132,6 +132,11 @@ def test_overloaded_run_decodes_at_the_measured_step() -> None:
     # one stage: its ITL is the run's, and the measured stage file says 26.79 ms too
     assert r.per_stage[0].itl_s == pytest.approx(0.02679, rel=1e-3)
     assert pred.stage_itl_s[0] == pytest.approx(0.02679, rel=0.05)
+    # the per-request cost counts steps of the run's mean decode step, which the measured
+    # ITL is: the replay's (each request's first-to-last token gap, pooled) must be it too
+    raw = pred.raw[0]
+    assert float(raw.gap_s[0]) == pytest.approx(0.02679, rel=0.05)
+    assert float(np.nanmedian(raw.decode_step_s)) == pytest.approx(0.02679, rel=0.05)
 
 
 @needs_data
@@ -153,6 +158,44 @@ def test_a_kv_bound_overloaded_run_times_out_as_many_requests_as_vllm_did() -> N
     assert pred.finished + pred.failed == 4800
     assert pred.finished == pytest.approx(732, rel=0.05)
     assert pred.preemptions > 0
+
+
+@needs_data
+def test_free_request_overhead_fit_recovers_a_known_seconds_and_steps() -> None:
+    """An engine without a known scheduling lag (the TensorRT-LLM preset) fits both parts of
+    its per-request cost. The shift is one number per run, so two runs whose decode steps
+    differ (CodeLlama-34B TP2 ~15 ms, Llama-2-7B TP1 ~10 ms) are what tell the seconds from
+    the steps. 'Measured' values made from the two replays shifted by 12.5 ms + 1.325 steps
+    (off the coarse 2 ms x 0.1-step grid, on the refined one) must give back that point."""
+    import dataclasses
+
+    from ridgeline.calibrate.engine_fit import fit_request_overhead
+    from ridgeline.calibrate.inference_perf import Measured
+    from ridgeline.calibrate.replay import score_raw
+    from ridgeline.sim.scenario import Built, Scenario
+
+    true_s, true_steps = 0.0125, 1.325
+    runs, preds = [], []
+    for exp, cfg, tp in ((CODEGEN, "CodeLlama-34b-Instruct-hf", 2),
+                         (DATA / "experiments" / "20260217-155451-llama-2-7b-tp1-codegen",
+                          "Llama-2-7b-hf", 1)):
+        r = load_run(exp)
+        sc = Scenario(model=str(DATA / "model_configs" / cfg), hardware="h100-sxm", tp=tp,
+                      max_num_seqs=128, max_num_batched_tokens=2048)
+        p = replay(r, Built.of(sc), replications=1)
+        v = score_raw(r, p.raw, true_s, true_steps).values
+        m = r.summary
+        fake = Measured(m.count, {"mean": v["e2e_mean"], "p90": v["e2e_p90"],
+                                  "p99": v["e2e_p99"]},
+                        {"mean": v["ttft_mean"], "p90": v["ttft_p90"], "p99": v["ttft_p99"]},
+                        m.prompt_len, m.output_len)
+        runs.append(dataclasses.replace(r, summary=fake))
+        preds.append(p)
+    steps = [float(p.raw[0].gap_s[0]) for p in preds]
+    assert abs(steps[0] - steps[1]) > 0.003   # the two runs' steps differ by > 3 ms
+    assert fit_request_overhead(runs, preds) == (true_s, true_steps)
+    # with the lag known, only the seconds are searched
+    assert fit_request_overhead(runs, preds, lag_steps=true_steps) == (true_s, true_steps)
 
 
 def test_request_overhead_shifts_every_token_by_fixed_plus_steps() -> None:
