@@ -79,7 +79,8 @@ AREA_TESTS = {
     "sim": ["tests/test_engine.py", "tests/test_sim_runner.py",
             "tests/test_scenario.py"],
     "advise": ["tests/test_advise.py"],
-    "plan": ["tests/test_plan.py"],
+    "plan": ["tests/test_plan.py", "tests/test_plan_verify.py", "tests/test_plan_cli.py",
+             "tests/test_plan_rules.py"],
     "vllm_fit": ["tests/test_vllm_replay.py", "tests/test_perf_kernels.py",
                  "tests/test_calibrate_fit.py", "tests/test_vllm_kv_log.py"],
 }

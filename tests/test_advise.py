@@ -130,7 +130,7 @@ CTX = PROMPT + (OUTPUT - 2) / 2    # mean KV context of the decode steps: S + (N
 def _hand_trace(tpot_ms: float, ttft_s: float = 0.1, n: int = 40, prompt: int = PROMPT,
                 dataset: dict | None = None, engine: dict | None = None,
                 interval_s: float = 10.0, model: str = "llama-3.1-8b",
-                hardware: str = "l40s"):
+                hardware: str = "l40s", parallelism: dict | None = None):
     from ridgeline.trace.table import Trace
 
     recs = []
@@ -145,7 +145,7 @@ def _hand_trace(tpot_ms: float, ttft_s: float = 0.1, n: int = 40, prompt: int = 
               # per operator, not the fitted kernel model (issue 18) that is the default.
               "engine_config": {"max_num_seqs": 256, "max_num_batched_tokens": 8192,
                                 "kernel_model": False, **(engine or {})},
-              "dataset": dataset or {}}
+              "dataset": dataset or {}, **({"parallelism": parallelism} if parallelism else {})}
     return Trace.from_records(header, recs)
 
 
@@ -285,6 +285,18 @@ def test_memory_recommendation_fp8_frees_linear_weights_only():
     assert 0.2 < f["mean_in_flight"] < 0.4         # ~3 s requests every 10 s
 
 
+def _hand_prefill_s(s_tok: int) -> float:
+    """One prompt prefilled alone on an L40S (bf16 dense 362 TFLOP/s x 0.7): linear layers
+    2 x 6.98e9 x S FLOPs and causal attention 4 h_q d_h per pair per layer (S(S+1)/2 pairs)
+    compute-bound; the LM head (one row) and the per-token elementwise kernels (norms 2 x 4d,
+    RoPE 2(h_q+h_kv)d_h, SiLU-mul 3 ff; 2 bytes each) memory-bound."""
+    c_eff = 362.05e12 * 0.7
+    elementwise_b = s_tok * (L * (2 * 4 * D + 2 * (HQ + HKV) * HD + 3 * FF) * 2 + D * 4 + 2 * D * 2)
+    return (2 * LINEAR_PARAMS * s_tok / c_eff
+            + 4 * HQ * HD * L * s_tok * (s_tok + 1) / 2 / c_eff
+            + (LM_HEAD_PARAMS * 2 + elementwise_b) / BW_EFF_B_S + DECODE_KERNELS * KERNEL_S)
+
+
 def test_prefill_finding_numbers_by_hand():
     # 8,000-token prompts of which 2,000 are a shared prefix, prefix caching off, TTFT over a
     # 500 ms budget and dominated by the prefill itself: a hit skips 2000/8000 = 25%.
@@ -296,11 +308,7 @@ def test_prefill_finding_numbers_by_hand():
     # 2 x 6.98e9 x 8000 FLOPs and causal attention 4 h_q d_h per pair per layer (8000 x 8001
     # / 2 pairs) compute-bound; the LM head (one row) and the per-token elementwise kernels
     # (norms 2 x 4d, RoPE 2(h_q+h_kv)d_h, SiLU-mul 3 ff; 2 bytes each) memory-bound.
-    c_eff, s_tok = 362.05e12 * 0.7, 8000
-    elementwise_b = s_tok * (L * (2 * 4 * D + 2 * (HQ + HKV) * HD + 3 * FF) * 2 + D * 4 + 2 * D * 2)
-    pre_s = (2 * LINEAR_PARAMS * s_tok / c_eff
-             + 4 * HQ * HD * L * s_tok * (s_tok + 1) / 2 / c_eff
-             + (LM_HEAD_PARAMS * 2 + elementwise_b) / BW_EFF_B_S + DECODE_KERNELS * KERNEL_S)
+    pre_s = _hand_prefill_s(8000)
     assert pre_s == pytest.approx(0.569, abs=0.002)
     assert adv.facts["predicted_prefill_p50_ms"] == pytest.approx(pre_s * 1e3, rel=1e-5)
     # Queueing's share of the median TTFT: (700 ms - prefill) / 700 ms ~ 19%.
@@ -349,3 +357,39 @@ def test_effects_of_a_sub_millisecond_decode_step():
                       "speculative decoding", "larger batch cap (max_num_seqs)"):
         assert recs[technique].effect is not None, technique
         assert recs[technique].effect["old_ms"] < 1.0
+
+
+def test_markdown_carries_each_recommendations_predicted_effect(tpot_advice):
+    md = tpot_advice.markdown()
+    for r in tpot_advice.findings[0].recommendations:
+        if r.predicted:
+            assert f"- **{r.technique}**: {r.why} Predicted: {r.predicted}." in md
+
+
+def test_the_traces_tensor_parallelism_prices_the_step():
+    # The same trace, its header saying TP 2: the step is the TP-2 one computed by hand in
+    # test_tp2_effect_halves_bytes_and_adds_allreduces (half the weights and KV heads per GPU,
+    # 2 all-reduces per layer + the embedding's over PCIe Gen4).
+    adv = advise(_hand_trace(tpot_ms=60.0, parallelism={"tp": 2}))
+    allreduce_s = (2 * L + 1) * (10e-6 + 1.0 * D * 2 / 32e9)
+    t_tp2 = _hand_decode_s(2.0, 2.0, tp=2, extra_s=allreduce_s)
+    assert adv.facts["predicted_decode_step_ms"] == pytest.approx(t_tp2 * 1e3, rel=1e-3)
+
+
+def test_utilization_is_per_replica_with_the_batch_at_its_cap():
+    # 8,000-token prompts, one every 0.25 s, each lasting 0.7 + 99 x 0.03 = 3.67 s: ~14.7 in
+    # flight over 2 replicas, ~7.3 each, above the cap of 4 sequences. Utilization = lambda x
+    # (prefill alone + 99 decode steps at batch 4, context S + (N-2)/2, each shared by 4) / 2.
+    tr = _hand_trace(tpot_ms=30.0, ttft_s=0.7, prompt=8000, n=80, interval_s=0.25,
+                     engine={"enable_prefix_caching": False, "replicas": 2, "max_num_seqs": 4})
+    adv = advise(tr, slos=["ttft_ms<=500"])
+    f = adv.facts
+    assert f["mean_in_flight"] / 2 > 4
+    ctx = 8000 + (OUTPUT - 2) / 2
+    t_dec4 = (((LINEAR_PARAMS + LM_HEAD_PARAMS) * 2
+               + 4 * (L * 2 * HKV * HD * 2 * (ctx + 1) + ACT_BYTES_PER_SEQ))
+              / BW_EFF_B_S + DECODE_KERNELS * KERNEL_S)
+    busy_s = _hand_prefill_s(8000) + (OUTPUT - 1) * t_dec4 / 4
+    lam = f["arrival_rate_req_s"]
+    assert lam == pytest.approx(4.0, rel=0.02)
+    assert f["utilization"] == pytest.approx(lam * busy_s / 2, rel=1e-5)
