@@ -87,13 +87,19 @@ AREA_TESTS = {
 FILE_TESTS = {
     "src/ridgeline/sim/core.py": ["tests/test_sim_core.py"],
     # The Python engine is the C core's reference: its tests compare the two bit for bit.
-    "src/ridgeline/sim/scheduler.py": ["tests/test_sim_core.py"],
+    "src/ridgeline/sim/scheduler.py": ["tests/test_sim_core.py", "tests/test_window_kv.py"],
     "src/ridgeline/sim/kv_cache.py": ["tests/test_sim_core.py", "tests/test_bench_cache.py"],
     "src/ridgeline/sim/runner.py": ["tests/test_sim_core.py"],
     "src/ridgeline/sim/fleet.py": ["tests/test_fleet.py"],
     # Windowed models take the kernel rows' other work-variable branch.
-    "src/ridgeline/perf/kernels.py": ["tests/test_window_kv.py"],
-    "src/ridgeline/sim/cluster.py": ["tests/test_fleet.py"],
+    # The kernel model's own tests (measured kernel times) are in test_perf_kernels.py.
+    "src/ridgeline/perf/kernels.py": ["tests/test_window_kv.py", "tests/test_perf_kernels.py"],
+    # Sliding windows, qk-norm, MoE experts and EP all-to-all have their by-hand tests there.
+    "src/ridgeline/perf/window.py": ["tests/test_window_kv.py", "tests/test_model_families.py",
+                                     "tests/test_op_table_hand.py"],
+    "src/ridgeline/perf/ops.py": ["tests/test_model_families.py", "tests/test_window_kv.py",
+                                  "tests/test_op_table_hand.py"],
+    "src/ridgeline/sim/cluster.py": ["tests/test_fleet.py", "tests/test_sim_cli.py"],
     "src/ridgeline/metrics/sketch.py": ["tests/test_fleet.py"],
     "src/ridgeline/metrics/streaming.py": ["tests/test_fleet.py"],
     "src/ridgeline/metrics/select.py": ["tests/test_metrics_analysis_speed.py"],

@@ -433,3 +433,15 @@ def test_new_options_fail_in_one_line(args: list[str], message: str) -> None:
     assert "Traceback" not in out.stderr
     errors = [x for x in out.stderr.splitlines() if x.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], out.stderr
+
+
+def test_server_samples_count_from_the_start_through_the_end_of_the_run() -> None:
+    """Samples at 0.5 (before the first send), 1.0, 1.5, 2.0 (the run's end, included) and
+    2.5 s (after it). A run of 1 s from t0 = 1.0 keeps the three inside; the preemption counter
+    counts from the last sample before the start (2 -> 6). With no end every later one counts."""
+    samples = [{"source": "server", "t_perf_s": t, "running": r, "preemptions_total": p}
+               for t, r, p in ((0.5, 1, 2), (1.0, 3, 3), (1.5, 5, 4), (2.0, 7, 6), (2.5, 9, 10))]
+    srv = summarize_samples(samples, t0_perf_s=1.0, end_s=1.0)["server"]
+    assert (srv["samples"], srv["peak_running"], srv["preemptions"]) == (3, 7.0, 4.0)
+    srv = summarize_samples(samples, t0_perf_s=1.0, end_s=None)["server"]
+    assert (srv["samples"], srv["peak_running"], srv["preemptions"]) == (4, 9.0, 8.0)

@@ -147,3 +147,16 @@ def test_config_validation():
         EngineConfig(max_num_seqs=256, max_num_batched_tokens=128)
     with pytest.raises(RidgelineError, match="num_kv_blocks"):
         EngineConfig(num_kv_blocks=0)
+
+
+def test_one_token_prompt_and_one_token_output_is_the_smallest_request():
+    # A 1-token prompt is a valid request: one step prices 10 + 1 ms and emits its one token.
+    m = LinearStepTime(base_s=0.010, per_prefill_token_s=0.001, per_decode_seq_s=0.002)
+    eng = Engine(EngineConfig(num_kv_blocks=10), m)
+    eng.add_request(EngineRequest("A", prompt_tokens=1, output_tokens=1))
+    r = eng.step(0.0)
+    assert r.duration_s == pytest.approx(0.011)
+    assert r.emitted == [("A", 1)] and r.finished == ["A"]
+    for bad in ({"prompt_tokens": 0, "output_tokens": 1}, {"prompt_tokens": 1, "output_tokens": 0}):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            EngineRequest("B", **bad)

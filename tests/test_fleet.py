@@ -444,3 +444,10 @@ def test_append_parts_stops_at_the_deadline_on_a_line_and_keeps_the_rest(tmp_pat
     rest = part0.read_bytes()[offset:].decode().splitlines()
     assert len(rest) + appended == 40 and rest[0].endswith(f'"0-{appended}"}}')
     assert left[1] == str(tmp_path / "t.jsonl.part1") and (tmp_path / "t.jsonl.part1").exists()
+
+
+@pytest.mark.parametrize("err", [0.0, 1.0, 1.5, -0.1])
+def test_sketch_refuses_a_relative_error_outside_zero_one(err: float) -> None:
+    # gamma = (1 + e)/(1 - e) is only a bucket ratio > 1 for 0 < e < 1.
+    with pytest.raises(ValueError, match="relative_error"):
+        LogSketch(err)

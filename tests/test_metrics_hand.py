@@ -291,3 +291,21 @@ def test_streaming_totals_by_hand() -> None:
     assert r["throughput"]["total_tok_s"] == pytest.approx(229.0)
     assert r["mean_in_flight"] == pytest.approx(1.76)
     assert r["requests"] == 6
+
+
+def test_print_analysis_writes_the_table_to_the_console_it_is_given(capsys) -> None:  # type: ignore[no-untyped-def]
+    """The CLI passes its console (one onto a buffer here): the table goes there, not stdout."""
+    import io
+
+    from rich.console import Console
+
+    from ridgeline.metrics.render import print_analysis
+
+    recs = [{"id": str(k), "sent_s": 0.1 * k, "event_times_s": [0.1 * k + 0.05],
+             "end_s": 0.1 * k + 0.05, "output_tokens": 1} for k in range(20)]
+    r = analyze(Trace.from_records({"source": "hand"}, recs), window="all")
+    buf = io.StringIO()
+    print_analysis(r, console=Console(file=buf, width=160))
+    text = buf.getvalue()
+    assert "ridgeline analyze" in text and "ttft" in text.lower()
+    assert capsys.readouterr().out == ""

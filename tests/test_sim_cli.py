@@ -52,6 +52,17 @@ def test_simulate_closed_loop_and_pd():
     assert out["simulation"]["instances"] == ["prefill", "decode"]
 
 
+def test_pd_split_is_recorded_in_the_trace_header(tmp_path):
+    """1 prefill and 2 decode instances: the header says which split ran, with the KV link."""
+    trace = tmp_path / "pd.jsonl"
+    r = _run("--rate", "5", "--requests", "20", "--pd", "1:2", "--json", "--trace", str(trace))
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["simulation"]["instances"] == ["prefill", "decode", "decode"]
+    cfg = json.loads(trace.read_text().splitlines()[0])["engine_config"]
+    assert (cfg["prefill_instances"], cfg["decode_instances"]) == (1, 2)
+    assert cfg["link_bandwidth_bytes_s"] > 0 and cfg["kv_bytes_per_token"] > 0
+
+
 def test_bad_input_is_one_line_error():
     from ridgeline.errors import RidgelineError
 
