@@ -76,6 +76,19 @@ def grouped_kernel_profiles(cat: dict[str, Any]) -> list[str]:
     return [cat["hardware"].get(HARDWARE, cat["default_hardware"])["kernels"]]
 
 
+def lomo_picks(ape: dict[Any, dict[str, float]]) -> tuple[Any, dict[str, Any]]:
+    """The grid point of least mean APE over all runs, and, for each model, the point of least
+    mean APE over the other models' runs (`ape`: point -> experiment -> APE)."""
+    exps = sorted(next(iter(ape.values())))
+    models = sorted({_model(e) for e in exps})
+
+    def mean_ape(pt: Any, keep: set[str]) -> float:
+        return float(np.mean([ape[pt][e] for e in exps if _model(e) in keep]))
+
+    best = min(ape, key=lambda pt: mean_ape(pt, set(models)))
+    return best, {m: min(ape, key=lambda pt: mean_ape(pt, set(models) - {m})) for m in models}
+
+
 def harness_pass(scales: dict[str, float], out: Path, harness_args: list[str]) -> None:
     """bench_vllm_replay.py (with `harness_args`, writing `out`) on a copy of src whose
     catalog's "vllm" section holds `scales` (scale name -> value)."""
@@ -138,17 +151,11 @@ def main() -> None:
         runs = json.loads(path.read_text())["per_run"]["baseline"]
         ape[(fs, ar, at, gq)] = {exp: r[args.criterion] for exp, r in runs.items()}
     exps = sorted(next(iter(ape.values())))
-    models = sorted({_model(e) for e in exps})
-
-    def mean_itl(pt: Point, keep: set[str]) -> float:
-        return float(np.mean([ape[pt][e] for e in exps if _model(e) in keep]))
-
-    best = min(points, key=lambda pt: mean_itl(pt, set(models)))
+    best, fold_points = lomo_picks(ape)
     train = [ape[best][e] for e in exps]
     held: list[float] = []
     folds = {}
-    for m in models:
-        pick = min(points, key=lambda pt: mean_itl(pt, set(models) - {m}))
+    for m, pick in fold_points.items():
         folds[m] = {"floor_scale": pick[0], "allreduce_latency_scale": pick[1]}
         if len(att_grid) > 1:
             folds[m]["attention_decode_scale"] = pick[2]

@@ -32,10 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from fit_vllm_kernel_scales import _model, harness_pass, run_point  # type: ignore[import-not-found]
+from fit_vllm_kernel_scales import (  # type: ignore[import-not-found]
+    _model,
+    harness_pass,
+    lomo_picks,
+    run_point,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "benchmarks" / "results_vllm_replay.json"
 SHIPPED_NESTED = ROOT / "benchmarks" / "results_vllm_nested_cv.json"
 FLOORS = (0.25, 0.375, 0.5, 0.625)
 GROUPED = (0.55, 0.6, 0.65, 0.7, 0.75, 0.8)
@@ -66,18 +70,6 @@ def grid(results: Path, family: str) -> dict[Point, dict[str, Any]]:
     return runs
 
 
-def picks(runs: dict[Point, dict[str, Any]]) -> tuple[Point, dict[str, Point]]:
-    """The point of least mean ITL APE on all runs, and on each model's complement."""
-    exps = sorted(next(iter(runs.values())))
-    models = sorted({_model(e) for e in exps})
-
-    def mean_itl(pt: Point, keep: set[str]) -> float:
-        return float(np.mean([runs[pt][e]["itl"] for e in exps if _model(e) in keep]))
-
-    best = min(runs, key=lambda pt: mean_itl(pt, set(models)))
-    return best, {m: min(runs, key=lambda pt: mean_itl(pt, set(models) - {m})) for m in models}
-
-
 def full_pass(results: Path, pt: Point) -> dict[str, Any]:
     """bench_vllm_replay.py with engine costs and its default draws at `pt`."""
     out = results / "nested"
@@ -94,25 +86,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("/tmp/rl_vllm_ridge"))
     args = ap.parse_args()
-    shipped, shipped_nested = _load(SHIPPED), _load(SHIPPED_NESTED)
-    names = shipped["experiments"]
+    shipped = _load(SHIPPED_NESTED)["summary"]   # vllm_nested_cv.py's train and nested means
     cols: dict[str, tuple[dict[str, float], dict[str, float]]] = {
-        "shipped": ({m: float(np.mean([shipped["per_run"]["train"][n][m] for n in names]))
-                     for m in METRICS},
-                    {m: float(shipped_nested["summary"][m]["nested_cv"]) for m in METRICS})}
+        "shipped": ({m: float(shipped[m]["train"]) for m in METRICS},
+                    {m: float(shipped[m]["nested_cv"]) for m in METRICS})}
     for family in FAMILIES:
         runs = grid(args.results, family)
-        best, folds = picks(runs)
-        exps = sorted(next(iter(runs.values())))
-        held = [runs[folds[_model(e)]][e]["itl"] for e in exps]
-        train_itl = [runs[best][e]["itl"] for e in exps]
-        print(f"{family}: best {best}, grid ITL train {np.mean(train_itl):.2%}, LOMO "
-              f"{np.mean(held):.2%}; folds {folds}")
+        itl = {pt: {e: r["itl"] for e, r in per_run.items()} for pt, per_run in runs.items()}
+        best, folds = lomo_picks(itl)
+        exps = sorted(itl[best])
+        held = [itl[folds[_model(e)]][e] for e in exps]
+        print(f"{family}: best {best}, grid ITL train {np.mean(list(itl[best].values())):.2%}, "
+              f"LOMO {np.mean(held):.2%}; folds {folds}")
         train = full_pass(args.results, best)
         fold_res = {m: full_pass(args.results, pt) for m, pt in folds.items()}
         cols[family] = (
-            {m: float(np.mean([train["per_run"]["train"][n][m] for n in names])) for m in METRICS},
-            {m: float(np.mean([fold_res[_model(n)]["per_run"]["cv"][n][m] for n in names]))
+            {m: float(np.mean([train["per_run"]["train"][e][m] for e in exps])) for m in METRICS},
+            {m: float(np.mean([fold_res[_model(e)]["per_run"]["cv"][e][m] for e in exps]))
              for m in METRICS})
     print("| metric | " + " | ".join(f"{k} train | nested | ratio" for k in cols) + " |")
     print("|---|" + "---:|---:|---:|" * len(cols))

@@ -304,10 +304,7 @@ def test_prefill_finding_numbers_by_hand():
                      dataset={"prefix_tokens": 2000}, engine={"enable_prefix_caching": False})
     adv = advise(tr, slos=["ttft_ms<=500"])
     assert adv.diagnoses == ["ttft_prefill"]
-    # Prefill alone of 8,000 tokens on an L40S (bf16 dense 362 TFLOP/s x 0.7): linear layers
-    # 2 x 6.98e9 x 8000 FLOPs and causal attention 4 h_q d_h per pair per layer (8000 x 8001
-    # / 2 pairs) compute-bound; the LM head (one row) and the per-token elementwise kernels
-    # (norms 2 x 4d, RoPE 2(h_q+h_kv)d_h, SiLU-mul 3 ff; 2 bytes each) memory-bound.
+    # Prefill alone of 8,000 tokens on an L40S, by hand (_hand_prefill_s).
     pre_s = _hand_prefill_s(8000)
     assert pre_s == pytest.approx(0.569, abs=0.002)
     assert adv.facts["predicted_prefill_p50_ms"] == pytest.approx(pre_s * 1e3, rel=1e-5)
