@@ -65,6 +65,11 @@ AREAS = {
                  "src/ridgeline/calibrate/inference_perf.py",
                  "src/ridgeline/calibrate/engine_runs.py", "src/ridgeline/perf/kernels.py",
                  "src/ridgeline/perf/vllm_kv_log.py", "src/ridgeline/sim/engine_costs.py"],
+    # seed 002/003's queueing and statistics, the trace contract and its importers (real
+    # peer exports), the workload generators
+    "theory": ["src/ridgeline/theory/*.py"],
+    "trace": ["src/ridgeline/trace/*.py", "src/ridgeline/trace/importers/*.py"],
+    "workload": ["src/ridgeline/workload/*.py"],
 }
 
 # Tests run against each area's mutants (fast, deterministic files); a file's own extras are
@@ -83,6 +88,12 @@ AREA_TESTS = {
              "tests/test_plan_rules.py"],
     "vllm_fit": ["tests/test_vllm_replay.py", "tests/test_perf_kernels.py",
                  "tests/test_calibrate_fit.py", "tests/test_vllm_kv_log.py"],
+    "theory": ["tests/test_theory_queueing.py", "tests/test_theory_stats.py",
+               "tests/test_theory_block_bootstrap.py", "tests/test_seed_examples_serving.py"],
+    "trace": ["tests/test_trace_validator.py", "tests/test_importers.py",
+              "tests/test_trace_reader.py", "tests/test_trace_reader_fast.py"],
+    "workload": ["tests/test_workload_arrivals.py", "tests/test_workload_lengths.py",
+                 "tests/test_workload_streams.py", "tests/test_workload_replay.py"],
 }
 FILE_TESTS = {
     "src/ridgeline/sim/core.py": ["tests/test_sim_core.py"],
@@ -109,6 +120,23 @@ FILE_TESTS = {
     "src/ridgeline/metrics/compare.py": ["tests/test_analyze_cli.py"],
     "src/ridgeline/metrics/gate.py": ["tests/test_analyze_cli.py"],
     "src/ridgeline/metrics/telemetry.py": ["tests/test_bench_telemetry.py"],
+    # Peers' exports, real ones included; bench's own results path reads them too.
+    "src/ridgeline/trace/importers/aiperf.py": ["tests/test_importers_real.py"],
+    "src/ridgeline/trace/importers/guidellm.py": ["tests/test_importers_real.py"],
+    "src/ridgeline/trace/importers/llmperf.py": ["tests/test_importers_real.py"],
+    "src/ridgeline/trace/importers/vllm.py": ["tests/test_importers_real.py",
+                                             "tests/test_bench_results.py"],
+    "src/ridgeline/trace/importers/_common.py": ["tests/test_importers_real.py"],
+    "src/ridgeline/trace/importers/__init__.py": ["tests/test_importers_real.py",
+                                                 "tests/test_trace_export.py"],
+    "src/ridgeline/trace/reader.py": ["tests/test_trace_reader_compiled.py"],
+    "src/ridgeline/trace/table.py": ["tests/test_trace_reader_compiled.py"],
+    "src/ridgeline/trace/writer.py": ["tests/test_trace_export.py"],
+    # The simulator draws its arrivals here; its tests pin the closed forms by hand.
+    "src/ridgeline/workload/arrivals.py": ["tests/test_bench_workloads.py"],
+    "src/ridgeline/workload/think.py": ["tests/test_bench_workloads.py"],
+    "src/ridgeline/workload/spec_syntax.py": ["tests/test_bench_workloads.py"],
+    "src/ridgeline/workload/replay.py": ["tests/test_fleet.py"],
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,

@@ -97,6 +97,15 @@ def test_catalog_commands() -> None:
     hw = run_json("hardware")
     assert {h["name"] for h in hw} >= {"h100-sxm", "mi300x", "b200"}
     assert "h100-sxm" in run("hardware").stdout and "qwen2.5-7b" in run("models").stdout
+    # Which measured kernels time each GPU by default (kernels.json's hardware map): H100 SXM
+    # and A100 80GB have Vidur's own profiles; L40S (no data) takes the A40's, H200 H100's.
+    km = {h["name"]: h["kernel_model"] for h in hw}
+    assert km["h100-sxm"]["kernels"] == "h100" and km["h100-sxm"]["rule"].startswith("fitted")
+    assert km["a100-80gb"]["kernels"] == "a100" and km["a100-80gb"]["rule"].startswith("fitted")
+    assert km["l40s"]["kernels"] == "a40" and km["l40s"]["rule"].startswith("derived")
+    assert km["h200"]["kernels"] == "h100" and km["h200"]["rule"].startswith("derived")
+    table = " ".join(run("hardware").stdout.split())
+    assert "derived from a40" in table and "fitted h100" in table
 
 
 @pytest.mark.parametrize("args, field", [

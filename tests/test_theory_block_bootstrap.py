@@ -90,6 +90,13 @@ def test_block_length_follows_the_correlation() -> None:
     assert block_length(x - x.mean()) > 100  # correlated over hundreds of customers
 
 
+def test_block_length_of_a_constant_series_is_one() -> None:
+    # An emulated engine can give every request the same TTFT: no variance, no correlation
+    # to measure, so blocks of one (and no 0/0 on the way).
+    with np.errstate(all="raise"):
+        assert block_length(np.full(1_000, 0.025)) == 1.0
+
+
 def test_block_variance_of_ar1_matches_its_long_run_variance() -> None:
     # AR(1) x_t = phi x_{t-1} + eps: long-run variance sigma^2 / (1 - phi)^2 = 100 for
     # phi = 0.9, sigma = 1 (the i.i.d. variance 1 / (1 - phi^2) = 5.26 is 19x smaller).

@@ -319,6 +319,35 @@ def test_calibrate_fit_engine_on_the_shared_runs(tmp_path: Path) -> None:
         "error: --engine: got 'sglang'; allowed: vllm, trtllm"]
 
 
+@needs_data
+def test_calibrate_fit_of_one_model_claims_no_cross_validation(tmp_path: Path) -> None:
+    """Runs of one model cannot hold a model out. The file, the command and `simulate`'s
+    assumptions must say so, not print the training error as a leave-one-model-out one."""
+    import json
+    import subprocess
+    import sys
+
+    exe = str(Path(sys.executable).parent / "ridgeline")
+    out = tmp_path / "one-model.json"
+    fit = subprocess.run([exe, "calibrate", "fit", "--engine", "vllm", "--no-step-fit",
+                          "--replications", "1", "-o", str(out), str(CODEGEN)],
+                         capture_output=True, text=True, timeout=300)
+    assert fit.returncode == 0, fit.stderr
+    prov = json.loads(out.read_text())["provenance"]
+    assert prov["cv_ape"] == {}
+    assert prov["cv_error"].startswith("none: the runs are of one model family")
+    assert "cross-validated: none" in fit.stdout
+    assert "leave-one-model-out" not in fit.stdout
+    sim = subprocess.run([exe, "simulate", "-m", "llama-3.1-8b", "-n", "20", "--rate", "1",
+                          "--engine", str(out)], capture_output=True, text=True, timeout=300)
+    assert sim.returncode == 0, sim.stderr
+    said = " ".join(sim.stdout.split())
+    assert "cross-validated: none: the runs are of one model family" in said
+    # the kernel model's lines carry their own CV ("leave-one-model-out CV median"); the
+    # engine costs' claim is worded "... mean APE"
+    assert "leave-one-model-out mean APE" not in said
+
+
 def test_client_timeout_aborts_and_frees_the_slot() -> None:
     # one slot; request 0 needs 100 steps of 10 ms (1 s) but its client gives up at 0.5 s,
     # so request 1 (sent at 0.1 s, 5 tokens) starts at the first step boundary >= 0.5 s

@@ -39,6 +39,47 @@ def test_gamma_burstiness_matches_cv() -> None:
     assert gaps.std() / gaps.mean() == pytest.approx(3.0, rel=0.05)
 
 
+@pytest.mark.parametrize("spec", ["poisson", "gamma:cv=2", "constant", "ramp:start=1,end=9",
+                                  "diurnal:peak=10,trough=2,period=100"])
+def test_every_process_gives_exactly_n_times(spec: str) -> None:
+    # "the first n arrival times": one per request, never one more
+    for n in (1, 2, 1_000):
+        t = arrival_times_s(parse_arrival(spec, rate_req_s=5.0), n, np.random.default_rng(n))
+        assert t.shape == (n,)
+        assert np.all(np.diff(t) >= 0)
+
+
+def test_rate_bounds_are_inclusive() -> None:
+    # RATE_TEXT says "from 1e-06 to 1e+07 req/s": both ends are allowed, just outside is not
+    for rate in (1e-6, 1e7):
+        assert parse_arrival("poisson", rate_req_s=rate).rate_req_s == rate
+    for rate in (0.9e-6, 1.1e7):
+        with pytest.raises(RidgelineError, match="allowed: a rate from 1e-06 to 1e"):
+            parse_arrival("poisson", rate_req_s=rate)
+
+
+def test_diurnal_rate_curve_by_hand() -> None:
+    # rate(t) = trough + (peak - trough)(1 - cos(2 pi (t - phase) / period)) / 2
+    proc = parse_arrival("diurnal:peak=10,trough=2,period=100")
+    assert proc.rate_at(np.array([0.0, 25.0, 50.0, 75.0, 100.0])) == pytest.approx(
+        [2.0, 6.0, 10.0, 6.0, 2.0])
+    shifted = parse_arrival("diurnal:peak=10,trough=2,period=100,phase=25")
+    assert shifted.rate_at(np.array([25.0, 75.0])) == pytest.approx([2.0, 10.0])
+    # Thinned arrivals over ~33 periods: the share in the high half of each period
+    # (t mod 100 in [25, 75)) is (2*50 + 8*(25 + 100/(2 pi))) / (6*100) = 0.7122.
+    t = arrival_times_s(proc, 20_000, np.random.default_rng(5))
+    high = float(np.mean((t % 100 >= 25) & (t % 100 < 75)))
+    assert high == pytest.approx((100 + 8 * (25 + 100 / (2 * math.pi))) / 600, abs=0.015)
+
+
+def test_diurnal_thinning_gives_up_with_an_error() -> None:
+    # peak 1e7 from a trough of 0 over a day: 1,000 rounds of 2,400 candidates span 0.24 s
+    # of the trough, where the rate is ~0, so the run cannot reach 1,000 arrivals
+    with pytest.raises(RidgelineError, match="thinning kept 0 of 1,000 arrivals"):
+        arrival_times_s(parse_arrival("diurnal:peak=1e7,trough=0"), 1_000,
+                        np.random.default_rng(0))
+
+
 def test_constant_spacing_and_first_arrival_at_zero() -> None:
     t = arrival_times_s(parse_arrival("constant:rate=10"), 5, np.random.default_rng(0))
     assert t.tolist() == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])

@@ -155,6 +155,9 @@ def score_runs(runs: Sequence[InferencePerfRun], build: BuildFn, values: dict[st
     return out
 
 
+NO_CV = "none: the runs are of one model family, so no model can be held out"
+
+
 def fit_engine_costs(runs: Sequence[InferencePerfRun], build: BuildFn,
                      cache: dict[tuple[str, float], Prediction] | None = None,
                      fit_step: bool = True, replications: int = REPLICATIONS,
@@ -189,9 +192,17 @@ def cross_validate(runs: Sequence[InferencePerfRun], build: BuildFn,
 
 
 def provenance(runs: Sequence[InferencePerfRun], fit: FitResult,
-               cv: dict[str, dict[str, float]], data_root: str,
+               cv: dict[str, dict[str, float]] | None, data_root: str,
                replications: int = REPLICATIONS) -> dict[str, Any]:
-    cv_mean = {m: float(np.mean([cv[n][m] for n in fit.runs])) for m in METRICS}
+    """`cv` None: runs of one model family, so there is no held-out model and the file
+    says so instead of repeating the training error as if it were cross-validated."""
+    if cv is None:
+        cv_mean: dict[str, float] = {}
+        cv_error = NO_CV
+    else:
+        cv_mean = {m: float(np.mean([cv[n][m] for n in fit.runs])) for m in METRICS}
+        cv_error = "leave-one-model-out mean APE " + ", ".join(
+            f"{m} {cv_mean[m]:.1%}" for m in METRICS)
     return {
         "fitted_on": f"{data_root}: {len(runs)} inference-perf runs "
                      f"(results/summary_lifecycle_metrics.json of each)",
@@ -200,8 +211,7 @@ def provenance(runs: Sequence[InferencePerfRun], fit: FitResult,
         "date": _dt.date.today().isoformat(),
         "residual": "mean APE train " + ", ".join(f"{m} {fit.train_ape[m]:.1%}"
                                                   for m in METRICS),
-        "cv_error": "leave-one-model-out mean APE " + ", ".join(
-            f"{m} {cv_mean[m]:.1%}" for m in METRICS),
+        "cv_error": cv_error,
         "train_ape": fit.train_ape, "cv_ape": cv_mean,
         "method": "ridgeline.calibrate.engine_fit (benchmarks/bench_vllm_replay.py)",
         "replications": replications,
@@ -262,17 +272,18 @@ def fit_engine_document(runs: Sequence[Any], build: BuildFn, engine: str, data_l
     if lag is not None:
         fit.notes.append(f"request_overhead_steps: {lag:g}, {engine}'s scheduling lag by "
                          "structure (not fitted)")
+    cv: dict[str, dict[str, float]] | None = None
+    folds: dict[str, dict[str, float]] = {}
     if len({r.family for r in runs}) >= 2:
         cv, folds = cross_validate(runs, build, cache, fit_step, replications, lag)
     else:
-        cv, folds = fit.per_run, {}
-        fit.notes.append("one model family: no cross-validation (the cv figures are the "
-                         "training ones)")
+        fit.notes.append("one model family: no cross-validation; fit on runs of two or more "
+                         "models to get a held-out error")
     prov = provenance(runs, fit, cv, data_label, replications)
     if lag is not None:
         prov["not_fitted"] = {"request_overhead_steps": f"{lag:g}: {engine}'s scheduling lag "
                               "by structure (ridgeline.sim.engine_costs.SCHEDULING_LAG_STEPS)"}
-    return catalog_document(engine, fit, prov, folds), fit, cv
+    return catalog_document(engine, fit, prov, folds), fit, fit.per_run if cv is None else cv
 
 
 __all__ = [

@@ -243,7 +243,7 @@ def _fit_engine(paths: list[str], out: str, engine: str, model: str | None, hard
     typer.echo("fitted: " + ", ".join(f"{k} {v:g}" for k, v in fit.values.items()))
     typer.echo("training mean APE: " + ", ".join(f"{k} {v:.1%}"
                                                  for k, v in fit.train_ape.items()))
-    typer.echo("cross-validated mean APE: " + doc["provenance"]["cv_error"])
+    typer.echo("cross-validated: " + doc["provenance"]["cv_error"])
     for note in fit.notes:
         typer.echo(note)
     typer.echo(f"engine costs written to {out} (use: --engine {out})")

@@ -524,13 +524,19 @@ def models_cmd(as_json: JsonOpt = False) -> None:
 
 def hardware_cmd(as_json: JsonOpt = False) -> None:
     """List the GPU catalog (dense datasheet peaks; sources in the JSON files)."""
+    from ridgeline.perf.kernels import CATALOG_DEFAULT_COMPUTE_EFFICIENCY, profile_for
     from ridgeline.specs import hardware_catalog, load_hardware
 
     rows = []
     for name in hardware_catalog():
         h = load_hardware(name)
+        prof = profile_for(h)
+        # The step model `estimate`/`simulate` use by default: the fitted kernel model when
+        # the GPU has one, else the plain roofline at the file's efficiencies.
+        kernel_model = ({"kernels": prof.kernels, "topology": prof.topology,
+                         "rule": prof.rule} if prof is not None else None)
         rows.append(h.describe() | {"ridge_point_bf16_flop_per_byte": h.ridge_point("bf16"),
-                                    "source": h.source})
+                                    "kernel_model": kernel_model, "source": h.source})
     if as_json:
         _emit_json(rows)
         return
@@ -538,7 +544,7 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
 
     tab = Table(title="Hardware (dense peaks)", title_justify="left")
     for c in ("name", "bf16 TFLOP/s", "fp8", "fp4", "HBM TB/s", "memory GiB", "ridge bf16",
-              "link GB/s/dir", "eff C/β", "overhead µs"):
+              "link GB/s/dir", "kernel model", "plain C/β", "overhead µs"):
         tab.add_column(c, justify="left" if c == "name" else "right", no_wrap=c == "name")
     for r in rows:
         pk = r["peak_flops_per_s"]
@@ -549,6 +555,20 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
                     f"{r['memory_bytes'] / GIB:.0f}",
                     f"{r['ridge_point_bf16_flop_per_byte']:.0f}",
                     f"{r['interconnect_bandwidth_bytes_per_s'] / 1e9:.0f}",
+                    _kernel_model_cell(r["kernel_model"]),
                     f"{r['compute_efficiency']:g}/{r['bandwidth_efficiency']:g}",
                     f"{r['kernel_overhead_us']:g}")
     _console().print(tab)
+    _console().print("kernel model: whose measured kernels time the steps by default (fitted: "
+                     "this GPU's own; derived: another part's on this GPU's datasheet, "
+                     "docs/model.md). plain C/β: the GPU file's compute/bandwidth "
+                     "efficiencies, which time the plain roofline (a GPU without a kernel "
+                     "model, or --compute-efficiency/--bandwidth-efficiency given); a derived "
+                     "kernel model scales its GEMM efficiency by "
+                     f"C/{CATALOG_DEFAULT_COMPUTE_EFFICIENCY:g}.")
+
+
+def _kernel_model_cell(km: dict[str, str] | None) -> str:
+    if km is None:
+        return "none (plain)"
+    return f"{'derived from' if not km['rule'].startswith('fitted') else 'fitted'} {km['kernels']}"

@@ -76,9 +76,11 @@ class EngineCosts:
             cv = pv.get("cv_ape") or {}
             err = ", ".join(f"{m} {cv[m]:.1%}" for m in ("ttft_mean", "itl", "e2e_mean")
                             if m in cv)
+            held_out = (f"; leave-one-model-out mean APE {err}" if err
+                        else f"; cross-validated: {pv['cv_error']}" if pv.get("cv_error")
+                        else "")
             tail = (f" (fitted {when} on {len(pv.get('runs', []))} runs of "
-                    f"{pv.get('data', 'measured data')}"
-                    + (f"; leave-one-model-out mean APE {err}" if err else "") + ")")
+                    f"{pv.get('data', 'measured data')}{held_out})")
         else:
             tail = f" ({pv.get('fitted_on', 'not fitted: measured nothing')})"
         return [
@@ -90,7 +92,8 @@ class EngineCosts:
             "run so far)" + tail,
             f"engine {self.engine}: per step {self.step_overhead_s * 1e3:.3f} ms CPU "
             f"(scheduling, input preparation, sampling) + {self.mixed_step_s * 1e3:.3f} ms "
-            "for a step with prefill work (piecewise, not full, CUDA graph)" + tail,
+            "for a step with prefill work"
+            + (" (piecewise, not full, CUDA graph)" if self.engine == "vllm" else "") + tail,
         ]
 
     def describe(self) -> dict[str, Any]:

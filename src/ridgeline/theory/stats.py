@@ -270,7 +270,9 @@ def block_length(e: np.ndarray) -> float:
         return 1.0
     x = e - e.mean()
     var0 = float(np.dot(x, x)) / n
-    if not var0 > 0:
+    # A constant series (an emulator's identical TTFTs) leaves only rounding in x: its
+    # "correlations" are noise over noise and would ask for the longest blocks.
+    if not var0 > (64 * np.finfo(np.float64).eps * float(np.abs(e).max())) ** 2:
         return 1.0
     k_n = max(5, math.ceil(math.sqrt(math.log10(n))))
     m_max = min(n - 1, math.ceil(BLOCK_LAG_FACTOR * math.sqrt(n)) + k_n)
