@@ -70,6 +70,18 @@ AREAS = {
     "theory": ["src/ridgeline/theory/*.py"],
     "trace": ["src/ridgeline/trace/*.py", "src/ridgeline/trace/importers/*.py"],
     "workload": ["src/ridgeline/workload/*.py"],
+    # bench's parsers and writers of what peers read or write: the SSE stream, token
+    # counts, the summary, vLLM bench/AIPerf/GuideLLM result files and flags, exports
+    "bench_peer": ["src/ridgeline/bench/sse.py", "src/ridgeline/bench/tokens.py",
+                   "src/ridgeline/bench/summary.py", "src/ridgeline/bench/results_peer.py",
+                   "src/ridgeline/bench/peer_flags.py", "src/ridgeline/bench/export.py"],
+    # model configs (every family, quantized checkpoints, fp4), dtypes and GPU files
+    "specs": ["src/ridgeline/specs/model.py", "src/ridgeline/specs/quant.py",
+              "src/ridgeline/specs/precision.py", "src/ridgeline/specs/hardware.py"],
+    # the llama.cpp loop: step profile fit, slot model, verify's replay
+    "llamacpp": ["src/ridgeline/calibrate/fit.py", "src/ridgeline/calibrate/verify.py",
+                 "src/ridgeline/calibrate/real_loop.py", "src/ridgeline/calibrate/slot_state.py",
+                 "src/ridgeline/calibrate/probe.py"],
 }
 
 # Tests run against each area's mutants (fast, deterministic files); a file's own extras are
@@ -94,6 +106,12 @@ AREA_TESTS = {
               "tests/test_trace_reader.py", "tests/test_trace_reader_fast.py"],
     "workload": ["tests/test_workload_arrivals.py", "tests/test_workload_lengths.py",
                  "tests/test_workload_streams.py", "tests/test_workload_replay.py"],
+    "bench_peer": ["tests/test_bench_client.py"],
+    "specs": ["tests/test_specs.py", "tests/test_model_families.py",
+              "tests/test_specs_validation.py"],
+    "llamacpp": ["tests/test_calibrate_fit.py", "tests/test_calibrate_load_steps.py",
+                 "tests/test_calibrate_openloop.py", "tests/test_slot_chain.py",
+                 "tests/test_calibrate_llama.py"],
 }
 FILE_TESTS = {
     "src/ridgeline/sim/core.py": ["tests/test_sim_core.py"],
@@ -137,6 +155,15 @@ FILE_TESTS = {
     "src/ridgeline/workload/think.py": ["tests/test_bench_workloads.py"],
     "src/ridgeline/workload/spec_syntax.py": ["tests/test_bench_workloads.py"],
     "src/ridgeline/workload/replay.py": ["tests/test_fleet.py"],
+    # vLLM's --result-dir/--result-filename path goes through results_peer too.
+    "src/ridgeline/bench/results_peer.py": ["tests/test_bench_results.py",
+                                            "tests/test_bench_vllm_flags.py"],
+    "src/ridgeline/bench/peer_flags.py": ["tests/test_bench_vllm_flags.py"],
+    # the rate sweep's table rows are checked in test_bench_cli.py
+    "src/ridgeline/bench/summary.py": ["tests/test_bench_load.py", "tests/test_bench_cli.py"],
+    "src/ridgeline/bench/export.py": ["tests/test_trace_export.py",
+                                      "tests/test_bench_results.py"],
+    "src/ridgeline/bench/tokens.py": ["tests/test_bench_tokenizer.py"],
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,

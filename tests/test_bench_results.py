@@ -126,3 +126,65 @@ def test_vllm_file_of_a_poisson_run_says_burstiness_1(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     res = json.loads((tmp_path / "p.vllm.json").read_text())
     assert res["request_rate"] == 50.0 and res["burstiness"] == 1.0
+
+
+def _crashed_trace(path: Path) -> Path:
+    """A bench trace cut by a crash (no footer), by hand: t = 0 is perf_counter 0.5 s.
+
+    r0: sent 0, events 0.6 / 0.7 / 0.8, 10 prompt tokens; r1: sent 0.05, one event at
+    1.1, its prompt length unknown; r2: failed at 0.3 with HTTP 500."""
+    header = {"type": "header", "source": "bench", "start_time_unix_s": 1.7e9,
+              "t0_perf_counter_s": 0.5, "model": "m", "has_scheduled_times": False,
+              "load": {"pattern": "closed", "concurrency": 2}}
+    reqs = [
+        {"type": "request", "id": "r0", "sent_s": 0.0, "event_times_s": [0.6, 0.7, 0.8],
+         "end_s": 0.8, "prompt_tokens": 10, "output_tokens": 3, "status": "ok"},
+        {"type": "request", "id": "r1", "sent_s": 0.05, "event_times_s": [1.1],
+         "end_s": 1.1, "output_tokens": 1, "status": "ok"},
+        {"type": "request", "id": "r2", "sent_s": 0.2, "end_s": 0.3, "prompt_tokens": 7,
+         "status": "error", "error_kind": "http", "error": "HTTP 500: boom"},
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in [header, *reqs]))
+    return path
+
+
+def test_vllm_file_of_a_crashed_run_by_hand(tmp_path: Path) -> None:
+    import time
+
+    from ridgeline.bench.results_peer import vllm_result
+
+    res = vllm_result(_crashed_trace(tmp_path / "crash.jsonl"))
+    # no footer: the run lasted until its last end, 1.1 s
+    assert res["duration"] == pytest.approx(1.1)
+    assert (res["completed"], res["failed"]) == (2, 1)
+    assert res["request_throughput"] == pytest.approx(2 / 1.1)
+    assert res["output_throughput"] == pytest.approx(4 / 1.1)
+    # an unknown prompt length is vLLM's 0; a failure keeps its length; totals count the ok
+    assert res["input_lens"] == [10, 0, 7] and res["total_input_tokens"] == 10
+    assert res["errors"] == ["", "", "HTTP 500: boom"]
+    # the busiest second of output, on the trace's clock: r0's 3 events in [0, 1)
+    # (measured from t0, not from perf_counter 0, where r1's event would join them in [1, 2))
+    assert res["max_output_tokens_per_s"] == 3.0
+    assert res["date"] == time.strftime("%Y%m%d-%H%M%S", time.localtime(1.7e9))
+
+
+def test_aiperf_files_of_a_crashed_run_by_hand(tmp_path: Path) -> None:
+    from ridgeline.bench.results_peer import aiperf_csv_rows
+
+    trace = _crashed_trace(tmp_path / "crash.jsonl")
+    rows = aiperf_csv_rows(trace)
+    blank = rows.index([])
+    summary = {r[0]: float(r[1]) for r in rows[blank + 2:]}
+    assert summary["Benchmark Duration (sec)"] == pytest.approx(1.1)
+    assert summary["Request Throughput (requests/sec)"] == pytest.approx(2 / 1.1, abs=0.005)
+    assert summary["Error Request Count"] == 1
+    # AIPerf's profile_export.jsonl keeps the failure's kind and message
+    out = tmp_path / "profile_export.jsonl"
+    done = subprocess.run([RIDGELINE, "export", str(trace), "--to", "aiperf", "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(x) for x in out.read_text().splitlines()]
+    failed = [r for r in records if r.get("error")]
+    assert len(failed) == 1
+    assert failed[0]["error"]["type"] == "http"
+    assert failed[0]["error"]["message"] == "HTTP 500: boom"
