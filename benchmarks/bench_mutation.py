@@ -111,7 +111,7 @@ AREA_TESTS = {
               "tests/test_specs_validation.py"],
     "llamacpp": ["tests/test_calibrate_fit.py", "tests/test_calibrate_load_steps.py",
                  "tests/test_calibrate_openloop.py", "tests/test_slot_chain.py",
-                 "tests/test_calibrate_llama.py"],
+                 "tests/test_calibrate_llama.py", "tests/test_calibrate_probe_samples.py"],
 }
 FILE_TESTS = {
     "src/ridgeline/sim/core.py": ["tests/test_sim_core.py"],

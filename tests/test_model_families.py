@@ -73,6 +73,39 @@ def test_parameter_counts_match_the_model_cards(name: str, total_b: float, activ
     assert active / 1e9 == pytest.approx(active_b, rel=0.02)
 
 
+def test_mixtral_parameters_by_hand() -> None:
+    # Mixtral-8x7B: per layer attention 2 x 4096^2 + 2 x 4096 x 1024, 8 experts of
+    # 3 x 4096 x 14336, a 4096 x 8 router, 2 norms of 4096; 32 layers, the 32000 x 4096
+    # embedding and LM head, the final norm: 46,702,792,704 (the checkpoint's count); 2 of
+    # the 8 experts are active: 12,879,925,248.
+    m = load_model("mixtral-8x7b")
+    attn = 2 * 4096 * 4096 + 2 * 4096 * 1024
+    expert = 3 * 4096 * 14336
+    layer, active_layer = (attn + n * expert + 4096 * 8 + 2 * 4096 for n in (8, 2))
+    outside = 2 * 32000 * 4096 + 4096
+    assert m.total_params == 32 * layer + outside == 46_702_792_704
+    assert m.active_params == 32 * active_layer + outside == 12_879_925_248
+
+
+def test_kv_flag_over_a_quantized_checkpoint(tmp_path: Path) -> None:
+    from ridgeline.specs.precision import resolve_model_precision
+
+    m = load_model(str(_awq_llama(tmp_path)))
+    # the checkpoint sets the weights (int4) and their GEMM dtype; --kv sets the cache alone
+    p = resolve_model_precision(m, kv="fp8")
+    assert (p.weights, p.kv, p.activations) == ("int4", "fp8", "bf16")
+    assert resolve_model_precision(m).kv == "bf16"     # vLLM's auto: the model dtype
+    assert resolve_model_precision(m, activations="fp8").activations == "fp8"
+
+
+def test_compressed_tensors_without_groups_is_refused() -> None:
+    from ridgeline.specs.quant import parse_quantization
+
+    for groups in ({}, None):
+        with pytest.raises(RidgelineError, match="config_groups: allowed: a non-empty object"):
+            parse_quantization({"quant_method": "compressed-tensors", "config_groups": groups})
+
+
 def test_gemma2_shapes_by_hand() -> None:
     m = load_model(cfg("google--gemma-2-9b-it"))
     # head_dim 256 is separate from hidden/heads (3584/16 = 224); tied embeddings; 4 norms;

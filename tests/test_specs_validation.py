@@ -110,3 +110,18 @@ def test_estimate_prints_expected_distinct_experts_per_phase() -> None:
     dense = json.loads(_run("estimate", "-m", "llama-3.1-8b", "--json").stdout)["result"]
     assert "decode_expected_experts" not in dense
     assert not math.isnan(dense["context_window_tokens"])
+
+
+def test_hardware_file_bounds_at_zero(tmp_path: Path) -> None:
+    """A GPU file may say a latency or a launch gap is 0; a bandwidth of 0 is refused."""
+    from ridgeline.specs.hardware import hardware_catalog, load_hardware
+
+    base = json.loads(json.dumps(hardware_catalog()["h100-sxm"]))
+    ok = tmp_path / "zero-overheads.json"
+    ok.write_text(json.dumps(base | {"interconnect_latency_s": 0.0, "kernel_overhead_us": 0.0}))
+    hw = load_hardware(str(ok))
+    assert (hw.interconnect_latency_s, hw.kernel_overhead_us) == (0.0, 0.0)
+    bad = tmp_path / "no-bandwidth.json"
+    bad.write_text(json.dumps(base | {"memory_bandwidth_bytes_s": 0.0}))
+    with pytest.raises(RidgelineError, match=r"field 'memory_bandwidth_bytes_s'.*> 0"):
+        load_hardware(str(bad))

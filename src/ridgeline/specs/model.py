@@ -240,17 +240,6 @@ class ModelSpec:
         return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
 
     @property
-    def layer_params_dense(self) -> int:
-        """A dense-MLP layer with softmax attention."""
-        return self.attention_params + self.dense_mlp_params + self.norm_params_per_layer
-
-    @property
-    def layer_params_moe(self) -> int:
-        """An MoE layer with softmax attention."""
-        return (self.attention_params + self.num_experts * self.expert_params
-                + self.shared_expert_params + self.router_params + self.norm_params_per_layer)
-
-    @property
     def _mixer_params(self) -> int:
         """Token mixers of all layers: softmax attention and linear attention."""
         return (self.num_softmax_layers * self.attention_params
