@@ -82,6 +82,9 @@ AREAS = {
     "llamacpp": ["src/ridgeline/calibrate/fit.py", "src/ridgeline/calibrate/verify.py",
                  "src/ridgeline/calibrate/real_loop.py", "src/ridgeline/calibrate/slot_state.py",
                  "src/ridgeline/calibrate/probe.py"],
+    # the emulator's OpenAI/vLLM surface (protocol, responses, /metrics) and the UI's API
+    "serve_ui": ["src/ridgeline/serve/protocol.py", "src/ridgeline/serve/responses.py",
+                 "src/ridgeline/serve/prometheus.py", "src/ridgeline/ui/app.py"],
 }
 
 # Tests run against each area's mutants (fast, deterministic files); a file's own extras are
@@ -112,6 +115,7 @@ AREA_TESTS = {
     "llamacpp": ["tests/test_calibrate_fit.py", "tests/test_calibrate_load_steps.py",
                  "tests/test_calibrate_openloop.py", "tests/test_slot_chain.py",
                  "tests/test_calibrate_llama.py", "tests/test_calibrate_probe_samples.py"],
+    "serve_ui": ["tests/test_serve_protocol.py", "tests/test_serve_vllm_compat.py"],
 }
 FILE_TESTS = {
     "src/ridgeline/sim/core.py": ["tests/test_sim_core.py"],
@@ -164,6 +168,8 @@ FILE_TESTS = {
     "src/ridgeline/bench/export.py": ["tests/test_trace_export.py",
                                       "tests/test_bench_results.py"],
     "src/ridgeline/bench/tokens.py": ["tests/test_bench_tokenizer.py"],
+    "src/ridgeline/serve/protocol.py": ["tests/test_serve_limits.py"],
+    "src/ridgeline/ui/app.py": ["tests/test_ui_api.py", "tests/test_ui_limits.py"],
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,

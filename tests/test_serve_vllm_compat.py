@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -87,6 +88,49 @@ def test_dashboard_metrics_parse_and_resolve(server: str) -> None:
     # every step's tokens: the 4 prompts' tokens plus 4 x 6 generated
     prompt_tokens = _value(samples, "vllm:prompt_tokens_total")
     assert _value(samples, "vllm:iteration_tokens_total_sum") == prompt_tokens + 24
+
+
+def test_token_histograms_have_vllms_buckets_for_the_context(server: str) -> None:
+    r = httpx.post(server + "/v1/completions", timeout=60, json={
+        "model": MODEL, "prompt": "buckets " * 30, "max_tokens": 7, "ignore_eos": True})
+    assert r.status_code == 200, r.text
+    samples = _samples(server)
+    # vLLM's build_1_2_5_buckets(max_model_len): 1, 2, 5, ... <= 4096 (--max-model-len)
+    want = ["1.0", "2.0", "5.0", "10.0", "20.0", "50.0", "100.0", "200.0", "500.0",
+            "1000.0", "2000.0", "+Inf"]
+    for name in ("vllm:request_prompt_tokens", "vllm:request_generation_tokens",
+                 "vllm:request_params_max_tokens"):
+        assert [s.labels["le"] for s in samples[name + "_bucket"]] == want, name
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/completions", {"prompt": "end of stream", "stream_options": {"include_usage": True}}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "end of stream"}]}),
+])
+def test_stream_ends_with_done(server: str, path: str, body: dict) -> None:
+    # vLLM ends every stream with the sentinel line; OpenAI clients stop reading on it
+    with httpx.stream("POST", server + path, timeout=60, json={
+            "model": MODEL, "max_tokens": 3, "stream": True, **body}) as r:
+        raw = b"".join(r.iter_bytes())
+    assert r.status_code == 200
+    assert raw.endswith(b"data: [DONE]\n\n") and raw.count(b"[DONE]") == 1
+
+
+def test_histogram_observations_by_hand() -> None:
+    from ridgeline.serve.prometheus import Histogram
+
+    h = Histogram("x", "help", {}, (1.0, 5.0))
+    h.observe_many(np.array([0.5, 1.0, 3.0, 7.0, 9.0]))
+    h.observe(2.0)
+    # le=1: 0.5 and 1.0 (Prometheus buckets are upper-inclusive); le=5: + 2.0, 3.0; +Inf: all
+    assert h.render()[2:] == ['x_bucket{le="1.0"} 2', 'x_bucket{le="5.0"} 4',
+                              'x_bucket{le="+Inf"} 6', "x_sum 22.5", "x_count 6"]
+    # the text format's last line ends with a newline, as prometheus_client writes it
+    from ridgeline.serve.prometheus import Registry
+
+    reg = Registry()
+    reg.counter("c_total", "help").inc(2)
+    assert reg.render() == "# HELP c_total help\n# TYPE c_total counter\nc_total 2.0\n"
 
 
 def test_repeated_prompt_is_cached_by_default(server: str) -> None:

@@ -76,6 +76,38 @@ def test_hostile_body_is_a_400_naming_the_field(client, path, body, field):
     assert "\n" not in msg and field in msg.lower(), msg
 
 
+def test_nesting_limit_is_32_levels_exactly(client):
+    # the body object is level 1, each list one more, the innermost value the last:
+    # {"x": 30 lists deep} is 32 levels (served), 31 lists deep is 33 (refused)
+    assert client.post("/api/estimate", json={"x": _nested(30)}).status_code == 200
+    r = client.post("/api/estimate", json={"x": _nested(31)})
+    assert r.status_code == 400
+    assert r.json()["error"] == "request: JSON nested more than 32 levels; allowed: at most that"
+
+
+def test_an_out_of_range_number_names_its_range(client):
+    for path, body, msg in [
+            ("/api/estimate", {"tp": 2000}, "tp: got 2000; allowed: an integer from 1 to 1024"),
+            ("/api/simulate", {"requests": 0},
+             "requests: got 0; allowed: an integer from 1 to 5000"),
+            ("/api/estimate", {"prompt": 10**7 + 1},
+             "prompt: got 10000001; allowed: an integer from 1 to 1e+07")]:
+        r = client.post(path, json=body)
+        assert r.status_code == 400 and r.json()["error"] == msg
+
+
+def test_simulate_defaults_to_the_clis_seed_and_takes_eight_slos(client):
+    small = {"rates": [2], "requests": 40}
+    # no seed is `ridgeline simulate`'s default, 0; another seed draws other arrivals
+    default = client.post("/api/simulate", json=small).json()
+    assert default == client.post("/api/simulate", json={**small, "seed": 0}).json()
+    assert default != client.post("/api/simulate", json={**small, "seed": 1}).json()
+    slo = "ttft_ms<=500"
+    assert client.post("/api/simulate", json={**small, "slos": [slo] * 8}).status_code == 200
+    r = client.post("/api/simulate", json={**small, "slos": [slo] * 9})
+    assert r.status_code == 400 and "at most 8 SLO texts" in r.json()["error"]
+
+
 def test_deep_json_beyond_the_parser_is_a_400(client):
     r = client.post("/api/estimate", content=b"[" * 100_000 + b"]" * 100_000)
     assert r.status_code == 400 and "nested" in r.json()["error"]

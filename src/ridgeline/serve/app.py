@@ -54,9 +54,9 @@ from ridgeline.serve.prometheus import (
     LAG_BUCKETS_S,
     N_BUCKETS,
     REQUEST_LATENCY_BUCKETS_S,
-    TOKEN_COUNT_BUCKETS,
     TTFT_BUCKETS_S,
     Registry,
+    token_count_buckets,
 )
 from ridgeline.serve.prompt_blocks import prompt_block_hashes
 from ridgeline.serve.protocol import (
@@ -104,7 +104,8 @@ class _Metrics:
     """vLLM-named Prometheus metrics, fed by the driver's callbacks (emulated seconds)."""
 
     def __init__(self, model_name: str, driver_ref: list[EngineDriver],
-                 cache_info: dict[str, str] | None = None) -> None:
+                 cache_info: dict[str, str] | None = None,
+                 max_model_len: int = 131072) -> None:
         # vLLM V1 labels every engine metric with model_name and engine (the data-parallel
         # engine index; one engine here).
         self.registry = reg = Registry({"model_name": model_name, "engine": "0"})
@@ -166,18 +167,17 @@ class _Metrics:
         self.iteration_tokens = reg.histogram(
             "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
             ITERATION_TOKEN_BUCKETS)
+        tokens = token_count_buckets(max_model_len)   # as vLLM: up to the context length
         self.prompt_hist = reg.histogram("vllm:request_prompt_tokens",
-                                         "Number of prefill tokens processed.",
-                                         TOKEN_COUNT_BUCKETS)
+                                         "Number of prefill tokens processed.", tokens)
         self.gen_hist = reg.histogram("vllm:request_generation_tokens",
-                                      "Number of generation tokens processed.",
-                                      TOKEN_COUNT_BUCKETS)
+                                      "Number of generation tokens processed.", tokens)
         self.max_gen_hist = reg.histogram(
             "vllm:request_max_num_generation_tokens",
-            "Histogram of maximum number of requested generation tokens.", TOKEN_COUNT_BUCKETS)
+            "Histogram of maximum number of requested generation tokens.", tokens)
         self.max_tokens_hist = reg.histogram(
             "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
-            TOKEN_COUNT_BUCKETS)
+            tokens)
         self.n_hist = reg.histogram("vllm:request_params_n",
                                     "Histogram of the n request parameter.", N_BUCKETS)
         self.rejected = reg.counter("ridgeline:requests_rejected_total",
@@ -280,7 +280,7 @@ class _EmulatorState:
             engine_cfg, "enable_prefix_caching", False) else 0)
         self._driver_ref: list[EngineDriver] = []
         self.metrics = _Metrics(config.served_model_name, self._driver_ref,
-                                _cache_info(engine_cfg))
+                                _cache_info(engine_cfg), config.max_model_len)
         self.driver: EngineDriver | None = None
         self.rng = np.random.default_rng(config.seed)
         self.eos = None

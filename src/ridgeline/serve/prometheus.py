@@ -52,10 +52,26 @@ REQUEST_LATENCY_BUCKETS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
 # vLLM's iteration_tokens_total buckets when no CUDA graph sizes are captured (eager mode).
 ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8096)
 N_BUCKETS = (1, 2, 5, 10, 20)
-TOKEN_COUNT_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000,
-                       50000, 100000)
 LAG_BUCKETS_S = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2,
                  0.5, 1.0)
+
+
+def token_count_buckets(max_model_len: int) -> tuple[int, ...]:
+    """vLLM's `build_1_2_5_buckets(max_model_len)`, the buckets of its per-request token
+    histograms (request_prompt_tokens, request_generation_tokens, ...): 1, 2, 5, 10, 20, 50,
+    ... up to the model's context length, so a 4,096-token model's end at 2,000.
+
+    >>> token_count_buckets(4096)[-3:], token_count_buckets(131072)[-1]
+    ((500, 1000, 2000), 100000)
+    """
+    out: list[int] = []
+    scale = 1
+    while True:
+        for m in (1, 2, 5):
+            if m * scale > max_model_len:
+                return tuple(out)
+            out.append(m * scale)
+        scale *= 10
 
 
 def _labels_text(labels: dict[str, str]) -> str:
@@ -198,5 +214,5 @@ class Registry:
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 __all__ = ["CONTENT_TYPE", "ITERATION_TOKEN_BUCKETS", "ITL_BUCKETS_S", "LAG_BUCKETS_S",
-           "N_BUCKETS", "REQUEST_LATENCY_BUCKETS_S", "TOKEN_COUNT_BUCKETS", "TTFT_BUCKETS_S",
-           "Counter", "Gauge", "Histogram", "Info", "Registry"]
+           "N_BUCKETS", "REQUEST_LATENCY_BUCKETS_S", "TTFT_BUCKETS_S", "Counter", "Gauge",
+           "Histogram", "Info", "Registry", "token_count_buckets"]
