@@ -85,6 +85,9 @@ AREAS = {
     # the emulator's OpenAI/vLLM surface (protocol, responses, /metrics) and the UI's API
     "serve_ui": ["src/ridgeline/serve/protocol.py", "src/ridgeline/serve/responses.py",
                  "src/ridgeline/serve/prometheus.py", "src/ridgeline/ui/app.py"],
+    # the load generator's core: the streaming client, schedules, the run loop
+    "bench_core": ["src/ridgeline/bench/client.py", "src/ridgeline/bench/load.py",
+                   "src/ridgeline/bench/runner.py", "src/ridgeline/bench/session.py"],
 }
 
 # Tests run against each area's mutants (fast, deterministic files); a file's own extras are
@@ -116,6 +119,7 @@ AREA_TESTS = {
                  "tests/test_calibrate_openloop.py", "tests/test_slot_chain.py",
                  "tests/test_calibrate_llama.py", "tests/test_calibrate_probe_samples.py"],
     "serve_ui": ["tests/test_serve_protocol.py", "tests/test_serve_vllm_compat.py"],
+    "bench_core": ["tests/test_bench_client.py", "tests/test_bench_load.py"],
 }
 FILE_TESTS = {
     "src/ridgeline/sim/core.py": ["tests/test_sim_core.py"],
@@ -170,6 +174,11 @@ FILE_TESTS = {
     "src/ridgeline/bench/tokens.py": ["tests/test_bench_tokenizer.py"],
     "src/ridgeline/serve/protocol.py": ["tests/test_serve_limits.py"],
     "src/ridgeline/ui/app.py": ["tests/test_ui_api.py", "tests/test_ui_limits.py"],
+    # --non-streaming and the cached-prompt count are tested against the emulator there
+    "src/ridgeline/bench/client.py": ["tests/test_bench_vllm_flags.py",
+                                      "tests/test_bench_cache.py"],
+    # the command's load points (one --concurrency, a list, a rate sweep)
+    "src/ridgeline/bench/session.py": ["tests/test_bench_cli.py"],
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,

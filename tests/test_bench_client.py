@@ -288,3 +288,34 @@ def test_run_loop_uses_uvloop_when_importable(monkeypatch):
     monkeypatch.setenv("RIDGELINE_BENCH_LOOP", "asyncio")
     assert run_loop(loop_name()).startswith("asyncio")
     assert gc.get_freeze_count() == 0  # the heap is unfrozen again after the run
+
+
+def test_max_error_rate_aborts_after_twenty_with_the_counts(server: str, tmp_path: Path) -> None:
+    # Every request is an HTTP 500: with --max-error-rate 0.5 the run stops once 20 have
+    # finished (runner.MIN_REQUESTS_FOR_ABORT) and 20 of 20 failed; one at a time, so the
+    # counts at that instant are exact.
+    cfg = BenchConfig(
+        endpoint=EndpointConfig(server, "http_500"),
+        load=LoadSpec(concurrency=1, arrival=None, requests=60),
+        trace_path=tmp_path / "abort.jsonl", prompt=parse_lengths("fixed:12"),
+        output=parse_lengths("fixed:3"), max_error_rate=0.5)
+    out = run_bench(cfg, warn=lambda m: None)
+    assert out.aborted == "error rate 20/20 exceeds --max-error-rate 0.5"
+    footer = json.loads(cfg.trace_path.read_text().splitlines()[-1])
+    assert footer["interrupted"] is True
+    assert f"aborted: {out.aborted}" in footer["notes"]
+    assert footer["requests_written"] < 60
+
+
+def test_client_lag_is_send_minus_when_the_request_was_ready(server: str,
+                                                             tmp_path: Path) -> None:
+    # closed loop: a request is due when its user is free, so its lag is the client's own
+    # delay before the send: never negative, and small on loopback
+    cfg = BenchConfig(
+        endpoint=EndpointConfig(server, "steady"),
+        load=LoadSpec(concurrency=2, arrival=None, requests=12),
+        trace_path=tmp_path / "lag.jsonl", prompt=parse_lengths("fixed:12"),
+        output=parse_lengths("fixed:3"))
+    lags = run_bench(cfg, warn=lambda m: None).stats.lags_s
+    assert len(lags) == 12
+    assert min(lags) >= 0.0 and max(lags) < 0.5
