@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
 import json
 import math
@@ -335,13 +336,25 @@ def _run_tests(copy_root: Path, tests: list[str], timeout_s: float,
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
            "-p", "no:randomly", *tests]
     t0 = time.monotonic()
+    # Its own process group: a mutant that hangs or breaks a fixture's teardown leaves the
+    # servers its tests started (the scripted server, an emulator); the group goes with it.
+    proc = subprocess.Popen(cmd, cwd=copy_root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
     try:
-        r = subprocess.run(cmd, cwd=copy_root, env=env, capture_output=True, timeout=timeout_s)
+        out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
         return "timeout", time.monotonic() - t0
+    _kill_group(proc)
     if tail is not None:
-        tail += r.stdout.decode(errors="replace").splitlines()[-15:]
-    return ("survived" if r.returncode == 0 else "killed"), time.monotonic() - t0
+        tail += out.decode(errors="replace").splitlines()[-15:]
+    return ("survived" if proc.returncode == 0 else "killed"), time.monotonic() - t0
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
