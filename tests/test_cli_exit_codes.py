@@ -516,6 +516,12 @@ HOSTILE: list[Any] = [
     (("simulate", "--rate", "1", "-n", "5", "--engine", "{h}/engine_missing.json"),
      "missing"),
     (("simulate", "--rate", "1", "-n", "5", "--engine", "{h}/engine_ms.json"), "unit"),
+    # ... and a provenance the assumptions print: a text APE, a count for the runs' list
+    # (both crashed the printing), not an object
+    (("estimate", "-b", "1", "--engine", "{h}/engine_cv_text.json"), "provenance.cv_ape"),
+    (("simulate", "--rate", "1", "-n", "5", "--engine", "{h}/engine_runs_int.json"),
+     "provenance.runs"),
+    (("estimate", "-b", "1", "--engine", "{h}/engine_prov_str.json"), "provenance"),
     # model configs: fields of the wrong type that were ignored
     (("estimate", "-m", "{h}/text_config_list.json"), "text_config"),
     (("estimate", "-m", "{h}/layer_types_str.json"), "layer_types"),
@@ -611,6 +617,10 @@ def _hostile_files(d: Path, trace: Path) -> None:
         if cost is None:
             del costs["request_overhead_s"]
         (d / f"{name}.json").write_text(json.dumps({**engine, "costs": costs}))
+    for name, prov in (("engine_cv_text", {"date": "2026-12-03", "cv_ape": {"itl": "5%"}}),
+                       ("engine_runs_int", {"date": "2026-12-03", "runs": 16}),
+                       ("engine_prov_str", "fitted by hand")):
+        (d / f"{name}.json").write_text(json.dumps({**engine, "provenance": prov}))
     cfg = {k: v for k, v in model_catalog()["llama-3.1-8b"].items() if not k.startswith("_")}
     (d / "text_config_list.json").write_text(json.dumps({**cfg, "text_config": [1, 2]}))
     (d / "layer_types_str.json").write_text(json.dumps(

@@ -27,6 +27,7 @@ among the assumptions.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
@@ -126,10 +127,8 @@ def load_engine_costs(engine: str = "vllm") -> EngineCosts:
         raise RidgelineError(f"--engine: {name}: field 'costs': allowed: an object of "
                              f"{', '.join(FIELDS)} (an engine costs file, docs/engine.md)")
     vals = {f: _cost(costs, f, name) for f in FIELDS if f in costs or f in REQUIRED}
-    prov = d.get("provenance")
     return EngineCosts(engine=str(d.get("engine", name))[:100],
-                       provenance=prov if isinstance(prov, dict) else {},
-                       **vals)
+                       provenance=_provenance(d.get("provenance"), name), **vals)
 
 
 def capacity_policy_for(engine: str) -> str:
@@ -174,6 +173,35 @@ class LiveRequestOverhead:
 # required; `mixed_step_s` came later and defaults to 0. Bounds: far above any engine's.
 REQUIRED = ("request_overhead_s", "request_overhead_steps", "step_overhead_s")
 _MAX = {"s": 60.0, "steps": 1000.0}
+
+
+_PROVENANCE_TEXT = ("date", "data", "fitted_on", "cv_error", "residual", "method")
+MAX_PROVENANCE_CHARS = 2000
+
+
+def _provenance(prov: Any, name: str) -> dict[str, Any]:
+    """The file's provenance, which `assumptions` prints: checked here, so a hand-edited
+    file gets one line naming the field rather than a crash while the assumptions print."""
+    if prov is None:
+        return {}
+    where = f"--engine: {name}: provenance"
+    if not isinstance(prov, dict):
+        raise RidgelineError(f"{where}: got {type(prov).__name__}; allowed: an object")
+    for key in _PROVENANCE_TEXT:
+        v = prov.get(key)
+        if v is not None and (not isinstance(v, str) or len(v) > MAX_PROVENANCE_CHARS):
+            raise RidgelineError(f"{where}.{key}: allowed: a text of at most "
+                                 f"{MAX_PROVENANCE_CHARS:,} characters")
+    if prov.get("runs") is not None and not isinstance(prov["runs"], list):
+        raise RidgelineError(f"{where}.runs: allowed: a list of the runs' names")
+    for key in ("cv_ape", "train_ape"):
+        v = prov.get(key)
+        if v is not None and not (isinstance(v, dict) and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                for x in v.values())):
+            raise RidgelineError(f"{where}.{key}: allowed: an object of metric names to "
+                                 "finite numbers (0.05 = 5%)")
+    return prov
 
 
 def _cost(costs: dict[str, Any], f: str, name: str) -> float:
