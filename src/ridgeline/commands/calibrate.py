@@ -198,18 +198,32 @@ def host_cmd(
     # waits here in 0.1 s steps instead. On Ctrl-C nothing is written; the thread ends
     # with the process.
     done: dict[str, Any] = {}
+    # After a Ctrl-C the worker must not print: its progress line would follow the
+    # "interrupted" line, and a daemon thread writing stderr at interpreter shutdown can
+    # abort the exit with a fatal error (seen once in CI under load).
+    quiet = threading.Event()
+    echo_lock = threading.Lock()
+
+    def progress(message: str) -> None:
+        with echo_lock:
+            if not quiet.is_set():
+                typer.echo(message, err=True)
 
     def work() -> None:
         try:
-            done["profile"] = measure_host(model_spec=spec, quick=quick,
-                                           progress=lambda m: typer.echo(m, err=True))
+            done["profile"] = measure_host(model_spec=spec, quick=quick, progress=progress)
         except BaseException as exc:  # re-raised on the main thread
             done["error"] = exc
 
     worker = threading.Thread(target=work, name="calibrate-host", daemon=True)
     worker.start()
-    while worker.is_alive():
-        worker.join(0.1)
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        with echo_lock:  # a line being printed finishes first; none start after
+            quiet.set()
+        raise
     if "error" in done:
         raise done["error"]
     prof = done["profile"]
