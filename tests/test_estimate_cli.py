@@ -104,6 +104,7 @@ def test_catalog_commands() -> None:
     assert km["a100-80gb"]["kernels"] == "a100" and km["a100-80gb"]["rule"].startswith("fitted")
     assert km["l40s"]["kernels"] == "a40" and km["l40s"]["rule"].startswith("derived")
     assert km["h200"]["kernels"] == "h100" and km["h200"]["rule"].startswith("derived")
+    assert [n for n in km if km[n] and not km[n]["derived"]] == ["a100-80gb", "h100-sxm"]
     table = " ".join(run("hardware").stdout.split())
     assert "derived from a40" in table and "fitted h100" in table
 

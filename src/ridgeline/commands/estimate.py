@@ -534,7 +534,8 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
         # The step model `estimate`/`simulate` use by default: the fitted kernel model when
         # the GPU has one, else the plain roofline at the file's efficiencies.
         kernel_model = ({"kernels": prof.kernels, "topology": prof.topology,
-                         "rule": prof.rule} if prof is not None else None)
+                         "derived": prof.derived, "rule": prof.rule}
+                        if prof is not None else None)
         rows.append(h.describe() | {"ridge_point_bf16_flop_per_byte": h.ridge_point("bf16"),
                                     "kernel_model": kernel_model, "source": h.source})
     if as_json:
@@ -568,7 +569,7 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
                      f"C/{CATALOG_DEFAULT_COMPUTE_EFFICIENCY:g}.")
 
 
-def _kernel_model_cell(km: dict[str, str] | None) -> str:
+def _kernel_model_cell(km: dict[str, Any] | None) -> str:
     if km is None:
         return "none (plain)"
-    return f"{'derived from' if not km['rule'].startswith('fitted') else 'fitted'} {km['kernels']}"
+    return f"{'derived from' if km['derived'] else 'fitted'} {km['kernels']}"
