@@ -89,6 +89,15 @@ AREAS = {
     # the load generator's core: the streaming client, schedules, the run loop
     "bench_core": ["src/ridgeline/bench/client.py", "src/ridgeline/bench/load.py",
                    "src/ridgeline/bench/runner.py", "src/ridgeline/bench/session.py"],
+    # the report's pages and plots (what a user reads), from traces and estimates
+    "report": ["src/ridgeline/report/*.py"],
+    # bench's workloads: datasets, multi-turn sessions, replay files, sizes, rate sweeps
+    "bench_workloads": ["src/ridgeline/bench/dataset.py", "src/ridgeline/bench/multiturn.py",
+                        "src/ridgeline/bench/rate_sweep.py", "src/ridgeline/bench/sizes.py",
+                        "src/ridgeline/bench/replay.py", "src/ridgeline/bench/prompts.py"],
+    # the GPU telemetry sampler and the host's microbenchmarks
+    "telemetry_host": ["src/ridgeline/bench/telemetry.py", "src/ridgeline/calibrate/host.py",
+                       "src/ridgeline/calibrate/microbench.py"],
 }
 
 # Tests run against each area's mutants (fast, deterministic files); a file's own extras are
@@ -121,8 +130,15 @@ AREA_TESTS = {
                  "tests/test_calibrate_llama.py", "tests/test_calibrate_probe_samples.py"],
     "serve_ui": ["tests/test_serve_protocol.py", "tests/test_serve_vllm_compat.py"],
     "bench_core": ["tests/test_bench_client.py", "tests/test_bench_load.py"],
+    "report": ["tests/test_report_plots.py", "tests/test_report_cli.py"],
+    "bench_workloads": ["tests/test_bench_workloads.py", "tests/test_bench_rate_sweep.py",
+                        "tests/test_bench_cache.py"],
+    "telemetry_host": ["tests/test_bench_telemetry.py", "tests/test_calibrate_host.py"],
 }
 FILE_TESTS = {
+    # Datasets (ShareGPT, JSONL, sonnet) are read by bench's load tests and vLLM's flags.
+    "src/ridgeline/bench/dataset.py": ["tests/test_bench_load.py",
+                                       "tests/test_bench_vllm_flags.py"],
     "src/ridgeline/sim/core.py": ["tests/test_sim_core.py"],
     # The Python engine is the C core's reference: its tests compare the two bit for bit.
     "src/ridgeline/sim/scheduler.py": ["tests/test_sim_core.py", "tests/test_window_kv.py"],

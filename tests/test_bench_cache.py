@@ -169,3 +169,14 @@ def test_a_cycled_pool_prompt_is_retagged_and_keeps_its_length() -> None:
     w0, w1 = src.subset(0, 2), src.subset(1, 2)
     a, b = w0.get(4), w1.get(4)
     assert a is not None and b is not None and a.prompt != b.prompt
+
+
+def test_a_dataset_file_prompt_gets_its_tag_as_a_first_line() -> None:
+    """File prompts (ShareGPT, JSONL) are not cut: the tag is a line before the text."""
+    from ridgeline.bench.prompts import TAG_WORDS, PromptTagger
+
+    t = PromptTagger(nonce=1, point=0, mode="prefix")
+    tagged = t.apply("What is a roofline?", 0, "r3")
+    tag_line, text = tagged.split("\n")
+    assert text == "What is a roofline?" and tag_line.split() == t.words("r3")
+    assert len(t.words("r3")) == TAG_WORDS and t.words("r3") != t.words("r4")

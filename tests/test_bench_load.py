@@ -230,8 +230,24 @@ def test_dataset_files(tmp_path: Path) -> None:
                           parse_lengths("fixed:9"), np.random.default_rng(0))
     assert sorted(r.prompt for r in reqs) == ["a b", "bare string", "hi"]
     assert {r.max_tokens for r in reqs} == {9}
+    # With no --output the file's own max_tokens is used, else 256 (vLLM's default).
+    reqs = build_requests(parse_dataset(f"jsonl:path={jl}"), 3, parse_lengths("8"), None,
+                          np.random.default_rng(0))
+    assert {r.prompt: r.max_tokens for r in reqs} == {"a b": 5, "bare string": 256, "hi": 256}
     with pytest.raises(RidgelineError, match="--dataset"):
         parse_dataset("parquet:path=x")
+    # The trace header says what was read; sonnet's sizes only for sonnet.
+    assert parse_dataset(f"sharegpt:path={share}").describe() == {"kind": "sharegpt",
+                                                                 "path": str(share)}
+    assert parse_dataset(f"sonnet:path={jl},input=300,prefix=50").describe() == {
+        "kind": "sonnet", "path": str(jl), "input_tokens": 300, "prefix_tokens": 50}
+    # A ShareGPT file is read whole: past 1 GiB it is refused before reading (sparse file).
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:
+        fh.truncate((1 << 30) + 1)
+    with pytest.raises(RidgelineError, match="allowed: at most 1,024 MiB"):
+        build_requests(parse_dataset(f"sharegpt:path={big}"), 1, parse_lengths("8"), None,
+                       np.random.default_rng(0))
 
 
 def test_shared_prefix_groups() -> None:

@@ -445,3 +445,16 @@ def test_server_samples_count_from_the_start_through_the_end_of_the_run() -> Non
     assert (srv["samples"], srv["peak_running"], srv["preemptions"]) == (3, 7.0, 4.0)
     srv = summarize_samples(samples, t0_perf_s=1.0, end_s=None)["server"]
     assert (srv["samples"], srv["peak_running"], srv["preemptions"]) == (4, 9.0, 8.0)
+
+
+def test_only_a_loopback_server_gets_this_machines_gpu_telemetry() -> None:
+    """nvidia-smi here says nothing of a remote server's GPUs: the sampler asks it only when
+    the target is this machine."""
+    from ridgeline.bench.telemetry import is_local
+
+    local = ["http://127.0.0.1:8000", "http://localhost:8000/v1", "http://[::1]:80",
+             "http://127.8.0.1:9", "http://0.0.0.0:8000", "http://LOCALHOST:1"]
+    remote = ["http://10.0.0.5:8000", "https://api.example.com/v1", "http://128.0.0.1:80",
+              "http://localhost.example.com:80"]
+    assert [is_local(u) for u in local] == [True] * len(local)
+    assert [is_local(u) for u in remote] == [False] * len(remote)

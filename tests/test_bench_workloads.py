@@ -46,12 +46,12 @@ def test_each_conversation_reuses_exactly_its_own_history(emulator: str,
                                                           tmp_path: Path) -> None:
     h0, q0 = hits_queries(emulator)
     lines = bench(emulator, tmp_path / "mt.jsonl", "--multi-turn", "3", "--think-time",
-                  "0.01", "--concurrency", "3", "--requests", "15", "--prompt",
+                  "0.15", "--concurrency", "3", "--requests", "15", "--prompt",
                   "uniform:min=20,max=120", "--output", "uniform:min=5,max=30", "--ignore-eos")
     h1, q1 = hits_queries(emulator)
     header, recs = lines[0], [x for x in lines if x.get("type") == "request"]
     assert header["dataset"]["prompt_reuse"] == "multi-turn"
-    assert header["dataset"]["multi_turn"] == {"turns": 3, "think_time": "0.01"}
+    assert header["dataset"]["multi_turn"] == {"turns": 3, "think_time": "0.15"}
     assert len(recs) == 15 and all(r["status"] == "ok" for r in recs)
     by = {(r["conversation"], r["turn"]): r for r in recs}
     # New-message lengths are the seed's prompt-length draws, request i = 3c + (k - 1).
@@ -65,6 +65,8 @@ def test_each_conversation_reuses_exactly_its_own_history(emulator: str,
             assert r["prompt_tokens"] == msg[3 * c] and r["cached_prompt_tokens"] == 0
             continue
         prev = by[(c, k - 1)]
+        # the user reads the reply for the think time before sending the next turn
+        assert r["sent_s"] - prev["end_s"] >= 0.15 - 1e-3, (c, k)
         # turn k's prompt = turn k-1's prompt + its reply + a new message
         assert r["prompt_tokens"] == prev["prompt_tokens"] + prev["output_tokens"] + \
             msg[3 * c + k - 1]
@@ -135,3 +137,16 @@ def test_workload_options_fail_in_one_line(args: list[str], message: str) -> Non
     assert "Traceback" not in out.stderr
     errors = [x for x in out.stderr.splitlines() if x.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], out.stderr
+
+
+def test_replay_outlasting_the_duration_is_a_warning_with_its_span() -> None:
+    from ridgeline.bench.replay import ReplayTrace, check_replay_gaps
+
+    tr = ReplayTrace("t.csv", "burstgpt", 1.0, (0.0, 10.0, 40.0, 90.0), (5,) * 4, (1,) * 4)
+    assert check_replay_gaps(tr, None, 90.5) == []
+    # bench keeps the arrivals before --duration: one exactly at it is not sent, so warned
+    for duration_s in (90.0, 60.0):
+        (line,) = check_replay_gaps(tr, None, duration_s)
+        assert f"the 4 requests span 90 s, reaching --duration {duration_s:g} s" in line
+    (line,) = check_replay_gaps(tr, 3, 30.0)         # only the first 3 are replayed
+    assert "the 3 requests span 40 s" in line

@@ -18,12 +18,14 @@ from ridgeline.calibrate.host import (
     GemmShape,
     HostProfile,
     NumpyBackend,
+    cache_size_bytes,
     fit_roofline,
     gemm_point,
     measure_host,
     model_gemm_shapes,
 )
 from ridgeline.calibrate.microbench import FakeClock, time_op
+from ridgeline.errors import RidgelineError
 from ridgeline.specs.hardware import load_hardware
 from ridgeline.specs.model import load_model
 
@@ -217,3 +219,26 @@ def test_reading_a_non_profile_is_one_error_line(tmp_path: Path) -> None:
     assert "\n" not in str(err.value)
     with pytest.raises(RidgelineError, match="not found"):
         HostProfile.read(tmp_path / "nope.json")
+
+
+def test_cache_sizes_as_sysfs_writes_them() -> None:
+    assert [cache_size_bytes(t) for t in ("48K", "2048K\n", "32M", "1G", "65536")] == [
+        48 * 1024, 2 * 2**20, 32 * 2**20, 2**30, 65536]
+    with pytest.raises(ValueError):
+        cache_size_bytes("big")
+
+
+def test_numpy_bandwidth_ops_count_the_bytes_they_move() -> None:
+    """read and write touch the buffer once, copy reads one and writes the other; the
+    count is what the fitted bandwidth divides by."""
+    be = NumpyBackend()
+    try:
+        nbytes = 4096 * 4
+        for kind, moved_bytes in (("read", nbytes), ("write", nbytes), ("copy", 2 * nbytes)):
+            op, moved = be.bandwidth_op(kind, nbytes, 2)
+            op(0)
+            assert moved == moved_bytes, kind
+        with pytest.raises(RidgelineError, match="bandwidth kind"):
+            be.bandwidth_op("scan", nbytes, 2)
+    finally:
+        be.close()

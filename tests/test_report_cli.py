@@ -72,11 +72,20 @@ def test_report_html_and_markdown(tmp_path, traces):
     assert html.count("data:image/png;base64,") == 5  # roofline, ops, load, cdf, timeline
     assert "http://" not in html and "https://" not in html  # nothing to fetch
     md = tmp_path / "r.md"
-    r = run("report", str(traces["a"]), str(traces["b"]), "--markdown", "--out", str(md))
+    r = run("report", str(traces["a"]), str(traces["b"]), "--sweep", str(traces["sweep"]),
+            "--estimate-model", "llama-3.1-8b", "--markdown", "--out", str(md))
     assert r.returncode == 0, r.stderr
     text = md.read_text()
     assert "## Run:" in text and "## ridgeline compare" in text
     assert "(r_files/cdf.png)" in text and (tmp_path / "r_files" / "cdf.png").exists()
+    assert "## Prediction (roofline model)" in text and "## Latency vs load" in text
+    # The sweep's table: a header, the separator, then one row per rate of the sweep.
+    lines = text.splitlines()
+    at = lines.index(next(x for x in lines if x.startswith("| series | rate (req/s) |")))
+    head, sep, rows = lines[at], lines[at + 1], lines[at + 2:at + 5]
+    n_cols = head.count(" | ") + 1
+    assert head.endswith(" |") and sep == "|" + "---|" * n_cols and n_cols == 9
+    assert [r.split(" | ")[1].split()[0] for r in rows] == ["4", "8", "16"] and lines[at + 5] == ""
 
 
 def test_simulate_report_option(tmp_path):
@@ -242,3 +251,17 @@ def test_a_per_step_engine_cost_is_in_the_ops_and_in_the_report(tmp_path):
     v = estimate_view("llama-3.1-8b", "h100-sxm", batch=32, engine=str(costs))
     assert v["result"]["tpot_s"] == tpot
     assert v["ops"]["decode"] == rows
+
+
+def test_plot_roofline_refuses_a_calibration_file_over_64_mib(tmp_path):
+    """The size cap is checked before reading: a sparse file one byte past 64 MiB is refused
+    with the limit named; one of exactly 64 MiB gets past the cap (to the JSON parser)."""
+    for size, words in (((64 << 20) + 1, ("--calibration", "at most 64 MiB")),
+                        (64 << 20, ("--calibration",))):
+        big = tmp_path / f"cal{size}.json"
+        with big.open("wb") as fh:
+            fh.truncate(size)
+        r = run("plot", "roofline", "--model", "qwen2.5-7b", "--hardware", "h20",
+                "--calibration", str(big), "--out", str(tmp_path / "r.svg"))
+        assert_usage_error(r, *words)
+        assert ("at most 64 MiB" in r.stderr) == (size > 64 << 20), r.stderr

@@ -233,3 +233,54 @@ def test_run_labels_in_legends_and_titles_are_not_cut_at_slashes(tmp_path):
     legend = figs["cdf"].axes[0].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == shown
     assert figs["timeline0"]._suptitle.get_text() == "Engine timeline: simulate (rate 10 req/s)"
+
+
+def test_cdf_axis_goes_logarithmic_past_a_hundredfold_span_and_keeps_its_default_title():
+    """The x axis turns logarithmic when the largest sample is more than 100x the smallest
+    (seen across all runs of a panel); the figure is titled by default."""
+    def ttft_axis(ttft_s: list[float], title: str | None = None):
+        fig = plot_cdfs([("A", analyze(_trace(ttft_s), window="all"))], title=title)
+        return fig, fig.axes[0]
+
+    for lo_ms, hi_ms, scale in ((0.5, 60.0, "log"),       # 120x: log (0.5 x 60 = 30 is not)
+                                (1.0, 100.5, "log"),      # just past 100x
+                                (1.0, 99.0, "linear"), (10.0, 50.0, "linear")):
+        fig, ax = ttft_axis([lo_ms / 1e3] * 20 + [hi_ms / 1e3] * 20)
+        assert ax.get_xscale() == scale, (lo_ms, hi_ms)
+    assert fig._suptitle.get_text() == "Latency distributions (empirical CDF)"
+    assert ttft_axis([0.01] * 20, title="mine")[0]._suptitle.get_text() == "mine"
+
+
+def test_engine_timeline_draws_at_most_32_replicas_and_says_so():
+    n_rep = 40
+    tl = {"replica": np.arange(n_rep, dtype=float), "start_s": np.zeros(n_rep),
+          "end_s": np.ones(n_rep), "batch_size": np.ones(n_rep),
+          "prefill_tokens": np.zeros(n_rep), "decode_seqs": np.ones(n_rep),
+          "kv_blocks_used": np.ones(n_rep), "num_waiting": np.zeros(n_rep)}
+    fig = plot_engine_timeline(tl)
+    assert {len(ax.get_lines()) for ax in fig.axes} == {32}
+    assert "(first 32 of 40 replicas)" in fig._suptitle.get_text()
+
+
+def test_operator_colors_are_twenty_distinct_dark_then_light():
+    import matplotlib
+
+    from ridgeline.report.style import op_color
+
+    cols = [op_color(i) for i in range(20)]
+    assert len(set(cols)) == 20 and op_color(20) == cols[0]
+    tab20 = [matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["tab20"].colors]
+    assert cols[:10] == tab20[0::2] and cols[10:] == tab20[1::2]
+
+
+def test_series_names_and_short_labels():
+    from ridgeline.report.build import _series_name
+    from ridgeline.report.html import short_label
+
+    assert [_series_name({"source": s}) for s in ("simulate", "bench", "serve", "aiperf", "")] \
+        == ["simulated", "measured", "measured", "measured (aiperf)", "measured"]
+    # A path is shortened only when it is a file or clearly file-like (a trace suffix and no
+    # spaces); a label with a slash or a dot is not a path by itself.
+    assert short_label("runs/today/a.rate8.jsonl") == "a.rate8.jsonl"
+    assert short_label("runs/today/run-7") == "runs/today/run-7"
+    assert short_label("runs/my run.jsonl") == "runs/my run.jsonl"

@@ -120,6 +120,12 @@ def test_simulate_is_the_cli_simulate_with_its_engine_costs(client):
     assert r.status_code == 400 and "engine_costs" in r.json()["error"]
 
 
+def test_simulate_takes_rates_below_one_request_per_second(client):
+    r = client.post("/api/simulate", json={**SIM_BODY, "rates": [0.5, 2], "requests": 40})
+    assert r.status_code == 200, r.text
+    assert [p["rate_req_s"] for p in r.json()["points"]] == [0.5, 2]
+
+
 def test_simulate_applies_a_per_step_and_a_per_request_cost(client, tmp_path, monkeypatch):
     """The shipped vLLM file fits 0 s per step, which would hide a sweep that drops the
     per-step terms. With a costs file of 0.4 ms per step and 5 ms + 1 step per request, the UI

@@ -130,8 +130,10 @@ def read_text(path: str | os.PathLike[str], field: str, max_bytes: int = MAX_JSO
     p = check_input_file(path, field)
     size = p.stat().st_size
     if size > max_bytes:
-        raise RidgelineError(f"{field}: {text_path!r} is {size / 2**20:,.1f} MiB; allowed: "
-                             f"at most {max_bytes / 2**20:,.0f} MiB")
+        # Bytes as well: a file just past the cap rounds to the cap in MiB.
+        raise RidgelineError(f"{field}: {text_path!r} is {size:,} bytes "
+                             f"({size / 2**20:,.1f} MiB); allowed: at most "
+                             f"{max_bytes / 2**20:,.0f} MiB ({max_bytes:,} bytes)")
     with open(p, "rb") as fh:
         raw = fh.read(max_bytes + 1)
     problem = text_problem(raw[:_SNIFF_BYTES])

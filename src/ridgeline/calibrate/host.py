@@ -346,15 +346,21 @@ class TorchBackend:
 
 # --- machine facts ---------------------------------------------------------------------------
 
+def cache_size_bytes(text: str) -> int:
+    """A sysfs cache size ("32K", "1024K", "32M", or plain bytes) in bytes; ValueError when
+    it is none of these."""
+    text = text.strip().upper()
+    mult = {"K": 1024, "M": MIB, "G": 2**30}.get(text[-1:], 1)
+    return int(text.rstrip("KMG")) * mult
+
+
 def llc_bytes() -> int:
     """Largest CPU cache (sysfs); 32 MiB when unknown."""
     best = 0
     base = Path("/sys/devices/system/cpu/cpu0/cache")
     for idx in base.glob("index*"):
         with contextlib.suppress(OSError, ValueError):
-            text = (idx / "size").read_text().strip().upper()
-            mult = {"K": 1024, "M": MIB, "G": 2**30}.get(text[-1:], 1)
-            best = max(best, int(text.rstrip("KMG")) * mult)
+            best = max(best, cache_size_bytes((idx / "size").read_text()))
     return best or 32 * MIB
 
 
