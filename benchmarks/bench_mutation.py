@@ -136,6 +136,8 @@ AREA_TESTS = {
     "telemetry_host": ["tests/test_bench_telemetry.py", "tests/test_calibrate_host.py"],
 }
 FILE_TESTS = {
+    # The simulated rate sweep is the UI's /api/simulate.
+    "src/ridgeline/report/sweep.py": ["tests/test_ui_api.py"],
     # Datasets (ShareGPT, JSONL, sonnet) are read by bench's load tests and vLLM's flags.
     "src/ridgeline/bench/dataset.py": ["tests/test_bench_load.py",
                                        "tests/test_bench_vllm_flags.py"],

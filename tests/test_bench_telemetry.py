@@ -458,3 +458,20 @@ def test_only_a_loopback_server_gets_this_machines_gpu_telemetry() -> None:
               "http://localhost.example.com:80"]
     assert [is_local(u) for u in local] == [True] * len(local)
     assert [is_local(u) for u in remote] == [False] * len(remote)
+
+
+def test_a_target_without_metrics_is_said_once(tmp_path: Path, monkeypatch) -> None:
+    """A server with no /metrics (here: nothing listens) is one warning, said once even when
+    a sweep starts a sampler per point."""
+    import ridgeline.bench.telemetry as telemetry
+
+    monkeypatch.setattr(telemetry, "_SAID", set())
+    said: list[str] = []
+    for point in range(2):
+        s = telemetry.TelemetrySampler(telemetry.TelemetryConfig(interval_s=0.05),
+                                       "http://127.0.0.1:9", tmp_path / f"t{point}.jsonl",
+                                       warn=said.append)
+        s.start()
+        s.stop()
+    server_lines = [w for w in said if w.startswith("no server metrics")]
+    assert len(server_lines) == 1, said

@@ -20,6 +20,7 @@ from ridgeline.calibrate.host import (
     NumpyBackend,
     cache_size_bytes,
     fit_roofline,
+    gemm_m_values,
     gemm_point,
     measure_host,
     model_gemm_shapes,
@@ -242,3 +243,13 @@ def test_numpy_bandwidth_ops_count_the_bytes_they_move() -> None:
             be.bandwidth_op("scan", nbytes, 2)
     finally:
         be.close()
+
+
+def test_gemm_m_values_cover_seed_003s_table_in_a_full_run() -> None:
+    """A full run measures seed 003's m values (1, 8, 64, 256, 4096) on its 4096x4096 weight
+    even where the dtype's sweep is the short one (fp64); a quick run does not add them."""
+    assert gemm_m_values("4096x4096", "fp32", quick=False) == [2**i for i in range(13)]
+    assert gemm_m_values("4096x4096", "fp64", quick=False) == [1, 4, 8, 16, 64, 256, 1024,
+                                                               4096]
+    assert gemm_m_values("4096x4096", "fp32", quick=True) == [1, 4, 16, 64, 256, 1024]
+    assert gemm_m_values("4096x14336", "fp32", quick=False) == [2**i for i in range(11)]

@@ -284,3 +284,25 @@ def test_series_names_and_short_labels():
     assert short_label("runs/today/a.rate8.jsonl") == "a.rate8.jsonl"
     assert short_label("runs/today/run-7") == "runs/today/run-7"
     assert short_label("runs/my run.jsonl") == "runs/my run.jsonl"
+
+
+def test_timeline_csv_row_cap_counts_data_rows(tmp_path, monkeypatch):
+    """The cap is on engine steps (data rows), the header not counted: at a cap of 3, three
+    steps are read and a fourth is refused with the cap named."""
+    import ridgeline.report.timeline as timeline
+    from ridgeline.errors import RidgelineError
+    from ridgeline.sim.runner import TIMELINE_COLUMNS
+
+    monkeypatch.setattr(timeline, "MAX_TIMELINE_ROWS", 3)
+    head = ",".join(TIMELINE_COLUMNS)
+
+    def csv_of(n_steps: int):
+        p = tmp_path / f"tl{n_steps}.csv"
+        rows = [",".join(["0", str(i), str(i + 1)] + ["1"] * (len(TIMELINE_COLUMNS) - 3))
+                for i in range(n_steps)]
+        p.write_text("\n".join([head, *rows]) + "\n")
+        return p
+
+    assert list(timeline.read_timeline_csv(csv_of(3))["end_s"]) == [1.0, 2.0, 3.0]
+    with pytest.raises(RidgelineError, match="more than 3 rows"):
+        timeline.read_timeline_csv(csv_of(4))

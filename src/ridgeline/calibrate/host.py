@@ -441,6 +441,17 @@ def m_sweep(quick: bool, largest: int = 4096) -> list[int]:
     return [m for m in ms if m <= top]
 
 
+def gemm_m_values(shape_label: str, dtype: str, quick: bool) -> list[int]:
+    """The m (tokens) measured for one GEMM shape: model projections up to m=1024 (decode
+    batches, short prefills); seed 003's square weight to m=4096 (its prefill row), with the
+    table's own m values in a full run. fp64 is always the short sweep."""
+    seed_table = shape_label == "4096x4096"
+    ms = m_sweep(quick or dtype == "fp64", 4096 if seed_table else 1024)
+    if seed_table and not quick:
+        ms = sorted(set(ms) | set(SEED_003_M))
+    return ms
+
+
 def fit_roofline(points: Sequence[GemmPoint]) -> RooflineFit:
     """Fit t = max(F/C, D/B): C and B are the best achieved rates (exact when the data obey
     the model); residuals are (measured - fitted) / fitted per point."""
@@ -533,12 +544,7 @@ def measure_host(model_spec: ModelSpec | None = None, dtypes: Sequence[str] | No
                     if dtypes is not None and dtype not in dtypes:
                         continue
                     for shape in shapes:
-                        # Model projections up to m=1024 (decode batches, short prefills);
-                        # seed 003's square weight to m=4096 (its prefill row).
-                        seed_table = shape.label == "4096x4096"
-                        ms = m_sweep(quick or dtype == "fp64", 4096 if seed_table else 1024)
-                        if seed_table and not quick:
-                            ms = sorted(set(ms) | set(SEED_003_M))
+                        ms = gemm_m_values(shape.label, dtype, quick)
                         say(f"{be.name}/{be.device} {dtype} GEMM {shape.label} m={ms}")
                         for m in ms:
                             gemm.append(gemm_point(be, shape, m, dtype, llc, timing))
