@@ -98,6 +98,10 @@ AREAS = {
     # the GPU telemetry sampler and the host's microbenchmarks
     "telemetry_host": ["src/ridgeline/bench/telemetry.py", "src/ridgeline/calibrate/host.py",
                        "src/ridgeline/calibrate/microbench.py"],
+    # the real engine's tooling: GGUF headers, the llama-server launcher, scheduler presets
+    "gguf_llama": ["src/ridgeline/calibrate/gguf_model.py",
+                   "src/ridgeline/calibrate/llama_server.py",
+                   "src/ridgeline/calibrate/presets.py"],
 }
 
 # Tests run against each area's mutants (fast, deterministic files); a file's own extras are
@@ -134,6 +138,8 @@ AREA_TESTS = {
     "bench_workloads": ["tests/test_bench_workloads.py", "tests/test_bench_rate_sweep.py",
                         "tests/test_bench_cache.py"],
     "telemetry_host": ["tests/test_bench_telemetry.py", "tests/test_calibrate_host.py"],
+    "gguf_llama": ["tests/test_llama_server_tooling.py", "tests/test_calibrate_llama.py",
+                   "tests/test_calibrate_sched.py", "tests/test_llama_slots.py"],
 }
 FILE_TESTS = {
     # The simulated rate sweep is the UI's /api/simulate.
