@@ -23,8 +23,10 @@ from ridgeline.bench.dataset import WORDS  # noqa: E402
 from ridgeline.calibrate.gguf_model import (  # noqa: E402
     EMBED_DIM0,
     MEMBOUND,
+    SMALL,
     TINY,
     ensure_model,
+    main,
 )
 from ridgeline.specs.model import load_model  # noqa: E402
 
@@ -47,6 +49,42 @@ def test_gguf_file_matches_config_and_is_rigged() -> None:
     assert all(head[i, 0] == 0 for i in range(len(types)) if normal[i])
     assert sum(not n for n in normal) == 3 + 256 + 2
     assert (emb[:, 0] == EMBED_DIM0).all()
+
+
+def test_shapes_have_the_parameter_counts_worked_by_hand() -> None:
+    """Per layer: q and o d^2 each, k and v (kv heads x 64) x d each, gate/up/down ff x d
+    each, two norms of d; plus embeddings and head v x d each and the final norm d.
+    tiny: 2 x 786,944 + 2 x 6,000 x 256 + 256; membound: 8 x 6,292,992 + 2 x 32,000 x 768
+    + 768; small: 4 x 3,146,752 + 2 x 1,000 x 512 + 512."""
+    assert TINY.total_params == TINY.to_model_spec().total_params == 4_646_144
+    assert MEMBOUND.total_params == MEMBOUND.to_model_spec().total_params == 99_496_704
+    assert SMALL.total_params == SMALL.to_model_spec().total_params == 13_611_520
+
+
+def test_a_fresh_cache_writes_the_model_once(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Into an empty cache: a folder named by the shape and a 12-hex-digit key, a GGUF whose
+    vocabulary has the specials, 256 byte tokens and the ChatML markers first, every piece
+    once; a second call takes the files as they are."""
+    m = ensure_model("tiny", root=tmp_path)
+    name, key = m.directory.name.rsplit("-", 1)
+    assert name == "ridgeline-tiny" and len(key) == 12 and int(key, 16) >= 0
+    assert sorted(p.name for p in m.directory.iterdir()) == ["config.json", "model.gguf"]
+    reader = gguf.GGUFReader(str(m.gguf_path))
+    field = reader.fields["tokenizer.ggml.tokens"]
+    tokens = [bytes(field.parts[i]).decode() for i in field.data]
+    assert len(tokens) == len(set(tokens)) == TINY.vocab_size == 6000
+    assert tokens[:3] == ["<unk>", "<s>", "</s>"] and tokens[3] == "<0x00>"
+    assert tokens[258] == "<0xFF>" and tokens[259:261] == ["<|im_start|>", "<|im_end|>"]
+    cfg = json.loads(m.config_path.read_text())
+    assert (cfg["vocab_size"], cfg["intermediate_size"]) == (6000, 768)
+    stamp = m.gguf_path.stat().st_mtime_ns
+    again = ensure_model("tiny", root=tmp_path)
+    assert again.gguf_path == m.gguf_path and m.gguf_path.stat().st_mtime_ns == stamp
+    # `python -m ridgeline.calibrate.gguf_model` with no name writes the tiny model.
+    monkeypatch.setenv("RIDGELINE_CACHE", str(tmp_path / "cache"))
+    assert main([]) == 0
+    out = capsys.readouterr().out.split("\t")
+    assert out[0] == "tiny" and out[1].startswith(str(tmp_path / "cache" / "models"))
 
 
 def test_membound_shape_is_the_issue_model() -> None:
@@ -190,3 +228,16 @@ def test_build_script_reuses_a_cached_binary(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().splitlines()[-1] == str(exe)
     assert "reusing" in run.stderr
+
+
+def test_without_a_binary_the_launcher_says_how_to_build_one(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    import ridgeline.calibrate.llama_server as ls
+    from ridgeline.errors import RidgelineError
+
+    monkeypatch.setattr(ls, "find_llama_server", lambda: None)
+    with pytest.raises(RidgelineError, match=r"llama-server: not found; build it with "
+                       r"tools/llama_server/build\.sh"), ls.llama_server(tmp_path / "m.gguf"):
+        pass
+    # A server never started stops without error (a `finally` may call it).
+    LlamaServer(tmp_path / "llama-server", tmp_path / "m.gguf").stop()
