@@ -356,7 +356,11 @@ def _tests_for(root: Path, area: str, rel: str) -> list[str]:
 
 def _run_tests(copy_root: Path, tests: list[str], timeout_s: float,
                tail: list[str] | None = None) -> tuple[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(copy_root / "src"), PYTHONDONTWRITEBYTECODE="1")
+    # A marker every child inherits: a server started in its own session (outside the
+    # group) by a mutant that breaks its stop() is found by it and killed too.
+    marker = f"{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, PYTHONPATH=str(copy_root / "src"), PYTHONDONTWRITEBYTECODE="1",
+               RIDGELINE_MUTANT_RUN=marker)
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
            "-p", "no:randomly", *tests]
     t0 = time.monotonic()
@@ -368,9 +372,11 @@ def _run_tests(copy_root: Path, tests: list[str], timeout_s: float,
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
+        _kill_marked(marker)
         proc.communicate()
         return "timeout", time.monotonic() - t0
     _kill_group(proc)
+    _kill_marked(marker)
     if tail is not None:
         tail += out.decode(errors="replace").splitlines()[-15:]
     return ("survived" if proc.returncode == 0 else "killed"), time.monotonic() - t0
@@ -379,6 +385,15 @@ def _run_tests(copy_root: Path, tests: list[str], timeout_s: float,
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _kill_marked(marker: str) -> None:
+    """SIGKILL every process whose environment carries this run's marker (Linux /proc)."""
+    needle = f"RIDGELINE_MUTANT_RUN={marker}".encode()
+    for env_file in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError, ValueError):
+            if needle in env_file.read_bytes().split(b"\0"):
+                os.kill(int(env_file.parent.name), signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
