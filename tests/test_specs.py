@@ -143,7 +143,8 @@ def test_efficiency_overrides_validate() -> None:
 def test_precision_bytes_and_defaults() -> None:
     # KV is vLLM's `--kv-cache-dtype auto`: the model's 16-bit dtype, not the weight dtype.
     p = resolve_precision("fp8")
-    assert (p.weight_bytes, p.kv, p.kv_bytes, p.gemm_compute_dtype) == (1.0, "bf16", 2.0, "bf16")
+    # fp8 weights default to W8A8 (vLLM's --quantization fp8 runs fp8 GEMMs).
+    assert (p.weight_bytes, p.kv, p.kv_bytes, p.gemm_compute_dtype) == (1.0, "bf16", 2.0, "fp8")
     assert resolve_precision("fp8", "fp8").kv_bytes == 1.0
     q = resolve_precision("int4", None, "bf16")
     assert q.kv == "bf16" and q.weight_bytes == 0.5 + 2 / 128 and q.embedding_bytes == 2.0

@@ -43,10 +43,12 @@ def test_estimate_matches_the_cli(client):
                                                       rel=1e-12)
     assert got["result"]["kv_capacity_tokens"] == cli["result"]["kv_capacity_tokens"]
     assert got["ops"] == cli["ops"]
-    # fp8 weights with bf16 activations: the GEMMs run at the bf16 peak, hence its ridge
+    # fp8 weights on H100 run W8A8 (as vLLM does): the GEMMs run at the fp8 peak, hence
+    # its ridge (1,978.9 TFLOP/s over 3.35 TB/s)
     assert got["roofline"]["ridge_point_flop_per_byte"] == pytest.approx(
         cli["constants"]["ridge_point_flop_per_byte"])
-    assert got["roofline"]["compute_dtype"] == "bf16"
+    assert got["roofline"]["ridge_point_flop_per_byte"] == pytest.approx(1978.9e12 / 3.35e12)
+    assert got["roofline"]["compute_dtype"] == "fp8"
 
 
 def test_uploaded_config_gives_the_catalog_numbers(client):

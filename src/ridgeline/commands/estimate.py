@@ -272,10 +272,11 @@ def _print_single(m: Any, r: dict[str, Any], const: dict[str, float],
     replicas = f" (x{par.dp} replicas)" if par.dp > 1 else ""
     prefix = f" prefix={r['prefix_tokens']:g}" if r["prefix_tokens"] else ""
     con.print(f"[bold]{m.model.name}[/] on [bold]{m.hardware.name}[/] x{par.tp * par.pp}"
-              f"{replicas} · weights {pr.weights} · KV {pr.kv} · activations {pr.activations}"
+              f"{replicas} · {pr.scheme} · weights {pr.weights} · KV {pr.kv} · activations "
+              f"{pr.activations}"
               f" · tp={par.tp} pp={par.pp} ep={par.ep} · B={r['batch_seqs']:g} "
               f"S={r['prompt_tokens']:g} N={r['output_tokens']:g}{prefix}")
-    con.print(f"precision from {pr.source}")
+    con.print(f"precision from {pr.source}" + (f"; {pr.fallback}" if pr.fallback else ""))
     tab = Table(title="Phases (one replica)", title_justify="left")
     for col in ("phase", "time", "throughput", "FLOPs", "bytes", "FLOP/byte", "bound"):
         tab.add_column(col, justify="left" if col in ("phase", "bound") else "right")

@@ -65,6 +65,10 @@ def plan_cmd(
                                          "comma-separated (bf16,fp8,int4).")] = "bf16",
     kv: Annotated[str | None, typer.Option("--kv", help="KV-cache dtype (default: from the "
                                            "weights).")] = None,
+    activations: Annotated[str | None, typer.Option(
+        "--activations", help="Activation/GEMM dtype for every candidate (default: as vLLM "
+        "runs the weights on each GPU: fp8 -> W8A8 where the GPU has fp8 tensor cores, "
+        "W8A16 where not; int4 -> W4A16).")] = None,
     rate: Annotated[float, typer.Option("--rate", help="Target arrival rate (req/s, "
                                         "Poisson).")] = 10.0,
     slo: Annotated[list[str] | None, typer.Option(
@@ -139,7 +143,8 @@ def plan_cmd(
                                  "install 'ridgeline[ray]')") from None
     req = PlanRequest(
         models=_csv(model, "--model"), hardware=_csv(hardware, "--hardware"),
-        weights=_csv(weights, "--weights"), kv=kv, prompt=prompt, output=output,
+        weights=_csv(weights, "--weights"), kv=kv, activations=activations, prompt=prompt,
+        output=output,
         rate_req_s=rate, slos=tuple(s.text for s in parse_slos(slo)),
         goodput_target=goodput_target, headroom=headroom, tp=_ints(tp, "--tp"),
         ep=not no_ep, max_num_seqs=_ints(max_num_seqs, "--max-num-seqs"),

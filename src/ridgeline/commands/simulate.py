@@ -351,15 +351,22 @@ def _write_timeline(path: str, res: Any) -> None:
 
 def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
     summary = run.summary()
+    pr = getattr(step_model, "precision", None)  # a calibrated profile has none
     if json_out:
-        typer.echo(json.dumps({"simulation": summary, "analysis": run.analysis.to_dict(),
-                               "assumptions": step_model.assumptions()}, indent=2))
+        out = {"simulation": summary, "analysis": run.analysis.to_dict(),
+               "assumptions": step_model.assumptions()}
+        if pr is not None:
+            out["precision"] = pr.describe()
+        typer.echo(json.dumps(out, indent=2))
         return
     from rich.console import Console
 
     from ridgeline.metrics.render import print_analysis
 
     con = Console()
+    if pr is not None:
+        con.print(f"{step_model.model.name} on {step_model.hardware.name} · {pr.scheme} · KV "
+                  f"{pr.kv}", highlight=False)
     print_analysis(run.analysis, con)
     s = summary
     con.print(

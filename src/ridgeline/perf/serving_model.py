@@ -80,7 +80,9 @@ class RooflineStepTime:
 
         self.model = model
         self.hardware = hardware
-        self.precision = precision or resolve_precision()
+        # What this GPU runs: a defaulted fp8/fp4 GEMM falls back to weight-only where the
+        # GPU has no tensor cores for it (specs/precision.py).
+        self.precision = (precision or resolve_precision()).on_hardware(hardware)
         self.parallel = (parallel or Parallelism()).validate(model)
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_num_seqs = max_num_seqs
@@ -359,12 +361,13 @@ class RooflineStepTime:
             "GQA: decode attention reads each sequence's unique KV once (heads of a group "
             "share it) and writes the new token's KV; prefill attention is FlashAttention-style "
             "(no S x S matrix in HBM), causal pairs only",
-            f"precision: weights {pr.weights} ({pr.weight_bytes:g} B incl. scales), KV "
+            f"precision: {pr.scheme}: weights {pr.weights} ({pr.weight_bytes:g} B incl. "
+            f"scales), KV "
             f"{pr.kv} ({pr.kv_bytes:g} B), activations {pr.activations} (residual stream "
             f"{pr.activation_bytes:g} B); embeddings {pr.embedding_bytes:g} B, LM head "
             f"{pr.lm_head_bytes:g} B"
             + "".join(f"; {k} {v}" for k, v in pr.module_weights)
-            + f"; chosen by {pr.source}",
+            + f"; chosen by {pr.source}" + (f"; {pr.fallback}" if pr.fallback else ""),
         ]
         m = self.model
         if m.is_windowed:

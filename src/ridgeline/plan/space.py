@@ -47,6 +47,7 @@ class PlanRequest:
     hardware: tuple[str, ...] = ("h100-sxm",)
     weights: tuple[str, ...] = ("bf16",)
     kv: str | None = None
+    activations: str | None = None  # None: as vLLM runs the weights on each GPU
     prompt: str = "lognormal:mean=500,sigma=0.8,max=4096"
     output: str = "lognormal:mean=200,sigma=0.8,max=1024"
     rate_req_s: float = 10.0
@@ -105,6 +106,10 @@ class PlanRequest:
                     f"{need} requests put it within a quarter of its tail, seed 003)")
         for hw in self.hardware:
             self.price_of(hw)
+        if self.activations is not None:
+            from ridgeline.specs.precision import resolve_precision
+
+            resolve_precision("bf16", self.kv, self.activations)  # one line if unknown
         return self
 
     @property
@@ -288,7 +293,8 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
                       outputs: np.ndarray, s_mean: float, n_mean: float, lam: float,
                       roofline: Any, little_in_system: Any, little_kv_bytes: Any) -> None:
     base = Scenario(model=model_name, hardware=hw, weights=weights, kv=req.kv, tp=tp, ep=ep,
-                    prompt=req.prompt, output=req.output, requests=req.requests,
+                    activations=req.activations, prompt=req.prompt, output=req.output,
+                    requests=req.requests,
                     rate_req_s=lam, slos=req.slos, seed=req.seed,
                     gpu_memory_utilization=req.gpu_memory_utilization)
     combos = [(m, b, c) for m in req.max_num_seqs for b in req.max_num_batched_tokens
@@ -302,7 +308,7 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
         return
     try:
         sm = roofline.from_names(model=model_name, hardware=hw, weights=weights, kv=req.kv,
-                                 tp=tp, ep=ep, check_fit=False)
+                                 activations=req.activations, tp=tp, ep=ep, check_fit=False)
     except RidgelineError as exc:
         reject_all(str(exc))
         return

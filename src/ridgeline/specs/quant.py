@@ -52,6 +52,9 @@ class QuantSpec:
     group_size: int = 0  # weights per scale (0: per tensor/channel/block: negligible)
     zero_point: bool = False  # 4-bit zero points stored next to the scales (AWQ)
     unquantized: tuple[str, ...] = ()  # MODULE_CLASSES left 16-bit
+    # 8-bit weight scales: "tensor", "channel", or "block" with `block` (rows, columns).
+    scale: str = ""
+    block: tuple[int, ...] = ()
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -69,6 +72,10 @@ class QuantSpec:
 
     def describe(self) -> str:
         parts = [f"{self.method}: weights {self.weights}"]
+        if self.block:
+            parts.append("block " + "x".join(map(str, self.block)))
+        elif self.scale:
+            parts.append(f"per-{self.scale}")
         if self.group_size:
             parts.append(f"group {self.group_size}" + (" + zero points" if self.zero_point
                                                        else ""))
@@ -134,6 +141,22 @@ def _ct_dtype(args: dict[str, Any] | None, where: str) -> str | None:
     return table[(bits, kind)]
 
 
+def _block(value: Any) -> tuple[int, ...]:
+    """A `weight_block_size` / `block_structure` ([128, 128]) -> (128, 128); () for none."""
+    if value is None:
+        return ()
+    if isinstance(value, str):  # compressed-tensors may write "128x128"
+        value = value.lower().split("x")
+    try:
+        out = tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        out = ()
+    if len(out) != 2 or min(out) < 1:
+        raise RidgelineError(f"config.json: field 'quantization_config' weight_block_size: "
+                             f"got {value!r}; allowed: two positive integers, e.g. [128, 128]")
+    return out
+
+
 def parse_quantization(qc: Any) -> QuantSpec | None:
     """The QuantSpec of a `quantization_config` dict (None for none); one-line errors."""
     if qc is None:
@@ -148,8 +171,10 @@ def parse_quantization(qc: Any) -> QuantSpec | None:
     if method == "fp8":
         act = "fp8" if qc.get("activation_scheme", "dynamic") in ("dynamic", "static") \
             else "bf16"
+        block = _block(qc.get("weight_block_size"))
         return QuantSpec(method, "fp8", act, unquantized=(*skip, "lm_head")
-                         if "lm_head" not in skip else skip)
+                         if "lm_head" not in skip else skip,
+                         scale="block" if block else "tensor", block=block)
     if method in ("awq", "awq_marlin", "gptq", "gptq_marlin", "marlin"):
         bits = int(qc.get("bits", qc.get("w_bit", 4)))
         group = int(qc.get("group_size", qc.get("q_group_size", 128)) or 0)
@@ -178,16 +203,22 @@ def parse_quantization(qc: Any) -> QuantSpec | None:
         a = _ct_dtype(first.get("input_activations"), "input_activations") or "bf16"
         if a == "int4":
             a = "bf16"
-        group = int((first.get("weights") or {}).get("group_size") or 0)
+        wargs = first.get("weights") or {}
+        group = int(wargs.get("group_size") or 0)
         if w is None:
             return None
-        return QuantSpec(method, w, a if w != "int4" else "bf16", group, False, skip)
+        strategy = str(wargs.get("strategy") or "tensor").lower()
+        block = _block(wargs.get("block_structure")) if strategy == "block" else ()
+        scale = ("block" if block else strategy if strategy in ("tensor", "channel")
+                 else "") if w in ("fp8", "int8") else ""
+        return QuantSpec(method, w, a if w != "int4" else "bf16", group, False, skip,
+                         scale=scale, block=block)
     if method == "modelopt":
         algo = str(qc.get("quant_algo", "")).upper()
         mods = qc.get("exclude_modules")
         skip = _unquantized(mods)
         if algo == "FP8":
-            return QuantSpec(method, "fp8", "fp8", unquantized=skip)
+            return QuantSpec(method, "fp8", "fp8", unquantized=skip, scale="tensor")
         if algo == "NVFP4":
             return QuantSpec(method, "fp4", "fp4", 16, unquantized=skip)
         raise RidgelineError(f"config.json: field 'quantization_config' quant_algo: got "

@@ -39,9 +39,10 @@ from ridgeline.errors import RidgelineError
 GIB = 1024**3
 DTYPES = {"weights": ["bf16", "fp16", "fp8", "int8", "int4", "fp4", "fp32"],
           "kv": ["", "bf16", "fp16", "fp8", "fp32"],
-          "activations": ["bf16", "fp16", "fp8", "fp32"]}
+          # "": as vLLM runs the weights on the GPU (fp8 -> W8A8 where it has fp8 cores)
+          "activations": ["", "bf16", "fp16", "fp8", "fp4", "fp32"]}
 DEFAULTS = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "weights": "bf16", "kv": "",
-            "activations": "bf16", "tp": 1, "pp": 1, "ep": 1, "batch": 32, "prompt": 1024,
+            "activations": "", "tp": 1, "pp": 1, "ep": 1, "batch": 32, "prompt": 1024,
             "output": 256}
 SIM_DEFAULTS = {"rates": [2, 4, 8, 16, 24, 32], "requests": 300,
                 "prompt": "lognormal:mean=512,sigma=0.5,max=4096", "output": "fixed:128"}
@@ -168,7 +169,7 @@ def _common(body: dict[str, Any]) -> dict[str, Any]:
     kv = _text(body, "kv", "") or None
     return {"model": _model(body), "hardware": _hardware(body),
             "weights": _text(body, "weights", "bf16"), "kv": kv,
-            "activations": _text(body, "activations", "bf16"),
+            "activations": _text(body, "activations", "") or None,
             "tp": _field(body, "tp", int, 1, 1, MAX_PARALLEL),
             "pp": _field(body, "pp", int, 1, 1, MAX_PARALLEL),
             "ep": _field(body, "ep", int, 1, 1, MAX_PARALLEL)}
