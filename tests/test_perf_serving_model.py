@@ -187,6 +187,7 @@ def test_assumptions_and_describe(llama8b: RooflineStepTime) -> None:
     d = llama8b.describe()
     assert d["model"] == "llama-3.1-8b" and d["parallelism"]["tp"] == 1
     assert d["precision"] == {"weights": "bf16", "kv": "bf16", "activations": "bf16",
+                              "scheme": "W16A16 (bf16)", "gemm_kernel_dtype": "bf16",
                               "source": "defaults (16-bit; the checkpoint has no "
                                         "quantization_config)"}
 
