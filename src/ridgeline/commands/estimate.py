@@ -527,6 +527,7 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
     """List the GPU catalog (dense datasheet peaks; sources in the JSON files)."""
     from ridgeline.perf.kernels import CATALOG_DEFAULT_COMPUTE_EFFICIENCY, profile_for
     from ridgeline.specs import hardware_catalog, load_hardware
+    from ridgeline.specs.hardware import aliases_of
 
     rows = []
     for name in hardware_catalog():
@@ -538,7 +539,8 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
                          "derived": prof.derived, "rule": prof.rule}
                         if prof is not None else None)
         rows.append(h.describe() | {"ridge_point_bf16_flop_per_byte": h.ridge_point("bf16"),
-                                    "kernel_model": kernel_model, "source": h.source})
+                                    "kernel_model": kernel_model, "source": h.source,
+                                    "aliases": aliases_of(name)})
     if as_json:
         _emit_json(rows)
         return
@@ -546,7 +548,7 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
 
     tab = Table(title="Hardware (dense peaks)", title_justify="left")
     for c in ("name", "bf16 TFLOP/s", "fp8", "fp4", "HBM TB/s", "memory GiB", "ridge bf16",
-              "link GB/s/dir", "kernel model", "plain C/β", "overhead µs"):
+              "link GB/s/dir", "NVLink GPUs", "kernel model", "plain C/β", "overhead µs"):
         tab.add_column(c, justify="left" if c == "name" else "right", no_wrap=c == "name")
     for r in rows:
         pk = r["peak_flops_per_s"]
@@ -557,6 +559,7 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
                     f"{r['memory_bytes'] / GIB:.0f}",
                     f"{r['ridge_point_bf16_flop_per_byte']:.0f}",
                     f"{r['interconnect_bandwidth_bytes_per_s'] / 1e9:.0f}",
+                    str(r["nvlink_domain_gpus"]),
                     _kernel_model_cell(r["kernel_model"]),
                     f"{r['compute_efficiency']:g}/{r['bandwidth_efficiency']:g}",
                     f"{r['kernel_overhead_us']:g}")
@@ -567,7 +570,10 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
                      "efficiencies, which time the plain roofline (a GPU without a kernel "
                      "model, or --compute-efficiency/--bandwidth-efficiency given); a derived "
                      "kernel model scales its GEMM efficiency by "
-                     f"C/{CATALOG_DEFAULT_COMPUTE_EFFICIENCY:g}.")
+                     f"C/{CATALOG_DEFAULT_COMPUTE_EFFICIENCY:g}. NVLink GPUs: how many GPUs "
+                     "one NVLink/xGMI domain joins (1: PCIe only). Names people type (H100, "
+                     "A100-80GB, MI300X, nvidia-smi's names) resolve through an alias table; "
+                     "--json lists each GPU's aliases.")
 
 
 def _kernel_model_cell(km: dict[str, Any] | None) -> str:

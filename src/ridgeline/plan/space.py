@@ -129,18 +129,37 @@ class PlanRequest:
         return self.rate_req_s * (1.0 + self.headroom)
 
     def price_of(self, hardware: str) -> float:
-        """USD per GPU-hour: --price overrides, else the catalog's price."""
+        """USD per GPU-hour: --price overrides, else the catalog's price (a GPU named by
+        an alias, such as H100, is its catalog entry on either side)."""
+        key = _gpu_key(hardware)
         for name, price in self.prices:
-            if name == hardware:
+            if name == hardware or _gpu_key(name, strict=False) == key:
                 return price
         from ridgeline.specs.hardware import hardware_catalog
 
-        entry = hardware_catalog().get(hardware)
+        entry = hardware_catalog().get(key)
         price = entry.get("price_usd_per_gpu_hour") if entry else None
         if price is None:
             raise RidgelineError(f"--price: no price for {hardware!r}; give --price "
                                  f"{hardware}=USD_PER_GPU_HOUR")
         return float(price)
+
+
+def _gpu_key(name: str, strict: bool = True) -> str:
+    """The catalog entry a GPU name means; a JSON path (or, not strict, any name the
+    catalog does not know) stays as given."""
+    from pathlib import Path
+
+    from ridgeline.specs.hardware import catalog_name
+
+    if name.endswith(".json") or Path(name).is_file():
+        return name
+    try:
+        return catalog_name(name)
+    except RidgelineError:
+        if strict:
+            raise
+        return name
 
 
 @dataclass(frozen=True)

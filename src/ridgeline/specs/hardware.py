@@ -48,6 +48,10 @@ class HardwareSpec:
     # operators ("" = the plain roofline with the efficiency factors above). Catalog GPUs
     # name themselves; a user file may name one ("kernel_profile": "h100-sxm").
     kernel_profile: str = ""
+    # GPUs one NVLink / xGMI domain joins at full link bandwidth: 8 on HGX and MI300-class
+    # boards, 72 on NVL72 racks, 1 on PCIe-only cards (collectives beyond it cross PCIe or
+    # the network).
+    nvlink_domain_gpus: int = 8
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def peak(self, dtype: str) -> float:
@@ -100,6 +104,7 @@ class HardwareSpec:
             "bandwidth_efficiency": self.bandwidth_efficiency,
             "kernel_overhead_us": self.kernel_overhead_us,
             "kernel_profile": self.kernel_profile,
+            "nvlink_domain_gpus": self.nvlink_domain_gpus,
         }
 
 
@@ -126,6 +131,7 @@ def from_dict(data: dict[str, Any], name: str) -> HardwareSpec:
             interconnect=str(data.get("interconnect", "")),
             source=str(data.get("_source", "")),
             kernel_profile=str(data.get("kernel_profile", "")),
+            nvlink_domain_gpus=_domain_gpus(data.get("nvlink_domain_gpus", 8), name),
         )
     except (TypeError, ValueError) as exc:
         raise RidgelineError(f"hardware {name}: a numeric field is not a number ({exc})") from None
@@ -154,6 +160,15 @@ def from_dict(data: dict[str, Any], name: str) -> HardwareSpec:
     return replace(checked, kernel_profile=spec.kernel_profile)  # validation only
 
 
+def _domain_gpus(value: Any, name: str) -> int:
+    """`nvlink_domain_gpus`: a whole number from 1 to 576 (the largest NVLink domain sold)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or \
+            value != int(value) or not 1 <= value <= 576:
+        raise RidgelineError(f"hardware {name}: field 'nvlink_domain_gpus': got {value!r}; "
+                             "allowed: a whole number from 1 to 576")
+    return int(value)
+
+
 def _catalog_dir() -> Any:
     return resources.files("ridgeline.specs").joinpath("data", "hardware")
 
@@ -179,12 +194,53 @@ def load_hardware(name_or_path: str) -> HardwareSpec:
         if not isinstance(data, dict):
             raise RidgelineError(f"hardware: {str(path)!r} is not a hardware JSON object")
         return from_dict(data, path.stem)
-    key = name_or_path.lower()
+    key = catalog_name(name_or_path)
     entry = _catalog_dir().joinpath(f"{key}.json")
-    if not entry.is_file():
-        names = ", ".join(sorted(hardware_catalog()))
-        raise RidgelineError(f"hardware: got {name_or_path!r}; allowed: a JSON path or one of "
-                             f"{names}")
     spec = from_dict(json.loads(entry.read_text()), key)
     # Catalog GPUs are timed by the fitted kernel model (measured or derived by rule).
     return replace(spec, kernel_profile=spec.kernel_profile or key)
+
+
+def _normalize(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100-80gb-hbm3' (the alias table's spelling)."""
+    import re
+
+    key = re.sub(r"[\s_]+", "-", name.strip().lower())
+    for prefix in ("amd-instinct-", "nvidia-", "amd-"):
+        key = key.removeprefix(prefix)
+    return key
+
+
+def catalog_name(name: str) -> str:
+    """The catalog entry a typed GPU name means: the file name itself, or one entry of the
+    alias table (specs/data/hardware_aliases.json); an ambiguous or unknown name is a
+    one-line error listing the choices.
+
+    >>> catalog_name("H100 SXM"), catalog_name("NVIDIA A100-SXM4-80GB")
+    ('h100-sxm', 'a100-80gb')
+    """
+    catalog = hardware_catalog()
+    for key in (name.lower(), _normalize(name)):
+        if key in catalog:
+            return key
+    table = _alias_table()
+    key = _normalize(name)
+    if key in table["aliases"]:
+        return str(table["aliases"][key])
+    if key in table["ambiguous"]:
+        raise RidgelineError(f"hardware: got {name!r}, which could be "
+                             f"{' or '.join(table['ambiguous'][key])}; allowed: one of "
+                             f"{', '.join(table['ambiguous'][key])}")
+    raise RidgelineError(f"hardware: got {name!r}; allowed: a JSON path or one of "
+                         f"{', '.join(sorted(catalog))} (or an alias that `ridgeline "
+                         "hardware --json` lists)")
+
+
+def _alias_table() -> dict[str, Any]:
+    return dict(json.loads(resources.files("ridgeline.specs").joinpath(
+        "data", "hardware_aliases.json").read_text()))
+
+
+def aliases_of(name: str) -> list[str]:
+    """The alias-table names that resolve to one catalog entry (for `ridgeline hardware`)."""
+    return sorted(a for a, target in _alias_table()["aliases"].items() if target == name)

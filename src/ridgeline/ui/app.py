@@ -157,11 +157,11 @@ def _model(body: dict[str, Any]) -> Any:
 
 def _hardware(body: dict[str, Any]) -> str:
     from ridgeline.specs import hardware_catalog
+    from ridgeline.specs.hardware import catalog_name
 
     name = _text(body, "hardware", str(DEFAULTS["hardware"]))
     if name not in hardware_catalog():
-        raise RidgelineError(f"hardware: got {name!r}; allowed: "
-                             f"{', '.join(hardware_catalog())}")
+        return catalog_name(name)  # an alias (H100 -> h100-sxm), else a one-line refusal
     return name
 
 
