@@ -1,8 +1,11 @@
 """Model spec: the shapes that determine FLOPs and bytes, parsed from a HF config.json.
 
-Supported families (by `model_type`): llama (Llama 2, 3.x), mistral, qwen2 (Qwen2/2.5),
-qwen3 (dense), mixtral, qwen2_moe, qwen3_moe, deepseek_v2 and deepseek_v3 (MLA, shared
-experts, `first_k_dense_replace`). Shapes follow the Hugging Face modeling code: a gated MLP
+Supported families (SUPPORTED_TYPES, by `model_type` or `architectures`; one parser each
+in specs/families.py): dense llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3,
+granite, olmo2, cohere2; MoE mixtral, qwen2_moe, qwen3_moe, llama4_text, gpt_oss,
+qwen3_next (and Qwen3.5), glm4_moe, minimax_m2, ernie4_5_moe; MLA deepseek_v2 and
+deepseek_v3 (and Kimi-K2); hybrid falcon_h1 (its Mamba-2 mixer approximated). Shapes
+follow the Hugging Face modeling code: a gated MLP
 (gate, up, down: 3 matrices of `intermediate_size`), untied or tied embeddings, GQA
 `num_key_value_heads`, an explicit `head_dim` where given, MoE experts and shared experts,
 MLA low-rank projections and the latent KV cache.
@@ -21,16 +24,24 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
-from ridgeline.specs.quant import QuantSpec, parse_quantization
+from ridgeline.specs.quant import QuantSpec
 
-DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3")
-MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "llama4_text", "gpt_oss", "qwen3_next")
+DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3",
+               "granite", "olmo2", "cohere2")
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "llama4_text", "gpt_oss", "qwen3_next",
+             "glm4_moe", "minimax_m2", "ernie4_5_moe")
 MLA_TYPES = ("deepseek_v2", "deepseek_v3")
-SUPPORTED_TYPES = DENSE_TYPES + MOE_TYPES + MLA_TYPES
+HYBRID_TYPES = ("falcon_h1",)  # attention + Mamba-2 in every layer (the Mamba part approximated)
+SUPPORTED_TYPES = DENSE_TYPES + MOE_TYPES + MLA_TYPES + HYBRID_TYPES
+# model_types parsed as another family (Kimi-K2 is a DeepSeek-V3; Qwen3.5's text model is
+# a Qwen3-Next). Parsers live in specs/families.py.
+TYPE_ALIASES = {"kimi_k2": "deepseek_v3", "qwen3_5_moe_text": "qwen3_next",
+                "qwen3_5_text": "qwen3_next"}
 # Multimodal wrappers: the language model is the nested `text_config` (its model_type, or
 # this one when the nested config omits it).
 WRAPPER_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen2_5_vl": "qwen2",
-                 "qwen2_vl": "qwen2", "mistral3": "mistral", "llava": "llama"}
+                 "qwen2_vl": "qwen2", "mistral3": "mistral", "llava": "llama",
+                 "qwen3_5_moe": "qwen3_next", "qwen3_5": "qwen3_next"}
 # Families whose HF config class ties the LM head to the embedding by default.
 _TIED_BY_DEFAULT = ("gemma2", "gemma3_text")
 
@@ -51,6 +62,8 @@ class ModelSpec:
     tie_word_embeddings: bool = False
     qkv_bias: bool = False
     qk_norm: bool = False
+    # q/k RMSNorms over the whole projections (OLMo-2, MiniMax-M2) instead of per head
+    qk_norm_full: bool = False
     # MoE (num_experts == 0 for dense models)
     num_experts: int = 0
     experts_per_token: int = 0
@@ -91,6 +104,8 @@ class ModelSpec:
     final_logit_softcapping: float = 0.0
     # The checkpoint's quantization_config (None: unquantized).
     quant: QuantSpec | None = None
+    # What the family's parser could not cost, in words (printed among the assumptions).
+    notes: tuple[str, ...] = ()
 
     # --- derived shapes -------------------------------------------------------------
     @property
@@ -203,7 +218,7 @@ class ModelSpec:
         if self.attention_sinks:
             p += self.num_heads
         if self.qk_norm:
-            p += 2 * self.head_dim
+            p += self.q_dim + self.kv_dim if self.qk_norm_full else 2 * self.head_dim
         return p
 
     @property
@@ -319,6 +334,18 @@ _BOUNDS: dict[str, tuple[int, int]] = {
     "linear_key_head_dim": (1, 1 << 14),
     "linear_value_head_dim": (1, 1 << 14),
     "linear_conv_kernel_dim": (1, 1 << 10),
+    "shared_intermediate_size": (0, 1 << 22),
+    "moe_num_experts": (1, 1 << 16),
+    "moe_k": (1, 1 << 16),
+    "moe_num_shared_experts": (0, 1 << 10),
+    "moe_layer_start_index": (0, 10_000),
+    "moe_layer_end_index": (0, 10_000),
+    "moe_layer_interval": (1, 10_000),
+    "mamba_d_ssm": (1, 1 << 22),
+    "mamba_n_heads": (1, 1 << 16),
+    "mamba_n_groups": (1, 1 << 16),
+    "mamba_d_state": (1, 1 << 16),
+    "mamba_d_conv": (1, 1 << 10),
 }
 
 
@@ -380,13 +407,13 @@ def _language_config(cfg: dict[str, Any]) -> dict[str, Any]:
         return cfg
     inner = dict(text)
     if not isinstance(inner.get("model_type"), str) or inner["model_type"] not in \
-            SUPPORTED_TYPES:
+            SUPPORTED_TYPES + tuple(TYPE_ALIASES):
         mapped = WRAPPER_TYPES.get(outer) if isinstance(outer, str) else None
         if mapped is None and isinstance(inner.get("model_type"), str):
             mapped = WRAPPER_TYPES.get(inner["model_type"])
         if mapped is not None:
             inner["model_type"] = mapped
-    for key in ("quantization_config", "_name_or_path", "torch_dtype"):
+    for key in ("quantization_config", "_name_or_path", "torch_dtype", "tie_word_embeddings"):
         if key in cfg and key not in inner:
             inner[key] = cfg[key]
     return inner
@@ -419,8 +446,8 @@ def _window(cfg: dict[str, Any], fam: str, layers: int, linear: set[int]
         n = sum(1 for t in types if t in ("sliding_attention", "chunked_attention"))
     elif fam == "gemma2":
         n = sum(1 for i in range(layers) if i % 2 == 0)  # even layers slide (HF Gemma2)
-    elif fam == "gemma3_text":
-        pat = _int(cfg, "sliding_window_pattern", fam, default=6)
+    elif fam in ("gemma3_text", "cohere2"):  # every pattern-th layer is global
+        pat = _int(cfg, "sliding_window_pattern", fam, default=6 if fam == "gemma3_text" else 4)
         n = sum(1 for i in range(layers) if (i + 1) % pat)
     elif fam in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         first = _int(cfg, "max_window_layers", fam, default=0)
@@ -434,154 +461,10 @@ def _window(cfg: dict[str, Any], fam: str, layers: int, linear: set[int]
 
 
 def _from_hf_config(cfg: dict[str, Any], name: str | None) -> ModelSpec:
-    model_type = cfg.get("model_type")
-    if model_type is None:
-        archs = cfg.get("architectures") or []
-        raise RidgelineError(
-            f"config.json: missing field 'model_type' (architectures={archs}); "
-            f"supported model_type: {', '.join(SUPPORTED_TYPES)}")
-    if not isinstance(model_type, str) or model_type not in SUPPORTED_TYPES:
-        raise RidgelineError(f"config.json: model_type {model_type!r} is not supported; "
-                             f"supported: {', '.join(SUPPORTED_TYPES)} (and the "
-                             f"text_config of {', '.join(WRAPPER_TYPES)})")
-    fam = model_type
-    d = _int(cfg, "hidden_size", fam)
-    layers = _int(cfg, "num_hidden_layers", fam)
-    heads = _int(cfg, "num_attention_heads", fam)
-    kv_heads = _int(cfg, "num_key_value_heads", fam, default=heads)
-    head_dim = _int(cfg, "head_dim", fam, default=d // heads)
-    vocab = _int(cfg, "vocab_size", fam)
-    linear: set[int] = set()
-    if model_type == "qwen3_next":
-        types = cfg.get("layer_types")
-        if isinstance(types, list) and len(types) == layers:
-            linear = {i for i, t in enumerate(types) if t == "linear_attention"}
-        else:
-            every = _int(cfg, "full_attention_interval", fam, default=4)
-            linear = {i for i in range(layers) if (i + 1) % every}
-    win, n_win, kind = _window(cfg, fam, layers, linear)
-    common: dict[str, Any] = dict(
-        name=name or str(cfg.get("_name_or_path") or model_type), model_type=model_type,
-        hidden_size=d, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
-        head_dim=head_dim, vocab_size=vocab,
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings",
-                                         model_type in _TIED_BY_DEFAULT)),
-        max_position_embeddings=_int(cfg, "max_position_embeddings", fam, default=0),
-        sliding_window=win, num_window_layers=n_win, window_kind=kind,
-        quant=parse_quantization(cfg.get("quantization_config")),
-    )
-    if model_type in ("gemma2", "gemma3_text"):
-        common.update(norms_per_layer=4,
-                      attn_logit_softcapping=float(cfg.get("attn_logit_softcapping") or 0.0),
-                      final_logit_softcapping=float(cfg.get("final_logit_softcapping")
-                                                    or 0.0))
-    if model_type in DENSE_TYPES:
-        return ModelSpec(
-            **common,
-            intermediate_size=_int(cfg, "intermediate_size", fam),
-            # Qwen2 always has q/k/v biases (not a config field); Llama/Qwen3 say so.
-            qkv_bias=model_type == "qwen2" or bool(cfg.get("attention_bias", False)),
-            qk_norm=model_type in ("qwen3", "gemma3_text"),
-        )
-    if model_type == "llama4_text":
-        # Interleaved MoE (every `interleave_moe_layer_step`-th layer) with one shared
-        # expert of the routed width; dense layers use intermediate_size_mlp.
-        step = _int(cfg, "interleave_moe_layer_step", fam, default=1)
-        moe_idx = cfg.get("moe_layers") or list(range(step - 1, layers, step))
-        width = _int(cfg, "intermediate_size", fam)
-        return ModelSpec(
-            **common,
-            intermediate_size=_int(cfg, "intermediate_size_mlp", fam, default=width),
-            num_experts=_int(cfg, "num_local_experts", fam),
-            experts_per_token=_int(cfg, "num_experts_per_tok", fam),
-            moe_intermediate_size=width, num_shared_experts=1,
-            shared_expert_intermediate_size=width,
-            num_moe_layers=sum(1 for i in moe_idx if isinstance(i, int) and 0 <= i < layers),
-            qkv_bias=bool(cfg.get("attention_bias", False)),
-        )
-    if model_type == "gpt_oss":
-        bias = bool(cfg.get("attention_bias", True))
-        return ModelSpec(
-            **common,
-            intermediate_size=_int(cfg, "intermediate_size", fam),
-            num_experts=_int(cfg, "num_local_experts", fam),
-            experts_per_token=_int(cfg, "num_experts_per_tok", fam),
-            moe_intermediate_size=_int(cfg, "intermediate_size", fam),
-            num_moe_layers=layers, qkv_bias=bias, o_bias=bias, attention_sinks=True,
-            expert_bias=True,
-        )
-    if model_type == "qwen3_next":
-        step = _int(cfg, "decoder_sparse_step", fam, default=1)
-        dense_only = set(cfg.get("mlp_only_layers") or [])
-        return ModelSpec(
-            **common,
-            intermediate_size=_int(cfg, "intermediate_size", fam),
-            qk_norm=True, attn_output_gate=bool(cfg.get("attn_output_gate", True)),
-            num_experts=_int(cfg, "num_experts", fam),
-            experts_per_token=_int(cfg, "num_experts_per_tok", fam),
-            moe_intermediate_size=_int(cfg, "moe_intermediate_size", fam),
-            num_shared_experts=1,
-            shared_expert_intermediate_size=_int(cfg, "shared_expert_intermediate_size", fam),
-            num_moe_layers=sum(1 for i in range(layers)
-                               if i not in dense_only and (i + 1) % step == 0),
-            num_linear_layers=len(linear),
-            linear_num_key_heads=_int(cfg, "linear_num_key_heads", fam),
-            linear_num_value_heads=_int(cfg, "linear_num_value_heads", fam),
-            linear_key_head_dim=_int(cfg, "linear_key_head_dim", fam),
-            linear_value_head_dim=_int(cfg, "linear_value_head_dim", fam),
-            linear_conv_kernel=_int(cfg, "linear_conv_kernel_dim", fam, default=4),
-        )
-    if model_type == "mixtral":
-        return ModelSpec(
-            **common,
-            intermediate_size=_int(cfg, "intermediate_size", fam),
-            num_experts=_int(cfg, "num_local_experts", fam),
-            experts_per_token=_int(cfg, "num_experts_per_tok", fam),
-            moe_intermediate_size=_int(cfg, "intermediate_size", fam),
-            num_moe_layers=layers,
-        )
-    if model_type in ("qwen2_moe", "qwen3_moe"):
-        step = _int(cfg, "decoder_sparse_step", fam, default=1)
-        dense_only = set(cfg.get("mlp_only_layers") or [])
-        moe_layers = sum(1 for i in range(layers)
-                         if i not in dense_only and (i + 1) % step == 0)
-        shared = _int(cfg, "shared_expert_intermediate_size", fam, default=0)
-        return ModelSpec(
-            **common,
-            intermediate_size=_int(cfg, "intermediate_size", fam),
-            qkv_bias=model_type == "qwen2_moe",
-            qk_norm=model_type == "qwen3_moe",
-            num_experts=_int(cfg, "num_experts", fam),
-            experts_per_token=_int(cfg, "num_experts_per_tok", fam),
-            moe_intermediate_size=_int(cfg, "moe_intermediate_size", fam),
-            num_shared_experts=1 if shared else 0,
-            shared_expert_intermediate_size=shared,
-            num_moe_layers=moe_layers,
-        )
-    # DeepSeek V2/V3: MLA attention, routed + shared experts, first k layers dense.
-    n_routed = _int(cfg, "n_routed_experts", fam)
-    first_dense = _int(cfg, "first_k_dense_replace", fam, default=0)
-    freq = _int(cfg, "moe_layer_freq", fam, default=1)
-    moe_layers = sum(1 for i in range(layers) if i >= first_dense and i % freq == 0)
-    moe_width = _int(cfg, "moe_intermediate_size", fam)
-    # MLA has no per-head K/V width; record the query/key head width (nope + rope).
-    common["head_dim"] = _int(cfg, "qk_nope_head_dim", fam) + _int(
-        cfg, "qk_rope_head_dim", fam)
-    return ModelSpec(
-        **common,
-        intermediate_size=_int(cfg, "intermediate_size", fam),
-        num_experts=n_routed,
-        experts_per_token=_int(cfg, "num_experts_per_tok", fam),
-        moe_intermediate_size=moe_width,
-        num_shared_experts=_int(cfg, "n_shared_experts", fam, default=0),
-        shared_expert_intermediate_size=moe_width,
-        num_moe_layers=moe_layers,
-        q_lora_rank=_int(cfg, "q_lora_rank", fam, default=0),
-        kv_lora_rank=_int(cfg, "kv_lora_rank", fam),
-        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", fam),
-        qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", fam),
-        v_head_dim=_int(cfg, "v_head_dim", fam),
-    )
+    """One parser per family (specs/families.py), chosen by model_type or architecture."""
+    from ridgeline.specs.families import parse_family
+
+    return parse_family(cfg, name)
 
 
 def _catalog_dir() -> Any:
