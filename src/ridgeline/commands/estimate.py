@@ -500,6 +500,8 @@ def models_cmd(as_json: JsonOpt = False) -> None:
             "num_experts": s.num_experts, "experts_per_token": s.experts_per_token,
             "kv_bytes_per_token_bf16": s.num_softmax_layers * s.kv_elements_per_token_per_layer * 2,
             "vocab_size": s.vocab_size, "tie_word_embeddings": s.tie_word_embeddings,
+            "checkpoint_weights": s.quant.weights if s.quant else "bf16",
+            "checkpoint_quantization": s.quant.describe() if s.quant else None,
             "source": raw.get("_source", ""),
         })
     if as_json:
@@ -509,7 +511,7 @@ def models_cmd(as_json: JsonOpt = False) -> None:
 
     tab = Table(title="Models", title_justify="left")
     for c in ("name", "type", "params", "active", "layers", "hidden", "q/kv heads", "head dim",
-              "k/E experts", "KV/token", "vocab", "tied"):
+              "k/E experts", "KV/token", "vocab", "tied", "ckpt"):
         tab.add_column(c, justify="left" if c in ("name", "type", "tied") else "right",
                        no_wrap=True)
     for r in rows:
@@ -519,7 +521,7 @@ def models_cmd(as_json: JsonOpt = False) -> None:
                     str(r["head_dim"]),
                     f"{r['experts_per_token']}/{r['num_experts']}" if r["num_experts"] else "-",
                     f"{r['kv_bytes_per_token_bf16'] / 1024:.1f} KiB", str(r["vocab_size"]),
-                    "yes" if r["tie_word_embeddings"] else "no")
+                    "yes" if r["tie_word_embeddings"] else "no", r["checkpoint_weights"])
     _console().print(tab)
 
 

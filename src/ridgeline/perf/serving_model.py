@@ -370,6 +370,7 @@ class RooflineStepTime:
             + f"; chosen by {pr.source}" + (f"; {pr.fallback}" if pr.fallback else ""),
         ]
         m = self.model
+        out.extend(m.notes)  # what the model's family parser could not cost
         if m.is_windowed:
             kind = ("chunked local attention (a token sees its own chunk; costed as a window "
                     "of the chunk size, an upper bound)" if m.window_kind == "chunked"
