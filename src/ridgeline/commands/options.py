@@ -155,17 +155,19 @@ HardwareOpt = Annotated[
 ]
 WeightsOpt = Annotated[
     str | None, typer.Option("--weights", help="Weight dtype: fp32, bf16, fp16, fp8, int8, "
-                             "int4, fp4, mxfp4 (default: the checkpoint's quantization_config, "
-                             "else bf16; the flag overrides the config).")
+                             "int4, fp4, mxfp4, or a vLLM --quantization name (fp8_block, awq, "
+                             "gptq, modelopt_fp4, ...) (default: the checkpoint's "
+                             "quantization_config, else bf16; the flag overrides the config).")
 ]
 KvOpt = Annotated[
     str | None, typer.Option("--kv", help="KV-cache dtype (default: the model's 16-bit dtype, "
                              "as vLLM's --kv-cache-dtype auto).")
 ]
 ActivationsOpt = Annotated[
-    str | None, typer.Option("--activations", help="Activation/compute dtype: bf16, fp16, "
-                             "fp8, int8, fp4, fp32 (default: the checkpoint's GEMM dtype, else "
-                             "bf16).")
+    str | None, typer.Option("--activations", help="Activation/GEMM dtype: bf16, fp16, "
+                             "fp8, int8, fp4, fp32 (default: as vLLM runs the weights on the "
+                             "GPU: fp8 -> W8A8 where it has fp8 tensor cores, else W8A16; "
+                             "NVFP4 -> W4A4 on Blackwell; int4/mxfp4 -> W4A16).")
 ]
 TpOpt = Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree.")]
 PpOpt = Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree.")]
