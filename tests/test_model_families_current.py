@@ -130,6 +130,10 @@ def test_ernie45_moe_by_hand() -> None:
     moe = 8 * 3 * D * 32 + 2 * 3 * D * 32 + D * 8  # routed, 2 shared of the routed width
     assert m.num_moe_layers == 3
     assert m.total_params == 4 * (ATTN + 2 * D) + 3 * D * 128 + 3 * moe + V * D + D
+    # MoE layers: from the start index to the end index, on every interval-th layer
+    for end, every, layers in ((2, 1, (1, 2)), (3, 2, (1, 3)), (-1, 4, (3,))):
+        m = from_hf_config({**cfg, "moe_layer_end_index": end, "moe_layer_interval": every})
+        assert m.num_moe_layers == len(layers), (end, every)
 
 
 def test_granite_olmo2_cohere2_by_hand() -> None:
