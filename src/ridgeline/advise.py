@@ -485,7 +485,9 @@ def _variant(specs: _Specs, **changes: Any) -> Any:
     kv = changes.get("kv", pr.kv)        # a weights what-if keeps the KV dtype
     try:
         v = RooflineStepTime(sm.model, sm.hardware,
-                             resolve_precision(weights, kv, pr.activations),
+                             # a defaulted activation dtype follows the new weights
+                             resolve_precision(weights, kv, None if pr.activations_default
+                                               else pr.activations),
                              Parallelism(tp=changes.get("tp", specs.tp), pp=sm.parallel.pp,
                                          ep=sm.parallel.ep),
                              specs.max_num_batched_tokens,
