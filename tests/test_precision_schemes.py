@@ -180,3 +180,18 @@ def test_plan_refuses_an_unknown_activation_dtype() -> None:
     out = _run("plan", "--activations", "fp9", "--slo", "ttft_ms<=1000")
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1].startswith("error: activations: got 'fp9'")
+
+
+def test_plan_carries_activations_to_every_candidate() -> None:
+    from ridgeline.plan.space import PlanRequest, enumerate_space
+
+    req = PlanRequest(models=("llama-3.1-8b",), hardware=("H100",), weights=("fp8",),
+                      activations="bf16", slos=("ttft_ms<=1000",), tp=(1,),
+                      max_num_seqs=(64,), max_num_batched_tokens=(2048,),
+                      requests=50).validate()
+    space = enumerate_space(req)
+    assert space.candidates
+    for c in space.candidates:
+        sm = c.scenario.step_model()
+        assert (c.scenario.activations, sm.precision.scheme) == ("bf16", "W8A16 (fp8)")
+    assert req.price_of("H100") == req.price_of("h100-sxm")  # an alias has the entry's price

@@ -242,7 +242,8 @@ def estimate_cmd(
     rows = []
     for m, r, _const in results:
         for i in range(b.size):
-            row = {"hardware": m.hardware.name}
+            # the scheme can differ per GPU (fp8 is W8A16 on an A100, W8A8 on an H100)
+            row = {"hardware": m.hardware.name, "scheme": m.precision.scheme}
             row.update({k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in r.items()})
             rows.append(row)
     if as_json:
@@ -380,14 +381,14 @@ def _print_sweep(results: list[Any], rows: list[dict[str, Any]]) -> None:
     con.print(f"[bold]{m0.model.name}[/] · weights {m0.precision.weights} · KV {m0.precision.kv}"
               f" · tp={m0.parallel.tp} pp={m0.parallel.pp} ep={m0.parallel.ep}")
     tab = Table(title=f"Sweep ({len(rows)} points)", title_justify="left")
-    cols = ("hardware", "B", "S", "N", "T", "TTFT ms", "TPOT ms", "E2E s", "agg tok/s",
+    cols = ("hardware", "scheme", "B", "S", "N", "T", "TTFT ms", "TPOT ms", "E2E s", "agg tok/s",
             "seq tok/s", "decode bound", "fits")
     for c in cols:
-        tab.add_column(c, justify="left" if c in ("hardware", "decode bound", "fits") else "right",
-                       no_wrap=c == "hardware")
+        tab.add_column(c, justify="left" if c in ("hardware", "scheme", "decode bound", "fits")
+                       else "right", no_wrap=c in ("hardware", "scheme"))
     shown = rows if len(rows) <= 200 else rows[:200]
     for r in shown:
-        tab.add_row(r["hardware"], f"{r['batch_seqs']:g}", f"{r['prompt_tokens']:g}",
+        tab.add_row(r["hardware"], r["scheme"], f"{r['batch_seqs']:g}", f"{r['prompt_tokens']:g}",
                     f"{r['output_tokens']:g}", f"{r['decode_context_tokens']:g}",
                     f"{r['ttft_s'] * 1e3:.2f}", f"{r['tpot_s'] * 1e3:.3f}", f"{r['e2e_s']:.3f}",
                     f"{r['decode_aggregate_tok_s']:,.0f}", f"{r['per_sequence_tok_s']:,.1f}",
