@@ -137,6 +137,9 @@ def test_gpt_oss_mxfp4_experts_as_vllm_runs_them() -> None:
 def test_fp8_kv_cache_halves_kv_bytes() -> None:
     m = _step("h100-sxm", kv="fp8")
     assert m.precision.kv_bytes == 1.0
+    # vLLM's --kv-cache-dtype spellings
+    assert resolve_precision("bf16", "fp8_e5m2").kv == "fp8"
+    assert resolve_precision("fp8", "auto").kv == "bf16"
     assert m.kv_bytes_per_token == 32 * 2 * 8 * 128 * 1.0  # layers x K,V x heads x dim x 1 B
 
 

@@ -276,6 +276,11 @@ def resolve_precision(weights: str = "bf16", kv: str | None = None,
     if activations is None:
         activations = act or _DEFAULT_ACTIVATIONS.get(wt, "bf16")
     activations = _check("activations", activations, ACTIVATION_DTYPES)
+    # vLLM's --kv-cache-dtype spellings: auto (the model dtype), fp8_e4m3 / fp8_e5m2 (1 byte)
+    if kv is not None and kv.strip().lower() == "auto":
+        kv = None
+    if kv is not None and kv.strip().lower() in ("fp8_e4m3", "fp8_e5m2"):
+        kv = "fp8"
     if kv is None:
         kv = "fp32" if wt == "fp32" else "fp16" if wt == "fp16" else "bf16"
     kv = _check("kv", kv, KV_DTYPES)
