@@ -279,7 +279,7 @@ class ModelSpec:
                 + self.embedding_params + self.lm_head_params + self.hidden_size)
 
     def describe(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if v not in (0, False, "", None)}
+        out = {k: v for k, v in asdict(self).items() if v not in (0, False, "", None, ())}
         if self.quant is not None:
             out["quant"] = self.quant.describe()
         out["total_params"] = self.total_params
