@@ -215,3 +215,21 @@ def test_installed_cli_lists_and_estimates_the_new_models() -> None:
     assert est.returncode == 0, est.stderr
     pr = json.loads(est.stdout)["config"]["precision"]
     assert (pr["scheme"], pr["gemm_kernel_dtype"]) == ("W8A8 (fp8 block 128x128)", "fp8_block")
+
+
+DATA = Path(__file__).parent / "data" / "hf_configs"
+
+
+def test_published_qwen35_configs_parse_as_qwen3_next() -> None:
+    """Qwen3.5 (tests/data/hf_configs): the 397B-A17B card says 397B total / 17B active,
+    the 27B card 27B (both with the vision encoder, ~0.4B, which is not costed)."""
+    moe = load_model(str(DATA / "Qwen--Qwen3.5-397B-A17B.json"))
+    assert (moe.num_linear_layers, moe.num_softmax_layers, moe.num_moe_layers) == (45, 15, 60)
+    assert moe.total_params / 1e9 == pytest.approx(397, rel=0.01)
+    assert moe.active_params / 1e9 == pytest.approx(17, rel=0.03)
+    dense = load_model(str(DATA / "Qwen--Qwen3.5-27B.json"))
+    assert dense.num_moe_layers == 0 and dense.num_linear_layers == 48
+    assert dense.total_params / 1e9 == pytest.approx(27, rel=0.015)
+    # one gated-attention layer by hand: q (+gate) 2 x 24 x 256, k and v 4 x 256 each from
+    # 5120; o 24 x 256 back; per-head q/k norms
+    assert dense.attention_params == 5120 * (2 * 6144 + 2 * 1024) + 6144 * 5120 + 2 * 256
