@@ -146,11 +146,12 @@ class VerifyRun:
 
 def verify(sc: Scenario) -> VerifyRun:
     """Simulate `sc` as given (its rate, requests, seed) and judge its attainment."""
+    from ridgeline.plan.execute import LEAN
     from ridgeline.sim.scenario import run_scenario
 
     nan = math.nan
     try:
-        run = run_scenario(sc)
+        run = run_scenario(sc, **LEAN)
     except RidgelineError as exc:
         return VerifyRun(sc.requests, sc.seed, sc.rate_req_s or nan, 0, 0, nan, nan, nan,
                             nan, 0, nan, nan, str(exc))
