@@ -72,6 +72,7 @@ class Launch:
     engine: str
     commands: tuple[LaunchCommand, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    gpus_per_instance: int = 1
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -84,6 +85,7 @@ class Launch:
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "argv": list(self.argv), "shell": self.shell,
                 "instances": sum(c.count for c in self.commands),
+                "gpus_per_instance": self.gpus_per_instance,
                 "commands": [c.to_dict() for c in self.commands], "notes": list(self.notes)}
 
     def text(self) -> str:
@@ -92,9 +94,11 @@ class Launch:
         for c in self.commands:
             what = {"replica": "replica", "prefill": "prefill instance",
                     "decode": "decode instance"}[c.role]
-            lines.append(f"# {c.count} {what}{'s' if c.count > 1 else ''}: run this "
-                         f"{'once' if c.count == 1 else f'{c.count} times'}, "
-                         "each on its own GPUs")
+            gpus = self.gpus_per_instance
+            lines.append(f"# {c.count} {what}{'s' if c.count > 1 else ''} of {gpus} "
+                         f"GPU{'s' if gpus > 1 else ''}"
+                         + (f": run this on each of {c.count} GPU groups" if c.count > 1
+                            else ""))
             if c.config_file:
                 name, text = c.config_file
                 lines.append(f"cat > {name} <<'EOF'\n{text.rstrip()}\nEOF")
@@ -133,11 +137,15 @@ def max_model_len(sc: Scenario) -> int:
 
 
 def _max_tokens(d: Any) -> int | None:
-    if d.kind == "fixed":
-        return int(math.floor(d.params["value"] + 0.5))
-    if d.kind == "empirical" and d.values is not None:
-        return int(max(d.values))
-    return int(d.max_tokens) if d.max_tokens is not None else None
+    """The largest length `d.sample` can return (rounded as it rounds; None: unbounded)."""
+    import numpy as np
+
+    top = (float(np.rint(d.params["value"])) if d.kind == "fixed" else
+           float(np.rint(np.max(d.values))) if d.kind == "empirical" and d.values is not None
+           else math.inf)
+    if d.max_tokens is not None:
+        top = min(top, float(d.max_tokens))
+    return int(top) if math.isfinite(top) else None
 
 
 def launch_commands(sc: Scenario) -> Launch:
@@ -176,7 +184,7 @@ def launch_commands(sc: Scenario) -> Launch:
                      if engine == "vllm" else
                      f"{sc.replicas} replicas behind a load balancer (the simulation routes "
                      "round-robin)")
-    return Launch(engine, commands, tuple(notes))
+    return Launch(engine, commands, tuple(notes), sc.tp * sc.pp)
 
 
 def _vllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: str | None,

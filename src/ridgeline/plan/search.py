@@ -35,11 +35,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ridgeline.plan.execute import Interrupted, Jobs, Outcome, capacity, evaluate, sweep_point
-from ridgeline.plan.space import Candidate, PlanRequest, Space, enumerate_space
+from ridgeline.plan.families import FamilyRow, family_rows, markdown_table, rejected
+from ridgeline.plan.space import Candidate, PlanRequest, enumerate_space
 from ridgeline.plan.verify import Verification, verify, verify_seeds
+
+if TYPE_CHECKING:
+    from ridgeline.plan.launch import Launch
 
 PARETO_TOLERANCE = 0.005   # a point must beat the frontier by 0.5% (simulation noise)
 VERIFY_BATCH = 3           # candidates verified per round (in parallel)
@@ -146,12 +150,14 @@ class PlanResult:
     verified: list[Evaluated] = field(default_factory=list)
     pareto: list[Evaluated] = field(default_factory=list)
     rejected_families: dict[str, str] = field(default_factory=dict)
+    family_table: list[FamilyRow] = field(default_factory=list)   # every family, its verdict
     interrupted: str | None = None       # the stage a Ctrl-C stopped: a partial result
 
     def to_dict(self) -> dict[str, Any]:
         r = self.request
         return {
             "partial": self.interrupted is not None,
+            "warnings": [w for w in (r.verify_requests_warning,) if w],
             "interrupted_during": self.interrupted,
             "rate_req_s": r.rate_req_s, "planning_rate_req_s": r.planning_rate_req_s,
             "headroom": r.headroom, "slos": list(r.slos), "goodput_target": r.goodput_target,
@@ -166,6 +172,8 @@ class PlanResult:
             "chosen_details": self.details.to_dict() if self.details else None,
             "pareto": [e.row() for e in self.pareto],
             "rejected_families": self.rejected_families,
+            "families": [r.to_dict() for r in self.family_table],
+            "launch": self.launch().to_dict() if self.chosen else None,
             "rules": {
                 "headroom": f"SLOs must hold at lambda x (1 + {r.headroom:g}) = "
                             f"{r.planning_rate_req_s:g} req/s",
@@ -188,7 +196,9 @@ class PlanResult:
             },
         }
 
-    def markdown(self) -> str:
+    def markdown(self, launch: bool = True) -> str:
+        """The report; `launch=False` leaves out the launch command (the CLI prints it
+        unwrapped, after the rest, so that it can be copied)."""
         r = self.request
         t = r.goodput_target
         lines = [f"# ridgeline plan: {r.rate_req_s:g} req/s, SLOs {', '.join(r.slos)} for "
@@ -196,6 +206,8 @@ class PlanResult:
         if self.interrupted is not None:
             lines += [f"**PARTIAL RESULT: interrupted (Ctrl-C) while {self.interrupted}.** "
                       "What follows is only what had finished.", ""]
+        if r.verify_requests_warning:
+            lines += [f"**Warning:** {r.verify_requests_warning}.", ""]
         seeds = ", ".join(map(str, self.verify_seeds))
         verified = (f"the cheapest survivors verified with {self.verify_requests:,} requests "
                     f"on seeds {seeds}" if self.verified or self.interrupted is None else
@@ -228,6 +240,9 @@ class PlanResult:
                           f"- knee at {knee} ({len(d.sweep_rates_req_s)} rates x "
                           f"{d.sweep_requests:,} requests, seed {d.sweep_seed})"]
             lines.append("")
+            if launch and self.interrupted is None:
+                lines += [f"**Launch it** ({self.launch().engine}; every setting the plan "
+                          "simulated):", "", "```sh", self.launch().text(), "```", ""]
         elif self.interrupted is None:
             lines += ["**No configuration in the space meets the SLOs.**", ""]
         if self.verified:
@@ -251,10 +266,16 @@ class PlanResult:
                              f"{e.candidate.usd_per_hour:.2f} | {e.tok_s_per_gpu:.1f} | "
                              f"{e.tok_s_per_user:.1f} |")
             lines.append("")
-        if self.rejected_families:
-            lines += ["## Rejected families", ""]
-            lines += [f"- {f}: {why}" for f, why in self.rejected_families.items()]
+        if self.family_table:
+            lines += markdown_table(self.family_table)
         return "\n".join(lines) + "\n"
+
+    def launch(self) -> Launch:
+        """The chosen configuration's engine command line(s) (ridgeline.plan.launch)."""
+        from ridgeline.plan.launch import launch_commands
+
+        assert self.chosen is not None
+        return launch_commands(self.chosen.candidate.scenario)
 
 
 def _short(run: Any) -> str:
@@ -284,49 +305,6 @@ def pareto_front(points: list[Evaluated]) -> list[Evaluated]:
             front.append(e)
             best_user = e.tok_s_per_user
     return front
-
-
-def _family_reasons(space: Space, simulated: list[Evaluated], target: float,
-                    chosen: Evaluated | None) -> dict[str, str]:
-    """Why each family without a choosable candidate has none: all screened out (best
-    screen result), all verified and failed (best verification), or all pruned."""
-    out: dict[str, str] = {}
-    for fam in space.families:
-        sims = [e for e in simulated if e.candidate.family == fam]
-        if chosen is not None and chosen.candidate.family == fam:
-            continue
-        alive = [e for e in sims if e.outcome.could_meet(target)]
-        if alive and any(e.verification is None or e.verification.meets(target)
-                         for e in alive):
-            continue        # a survivor not verified (dearer than the choice), or passing
-        if alive:
-            best = max(alive, key=lambda e: e.verification.ci_low  # type: ignore[union-attr]
-                       if e.verification and math.isfinite(e.verification.ci_low) else -1.0)
-            assert best.verification is not None
-            out[fam] = (f"{len(alive)} passed the screen but failed verification; best "
-                        f"{best.candidate.label}: {best.verification.text()}")
-            continue
-        if sims:
-            best = max(sims, key=lambda e: (e.outcome.attainment
-                                            if math.isfinite(e.outcome.attainment) else -1))
-            o = best.outcome
-            why = (f"screened {len(sims)} configurations; best SLO attainment "
-                   f"{o.attainment:.1%} < {target:.0%} ({best.candidate.label}: TTFT P99 "
-                   f"{o.ttft_p99_ms:.0f} ms, TPOT P99 {o.tpot_p99_ms:.1f} ms"
-                   f"{f', {o.rejected} rejected' if o.rejected else ''})")
-            if o.error:
-                why = f"simulation error: {o.error}"
-            out[fam] = why
-            continue
-        reasons = [why for _, f, why in space.pruned if f == fam]
-        counts: dict[str, int] = {}
-        for why in reasons:
-            key = why.split(":")[0]
-            counts[key] = counts.get(key, 0) + 1
-        first = {why.split(":")[0]: why for why in reversed(reasons)}
-        out[fam] = "; ".join(f"{first[k]}" + (f" (x{n})" if n > 1 else "")
-                             for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    return out
 
 
 def plan(req: PlanRequest, *, workers: int | None = None, ray_address: str | None = None,
@@ -363,8 +341,8 @@ def plan(req: PlanRequest, *, workers: int | None = None, ray_address: str | Non
             result.pareto = pareto_front([e for e in result.simulated
                                           if e.outcome.meets(req.goodput_target)
                                           and e.verified(req.goodput_target) is not False])
-            result.rejected_families = _family_reasons(space, result.simulated,
-                                                       req.goodput_target, result.chosen)
+            result.family_table = family_rows(result)
+            result.rejected_families = rejected(result.family_table)
             if result.chosen is not None and headroom_details:
                 stage = "measuring the chosen configuration's capacity and knee"
                 result.details = _details(jobs, result.chosen.candidate, req, stage,
@@ -390,16 +368,25 @@ def _map(jobs: Jobs, fn: Callable[[Any], Any], items: list[Any], stage: str,
 
 def _verify(jobs: Jobs, result: PlanResult, stage: str,
             progress: Callable[[str, int, int], None] | None) -> None:
-    """Stage 2 (module docstring): verify survivors cheapest first until the winner and
-    RUNNERS_UP more are verified."""
+    """Stage 2 (module docstring): verify survivors cheapest first until the first that
+    passes, every survivor at its price (ties), and RUNNERS_UP more are verified; the
+    choice is the tied passing candidate with the most SLO slack."""
     req = result.request
     target = req.goodput_target
     queue = [e for e in result.simulated if e.outcome.could_meet(target)]
-    after = 0
+    price: float | None = None      # $/h of the first candidate that passed
+    after = 0                        # verified after it (tied or dearer)
     start = 0
     while start < len(queue):
-        size = VERIFY_BATCH if result.chosen is None else RUNNERS_UP - after
-        batch = queue[start:start + size]
+        if price is None:
+            batch = queue[start:start + VERIFY_BATCH]
+        else:
+            ties = 0
+            while start + ties < len(queue) and _same_price(queue[start + ties], price):
+                ties += 1
+            batch = queue[start:start + max(ties, RUNNERS_UP - after)]
+        if not batch:
+            break
         start += len(batch)
         scs = [e.candidate.scenario.replace(requests=result.verify_requests, seed=s,
                                             rate_req_s=req.planning_rate_req_s)
@@ -409,12 +396,29 @@ def _verify(jobs: Jobs, result: PlanResult, stage: str,
         for i, e in enumerate(batch):
             e.verification = Verification(tuple(runs[i * k:(i + 1) * k]))
             result.verified.append(e)
-            if result.chosen is not None:
+            if price is not None:
                 after += 1
             elif e.verification.meets(target):
-                result.chosen = e
-        if result.chosen is not None and after >= RUNNERS_UP:
-            return
+                price = e.candidate.usd_per_hour
+        if price is not None and after >= RUNNERS_UP and (
+                start >= len(queue) or not _same_price(queue[start], price)):
+            break
+    if price is not None:
+        tied = [e for e in result.verified if _same_price(e, price) and e.verified(target)]
+        result.chosen = min(tied, key=lambda e: _headroom_key(e, target))
+
+
+def _same_price(e: Evaluated, usd_per_hour: float) -> bool:
+    return round(e.candidate.usd_per_hour, 9) == round(usd_per_hour, 9)
+
+
+def _headroom_key(e: Evaluated, target: float) -> tuple[Any, ...]:
+    """Among configurations at one price: the most SLO slack in verification first, then
+    fewer GPUs, then the search's fixed order."""
+    assert e.verification is not None
+    slack = e.verification.slack(target)
+    return (-(slack if math.isfinite(slack) else -math.inf), e.candidate.gpus,
+            e.candidate.sort_key())
 
 
 def _details(jobs: Jobs, cand: Candidate, req: PlanRequest, stage: str,

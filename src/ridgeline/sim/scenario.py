@@ -356,13 +356,15 @@ def trace_header(sc: Scenario, built: Built, load: dict[str, Any],
 
 def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built | None = None,
                  progress: Callable[[int], None] | None = None,
-                 keep_samples: bool = True, bootstrap: bool = True) -> ScenarioRun:
+                 keep_samples: bool = True, bootstrap: bool = True,
+                 latency_keys: tuple[str, ...] | None = None) -> ScenarioRun:
     """Simulate `sc` (at `rate_req_s`, else `sc.rate_req_s`) and analyze the result.
 
     `keep_samples=False`: the analysis leaves the pooled ITL samples out of its `samples`
     (the same numbers: `analyze`'s lean path, one event-sized array instead of three), for
     a caller that reads only the figures (the report's plots need the samples).
-    `bootstrap=False`: the analysis computes no confidence intervals (the same values)."""
+    `bootstrap=False`: the analysis computes no confidence intervals (the same values);
+    `latency_keys`: only these latency distributions (`analyze`)."""
     from ridgeline.metrics.analysis import analyze
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.sim.runner import simulate
@@ -383,7 +385,8 @@ def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built 
     wall_s = time.perf_counter() - t0
     header = trace_header(sc, built, load, dataset)
     analysis = analyze(res.to_trace(header), slos=parse_slos(list(sc.slos)), seed=sc.seed,
-                       keep_samples=keep_samples, bootstrap=bootstrap)
+                       keep_samples=keep_samples, bootstrap=bootstrap,
+                       latency_keys=latency_keys)
     return ScenarioRun(sc, rate, res, analysis, header, load, wall_s, built)
 
 
@@ -419,7 +422,8 @@ def probe_capacity(sc: Scenario, built: Built | None = None) -> float:
     probe = sc.replace(requests=n, concurrency=users, think_time="0", arrival="poisson",
                        rate_req_s=None, slos=())
     # only the throughput is read: no samples kept, no intervals drawn
-    run = run_scenario(probe, built=built, keep_samples=False, bootstrap=False)
+    run = run_scenario(probe, built=built, keep_samples=False, bootstrap=False,
+                       latency_keys=("e2e_ms",))
     cap = float(run.analysis.throughput.requests_s)
     if not (math.isfinite(cap) and cap > 0):
         raise RidgelineError(f"{sc.model} on {sc.hardware}: the capacity probe completed no "
