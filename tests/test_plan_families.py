@@ -133,3 +133,24 @@ def test_verify_requests_below_the_floor_runs_with_a_warning(tmp_path):
     h = subprocess.run([CLI, "plan", "--help"], capture_output=True, text=True,
                        env={"COLUMNS": "200", "PATH": ""})
     assert "6086 for 0.99" in " ".join(h.stdout.split())
+
+
+def test_the_chosen_stands_in_the_pareto_table(result):
+    text = result.markdown()
+    pareto = text.split("## Pareto frontier", 1)[1].split("## ", 1)[0]
+    mark = "(chosen)" if result.chosen_on_pareto else "(chosen; off the frontier"
+    line = next(ln for ln in pareto.splitlines() if result.chosen.candidate.label in ln)
+    assert mark in line
+    assert result.to_dict()["chosen_on_pareto"] == result.chosen_on_pareto
+
+
+def test_verification_overrules_the_screen_on_the_frontier():
+    # screened at 98.5% (under a 99% target), verified above it: it meets; and the reverse
+    c = Candidate(Scenario(), "f", 1.0)
+    low = Outcome(0.985, 1.0, 1.0, 1.0, 1.0, 1.0, 0, 0, 200, judged_requests=200)
+    high = Outcome(1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0, 0, 200, judged_requests=200)
+    passed = Verification((_run(0.5, 1), _run(0.5, 2)))
+    failed = Verification((VerifyRun(6086, 1, 1.0, 6000, 5000, 5 / 6, 0.8, 0.86, 1.0, 0,
+                                     1.0, 1.0),))
+    assert not Evaluated(c, low).meets(0.99) and Evaluated(c, low, passed).meets(0.99)
+    assert Evaluated(c, high).meets(0.99) and not Evaluated(c, high, failed).meets(0.99)

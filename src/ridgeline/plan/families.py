@@ -40,11 +40,12 @@ class FamilyRow:
     gpus: int | None = None
     shape: str | None = None              # "replicas=2" or "pd=1:1"
     config: str | None = None
+    detail: str = ""                      # the whole story (`reason` is the table's short one)
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "verdict": self.verdict, "reason": self.reason,
-                "usd_per_hour": self.usd_per_hour, "gpus": self.gpus, "shape": self.shape,
-                "config": self.config}
+                "detail": self.detail or self.reason, "usd_per_hour": self.usd_per_hour,
+                "gpus": self.gpus, "shape": self.shape, "config": self.config}
 
 
 def shape_of(c: Candidate) -> str:
@@ -52,10 +53,12 @@ def shape_of(c: Candidate) -> str:
     return f"pd={sc.pd[0]}:{sc.pd[1]}" if sc.pd else f"replicas={sc.replicas}"
 
 
-def _row(family: str, verdict: str, reason: str, c: Candidate | None = None) -> FamilyRow:
+def _row(family: str, verdict: str, reason: str, c: Candidate | None = None,
+         detail: str = "") -> FamilyRow:
     if c is None:
-        return FamilyRow(family, verdict, reason)
-    return FamilyRow(family, verdict, reason, c.usd_per_hour, c.gpus, shape_of(c), c.label)
+        return FamilyRow(family, verdict, reason, detail=detail)
+    return FamilyRow(family, verdict, reason, c.usd_per_hour, c.gpus, shape_of(c), c.label,
+                     detail)
 
 
 def pruned_kind(reason: str) -> str:
@@ -85,7 +88,7 @@ def _family(fam: str, sims: list[Evaluated], result: PlanResult, target: float,
     if chosen is not None and chosen.candidate.family == fam:
         v = chosen.verification
         slack = v.slack(target) if v is not None else math.nan
-        return _row(fam, "chosen", "the cheapest configuration meeting the SLOs (verified"
+        return _row(fam, "chosen", "cheapest meeting the SLOs (verified"
                     + (f"; SLO slack {slack:.0%}" if math.isfinite(slack) else "") + ")",
                     chosen.candidate)
     passing = [e for e in sims if e.verified(target)]
@@ -101,11 +104,10 @@ def _family(fam: str, sims: list[Evaluated], result: PlanResult, target: float,
         if round(p, 9) == round(q, 9):
             a = best.verification.slack(target) if best.verification else math.nan
             b = chosen.verification.slack(target) if chosen.verification else math.nan
-            return _row(fam, "tie", f"meets the SLOs (verified) at the chosen price "
-                        f"${p:.2f}/hour, with less headroom: SLO slack {_pct(a)} against "
-                        f"the chosen {_pct(b)}", best.candidate)
-        return _row(fam, "cost", f"meets the SLOs (verified) at ${p:.2f}/hour; the chosen "
-                    f"costs ${q:.2f}/hour", best.candidate)
+            return _row(fam, "tie", f"meets the SLOs (verified) at the chosen price, with "
+                        f"less SLO slack: {_pct(a)} < {_pct(b)}", best.candidate)
+        return _row(fam, "cost", f"meets the SLOs (verified); dearer than the chosen "
+                    f"${q:.2f}/hour", best.candidate)
     if waiting:
         best = waiting[0]
         o = best.outcome
@@ -113,28 +115,34 @@ def _family(fam: str, sims: list[Evaluated], result: PlanResult, target: float,
             return _row(fam, "unfinished", "passed the screen; not verified before the "
                         "search stopped", best.candidate)
         note = f"; {len(failed)} cheaper failed verification" if failed else ""
-        return _row(fam, "cost", f"passed the screen ({o.attainment:.1%} of "
+        return _row(fam, "cost", f"passed the screen ({o.attainment:.1%}); dearer than the "
+                    f"chosen ${chosen.candidate.usd_per_hour:.2f}/hour, so not verified{note}",
+                    best.candidate,
+                    f"{best.candidate.label} passed the screen ({o.attainment:.1%} of "
                     f"{o.judged_requests or o.requests} requests) at "
                     f"${best.candidate.usd_per_hour:.2f}/hour, dearer than the chosen "
-                    f"${chosen.candidate.usd_per_hour:.2f}/hour, so not verified{note}",
-                    best.candidate)
+                    f"${chosen.candidate.usd_per_hour:.2f}/hour, so not verified{note}")
     if failed:
         best = max(failed, key=lambda e: e.verification.ci_low  # type: ignore[union-attr]
                    if e.verification and math.isfinite(e.verification.ci_low) else -1.0)
         assert best.verification is not None
-        return _row(fam, "slo", f"{len(failed)} passed the screen but failed verification; "
-                    f"best {best.candidate.label}: {best.verification.text()}",
-                    best.candidate)
+        runs = ", ".join(f"{r.attainment:.1%}" for r in best.verification.runs)
+        return _row(fam, "slo", f"{len(failed)} passed the screen, failed verification "
+                    f"(best: {runs} < {target:.0%} with 95% confidence)", best.candidate,
+                    f"{len(failed)} passed the screen but failed verification; best "
+                    f"{best.candidate.label}: {best.verification.text()}")
     if sims:
         best = max(sims, key=lambda e: (e.outcome.attainment
                                         if math.isfinite(e.outcome.attainment) else -1))
         o = best.outcome
         if o.error:
             return _row(fam, "invalid", f"simulation error: {o.error}", best.candidate)
-        return _row(fam, "slo", f"screened {len(sims)} configurations; best SLO attainment "
-                    f"{o.attainment:.1%} < {target:.0%} ({best.candidate.label}: TTFT P99 "
-                    f"{o.ttft_p99_ms:.0f} ms, TPOT P99 {o.tpot_p99_ms:.1f} ms"
-                    f"{f', {o.rejected} rejected' if o.rejected else ''})", best.candidate)
+        tail = (f"TTFT P99 {o.ttft_p99_ms:.0f} ms, TPOT P99 {o.tpot_p99_ms:.1f} ms"
+                f"{f', {o.rejected} rejected' if o.rejected else ''}")
+        return _row(fam, "slo", f"best of {len(sims)} screened: {o.attainment:.1%} < "
+                    f"{target:.0%} ({tail})", best.candidate,
+                    f"screened {len(sims)} configurations; best SLO attainment "
+                    f"{o.attainment:.1%} < {target:.0%} ({best.candidate.label}: {tail})")
     reasons = [why for _, f, why in result.pruned if f == fam]
     if not reasons:
         return _row(fam, "unfinished", "not screened before the search stopped")
@@ -145,7 +153,20 @@ def _family(fam: str, sims: list[Evaluated], result: PlanResult, target: float,
     first = {why.split(":")[0]: why for why in reversed(reasons)}
     ordered = sorted(counts.items(), key=lambda kv: -kv[1])
     text = "; ".join(f"{first[k]}" + (f" (x{n})" if n > 1 else "") for k, n in ordered)
-    return _row(fam, pruned_kind(first[ordered[0][0]]), text)
+    top = first[ordered[0][0]]
+    return _row(fam, pruned_kind(top), _short_pruned(top), detail=text)
+
+
+def _short_pruned(reason: str) -> str:
+    """The table's form of a pruning reason: memory as needed/usable GiB per GPU."""
+    import re
+
+    m = re.search(r"needs ([\d.]+) GiB/GPU \(weights ([\d.]+) GiB\) of ([\d.]+) GiB usable",
+                  reason)
+    if reason.startswith("memory") and m:
+        return (f"does not fit: {m.group(1)} GiB per GPU needed (weights {m.group(2)}), "
+                f"{m.group(3)} usable")
+    return reason
 
 
 def _pct(x: float) -> str:
@@ -153,8 +174,8 @@ def _pct(x: float) -> str:
 
 
 def rejected(rows: list[FamilyRow]) -> dict[str, str]:
-    """Families no configuration of which could serve the load: family -> why."""
-    return {r.family: r.reason for r in rows if r.verdict in LOST}
+    """Families no configuration of which could serve the load: family -> why (whole)."""
+    return {r.family: r.detail or r.reason for r in rows if r.verdict in LOST}
 
 
 def markdown_table(rows: list[FamilyRow]) -> list[str]:

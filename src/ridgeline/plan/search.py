@@ -11,8 +11,9 @@ Stages (each a set of jobs on `execute.Jobs`, so Ctrl-C stops within a second):
 2. verify (`ridgeline.plan.verify`): the survivors, cheapest first, three at a time, are
    simulated again at the planning rate with `verify_requests(target)` requests (6,086 for
    99%) on two new seeds; the choice is the cheapest whose every run has the lower end of its
-   95% interval >= the target. Verification goes on until the winner and the two next
-   cheapest (the runners-up) have been verified, or the survivors run out.
+   95% interval >= the target. Verification goes on until the first that passes, every
+   survivor at its price (ties), and two more (the runners-up, tied ones counting) have
+   been verified, or the survivors run out.
 3. details of the chosen one: capacity mu (`sim.scenario.probe_capacity`: the saturation
    throughput of a closed loop, the definition `simulate --rate sweep` and `bench --rate
    sweep` use), utilization rho = lambda / mu, and the knee of its latency-vs-load curve by
@@ -20,9 +21,11 @@ Stages (each a set of jobs on `execute.Jobs`, so Ctrl-C stops within a second):
    P99 TTFT <= 3x its value at the lowest rate), each rate with the requests a P99 within
    +-0.5 points needs (1,522).
 
-Choice among verified candidates: lowest USD per hour, then fewer GPUs, then a fixed order
-(family, mixed before P/D, larger batch caps) so the answer is deterministic and does not
-depend on the number of workers.
+Choice among verified candidates: lowest USD per hour; at that price the most headroom, as
+SLO slack: 1 - (the judged percentile of an SLO's metric) / (its bound), for the tightest
+SLO in the worse of the two runs (a configuration at 60% of its TTFT bound beats one at 95%);
+then fewer GPUs, then a fixed order (family, mixed before P/D, larger batch caps) so the
+answer is deterministic and does not depend on the number of workers.
 
 Cost per million output tokens at the offered load: USD per hour / (3600 x lambda x mean
 output tokens per request / 1e6); the mean is that of the output-length distribution the
@@ -71,6 +74,12 @@ class Evaluated:
     def verified(self, target: float) -> bool | None:
         """True/False once verified, None before."""
         return None if self.verification is None else self.verification.meets(target)
+
+    def meets(self, target: float) -> bool:
+        """What the Pareto frontier and the plot count as meeting the SLOs: verification's
+        verdict where there is one, else the screen's."""
+        v = self.verified(target)
+        return self.outcome.meets(target) if v is None else v
 
     def row(self) -> dict[str, Any]:
         c = self.candidate
@@ -171,6 +180,7 @@ class PlanResult:
             "chosen": self.chosen.row() if self.chosen else None,
             "chosen_details": self.details.to_dict() if self.details else None,
             "pareto": [e.row() for e in self.pareto],
+            "chosen_on_pareto": self.chosen_on_pareto,
             "rejected_families": self.rejected_families,
             "families": [r.to_dict() for r in self.family_table],
             "launch": self.launch().to_dict() if self.chosen else None,
@@ -183,16 +193,19 @@ class PlanResult:
                                 f"{', '.join(map(str, self.verify_seeds))}: passes when "
                                 "every run's 95% lower end (Wilson, with the design effect "
                                 "of correlated requests) >= the target",
-                "choice": "the cheapest verified (lowest USD/hour, then fewer GPUs)",
+                "choice": "the cheapest verified (lowest USD/hour); at one price every "
+                          "survivor is verified and the most SLO slack wins (1 - the "
+                          "judged percentile / the bound, tightest SLO, worst run), then "
+                          "fewer GPUs",
                 "capacity": "saturation throughput of a closed loop (probe_capacity, as "
                             "simulate --rate sweep)",
                 "knee": "highest swept rate with P99 TTFT <= 3x its value at the lowest rate "
                         "(simulate's rule)",
                 "usd_per_million_output_tokens": "USD/hour / (3600 x rate x mean output "
                                                  "tokens / 1e6)",
-                "pareto": "configurations meeting the target in the screen (minus those that "
-                          "failed verification) not beaten on both output tok/s per GPU and "
-                          "tok/s per user (1 / median TPOT)",
+                "pareto": "configurations meeting the target (verification's verdict where "
+                          "verified, else the screen's) not beaten on both output tok/s per "
+                          "GPU and tok/s per user (1 / median TPOT)",
             },
         }
 
@@ -247,21 +260,29 @@ class PlanResult:
             lines += ["**No configuration in the space meets the SLOs.**", ""]
         if self.verified:
             lines += ["## Verified (cheapest first)", "",
-                      "| config | $/hour | screen | verification | meets |",
-                      "|---|---:|---:|---|---|"]
+                      "| config | $/hour | screen | verification | SLO slack | meets |",
+                      "|---|---:|---:|---|---:|---|"]
             for e in self.verified:
                 ver = e.verification
+                slack = ver.slack(t) if ver else math.nan
                 lines.append(f"| {e.candidate.label} | {e.candidate.usd_per_hour:.2f} | "
                              f"{e.outcome.attainment:.1%} | "
                              f"{'; '.join(_short(x) for x in ver.runs) if ver else '—'} | "
+                             f"{f'{slack:.0%}' if math.isfinite(slack) else '—'} | "
                              f"{'yes' if e.verified(t) else 'no'} |")
             lines.append("")
         if self.pareto:
-            lines += ["## Pareto frontier (met the target in the screen; * verified)", "",
-                      "| config | GPUs | $/hour | tok/s per GPU | tok/s per user |",
+            lines += ["## Pareto frontier (met the target: verified *, else in the screen)",
+                      "", "| config | GPUs | $/hour | tok/s per GPU | tok/s per user |",
                       "|---|---:|---:|---:|---:|"]
-            for e in self.pareto:
+            rows = list(self.pareto)
+            if self.chosen is not None and not self.chosen_on_pareto:
+                rows.append(self.chosen)     # on the plot too: say where it stands
+            for e in rows:
                 mark = " *" if e.verified(t) else ""
+                if e is self.chosen:
+                    mark += (" (chosen)" if self.chosen_on_pareto else
+                             " (chosen; off the frontier: the cheapest, not the fastest)")
                 lines.append(f"| {e.candidate.label}{mark} | {e.candidate.gpus} | "
                              f"{e.candidate.usd_per_hour:.2f} | {e.tok_s_per_gpu:.1f} | "
                              f"{e.tok_s_per_user:.1f} |")
@@ -269,6 +290,10 @@ class PlanResult:
         if self.family_table:
             lines += markdown_table(self.family_table)
         return "\n".join(lines) + "\n"
+
+    @property
+    def chosen_on_pareto(self) -> bool:
+        return self.chosen is not None and any(e is self.chosen for e in self.pareto)
 
     def launch(self) -> Launch:
         """The chosen configuration's engine command line(s) (ridgeline.plan.launch)."""
@@ -339,8 +364,7 @@ def plan(req: PlanRequest, *, workers: int | None = None, ray_address: str | Non
             stage = "verifying the cheapest candidates"
             _verify(jobs, result, stage, progress)
             result.pareto = pareto_front([e for e in result.simulated
-                                          if e.outcome.meets(req.goodput_target)
-                                          and e.verified(req.goodput_target) is not False])
+                                          if e.meets(req.goodput_target)])
             result.family_table = family_rows(result)
             result.rejected_families = rejected(result.family_table)
             if result.chosen is not None and headroom_details:
@@ -467,7 +491,7 @@ def plot_pareto(result: PlanResult, path: str) -> None:
     for ok, color, label in ((True, "tab:blue", "meets SLOs"),
                              (False, "tab:gray", "misses SLOs")):
         pts = [e for e in result.simulated
-               if (e.outcome.meets(t) and e.verified(t) is not False) == ok]
+               if e.meets(t) == ok]
         ax.scatter([e.tok_s_per_user for e in pts], [e.tok_s_per_gpu for e in pts],
                    s=14, c=color, label=label, alpha=0.7)
     if result.pareto:
@@ -475,8 +499,11 @@ def plot_pareto(result: PlanResult, path: str) -> None:
                 [e.tok_s_per_gpu for e in result.pareto], "-o", c="tab:red", ms=4,
                 label="Pareto frontier")
     if result.chosen:
-        ax.scatter([result.chosen.tok_s_per_user], [result.chosen.tok_s_per_gpu], marker="*",
-                   s=160, c="gold", edgecolors="k", label="cheapest meeting SLOs", zorder=5)
+        ch = result.chosen
+        ax.scatter([ch.tok_s_per_user], [ch.tok_s_per_gpu], marker="*", s=160, c="gold",
+                   edgecolors="k", label="chosen: cheapest meeting SLOs", zorder=5)
+        ax.annotate(f"chosen, ${ch.candidate.usd_per_hour:.2f}/h", (ch.tok_s_per_user,
+                    ch.tok_s_per_gpu), textcoords="offset points", xytext=(8, 6), fontsize=8)
     ax.set_xlabel("output tokens/s per user (1 / median TPOT)")
     ax.set_ylabel("output tokens/s per GPU")
     ax.set_title(f"ridgeline plan at {result.request.planning_rate_req_s:g} req/s")
