@@ -87,6 +87,9 @@ class Scenario:
     output: str = DEFAULT_OUTPUT
     prefix_groups: int = 0
     prefix_tokens: int = 0
+    # a replay: arrival's own prompt / output lengths in place of draws from prompt / output
+    prompt_from_replay: bool = False
+    output_from_replay: bool = False
     # cluster
     replicas: int = 1
     router: str = "round-robin"
@@ -377,7 +380,8 @@ def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built 
     wl, load, dataset = build_workload(
         sc.requests, sc.prompt, sc.output, rate_req_s=rate, arrival=sc.arrival,
         concurrency=sc.concurrency, think_time=sc.think_time, prefix_groups=sc.prefix_groups,
-        prefix_tokens=sc.prefix_tokens, seed=sc.seed)
+        prefix_tokens=sc.prefix_tokens, seed=sc.seed,
+        prompt_from_replay=sc.prompt_from_replay, output_from_replay=sc.output_from_replay)
     check_context(wl, built.step_model)
     t0 = time.perf_counter()
     res = simulate(wl, built.config, built.step_model, built.cluster, mode=sc.mode,
