@@ -93,6 +93,14 @@ def test_trtllm_and_sglang_spell_the_same_settings():
     assert (f["--tp_size"], f["--max_batch_size"], f["--max_num_tokens"],
             f["--max_seq_len"]) == ("2", "32", "4096", "1024")
     assert t.config_file is not None and "dtype: fp8" in t.config_file[1]
+    # the KV bytes as a share of what weights and workspace leave, by hand from the budget:
+    # 0.9 x capacity - the rest = fraction x (capacity - the rest)
+    mem = sc.step_model().memory(0.9)
+    rest = mem.weight_bytes + mem.workspace_bytes + mem.reserve_bytes + mem.state_bytes
+    frac = float(f["--kv_cache_free_gpu_memory_fraction"])
+    assert frac * (mem.capacity_bytes - rest) == pytest.approx(
+        0.9 * mem.capacity_bytes - rest, rel=2e-3)
+    assert 0 < frac < 0.9
     assert "enable_chunked_prefill: true" in t.config_file[1]
     s = launch_commands(sc.replace(engine="sglang")).commands[0]
     f = _flags(s.argv)
@@ -131,3 +139,22 @@ def test_weights_the_engine_cannot_quantize_at_load_say_so(weights):
     launch = launch_commands(Scenario(weights=weights, prompt="fixed:10", output="fixed:10"))
     assert "--quantization" not in launch.argv
     assert any("already quantized" in n for n in launch.notes)
+
+
+def test_a_plan_on_trtllm_launches_trtllm_and_an_unknown_engine_is_refused():
+    args = [CLI, "plan", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1",
+            "--max-num-seqs", "128", "--max-num-batched-tokens", "2048", "--rate", "4",
+            "--prompt", "fixed:500", "--output", "fixed:100", "--slo", "ttft_ms<=1000",
+            "-n", "100", "--workers", "1", "--max-replicas", "1", "--no-pd",
+            "--goodput-target", "0.95", "--json"]
+    r = subprocess.run([*args, "--engine", "trtllm"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["launch"]["engine"] == "trtllm" and out["launch"]["argv"][0] == "trtllm-serve"
+    f = _flags(out["launch"]["argv"])
+    assert f["--max_batch_size"] == str(out["chosen"]["max_num_seqs"]) == "128"
+    assert [x["family"] for x in out["families"]] == [
+        "llama-3.1-8b on h100-sxm, bf16, tp=1, trtllm"]
+    assert out["chosen"]["engine"] == "trtllm"
+    bad = subprocess.run([*args, "--engine", "sglang"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --engine: got 'sglang'")

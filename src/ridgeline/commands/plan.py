@@ -65,6 +65,9 @@ def plan_cmd(
                                          "comma-separated (bf16,fp8,int4).")] = "bf16",
     kv: Annotated[str | None, typer.Option("--kv", help="KV-cache dtype (default: from the "
                                            "weights).")] = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="Engines to try, comma-separated: vllm, trtllm (their scheduling and "
+        "CPU costs; the launch command is that engine's).")] = "vllm",
     rate: Annotated[float, typer.Option("--rate", help="Target arrival rate (req/s, "
                                         "Poisson).")] = 10.0,
     slo: Annotated[list[str] | None, typer.Option(
@@ -148,7 +151,8 @@ def plan_cmd(
         max_num_batched_tokens=_ints(max_num_batched_tokens, "--max-num-batched-tokens"),
         chunked_prefill=tuple(chunk_map[c] for c in chunk_opts), max_replicas=max_replicas,
         extra_replicas=extra_replicas, pd=pd, max_gpus=max_gpus, prices=_prices(price),
-        requests=requests, seed=seed, verify_requests=verify_requests).validate()
+        requests=requests, seed=seed, verify_requests=verify_requests,
+        engines=_csv(engine, "--engine")).validate()
     if plot:
         check_plot_path(plot)    # before the search, not after it
     if req.verify_requests_warning:

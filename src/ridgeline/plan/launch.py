@@ -14,8 +14,10 @@ prefill and a decode command joined by a KV connector.
 
 TensorRT-LLM (`engine="trtllm"`): `trtllm-serve MODEL` with `--tp_size`, `--pp_size`,
 `--ep_size`, `--max_batch_size`, `--max_num_tokens`, `--max_seq_len`,
-`--kv_cache_free_gpu_memory_fraction`; chunked prefill, block reuse and the KV dtype go in the
-YAML file `--extra_llm_api_options` reads, printed beside the command.
+`--kv_cache_free_gpu_memory_fraction` (the plan's KV bytes as a share of what the weights and
+workspace leave: not the same number as vLLM's --gpu-memory-utilization); chunked prefill,
+block reuse and the KV dtype go in the YAML file `--extra_llm_api_options` reads, printed
+beside the command.
 
 SGLang (`engine="sglang"`): `python -m sglang.launch_server --model-path MODEL` with
 `--tp-size`, `--pp-size`, `--ep-size`, `--max-running-requests`, `--chunked-prefill-size`
@@ -220,7 +222,7 @@ def _trtllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: st
             "--max_batch_size", str(sc.max_num_seqs),
             "--max_num_tokens", str(sc.max_num_batched_tokens),
             "--max_seq_len", str(mml),
-            "--kv_cache_free_gpu_memory_fraction", f"{sc.gpu_memory_utilization:g}",
+            "--kv_cache_free_gpu_memory_fraction", f"{trtllm_kv_fraction(sc):.3f}",
             "--extra_llm_api_options", name]
     yaml = [f"enable_chunked_prefill: {str(sc.chunked_prefill).lower()}",
             "kv_cache_config:",
@@ -233,6 +235,17 @@ def _trtllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: st
         yaml += ["# fp8 weights: serve an fp8 checkpoint (TensorRT-LLM does not quantize "
                  "at load)"]
     return LaunchCommand(role, count, tuple(argv), (name, "\n".join(yaml) + "\n"))
+
+
+def trtllm_kv_fraction(sc: Scenario) -> float:
+    """TensorRT-LLM sizes its KV cache as a fraction of the memory left after the weights
+    and workspace; the plan's KV budget is gpu_memory_utilization x capacity less those:
+    the same bytes as that fraction (rounded down to 0.001, so the engine holds no more)."""
+    mem = sc.step_model().memory(sc.gpu_memory_utilization)
+    free = (mem.capacity_bytes - mem.weight_bytes - mem.workspace_bytes - mem.reserve_bytes
+            - mem.state_bytes)
+    return math.floor(1000.0 * max(mem.kv_budget_bytes, 0.0) / free) / 1000.0 \
+        if free > 0 else 0.0
 
 
 def _sglang(sc: Scenario, role: str, count: int, model: str, mml: int, quant: str | None,

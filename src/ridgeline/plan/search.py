@@ -84,7 +84,7 @@ class Evaluated:
     def row(self) -> dict[str, Any]:
         c = self.candidate
         sc = c.scenario
-        return {"config": c.label, "family": c.family, "gpus": c.gpus,
+        return {"config": c.label, "family": c.family, "engine": sc.engine, "gpus": c.gpus,
                 "usd_per_hour": c.usd_per_hour, "tp": sc.tp, "ep": sc.ep,
                 "max_num_seqs": sc.max_num_seqs,
                 "max_num_batched_tokens": sc.max_num_batched_tokens,
