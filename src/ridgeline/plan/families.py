@@ -72,13 +72,19 @@ def pruned_kind(reason: str) -> str:
     return "invalid"
 
 
-def family_rows(result: PlanResult) -> list[FamilyRow]:
-    """One row per family of the space, in the order searched."""
+def family_rows(result: PlanResult, pending: set[str] | frozenset[str] = frozenset()
+                ) -> list[FamilyRow]:
+    """One row per family of the space, in the order searched. `pending`: families with
+    configurations a Ctrl-C left unscreened (their verdict is `unfinished`)."""
     target = result.request.goodput_target
     chosen = result.chosen
     rows = []
     for fam in result.families:
         sims = [e for e in result.simulated if e.candidate.family == fam]
+        if fam in pending:
+            rows.append(_row(fam, "unfinished", f"{len(sims)} configurations screened before "
+                             "the search was interrupted; the rest were not"))
+            continue
         rows.append(_family(fam, sims, result, target, chosen))
     return rows
 

@@ -372,12 +372,17 @@ def plan(req: PlanRequest, *, workers: int | None = None, ray_address: str | Non
                 result.details = _details(jobs, result.chosen.candidate, req, stage,
                                           progress)
     except KeyboardInterrupt as exc:
+        pending: set[str] = set()
         if isinstance(exc, Interrupted) and stage.startswith("screening"):
             result.simulated = [Evaluated(c, o) for c, o in zip(cands, exc.done, strict=True)
                                 if o is not None]
+            pending = {c.family for c, o in zip(cands, exc.done, strict=True) if o is None}
         result.interrupted = stage
         if stage.startswith(("screening", "verifying")):
             result.chosen = None      # a cheaper candidate may not have been verified yet
+        if result.families and not result.family_table:
+            # every family still gets its row: decided (pruned, screened out) or unfinished
+            result.family_table = family_rows(result, pending)
         raise PlanInterrupted(result) from None
     return result
 
