@@ -43,8 +43,9 @@ class FamilyRow:
     detail: str = ""                      # the whole story (`reason` is the table's short one)
 
     def to_dict(self) -> dict[str, Any]:
+        usd = round(self.usd_per_hour, 6) if self.usd_per_hour is not None else None
         return {"family": self.family, "verdict": self.verdict, "reason": self.reason,
-                "detail": self.detail or self.reason, "usd_per_hour": self.usd_per_hour,
+                "detail": self.detail or self.reason, "usd_per_hour": usd,
                 "gpus": self.gpus, "shape": self.shape, "config": self.config}
 
 
@@ -185,9 +186,12 @@ def rejected(rows: list[FamilyRow]) -> dict[str, str]:
 
 
 def markdown_table(rows: list[FamilyRow]) -> list[str]:
-    """The compact table: one row per family, its best $/hour, shape and verdict."""
+    """The compact table: one row per family, the price, GPUs and shape of the
+    configuration its verdict rests on (the cheapest that served, else the closest miss)."""
     out = ["## Every family searched", "",
-           "| family | best $/hour | GPUs | shape | verdict | why |",
+           "($/hour, GPUs and shape: the family's cheapest configuration that passed, "
+           "else its closest miss.)", "",
+           "| family | $/hour | GPUs | shape | verdict | why |",
            "|---|---:|---:|---|---|---|"]
     for r in rows:
         usd = f"{r.usd_per_hour:.2f}" if r.usd_per_hour is not None else "—"
