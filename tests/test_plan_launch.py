@@ -56,7 +56,10 @@ def test_vllm_flags_of_a_70b_fp8_configuration_by_hand():
     assert "--kv-cache-dtype" not in f                     # KV stays 16-bit (vLLM's auto)
     assert cmd.count == 3 and launch.gpus_per_instance == 4
     text = launch.text()
-    assert "# 3 replicas of 4 GPUs" in text and "--data-parallel-size 3" in text
+    assert "# 3 replicas of 4 GPUs" in text
+    assert "--data-parallel-size" not in text        # 3 x 4 GPUs: more than one node holds
+    two = launch_commands(sc.replace(replicas=2)).text()
+    assert "--data-parallel-size 2" in two           # 2 x 4 = 8: one node
     assert cmd.shell == shlex.join(cmd.argv) and cmd.shell in text.splitlines()
 
 

@@ -42,6 +42,7 @@ from typing import Any
 from ridgeline.sim.scenario import Scenario
 
 ENGINES = ("vllm", "trtllm", "sglang")
+GPUS_PER_NODE = 8
 # weights vLLM / SGLang quantize at load from a 16-bit checkpoint
 _ONLINE_QUANT = {"fp8": "fp8"}
 _16BIT = ("bf16", "fp16", "fp32")
@@ -181,11 +182,10 @@ def launch_commands(sc: Scenario) -> Launch:
                      "instance that receives its KV cache (the simulation routes round-robin "
                      "within each pool)")
     elif sc.replicas > 1:
+        one_node = engine == "vllm" and sc.replicas * sc.tp * sc.pp <= GPUS_PER_NODE
         notes.append(f"{sc.replicas} replicas behind a load balancer (the simulation routes "
-                     f"round-robin); on one node `--data-parallel-size {sc.replicas}`"
-                     if engine == "vllm" else
-                     f"{sc.replicas} replicas behind a load balancer (the simulation routes "
-                     "round-robin)")
+                     "round-robin)" + (f"; on one node, `--data-parallel-size {sc.replicas}` "
+                                       "in one command does the same" if one_node else ""))
     return Launch(engine, commands, tuple(notes), sc.tp * sc.pp)
 
 
