@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -131,7 +132,7 @@ def test_verify_requests_below_the_floor_runs_with_a_warning(tmp_path):
     assert out["verification"]["requests"] == 600
     assert out["warnings"] and "1168" in out["warnings"][0]
     h = subprocess.run([CLI, "plan", "--help"], capture_output=True, text=True,
-                       env={"COLUMNS": "200", "PATH": ""})
+                       env={**os.environ, "COLUMNS": "200"})
     assert "6086 for 0.99" in " ".join(h.stdout.split())
 
 
