@@ -75,6 +75,11 @@ def test_ctrl_c_exits_130_promptly_stops_workers_and_marks_partial(json_out):
         d = json.loads(out)
         assert d["partial"] is True and d["interrupted_during"].startswith("screening")
         assert d["chosen"] is None
+        # every family still has its row; one with configurations left unscreened is not
+        # judged on those that finished
+        assert [r["family"] for r in d["families"]] == [
+            "llama-3.1-8b on l40s, bf16, tp=1", "llama-3.1-8b on h100-sxm, bf16, tp=1"]
+        assert "unfinished" in {r["verdict"] for r in d["families"]}
     else:
         assert "PARTIAL RESULT" in out and "interrupted (Ctrl-C) while screening" in out
 

@@ -69,6 +69,9 @@ def plan_cmd(
         "--activations", help="Activation/GEMM dtype for every candidate (default: as vLLM "
         "runs the weights on each GPU: fp8 -> W8A8 where the GPU has fp8 tensor cores, "
         "W8A16 where not; int4 -> W4A16).")] = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="Engines to try, comma-separated: vllm, trtllm (their scheduling and "
+        "CPU costs; the launch command is that engine's).")] = "vllm",
     rate: Annotated[float, typer.Option("--rate", help="Target arrival rate (req/s, "
                                         "Poisson).")] = 10.0,
     slo: Annotated[list[str] | None, typer.Option(
@@ -108,8 +111,10 @@ def plan_cmd(
         "only rule candidates out; the cheapest survivors are verified with long runs).")
     ] = 500,
     verify_requests: Annotated[int | None, typer.Option(
-        "--verify-requests", min=1, help="Requests per verification run (default: what the "
-        "--goodput-target percentile needs, 6086 for 0.99).")] = None,
+        "--verify-requests", min=1, help="Requests per verification run. Default and floor: "
+        "what the --goodput-target percentile needs (6086 for 0.99, 1168 for 0.95, 61405 "
+        "for 0.999: the percentile within a quarter of its tail, 10 requests beyond it); "
+        "fewer run with a warning.")] = None,
     workers: Annotated[int | None, typer.Option(
         "--workers", min=1, help="Local worker processes (default: CPU cores).")] = None,
     ray: Annotated[str | None, typer.Option(
@@ -151,9 +156,12 @@ def plan_cmd(
         max_num_batched_tokens=_ints(max_num_batched_tokens, "--max-num-batched-tokens"),
         chunked_prefill=tuple(chunk_map[c] for c in chunk_opts), max_replicas=max_replicas,
         extra_replicas=extra_replicas, pd=pd, max_gpus=max_gpus, prices=_prices(price),
-        requests=requests, seed=seed, verify_requests=verify_requests).validate()
+        requests=requests, seed=seed, verify_requests=verify_requests,
+        engines=_csv(engine, "--engine")).validate()
     if plot:
         check_plot_path(plot)    # before the search, not after it
+    if req.verify_requests_warning:
+        typer.echo(f"warning: {req.verify_requests_warning}", err=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         console=Console(stderr=True), transient=True,
                         # off the terminal a bar is noise, and its closing newline would
@@ -181,7 +189,13 @@ def plan_cmd(
         from rich.console import Console as _C
         from rich.markdown import Markdown
 
-        _C().print(Markdown(result.markdown()))
+        _C().print(Markdown(result.markdown(launch=False)))
+        if result.chosen is not None and not interrupted:
+            # plain text, never wrapped: a command to copy
+            launch = result.launch()
+            typer.echo(f"Launch the chosen configuration ({launch.engine}; every setting "
+                       "the plan simulated):\n")
+            typer.echo(launch.text())
     if interrupted:
         raise typer.Exit(130)
     if result.chosen is None:

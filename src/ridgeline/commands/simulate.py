@@ -70,12 +70,15 @@ def simulate_cmd(
     think_time: Annotated[str, typer.Option(
         "--think-time", help="Closed loop: seconds a user waits between requests: 0, "
         "fixed:1.5, exponential:mean=2, uniform:min=1,max=3.")] = "0",
-    prompt: Annotated[str, typer.Option(
+    prompt: Annotated[str | None, typer.Option(
         "--prompt", help="Prompt lengths (tokens): fixed:N, uniform:min=,max=, normal:mean=,"
-        "std=, lognormal:mean=,sigma=, exponential:mean=, empirical:path=FILE.")
-    ] = DEFAULT_PROMPT,
-    output: Annotated[str, typer.Option("--output", help="Output lengths (same syntax).")
-                      ] = DEFAULT_OUTPUT,
+        "std=, lognormal:mean=,sigma=, exponential:mean=, empirical:path=FILE. Default: "
+        f"{DEFAULT_PROMPT}; with --arrival replay of a BurstGPT or Mooncake file, each "
+        "request's own length from the file.")] = None,
+    output: Annotated[str | None, typer.Option(
+        "--output", help="Output lengths (same syntax). Default: "
+        f"{DEFAULT_OUTPUT}; with --arrival replay of a BurstGPT or Mooncake file, each "
+        "request's own length from the file.")] = None,
     prefix_groups: Annotated[int, typer.Option(
         "--prefix-groups", min=0,
         help="Shared-prefix groups: request i starts with prefix i mod G.")
@@ -181,6 +184,10 @@ def simulate_cmd(
     if not 0 < slo_attainment <= 1:
         raise RidgelineError(f"--slo-attainment: got {slo_attainment}; allowed: (0, 1]")
     check_report_path(report)
+    prompt_from_replay, output_from_replay, memory_output = _replay_lengths(
+        arrival, concurrency, prompt, output, requests)
+    prompt = prompt or DEFAULT_PROMPT
+    output = output or DEFAULT_OUTPUT
     sc = Scenario(
         model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,
         tp=tp, pp=pp, ep=ep, compute_efficiency=compute_efficiency,
@@ -191,7 +198,8 @@ def simulate_cmd(
         gpu_memory_utilization=gpu_memory_utilization, num_kv_blocks=num_kv_blocks,
         requests=requests, arrival=arrival, concurrency=concurrency, think_time=think_time,
         prompt=prompt, output=output, prefix_groups=prefix_groups,
-        prefix_tokens=prefix_tokens, replicas=replicas, router=router, pd=parse_pd(pd),
+        prefix_tokens=prefix_tokens, prompt_from_replay=prompt_from_replay,
+        output_from_replay=output_from_replay, replicas=replicas, router=router, pd=parse_pd(pd),
         kv_transfer_latency_us=kv_transfer_latency_us,
         slos=tuple(x.text for x in parse_slos(slo)), seed=seed,
         mode="step" if step_by_step else "fast", whatif=whatif_from_options(
@@ -208,7 +216,7 @@ def simulate_cmd(
     else:
         listed = parse_rates(rate) if concurrency is None and rate is not None else [None]
         _check_batch_memory(requests * len(listed if listed is not None else SWEEP_FRACTIONS),
-                            output, stream)
+                            memory_output or output, stream)
     built = Built.of(sc)
     rates: list[float | None]
     if concurrency is not None or rate is None:
@@ -237,6 +245,41 @@ def simulate_cmd(
 
 
 # ---- running ----------------------------------------------------------------------------
+
+def _replay_lengths(arrival: str, concurrency: int | None, prompt: str | None,
+                    output: str | None, requests: int) -> tuple[bool, bool, str | None]:
+    """Which lengths a replay uses, said on stderr: each request's own from a BurstGPT or
+    Mooncake file unless --prompt / --output is given. Returns (prompt from the trace,
+    output from the trace, a fixed-length spec of the trace's mean output for the memory
+    check, or None)."""
+    if concurrency is not None or not arrival.startswith("replay"):
+        return False, False, None
+    import numpy as np
+
+    from ridgeline.workload.arrivals import parse_arrival
+
+    proc = parse_arrival(arrival)
+    if proc.replay_prompt_tokens is None:
+        typer.echo("replay: the file has timestamps only; prompt and output lengths from "
+                   f"--prompt {prompt or DEFAULT_PROMPT} and --output "
+                   f"{output or DEFAULT_OUTPUT}", err=True)
+        return False, False, None
+    assert proc.replay_output_tokens is not None
+    n = min(requests, len(proc.replay_prompt_tokens))
+    own_p = np.maximum(np.asarray(proc.replay_prompt_tokens[:n]), 1)
+    raw_o = np.asarray(proc.replay_output_tokens[:n])
+    own_o = np.maximum(raw_o, 1)
+    fmt = proc.replay_format
+    zeros = int(np.count_nonzero(raw_o == 0))
+    parts = [f"prompt lengths from --prompt {prompt}" if prompt else
+             f"prompt lengths from the file ({fmt}; mean {own_p.mean():.1f} tokens over "
+             f"the first {n:,} requests)",
+             f"output lengths from --output {output}" if output else
+             f"output lengths from the file (mean {own_o.mean():.1f} tokens"
+             + (f"; {zeros} zero-token responses asked as 1" if zeros else "") + ")"]
+    typer.echo("replay: " + "; ".join(parts), err=True)
+    return prompt is None, output is None, (None if output else f"fixed:{own_o.mean():.6g}")
+
 
 # What a batch run holds at its peak: per output token (token times, segments and the
 # analysis's copies: 100k requests of 250 tokens, 948 MB peak RSS, 38 B a token) and per

@@ -413,6 +413,8 @@ def analyze(
     window: tuple[float, float] | str | None = None,
     seed: int = 0,
     keep_samples: bool = True,
+    bootstrap: bool = True,
+    latency_keys: tuple[str, ...] | None = None,
 ) -> AnalysisResult:
     """Compute every metric of `trace`.
 
@@ -422,6 +424,10 @@ def analyze(
     `keep_samples=False`: the pooled ITL samples (one value per event) are left out of
     `samples` and `request_samples` (compare, gate and report need them; the numbers are
     the same either way), and `analyze` holds one event-sized array instead of three.
+    `bootstrap=False`: no confidence intervals (NaN), the same point values; for callers
+    that read only those (plan's screening runs), the draws being most of the cost.
+    `latency_keys`: only these latency distributions (None: all); leaving out the pooled
+    ITL ones saves their event-sized sorts.
     """
     slo_list = [s if isinstance(s, SLO) else parse_slo(s) for s in slos]
     header = trace.header
@@ -568,6 +574,8 @@ def analyze(
         ("output_tokens", "Output tokens", "tokens", "N per successful request"),
         ("prompt_tokens", "Prompt tokens", "tokens", "prompt length per successful request"),
     ]
+    if latency_keys is not None:
+        specs = [spec for spec in specs if spec[0] in latency_keys]
     latency: dict[str, Distribution] = {}
     # One buffer as long as the largest sample holds each sorted copy in turn, and a
     # small scratch the standard deviation's squared deviations (`std_into`): no fresh
@@ -642,6 +650,7 @@ def analyze(
         d = summarize_sorted(key, label, xs, unit=unit, description=desc, seed=seed,
                              stream=stream, scratch=scratch,
                              requests=rs, sorted_fully=pooled,
+                             n_draws=DEFAULT_BOOTSTRAP_DRAWS if bootstrap else 0,
                              moments=((latency[prev_key].mean, latency[prev_key].std)
                                       if same and prev_key is not None else None))
         prev_key = key
@@ -650,8 +659,8 @@ def analyze(
         latency[key] = d
     latency = {key: latency[key] for key, *_ in specs}  # in the order of specs
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-        d = latency[key]
-        if d.unavailable:
+        d = latency.get(key)
+        if d is None or d.unavailable:
             continue
         thin = [k for k, p in d.percentiles.items() if not p.supported]
         if thin:
@@ -716,7 +725,8 @@ def analyze(
     # ---- goodput ------------------------------------------------------------------------------
     goodput: Goodput | None = None
     if slo_list:
-        goodput = _goodput(trace, rm, slo_list, measured, win, seed, window_tokens)
+        goodput = _goodput(trace, rm, slo_list, measured, win, seed, window_tokens,
+                           bootstrap)
         if goodput.unavailable:
             warnings.append(f"goodput: {goodput.unavailable}")
 
@@ -922,6 +932,7 @@ SLO_SOURCES = {
 def _goodput(
     trace: Trace, rm: RequestMetrics, slos: list[SLO], measured: np.ndarray,
     win: Window | None, seed: int, window_tokens: np.ndarray | None = None,
+    bootstrap: bool = True,
 ) -> Goodput:
     """Requests meeting every SLO. Undefined TPOT/decode rate (N ≤ 1) do not fail an SLO
     (as in vLLM: there is no decode gap to violate it); any other missing value does."""
@@ -944,6 +955,7 @@ def _goodput(
     g.good_in_send_order = good[judged][order]
     if g.judged_requests:
         g.attainment = g.good_requests / g.judged_requests
+    if g.judged_requests and bootstrap:
         rng = np.random.default_rng([seed, 1000])
         g.attainment_ci = ci_from_draws(
             bootstrap_fraction_draws(g.good_requests, g.judged_requests,

@@ -262,6 +262,14 @@ def summarize_sorted(
                                                          std_into(xs, scratch))
     d.min = float(xs[0])
     d.max = float(xs[-1])
+    if n_draws <= 0:
+        # No bootstrap (a caller that reads only the point values): the same values,
+        # intervals NaN, none of the draws' cost (`xs` is exact at the percentiles' ranks).
+        for q in percentiles:
+            d.percentiles[pct_key(q)] = Percentile(
+                q=q, value=sorted_percentile(xs, q), ci_low=math.nan, ci_high=math.nan,
+                supported=xs.size >= min_samples_for_percentile(q, MIN_TAIL_SAMPLES))
+        return d
     block_draws: dict[str, np.ndarray] = {}
     if requests is not None:
         from ridgeline.metrics.select import ensure_sorted_ranks

@@ -11,8 +11,9 @@ Stages (each a set of jobs on `execute.Jobs`, so Ctrl-C stops within a second):
 2. verify (`ridgeline.plan.verify`): the survivors, cheapest first, three at a time, are
    simulated again at the planning rate with `verify_requests(target)` requests (6,086 for
    99%) on two new seeds; the choice is the cheapest whose every run has the lower end of its
-   95% interval >= the target. Verification goes on until the winner and the two next
-   cheapest (the runners-up) have been verified, or the survivors run out.
+   95% interval >= the target. Verification goes on until the first that passes, every
+   survivor at its price (ties), and two more (the runners-up, tied ones counting) have
+   been verified, or the survivors run out.
 3. details of the chosen one: capacity mu (`sim.scenario.probe_capacity`: the saturation
    throughput of a closed loop, the definition `simulate --rate sweep` and `bench --rate
    sweep` use), utilization rho = lambda / mu, and the knee of its latency-vs-load curve by
@@ -20,9 +21,11 @@ Stages (each a set of jobs on `execute.Jobs`, so Ctrl-C stops within a second):
    P99 TTFT <= 3x its value at the lowest rate), each rate with the requests a P99 within
    +-0.5 points needs (1,522).
 
-Choice among verified candidates: lowest USD per hour, then fewer GPUs, then a fixed order
-(family, mixed before P/D, larger batch caps) so the answer is deterministic and does not
-depend on the number of workers.
+Choice among verified candidates: lowest USD per hour; at that price the most headroom, as
+SLO slack: 1 - (the judged percentile of an SLO's metric) / (its bound), for the tightest
+SLO in the worse of the two runs (a configuration at 60% of its TTFT bound beats one at 95%);
+then fewer GPUs, then a fixed order (family, mixed before P/D, larger batch caps) so the
+answer is deterministic and does not depend on the number of workers.
 
 Cost per million output tokens at the offered load: USD per hour / (3600 x lambda x mean
 output tokens per request / 1e6); the mean is that of the output-length distribution the
@@ -35,11 +38,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ridgeline.plan.execute import Interrupted, Jobs, Outcome, capacity, evaluate, sweep_point
-from ridgeline.plan.space import Candidate, PlanRequest, Space, enumerate_space
+from ridgeline.plan.families import FamilyRow, family_rows, markdown_table, rejected
+from ridgeline.plan.space import Candidate, PlanRequest, enumerate_space
 from ridgeline.plan.verify import Verification, verify, verify_seeds
+
+if TYPE_CHECKING:
+    from ridgeline.plan.launch import Launch
 
 PARETO_TOLERANCE = 0.005   # a point must beat the frontier by 0.5% (simulation noise)
 VERIFY_BATCH = 3           # candidates verified per round (in parallel)
@@ -68,10 +75,16 @@ class Evaluated:
         """True/False once verified, None before."""
         return None if self.verification is None else self.verification.meets(target)
 
+    def meets(self, target: float) -> bool:
+        """What the Pareto frontier and the plot count as meeting the SLOs: verification's
+        verdict where there is one, else the screen's."""
+        v = self.verified(target)
+        return self.outcome.meets(target) if v is None else v
+
     def row(self) -> dict[str, Any]:
         c = self.candidate
         sc = c.scenario
-        return {"config": c.label, "family": c.family, "gpus": c.gpus,
+        return {"config": c.label, "family": c.family, "engine": sc.engine, "gpus": c.gpus,
                 "usd_per_hour": c.usd_per_hour, "tp": sc.tp, "ep": sc.ep,
                 "max_num_seqs": sc.max_num_seqs,
                 "max_num_batched_tokens": sc.max_num_batched_tokens,
@@ -146,12 +159,14 @@ class PlanResult:
     verified: list[Evaluated] = field(default_factory=list)
     pareto: list[Evaluated] = field(default_factory=list)
     rejected_families: dict[str, str] = field(default_factory=dict)
+    family_table: list[FamilyRow] = field(default_factory=list)   # every family, its verdict
     interrupted: str | None = None       # the stage a Ctrl-C stopped: a partial result
 
     def to_dict(self) -> dict[str, Any]:
         r = self.request
         return {
             "partial": self.interrupted is not None,
+            "warnings": [w for w in (r.verify_requests_warning,) if w],
             "interrupted_during": self.interrupted,
             "rate_req_s": r.rate_req_s, "planning_rate_req_s": r.planning_rate_req_s,
             "headroom": r.headroom, "slos": list(r.slos), "goodput_target": r.goodput_target,
@@ -165,7 +180,10 @@ class PlanResult:
             "chosen": self.chosen.row() if self.chosen else None,
             "chosen_details": self.details.to_dict() if self.details else None,
             "pareto": [e.row() for e in self.pareto],
+            "chosen_on_pareto": self.chosen_on_pareto,
             "rejected_families": self.rejected_families,
+            "families": [r.to_dict() for r in self.family_table],
+            "launch": self.launch().to_dict() if self.chosen else None,
             "rules": {
                 "headroom": f"SLOs must hold at lambda x (1 + {r.headroom:g}) = "
                             f"{r.planning_rate_req_s:g} req/s",
@@ -175,20 +193,25 @@ class PlanResult:
                                 f"{', '.join(map(str, self.verify_seeds))}: passes when "
                                 "every run's 95% lower end (Wilson, with the design effect "
                                 "of correlated requests) >= the target",
-                "choice": "the cheapest verified (lowest USD/hour, then fewer GPUs)",
+                "choice": "the cheapest verified (lowest USD/hour); at one price every "
+                          "survivor is verified and the most SLO slack wins (1 - the "
+                          "judged percentile / the bound, tightest SLO, worst run), then "
+                          "fewer GPUs",
                 "capacity": "saturation throughput of a closed loop (probe_capacity, as "
                             "simulate --rate sweep)",
                 "knee": "highest swept rate with P99 TTFT <= 3x its value at the lowest rate "
                         "(simulate's rule)",
                 "usd_per_million_output_tokens": "USD/hour / (3600 x rate x mean output "
                                                  "tokens / 1e6)",
-                "pareto": "configurations meeting the target in the screen (minus those that "
-                          "failed verification) not beaten on both output tok/s per GPU and "
-                          "tok/s per user (1 / median TPOT)",
+                "pareto": "configurations meeting the target (verification's verdict where "
+                          "verified, else the screen's) not beaten on both output tok/s per "
+                          "GPU and tok/s per user (1 / median TPOT)",
             },
         }
 
-    def markdown(self) -> str:
+    def markdown(self, launch: bool = True) -> str:
+        """The report; `launch=False` leaves out the launch command (the CLI prints it
+        unwrapped, after the rest, so that it can be copied)."""
         r = self.request
         t = r.goodput_target
         lines = [f"# ridgeline plan: {r.rate_req_s:g} req/s, SLOs {', '.join(r.slos)} for "
@@ -196,6 +219,8 @@ class PlanResult:
         if self.interrupted is not None:
             lines += [f"**PARTIAL RESULT: interrupted (Ctrl-C) while {self.interrupted}.** "
                       "What follows is only what had finished.", ""]
+        if r.verify_requests_warning:
+            lines += [f"**Warning:** {r.verify_requests_warning}.", ""]
         seeds = ", ".join(map(str, self.verify_seeds))
         verified = (f"the cheapest survivors verified with {self.verify_requests:,} requests "
                     f"on seeds {seeds}" if self.verified or self.interrupted is None else
@@ -228,33 +253,54 @@ class PlanResult:
                           f"- knee at {knee} ({len(d.sweep_rates_req_s)} rates x "
                           f"{d.sweep_requests:,} requests, seed {d.sweep_seed})"]
             lines.append("")
+            if launch and self.interrupted is None:
+                lines += [f"**Launch it** ({self.launch().engine}; every setting the plan "
+                          "simulated):", "", "```sh", self.launch().text(), "```", ""]
         elif self.interrupted is None:
             lines += ["**No configuration in the space meets the SLOs.**", ""]
         if self.verified:
             lines += ["## Verified (cheapest first)", "",
-                      "| config | $/hour | screen | verification | meets |",
-                      "|---|---:|---:|---|---|"]
+                      "| config | $/hour | screen | verification | SLO slack | meets |",
+                      "|---|---:|---:|---|---:|---|"]
             for e in self.verified:
                 ver = e.verification
+                slack = ver.slack(t) if ver else math.nan
                 lines.append(f"| {e.candidate.label} | {e.candidate.usd_per_hour:.2f} | "
                              f"{e.outcome.attainment:.1%} | "
                              f"{'; '.join(_short(x) for x in ver.runs) if ver else '—'} | "
+                             f"{f'{slack:.0%}' if math.isfinite(slack) else '—'} | "
                              f"{'yes' if e.verified(t) else 'no'} |")
             lines.append("")
         if self.pareto:
-            lines += ["## Pareto frontier (met the target in the screen; * verified)", "",
-                      "| config | GPUs | $/hour | tok/s per GPU | tok/s per user |",
+            lines += ["## Pareto frontier (met the target: verified *, else in the screen)",
+                      "", "| config | GPUs | $/hour | tok/s per GPU | tok/s per user |",
                       "|---|---:|---:|---:|---:|"]
-            for e in self.pareto:
+            rows = list(self.pareto)
+            if self.chosen is not None and not self.chosen_on_pareto:
+                rows.append(self.chosen)     # on the plot too: say where it stands
+            for e in rows:
                 mark = " *" if e.verified(t) else ""
+                if e is self.chosen:
+                    mark += (" (chosen)" if self.chosen_on_pareto else
+                             " (chosen; off the frontier: the cheapest, not the fastest)")
                 lines.append(f"| {e.candidate.label}{mark} | {e.candidate.gpus} | "
                              f"{e.candidate.usd_per_hour:.2f} | {e.tok_s_per_gpu:.1f} | "
                              f"{e.tok_s_per_user:.1f} |")
             lines.append("")
-        if self.rejected_families:
-            lines += ["## Rejected families", ""]
-            lines += [f"- {f}: {why}" for f, why in self.rejected_families.items()]
+        if self.family_table:
+            lines += markdown_table(self.family_table)
         return "\n".join(lines) + "\n"
+
+    @property
+    def chosen_on_pareto(self) -> bool:
+        return self.chosen is not None and any(e is self.chosen for e in self.pareto)
+
+    def launch(self) -> Launch:
+        """The chosen configuration's engine command line(s) (ridgeline.plan.launch)."""
+        from ridgeline.plan.launch import launch_commands
+
+        assert self.chosen is not None
+        return launch_commands(self.chosen.candidate.scenario)
 
 
 def _short(run: Any) -> str:
@@ -284,49 +330,6 @@ def pareto_front(points: list[Evaluated]) -> list[Evaluated]:
             front.append(e)
             best_user = e.tok_s_per_user
     return front
-
-
-def _family_reasons(space: Space, simulated: list[Evaluated], target: float,
-                    chosen: Evaluated | None) -> dict[str, str]:
-    """Why each family without a choosable candidate has none: all screened out (best
-    screen result), all verified and failed (best verification), or all pruned."""
-    out: dict[str, str] = {}
-    for fam in space.families:
-        sims = [e for e in simulated if e.candidate.family == fam]
-        if chosen is not None and chosen.candidate.family == fam:
-            continue
-        alive = [e for e in sims if e.outcome.could_meet(target)]
-        if alive and any(e.verification is None or e.verification.meets(target)
-                         for e in alive):
-            continue        # a survivor not verified (dearer than the choice), or passing
-        if alive:
-            best = max(alive, key=lambda e: e.verification.ci_low  # type: ignore[union-attr]
-                       if e.verification and math.isfinite(e.verification.ci_low) else -1.0)
-            assert best.verification is not None
-            out[fam] = (f"{len(alive)} passed the screen but failed verification; best "
-                        f"{best.candidate.label}: {best.verification.text()}")
-            continue
-        if sims:
-            best = max(sims, key=lambda e: (e.outcome.attainment
-                                            if math.isfinite(e.outcome.attainment) else -1))
-            o = best.outcome
-            why = (f"screened {len(sims)} configurations; best SLO attainment "
-                   f"{o.attainment:.1%} < {target:.0%} ({best.candidate.label}: TTFT P99 "
-                   f"{o.ttft_p99_ms:.0f} ms, TPOT P99 {o.tpot_p99_ms:.1f} ms"
-                   f"{f', {o.rejected} rejected' if o.rejected else ''})")
-            if o.error:
-                why = f"simulation error: {o.error}"
-            out[fam] = why
-            continue
-        reasons = [why for _, f, why in space.pruned if f == fam]
-        counts: dict[str, int] = {}
-        for why in reasons:
-            key = why.split(":")[0]
-            counts[key] = counts.get(key, 0) + 1
-        first = {why.split(":")[0]: why for why in reversed(reasons)}
-        out[fam] = "; ".join(f"{first[k]}" + (f" (x{n})" if n > 1 else "")
-                             for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    return out
 
 
 def plan(req: PlanRequest, *, workers: int | None = None, ray_address: str | None = None,
@@ -361,21 +364,25 @@ def plan(req: PlanRequest, *, workers: int | None = None, ray_address: str | Non
             stage = "verifying the cheapest candidates"
             _verify(jobs, result, stage, progress)
             result.pareto = pareto_front([e for e in result.simulated
-                                          if e.outcome.meets(req.goodput_target)
-                                          and e.verified(req.goodput_target) is not False])
-            result.rejected_families = _family_reasons(space, result.simulated,
-                                                       req.goodput_target, result.chosen)
+                                          if e.meets(req.goodput_target)])
+            result.family_table = family_rows(result)
+            result.rejected_families = rejected(result.family_table)
             if result.chosen is not None and headroom_details:
                 stage = "measuring the chosen configuration's capacity and knee"
                 result.details = _details(jobs, result.chosen.candidate, req, stage,
                                           progress)
     except KeyboardInterrupt as exc:
+        pending: set[str] = set()
         if isinstance(exc, Interrupted) and stage.startswith("screening"):
             result.simulated = [Evaluated(c, o) for c, o in zip(cands, exc.done, strict=True)
                                 if o is not None]
+            pending = {c.family for c, o in zip(cands, exc.done, strict=True) if o is None}
         result.interrupted = stage
         if stage.startswith(("screening", "verifying")):
             result.chosen = None      # a cheaper candidate may not have been verified yet
+        if result.families and not result.family_table:
+            # every family still gets its row: decided (pruned, screened out) or unfinished
+            result.family_table = family_rows(result, pending)
         raise PlanInterrupted(result) from None
     return result
 
@@ -390,16 +397,25 @@ def _map(jobs: Jobs, fn: Callable[[Any], Any], items: list[Any], stage: str,
 
 def _verify(jobs: Jobs, result: PlanResult, stage: str,
             progress: Callable[[str, int, int], None] | None) -> None:
-    """Stage 2 (module docstring): verify survivors cheapest first until the winner and
-    RUNNERS_UP more are verified."""
+    """Stage 2 (module docstring): verify survivors cheapest first until the first that
+    passes, every survivor at its price (ties), and RUNNERS_UP more are verified; the
+    choice is the tied passing candidate with the most SLO slack."""
     req = result.request
     target = req.goodput_target
     queue = [e for e in result.simulated if e.outcome.could_meet(target)]
-    after = 0
+    price: float | None = None      # $/h of the first candidate that passed
+    after = 0                        # verified after it (tied or dearer)
     start = 0
     while start < len(queue):
-        size = VERIFY_BATCH if result.chosen is None else RUNNERS_UP - after
-        batch = queue[start:start + size]
+        if price is None:
+            batch = queue[start:start + VERIFY_BATCH]
+        else:
+            ties = 0
+            while start + ties < len(queue) and _same_price(queue[start + ties], price):
+                ties += 1
+            batch = queue[start:start + max(ties, RUNNERS_UP - after)]
+        if not batch:
+            break
         start += len(batch)
         scs = [e.candidate.scenario.replace(requests=result.verify_requests, seed=s,
                                             rate_req_s=req.planning_rate_req_s)
@@ -409,12 +425,29 @@ def _verify(jobs: Jobs, result: PlanResult, stage: str,
         for i, e in enumerate(batch):
             e.verification = Verification(tuple(runs[i * k:(i + 1) * k]))
             result.verified.append(e)
-            if result.chosen is not None:
+            if price is not None:
                 after += 1
             elif e.verification.meets(target):
-                result.chosen = e
-        if result.chosen is not None and after >= RUNNERS_UP:
-            return
+                price = e.candidate.usd_per_hour
+        if price is not None and after >= RUNNERS_UP and (
+                start >= len(queue) or not _same_price(queue[start], price)):
+            break
+    if price is not None:
+        tied = [e for e in result.verified if _same_price(e, price) and e.verified(target)]
+        result.chosen = min(tied, key=lambda e: _headroom_key(e, target))
+
+
+def _same_price(e: Evaluated, usd_per_hour: float) -> bool:
+    return round(e.candidate.usd_per_hour, 9) == round(usd_per_hour, 9)
+
+
+def _headroom_key(e: Evaluated, target: float) -> tuple[Any, ...]:
+    """Among configurations at one price: the most SLO slack in verification first, then
+    fewer GPUs, then the search's fixed order."""
+    assert e.verification is not None
+    slack = e.verification.slack(target)
+    return (-(slack if math.isfinite(slack) else -math.inf), e.candidate.gpus,
+            e.candidate.sort_key())
 
 
 def _details(jobs: Jobs, cand: Candidate, req: PlanRequest, stage: str,
@@ -463,7 +496,7 @@ def plot_pareto(result: PlanResult, path: str) -> None:
     for ok, color, label in ((True, "tab:blue", "meets SLOs"),
                              (False, "tab:gray", "misses SLOs")):
         pts = [e for e in result.simulated
-               if (e.outcome.meets(t) and e.verified(t) is not False) == ok]
+               if e.meets(t) == ok]
         ax.scatter([e.tok_s_per_user for e in pts], [e.tok_s_per_gpu for e in pts],
                    s=14, c=color, label=label, alpha=0.7)
     if result.pareto:
@@ -471,8 +504,11 @@ def plot_pareto(result: PlanResult, path: str) -> None:
                 [e.tok_s_per_gpu for e in result.pareto], "-o", c="tab:red", ms=4,
                 label="Pareto frontier")
     if result.chosen:
-        ax.scatter([result.chosen.tok_s_per_user], [result.chosen.tok_s_per_gpu], marker="*",
-                   s=160, c="gold", edgecolors="k", label="cheapest meeting SLOs", zorder=5)
+        ch = result.chosen
+        ax.scatter([ch.tok_s_per_user], [ch.tok_s_per_gpu], marker="*", s=160, c="gold",
+                   edgecolors="k", label="chosen: cheapest meeting SLOs", zorder=5)
+        ax.annotate(f"chosen, ${ch.candidate.usd_per_hour:.2f}/h", (ch.tok_s_per_user,
+                    ch.tok_s_per_gpu), textcoords="offset points", xytext=(8, 6), fontsize=8)
     ax.set_xlabel("output tokens/s per user (1 / median TPOT)")
     ax.set_ylabel("output tokens/s per GPU")
     ax.set_title(f"ridgeline plan at {result.request.planning_rate_req_s:g} req/s")

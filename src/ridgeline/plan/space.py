@@ -68,6 +68,7 @@ class PlanRequest:
     seed: int = 0
     gpu_memory_utilization: float = 0.9
     verify_requests: int | None = None   # per verification run (None: `verify_requests`)
+    engines: tuple[str, ...] = ("vllm",)  # scheduling and CPU costs simulated (sim.engine_costs)
 
     def replace(self, **changes: Any) -> PlanRequest:
         import dataclasses
@@ -97,19 +98,21 @@ class PlanRequest:
         for t in self.tp:
             if t < 1:
                 raise RidgelineError(f"--tp: got {t}; allowed: >= 1")
-        if self.verify_requests is not None:
-            need = self.needed_verify_requests
-            if self.verify_requests < need:
-                raise RidgelineError(
-                    f"--verify-requests: got {self.verify_requests}; allowed: >= {need} (a "
-                    f"{self.goodput_target:g} target judges P{100 * self.goodput_target:g}; "
-                    f"{need} requests put it within a quarter of its tail, seed 003)")
+        if self.verify_requests is not None and self.verify_requests < 1:
+            raise RidgelineError(f"--verify-requests: got {self.verify_requests}; allowed: "
+                                 ">= 1")
         for hw in self.hardware:
             self.price_of(hw)
         if self.activations is not None:
             from ridgeline.specs.precision import resolve_precision
 
             resolve_precision("bf16", self.kv, self.activations)  # one line if unknown
+        from ridgeline.sim.engine_costs import ENGINES
+
+        for engine in self.engines:
+            if engine not in ENGINES:
+                raise RidgelineError(f"--engine: got {engine!r}; allowed: "
+                                     f"{', '.join(ENGINES)}")
         return self
 
     @property
@@ -117,6 +120,18 @@ class PlanRequest:
         from ridgeline.plan.verify import verify_requests
 
         return verify_requests(self.goodput_target)
+
+    @property
+    def verify_requests_warning(self) -> str | None:
+        """Why a --verify-requests below the target's floor weakens the verification (None
+        when it does not)."""
+        need = self.needed_verify_requests
+        if self.verify_requests is None or self.verify_requests >= need:
+            return None
+        return (f"--verify-requests {self.verify_requests} is below the floor of {need} a "
+                f"{self.goodput_target:g} target needs (P{100 * self.goodput_target:g} within "
+                "a quarter of its tail, 10 requests beyond it): the verification is weaker "
+                "than the target says")
 
     @property
     def verify_request_count(self) -> int:
@@ -298,24 +313,28 @@ def enumerate_space(req: PlanRequest) -> Space:
             for weights in req.weights:
                 for tp in req.tp:
                     for ep in _ep_options(model, tp, req.ep):
-                        family = f"{model.name} on {hw}, {weights}, tp={tp}" + \
-                            (f", ep={ep}" if ep > 1 else "")
-                        space.families.append(family)
-                        _enumerate_family(req, space, family, model_name, hw, price, weights,
-                                          tp, ep, prompts, outputs, s_mean, n_mean, lam,
-                                          RooflineStepTime, little_in_system, little_kv_bytes)
+                        for engine in req.engines:
+                            family = f"{model.name} on {hw}, {weights}, tp={tp}" + \
+                                (f", ep={ep}" if ep > 1 else "") + \
+                                (f", {engine}" if req.engines != ("vllm",) else "")
+                            space.families.append(family)
+                            _enumerate_family(req, space, family, model_name, hw, price,
+                                              weights, tp, ep, prompts, outputs, s_mean,
+                                              n_mean, lam, RooflineStepTime, little_in_system,
+                                              little_kv_bytes, engine)
     return space
 
 
 def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: str, hw: str,
                       price: float, weights: str, tp: int, ep: int, prompts: np.ndarray,
                       outputs: np.ndarray, s_mean: float, n_mean: float, lam: float,
-                      roofline: Any, little_in_system: Any, little_kv_bytes: Any) -> None:
+                      roofline: Any, little_in_system: Any, little_kv_bytes: Any,
+                      engine: str = "vllm") -> None:
     base = Scenario(model=model_name, hardware=hw, weights=weights, kv=req.kv, tp=tp, ep=ep,
                     activations=req.activations, prompt=req.prompt, output=req.output,
                     requests=req.requests,
                     rate_req_s=lam, slos=req.slos, seed=req.seed,
-                    gpu_memory_utilization=req.gpu_memory_utilization)
+                    gpu_memory_utilization=req.gpu_memory_utilization, engine=engine)
     combos = [(m, b, c) for m in req.max_num_seqs for b in req.max_num_batched_tokens
               for c in req.chunked_prefill]
 

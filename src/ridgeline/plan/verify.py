@@ -126,15 +126,29 @@ class VerifyRun:
     ttft_p99_ms: float
     tpot_p99_ms: float
     error: str | None = None
+    # the smallest margin to an SLO bound, as a fraction of the bound, at each percentile
+    # analyze computes: ((q, 1 - P_q / bound), ...); `slack(target)` reads the judged one
+    slo_slacks: tuple[tuple[float, float], ...] = ()
 
     def meets(self, target: float) -> bool:
         """The interval's lower end reaches the target (and nothing was rejected)."""
         return (self.error is None and self.rejected == 0 and math.isfinite(self.ci_low)
                 and self.ci_low >= target)
 
+    def slack(self, target: float) -> float:
+        """1 - P_q / bound of the tightest upper-bound SLO, q the first computed percentile
+        at or above the target's (P99 for 0.99); NaN when no SLO has a distribution."""
+        for q, v in self.slo_slacks:
+            if q >= 100.0 * target - 1e-9:
+                return v
+        return self.slo_slacks[-1][1] if self.slo_slacks else math.nan
+
     def to_dict(self) -> dict[str, Any]:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in asdict(self).items()}
+        d = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+             for k, v in asdict(self).items()}
+        d["slo_slacks"] = {f"p{q:g}": (v if math.isfinite(v) else None)
+                           for q, v in self.slo_slacks}
+        return d
 
     def text(self) -> str:
         if self.error:
@@ -146,11 +160,12 @@ class VerifyRun:
 
 def verify(sc: Scenario) -> VerifyRun:
     """Simulate `sc` as given (its rate, requests, seed) and judge its attainment."""
+    from ridgeline.plan.execute import LEAN, built_for
     from ridgeline.sim.scenario import run_scenario
 
     nan = math.nan
     try:
-        run = run_scenario(sc)
+        run = run_scenario(sc, built=built_for(sc), **LEAN)
     except RidgelineError as exc:
         return VerifyRun(sc.requests, sc.seed, sc.rate_req_s or nan, 0, 0, nan, nan, nan,
                             nan, 0, nan, nan, str(exc))
@@ -165,7 +180,38 @@ def verify(sc: Scenario) -> VerifyRun:
         requests=sc.requests, seed=sc.seed, rate_req_s=float(sc.rate_req_s or nan),
         judged_requests=g.judged_requests, good_requests=g.good_requests,
         attainment=g.attainment, ci_low=lo, ci_high=hi, design_effect=deff,
-        rejected=p.rejected, ttft_p99_ms=p.ttft_p99_ms, tpot_p99_ms=p.tpot_p99_ms)
+        rejected=p.rejected, ttft_p99_ms=p.ttft_p99_ms, tpot_p99_ms=p.tpot_p99_ms,
+        slo_slacks=tuple((q, slo_slack(run.analysis, sc.slos, q))
+                         for q in _slack_percentiles()))
+
+
+def _slack_percentiles() -> tuple[float, ...]:
+    from ridgeline.metrics.distribution import PERCENTILES
+
+    return tuple(q for q in PERCENTILES if q >= 90.0)
+
+
+# latency distributions `analyze` computes, by SLO metric (upper bounds only)
+_SLACK_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "queue": "queue_ms"}
+
+
+def slo_slack(analysis: Any, slos: tuple[str, ...], q: float) -> float:
+    """min over the upper-bound SLOs of 1 - P_q(metric) / bound (NaN when none applies):
+    0.4 means the tightest SLO's P_q is at 60% of its bound."""
+    from ridgeline.metrics.distribution import pct_key
+    from ridgeline.metrics.slo import parse_slos
+
+    out = math.inf
+    for slo in parse_slos(list(slos)):
+        key = _SLACK_KEYS.get(slo.metric)
+        d = analysis.latency.get(key) if key else None
+        if slo.op not in ("<=", "<") or d is None or d.unavailable:
+            continue
+        pct = d.percentiles.get(pct_key(q))
+        bound_ms = slo.bound_base * 1e3
+        if pct is not None and math.isfinite(pct.value) and bound_ms > 0:
+            out = min(out, 1.0 - pct.value / bound_ms)
+    return out if math.isfinite(out) else math.nan
 
 
 @dataclass(frozen=True)
@@ -182,6 +228,11 @@ class Verification:
         """The lowest lower end over the runs (what the choice rests on)."""
         lows = [r.ci_low for r in self.runs if math.isfinite(r.ci_low)]
         return min(lows) if lows and len(lows) == len(self.runs) else math.nan
+
+    def slack(self, target: float) -> float:
+        """The smallest SLO slack over the runs (NaN when a run has none)."""
+        vals = [r.slack(target) for r in self.runs]
+        return min(vals) if vals and all(math.isfinite(v) for v in vals) else math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return {"runs": [r.to_dict() for r in self.runs]}

@@ -39,7 +39,8 @@ def run_streamed_command(sc: Any, built: Any, rate: float | None, trace: str | N
     wl, load, dataset = build_workload(
         n, sc.prompt, sc.output, rate_req_s=rate, arrival=sc.arrival,
         concurrency=sc.concurrency, think_time=sc.think_time,
-        prefix_groups=sc.prefix_groups, prefix_tokens=sc.prefix_tokens, seed=sc.seed)
+        prefix_groups=sc.prefix_groups, prefix_tokens=sc.prefix_tokens, seed=sc.seed,
+        prompt_from_replay=sc.prompt_from_replay, output_from_replay=sc.output_from_replay)
     check_context(wl, built.step_model)
     header = trace_header(sc, built, load, dataset)
     progress = Progress(TextColumn("simulating (streamed)"), BarColumn(), MofNCompleteColumn(),

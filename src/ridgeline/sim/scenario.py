@@ -87,6 +87,9 @@ class Scenario:
     output: str = DEFAULT_OUTPUT
     prefix_groups: int = 0
     prefix_tokens: int = 0
+    # a replay: arrival's own prompt / output lengths in place of draws from prompt / output
+    prompt_from_replay: bool = False
+    output_from_replay: bool = False
     # cluster
     replicas: int = 1
     router: str = "round-robin"
@@ -356,12 +359,15 @@ def trace_header(sc: Scenario, built: Built, load: dict[str, Any],
 
 def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built | None = None,
                  progress: Callable[[int], None] | None = None,
-                 keep_samples: bool = True) -> ScenarioRun:
+                 keep_samples: bool = True, bootstrap: bool = True,
+                 latency_keys: tuple[str, ...] | None = None) -> ScenarioRun:
     """Simulate `sc` (at `rate_req_s`, else `sc.rate_req_s`) and analyze the result.
 
     `keep_samples=False`: the analysis leaves the pooled ITL samples out of its `samples`
     (the same numbers: `analyze`'s lean path, one event-sized array instead of three), for
-    a caller that reads only the figures (the report's plots need the samples)."""
+    a caller that reads only the figures (the report's plots need the samples).
+    `bootstrap=False`: the analysis computes no confidence intervals (the same values);
+    `latency_keys`: only these latency distributions (`analyze`)."""
     from ridgeline.metrics.analysis import analyze
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.sim.runner import simulate
@@ -374,7 +380,8 @@ def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built 
     wl, load, dataset = build_workload(
         sc.requests, sc.prompt, sc.output, rate_req_s=rate, arrival=sc.arrival,
         concurrency=sc.concurrency, think_time=sc.think_time, prefix_groups=sc.prefix_groups,
-        prefix_tokens=sc.prefix_tokens, seed=sc.seed)
+        prefix_tokens=sc.prefix_tokens, seed=sc.seed,
+        prompt_from_replay=sc.prompt_from_replay, output_from_replay=sc.output_from_replay)
     check_context(wl, built.step_model)
     t0 = time.perf_counter()
     res = simulate(wl, built.config, built.step_model, built.cluster, mode=sc.mode,
@@ -382,7 +389,8 @@ def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built 
     wall_s = time.perf_counter() - t0
     header = trace_header(sc, built, load, dataset)
     analysis = analyze(res.to_trace(header), slos=parse_slos(list(sc.slos)), seed=sc.seed,
-                       keep_samples=keep_samples)
+                       keep_samples=keep_samples, bootstrap=bootstrap,
+                       latency_keys=latency_keys)
     return ScenarioRun(sc, rate, res, analysis, header, load, wall_s, built)
 
 
@@ -417,7 +425,9 @@ def probe_capacity(sc: Scenario, built: Built | None = None) -> float:
     n = max(CAPACITY_PROBE_MIN_REQUESTS, CAPACITY_PROBE_REQUESTS_PER_USER * users)
     probe = sc.replace(requests=n, concurrency=users, think_time="0", arrival="poisson",
                        rate_req_s=None, slos=())
-    run = run_scenario(probe, built=built)
+    # only the throughput is read: no samples kept, no intervals drawn
+    run = run_scenario(probe, built=built, keep_samples=False, bootstrap=False,
+                       latency_keys=("e2e_ms",))
     cap = float(run.analysis.throughput.requests_s)
     if not (math.isfinite(cap) and cap > 0):
         raise RidgelineError(f"{sc.model} on {sc.hardware}: the capacity probe completed no "

@@ -39,8 +39,15 @@ def build_workload(
     prefix_groups: int = 0,
     prefix_tokens: int = 0,
     seed: int = 0,
+    prompt_from_replay: bool = False,
+    output_from_replay: bool = False,
 ) -> tuple[Workload, dict[str, Any], dict[str, Any]]:
-    """(workload, header `load` dict, header `dataset` dict)."""
+    """(workload, header `load` dict, header `dataset` dict).
+
+    `prompt_from_replay` / `output_from_replay`: with a `replay:` arrival of a file that has
+    them (BurstGPT, Mooncake), each request's own prompt / output length from the file, in
+    its time order, in place of draws from `prompt` / `output` (a zero-token response, a
+    failed request in BurstGPT, is asked as one token)."""
     if n < 1:
         raise RidgelineError(f"--requests: got {n}; allowed: >= 1")
     if prefix_groups < 0 or prefix_tokens < 0:
@@ -73,6 +80,10 @@ def build_workload(
         return wl, load, dataset
     proc = parse_arrival(arrival, rate_req_s)
     times = arrival_times_s(proc, n, s_arr)
+    if prompt_from_replay or output_from_replay:
+        prompt_tokens, output_tokens = _replay_lengths(
+            proc, n, prompt_tokens, output_tokens, prompt_from_replay, output_from_replay,
+            prefix_tokens if prefix_groups else 0, dataset)
     wl = Workload(prompt_tokens, output_tokens, arrival_s=times, prefix_group=group,
                   prefix_tokens=ptoks)
     load = {"pattern": "open-loop", **proc.describe(), "requests": n}
@@ -100,3 +111,25 @@ def check_context(wl: Workload, step_model: Any) -> None:
             f"above {getattr(spec, 'name', 'the model')}'s context window of {window:,} "
             f"(max_position_embeddings; longest {int(total.max()):,}); allowed: prompt + "
             "output <= the context window (vLLM rejects longer requests)")
+
+
+def _replay_lengths(proc: Any, n: int, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
+                    use_prompt: bool, use_output: bool, prefix: int,
+                    dataset: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The first n requests' own lengths from a replay file (see `build_workload`)."""
+    if proc.kind != "replay" or proc.replay_prompt_tokens is None:
+        what = ("a replay file with lengths (BurstGPT CSV, Mooncake JSONL)"
+                if proc.kind == "replay" else "a replay: arrival")
+        raise RidgelineError(f"--prompt/--output: lengths from the trace need {what}; give "
+                             "--prompt and --output")
+    dataset.update(kind="replay", replay_format=proc.replay_format)
+    if use_prompt:
+        own = np.maximum(np.asarray(proc.replay_prompt_tokens[:n], dtype=np.int64), 1)
+        prompt_tokens = own + prefix
+        dataset["prompt"] = f"the trace's own ({proc.replay_format})"
+    if use_output:
+        raw = np.asarray(proc.replay_output_tokens[:n], dtype=np.int64)
+        output_tokens = np.maximum(raw, 1)
+        dataset["output"] = f"the trace's own ({proc.replay_format})"
+        dataset["zero_output_as_one"] = int(np.count_nonzero(raw == 0))
+    return prompt_tokens, output_tokens

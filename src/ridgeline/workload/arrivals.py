@@ -60,6 +60,11 @@ class ArrivalProcess:
     replay_times_s: tuple[float, ...] | None = None
     period_s: float = 86400.0
     phase_s: float = 0.0
+    # replay of a BurstGPT or Mooncake file: each request's own lengths, in time order
+    # (None: the file has none), and the file's format
+    replay_prompt_tokens: tuple[int, ...] | None = None
+    replay_output_tokens: tuple[int, ...] | None = None
+    replay_format: str | None = None
 
     def rate_at(self, t_s: np.ndarray) -> np.ndarray:
         """Diurnal: the asked rate (req/s) at times `t_s`."""
@@ -79,6 +84,8 @@ class ArrivalProcess:
             out["end_rate_req_s"] = self.end_rate_req_s
         if self.kind == "replay":
             out["replay_requests"] = len(self.replay_times_s or ())
+            if self.replay_format:
+                out["replay_format"] = self.replay_format
         if self.kind == "diurnal":
             out.update(peak_rate_req_s=self.start_rate_req_s,
                        trough_rate_req_s=self.end_rate_req_s, period_s=self.period_s,
@@ -86,20 +93,30 @@ class ArrivalProcess:
         return out
 
 
-def _read_replay(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
+def _read_replay(path_text: str, speedup: float = 1.0) -> ArrivalProcess:
+    """A replay process: the file's times, and its lengths where its format has them."""
+    from ridgeline.inputs import check_input_file
+    from ridgeline.workload.replay import read_timed_trace, sniff_format
+
+    path = check_input_file(path_text, "--arrival")
+    if sniff_format(path) == "other":
+        return ArrivalProcess("replay", replay_times_s=_read_replay_times(path_text, speedup))
+    tr = read_timed_trace(path_text, speedup)
+    known = bool(np.all(tr.prompt_tokens >= 0) and np.all(tr.output_tokens >= 0))
+    return ArrivalProcess(
+        "replay", replay_times_s=tuple(tr.times_s.tolist()),
+        replay_prompt_tokens=tuple(tr.prompt_tokens.tolist()) if known else None,
+        replay_output_tokens=tuple(tr.output_tokens.tolist()) if known else None,
+        replay_format=tr.format)
+
+
+def _read_replay_times(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
     from array import array
 
     from ridgeline.inputs import check_input_file, decode_errors, open_text
-    from ridgeline.workload.replay import (
-        MAX_REPLAY_ROWS,
-        MAX_TIMESTAMP_S,
-        read_timed_trace,
-        sniff_format,
-    )
+    from ridgeline.workload.replay import MAX_REPLAY_ROWS, MAX_TIMESTAMP_S
 
     path = check_input_file(path_text, "--arrival")
-    if sniff_format(path) != "other":
-        return tuple(read_timed_trace(path_text, speedup).times_s.tolist())
     times = array("d")
     with open_text(path, "--arrival") as fh, decode_errors("--arrival", path_text):
         for lineno, line in enumerate(fh, 1):
@@ -165,7 +182,7 @@ def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
         if not path:
             raise RidgelineError(f"{field}: replay needs path=FILE")
         speedup = take_float(params, "speedup", field, default=1.0, positive=True)
-        proc = ArrivalProcess(kind, replay_times_s=_read_replay(path, speedup))
+        proc = _read_replay(path, speedup)
     elif kind == "diurnal":
         peak = take_float(params, "peak", field, positive=True, **bounded)
         trough = take_float(params, "trough", field, nonnegative=True, hi=MAX_RATE_REQ_S)
