@@ -241,7 +241,9 @@ def op_rows(bd: StepBreakdown, hardware_ridge: float) -> list[dict[str, Any]]:
             "ridge_point_flop_per_byte": hardware_ridge,
             "compute_s": c, "memory_s": m, "overhead_s": float(bd.overhead_s[i]),
             "time_s": t, "time_fraction": t / total if total else 0.0,
-            "bound": "compute" if c >= m else "memory",
+            # The roofline's label (intensity against the ridge point), not whichever
+            # fitted row won: a kernel's floor or padding does not make it compute-bound.
+            "bound": "compute" if d and f / d >= hardware_ridge else "memory",
         })
     if float(bd.comm_s) > 0:
         rows.append({"op": "communication", "kind": "comm", "num_layers": 0, "flops": 0.0,
