@@ -214,6 +214,8 @@ def test_deepseek_v3_8xh200_tpot_is_no_longer_dominated_by_mispriced_experts() -
     assert hand_s <= experts_s <= 2.5 * hand_s
     assert ops["experts_gate_up"]["bound"] == "memory"
     assert ops["experts_down"]["bound"] == "memory"
+    # The phase as a whole: 10.8 FLOP/byte against a ridge of 989.4e12 / 4.8e12 = 206.
+    assert d["result"]["decode_bound"] == "memory"
     # The whole step: all weights (84 GB per GPU step, most of it experts) at the bandwidth
     # bound the TPOT from below; 3x that from above (it was 265 ms).
     tpot_s = d["result"]["tpot_s"]

@@ -30,7 +30,8 @@ CUTLASS / DeepGEMM block-fp8), the fastest is kept: the engine picks the fastest
 supports. MoE fits use the `balanced` routing rows; power-law rows are scored against the
 balanced fit and reported (`power_law_median_ape`) but not fitted. An engine without
 balanced rows on a GPU (vLLM on A100) gets no MoE fit; ridgeline then uses another engine's.
-Only expert-parallel size 1 rows (experts sharded by TP, as ridgeline shards them) are fitted:
+Only expert-parallel size 1 rows with TP <= 8 (experts sharded by TP within a node, as
+ridgeline shards them) are fitted:
 the collector's EP path still walks every token's rows on each rank, a cost ridgeline's
 operator table does not model (it prices EP by its all-to-all).
 
@@ -79,6 +80,10 @@ B_ACT = 2.0
 CV_GROUPS = 20
 # A (GPU, engine, dtype) table with fewer rows is not fitted (another engine's fit stands in).
 MIN_ROWS = 100
+# MoE rows sharded wider than one 8-GPU node are left out: their expert slices (22-116
+# columns for the tables' shapes at TP 16-32) are not tile-aligned and run a slow path that
+# the shapes served at TP <= 8 do not.
+MAX_MOE_TP = 8
 # GEMMs whose bf16 activations are quantized by a kernel of their own before the matmul.
 QUANTIZED_ACTIVATIONS = ("fp8", "fp8_block", "fp4")
 
@@ -302,7 +307,8 @@ def _moe_rows(path: Path) -> dict[str, dict[str, Any]]:
             continue
         res: dict[str, Any] = {}
         for dist in ("balanced", "power_law"):
-            sel = (t["moe_dtype"] == dtype) & (t["latency"] > 0) & (t["moe_ep_size"] == 1)
+            sel = (t["moe_dtype"] == dtype) & (t["latency"] > 0) & (t["moe_ep_size"] == 1) \
+                & (t["moe_tp_size"] <= MAX_MOE_TP)
             sel &= (t["distribution"] == "balanced") if dist == "balanced" else \
                 np.char.startswith(t["distribution"].astype(str), "power_law")
             if not sel.any():

@@ -348,7 +348,8 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
         out.append(f"GEMM efficiency {g['compute_efficiency']:g} (fitted on {prof.kernels}) x "
                    f"{hw.compute_efficiency:g}/{CATALOG_DEFAULT_COMPUTE_EFFICIENCY:g} (this "
                    "GPU's catalog compute efficiency over the default), by rule")
-    if precision.gemm_compute_dtype != "bf16":
+    if precision.gemm_compute_dtype != "bf16" and \
+            measured_choice(prof, precision)[0].get("gemm") is None:
         out.append(f"{precision.gemm_compute_dtype} GEMMs: efficiency {e_x:.3g} of their "
                    f"{r:.3g}x peak by rule (the 16-bit fit's non-math time stays; not fitted, "
                    "the profiles are fp16)")
