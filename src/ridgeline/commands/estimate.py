@@ -184,6 +184,7 @@ def estimate_cmd(
 
     wi = whatif_from_options(spec_k, spec_alpha, spec_draft_model, enforce_eager,
                              cpu_tokenize_us_per_token, cpu_detokenize_us_per_event)
+    from ridgeline.perf.measured_kernels import kernel_engine_for
     from ridgeline.sim.engine_costs import load_engine_costs
 
     costs = load_engine_costs(engine) if engine_costs else None
@@ -192,7 +193,8 @@ def estimate_cmd(
         hw = load_hardware(hw_name).with_efficiency(
             compute_efficiency, bandwidth_efficiency,
             kernel_overhead_for(hw_name, kernel_overhead_us, wi))
-        m = RooflineStepTime(spec, hw, precision, parallel, engine_costs=costs)
+        m = RooflineStepTime(spec, hw, precision, parallel, engine_costs=costs,
+                             kernel_engine=kernel_engine_for(engine))
         ctx = None if context is None else t
         r = estimate(m, b, s, n, prefix, ctx, gpu_memory_utilization)
         if wi is not None:

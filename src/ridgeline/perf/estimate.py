@@ -71,11 +71,14 @@ def weight_bytes_read(model: RooflineStepTime, tokens: ArrayLike) -> ArrayLike:
     return per_any + 0.0 * n
 
 
-def _phase_bound(bd: StepBreakdown) -> np.ndarray:
-    """Which resource takes most of the step: compute, memory, communication or overhead."""
-    compute_bound = bd.compute_s >= bd.memory_s
-    compute_t = np.where(compute_bound, bd.compute_s, 0.0).sum(axis=0)
-    memory_t = np.where(compute_bound, 0.0, bd.memory_s).sum(axis=0)
+def _phase_bound(bd: StepBreakdown, ridge_flop_per_byte: float) -> np.ndarray:
+    """Which resource takes most of the step: compute, memory, communication or overhead.
+    Each operator's kernel time counts as compute or memory by the roofline (its intensity
+    against the ridge point), not by which fitted row won (a floor is not compute)."""
+    compute_bound = bd.flops >= ridge_flop_per_byte * bd.bytes
+    kernel_s = np.maximum(bd.compute_s, bd.memory_s)
+    compute_t = np.where(compute_bound, kernel_s, 0.0).sum(axis=0)
+    memory_t = np.where(compute_bound, 0.0, kernel_s).sum(axis=0)
     parts = np.stack([compute_t, memory_t, bd.comm_s, bd.overhead_s.sum(axis=0)])
     labels = np.array(["compute", "memory", "communication", "kernel-overhead"])
     return labels[np.argmax(parts, axis=0)]
@@ -132,6 +135,7 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
     if not details or not isinstance(model, RooflineStepTime):
         return out
     pre_bd, dec_bd = model.breakdown(pre_w), model.breakdown(dec_w)
+    ridge = model.gemm_peak_flops / model.hardware.memory_bandwidth_bytes_s
     hw, pr, mdl = model.hardware, model.precision, model.model
     c_eff = model.gemm_peak_flops * hw.compute_efficiency
     beta_eff = model.bandwidth_eff_bytes_s
@@ -162,12 +166,12 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
     out.update({
         "prefill_flops": f_pre, "prefill_bytes": d_pre,
         "prefill_intensity_flop_per_byte": f_pre / d_pre,
-        "prefill_bound": _phase_bound(pre_bd),
+        "prefill_bound": _phase_bound(pre_bd, ridge),
         "decode_flops": f_dec, "decode_bytes": d_dec,
         "decode_weight_bytes": d_w, "decode_kv_bytes": kv_dec,
         "decode_other_bytes": d_dec - d_w - kv_dec,
         "decode_intensity_flop_per_byte": f_dec / d_dec,
-        "decode_bound": _phase_bound(dec_bd),
+        "decode_bound": _phase_bound(dec_bd, ridge),
         "decode_comm_s": dec_bd.comm_s, "prefill_comm_s": pre_bd.comm_s,
         # Seed 000 §4: TPS_dec <= min(B C / F_dec, B beta / D_dec) (effective C and beta).
         "decode_ceiling_tok_s": np.minimum(b * c_eff / f_dec, b * beta_eff / d_dec),
@@ -241,7 +245,9 @@ def op_rows(bd: StepBreakdown, hardware_ridge: float) -> list[dict[str, Any]]:
             "ridge_point_flop_per_byte": hardware_ridge,
             "compute_s": c, "memory_s": m, "overhead_s": float(bd.overhead_s[i]),
             "time_s": t, "time_fraction": t / total if total else 0.0,
-            "bound": "compute" if c >= m else "memory",
+            # The roofline's label (intensity against the ridge point), not whichever
+            # fitted row won: a kernel's floor or padding does not make it compute-bound.
+            "bound": "compute" if d and f / d >= hardware_ridge else "memory",
         })
     if float(bd.comm_s) > 0:
         rows.append({"op": "communication", "kind": "comm", "num_layers": 0, "flops": 0.0,

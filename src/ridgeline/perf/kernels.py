@@ -40,6 +40,15 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.measured_kernels import (
+    DEFAULT_ENGINE,
+    MeasuredKernels,
+    load_measured,
+    measured_assumptions,
+    measured_choice,
+    measured_expert_rows,
+    measured_gemm_rows,
+)
 from ridgeline.perf.ops import ATTENTION, GEMM, GEMM16, VAR, OpTable
 from ridgeline.specs.hardware import HardwareSpec
 from ridgeline.specs.precision import Precision
@@ -106,6 +115,9 @@ class KernelProfile:
     # GEMM fit of the part attention was profiled on (A100): attention efficiencies carry to
     # another GPU relative to that GPU's own GEMM efficiencies.
     attention_gemm_ref: dict[str, Any] | None = None
+    # Fits on NVIDIA's measured kernel tables for this GPU and engine (perf/measured_kernels.py):
+    # GEMMs and MoE layers use them where they exist; None: no tables for this GPU.
+    measured: MeasuredKernels | None = None
 
     @property
     def derived(self) -> bool:
@@ -132,8 +144,9 @@ class KernelProfile:
         return lat, eta * link_bytes_s
 
 
-def load_profile(name: str) -> KernelProfile:
-    """The kernel profile a `kernel_profile` name selects (catalog GPU names; error if none)."""
+def load_profile(name: str, engine: str = DEFAULT_ENGINE) -> KernelProfile:
+    """The kernel profile a `kernel_profile` name selects (catalog GPU names; error if none);
+    `engine` picks which engine's measured GEMM/MoE kernel tables apply."""
     cat = kernel_catalog()
     hw = cat["hardware"].get(name)
     if hw is None:
@@ -163,12 +176,13 @@ def load_profile(name: str) -> KernelProfile:
         attention_decode_scale=float(
             vllm.get("attention_decode_scale", {}).get("value", 1.0)),
         attention_decode_grouped_scale=float(grouped.get("value", 1.0))
-        if hw["kernels"] in grouped.get("kernel_profiles", ()) else 1.0)
+        if hw["kernels"] in grouped.get("kernel_profiles", ()) else 1.0,
+        measured=load_measured(name, engine))
 
 
-def profile_for(hardware: HardwareSpec) -> KernelProfile | None:
+def profile_for(hardware: HardwareSpec, engine: str = DEFAULT_ENGINE) -> KernelProfile | None:
     """The fitted kernel model of `hardware`, or None (plain roofline)."""
-    return load_profile(hardware.kernel_profile) if hardware.kernel_profile else None
+    return load_profile(hardware.kernel_profile, engine) if hardware.kernel_profile else None
 
 
 def gemm_efficiency_16(prof: KernelProfile, hw: HardwareSpec) -> float:
@@ -215,10 +229,21 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
     g, pre, dec = prof.gemm, prof.attention_prefill, prof.attention_decode
     fs = prof.floor_scale * 1e-6  # fitted floors are in microseconds
     e_pre, e_dec = attention_efficiencies(prof, hw)
+    gemm_fits, moe_fit = measured_choice(prof, precision)
     for j, (name, kind) in enumerate(zip(table.names, table.kinds, strict=True)):
         f, d, lay = table.flops[j], table.bytes[j], table.layers[j]
         drv = var[table.drivers[j]]
-        if kind in (GEMM, GEMM16):
+        if name in _EXPERTS and kind in (GEMM, GEMM16) and moe_fit is not None:
+            k, n = table.in_dims[j], table.out_dims[j]
+            comp[j], mem[j] = measured_expert_rows(moe_fit, f, d, k, n, lay, hw, var)
+        elif name == "experts_act" and moe_fit is not None:
+            pass  # inside the measured layer's fit (its floor and activation traffic)
+        elif kind in (GEMM, GEMM16) and gemm_fits.get(kind) is not None \
+                and name not in _EXPERTS:
+            comp[j], mem[j] = measured_gemm_rows(
+                gemm_fits[kind], f, d, table.in_dims[j],  # type: ignore[arg-type]
+                table.out_dims[j], lay, drv, hw)
+        elif kind in (GEMM, GEMM16):
             # GEMM16: a module the checkpoint keeps 16-bit runs at the 16-bit peak.
             c_gemm = c_q if kind == GEMM else c16
             e_gemm = dtype_compute_efficiency(e_16, c_gemm / c16)
@@ -323,10 +348,12 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
         out.append(f"GEMM efficiency {g['compute_efficiency']:g} (fitted on {prof.kernels}) x "
                    f"{hw.compute_efficiency:g}/{CATALOG_DEFAULT_COMPUTE_EFFICIENCY:g} (this "
                    "GPU's catalog compute efficiency over the default), by rule")
-    if precision.gemm_compute_dtype != "bf16":
+    if precision.gemm_compute_dtype != "bf16" and \
+            measured_choice(prof, precision)[0].get("gemm") is None:
         out.append(f"{precision.gemm_compute_dtype} GEMMs: efficiency {e_x:.3g} of their "
                    f"{r:.3g}x peak by rule (the 16-bit fit's non-math time stays; not fitted, "
                    "the profiles are fp16)")
+    out += measured_assumptions(prof, precision)
     if tp > 1:
         lat, bw = prof.collective("all_reduce", tp, hw.interconnect_bandwidth_bytes_s)
         key = str(prof.topology_gpus or tp)

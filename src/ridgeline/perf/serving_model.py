@@ -71,7 +71,7 @@ class RooflineStepTime:
     def __init__(self, model: ModelSpec, hardware: HardwareSpec,
                  precision: Precision | None = None, parallel: Parallelism | None = None,
                  max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
-                 engine_costs: Any = None) -> None:
+                 engine_costs: Any = None, kernel_engine: str = "vllm") -> None:
         """`engine_costs` (optional): anything with `linear_terms()` -> seconds per work
         variable that add to every step (the engine's CPU and mode costs) and
         `assumptions()` -> list[str]; it is compiled into the step like the launches."""
@@ -97,7 +97,7 @@ class RooflineStepTime:
         self._window = float(model.sliding_window) if model.is_windowed else 0.0
         build = build_ext_table if self._window else build_table
         # The fitted kernel model of a catalog GPU (None: the plain roofline below).
-        self.kernel_profile = profile_for(hw)
+        self.kernel_profile = profile_for(hw, kernel_engine)
         prof = self.kernel_profile
         collectives = None
         if prof is not None:

@@ -1,0 +1,239 @@
+"""GEMM and MoE-layer costs fitted on NVIDIA's measured kernel tables, per GPU, engine, dtype.
+
+specs/data/kernels_measured_gemm_moe.json holds constants fitted by
+benchmarks/accuracy/fit_aic_kernels.py on NVIDIA AIConfigurator's measured kernel latencies
+(vLLM, SGLang and TensorRT-LLM kernels on H100, H200, B200, GB200, A100 and L40S). Both forms
+keep ridgeline's operator rule, time = max(compute row . x, memory row . x), rows affine in
+the work variables:
+
+- GEMM [m,k]x[k,n], m the token rows: compute 2(k + k0)mn/(C e_c) + 2kZ/(C e_c), memory
+  bytes/(beta e_b) + t0, both plus the activation-quantization kernel of fp8/fp4 GEMMs
+  (m(k q_e + q_r) + q_0: it runs before the matmul, so it adds to whichever row wins).
+  C is the datasheet peak of the dtype's math (fp8 for fp8 and block-fp8, fp4 for NVFP4,
+  bf16 for weight-only int4/int8).
+- MoE experts (each of gate_up and down, per layer): compute 2 in' out' (k n + P u)/(C e_c),
+  in'/out' the dims rounded up to the kernel's tile and P padded rows per touched expert;
+  memory (u in out b_w + a k n (in + out) b_a)/(beta e_b) + (t0 + t_u u)/2, u the expected
+  touched experts, a the routed activations' traffic (gather, intermediate, scatter) per
+  pair of 16-bit rows, t0 the layer's floor (routing bookkeeping, the activation kernel) and
+  t_u a per-expert cost. The layer's activation op is inside the fit (priced zero here).
+
+Efficiencies are fitted in (0, 1] and the other constants >= 0, so a time never falls
+below the roofline max(F/C, D/beta) of the same work.
+
+>>> mk = load_measured("h200")
+>>> mk.system, mk.engine
+('h200_sxm', 'vllm')
+>>> p, note = mk.moe_fit("fp8_block")
+>>> 0.0 < p["bandwidth_efficiency"] <= 1.0
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from ridgeline.errors import RidgelineError
+
+ENGINES = ("vllm", "sglang", "trtllm")
+DEFAULT_ENGINE = "vllm"
+# When a (GPU, engine) table lacks a dtype: the same GPU's other engines, then the nearest
+# dtype whose kernels behave alike (per-tensor and block-scaled fp8 share their math).
+_DTYPE_NEAR = {"fp8": ("fp8_block",), "fp8_block": ("fp8",), "w4a16": ("w4a16_mxfp4",),
+               "w4a16_mxfp4": ("w4a16",), "w4a8_mxfp4": ("fp4",), "fp4": ("w4a8_mxfp4",)}
+# GEMM kernel dtypes a Precision can name, from its gemm compute dtype when it names none.
+_FROM_COMPUTE = {"bf16": "bf16", "fp16": "bf16", "fp32": "bf16", "fp8": "fp8", "int8": "fp8",
+                 "fp4": "fp4", "mxfp4": "fp4"}
+
+
+@lru_cache(maxsize=1)
+def measured_catalog() -> dict[str, Any]:
+    """specs/data/kernels_measured_gemm_moe.json, parsed once."""
+    path = resources.files("ridgeline.specs").joinpath("data", "kernels_measured_gemm_moe.json")
+    return json.loads(path.read_text())
+
+
+def gemm_kernel_dtype(precision: Any) -> str:
+    """The measured-table dtype of the checkpoint's quantized GEMMs: the Precision's own
+    `gemm_kernel_dtype` where it has one, else its GEMM compute dtype (bf16, fp8, fp4; a
+    weight-only checkpoint on 16-bit activations runs the bf16 fit on its own weight bytes)."""
+    named = getattr(precision, "gemm_kernel_dtype", None)
+    if named:
+        return str(named)
+    return _FROM_COMPUTE.get(precision.gemm_compute_dtype, "bf16")
+
+
+def expert_kernel_dtype(precision: Any) -> str:
+    """The MoE table dtype of the expert layers (MXFP4 experts: gpt-oss's own kernels)."""
+    if precision.module_dtype("experts") == "mxfp4":
+        return "w4a16_mxfp4" if precision.gemm_compute_dtype in ("bf16", "fp16", "fp32") \
+            else "w4a8_mxfp4"
+    return gemm_kernel_dtype(precision)
+
+
+@dataclass(frozen=True)
+class MeasuredKernels:
+    """The measured-table fits of one GPU, read for one engine (others fill its gaps)."""
+
+    hardware: str
+    system: str  # the table's system folder
+    engine: str
+
+    def _find(self, section: str, dtype: str) -> tuple[dict[str, Any], str] | None:
+        cat = measured_catalog()[section].get(self.system, {})
+        order = [self.engine] + [e for e in ENGINES if e != self.engine]
+        # Last stand-in: the 16-bit fit on the dtype's own weight bytes.
+        for dt in dict.fromkeys((dtype, *_DTYPE_NEAR.get(dtype, ()), "bf16")):
+            for eng in order:
+                fit = cat.get(eng, {}).get(dt)
+                if fit is not None:
+                    note = "" if (eng, dt) == (self.engine, dtype) else \
+                        f"{self.engine} {dtype} not in the tables: {eng} {dt}'s fit"
+                    return fit, note
+        return None
+
+    def gemm_fit(self, dtype: str) -> tuple[dict[str, Any], str] | None:
+        """(constants, note on any stand-in) of `dtype` GEMMs, or None."""
+        return self._find("gemm", dtype)
+
+    def moe_fit(self, dtype: str) -> tuple[dict[str, Any], str] | None:
+        """(constants, note on any stand-in) of `dtype` MoE layers, or None."""
+        return self._find("moe", dtype)
+
+
+def kernel_engine_for(engine: str) -> str:
+    """Whose kernel tables an engine preset runs on: its own (vllm, sglang, trtllm), else
+    (an engine costs file) vLLM's."""
+    return engine if engine in ENGINES else DEFAULT_ENGINE
+
+
+def load_measured(hardware: str, engine: str = DEFAULT_ENGINE) -> MeasuredKernels | None:
+    """The measured-kernel fits of catalog GPU `hardware` (None: no tables for it)."""
+    if engine not in ENGINES:
+        raise RidgelineError(f"engine: got {engine!r}; allowed: {', '.join(ENGINES)}")
+    system = measured_catalog()["hardware"].get(hardware)
+    return None if system is None else MeasuredKernels(hardware, system, engine)
+
+
+Fit = tuple[dict[str, Any], str, str]  # (constants, note on any stand-in, dtype asked for)
+
+
+def measured_choice(prof: Any, precision: Any) -> tuple[dict[str, Fit | None], Fit | None]:
+    """Which measured fits time this precision's GEMMs ({"gemm": ..., "gemm16": ...}: the
+    quantized and the 16-bit-kept modules) and its expert layers, on `prof`'s GPU.
+
+    16-bit dense GEMMs on a GPU with its own fitted Vidur profile (H100 SXM, A100 80GB) keep
+    that fit (the one validated on real vLLM runs); every other GEMM and every MoE layer
+    uses the measured tables where the GPU has them."""
+    mk: MeasuredKernels | None = getattr(prof, "measured", None)
+    if mk is None:
+        return {}, None
+    out: dict[str, Fit | None] = {}
+    for kind, dtype in (("gemm", gemm_kernel_dtype(precision)), ("gemm16", "bf16")):
+        found = None if dtype == "bf16" and not prof.derived else mk.gemm_fit(dtype)
+        out[kind] = None if found is None else (found[0], found[1], dtype)
+    xdt = expert_kernel_dtype(precision)
+    if dict(precision.module_weights).get("experts") in ("bf16", "fp16", "fp32"):
+        xdt = "bf16"
+    found = mk.moe_fit(xdt)
+    return out, None if found is None else (found[0], found[1], xdt)
+
+
+def measured_gemm_rows(fit: Fit, f: np.ndarray, d: np.ndarray, k: float, n: float,
+                       layers: float, drv: int, hw: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Compute and memory rows (seconds per unit of each work variable) of a dense GEMM
+    [m,k]x[k,n] (f: its FLOPs, 2kn per row m, on each token variable)."""
+    p = fit[0]
+    ce = hw.peak(p["_fit"]["peak"]) * p["compute_efficiency"]
+    comp = f * (1.0 + p["epilogue_k"] / k) / ce
+    comp[drv] += 2.0 * k * p["fill_elements"] * layers / ce
+    mem = d / (hw.memory_bandwidth_bytes_s * p["bandwidth_efficiency"])
+    mem[drv] += p["floor_us"] * 1e-6 * layers
+    # fp8/fp4 activations: the quantization kernel before the GEMM adds to either row.
+    quant = f / (2.0 * k * n) * (k * p.get("quant_ps_per_element", 0.0) * 1e-12
+                                 + p.get("quant_ns_per_row", 0.0) * 1e-9)
+    quant[drv] += p.get("quant_floor_us", 0.0) * 1e-6 * layers
+    return comp + quant, mem + quant
+
+
+def measured_expert_rows(fit: Fit, f: np.ndarray, d: np.ndarray, in_dim: float,
+                         out_dim: float, layers: float, hw: Any, var: dict[str, int]
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Compute and memory rows of one of a MoE layer's two grouped GEMMs (f: FLOPs per
+    token, d: activation bytes per token on n and weight bytes per touched expert on u)."""
+    p = fit[0]
+    ce = hw.peak(p["_fit"]["peak"]) * p["compute_efficiency"]
+    tile = p["tile"]
+    padded = math.ceil(in_dim / tile) * tile * math.ceil(out_dim / tile) * tile
+    comp = f * (padded / (in_dim * out_dim)) / ce
+    comp[var["u"]] += 2.0 * padded * p["pad_rows"] * layers / ce
+    mem = d / (hw.memory_bandwidth_bytes_s * p["bandwidth_efficiency"])
+    mem[var["n"]] *= p["activation_scale"]
+    mem[var["any"]] += 0.5e-6 * p["floor_us"] * layers
+    mem[var["u"]] += 0.5e-6 * p["expert_us"] * layers
+    return comp, mem
+
+
+def fit_line(fit: dict[str, Any]) -> str:
+    """One line of a fit's provenance: table, rows, residual and cross-validated error."""
+    f = fit["_fit"]
+    out = (f"{f['rows']} rows of {f['files'][0]}, {f['date']}; residual median "
+           f"{100 * f['residual']['median_ape']:.1f}% APE")
+    if f.get("cv"):
+        out += f", {f['cv']['kind']} CV median {100 * f['cv']['median_ape']:.1f}%"
+    return out
+
+
+def measured_assumptions(prof: Any, precision: Any) -> list[str]:
+    """What the measured-table fits contribute to an estimate, with their provenance."""
+    mk: MeasuredKernels | None = getattr(prof, "measured", None)
+    if mk is None:
+        return [f"no measured kernel tables for {prof.hardware}: GEMMs and MoE experts by the "
+                "fitted Vidur curve above (" + prof.rule + ")"]
+    gemms, moe = measured_choice(prof, precision)
+    out = []
+    src = (f"NVIDIA AIConfigurator's measured {mk.engine} kernels on {mk.system} "
+           "(specs/data/kernels_measured_gemm_moe.json)")
+    for kind, fit in gemms.items():
+        if fit is None:
+            if kind == "gemm" or gemm_kernel_dtype(precision) != "bf16":
+                out.append(f"{'16-bit' if kind == 'gemm16' else 'dense'} GEMMs: the fitted "
+                           "Vidur curve above (kept for 16-bit GEMMs on a GPU with its own "
+                           "profile: validated on real vLLM runs)")
+            continue
+        p, note, dt = fit
+        label = "16-bit-kept GEMMs" if kind == "gemm16" else f"{dt} GEMMs"
+        out.append(
+            f"{label}: {src}: efficiency {p['compute_efficiency']:.3g} of the "
+            f"{p['_fit']['peak']} peak x m/(m + {p['fill_elements']:.3g}/n) x k/(k + "
+            f"{p['epilogue_k']:.3g}), bandwidth {p['bandwidth_efficiency']:.3g}, floor "
+            f"{p['floor_us']:.3g} us" + (f", activation quantization {p['quant_floor_us']:.3g}"
+                                         f" us + {p['quant_ps_per_element']:.3g} ps/element"
+                                         if p.get("quant_floor_us") else "")
+            + f" ({fit_line(p)}{'; ' + note if note else ''})")
+        if kind == "gemm" and gemm_kernel_dtype(precision) == "bf16":
+            break  # the 16-bit-kept modules run the same kernels
+    if moe is not None:
+        p, note, dt = moe
+        out.append(
+            f"MoE experts ({dt}, whole layer): {src}: per layer max(compute at "
+            f"{p['compute_efficiency']:.3g} of the {p['_fit']['peak']} peak on tiles of "
+            f"{p['tile']:g} + {p['pad_rows']:.3g} padded rows per touched expert, expert "
+            f"weights of E[U] touched experts at {p['bandwidth_efficiency']:.3g} of the "
+            f"bandwidth + {p['activation_scale']:.3g}x the routed activations) + floor "
+            f"{p['floor_us']:.3g} us + {p['expert_us']:.3g} us per touched expert "
+            f"({fit_line(p)}{'; ' + note if note else ''})")
+    return out
+
+
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "MeasuredKernels", "expert_kernel_dtype", "fit_line",
+           "gemm_kernel_dtype", "kernel_engine_for", "load_measured", "measured_assumptions",
+           "measured_catalog", "measured_choice",
+           "measured_expert_rows", "measured_gemm_rows"]
