@@ -84,6 +84,8 @@ def run_from_trace(label: str, trace: Any, slos: list[str] | None = None,
     from ridgeline.report.timeline import telemetry_rows
 
     _check_reportable(label, trace)
+    if not slos:  # the run's own SLOs, recorded by `bench --slo`
+        slos = list(getattr(trace.header, "slos", None) or ()) or None
     a = analyze(trace, slos=parse_slos(slos), window=window, seed=seed)
     header = trace.header.model_dump(exclude_none=True)
     lat: dict[str, tuple[Any, Any]] = {}
@@ -112,7 +114,7 @@ def _expand(patterns: list[str], what: str) -> list[str]:
     return out
 
 
-def advice_markdown(runs: list[Run]) -> str | None:
+def advice_markdown(runs: list[Run], slos: list[str] | None = None) -> str | None:
     """The advice of `ridgeline.advise` for the last run that has its trace; None when no run
     has one. A trace that advise cannot read (it says why) leaves the section out."""
     from ridgeline.advise import advise
@@ -122,7 +124,7 @@ def advice_markdown(runs: list[Run]) -> str | None:
     if run is None:
         return None
     try:
-        return advise(run.trace, analysis=run.analysis).markdown()
+        return advise(run.trace, analysis=run.analysis, slos=slos).markdown()
     except RidgelineError:
         return None
 
@@ -170,7 +172,7 @@ def collect(inputs: list[str], *, sweep: list[str] | None = None,
     if not (data.runs or data.sweeps or data.timelines or data.estimate):
         raise RidgelineError("report: nothing to report; give a trace, --sweep traces, a "
                              "--timeline CSV or --estimate-model")
-    data.advice_markdown = advice_markdown(data.runs)
+    data.advice_markdown = advice_markdown(data.runs, slos)
     return data
 
 
