@@ -25,10 +25,14 @@ from ridgeline.commands.options import (
     JsonOpt,
     KernelOverheadOpt,
     KvOpt,
+    MaxModelLenOpt,
+    ModelArg,
     ModelOpt,
     PpOpt,
+    ServedModelNameOpt,
     TpOpt,
     WeightsOpt,
+    model_from,
     number,
 )
 from ridgeline.commands.whatif_options import (
@@ -97,6 +101,7 @@ def _with_whatif(base: Any, wi: Any) -> Any:
 
 
 def estimate_cmd(
+    model_arg: ModelArg = None,
     model: ModelOpt = "llama-3.1-8b",
     hardware: Annotated[str, typer.Option(
         "--hardware", "-g", help="Catalog GPU name(s), comma separated, or a hardware JSON "
@@ -136,11 +141,21 @@ def estimate_cmd(
     calibration: CalibrationOpt = None,
     engine: EngineOpt = "vllm",
     engine_costs: EngineCostsOpt = True,
+    max_model_len: MaxModelLenOpt = None,
+    served_model_name: ServedModelNameOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict prefill/TTFT, decode/TPOT, E2E, throughput and memory from first principles."""
     import numpy as np
 
+    del served_model_name  # the API name: no effect on the estimate
+    model = model_from(model_arg, model, "llama-3.1-8b")
+    if max_model_len is not None:  # vLLM refuses a request longer than its context
+        longest = max(parse_grid(prompt, "--prompt")) + max(parse_grid(output, "--output"))
+        if longest > max_model_len:
+            raise RidgelineError(f"--max-model-len: got {max_model_len}; allowed: at least "
+                                 f"the longest --prompt + --output ({longest:g}; vLLM refuses "
+                                 "longer requests)")
     for text, field, hi in ((batch, "--batch", MAX_BATCH), (prompt, "--prompt", MAX_TOKENS),
                             (output, "--output", MAX_TOKENS), (context, "--context",
                                                                MAX_TOKENS)):
