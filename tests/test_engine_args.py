@@ -81,7 +81,7 @@ def test_estimate_with_vllms_names_is_the_same_estimate() -> None:
 
 @pytest.mark.parametrize(("args", "field"), [
     (["estimate", "llama-3.1-8b", "--model", "qwen3-8b"], "MODEL"),
-    (["estimate", "--quantization", "bitsandbytes"], "--quantization"),
+    (["estimate", "--quantization", "bitsandbytes"], "weights"),
     # 1024-token prompts + 256-token outputs do not fit a 1000-token context
     (["estimate", "--prompt", "1024", "--output", "256", "--max-model-len", "1000"],
      "--max-model-len"),

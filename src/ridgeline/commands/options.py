@@ -163,22 +163,17 @@ _VLLM_KV_DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": 
 
 
 def weights_dtype(value: str | None) -> str | None:
-    """A weight dtype, or vLLM's `--quantization` method as the dtype it stores."""
+    """A weight dtype, or vLLM's `--quantization` method as the dtype it stores; anything
+    else is passed on for the precision check to refuse in its own words."""
     if value is None or value.strip().lower() in _WEIGHT_DTYPES:
         return value
     from ridgeline.specs.precision import precision_from_vllm_quantization
 
-    out = precision_from_vllm_quantization(value)
-    return out if isinstance(out, str) else getattr(out, "weights", out)
-
-
-def _weights_callback(value: Any) -> Any:
     try:
-        return weights_dtype(value)
+        out = precision_from_vllm_quantization(value)
     except RidgelineError:
-        raise typer.BadParameter(f"got {value!r}; allowed: {', '.join(_WEIGHT_DTYPES)}, or "
-                                 "vLLM's --quantization fp8, awq, gptq, modelopt_fp4, mxfp4"
-                                 ) from None
+        return value
+    return out if isinstance(out, str) else getattr(out, "weights", out)
 
 
 def kv_dtype(value: str | None) -> str | None:
@@ -189,7 +184,7 @@ def kv_dtype(value: str | None) -> str | None:
 
 
 WeightsOpt = Annotated[
-    str | None, typer.Option("--weights", "--quantization", callback=_weights_callback,
+    str | None, typer.Option("--weights", "--quantization", callback=weights_dtype,
                              help="Weight dtype: fp32, bf16, fp16, fp8, int8, "
                              "int4, fp4, mxfp4 (default: the checkpoint's quantization_config, "
                              "else bf16; the flag overrides the config). As vLLM's "
@@ -222,7 +217,7 @@ ServedModelNameOpt = Annotated[
                              "API (a label here; default: --model).")
 ]
 ModelArg = Annotated[
-    str | None, typer.Argument(metavar="[MODEL]", show_default=False,
+    str | None, typer.Argument(metavar="MODEL", show_default=False,
                                help="The model, as `vllm serve MODEL` takes it (the same as "
                                "--model).")
 ]
