@@ -27,12 +27,31 @@ def run_command(a: BenchArgs) -> None:
     peer = translate(a)
     for note in peer.notes:
         typer.echo(f"note: {note}", err=True)
-    cp = build_plan(a, peer)
-    outcome = _run(cp)
+    early = _spawn_emulator(a)
+    try:
+        cp = build_plan(a, peer)
+        outcome = _run(cp, early)
+    finally:
+        if early is not None:
+            early.stop()  # already stopped after a run; a refused plan stops it here
     _finish(cp, outcome)
 
 
-def _run(cp: Any) -> Any:
+def _spawn_emulator(a: BenchArgs) -> Any:
+    """`--target emulator`: start `ridgeline serve` now, so its start-up (about a second)
+    runs while this process imports the load generator and checks the options; the plan
+    uses it once both are done. A plan refused meanwhile stops it."""
+    if a.target != "emulator":
+        return None
+    from ridgeline.serve.launcher import EmulatorProcess
+
+    extra = list(a.emulator_arg or []) + (["--calibration", a.calibration] if a.calibration
+                                          else [])
+    return EmulatorProcess(model=a.model or "llama-3.1-8b", hardware=a.hardware,
+                           speed=a.speed, extra_args=extra).spawn()
+
+
+def _run(cp: Any, emulator: Any = None) -> Any:
     from rich.console import Console
     from rich.markup import escape
 
@@ -73,7 +92,7 @@ def _run(cp: Any) -> Any:
         on_point=lambda pt, path: console.print(f"[bold]{pt.label}[/bold] → {path}"),
         on_done=done, on_file=lambda path: console.print(f"result: {path}", highlight=False),
         on_error=lambda m: console.print(f"[red]error:[/] {m}"))
-    outcome = run_plan(plan, hooks)
+    outcome = run_plan(plan, hooks, emulator=emulator)
     if plan.sweeping and cp.out_format == "table":
         from ridgeline.bench.summary import print_sweep
 

@@ -147,9 +147,13 @@ def _nan() -> float:
     return float("nan")
 
 
-def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None) -> PlanOutcome:
+def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None, *,
+             emulator: Any = None) -> PlanOutcome:
     """Run every point of `plan` (starting and stopping the emulator if asked), analyze each
-    trace, write the peer result files; stop early on Ctrl-C or an abort."""
+    trace, write the peer result files; stop early on Ctrl-C or an abort.
+
+    `emulator`: an `EmulatorProcess` for `plan.emulator` already spawned by the caller (so
+    its start-up overlapped the caller's); it is waited for, used and stopped here."""
     from ridgeline.bench.run import run_bench
     from ridgeline.bench.summary import analyze_trace, bookkeeping, knee_index, sweep_row
     from ridgeline.metrics.telemetry import trace_file_telemetry
@@ -162,8 +166,9 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None) -> PlanOutcome:
         from ridgeline.serve.launcher import EmulatorProcess
 
         emu = plan.emulator
-        emulator_cm = EmulatorProcess(model=emu.model, hardware=emu.hardware, speed=emu.speed,
-                                      extra_args=list(emu.extra_args))
+        emulator_cm = emulator or EmulatorProcess(model=emu.model, hardware=emu.hardware,
+                                                  speed=emu.speed,
+                                                  extra_args=list(emu.extra_args))
         header_extra.update({"hardware": emu.hardware, "engine": "ridgeline-emulator",
                              "emulator_speed": emu.speed})
     points = list(plan.points)

@@ -1,0 +1,100 @@
+"""Start-up time of `ridgeline serve` and `ridgeline bench --target emulator`, as a user
+sees it: the installed command, launched fresh, timed on the wall clock.
+
+    serve   spawn -> GET /health answers 200
+    bench   spawn -> the "bench: ..." line, printed just before the first request is sent
+            (the emulator started, health-checked and probed)
+
+Median of 5 runs each (after one untimed run that warms the file cache). Writes
+benchmarks/results/startup.json.
+
+    .venv/bin/python benchmarks/speed/startup.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_ready_s() -> float:
+    port = _free_port()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([RIDGELINE, "serve", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health",
+                                            timeout=1) as r:
+                    if r.status == 200:
+                        return time.perf_counter() - t0
+            except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError("serve exited") from None
+                time.sleep(0.005)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def bench_first_request_s() -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([RIDGELINE, "bench", "--target", "emulator", "-n", "1",
+                                 "--prompt", "16", "--output", "2", "--no-progress"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                cwd=tmp, env={**os.environ, "XDG_CACHE_HOME": tmp})
+        assert proc.stderr is not None
+        try:
+            for line in proc.stderr:
+                if line.startswith("bench: "):
+                    return time.perf_counter() - t0
+            raise RuntimeError("bench printed no start line")
+        finally:
+            proc.wait(timeout=60)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    out: dict = {"what": "wall seconds from spawning the installed command to ready",
+                 "date": time.strftime("%Y-%m-%d"), "host": platform.node(),
+                 "cpus": os.cpu_count(), "python": platform.python_version(),
+                 "runs": args.runs}
+    for name, fn in (("serve_ready_s", serve_ready_s),
+                     ("bench_emulator_first_request_s", bench_first_request_s)):
+        fn()  # warm the file cache
+        times = [fn() for _ in range(args.runs)]
+        out[name] = {"median": round(statistics.median(times), 3),
+                     "all": [round(t, 3) for t in times]}
+        print(f"{name}: median {statistics.median(times):.3f} s "
+              f"({', '.join(f'{t:.2f}' for t in times)})")
+    path = ROOT / "benchmarks" / "results" / "startup.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
