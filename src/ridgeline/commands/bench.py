@@ -6,17 +6,121 @@ inside the command.
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
+from ridgeline.commands.bench_options import (
+    ApiKeyOpt,
+    ApiOpt,
+    AppendResultOpt,
+    ArrivalOpt,
+    ArtifactDirOpt,
+    BackendOpt,
+    BaseUrlOpt,
+    BurstinessOpt,
+    CancelDelaySOpt,
+    CancelRatePctOpt,
+    ConcurrencyOpt,
+    CustomOutputLenOpt,
+    DataOpt,
+    DatasetNameOpt,
+    DatasetOpt,
+    DatasetPathOpt,
+    DisableTqdmOpt,
+    DurationSOpt,
+    EmulatorArgOpt,
+    EndpointPathOpt,
+    EndpointTypeOpt,
+    ExtraBodyOpt,
+    ExtraInputsOpt,
+    FrequencyPenaltyOpt,
+    GoodputOpt,
+    GraceSOpt,
+    GuidellmProfileOpt,
+    HardwareOpt,
+    HeaderOpt,
+    HfOutputLenOpt,
+    HostOpt,
+    IgnoreEosOpt,
+    InputLenOpt,
+    InsecureOpt,
+    IslMeanOpt,
+    IslStddevOpt,
+    LabelOpt,
+    LogprobsOpt,
+    MaxErrorRateOpt,
+    MetadataOpt,
+    MetricPercentilesOpt,
+    MinPOpt,
+    MinTokensOpt,
+    ModelOpt,
+    MultiTurnOpt,
+    NonStreamingOpt,
+    NoServerMetricsOpt,
+    NoUsageOpt,
+    OslMeanOpt,
+    OslStddevOpt,
+    OutFormatOpt,
+    OutputLenOpt,
+    OutputOpt,
+    OutputPathOpt,
+    PercentileMetricsOpt,
+    PortOpt,
+    PrefixGroupsOpt,
+    PrefixRepetitionNumPrefixesOpt,
+    PrefixRepetitionOutputLenOpt,
+    PrefixRepetitionPrefixLenOpt,
+    PrefixRepetitionSuffixLenOpt,
+    PrefixTokensOpt,
+    PresencePenaltyOpt,
+    ProgressOpt,
+    PromptNonceOpt,
+    PromptOpt,
+    RampUpEndRpsOpt,
+    RampUpStartRpsOpt,
+    RampUpStrategyOpt,
+    RandomInputLenOpt,
+    RandomOutputLenOpt,
+    RandomPrefixLenOpt,
+    RandomRangeRatioOpt,
+    RateOpt,
+    RayOpt,
+    ReadyCheckTimeoutSOpt,
+    RepetitionPenaltyOpt,
+    ReplayOpt,
+    ReplaySpeedOpt,
+    RequestsOpt,
+    ResultDirOpt,
+    ResultFilenameOpt,
+    SaveDetailedOpt,
+    SaveResultOpt,
+    ServedModelNameOpt,
+    ServerMetricsOpt,
+    SharegptOutputLenOpt,
+    SonnetInputLenOpt,
+    SonnetOutputLenOpt,
+    SonnetPrefixLenOpt,
+    SpeedOpt,
+    StallTimeoutSOpt,
+    StreamingOpt,
+    TargetOpt,
+    TelemetryIntervalMsOpt,
+    TemperatureOpt,
+    ThinkTimeOpt,
+    TimeoutSOpt,
+    TokenizerOpt,
+    TopKOpt,
+    TopPOpt,
+    UrlOpt,
+    VllmResultNamingOpt,
+    WarmupOpt,
+    WorkersOpt,
+)
 from ridgeline.commands.options import (
     CalibrationOpt,
     JsonOpt,
     SeedOpt,
     SloOpt,
     TraceOutOpt,
-    number,
 )
 from ridgeline.commands.report import ReportOpt
 
@@ -33,305 +137,114 @@ Examples:
 
 
 def bench(
-    base_url: Annotated[str, typer.Option("--base-url", help="Server root, e.g. "
-                                          "http://127.0.0.1:8000 (a trailing /v1 is fine).")
-                        ] = "http://127.0.0.1:8000",
-    target: Annotated[str, typer.Option("--target", help="'url' (--base-url), 'emulator' "
-                                        "(start `ridgeline serve` on a free loopback port, "
-                                        "benchmark it, stop it), or a URL (GuideLLM's "
-                                        "--target: the same as --base-url URL).")] = "url",
-    model: Annotated[str, typer.Option("--model", "-m", help="Model name sent in requests "
-                                       "(default: the server's first /v1/models entry; for "
-                                       "--target emulator a catalog model).")] = "",
-    hardware: Annotated[str, typer.Option("--hardware", "-g", help="Emulator only: catalog "
-                                          "GPU.")] = "h100-sxm",
-    speed: Annotated[float, typer.Option(
-        "--speed", callback=number(gt=0), help="Emulator only: time scale (2 = twice as fast "
-        "as the model predicts).")] = 1.0,
-    emulator_arg: Annotated[list[str] | None, typer.Option(
-        "--emulator-arg", help="Emulator only: one more `ridgeline serve` argument "
-        "(repeatable), e.g. --emulator-arg=--max-num-seqs --emulator-arg=64.")] = None,
+    base_url: BaseUrlOpt = "http://127.0.0.1:8000",
+    target: TargetOpt = "url",
+    model: ModelOpt = "",
+    hardware: HardwareOpt = "h100-sxm",
+    speed: SpeedOpt = 1.0,
+    emulator_arg: EmulatorArgOpt = None,
     calibration: CalibrationOpt = None,
-    api: Annotated[str | None, typer.Option("--api", help="completions (/v1/completions) or "
-                                            "chat (/v1/chat/completions).")] = None,
-    api_key: Annotated[str | None, typer.Option("--api-key", help="Bearer token (default: "
-                                                "$OPENAI_API_KEY).")] = None,
-    header: Annotated[list[str] | None, typer.Option("--header", help="Extra HTTP header "
-                                                     "'Name: value' or KEY=VALUE (vLLM's; "
-                                                     "repeatable, or several after one "
-                                                     "--header).")] = None,
-    timeout_s: Annotated[float, typer.Option("--timeout", callback=number(gt=0),
-                                             help="Per-request limit, seconds.")] = 600.0,
-    stall_timeout_s: Annotated[float | None, typer.Option(
-        "--stall-timeout", callback=number(gt=0),
-        help="Fail a request after this many seconds without data.")] = None,
-    ignore_eos: Annotated[bool, typer.Option("--ignore-eos", help="Send ignore_eos=true "
-                                             "(vLLM/SGLang) so outputs reach max_tokens.")
-                          ] = False,
-    min_tokens: Annotated[bool, typer.Option("--min-tokens", help="Send min_tokens=max_tokens "
-                                             "(vLLM) to force exact output lengths.")] = False,
-    temperature: Annotated[float | None, typer.Option("--temperature", callback=number(ge=0),
-                                                      help="Sampling temperature.")] = None,
-    insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify TLS "
-                                           "certificates.")] = False,
-    non_streaming: Annotated[bool, typer.Option(
-        "--non-streaming", help="Send stream=false: one JSON answer per request, so TTFT = "
-        "E2E and TPOT/ITL are undefined (vLLM's --no-stream is about dataset loading and is "
-        "not this).")] = False,
-    no_usage: Annotated[bool, typer.Option("--no-usage", help="Do not ask for "
-                                           "stream_options.include_usage.")] = False,
-    concurrency: Annotated[str | None, typer.Option(
-        "--concurrency", "-c", "--max-concurrency", help="Closed loop at this many in "
-        "flight, or with --rate the cap on in-flight requests. A list (1,8,32) sweeps.")] = None,
-    rate: Annotated[str | None, typer.Option(
-        "--rate", "-r", "--request-rate", help="Open loop at this many requests/s. A list "
-        "(1,2,4,8) sweeps; 'inf' sends every request at once (vLLM's burst; at most "
-        "--concurrency in flight); 'sweep' measures saturation (closed loop at --concurrency, "
-        "default 64) then sweeps 20%-110% of it, as simulate does.")
-    ] = None,
-    arrival: Annotated[str, typer.Option(
-        "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
-        "replay:path=FILE.")] = "poisson",
-    requests: Annotated[int | None, typer.Option(
-        "--requests", "-n", "--num-prompts", "--request-count", "--max-requests", min=1,
-        help=f"Requests per point (default {DEFAULT_REQUESTS} when --duration is not "
-        "given either).")] = None,
-    duration_s: Annotated[float | None, typer.Option(
-        "--duration", "--benchmark-duration", "--max-seconds", callback=number(gt=0),
-        help="Seconds per point; with --requests, "
-        "whichever comes first.")] = None,
-    warmup: Annotated[int, typer.Option("--warmup", "--num-warmups", "--warmup-request-count",
-                                        min=0,
-                                        help="Warm-up requests before each point, not "
-                                        "recorded.")] = 0,
-    prompt: Annotated[str | None, typer.Option("--prompt", help="Prompt length distribution "
-                                        "(simulate's syntax), e.g. "
-                                        "lognormal:mean=1000,sigma=0.5 (default "
-                                        "fixed:256).")] = None,
-    output: Annotated[str | None, typer.Option("--output", help="Output length (max_tokens) "
-                                               "distribution; default fixed:256, or the "
-                                               "dataset's own lengths.")] = None,
-    dataset: Annotated[str | None, typer.Option(
-        "--dataset", help="synthetic, sharegpt:path=FILE, jsonl:path=FILE, "
-        "sonnet:path=FILE,input=550,prefix=200 (default synthetic).")] = None,
-    prefix_groups: Annotated[int, typer.Option("--prefix-groups", min=0, help="Shared-prefix "
-                                               "groups (prefix caching).")] = 0,
-    prefix_tokens: Annotated[int, typer.Option("--prefix-tokens", min=0, help="Tokens in each "
-                                               "shared prefix.")] = 0,
-    tokenizer: Annotated[str | None, typer.Option(
-        "--tokenizer", help="The served model's tokenizer: a tokenizer.json, a folder "
-        "holding one, a Hugging Face model id (org/name) or tiktoken:<encoding>; synthetic "
-        "prompts then hold exactly N of its tokens, and it counts output when the server "
-        "sends no usage (pip install 'ridgeline[tokenizer]').")] = None,
+    api: ApiOpt = None,
+    api_key: ApiKeyOpt = None,
+    header: HeaderOpt = None,
+    timeout_s: TimeoutSOpt = 600.0,
+    stall_timeout_s: StallTimeoutSOpt = None,
+    ignore_eos: IgnoreEosOpt = False,
+    min_tokens: MinTokensOpt = False,
+    temperature: TemperatureOpt = None,
+    insecure: InsecureOpt = False,
+    non_streaming: NonStreamingOpt = False,
+    no_usage: NoUsageOpt = False,
+    concurrency: ConcurrencyOpt = None,
+    rate: RateOpt = None,
+    arrival: ArrivalOpt = "poisson",
+    requests: RequestsOpt = None,
+    duration_s: DurationSOpt = None,
+    warmup: WarmupOpt = 0,
+    prompt: PromptOpt = None,
+    output: OutputOpt = None,
+    dataset: DatasetOpt = None,
+    prefix_groups: PrefixGroupsOpt = 0,
+    prefix_tokens: PrefixTokensOpt = 0,
+    tokenizer: TokenizerOpt = None,
     trace: TraceOutOpt = None,
     slo: SloOpt = None,
-    max_error_rate: Annotated[float | None, typer.Option(
-        "--max-error-rate", callback=number(ge=0, le=1), help="Abort when more than this "
-        "fraction of finished requests failed (checked after 20).")] = None,
-    grace_s: Annotated[float, typer.Option(
-        "--grace", callback=number(ge=0), help="Seconds requests in flight may finish after "
-        "Ctrl-C or the duration limit.")] = 10.0,
-    workers: Annotated[int, typer.Option("--workers", min=1, max=1024,
-                                         help="Client processes on this "
-                                         "machine.")] = 1,
-    ray: Annotated[str | None, typer.Option("--ray", help="Spread client workers over a Ray "
-                                            "cluster: an address, or 'local' to start one.")
-                   ] = None,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Live "
-                                                  "progress (default: when stderr is a "
-                                                  "terminal).")] = None,
-    extra_body: Annotated[str | None, typer.Option(
-        "--extra-body", help="JSON object merged into every request body (sampling "
-        "parameters, chat_template_kwargs, engine fields), e.g. '{\"top_k\": 20}'.")] = None,
-    prompt_nonce: Annotated[int | None, typer.Option(
-        "--prompt-nonce", help="Repeat a run's prompt texts exactly (the trace "
-        "header's dataset.prompt_nonce); default: fresh texts every run, so no prompt is "
-        "answered from a cache it warmed.")] = None,
-    server_metrics: Annotated[str | None, typer.Option(
-        "--server-metrics", help="Prometheus URL to scrape during the run (default: the "
-        "target's /metrics, auto-detected).")] = None,
-    no_server_metrics: Annotated[bool, typer.Option(
-        "--no-server-metrics", help="Do not scrape server metrics or sample the GPU.")
-    ] = False,
-    telemetry_interval_ms: Annotated[float, typer.Option(
-        "--telemetry-interval-ms", help="Server-metrics and GPU sampling period, ms.")] = 500.0,
-    save_result: Annotated[list[str] | None, typer.Option(
-        "--save-result", help="Also write a peer's result file next to each trace: vllm "
-        "(`vllm bench serve --save-result` JSON; a bare --save-result, as vLLM's, means vllm "
-        "and names the file as vLLM does) or aiperf-csv (repeatable).")] = None,
-    replay: Annotated[str | None, typer.Option(
-        "--replay", help="Replay a production trace: BurstGPT CSV or Mooncake JSONL "
-        "(arrival times, input/output lengths, Mooncake's shared blocks).")] = None,
-    replay_speed: Annotated[float, typer.Option(
-        "--replay-speed", help="Replay time scale: 2 sends twice as fast.")] = 1.0,
-    multi_turn: Annotated[int | None, typer.Option(
-        "--multi-turn", help="Conversations of this many turns; each turn carries the "
-        "history (prefix caching on purpose). --concurrency = conversations at once.")
-    ] = None,
-    think_time: Annotated[str, typer.Option(
-        "--think-time", help="Multi-turn: seconds between a reply and the next turn, e.g. "
-        "exponential:mean=2.")] = "0",
-    metric_percentiles: Annotated[str, typer.Option(
-        "--metric-percentiles", help="Percentiles in the --save-result vllm file, e.g. "
-        "50,90,99 (as vLLM's option).")] = "99",
-    backend: Annotated[str | None, typer.Option(
-        "--backend", help="vLLM's: openai, vllm, sglang, lmdeploy, llama.cpp (completions) "
-        "or openai-chat (chat); sets --api.")] = None,
-    endpoint_path: Annotated[str | None, typer.Option(
-        "--endpoint", help="vLLM's: /v1/completions or /v1/chat/completions; sets --api."
-    )] = None,
-    host: Annotated[str | None, typer.Option("--host", help="vLLM's: server host (with "
-                                             "--port, instead of --base-url).")] = None,
-    port: Annotated[int | None, typer.Option("--port", min=1, max=65535,
-                                             help="vLLM's: server port.")] = None,
-    served_model_name: Annotated[str | None, typer.Option(
-        "--served-model-name", help="vLLM's: the model name sent in requests (default "
-        "--model).")] = None,
-    dataset_name: Annotated[str | None, typer.Option(
-        "--dataset-name", help="vLLM's: random, sharegpt, sonnet, hf or custom (hf and custom: "
-        "a local .json/.jsonl --dataset-path).")] = None,
-    dataset_path: Annotated[str | None, typer.Option(
-        "--dataset-path", help="vLLM's: the sharegpt/sonnet/hf/custom file.")] = None,
-    input_len: Annotated[int | None, typer.Option(
-        "--input-len", min=1, help="vLLM's: sets --random-input-len.")] = None,
-    output_len: Annotated[int | None, typer.Option(
-        "--output-len", min=1, help="vLLM's: every dataset's output length.")] = None,
-    random_input_len: Annotated[int, typer.Option(
-        "--random-input-len", min=1, help="vLLM's random dataset: prompt tokens.")] = 1024,
-    random_output_len: Annotated[int, typer.Option(
-        "--random-output-len", min=1, help="vLLM's random dataset: output tokens.")] = 128,
-    random_range_ratio: Annotated[float, typer.Option(
-        "--random-range-ratio", callback=number(ge=0, lt=1), help="vLLM's random dataset: "
-        "lengths uniform on [L(1-r), L(1+r)], r in [0, 1).")] = 0.0,
-    random_prefix_len: Annotated[int, typer.Option(
-        "--random-prefix-len", min=0, help="vLLM's random dataset: tokens of one prefix "
-        "every prompt shares.")] = 0,
-    sharegpt_output_len: Annotated[int | None, typer.Option(
-        "--sharegpt-output-len", min=1, help="vLLM's sharegpt dataset: output tokens.")] = None,
-    sonnet_input_len: Annotated[int, typer.Option(
-        "--sonnet-input-len", min=1, help="vLLM's sonnet dataset: prompt tokens.")] = 550,
-    sonnet_output_len: Annotated[int, typer.Option(
-        "--sonnet-output-len", min=1, help="vLLM's sonnet dataset: output tokens.")] = 150,
-    sonnet_prefix_len: Annotated[int, typer.Option(
-        "--sonnet-prefix-len", min=0, help="vLLM's sonnet dataset: shared prefix tokens.")
-    ] = 200,
-    hf_output_len: Annotated[int | None, typer.Option(
-        "--hf-output-len", min=1, help="vLLM's hf dataset: output tokens.")] = None,
-    custom_output_len: Annotated[int, typer.Option(
-        "--custom-output-len", min=1, help="vLLM's custom dataset: output tokens.")] = 256,
-    burstiness: Annotated[float, typer.Option(
-        "--burstiness", help="vLLM's: gamma arrivals of shape B (CV = 1/sqrt(B)); 1 is "
-        "Poisson. Only with a finite --request-rate.")] = 1.0,
-    percentile_metrics: Annotated[str | None, typer.Option(
-        "--percentile-metrics", help="vLLM's: metrics with statistics in the --save-result "
-        "vllm file, a comma list of ttft,tpot,itl,e2el (default all four).")] = None,
-    goodput: Annotated[list[str] | None, typer.Option(
-        "--goodput", help="vLLM's: an SLO as ttft:MS, tpot:MS or e2el:MS (repeatable); the "
-        "same as --slo ttft_ms:MS.")] = None,
-    result_dir: Annotated[str | None, typer.Option(
-        "--result-dir", help="vLLM's: folder of the --save-result vllm file.")] = None,
-    result_filename: Annotated[str | None, typer.Option(
-        "--result-filename", help="vLLM's: name of the --save-result vllm file (default: "
-        "vLLM's {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json).")] = None,
-    append_result: Annotated[bool, typer.Option(
-        "--append-result", help="vLLM's: append the result to the file (one JSON object "
-        "per line); implies --save-result vllm.")] = False,
-    save_detailed: Annotated[bool, typer.Option(
-        "--save-detailed", help="vLLM's: per-request lists in the result file (always "
-        "written: ridgeline's importer reads them).")] = False,
-    metadata: Annotated[list[str] | None, typer.Option(
-        "--metadata", help="vLLM's: KEY=VALUE saved in the result file (several after one "
-        "--metadata, or repeated).")] = None,
-    label: Annotated[str | None, typer.Option(
-        "--label", help="vLLM's: the result's label and file-name prefix (default "
-        "--backend).")] = None,
-    ready_check_timeout_s: Annotated[int, typer.Option(
-        "--ready-check-timeout-sec", min=0, help="vLLM's: wait up to this many seconds for "
-        "the server to answer /v1/models (0: no wait).")] = 0,
-    top_p: Annotated[float | None, typer.Option("--top-p", help="vLLM's: top_p in every "
-                                                "request.")] = None,
-    top_k: Annotated[int | None, typer.Option("--top-k", help="vLLM's: top_k.")] = None,
-    min_p: Annotated[float | None, typer.Option("--min-p", help="vLLM's: min_p.")] = None,
-    frequency_penalty: Annotated[float | None, typer.Option(
-        "--frequency-penalty", help="vLLM's: frequency_penalty.")] = None,
-    presence_penalty: Annotated[float | None, typer.Option(
-        "--presence-penalty", help="vLLM's: presence_penalty.")] = None,
-    repetition_penalty: Annotated[float | None, typer.Option(
-        "--repetition-penalty", help="vLLM's: repetition_penalty.")] = None,
-    logprobs: Annotated[int | None, typer.Option("--logprobs", min=0, help="vLLM's: "
-                                                 "logprobs per token.")] = None,
-    cancel_rate_pct: Annotated[float, typer.Option(
-        "--request-cancellation-rate", callback=number(ge=0, le=100),
-        help="AIPerf's: percent of requests to cancel --request-cancellation-delay seconds "
-        "after sending (status cutoff, error_kind cancelled).")] = 0.0,
-    cancel_delay_s: Annotated[float, typer.Option(
-        "--request-cancellation-delay", callback=number(ge=0),
-        help="AIPerf's: seconds after sending at which a cancelled request is cut.")] = 0.0,
-    guidellm_profile: Annotated[str | None, typer.Option(
-        "--rate-type", "--guidellm-profile", help="GuideLLM's: synchronous, concurrent, "
-        "throughput, constant, poisson or sweep (its --profile NAME is the same).")] = None,
-    vllm_result_naming: Annotated[bool, typer.Option("--vllm-result-naming", hidden=True)
-                                  ] = False,
-    disable_tqdm: Annotated[bool, typer.Option("--disable-tqdm", help="vLLM's: the same as "
-                                               "--no-progress.")] = False,
-    ramp_up_strategy: Annotated[str | None, typer.Option(
-        "--ramp-up-strategy", help="vLLM's: linear (the rate rises from --ramp-up-start-rps "
-        "to --ramp-up-end-rps over the run; --arrival ramp).")] = None,
-    ramp_up_start_rps: Annotated[float | None, typer.Option(
-        "--ramp-up-start-rps", callback=number(gt=0), help="vLLM's: the ramp's first rate.")
-    ] = None,
-    ramp_up_end_rps: Annotated[float | None, typer.Option(
-        "--ramp-up-end-rps", callback=number(gt=0), help="vLLM's: the ramp's last rate.")
-    ] = None,
-    prefix_repetition_prefix_len: Annotated[int, typer.Option(
-        "--prefix-repetition-prefix-len", min=1, help="vLLM's prefix_repetition dataset: "
-        "tokens of each shared prefix.")] = 256,
-    prefix_repetition_suffix_len: Annotated[int, typer.Option(
-        "--prefix-repetition-suffix-len", min=1, help="vLLM's prefix_repetition dataset: "
-        "tokens after the prefix.")] = 256,
-    prefix_repetition_num_prefixes: Annotated[int, typer.Option(
-        "--prefix-repetition-num-prefixes", min=1, help="vLLM's prefix_repetition dataset: "
-        "distinct prefixes.")] = 10,
-    prefix_repetition_output_len: Annotated[int, typer.Option(
-        "--prefix-repetition-output-len", min=1, help="vLLM's prefix_repetition dataset: "
-        "output tokens.")] = 128,
-    url: Annotated[str | None, typer.Option(
-        "--url", "-u", help="AIPerf's: the server, host:port or a URL (the same as "
-        "--base-url).")] = None,
-    endpoint_type: Annotated[str | None, typer.Option(
-        "--endpoint-type", help="AIPerf's: chat or completions (sets --api). Without "
-        "--streaming requests are not streamed, as in AIPerf.")] = None,
-    streaming: Annotated[bool, typer.Option(
-        "--streaming", help="AIPerf's: stream the answers (ridgeline streams by default; "
-        "this matters with --endpoint-type).")] = False,
-    isl_mean: Annotated[int | None, typer.Option(
-        "--synthetic-input-tokens-mean", "--isl", min=1, help="AIPerf's: mean prompt "
-        "tokens.")] = None,
-    isl_stddev: Annotated[float, typer.Option(
-        "--synthetic-input-tokens-stddev", "--isl-stddev", callback=number(ge=0),
-        help="AIPerf's: prompt tokens' standard deviation (normal).")] = 0.0,
-    osl_mean: Annotated[int | None, typer.Option(
-        "--output-tokens-mean", "--osl", min=1, help="AIPerf's: mean output tokens "
-        "(max_tokens).")] = None,
-    osl_stddev: Annotated[float, typer.Option(
-        "--output-tokens-stddev", "--osl-stddev", callback=number(ge=0),
-        help="AIPerf's: output tokens' standard deviation (normal).")] = 0.0,
-    extra_inputs: Annotated[list[str] | None, typer.Option(
-        "--extra-inputs", help="AIPerf's: KEY:VALUE added to every request body "
-        "(repeatable; VALUE read as JSON when it parses, e.g. ignore_eos:true).")] = None,
-    artifact_dir: Annotated[str | None, typer.Option(
-        "--artifact-dir", help="AIPerf's: write the trace and AIPerf's "
-        "profile_export_aiperf.csv/.json here.")] = None,
-    data: Annotated[str | None, typer.Option(
-        "--data", help="GuideLLM's synthetic data: prompt_tokens=N,output_tokens=M (also "
-        "*_stdev, *_min, *_max, prefix_tokens, prefix_count, samples; or the same as a JSON "
-        "object), or a local .jsonl file.")] = None,
-    output_path: Annotated[str | None, typer.Option(
-        "--output-path", help="GuideLLM's: write a GuideLLM-style report here (.json, "
-        ".yaml or .csv; a folder gets benchmarks.json).")] = None,
-    out_format: Annotated[str, typer.Option(
-        "--format", help="table (ridgeline's table, then vLLM's result block), vllm (only "
-        "vLLM's block, as `vllm bench serve` prints it) or json.")] = "table",
+    max_error_rate: MaxErrorRateOpt = None,
+    grace_s: GraceSOpt = 10.0,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = None,
+    progress: ProgressOpt = None,
+    extra_body: ExtraBodyOpt = None,
+    prompt_nonce: PromptNonceOpt = None,
+    server_metrics: ServerMetricsOpt = None,
+    no_server_metrics: NoServerMetricsOpt = False,
+    telemetry_interval_ms: TelemetryIntervalMsOpt = 500.0,
+    save_result: SaveResultOpt = None,
+    replay: ReplayOpt = None,
+    replay_speed: ReplaySpeedOpt = 1.0,
+    multi_turn: MultiTurnOpt = None,
+    think_time: ThinkTimeOpt = "0",
+    metric_percentiles: MetricPercentilesOpt = "99",
+    backend: BackendOpt = None,
+    endpoint_path: EndpointPathOpt = None,
+    host: HostOpt = None,
+    port: PortOpt = None,
+    served_model_name: ServedModelNameOpt = None,
+    dataset_name: DatasetNameOpt = None,
+    dataset_path: DatasetPathOpt = None,
+    input_len: InputLenOpt = None,
+    output_len: OutputLenOpt = None,
+    random_input_len: RandomInputLenOpt = 1024,
+    random_output_len: RandomOutputLenOpt = 128,
+    random_range_ratio: RandomRangeRatioOpt = 0.0,
+    random_prefix_len: RandomPrefixLenOpt = 0,
+    sharegpt_output_len: SharegptOutputLenOpt = None,
+    sonnet_input_len: SonnetInputLenOpt = 550,
+    sonnet_output_len: SonnetOutputLenOpt = 150,
+    sonnet_prefix_len: SonnetPrefixLenOpt = 200,
+    hf_output_len: HfOutputLenOpt = None,
+    custom_output_len: CustomOutputLenOpt = 256,
+    burstiness: BurstinessOpt = 1.0,
+    percentile_metrics: PercentileMetricsOpt = None,
+    goodput: GoodputOpt = None,
+    result_dir: ResultDirOpt = None,
+    result_filename: ResultFilenameOpt = None,
+    append_result: AppendResultOpt = False,
+    save_detailed: SaveDetailedOpt = False,
+    metadata: MetadataOpt = None,
+    label: LabelOpt = None,
+    ready_check_timeout_s: ReadyCheckTimeoutSOpt = 0,
+    top_p: TopPOpt = None,
+    top_k: TopKOpt = None,
+    min_p: MinPOpt = None,
+    frequency_penalty: FrequencyPenaltyOpt = None,
+    presence_penalty: PresencePenaltyOpt = None,
+    repetition_penalty: RepetitionPenaltyOpt = None,
+    logprobs: LogprobsOpt = None,
+    cancel_rate_pct: CancelRatePctOpt = 0.0,
+    cancel_delay_s: CancelDelaySOpt = 0.0,
+    guidellm_profile: GuidellmProfileOpt = None,
+    vllm_result_naming: VllmResultNamingOpt = False,
+    disable_tqdm: DisableTqdmOpt = False,
+    ramp_up_strategy: RampUpStrategyOpt = None,
+    ramp_up_start_rps: RampUpStartRpsOpt = None,
+    ramp_up_end_rps: RampUpEndRpsOpt = None,
+    prefix_repetition_prefix_len: PrefixRepetitionPrefixLenOpt = 256,
+    prefix_repetition_suffix_len: PrefixRepetitionSuffixLenOpt = 256,
+    prefix_repetition_num_prefixes: PrefixRepetitionNumPrefixesOpt = 10,
+    prefix_repetition_output_len: PrefixRepetitionOutputLenOpt = 128,
+    url: UrlOpt = None,
+    endpoint_type: EndpointTypeOpt = None,
+    streaming: StreamingOpt = False,
+    isl_mean: IslMeanOpt = None,
+    isl_stddev: IslStddevOpt = 0.0,
+    osl_mean: OslMeanOpt = None,
+    osl_stddev: OslStddevOpt = 0.0,
+    extra_inputs: ExtraInputsOpt = None,
+    artifact_dir: ArtifactDirOpt = None,
+    data: DataOpt = None,
+    output_path: OutputPathOpt = None,
+    out_format: OutFormatOpt = "table",
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
     report: ReportOpt = None,
