@@ -47,24 +47,33 @@ def server() -> Iterator[str]:
         yield emu.base_url
 
 
-def _expect(text: str) -> tuple[str, int, list[str]]:
+def _expect(text: str) -> tuple[str, int, list[str], dict[str, str]]:
+    """`requests=N` (or `>=N`), `files=GLOB,...`, and `header.a.b=V`: a field of the
+    (first) trace header that must read V."""
     fields = dict(part.replace(">=", "=>=", 1).split("=", 1) for part in text.split())
     req = fields["requests"]
     op, n = (">=", int(req[2:])) if req.startswith(">=") else ("==", int(req))
     files = [f for f in fields.get("files", "").split(",") if f]
-    return op, n, files
+    header = {k[len("header."):]: v for k, v in fields.items() if k.startswith("header.")}
+    return op, n, files, header
 
 
-def _requests_sent(folders: list[Path]) -> int:
-    n = 0
+def _traces(folders: list[Path]) -> list[list[dict]]:
+    out = []
     for folder in folders:
-        for trace in folder.rglob("*.jsonl"):
+        for trace in sorted(folder.rglob("*.jsonl")):
             if trace.name.endswith(".telemetry.jsonl"):
                 continue
-            lines = trace.read_text().splitlines()
-            if lines and json.loads(lines[0]).get("type") == "header":
-                n += sum(1 for ln in lines[1:] if json.loads(ln).get("type") == "request")
-    return n
+            lines = [json.loads(ln) for ln in trace.read_text().splitlines()]
+            if lines and lines[0].get("type") == "header":
+                out.append(lines)
+    return out
+
+
+def _field(obj: dict, dotted: str) -> str:
+    for key in dotted.split("."):
+        obj = obj[key]
+    return json.dumps(obj, separators=(",", ":")) if not isinstance(obj, str) else obj
 
 
 def test_every_source_file_has_lines() -> None:
@@ -85,9 +94,12 @@ def test_peer_command_line_runs(server: str, tmp_path: Path, where: str, line: s
     out = subprocess.run([RIDGELINE, "bench", *args, "--no-progress"], cwd=work, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    op, n, files = _expect(expect)
-    sent = _requests_sent([work, cache])
+    op, n, files, header = _expect(expect)
+    traces = _traces([work, cache])
+    sent = sum(1 for t in traces for rec in t if rec.get("type") == "request")
     assert sent >= n if op == ">=" else sent == n, (sent, out.stderr[-2000:])
+    for dotted, value in header.items():  # the peer's flag reached the run
+        assert _field(traces[0][0], dotted) == value, (dotted, traces[0][0])
     written = sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file())
     wanted = sorted({str(p.relative_to(work)) for f in files for p in work.glob(f)})
     assert all(list(work.glob(f)) for f in files), (files, written)
