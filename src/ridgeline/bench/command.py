@@ -37,18 +37,80 @@ def run_command(a: BenchArgs) -> None:
     _finish(cp, outcome)
 
 
-def _spawn_emulator(a: BenchArgs) -> Any:
-    """`--target emulator`: start `ridgeline serve` now, so its start-up (about a second)
-    runs while this process imports the load generator and checks the options; the plan
-    uses it once both are done. A plan refused meanwhile stops it."""
-    if a.target != "emulator":
-        return None
+def _emulator_kwargs(model: str, hardware: str, speed: float, emulator_arg: list[str],
+                     calibration: str | None) -> dict[str, Any]:
+    extra = list(emulator_arg) + (["--calibration", calibration] if calibration else [])
+    return {"model": model or "llama-3.1-8b", "hardware": hardware, "speed": float(speed),
+            "extra_args": extra}
+
+
+def _spawn(kwargs: dict[str, Any]) -> Any:
     from ridgeline.serve.launcher import EmulatorProcess
 
-    extra = list(a.emulator_arg or []) + (["--calibration", a.calibration] if a.calibration
-                                          else [])
-    return EmulatorProcess(model=a.model or "llama-3.1-8b", hardware=a.hardware,
-                           speed=a.speed, extra_args=extra).spawn()
+    return EmulatorProcess(**kwargs).spawn()
+
+
+# An emulator spawned from the raw command line (`prespawn`), with what it was started with.
+_EARLY: list[tuple[dict[str, Any], Any]] = []
+
+
+def prespawn(argv: list[str]) -> None:
+    """`bench --target emulator`: spawn `ridgeline serve` straight from the command line,
+    before the option parser is even built, so its start-up (about a second) overlaps
+    everything this process does before the first request. Only plain spellings are read
+    here; the parsed options must then ask for the very same server (`_spawn_emulator`
+    compares the command lines) or it is stopped and a new one started. Stopped at exit
+    whatever happens (a refused command line included)."""
+    import atexit
+
+    single = {"--target": "target", "--model": "model", "-m": "model", "--hardware": "hardware",
+              "-g": "hardware", "--speed": "speed", "--calibration": "calibration"}
+    got: dict[str, Any] = {"target": "url", "model": "", "hardware": "h100-sxm",
+                           "speed": "1.0", "calibration": None, "emulator_arg": []}
+    i = 0
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        if name in single or name == "--emulator-arg":
+            if not eq:
+                if i + 1 >= len(argv):
+                    return
+                value = argv[i + 1]
+                i += 1
+            if name == "--emulator-arg":
+                got["emulator_arg"].append(value)
+            else:
+                got[single[name]] = value
+        elif name in ("--served-model-name", "--help", "--"):
+            return  # the model name may change, or nothing runs
+        i += 1
+    if got["target"] != "emulator":
+        return
+    try:
+        speed = float(got["speed"])
+    except ValueError:
+        return
+    kwargs = _emulator_kwargs(got["model"], got["hardware"], speed, got["emulator_arg"],
+                              got["calibration"])
+    emu = _spawn(kwargs)
+    _EARLY.append((kwargs, emu))
+    atexit.register(emu.stop)
+
+
+def _spawn_emulator(a: BenchArgs) -> Any:
+    """`--target emulator`: start `ridgeline serve` now (or take the one `prespawn`
+    started for this same command line), so its start-up runs while this process imports
+    the load generator and checks the options; the plan uses it once both are done. A plan
+    refused meanwhile stops it."""
+    if a.target != "emulator":
+        return None
+    wanted = _emulator_kwargs(a.model, a.hardware, a.speed, list(a.emulator_arg or []),
+                              a.calibration)
+    while _EARLY:
+        kwargs, early = _EARLY.pop()
+        if kwargs == wanted:
+            return early
+        early.stop()
+    return _spawn(wanted)
 
 
 def _run(cp: Any, emulator: Any = None) -> Any:
