@@ -174,3 +174,40 @@ def test_format_vllm_prints_only_vllms_block_and_the_slos_go_in_the_header(
     assert header["slos"] == ["ttft_ms:500", "tpot_ms:50"]
     # the emulator runs on no GPU: no NVML line about it
     assert "pynvml" not in out.stderr and "GPU telemetry" not in out.stderr
+
+
+def test_prespawned_emulator_is_used_only_for_the_same_server(monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """The emulator started from the raw command line serves the run only when the parsed
+    options ask for the same server; otherwise it is stopped and a new one started."""
+    import atexit
+
+    from ridgeline.bench import command
+
+    class Fake:
+        def __init__(self, kwargs: dict) -> None:
+            self.kwargs, self.stopped = kwargs, False
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    monkeypatch.setattr(command, "_spawn", Fake)
+    monkeypatch.setattr(atexit, "register", lambda fn: None)
+    monkeypatch.setattr(command, "_EARLY", [])
+    command.prespawn(["--target", "emulator", "-m", "qwen3-8b", "--speed=4", "-n", "3"])
+    (kw, early), = command._EARLY
+    assert kw == {"model": "qwen3-8b", "hardware": "h100-sxm", "speed": 4.0, "extra_args": []}
+
+    class Args:
+        target, model, hardware, speed, emulator_arg, calibration = \
+            "emulator", "qwen3-8b", "h100-sxm", 4.0, None, None
+
+    assert command._spawn_emulator(Args()) is early and not early.stopped  # type: ignore
+    command.prespawn(["--target", "emulator", "--speed", "4"])
+    _, other = command._EARLY[0]
+    fresh = command._spawn_emulator(Args())  # type: ignore[arg-type]
+    assert other.stopped and fresh is not other and fresh.kwargs["model"] == "qwen3-8b"
+    command._EARLY.clear()
+    command.prespawn(["--target", "url", "-m", "x"])  # not the emulator: nothing started
+    command.prespawn(["--target", "emulator", "--served-model-name", "y"])
+    assert command._EARLY == []

@@ -5,10 +5,12 @@ sees it: the installed command, launched fresh, timed on the wall clock.
     bench   spawn -> the "bench: ..." line, printed just before the first request is sent
             (the emulator started, health-checked and probed)
 
-Median of 5 runs each (after one untimed run that warms the file cache). Writes
-benchmarks/results/startup.json.
+Median of 5 runs each (after one untimed run that warms the file cache). With
+`--baseline-src DIR` (another checkout's `src`, e.g. `git archive <commit> src`), the same
+measurements of that code run interleaved with these (PYTHONPATH=DIR for its processes),
+so both see the same host load. Writes benchmarks/results/startup.json.
 
-    .venv/bin/python benchmarks/speed/startup.py [--runs 5]
+    .venv/bin/python benchmarks/speed/startup.py [--runs 5] [--baseline-src DIR]
 """
 
 from __future__ import annotations
@@ -49,10 +51,13 @@ def _cpu_s(pid: int) -> float:
 CPU: dict[str, list[float]] = {"serve": [], "bench": []}
 
 
+ENV: dict[str, str] = dict(os.environ)
+
+
 def serve_ready_s() -> float:
     port = _free_port()
     t0 = time.perf_counter()
-    proc = subprocess.Popen([RIDGELINE, "serve", "--port", str(port)],
+    proc = subprocess.Popen([RIDGELINE, "serve", "--port", str(port)], env=ENV,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while True:
@@ -78,7 +83,7 @@ def bench_first_request_s() -> float:
         proc = subprocess.Popen([RIDGELINE, "bench", "--target", "emulator", "-n", "1",
                                  "--prompt", "16", "--output", "2", "--no-progress"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                cwd=tmp, env={**os.environ, "XDG_CACHE_HOME": tmp})
+                                cwd=tmp, env={**ENV, "XDG_CACHE_HOME": tmp})
         assert proc.stderr is not None
         try:
             for line in proc.stderr:
@@ -91,9 +96,20 @@ def bench_first_request_s() -> float:
             proc.wait(timeout=60)
 
 
+def _measure(fn: object, key: str, src: str | None) -> tuple[float, float]:
+    ENV.clear()
+    ENV.update(os.environ)
+    if src:
+        ENV["PYTHONPATH"] = src
+    CPU[key].clear()
+    wall = fn()  # type: ignore[operator]
+    return wall, CPU[key][0]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--baseline-src", default=None)
     args = ap.parse_args()
     out: dict = {"what": "wall seconds from spawning the installed command to ready, and "
                          "the CPU seconds its own process used by then (bench: not counting "
@@ -102,17 +118,26 @@ def main() -> int:
                  "date": time.strftime("%Y-%m-%d"), "host": platform.node(),
                  "cpus": os.cpu_count(), "python": platform.python_version(),
                  "runs": args.runs}
+    variants = [("this", None)] + ([("baseline", args.baseline_src)] if args.baseline_src
+                                   else [])
     for name, key, fn in (("serve_ready_s", "serve", serve_ready_s),
                           ("bench_emulator_first_request_s", "bench", bench_first_request_s)):
-        fn()  # warm the file cache
-        CPU[key].clear()
-        times = [fn() for _ in range(args.runs)]
-        out[name] = {"median": round(statistics.median(times), 3),
-                     "all": [round(t, 3) for t in times],
-                     "cpu_median_s": round(statistics.median(CPU[key]), 3)}
-        print(f"{name}: median {statistics.median(times):.3f} s "
-              f"({', '.join(f'{t:.2f}' for t in times)}); own CPU "
-              f"{statistics.median(CPU[key]):.3f} s")
+        for _, src in variants:
+            _measure(fn, key, src)  # warm the file cache
+        got: dict[str, list[tuple[float, float]]] = {v: [] for v, _ in variants}
+        for _ in range(args.runs):
+            for label, src in variants:
+                got[label].append(_measure(fn, key, src))
+        for label, _ in variants:
+            walls = [w for w, _ in got[label]]
+            cpus = [c for _, c in got[label]]
+            out.setdefault(label, {})[name] = {
+                "median": round(statistics.median(walls), 3),
+                "all": [round(t, 3) for t in walls],
+                "cpu_median_s": round(statistics.median(cpus), 3)}
+            print(f"{label} {name}: median {statistics.median(walls):.3f} s "
+                  f"({', '.join(f'{t:.2f}' for t in walls)}); own CPU "
+                  f"{statistics.median(cpus):.3f} s")
     out["load_average_1min_after"] = round(os.getloadavg()[0], 2)
     path = ROOT / "benchmarks" / "results" / "startup.json"
     path.parent.mkdir(parents=True, exist_ok=True)
