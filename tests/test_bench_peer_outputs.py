@@ -211,3 +211,25 @@ def test_prespawned_emulator_is_used_only_for_the_same_server(monkeypatch: pytes
     command.prespawn(["--target", "url", "-m", "x"])  # not the emulator: nothing started
     command.prespawn(["--target", "emulator", "--served-model-name", "y"])
     assert command._EARLY == []
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["--target", "http://127.0.0.1:9", "--base-url", "http://127.0.0.1:10"], "--base-url"),
+    (["--url", "127.0.0.1:9", "--port", "10"], "--host/--port"),
+    (["--target", "ftp://x"], "--target"),
+    (["--target", "emulator", "--url", "127.0.0.1:9"], "--url"),
+    (["--endpoint-type", "embeddings"], "--endpoint-type"),
+    (["--data", "prompt_tokens=8", "--synthetic-input-tokens-mean", "8"], "--data"),
+    (["--ramp-up-strategy", "exponential", "--ramp-up-start-rps", "1",
+      "--ramp-up-end-rps", "2"], "--ramp-up-strategy"),
+    (["--rate-type", "bursty"], "--rate-type"),
+    (["--format", "html"], "--format"),
+])
+def test_conflicting_peer_flags_are_one_line_errors(args: list[str], field: str,
+                                                    tmp_path: Path) -> None:
+    out = subprocess.run([RIDGELINE, "bench", *args], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert out.returncode == 2, out.stderr
+    errors = [ln for ln in out.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and field in errors[0], out.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -47,6 +47,7 @@ VLLM_CHAT_BACKENDS = ("openai-chat", "cserve-chat")
 VLLM_DATASETS = ("random", "sharegpt", "sonnet", "hf", "custom", "prefix_repetition")
 # vLLM's `--percentile-metrics` names we have (client queue time needs vLLM's client).
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"  # ridgeline's --base-url default (vLLM's too)
 GUIDELLM_PROFILES = ("synchronous", "concurrent", "throughput", "constant", "poisson", "sweep")
 
 
@@ -320,10 +321,12 @@ def _endpoint(a: Any, notes: list[str]) -> None:
                                  "http(s):// URL (GuideLLM's --target)")
         urls.append(("--target", a.target))
         a.target = "url"
+    if a.base_url != DEFAULT_BASE_URL:
+        urls.insert(0, ("--base-url", a.base_url))
     if len(urls) > 1:
         raise RidgelineError(f"{urls[0][0]}/{urls[1][0]}: give the server once")
     if urls:
-        if a.target == "emulator":
+        if a.target == "emulator" and urls[-1][0] != "--base-url":
             raise RidgelineError(f"{urls[0][0]}: not with --target emulator (it starts its "
                                  "own server)")
         a.base_url = urls[0][1]
