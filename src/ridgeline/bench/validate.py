@@ -285,7 +285,7 @@ def build_plan(a: Any, peer: Any) -> CommandPlan:
         ready_check_timeout_s=a.ready_check_timeout_s)
     return CommandPlan(plan=plan, out_format="json" if a.json_out else a.out_format,
                        requests=requests, duration_s=a.duration_s, trace_asked=asked,
-                       sweep_rates=len(rates) > 1, report=a.report,
+                       sweep_rates=len(rates) > 1 or len(concs) > 1, report=a.report,
                        artifact_dir=a.artifact_dir, output_path=a.output_path,
                        rate_type=a.guidellm_profile)
 
