@@ -40,7 +40,8 @@ def test_vllm_names_are_the_same_options(command: str) -> None:
 
 
 @pytest.mark.parametrize(("command", "name"), [("simulate", "prefix_caching"),
-                                               ("serve", "enable_prefix_caching")])
+                                               ("serve", "enable_prefix_caching"),
+                                               ("estimate", "prefix_caching")])
 def test_prefix_caching_both_spellings(command: str, name: str) -> None:
     for flag, value in (("--prefix-caching", True), ("--no-prefix-caching", False),
                         ("--enable-prefix-caching", True),
@@ -56,6 +57,7 @@ def test_plan_takes_vllms_names() -> None:
                          "fp8_e5m2", "--quantization", "fp8", "--no-enable-chunked-prefill"])
     assert (p["model_arg"], p["tp"], p["kv"], p["weights"]) == ("org/M", "2,4", "fp8", "fp8")
     assert p["enable_chunked_prefill"] is False
+    assert _params("plan", ["--no-enable-prefix-caching"])["prefix_caching"] is False
 
 
 def test_quantization_table_by_hand() -> None:
@@ -82,6 +84,7 @@ def test_estimate_with_vllms_names_is_the_same_estimate() -> None:
 @pytest.mark.parametrize(("args", "field"), [
     (["estimate", "llama-3.1-8b", "--model", "qwen3-8b"], "MODEL"),
     (["estimate", "--quantization", "bitsandbytes"], "weights"),
+    (["estimate", "--prefix", "100", "--no-enable-prefix-caching"], "--prefix"),
     # 1024-token prompts + 256-token outputs do not fit a 1000-token context
     (["estimate", "--prompt", "1024", "--output", "256", "--max-model-len", "1000"],
      "--max-model-len"),

@@ -29,6 +29,7 @@ from ridgeline.commands.options import (
     ModelArg,
     ModelOpt,
     PpOpt,
+    PrefixCachingOpt,
     ServedModelNameOpt,
     TpOpt,
     WeightsOpt,
@@ -143,12 +144,20 @@ def estimate_cmd(
     engine_costs: EngineCostsOpt = True,
     max_model_len: MaxModelLenOpt = None,
     served_model_name: ServedModelNameOpt = None,
+    prefix_caching: PrefixCachingOpt = True,
+    chunked_prefill: Annotated[bool, typer.Option(
+        "--enable-chunked-prefill/--no-enable-chunked-prefill",
+        "--chunked-prefill/--no-chunked-prefill", help="vLLM's; no effect here: estimate "
+        "times the whole prefill of a batch as one step (simulate splits it).")] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict prefill/TTFT, decode/TPOT, E2E, throughput and memory from first principles."""
     import numpy as np
 
-    del served_model_name  # the API name: no effect on the estimate
+    del served_model_name, chunked_prefill  # no effect on one step's estimate
+    if prefix > 0 and not prefix_caching:
+        raise RidgelineError(f"--prefix: got {prefix}; allowed: 0 with "
+                             "--no-enable-prefix-caching (nothing is cached without it)")
     model = model_from(model_arg, model, "llama-3.1-8b")
     if max_model_len is not None:  # vLLM refuses a request longer than its context
         longest = max(parse_grid(prompt, "--prompt")) + max(parse_grid(output, "--output"))

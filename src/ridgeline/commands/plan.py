@@ -110,6 +110,10 @@ def plan_cmd(
         "--chunked-prefill on / off.")] = None,
     max_model_len: MaxModelLenOpt = None,
     served_model_name: ServedModelNameOpt = None,
+    prefix_caching: Annotated[bool, typer.Option(
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        "--prefix-caching/--no-prefix-caching", help="vLLM's; no effect here: plan's "
+        "synthetic prompts share no prefix.")] = True,
     pd: Annotated[bool, typer.Option("--pd/--no-pd", help="Also try prefill/decode "
                                      "splits.")] = True,
     max_replicas: Annotated[int, typer.Option("--max-replicas", min=1)] = 16,
@@ -147,7 +151,7 @@ def plan_cmd(
     from ridgeline.plan import PlanRequest, plan
     from ridgeline.plan.search import PlanInterrupted, plot_pareto
 
-    del served_model_name  # the API name: no effect on the plan
+    del served_model_name, prefix_caching  # no effect on the plan (see their help)
     model = model_from(model_arg, model, "llama-3.1-8b")
     check_max_model_len(max_model_len, prompt, output)
     if enable_chunked_prefill is not None:
