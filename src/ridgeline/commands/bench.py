@@ -133,6 +133,11 @@ Examples:
 
   ridgeline bench --target emulator --model llama-3.1-8b --hardware h100-sxm
       --concurrency 1,8,32 --requests 200          (a sweep: one trace per point)
+
+  A peer's command line, unchanged after `ridgeline bench` (docs/bench.md):
+  ridgeline bench --model M --dataset-name random --num-prompts 100 --goodput ttft:500 tpot:50
+  ridgeline bench --url localhost:8000 --endpoint-type chat --streaming --concurrency 8
+  ridgeline bench --target http://localhost:8000 --rate-type constant --rate 5 --max-seconds 30
 """
 
 
