@@ -291,10 +291,14 @@ def _endpoint(a: Any, notes: list[str]) -> None:
     """Where requests go and in which API: vLLM's --backend/--endpoint/--host/--port,
     AIPerf's --url/--endpoint-type/--streaming, GuideLLM's --target URL."""
     flag_api = backend_api(a.backend, a.endpoint_path)
+    if a.endpoint_type in VLLM_COMPLETIONS_BACKENDS + VLLM_CHAT_BACKENDS and a.backend is None:
+        # older vLLM spelled --backend as --endpoint-type (openai, openai-chat, ...)
+        a.backend, a.endpoint_type = a.endpoint_type, None
+        flag_api = backend_api(a.backend, a.endpoint_path)
     if a.endpoint_type is not None:
         if a.endpoint_type not in ("chat", "completions"):
             raise RidgelineError(f"--endpoint-type: got {a.endpoint_type!r}; allowed: chat, "
-                                 "completions (text generation)")
+                                 "completions (AIPerf's), or vLLM's backend names")
         if flag_api is not None and flag_api != a.endpoint_type:
             raise RidgelineError(f"--endpoint-type {a.endpoint_type} disagrees with "
                                  f"--backend/--endpoint ({flag_api})")
