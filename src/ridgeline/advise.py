@@ -254,6 +254,8 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
         trace = load_trace(path)
     else:
         path = trace.path
+    if not slos:  # the run's own SLOs, recorded by `bench --slo`, before the defaults
+        slos = list(getattr(trace.header, "slos", None) or ())
     budgets = dict(DEFAULT_BUDGETS_MS)
     ops = dict(DEFAULT_BUDGET_OPS)
     for s in parse_slos(list(slos or ())):
