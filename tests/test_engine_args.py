@@ -34,7 +34,8 @@ def test_vllm_names_are_the_same_options(command: str) -> None:
                              "--pipeline-parallel-size", "2", "--kv-cache-dtype", "fp8_e4m3",
                              "--quantization", "awq"])
     assert vllm["model_arg"] == "org/Some-Model"
-    assert (vllm["tp"], vllm["pp"], vllm["kv"], vllm["weights"]) == (2, 2, "fp8", "int4")
+    # --quantization is --weights: vLLM's method name reaches the precision resolver as is
+    assert (vllm["tp"], vllm["pp"], vllm["kv"], vllm["weights"]) == (2, 2, "fp8", "awq")
     assert _params(command, ["-tp", "4", "--kv-cache-dtype", "auto"])["tp"] == 4
     assert _params(command, ["--kv-cache-dtype", "auto"])["kv"] is None  # model's dtype
 
@@ -64,7 +65,7 @@ def test_quantization_table_by_hand() -> None:
     # vLLM's method -> the weight dtype its checkpoints store
     for name, dtype in (("fp8", "fp8"), ("awq", "int4"), ("gptq", "int4"),
                         ("modelopt_fp4", "fp4"), ("mxfp4", "mxfp4"), ("AWQ", "int4")):
-        assert precision_from_vllm_quantization(name) == dtype
+        assert precision_from_vllm_quantization(name)[0] == dtype
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess:
@@ -83,7 +84,7 @@ def test_estimate_with_vllms_names_is_the_same_estimate() -> None:
 
 @pytest.mark.parametrize(("args", "field"), [
     (["estimate", "llama-3.1-8b", "--model", "qwen3-8b"], "MODEL"),
-    (["estimate", "--quantization", "bitsandbytes"], "weights"),
+    (["estimate", "--quantization", "int3"], "weights"),
     (["estimate", "--prefix", "100", "--no-enable-prefix-caching"], "--prefix"),
     # 1024-token prompts + 256-token outputs do not fit a 1000-token context
     (["estimate", "--prompt", "1024", "--output", "256", "--max-model-len", "1000"],
