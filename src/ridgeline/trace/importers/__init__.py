@@ -17,6 +17,15 @@ from pathlib import Path
 from ridgeline.errors import RidgelineError
 from ridgeline.trace.table import Trace
 
+__all__ = [
+    "FORMATS",
+    "MAX_TRACE_TIME_S",
+    "MAX_TRACE_TOKENS",
+    "check_bounds",
+    "detect_format",
+    "load_trace",
+]
+
 FORMATS = ("ridgeline", "vllm", "aiperf", "guidellm", "llmperf")
 _PEEK_BYTES = 65_536
 

@@ -1,0 +1,68 @@
+"""Every package says what it is (a docstring) and names its public names (`__all__`), and
+each of those names resolves. The lists are pinned here: a change to a package's public face
+is a deliberate edit of this file."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import pytest
+
+PINNED: dict[str, list[str]] = {
+    "ridgeline": ["__version__"],
+    "ridgeline.specs": ["HardwareSpec", "ModelSpec", "Parallelism", "Precision",
+                        "from_hf_config", "hardware_catalog", "load_hardware", "load_model",
+                        "model_catalog", "resolve_precision"],
+    "ridgeline.plan": ["PlanRequest", "PlanResult", "plan"],
+    "ridgeline.trace.importers": ["FORMATS", "MAX_TRACE_TIME_S", "MAX_TRACE_TOKENS",
+                                  "check_bounds", "detect_format", "load_trace"],
+    "ridgeline.theory": ["queueing", "stats"],
+    "ridgeline.ui": ["app"],
+    "ridgeline.workload": ["arrivals", "lengths", "replay", "spec_syntax", "streams", "think"],
+    "ridgeline.trace": ["importers", "reader", "schema", "table", "validator", "writer"],
+}
+# Packages whose __all__ lists their public modules: every name must be a module of it.
+MODULE_LISTS = ["bench", "calibrate", "commands", "metrics", "perf", "report", "serve", "sim",
+                "theory", "trace", "ui", "workload"]
+
+
+def _all_packages() -> list[str]:
+    import pkgutil
+
+    import ridgeline
+
+    names = ["ridgeline"]
+    for info in pkgutil.walk_packages(ridgeline.__path__, "ridgeline."):
+        if info.ispkg:
+            names.append(info.name)
+    return names
+
+
+@pytest.mark.parametrize("name", _all_packages())
+def test_every_package_has_a_docstring_and_all(name: str) -> None:
+    pkg = importlib.import_module(name)
+    assert pkg.__doc__ and len(pkg.__doc__.strip()) > 20, f"{name}: no docstring"
+    assert isinstance(getattr(pkg, "__all__", None), list), f"{name}: no __all__ list"
+    assert pkg.__all__ == sorted(pkg.__all__), f"{name}: __all__ unsorted"
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_pinned_public_names(name: str) -> None:
+    assert importlib.import_module(name).__all__ == PINNED[name]
+
+
+@pytest.mark.parametrize("pkg", MODULE_LISTS)
+def test_listed_modules_exist(pkg: str) -> None:
+    mod = importlib.import_module(f"ridgeline.{pkg}")
+    missing = [n for n in mod.__all__
+               if importlib.util.find_spec(f"ridgeline.{pkg}.{n}") is None]
+    assert not missing, f"ridgeline.{pkg}.__all__ names missing modules: {missing}"
+
+
+@pytest.mark.parametrize("name", ["ridgeline", "ridgeline.specs", "ridgeline.plan",
+                                  "ridgeline.trace.importers"])
+def test_re_exported_names_resolve(name: str) -> None:
+    pkg = importlib.import_module(name)
+    missing = [n for n in pkg.__all__ if not hasattr(pkg, n)]
+    assert not missing, f"{name}.__all__ names nothing: {missing}"
