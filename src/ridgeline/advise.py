@@ -1,6 +1,6 @@
 """`advise`: diagnose a trace and recommend techniques, in the metrics chapter's order
-OOM -> TTFT -> TPOT/throughput -> tail (seed 004: "the earlier step changes the later one's
-bounds").
+OOM -> TTFT -> TPOT/throughput -> tail (the earlier step changes the later one's
+bounds).
 
 Symptoms, each with its evidence (a finding is raised only when its symptom is present, so a
 healthy trace gets none):
@@ -18,7 +18,7 @@ healthy trace gets none):
    sensitivity: capacity planning must test at the target load).
 
 Budgets: the `slos` given (ttft_ms/tpot_ms bounds), else DEFAULT_BUDGETS_MS (TTFT P99 <= 1 s,
-TPOT P99 < 50 ms: seed 004's goodput example, "TTFT < 1 s 且 TPOT < 50 ms", strict as there;
+TPOT P99 < 50 ms: the classic goodput example, "TTFT < 1 s 且 TPOT < 50 ms", strict as there;
 a given bound keeps its own operator, so `ttft_ms<=1000` accepts exactly 1 s).
 
 Recommendations follow the seed's symptom -> technique table, each with the perf model's
@@ -43,7 +43,7 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 
 DEFAULT_BUDGETS_MS = {"ttft": 1000.0, "tpot": 50.0}
-DEFAULT_BUDGET_OPS = {"ttft": "<", "tpot": "<"}     # seed 004: "TTFT < 1 s 且 TPOT < 50 ms"
+DEFAULT_BUDGET_OPS = {"ttft": "<", "tpot": "<"}     # TTFT < 1 s and TPOT < 50 ms
 SPIKE_FACTOR = 3.0
 QUEUE_SHARE = 0.5
 KV_PRESSURE = 0.9
@@ -430,7 +430,7 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
                 f"TTFT in the last third of the run is {trend:.1f}x the first third"],
             [Recommendation("test at the target load", "continuous batching makes latency "
                             "load-sensitive: plan capacity from a run at the target "
-                            "concurrency, never from an idle server (seed 004)")]))
+                            "concurrency, never from an idle server")]))
     adv.findings.sort(key=lambda x: ORDER.index(x.stage))
     return adv
 
@@ -523,7 +523,7 @@ def _effect_rec(technique: str, why: str, old_ms: float, new_ms: float | None, s
         "predicted_tpot_ms": tpot_ms * factor})
 
 
-# ---- recommendations (seed 004's symptom -> technique table) -----------------------------
+# ---- recommendations (the symptom -> technique table) --------------------------------------
 
 
 def _memory_recs(specs: _Specs | None) -> list[Recommendation]:

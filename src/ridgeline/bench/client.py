@@ -64,7 +64,7 @@ class EndpointConfig:
     # Timestamp bytes in the connection's receive callback (see stream_request).
     stamp_on_arrival: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
-    # llama-server calibration probes (issue 19): request i is sent with `id_slot` = i mod
+    # llama-server calibration probes: request i is sent with `id_slot` = i mod
     # pin_slots, so B lockstep streams decode in slots 0..B-1 (one graph per step); 0: off.
     pin_slots: int = 0
     # False: `"stream": false`, one JSON answer; its arrival is the only output event, so

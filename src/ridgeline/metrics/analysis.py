@@ -578,7 +578,7 @@ def analyze(
     # Without `keep_samples`, each pooled ITL sample is computed into `buf` in request
     # order, its per-request sums are taken, and it is sorted where it lies; its
     # per-request counts below the percentiles are worked out again from the event times
-    # (`_regroup`). One event-sized array instead of three (issue 22: analyze < 1 GB).
+    # (`_regroup`). One event-sized array instead of three (analyze of 1 M requests < 1 GB).
     one_token = bool(header.has_event_tokens and (trace.event_tokens == 1).all())
     # Each sample is ordered once, by selection around the ranks the percentiles read
     # (metrics/select.py: a full sort when small); a sample that is the same array as the

@@ -16,7 +16,7 @@ On 25 M pooled ITL samples this was about 5x faster than the sort (0.37 s vs 1.8
 the sort numpy had then; numpy 2.x sorts float64 with SIMD (0.44 s on the shared 2-core box),
 faster than a partition at a dozen ranks (0.56 s), and the block bootstrap over requests
 reads ranks far outside the windows of a pooled sample anyway, so `analyze` sorts pooled
-samples outright and selects only the one-value-per-request ones (issue 14).
+samples outright and selects only the one-value-per-request ones.
 
 >>> import numpy as np
 >>> x = np.random.default_rng(0).permutation(3_000_000).astype(float)

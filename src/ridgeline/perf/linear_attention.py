@@ -9,7 +9,7 @@ place of a growing KV cache. For each token (q, k, v, gate g, step beta):
     o  = S^T q                     readout:            2 d_k d_v
 
 so a decode token costs about 7 d_k d_v FLOPs per value head and reads and writes S once:
-2 h_v d_k d_v b_state bytes per layer per sequence, whatever the context (seed 000 §4's KV
+2 h_v d_k d_v b_state bytes per layer per sequence, whatever the context (the decode KV
 read, with T replaced by a constant). The causal conv1d over q, k, v keeps its last
 (kernel - 1) inputs per channel in the same per-sequence state.
 

@@ -21,7 +21,7 @@ Work variables (columns; see `WORK_VARS`) for one step of the whole replica:
     pre      1 if the step has prefill tokens (drives prefill-attention kernels)
     dec      1 if the step has decode sequences (drives decode-attention kernels)
 
-Attention follows seed 000 §4-5: decode reads each sequence's unique KV once (GQA heads share
+Attention follows the decode KV read: decode reads each sequence's unique KV once (GQA heads share
 it) and writes the new token's KV, so its bytes are 2 L (T+1) d_kv b_kv per sequence;
 prefill is FlashAttention-style (no S x S matrix in HBM), causal pairs only.
 """

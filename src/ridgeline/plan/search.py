@@ -5,7 +5,7 @@ Stages (each a set of jobs on `execute.Jobs`, so Ctrl-C stops within a second):
 
 1. screen: every candidate the analytic pruning leaves is simulated with `--requests`
    requests (seed `--seed`) at the planning rate lambda x (1 + headroom) ("never plan near
-   saturation", seed 003; default headroom 0.2). A short run cannot confirm a 99% target, so
+   saturation"; default headroom 0.2). A short run cannot confirm a 99% target, so
    the screen only rules out: a candidate stays when the upper end of the 95% Wilson interval
    of its attainment reaches the target (`Outcome.could_meet`).
 2. verify (`ridgeline.plan.verify`): the survivors, cheapest first, three at a time, are

@@ -562,7 +562,7 @@ def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) ->
                     raise RequestError(f"request body larger than {config.max_body_bytes} "
                                        "bytes", status=413)
 
-        try:  # a body announced and never sent held the connection forever (issue 23)
+        try:  # a body announced and never sent held the connection forever
             await asyncio.wait_for(receive(), config.header_timeout_s)
         except asyncio.TimeoutError:
             raise RequestError(f"request body did not arrive within "

@@ -4,7 +4,7 @@ Crash tolerance: a trace whose writer was killed has no footer and may end in a 
 line. Both are accepted and reported in `Trace.warnings`; every complete request is read.
 A malformed line anywhere else is an error naming the line number and the field.
 
-How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see docs/BENCHMARKS.md, issue 22):
+How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see docs/BENCHMARKS.md):
 
 * First choice for a batch: the compiled scanner (`_scan.c`, `_feed_file`), straight into
   the sink's columns; it declines any batch it cannot read exactly as the exact path does,

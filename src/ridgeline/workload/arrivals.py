@@ -37,7 +37,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.workload.spec_syntax import reject_unknown, split_spec, take_float
 
 KINDS = "poisson, gamma, constant, ramp, replay, diurnal"
-# Sensible ranges (issue 23): outside them the times overflow or the thinning never ends.
+# Sensible ranges: outside them the times overflow or the thinning never ends.
 MIN_RATE_REQ_S = 1e-6        # one request in 11.6 days
 MAX_RATE_REQ_S = 1e7         # ten million requests a second (a whole fleet's front door)
 MIN_PERIOD_S = 1e-3

@@ -66,7 +66,7 @@ def detect_format(path: str | Path) -> str | None:
     return None
 
 
-# Sizes no real run reaches (issue 23): past them the metrics overflow into inf and garbage.
+# Sizes no real run reaches: past them the metrics overflow into inf and garbage.
 MAX_TRACE_TIME_S = 1e10          # 317 years
 MAX_TRACE_TOKENS = 10**9
 
