@@ -502,7 +502,7 @@ HOSTILE: list[Any] = [
     (("calibrate", "engine", "--base-url", "http://127.0.0.1:9", "--prefill-tokens",
       "2000000000"), "--prefill-tokens"),
     (("bench", "--target", "emulator", "--replay", "{h}/gap.csv"), "--replay-speed"),
-    # the second hostile set (benchmarks/hostile_inputs.py): one case per failure class
+    # the second hostile set (tools/hostile_inputs/hostile_inputs.py): one case per failure class
     # a trace line nested past the parser, a status of the wrong type, a later schema
     (("analyze", "{h}/deep_line.jsonl"), "line 3"),
     (("analyze", "{h}/status_dict.jsonl"), "status"),

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_kernel_probe.py's summary, on CSVs whose rows were made by hand.
+"""benchmarks/accuracy/gpu_kernel_probe.py's summary, on CSVs whose rows were made by hand.
 
 The probe itself needs a CUDA GPU; what it concludes from its rows (the measured floor scale,
 GEMM and decode-attention efficiencies against the datasheet) is plain arithmetic, checked
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-PROBE = Path(__file__).parents[1] / "benchmarks" / "gpu_kernel_probe.py"
+PROBE = Path(__file__).parents[1] / "benchmarks" / "accuracy" / "gpu_kernel_probe.py"
 
 
 def load_probe() -> Any:

@@ -42,9 +42,9 @@ def sim_trace(tmp_path_factory: pytest.TempPathFactory) -> Trace:
 
 @pytest.fixture(scope="module")
 def bench_trace(tmp_path_factory: pytest.TempPathFactory) -> Trace:
-    """benchmarks/bench_analyze.py's shape (8-token chunks, 1% errors), plus requests with
+    """benchmarks/speed/bench_analyze.py's shape (8-token chunks, 1% errors), plus requests with
     a zero-token event (a non-finite per-token gap, dropped) and a single event."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks" / "speed"))
     try:
         import bench_analyze
     finally:

@@ -83,9 +83,9 @@ def test_simulate_trace_compiled_equals_exact(tmp_path: Path, spy: Spy) -> None:
 
 def test_bench_shaped_trace_compiled_equals_exact(tmp_path: Path, spy: Spy,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """benchmarks/bench_analyze.py's trace shape (8-token chunks, 1% HTTP errors), read
+    """benchmarks/speed/bench_analyze.py's trace shape (8-token chunks, 1% HTTP errors), read
     by two processes as a large file is: bit for bit against the exact path."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks" / "speed"))
     try:
         import bench_analyze
     finally:

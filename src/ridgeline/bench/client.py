@@ -1,7 +1,7 @@
 """The streaming client: one OpenAI-compatible request, timed event by event.
 
-aiohttp was chosen over httpx by measured overhead (benchmarks/bench_client_http.py, results
-in benchmarks/RESULTS_bench.md). Every time is `time.perf_counter() - t0_perf` for the run's
+aiohttp was chosen over httpx by measured overhead (benchmarks/speed/bench_client_http.py, results
+in benchmarks/results/bench_client.md). Every time is `time.perf_counter() - t0_perf` for the run's
 origin `t0_perf`; an output event is timestamped when the network read that completed it
 returns, before any JSON parsing, so parsing cost never shows up as server latency.
 
@@ -276,7 +276,7 @@ def run_loop(coro: Awaitable[Any]) -> Any:
     readable and the chunk's timestamp when many streams are busy. `gc.freeze()` moves what
     exists before the run out of the collector's reach, so the full collections that a long
     run still triggers scan only the run's own objects (a 47 ms pause at 1,024 streams
-    before). Both measured in benchmarks/RESULTS_bench.md, "uvloop client".
+    before). Both measured in benchmarks/results/bench_client.md, "uvloop client".
     """
     gc.collect()
     gc.freeze()

@@ -315,7 +315,7 @@ def decode_sample(recs: list[dict[str, Any]], batch: int, label: str) -> StepSam
 
 def decode_step_s(gaps: list[float]) -> float:
     """T(B) of a lockstep decode probe from its clean step gaps: the median (see above).
-    One function, so `benchmarks/llamacpp_refit_statistic.py` can refit kept probes with
+    One function, so `benchmarks/real_engine/llamacpp_refit_statistic.py` can refit kept probes with
     another statistic."""
     return float(np.median(gaps))
 

@@ -45,7 +45,8 @@ from ridgeline.calibrate.inference_perf import InferencePerfRun, quantile_length
 
 METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99", "itl")
 INFERENCE_PERF_CLIENT_TIMEOUT_S = 300.0   # aiohttp.ClientTimeout's default total
-REPLICATIONS = 8    # arrival draws averaged per prediction (benchmarks/bench_vllm_replay.py)
+# arrival draws averaged per prediction (benchmarks/accuracy/bench_vllm_replay.py)
+REPLICATIONS = 8
 
 
 def constant_load_arrivals_s(rate_req_s: float, duration_s: float,

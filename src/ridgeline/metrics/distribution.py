@@ -164,7 +164,7 @@ def sort_in_place(xs: np.ndarray) -> None:
     """``xs.sort()``, bit for bit, on up to PARALLEL_SORT_MAX_PARTS CPUs: a partition at
     the parts' edge ranks (O(n), in place) leaves every value in its part, then the parts
     sort in threads (numpy releases the GIL while it sorts). 20 M values: 1.39 s -> 0.92 s
-    on a 2-core box (benchmarks/bench_sort.py, docs/BENCHMARKS.md)."""
+    on a 2-core box (benchmarks/speed/bench_sort.py, docs/BENCHMARKS.md)."""
     parts = min(PARALLEL_SORT_MAX_PARTS, _usable_cpus(), max(1, xs.size // PARALLEL_SORT_MIN))
     if parts < 2 or xs.ndim != 1:
         xs.sort()

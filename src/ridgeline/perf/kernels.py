@@ -2,7 +2,8 @@
 
 The plain roofline times an operator as max(F / (C e), D / (beta e)) with one efficiency for
 every kernel. Measured kernels (Vidur's profiles: specs/data/kernels.json, fitted by
-benchmarks/fit_kernel_constants.py) are slower where they are small and differ by kind, so a
+benchmarks/accuracy/fit_kernel_constants.py) are slower where they are small and differ by
+kind, so a
 catalog GPU's operators are timed with fitted curves instead. Each is still the maximum of two
 rows that are affine in the work variables, with intercepts on the operator's indicator, the
 form `ridgeline.perf.fast_step` and the C core evaluate:
