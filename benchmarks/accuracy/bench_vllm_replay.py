@@ -1,4 +1,4 @@
-"""Replay every real vLLM run of ../shared/data/vllm-inference-perf and score ridgeline on it.
+"""Replay every real vLLM run of the shared vllm-inference-perf data and score ridgeline on it.
 
 Each experiment is replayed as it ran (ridgeline.calibrate.replay: the shared-prefix workload
 with its measured prompt lengths, inference-perf's staged constant-load arrivals, the vLLM
@@ -31,12 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from _paths import shared_data_dir
 from ridgeline.calibrate.engine_fit import fit_engine_document, make_build, score_runs
 from ridgeline.calibrate.inference_perf import InferencePerfRun, load_run
 from ridgeline.calibrate.replay import METRICS, REPLICATIONS, actual_values
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path("/work/shared/data/vllm-inference-perf")
+DATA = shared_data_dir() / "vllm-inference-perf"
 OUT = ROOT / "benchmarks" / "results" / "bench_vllm_replay.json"
 CATALOG = ROOT / "src" / "ridgeline" / "specs" / "data" / "engines" / "vllm.json"
 BARS = {"e2e": 0.091, "ttft": 0.195, "itl": 0.098}
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     names = [r.name for r in runs]
     base = score_runs(runs, build, {}, cache, args.replications)
-    doc, fit, cv = fit_engine_document(runs, build, "vllm", str(data),
+    doc, fit, cv = fit_engine_document(runs, build, "vllm", f"shared/data/{data.name}",
                                        fit_step=not args.no_step_fit, cache=cache,
                                        replications=args.replications)
     folds = {f: {k: v["cv_fold_values"][f] for k, v in doc["costs"].items()}

@@ -1,7 +1,8 @@
 """Fit ridgeline's kernel-level constants on Vidur's measured CUDA kernel times.
 
-Reads /work/shared/data/vidur-profiling (see its SOURCE.md): per-operator kernel times of
-fp16 layer shapes on H100, A100 and A40 (mlp.csv), A100 FlashAttention prefill/decode kernels
+Reads vidur-profiling in the shared data folder (`_paths.shared_data_dir()`; see its
+SOURCE.md): per-operator kernel times of fp16 layer shapes on H100, A100 and A40 (mlp.csv),
+A100 FlashAttention prefill/decode kernels
 (attention.csv), and NCCL all-reduce / send-recv times by message size per topology. Writes
 `src/ridgeline/specs/data/kernels.json` (every constant with its files, row count, date,
 training residual and cross-validated error) and prints the kernel-level accuracy table for
@@ -40,8 +41,10 @@ from pathlib import Path
 
 import numpy as np
 
+from _paths import shared_data_dir
+
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path("/work/shared/data/vidur-profiling")
+DATA = shared_data_dir() / "vidur-profiling"
 OUT = ROOT / "src" / "ridgeline" / "specs" / "data" / "kernels.json"
 
 # Datasheet dense fp16 tensor peak and HBM/GDDR bandwidth of the profiled parts (the GPUs the

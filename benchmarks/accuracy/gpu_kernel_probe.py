@@ -428,7 +428,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hardware", help="catalog GPU for the peaks (default: from the device name)")
     ap.add_argument("--summarize", type=Path, metavar="DIR",
                     help="only recompute the summary from DIR's CSVs (no GPU needed)")
+    ap.add_argument("--list-shapes", action="store_true",
+                    help="print the probed GEMM shapes (name, n, k) as JSON and exit")
     args = ap.parse_args(argv)
+    if args.list_shapes:
+        print(json.dumps([list(s) for s in GEMM_SHAPES]))
+        return 0
     if args.summarize is not None:
         if not args.hardware:
             raise SystemExit("gpu_kernel_probe: --summarize needs --hardware (e.g. h200)")
