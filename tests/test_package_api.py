@@ -20,7 +20,7 @@ PINNED: dict[str, list[str]] = {
     "ridgeline.theory": ["queueing", "stats"],
     "ridgeline.ui": ["app"],
     "ridgeline.workload": ["arrivals", "lengths", "replay", "spec_syntax", "streams", "think"],
-    "ridgeline.trace": ["importers", "reader", "schema", "table", "validator", "writer"],
+    "ridgeline.trace": ["formats", "importers", "reader", "schema", "table", "validator", "writer"],
 }
 # Packages whose __all__ lists their public modules: every name must be a module of it.
 MODULE_LISTS = ["bench", "calibrate", "commands", "metrics", "perf", "report", "serve", "sim",

@@ -18,6 +18,7 @@ __all__ = [
     "report",
     "serve",
     "simulate",
+    "simulate_streamed",
     "theory",
     "ui",
     "verify",

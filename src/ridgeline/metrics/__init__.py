@@ -8,6 +8,7 @@ __all__ = [
     "compare",
     "distribution",
     "gate",
+    "order_stats",
     "per_request",
     "render",
     "select",

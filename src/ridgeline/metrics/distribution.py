@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+# The percentiles reported (defined with the ranks they read), re-exported here.
+from ridgeline.metrics.order_stats import PERCENTILES, ensure_sorted_ranks
 from ridgeline.theory.stats import (
     DEFAULT_BOOTSTRAP_DRAWS,
     MIN_TAIL_SAMPLES,
@@ -26,8 +28,6 @@ from ridgeline.theory.stats import (
     min_samples_for_percentile,
     request_bootstrap_draws,
 )
-
-PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
 
 
 def pct_key(q: float) -> str:
@@ -264,8 +264,6 @@ def summarize_sorted(
     d.max = float(xs[-1])
     block_draws: dict[str, np.ndarray] = {}
     if requests is not None:
-        from ridgeline.metrics.select import ensure_sorted_ranks
-
         fully_sorted = sorted_fully
 
         def ensure_ranks(lo: int, hi: int) -> None:

@@ -12,6 +12,7 @@ __all__ = [
     "linear_attention",
     "memory",
     "moe",
+    "operator",
     "ops",
     "roofline",
     "serving_model",

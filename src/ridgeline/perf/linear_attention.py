@@ -34,7 +34,7 @@ sharded by TP. The state is held in the 16-bit activation dtype (vLLM's
 
 from __future__ import annotations
 
-from ridgeline.perf.ops import ATTENTION, VECTOR, Op, gemm_kind
+from ridgeline.perf.operator import ATTENTION, VECTOR, Op, gemm_kind
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.precision import Precision
 

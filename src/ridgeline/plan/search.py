@@ -38,6 +38,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ridgeline.plan.execute import Interrupted, Jobs, Outcome, capacity, evaluate, sweep_point
+
+# The workload's mean output (plan/limits.py sizes memory with it too), re-exported.
+from ridgeline.plan.limits import check_plan_fits, mean_output_tokens
 from ridgeline.plan.space import Candidate, PlanRequest, Space, enumerate_space
 from ridgeline.plan.verify import Verification, verify, verify_seeds
 
@@ -46,7 +49,6 @@ VERIFY_BATCH = 3           # candidates verified per round (in parallel)
 RUNNERS_UP = 2             # candidates verified after the winner
 KNEE_PERCENTILE = 99.0     # the knee rule judges P99 TTFT ...
 KNEE_HALF_WIDTH_PCT = 0.5  # ... so each sweep rate gets the samples for +-0.5 points
-MEAN_TOKENS_SAMPLE = 200_000
 
 
 @dataclass
@@ -110,19 +112,6 @@ class Details:
         for k, v in self.__dict__.items():
             out[k] = _clean(v) if isinstance(v, float) else v
         return out
-
-
-def mean_output_tokens(spec: str, seed: int = 0) -> float:
-    """Mean output tokens per request of a length spec as the workload draws them (rounded
-    and clipped): exact for fixed lengths, else the mean of 200,000 draws (< 0.5% off)."""
-    import numpy as np
-
-    from ridgeline.workload.lengths import parse_lengths
-
-    dist = parse_lengths(spec, "--output")
-    if dist.kind == "fixed":
-        return float(dist.sample(1, np.random.default_rng(seed))[0])
-    return float(dist.sample(MEAN_TOKENS_SAMPLE, np.random.default_rng(seed)).mean())
 
 
 def usd_per_million_output_tokens(usd_per_hour: float, rate_req_s: float,
@@ -336,7 +325,6 @@ def plan(req: PlanRequest, *, workers: int | None = None, ray_address: str | Non
 
     Ctrl-C raises `PlanInterrupted` (a KeyboardInterrupt) holding the partial result, after
     the worker processes are stopped."""
-    from ridgeline.plan.limits import check_plan_fits
 
     req.validate()
     n_verify = req.verify_request_count

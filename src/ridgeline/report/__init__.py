@@ -6,6 +6,7 @@ __all__ = [
     "breakdown",
     "build",
     "cdf",
+    "data",
     "estimate_view",
     "html",
     "load",

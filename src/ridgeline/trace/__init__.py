@@ -4,6 +4,7 @@ other tools' results (docs/trace.md).
 
 # The package's public modules (imported one by one, so importing the package stays cheap).
 __all__ = [
+    "formats",
     "importers",
     "reader",
     "schema",

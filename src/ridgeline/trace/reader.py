@@ -1011,7 +1011,7 @@ def _validated(model: Any, obj: Any, no: int, spath: str, what: str) -> Any:
 def _format_hint(path: str) -> str:
     """Suggest the importer when a file looks like another tool's output."""
     try:
-        from ridgeline.trace.importers import detect_format
+        from ridgeline.trace.formats import detect_format
 
         fmt = detect_format(path)
     except Exception:
