@@ -291,7 +291,7 @@ def run_with_loop_factory(coro: Awaitable[Any],
     """`asyncio.Runner(loop_factory=factory).run(coro)`, also on Python 3.10 (no Runner)."""
     if hasattr(asyncio, "Runner"):  # Python >= 3.11
         with asyncio.Runner(loop_factory=factory) as runner:
-            return runner.run(coro)  # type: ignore[arg-type]
+            return runner.run(coro)
     loop = factory() if factory is not None else asyncio.new_event_loop()
     try:
         asyncio.set_event_loop(loop)

@@ -255,7 +255,7 @@ class NumpyBackend:
         bufs = [self._filled((n,), "fp32") for _ in range(2)]  # rotated sources
         dst = self._filled((n,), "fp32")
         parts = _chunks(n, threads)
-        if self.pool is None or self.pool._max_workers != threads:  # type: ignore[attr-defined]
+        if self.pool is None or self.pool._max_workers != threads:
             self.pool = ThreadPoolExecutor(max_workers=threads)
         pool = self.pool
 

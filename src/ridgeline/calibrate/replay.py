@@ -74,7 +74,7 @@ class ReplayPlan:
 
 def plan_replay(run: InferencePerfRun, seed: int = 0) -> ReplayPlan:
     if hasattr(run, "replay_plan"):      # a per-request result file (calibrate.engine_runs)
-        return run.replay_plan(seed)  # type: ignore[no-any-return]
+        return run.replay_plan(seed)
     rng = np.random.default_rng(seed)
     u = run.unique_prompts
     lengths = np.array(quantile_lengths(run.summary.prompt_len, u), dtype=np.int64)

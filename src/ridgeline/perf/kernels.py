@@ -24,8 +24,8 @@ at a dtype whose peak is r times the 16-bit one keep the 16-bit fit's non-math t
 (`dtype_compute_efficiency`).
 
 >>> p = load_profile("h100-sxm")
->>> round(p.gemm["compute_efficiency"], 2), p.kernels
-(0.71, 'h100')
+>>> 0.5 < p.gemm["compute_efficiency"] < 1.0, p.kernels   # a fitted value: kernels.json
+(True, 'h100')
 >>> round(dtype_compute_efficiency(0.7, 2.0), 3)
 0.538
 """

@@ -289,7 +289,7 @@ def _family_reasons(space: Space, simulated: list[Evaluated], target: float,
                          for e in alive):
             continue        # a survivor not verified (dearer than the choice), or passing
         if alive:
-            best = max(alive, key=lambda e: e.verification.ci_low  # type: ignore[union-attr]
+            best = max(alive, key=lambda e: e.verification.ci_low
                        if e.verification and math.isfinite(e.verification.ci_low) else -1.0)
             assert best.verification is not None
             out[fam] = (f"{len(alive)} passed the screen but failed verification; best "

@@ -183,9 +183,9 @@ class _Sim:
             # Outcomes of in-flight requests only: a chunk's entries leave with the chunk.
             from collections import defaultdict
 
-            self.sent, self.end, self.replica = {}, {}, {}  # type: ignore[assignment]
-            self.status = {}  # type: ignore[assignment]    # rejected ones; default ok
-            self.preempt = defaultdict(int)  # type: ignore[assignment]
+            self.sent, self.end, self.replica = {}, {}, {}
+            self.status = {}    # rejected ones; default ok
+            self.preempt = defaultdict(int)
         self.timeout_s = wl.timeout_s
         self.deadlines: list[tuple[float, int]] = []
         if self.timeout_s is not None and (self.fast or self.multi or cluster.pd
@@ -600,20 +600,20 @@ class _Stream:
         events = _expand_segments(all_ends, start[order], lens[order])
         idl = ids.tolist()
         wl = sim.wl
-        status = [sim.status.pop(i, STATUS_OK) for i in idl]  # type: ignore[attr-defined]
-        preempt = np.array([sim.preempt.pop(i, 0) for i in idl],  # type: ignore[attr-defined]
+        status = [sim.status.pop(i, STATUS_OK) for i in idl]
+        preempt = np.array([sim.preempt.pop(i, 0) for i in idl],
                            dtype=np.int64)
         self.finished += status.count(STATUS_OK)
         self.rejected += len(status) - status.count(STATUS_OK)
         self.preemptions += int(preempt.sum())
         chunk = SimResult(
-            sent_s=np.array([sim.sent.pop(i) for i in idl],  # type: ignore[attr-defined]
+            sent_s=np.array([sim.sent.pop(i) for i in idl],
                             dtype=np.float64),
-            end_s=np.array([sim.end.pop(i) for i in idl],  # type: ignore[attr-defined]
+            end_s=np.array([sim.end.pop(i) for i in idl],
                            dtype=np.float64),
             prompt_tokens=wl.prompt_tokens[ids], output_tokens=wl.output_tokens[ids],
             status=status,
-            replica=np.array([sim.replica.pop(i, -1) for i in idl],  # type: ignore[attr-defined]
+            replica=np.array([sim.replica.pop(i, -1) for i in idl],
                              dtype=np.int64),
             preemptions=preempt,
             event_offsets=offsets, event_times_s=events, timeline={}, engine_stats=[],

@@ -585,7 +585,7 @@ def _ms_columns(lines: list[bytes]) -> _Columns:
     return _Columns(**scalars, event_counts=counts, event_times_s=times, event_tokens=tokens)
 
 
-class _DictView(list):  # type: ignore[type-arg]
+class _DictView(list):
     """A list of n rows whose columns are already lists: `scalar_columns(dicts=True)` reads
     it through `_column_of` without building a dict per record."""
 
@@ -946,7 +946,7 @@ def _receive(pipe: IO[bytes], rd: _Reader) -> bool:
         view = memoryview(sink.arrays[name][at:at + length]).cast("B")
         got = 0
         while got < view.nbytes:
-            k = pipe.readinto(view[got:])  # type: ignore[attr-defined]
+            k = pipe.readinto(view[got:])
             if not k:
                 return False
             got += k

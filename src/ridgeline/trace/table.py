@@ -115,7 +115,7 @@ def _field(records: Sequence[Mapping[str, Any]], name: str, default: Any, dicts:
     if cols is not None:  # the msgspec reader's columns (defaults already applied)
         return list(cols[name])
     if dicts:  # plain dicts (the reader): dict.get through map, no Python frame per record
-        return list(map(dict.get, records, repeat(name), repeat(default)))  # type: ignore[arg-type]
+        return list(map(dict.get, records, repeat(name), repeat(default)))
     return [r.get(name, default) for r in records]
 
 
