@@ -5,7 +5,7 @@
 
 Prints, for each figure (read/write/copy bandwidth, best GEMM FLOP/s per dtype, every GEMM
 point), run 1, run 2 and the relative difference, then the 4096^2 fp32 m-sweep of run 1
-(the seed 003 table measured on this CPU). Bar (issue 10): repeatable within 5% run to run.
+(the 4096 x 4096 roofline table, on this CPU). Bar: repeatable within 5% run to run.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main() -> int:
         print(f"\nGEMM points ({name}): {n}; run-to-run difference median "
               f"{100 * d[n // 2]:.1f}%, P90 {100 * d[int(0.9 * (n - 1))]:.1f}%, max "
               f"{100 * d[-1]:.1f}%; within 5%: {sum(x <= 0.05 for x in d)}/{n}")
-    print("\nseed 003 shape on this CPU (4096x4096, run 1):\n"
+    print("\nthe roofline table's shape on this CPU (4096x4096, run 1):\n"
           "| dtype | m | GFLOP/s (median) | GFLOP/s (best) | spread | intensity FLOP/B |\n"
           "|---|---|---|---|---|---|")
     for p in a.gemm:

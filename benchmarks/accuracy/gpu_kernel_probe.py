@@ -4,7 +4,7 @@ The replay of the real vLLM runs (benchmarks/accuracy/fit_vllm_kernel_scales.py)
 that act on the same steps: the kernel floors under CUDA graphs (`vllm.floor_scale` x the
 Vidur-fitted floors), the small all-reduce latency and grouped-query decode attention's share
 of HBM bandwidth. Its leave-one-model-out folds slide along a ridge between them
-(docs/BENCHMARKS.md, issue 18 fifth and sixth passes). A direct measurement of any one pins
+(docs/BENCHMARKS.md). A direct measurement of any one pins
 the others. One Hopper GPU measures two of them; the all-reduce needs two GPUs and is skipped
 on one:
 

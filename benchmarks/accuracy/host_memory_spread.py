@@ -4,9 +4,8 @@
 
 Sums a 160 MB float32 array (more than any L3 here) once per `--interval` seconds and prints
 the fastest, median and slowest pass and the GB/s they mean. A llama.cpp decode step of a
-model that streams its weights (issue 19: 308 MB F32 per step) moves with this figure; run it
-on an idle box to see the drift calibration cannot remove (docs/BENCHMARKS.md, issue 19
-fourth pass).
+model that streams its weights (308 MB F32 per step) moves with this figure; run it
+on an idle box to see the drift calibration cannot remove (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How much one arrival draw moves the replay's scores (issue 18: why the replay averages draws).
+"""How much one arrival draw moves the replay's scores (why the replay averages draws).
 
 Replays the 16 shared vLLM runs (`bench_vllm_replay.py`'s data and setup) with the shipped
 engine costs, one arrival draw at a time for each seed given, and prints the mean APE per

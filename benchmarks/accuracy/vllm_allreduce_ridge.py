@@ -1,5 +1,5 @@
 """Two restricted kernel-scale fits that remove the all-reduce axis of the vLLM grid, with
-their nested leave-one-model-out CV (docs/BENCHMARKS.md, issue 18, ninth pass).
+their nested leave-one-model-out CV (docs/BENCHMARKS.md).
 
 The shipped fit (fit_vllm_kernel_scales.py) picks floor_scale x allreduce_latency_scale x
 attention_decode_grouped_scale by mean ITL APE; its folds slide along a ridge, and the nested

@@ -1,4 +1,4 @@
-"""Calibration accuracy against a real llama.cpp llama-server (issue 10's bars).
+"""Calibration accuracy against a real llama.cpp llama-server, against its bars.
 
     .venv/bin/python benchmarks/real_engine/bench_calibration.py [--shape membound] [--starts 2]
         [--out benchmarks/results/bench_calibration.json]
@@ -6,7 +6,7 @@
 Each of `--starts` fresh server starts (memory-bound random Llama, ~400 MB F32, `-np 8`,
 `-t 1` by default): calibrate (decode lockstep at B = 1, 2, 4, 8; B = 1 at a long context;
 single-stream prefills of 16..512 tokens; decode probes pinned to slots 0..B-1, the profile
-a slot model: LRU slots, a step = the sum of T over its consecutive-slot graphs, issue 19),
+a slot model: LRU slots, a step = the sum of T over its consecutive-slot graphs),
 then bench three load points NOT used for
 fitting (closed loop at C = 3; open-loop Poisson at 35% and 80% of the capacity the profile
 predicts, `--fractions`; prompt 128, output 128 tokens, unlike the probes) and predict them

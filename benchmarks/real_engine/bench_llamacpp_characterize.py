@@ -1,4 +1,4 @@
-"""Characterize the memory-bound random Llama on a real llama-server (issue 10's table).
+"""Characterize the memory-bound random Llama on a real llama-server.
 
     .venv/bin/python benchmarks/real_engine/bench_llamacpp_characterize.py    # 2 fresh starts
     .venv/bin/python benchmarks/real_engine/bench_llamacpp_characterize.py --starts 1 --requests 8

@@ -1,4 +1,4 @@
-"""Issue 19's whole user flow against a real llama-server, scored against its bars.
+"""The whole user flow against a real llama-server, scored against its bars.
 
     .venv/bin/python benchmarks/real_engine/llamacpp_open_loop_flow.py --runs 2 --out /tmp/i19
     .venv/bin/python benchmarks/real_engine/llamacpp_open_loop_flow.py --runs 3 --chrt --results \
@@ -18,7 +18,7 @@ Each run is what the issue's user did, on a **fresh** server:
 
 The model is `ridgeline-unseen12` (768 hidden, 12 layers, 12 query / 4 KV heads, FFN 2,048,
 vocab 1,000, F32, 308 MB): a shape no test or shipped profile uses, kept here on purpose.
-Bars (issue 19): |error| <= 10% on TPOT P50 and E2E P50, <= 20% on TTFT P50, or the
+Bars: |error| <= 10% on TPOT P50 and E2E P50, <= 20% on TTFT P50, or the
 prediction inside the measurement's 95% CI; every row of every run. `--chrt` runs server,
 calibrate and client under `chrt -f 1` (the earlier runs on the shared box did).
 `--probe-again` reruns calibrate's probes on the same server after the three points and prices
@@ -53,7 +53,7 @@ REQUESTS = 40
 
 
 def row_met(metric: str, error: float, in_ci: bool) -> bool:
-    """One verify row against issue 19's bar: within its bound, or inside the CI."""
+    """One verify row against the bar: within its bound, or inside the CI."""
     return abs(error) <= BARS[metric] or in_ci
 
 

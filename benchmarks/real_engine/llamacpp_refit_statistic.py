@@ -8,7 +8,7 @@ traces in profile-probe/, the measured points pt-*.jsonl). For each run the prof
 from its own probe traces with the lockstep decode step T(B) taken as (a) the median gap (what
 ships), (b) the mean gap with each gap capped at 3 medians, and every point is verified as
 `ridgeline verify` does (the slot order the live profile recorded, chained). Prints the rows
-met against issue 19's bars and the signed TPOT / E2E errors per point. An experiment on kept
+met against the bars and the signed TPOT / E2E errors per point. An experiment on kept
 data: the probes and points are the same real measurements for both statistics.
 """
 

@@ -1,4 +1,4 @@
-"""Does a step's cost depend on which llama-server slots its sequences sit in? (issue 19)
+"""Does a step's cost depend on which llama-server slots its sequences sit in?
 
     python benchmarks/real_engine/llamacpp_slot_layout.py --base-url http://127.0.0.1:8080 \
         --layouts 0 0,1 0,2 0,1,2 0,2,4 0,1,2,3 0,2,4,6 --reps 2

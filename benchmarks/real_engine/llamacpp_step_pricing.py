@@ -9,7 +9,7 @@ The steps are rebuilt from the client's chunk times and the server log's slot id
 model prices it: one graph per run of consecutive slot ids, T(run size) each from the
 profile's table, plus the decode attention term (decode_per_pair_s x the streams' summed
 context). Prints measured vs priced by (B, runs): where a prediction's step cost is off,
-and whether the error depends on the batch or on the layout (issue 19).
+and whether the error depends on the batch or on the layout.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ random GGUF models, plus BOS), `max_tokens` = `--output`, `ignore_eos`, `cache_p
 streamed. Writes a ridgeline JSONL trace (header + one record per request, with llama.cpp's
 own `timings` as `engine_timings`), so `ridgeline verify` reads it, and polls llama-server's
 `/metrics` before and after the run (llama_decode calls, busy slots per decode, generation
-seconds). Used for issue 19's independent measurements.
+seconds). Used for the independent measurements.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ the file read by the reference pydantic-per-line parser, to show what the fast p
         [--src DIR]      # import ridgeline from DIR (e.g. an older checkout, for before/after)
         [--no-hugepage]  # NUMPY_MADVISE_HUGEPAGE=0 for the measured process (see RESULTS)
         [--command]      # the whole `ridgeline analyze TRACE --slo .. --slo .. --json`
-                         # command instead, for each --src in turn (issue 22)
+                         # command instead, for each --src in turn
 
-`--command` (issue 22's bar: "analyze of 1 M requests takes < 5 s and < 1 GB as a whole
+`--command` (the bar: "analyze of 1 M requests takes < 5 s and < 1 GB as a whole
 command"): each tree (`--src DIR`, repeatable; default the installed one) runs the command
 in a fresh process, taking turns `--repeat` times; reported per run: wall, CPU (user + sys
 of the command and its descendants, the reader's worker included: RUSAGE_CHILDREN), the
@@ -141,7 +141,7 @@ def main() -> None:
                     help="import ridgeline from this directory (before/after runs; "
                     "repeatable with --command)")
     ap.add_argument("--command", action="store_true",
-                    help="time the whole `ridgeline analyze` command (issue 22)")
+                    help="time the whole `ridgeline analyze` command")
     ap.add_argument("--no-hugepage", action="store_true",
                     help="NUMPY_MADVISE_HUGEPAGE=0 in the measured process")
     ap.add_argument("--repeat", type=int, default=2)

@@ -1,5 +1,5 @@
 """Benchmark: CPU time of `analyze` on a simulated 100k-request trace, and of the whole
-`ridgeline simulate ... --json` command that ends with it (issue 14).
+`ridgeline simulate ... --json` command that ends with it.
 
 The workload is the issue's: 100,000 requests at 20 req/s, prompt lognormal mean 800 sigma
 0.8, output lognormal mean 250 sigma 0.8 (about 25 M pooled ITL gaps). The trace is

@@ -1,5 +1,5 @@
 """Benchmark: the trace reader with and without msgspec, on a bench-like and a simulate trace,
-and simulate's traces with times at 17 digits against 1 us (issue 22).
+and simulate's traces with times at 17 digits against 1 us.
 
     .venv/bin/python benchmarks/speed/bench_reader.py [--bench-trace PATH] [--sim-requests N]
         [--repeat 3]

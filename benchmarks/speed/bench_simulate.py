@@ -16,7 +16,7 @@ machine may be shared: each run records its CPU time and the load average, and w
 `--repeat N` each configuration runs N times (fresh processes) and the fastest is reported
 (all wall times are kept).
 
-`--command` (issue 18's speed bar: ">= 40,000 requests per wall-second for 100k requests, as a
+`--command` (the speed bar: ">= 40,000 requests per wall-second for 100k requests, as a
 whole command") times the command itself, `ridgeline simulate -n N --rate R` (default 100,000
 at 20 req/s, the defaults for everything else; `--command-json` adds `--json`), start-up,
 workload, simulation, analysis, printing and exit included. Each `--ridgeline PATH`
@@ -227,8 +227,8 @@ def main() -> None:
     ap.add_argument("--child")
     ap.add_argument("--out", default="benchmarks/results/bench_simulate.json")
     ap.add_argument("--command", action="store_true",
-                    help="time the whole `ridgeline simulate -n N --rate R` command instead "
-                    "(issue 18); results to --command-out")
+                    help="time the whole `ridgeline simulate -n N --rate R` command instead"
+                    "; results to --command-out")
     ap.add_argument("--ridgeline", action="append",
                     help="with --command: a ridgeline executable (repeatable: taking turns)")
     ap.add_argument("--command-requests", type=int, default=100_000)

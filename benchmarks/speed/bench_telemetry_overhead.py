@@ -1,4 +1,4 @@
-"""What server/GPU telemetry costs the bench client (issue 11's bar: < 2% of its CPU at 256
+"""What server/GPU telemetry costs the bench client (the bar: < 2% of its CPU at 256
 streams, and no worse timestamp error).
 
   1. CPU: 256 concurrent streams against the emulator (`ridgeline serve`, its own process),

@@ -1,4 +1,4 @@
-"""Where the time goes at 256 streams (issue 11): timestamp error, CPU per chunk of client and
+"""Where the time goes at 256 streams: timestamp error, CPU per chunk of client and
 server, core pinning and `--workers`.
 
 Against the scripted test server (tests/test_bench_server.py, its own process), as

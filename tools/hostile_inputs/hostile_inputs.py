@@ -1,4 +1,4 @@
-"""A second set of hostile inputs against the installed `ridgeline` (issue 23's bar).
+"""A second set of hostile inputs against the installed `ridgeline`.
 
 Every case runs the console script in its own process group, under an address-space limit
 (RLIMIT_AS, default 3 GiB) and a 10 s timeout, and is classified:

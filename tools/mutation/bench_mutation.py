@@ -60,13 +60,13 @@ AREAS = {
     "sim": ["src/ridgeline/sim/*.py"],
     "advise": ["src/ridgeline/advise.py"],
     "plan": ["src/ridgeline/plan/*.py"],
-    # issue 18's fit of real vLLM runs: the replay, its scores and fits, the kernel model's
+    # the fit of real vLLM runs: the replay, its scores and fits, the kernel model's
     # vLLM scales, vLLM's KV accounting and the engine costs
     "vllm_fit": ["src/ridgeline/calibrate/engine_fit.py", "src/ridgeline/calibrate/replay.py",
                  "src/ridgeline/calibrate/inference_perf.py",
                  "src/ridgeline/calibrate/engine_runs.py", "src/ridgeline/perf/kernels.py",
                  "src/ridgeline/perf/vllm_kv_log.py", "src/ridgeline/sim/engine_costs.py"],
-    # seed 002/003's queueing and statistics, the trace contract and its importers (real
+    # the queueing and statistics formulas, the trace contract and its importers (real
     # peer exports), the workload generators
     "theory": ["src/ridgeline/theory/*.py"],
     "trace": ["src/ridgeline/trace/*.py", "src/ridgeline/trace/importers/*.py"],
