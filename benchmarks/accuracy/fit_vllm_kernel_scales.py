@@ -19,9 +19,9 @@ All are picked from a grid by the mean ITL APE of the replay harness
 leave-one-model-out cross-validation: for each model, the grid point best on the other three
 is scored on it. The result goes into specs/data/kernels.json ("vllm"). The attention axis is
 explored with --attention-grid (default: 1 only, not fitted): on this data it picks 1 and its
-leave-one-model-out CV degrades (docs/BENCHMARKS.md, "The p99 bars, round 2"), so the shipped
+leave-one-model-out CV degrades (docs/BENCHMARKS.md, log 2026-12-01), so the shipped
 catalog has no attention_decode_scale and --write leaves it out unless the grid explores it.
-The grouped axis is fitted (docs/BENCHMARKS.md, "Grouped-query decode attention on H100"):
+The grouped axis is fitted (docs/BENCHMARKS.md, log 2026-12-02):
 
     .venv/bin/python benchmarks/accuracy/fit_vllm_kernel_scales.py --run --floor-grid 0.25,0.5 \
         --allreduce-grid 0,0.1,0.2 --grouped-grid 1,0.85,0.75,0.7,0.65,0.6,0.55 --write

@@ -15,8 +15,7 @@ The replay harness (`bench_vllm_replay.py`) scores whole runs. This script looks
     .venv/bin/python benchmarks/accuracy/vllm_replay_stages.py [--replications 2]
 
 About a minute on 2 cores (C core, the overloaded runs on the Python engine for the client's
-timeout). Prints markdown tables (docs/BENCHMARKS.md, "A finer kernel grid, the successes, and
-Mixtral's decode").
+timeout). Prints markdown tables (docs/BENCHMARKS.md, log 2026-12-02).
 """
 
 from __future__ import annotations
