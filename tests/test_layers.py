@@ -13,6 +13,9 @@ import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "ridgeline"
+# The base floor: specs, formulas, workloads and the shared helpers; it imports no model.
+BASE = ("errors", "inputs", "sizes", "tokenizers", "specs", "theory", "workload")
+MODEL = ("perf", "trace", "metrics", "sim")
 # Model and data floors: they must not reach up to the tools built on them.
 LOW = ("specs", "perf", "theory", "trace", "metrics", "workload", "sim")
 HIGH = ("commands", "cli", "calibrate", "bench", "serve", "report", "plan", "advise", "ui")
@@ -171,6 +174,12 @@ def test_imports_run_down_the_floors() -> None:
                 wrong.append(f"{path.relative_to(SRC)}:{line}: the library imports commands/")
             if floor in LOW and target in HIGH:
                 wrong.append(f"{path.relative_to(SRC)}:{line}: {floor}/ imports {target}/")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_base_floor_imports_no_model() -> None:
+    wrong = [f"{m} imports {t}" for m, targets in _graph().items() for t in targets
+             if _package(m) in BASE and _package(t) in MODEL]
     assert not wrong, "\n".join(wrong)
 
 
