@@ -141,8 +141,8 @@ def _hand_trace(tpot_ms: float, ttft_s: float = 0.1, n: int = 40, prompt: int = 
                      "end_s": ev[-1], "output_tokens": OUTPUT, "prompt_tokens": prompt})
     header = {"source": "hand", "model": model, "hardware": hardware,
               "precision": {"weights": "bf16", "kv": "bf16", "activations": "bf16"},
-              # The hand numbers follow seed 000's plain roofline, max(F/C_eff, D/beta_eff)
-              # per operator, not the fitted kernel model (issue 18) that is the default.
+              # The hand numbers follow the plain roofline, max(F/C_eff, D/beta_eff)
+              # per operator, not the fitted kernel model that is the default.
               "engine_config": {"max_num_seqs": 256, "max_num_batched_tokens": 8192,
                                 "kernel_model": False, **(engine or {})},
               "dataset": dataset or {}, **({"parallelism": parallelism} if parallelism else {})}
@@ -172,7 +172,7 @@ def tpot_advice():
 
 
 def test_default_budgets_are_seed_004s():
-    # Seed 004's goodput example: "TTFT < 1 s 且 TPOT < 50 ms".
+    # The metrics chapter's goodput example: "TTFT < 1 s 且 TPOT < 50 ms".
     from ridgeline.advise import DEFAULT_BUDGETS_MS
 
     assert DEFAULT_BUDGETS_MS == {"ttft": 1000.0, "tpot": 50.0}

@@ -1,4 +1,4 @@
-"""A load generator must never measure a prompt cache it did not ask for (issue 11).
+"""A load generator must never measure a prompt cache it did not ask for.
 
 Against the emulator with prefix caching on (its cache keys blocks by content, as vLLM's):
 * a sweep's points and repeated runs send prompts no cache has seen: zero hit tokens, and

@@ -173,7 +173,7 @@ def test_guidellm_constant_profile(server: str, tmp_path: Path) -> None:
 
 
 def test_run_plan_is_the_commands_library_call(server: str, tmp_path: Path) -> None:
-    """The orchestration as one call (rule 6): a plan of two points, two traces, a knee."""
+    """The orchestration as one call: a plan of two points, two traces, a knee."""
     from ridgeline.bench.client import EndpointConfig
     from ridgeline.bench.load import LoadSpec
     from ridgeline.bench.run import BenchConfig

@@ -64,7 +64,7 @@ def test_calibrate_recovers_known_table_then_verify(known: Path, tmp_path: Path)
         if n > 8:
             want = known_prof.step_time_s(BatchWork(prefill_tokens=n))
             assert t == pytest.approx(want, rel=0.2, abs=0.01), (n, t, want)
-    # 5 lockstep/prefill points and the open-loop probe (issue 19). The emulator serving a
+    # 5 lockstep/prefill points and the open-loop probe. The emulator serving a
     # one-graph table is a llama.cpp with one KV stream (--kv-unified): no slot model.
     assert len(fitted.provenance.probe_traces) == 6 + 1
     assert not fitted.scheduling.slot_graphs

@@ -246,7 +246,7 @@ def test_numpy_bandwidth_ops_count_the_bytes_they_move() -> None:
 
 
 def test_gemm_m_values_cover_seed_003s_table_in_a_full_run() -> None:
-    """A full run measures seed 003's m values (1, 8, 64, 256, 4096) on its 4096x4096 weight
+    """A full run measures the roofline table's m (1, 8, 64, 256, 4096) on its 4096x4096 weight
     even where the dtype's sweep is the short one (fp64); a quick run does not add them."""
     assert gemm_m_values("4096x4096", "fp32", quick=False) == [2**i for i in range(13)]
     assert gemm_m_values("4096x4096", "fp64", quick=False) == [1, 4, 8, 16, 64, 256, 1024,

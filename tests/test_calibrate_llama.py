@@ -1,5 +1,5 @@
 """Integration: a real llama.cpp llama-server (small random model) probed, calibrated,
-benched at a held-out open-loop point, simulated and verified against issue 19's bars.
+benched at a held-out open-loop point, simulated and verified against the bars.
 
 Skipped locally when the binary is missing; in CI (CI=true, .ci/run builds the binary) a
 missing binary fails the test. The server is stopped by PID even when an assertion fails
@@ -33,7 +33,7 @@ def _records(path: Path) -> list[dict]:
     return [r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == "request"]
 
 
-# Held-out point's bars (issue 19): TPOT and E2E P50 within 15%, TTFT P50 within 25%, or
+# Held-out point's bars: TPOT and E2E P50 within 15%, TTFT P50 within 25%, or
 # the prediction inside the measurement's bootstrap 95% CI.
 BARS = {"tpot_p50": 0.15, "e2e_p50": 0.15, "ttft_p50": 0.25}
 
@@ -55,7 +55,7 @@ def test_real_engine_loop(tmp_path: Path) -> None:
     # (pinned) and prefill probes, then one held-out open-loop point (Poisson, lengths
     # unlike the probes').
     # Up to three fresh calibrate+measure attempts: on a shared 2-core box a single
-    # measurement can be 30% off its neighbours (docs/BENCHMARKS.md, issue 19); a real drift
+    # measurement can be 30% off its neighbours (docs/BENCHMARKS.md); a real drift
     # misses every attempt (checked below with a drifted profile).
     misses: list[list[str]] = []
     for attempt in range(3):
@@ -95,7 +95,7 @@ def test_real_engine_loop(tmp_path: Path) -> None:
     assert prof.scheduling.prefill_own_graph and prof.scheduling.slot_graphs
     assert prof.provenance.probe_design["pin_slots"]
     # decode-b1..b4, context-b1 and context-b4 (the decode attention slope at the largest
-    # batch, issue 19 third pass), four prefills
+    # batch), four prefills
     assert len(prof.provenance.probe_traces) == 4 + 2 + 4
     assert len(res.slot_orders) == 1 and sorted(res.slot_orders[0] or []) == [0, 1, 2, 3]
     assert {r.point.split(" ")[0] for r in prof.residuals} >= {

@@ -1,4 +1,4 @@
-"""The fitted profile against a real llama-server's steps under load (issue 19, third pass).
+"""The fitted profile against a real llama-server's steps under load.
 
 Data (tests/data/llama_unseen12_ctx8/SOURCE.md): the probe traces of one real `calibrate
 engine` run and every engine step of a held-out Poisson point at 80% of capacity on the same

@@ -1,4 +1,4 @@
-"""Open-loop calibration pieces (issue 19), against a hand-written engine, not the simulator.
+"""Open-loop calibration pieces, against a hand-written engine, not the simulator.
 
 - `open_loop_steps` / `open_loop_samples` recover the step times of a fake llama.cpp-like
   engine (known T_decode(B) per batch, prompts that join running decodes as a separate graph)

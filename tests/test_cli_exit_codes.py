@@ -1,4 +1,4 @@
-"""The installed `ridgeline` command tells the truth (issue 9): exit codes and error lines.
+"""The installed `ridgeline` command tells the truth: exit codes and error lines.
 
 Every case runs the console script that pip installed, in a subprocess, as a user would
 (not CliRunner, which skips `main()`). For bad input the contract is (docs/cli.md):
@@ -395,7 +395,7 @@ def test_blas_runs_one_thread_except_for_calibrate(command, forced):
         assert out[0] == "None", out
 
 
-# ---- issue 23: hostile files, sizes and outputs, each row of the issue's table ----------
+# ---- hostile files, sizes and outputs, one row per failure class -----------------------
 #
 # Every case runs the installed command under a 2 GiB address-space limit and a timeout, so
 # a memory blow-up or a hang fails the test instead of the machine. "{h}" is the folder of
@@ -502,7 +502,7 @@ HOSTILE: list[Any] = [
     (("calibrate", "engine", "--base-url", "http://127.0.0.1:9", "--prefill-tokens",
       "2000000000"), "--prefill-tokens"),
     (("bench", "--target", "emulator", "--replay", "{h}/gap.csv"), "--replay-speed"),
-    # the second hostile set (benchmarks/hostile_inputs.py): one case per failure class
+    # the second hostile set (tools/hostile_inputs/hostile_inputs.py): one case per failure class
     # a trace line nested past the parser, a status of the wrong type, a later schema
     (("analyze", "{h}/deep_line.jsonl"), "line 3"),
     (("analyze", "{h}/status_dict.jsonl"), "status"),
@@ -687,7 +687,7 @@ def test_no_hostile_case_overwrote_an_input(
     assert hostile_results[1]["changed"] == []
 
 
-# ---- Ctrl-C of every long command (issue 23; `plan` has its own test) -------------------
+# ---- Ctrl-C of every long command (`plan` has its own test) -------------------
 
 
 def _children(pid: int) -> list[int]:

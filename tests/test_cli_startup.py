@@ -1,5 +1,5 @@
 """What a command builds and imports before it runs (start-up is part of every command's
-wall time; `simulate` of 100k requests is timed as a whole command, issue 18): the click
+wall time; `simulate` of 100k requests is timed as a whole command): the click
 tree of the invoked command's module only, with the same command in it, and no module the
 command does not use."""
 

@@ -1,4 +1,4 @@
-"""event_tokens is an int32 column (issue 22: memory); the sums over it must stay exact
+"""event_tokens is an int32 column (memory); the sums over it must stay exact
 int64 numbers when a request's tokens pass 2**31 - 1 (the int32 accumulation shortcut is
 taken only when no request can overflow it)."""
 

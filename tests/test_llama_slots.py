@@ -156,7 +156,7 @@ def test_unified_kv_preset_keeps_one_graph() -> None:
 
 
 def test_lru_rule_predicts_a_real_servers_choices() -> None:
-    # The slot events of a real llama-server 0.3.36 run (-np 8, -sps default, issue 19's
+    # The slot events of a real llama-server 0.3.36 run (-np 8, -sps default, the
     # unseen 12-layer model): 50 requests pinned by id, then 240 chosen by LRU (probes, a
     # closed loop at C = 3, two Poisson points). Given the logged releases, the table picks
     # every one of the 240 as the server did.

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import ridgeline.metrics.analysis as analysis
+from bench_shaped_trace import write_trace
 from ridgeline.metrics.analysis import (
     _grouped_sample,
     _itl_into,
@@ -42,15 +43,10 @@ def sim_trace(tmp_path_factory: pytest.TempPathFactory) -> Trace:
 
 @pytest.fixture(scope="module")
 def bench_trace(tmp_path_factory: pytest.TempPathFactory) -> Trace:
-    """benchmarks/bench_analyze.py's shape (8-token chunks, 1% errors), plus requests with
+    """benchmarks/speed/bench_analyze.py's shape (8-token chunks, 1% errors), plus requests with
     a zero-token event (a non-finite per-token gap, dropped) and a single event."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-    try:
-        import bench_analyze
-    finally:
-        sys.path.pop(0)
     p = tmp_path_factory.mktemp("bench") / "bench.jsonl"
-    bench_analyze.write_trace(p, 6000, seed=5)
+    write_trace(p, 6000, seed=5)
     lines = p.read_text().splitlines()
     extra = [
         {"type": "request", "id": "z0", "sent_s": 10.0, "event_times_s": [10.2, 10.3, 10.3],

@@ -1,4 +1,4 @@
-"""The faster block bootstrap of `analyze` (issue 14) gives the numbers of the straightforward
+"""The faster block bootstrap of `analyze` gives the numbers of the straightforward
 code it replaced, bit for bit: per-request counts at or below several thresholds in one pass,
 per-sample caching of the sums that do not depend on the draws, the chunked standard
 deviation, and a pooled sample sorted outright instead of selected."""
@@ -67,7 +67,7 @@ def reference_request_bootstrap_draws(
     sample: RequestSample, sorted_x: np.ndarray, stats: tuple[str, ...], n_draws: int,
     rng: np.random.Generator,
 ) -> tuple[float, dict[str, np.ndarray]]:
-    """The straightforward implementation (before issue 14), kept as the reference."""
+    """The straightforward implementation (before the faster one), kept as the reference."""
     out: dict[str, np.ndarray] = {}
     n_val = sorted_x.size
     if n_val == 0:

@@ -567,7 +567,7 @@ def test_llama4_maverick_interleaved_dense_and_moe_layers() -> None:
 def test_modules_left_16bit_run_at_the_16bit_peak() -> None:
     """llm-compressor's FP8 Scout leaves attention and the LM head bf16 (`ignore`): their
     GEMMs run at the bf16 peak, the FP8 experts at the fp8 peak."""
-    # The plain roofline (seed 000's F / C_eff): the peak each GEMM is priced at.
+    # The plain roofline (the system-model chapter's F / C_eff): the peak each GEMM is priced at.
     m = step("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", tp=4,
              kernel_overhead_us=0, kernel_model=False)
     bd = m.breakdown(BatchWork.for_chunks([8192], [0], []))

@@ -87,7 +87,7 @@ def test_weights_per_gpu_split_by_tp_and_pp() -> None:
 
 
 def test_fp8_weights_speed_up_memory_bound_decode(m8b: RooflineStepTime) -> None:
-    # The plain roofline (seed 000): bytes alone set a memory-bound step.
+    # The plain roofline (the system-model chapter): bytes alone set a memory-bound step.
     fp8 = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm", weights="fp8",
                                       kernel_model=False)
     int4 = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm",
@@ -136,7 +136,7 @@ def test_pipeline_adds_transfers_and_dp_multiplies_cluster_throughput() -> None:
 
 
 def test_h20_vs_h100_against_hand_rooflines() -> None:
-    # Seed 003: a low-compute, high-bandwidth part (H20) moves the ridge far left.
+    # The roofline: a low-compute, high-bandwidth part (H20) moves the ridge far left.
     # Kernel overhead off, so each phase is its roofline time alone (same efficiencies on
     # both parts: 70% of dense BF16 peak, 85% of HBM bandwidth).
     h100 = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm",

@@ -1,5 +1,5 @@
 """Attention FLOPs of the perf model and estimate's E2E throughput, against the model shapes
-by hand (config.json values written out below; seed 000 §4-5 for the formulas)."""
+by hand (config.json values written out below; the decode KV read for the formulas)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_mla_attention_flops():
 
 
 def test_e2e_output_throughput():
-    # Seed 000 §1: E2E = TTFT + TPOT (N - 1); the batch's output rate is B N / E2E.
+    # The serving definitions: E2E = TTFT + TPOT (N - 1); the batch's output rate is B N / E2E.
     m = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
     r = estimate(m, batch=32, prompt_tokens=1024, output_tokens=256)
     e2e = float(r["ttft_s"]) + float(r["tpot_s"]) * 255

@@ -60,7 +60,7 @@ def test_mixed_step_reads_weights_once(llama8b: RooflineStepTime) -> None:
 
 
 def test_decode_bytes_dense_hand_computed(llama8b: RooflineStepTime) -> None:
-    """Seed 000 §4: D_dec = D_w + 2LB(T+1) d_kv b_kv + D_a, for Llama-3.1-8B in bf16."""
+    """The decode read: D_dec = D_w + 2LB(T+1) d_kv b_kv + D_a, for Llama-3.1-8B in bf16."""
     d, L, ff, V, kv_dim = 4096, 32, 14336, 128256, 8 * 128
     layer_params = d * (d + 2 * kv_dim) + d * d + 3 * d * ff  # qkv, o, gate/up/down
     d_w = 2 * (L * layer_params + V * d)  # bf16; untied LM head read, embedding not

@@ -22,7 +22,7 @@ from ridgeline.sim.scenario import Scenario, run_scenario
 
 CLI = str(Path(sys.executable).parent / "ridgeline")
 
-# The issue's search (issue 20), smaller: one batch cap, at most 2 replicas. Under the old
+# plan's worked search, smaller: one batch cap, at most 2 replicas. Under the old
 # perf model its cheapest screen survivor, L40S with P/D 1:1 ($1.80/h), met 100% of 200
 # requests and missed the 99% target in long runs (91.5% and 97.9% of 6,000 requests at
 # 10.8 req/s).
@@ -74,7 +74,7 @@ def test_chosen_meets_the_target_resimulated_independently(result):
 
 # L40S only, up to 3 replicas: the cheapest screen survivor (tp=1, P/D 1:2, $2.70/h: 98.5% of
 # the 200 screen requests, its Wilson upper end above 99%) misses the target in the long runs
-# under the fitted kernel model (issue 18: ~91% and ~95% of 6,086 requests).
+# under the fitted kernel model (~91% and ~95% of 6,086 requests).
 REQ_L40S = dataclasses.replace(REQ, hardware=("l40s",), max_replicas=3)
 
 

@@ -1,7 +1,7 @@
 """The seeds' worked examples this capability covers, to the digits they print.
 
-Seed 000 (chapter 10, throughput/latency system model), seed 003 (performance math: GEMM
-roofline table, m at the ridge, KV-per-token capacity example) and seed 004 (metrics and
+The system-model chapter (throughput/latency), the performance-math chapter (GEMM
+roofline table, m at the ridge, KV-per-token capacity example) and the metrics chapter (metrics and
 bottlenecks: decode intensity ~1 FLOP/byte, ridge ~295, E2E = TTFT + TPOT (N-1)).
 The serving-math examples (Little, M/M/1, Amdahl, fan-out) live in
 tests/test_seed_examples_serving.py.
@@ -25,11 +25,11 @@ from ridgeline.perf.serving_model import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork, LinearStepTime
 from ridgeline.specs import load_hardware, load_model, resolve_precision
 
-SEED_PEAK, SEED_BW = 989e12, 3.35e12  # seed 003's H100 numbers
+SEED_PEAK, SEED_BW = 989e12, 3.35e12  # the performance-math chapter's H100 numbers
 
 
 def test_aggregate_vs_per_sequence_tokens_per_s() -> None:
-    """Seed 000 §1: B=32, t=20 ms -> 1600 tokens/s aggregate, 50 per sequence (32x apart)."""
+    """Definitions: B=32, t=20 ms -> 1600 tokens/s aggregate, 50 per sequence (32x apart)."""
     step = LinearStepTime(per_decode_seq_s=0.020 / 32)
     r = estimate(step, batch=32, prompt_tokens=100, output_tokens=10, details=False)
     assert r["tpot_s"] == pytest.approx(0.020)
@@ -38,7 +38,7 @@ def test_aggregate_vs_per_sequence_tokens_per_s() -> None:
 
 
 def test_e2e_is_ttft_plus_tpot_times_n_minus_1() -> None:
-    """Seed 004: TTFT 500 ms, TPOT 40 ms -> 1260 ms for 20 tokens, 32460 ms for 800."""
+    """The metrics chapter: TTFT 500 ms, TPOT 40 ms -> 1260 ms for 20 tokens, 32460 ms for 800."""
     step = LinearStepTime(per_prefill_token_s=0.5 / 1000, per_decode_seq_s=0.040)
     short = estimate(step, batch=1, prompt_tokens=1000, output_tokens=20, details=False)
     long = estimate(step, batch=1, prompt_tokens=1000, output_tokens=800, details=False)
@@ -50,7 +50,7 @@ def test_e2e_is_ttft_plus_tpot_times_n_minus_1() -> None:
 
 
 def test_h100_ridge_point_295() -> None:
-    """Seed 003/004: 989e12 / 3.35e12 ~ 295 FLOP/byte; the catalog H100 gives the same."""
+    """The ridge: 989e12 / 3.35e12 ~ 295 FLOP/byte; the catalog H100 gives the same."""
     assert round(ridge_point(SEED_PEAK, SEED_BW)) == 295
     assert round(load_hardware("h100-sxm").ridge_point("bf16")) == 295
 
@@ -69,20 +69,20 @@ def test_gemm_roofline_table_of_seed_003() -> None:
 
 
 def test_m_at_ridge_345() -> None:
-    """Seed 003 exercise 1: 4096 m / (2m + 4096) = 295 -> m ~ 345."""
+    """Roofline exercise 1: 4096 m / (2m + 4096) = 295 -> m ~ 345."""
     assert round(m_at_ridge(4096, 4096, SEED_PEAK / SEED_BW)) == 345
     assert round(m_at_ridge(4096, 4096, 295.0)) == 345
 
 
 def test_expected_unique_experts_7_20() -> None:
-    """Seed 000 §6: E=8, k=2, B=8 -> E[U] = 8(1 - (3/4)^8) ~ 7.20."""
+    """The expected distinct experts: E=8, k=2, B=8 -> E[U] = 8(1 - (3/4)^8) ~ 7.20."""
     assert f"{expected_unique_experts(8, 2, 8):.2f}" == "7.20"
     assert expected_unique_experts(8, 2, 1) == pytest.approx(2.0)  # one token: exactly k
     assert expected_unique_experts(8, 2, 0) == 0.0
 
 
 def test_qwen25_7b_kv_56_kib_per_token_and_little_example() -> None:
-    """Seed 003 exercise 2: Qwen2.5-7B KV 28 x 4 x 128 x 2 (K,V) x 2 B = 57,344 B = 56 KiB;
+    """Roofline exercise 2: Qwen2.5-7B KV 28 x 4 x 128 x 2 (K,V) x 2 B = 57,344 B = 56 KiB;
     300 requests x 4000 tokens x 56 KB ~ 229 MB each, ~69 GB in all."""
     m = RooflineStepTime.from_names(model="qwen2.5-7b", hardware="h100-sxm")
     assert m.kv_bytes_per_token == 28 * 4 * 128 * 2 * 2 == 57_344
@@ -93,8 +93,8 @@ def test_qwen25_7b_kv_56_kib_per_token_and_little_example() -> None:
 
 
 def test_decode_intensity_about_1_at_batch_1_and_about_b_with_batch() -> None:
-    """Seed 004: bf16 decode moves ~W bytes for ~W FLOPs -> ~1 FLOP/byte; B sequences
-    share the weight read -> ~B (seed 000 §3: I ~ 2B/b_w)."""
+    """The metrics chapter: bf16 decode moves ~W bytes for ~W FLOPs -> ~1 FLOP/byte; B sequences
+    share the weight read -> ~B (the batch turning point: I ~ 2B/b_w)."""
     m = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
     r1 = estimate(m, batch=1, prompt_tokens=16, output_tokens=2)
     assert r1["decode_intensity_flop_per_byte"] == pytest.approx(1.0, rel=0.02)
@@ -105,7 +105,7 @@ def test_decode_intensity_about_1_at_batch_1_and_about_b_with_batch() -> None:
 
 
 def test_decode_hbm_traffic_formula() -> None:
-    """Seed 000 §4: D_dec = D_w + 2LB(T+1) d_kv b_kv + D_a, here with fp8 KV (b_kv = 1)."""
+    """The decode read: D_dec = D_w + 2LB(T+1) d_kv b_kv + D_a, here with fp8 KV (b_kv = 1)."""
     m = RooflineStepTime.from_names(model="llama-3.1-70b", hardware="h100-sxm", weights="fp8",
                                     kv="fp8", tp=4)
     b, t = 16.0, 3000.0
@@ -118,7 +118,7 @@ def test_decode_hbm_traffic_formula() -> None:
 
 
 def test_decode_throughput_ceiling() -> None:
-    """Seed 000 §4: TPS_dec <= min(B C / F_dec, B beta / D_dec); the per-operator sum with
+    """The decode ceiling: TPS_dec <= min(B C / F_dec, B beta / D_dec); the per-operator sum with
     overheads is at or below that ceiling."""
     m = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
     b = np.array([1.0, 16.0, 256.0])
@@ -131,7 +131,7 @@ def test_decode_throughput_ceiling() -> None:
 
 
 def test_kv_crossover_context() -> None:
-    """Seed 000 §5: T ~ P b_w / (2 L B d_kv b_kv); there the old-KV read equals the weights."""
+    """KV/weight crossover: T ~ P b_w / (2 L B d_kv b_kv): the old-KV read equals the weights."""
     m = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
     d_w = 15_009_316_864  # hand-computed in test_perf_serving_model (bf16, LM head, no emb)
     for b in (1.0, 8.0):
@@ -144,7 +144,7 @@ def test_kv_crossover_context() -> None:
 
 
 def test_decode_attention_intensity() -> None:
-    """Seed 000 §5: I_attn = 2 h_q / (h_kv b_kv): 4 for Llama-3.1-8B (GQA 32/8, bf16),
+    """Attention intensity: I_attn = 2 h_q / (h_kv b_kv): 4 for Llama-3.1-8B (GQA 32/8, bf16),
     1 for MHA Llama-2-7B, 8 with fp8 KV; the attention operator itself agrees."""
     cases = [("llama-3.1-8b", "bf16", 4.0), ("llama-2-7b", "bf16", 1.0),
              ("llama-3.1-8b", "fp8", 8.0)]
@@ -157,7 +157,7 @@ def test_decode_attention_intensity() -> None:
 
 
 def test_batch_turning_point() -> None:
-    """Seed 000 §3: with C/beta = 150 the weight-dominated model bends at B ~ 150 (bf16);
+    """Turning point: with C/beta = 150 the weight-dominated model bends at B ~ 150 (bf16);
     int4 weights (b_w ~ 0.5) bend four times earlier."""
     assert linear_batch_turning_point(150 * 3.35e12, 3.35e12, 2.0) == pytest.approx(150)
     assert linear_batch_turning_point(150.0, 1.0, resolve_precision("int4").weight_bytes) \

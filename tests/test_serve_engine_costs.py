@@ -1,4 +1,4 @@
-"""`ridgeline serve` applies the engine's per-request cost as `simulate` does (issue 18, rule 1).
+"""`ridgeline serve` applies the engine's per-request cost as `simulate` does (one step time).
 
 The fitted costs are read from the shipped catalog file (ridgeline/specs/data/engines/
 vllm.json), not repeated here: per request `request_overhead_s` + `request_overhead_steps` x

@@ -1,5 +1,5 @@
 """Server input limits: prompts past the context, and connections that never finish their
-headers (issue 9)."""
+headers."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def _read_until_closed(sock: socket.socket, limit_s: float) -> bytes:
 
 
 def test_a_body_that_never_comes_is_408_and_closed(server: str) -> None:
-    # Issue 23, second hostile set: Content-Length 100 and 6 bytes sent held the connection
+    # Content-Length 100 and 6 bytes sent held the connection
     # (and its buffers) forever; the header timeout covered the headers only.
     with _connect(server) as sock:
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "

@@ -1,4 +1,4 @@
-"""llama-server's LRU slot order followed from the client's side (issue 19): calibrate's own
+"""llama-server's LRU slot order followed from the client's side: calibrate's own
 requests (calibrate/slot_state.py) and verify's chain across measured traces. Every expected
 order is derived by hand from llama.cpp's rule (tools/server/server-context.cpp): the idle
 slot with the smallest t_last_used wins, a tie (never used: -1) to the highest id; slots that

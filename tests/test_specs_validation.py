@@ -92,7 +92,7 @@ def test_simulate_refuses_requests_beyond_the_context_window() -> None:
 
 
 def test_estimate_prints_expected_distinct_experts_per_phase() -> None:
-    # Qwen3-30B-A3B: E = 128 experts, k = 8 per token (its config.json). Seed 000 §6:
+    # Qwen3-30B-A3B: E = 128 experts, k = 8 per token (its config.json). Expected experts:
     # decode B = 8 tokens → 128 (1 - (120/128)^8) = 51.62; prefill 8 x 1000 tokens → 128.
     e, k = 128, 8
     decode = e * (1 - (1 - k / e) ** 8)

@@ -18,6 +18,7 @@ import pytest
 from tests.test_trace_reader_fast import HEADER, TRICKY, assert_same, plain, write
 
 import ridgeline.trace.reader as reader
+from bench_shaped_trace import write_trace
 from ridgeline.errors import RidgelineError
 from ridgeline.trace.table import _ColumnSink
 
@@ -83,15 +84,10 @@ def test_simulate_trace_compiled_equals_exact(tmp_path: Path, spy: Spy) -> None:
 
 def test_bench_shaped_trace_compiled_equals_exact(tmp_path: Path, spy: Spy,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """benchmarks/bench_analyze.py's trace shape (8-token chunks, 1% HTTP errors), read
+    """benchmarks/speed/bench_analyze.py's trace shape (8-token chunks, 1% HTTP errors), read
     by two processes as a large file is: bit for bit against the exact path."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-    try:
-        import bench_analyze
-    finally:
-        sys.path.pop(0)
     p = tmp_path / "bench.jsonl"
-    bench_analyze.write_trace(p, 4000, seed=3)
+    write_trace(p, 4000, seed=3)
     monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES_COMPILED", 0)
     monkeypatch.setattr(reader, "BATCH_LINES", 300)
     monkeypatch.setattr(reader, "_cpus", lambda: 2)

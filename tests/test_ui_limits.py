@@ -1,4 +1,4 @@
-"""The UI's API keeps the CLI's contract under hostile bodies (issue 23), the twin of
+"""The UI's API keeps the CLI's contract under hostile bodies, the twin of
 tests/test_cli_exit_codes.py: 400 with a JSON error naming the field, 413 on a large body,
 429 when every worker is busy, and the emulator's header timeout (raw sockets, on the
 installed `ridgeline ui`). Never a 500."""

@@ -17,10 +17,11 @@ from ridgeline.perf.step_time import LinearStepTime
 from ridgeline.sim.engine import EngineConfig
 from ridgeline.sim.engine_costs import EngineCosts, apply_request_overhead, load_engine_costs
 from ridgeline.sim.runner import Workload, simulate
+from shared_data import needs_shared_data, shared_data_dir
 
-DATA = Path("/work/shared/data/vllm-inference-perf")
+DATA = shared_data_dir() / "vllm-inference-perf"
 CODEGEN = DATA / "experiments" / "20260218-150956-codellama-34b-tp2-codegen"
-needs_data = pytest.mark.skipif(not CODEGEN.is_dir(), reason="shared data not present")
+needs_data = needs_shared_data("vllm-inference-perf", "experiments", CODEGEN.name)
 
 
 @needs_data
@@ -416,7 +417,7 @@ def test_config_reader_without_pyyaml_matches_pyyaml(monkeypatch: pytest.MonkeyP
 GENERAL_7B = DATA / "experiments" / "20260217-231439-llama-2-7b-tp1-general"
 
 
-@pytest.mark.skipif(not GENERAL_7B.is_dir(), reason="shared data not present")
+@needs_shared_data("vllm-inference-perf", "experiments", GENERAL_7B.name)
 def test_replay_keeps_up_near_max_num_seqs_on_llama_2_7b() -> None:
     """Llama-2-7B TP1 on H100 at 8 then 20 req/s (results/stage_*_lifecycle_metrics.json):
     measured stage ITLs 9.71 and 19.78 ms, TTFT 27.1 / 51.9 ms, no failures: vLLM kept up at

@@ -86,7 +86,7 @@ def test_verify_pass_computes_logits_for_every_position():
     # At batch 256 with k = 4 the verify pass needs 256 x 5 = 1,280 rows of logits, not 256:
     # the LM head is then compute-bound, 2 d V rows / C = 1.94 ms instead of ~0.39 ms.
     base = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm",
-                                       kernel_model=False)   # seed 000 roofline, by hand
+                                       kernel_model=False)   # the plain roofline, by hand
     m = WhatIfStepTime(base, WhatIf(spec_k=4, spec_alpha=0.7))
     b, ctx = 256, 1151
     t = float(m.speculative_round_s(b, b * ctx))
@@ -98,7 +98,7 @@ def test_verify_pass_computes_logits_for_every_position():
 
 
 def test_estimate_spec_ceiling_is_speculative_and_above_the_throughput():
-    # Seed 000 §4's decode ceiling for one round: B E / max(F_v / C, D_v / beta), F_v and D_v
+    # The decode ceiling for one round: B E / max(F_v / C, D_v / beta), F_v and D_v
     # the verify pass's FLOPs and bytes. llama-3.1-8b bf16, S=1024, N=256: T = 1151.
     runner = CliRunner()
     e = _e(4, 0.7)
@@ -143,7 +143,7 @@ def test_simulate_spec_tpot_is_plain_tpot_over_e():
     def p50(run, key):
         return run.analysis.latency[key].percentiles["p50"].value
 
-    # The plain roofline (the catalog's 0.7/0.85: the argument above is seed 000's) and no
+    # The plain roofline (the catalog's 0.7/0.85: the argument above is the roofline's) and no
     # engine CPU costs, which add the same time to both runs' tokens.
     kw = dict(rate_req_s=0.2, requests=12, prompt="fixed:500", output="fixed:100", seed=3,
               compute_efficiency=0.7, bandwidth_efficiency=0.85, engine_costs=False)

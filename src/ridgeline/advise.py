@@ -1,6 +1,6 @@
 """`advise`: diagnose a trace and recommend techniques, in the metrics chapter's order
-OOM -> TTFT -> TPOT/throughput -> tail (seed 004: "the earlier step changes the later one's
-bounds").
+OOM -> TTFT -> TPOT/throughput -> tail (the earlier step changes the later one's
+bounds).
 
 Symptoms, each with its evidence (a finding is raised only when its symptom is present, so a
 healthy trace gets none):
@@ -18,7 +18,7 @@ healthy trace gets none):
    sensitivity: capacity planning must test at the target load).
 
 Budgets: the `slos` given (ttft_ms/tpot_ms bounds), else DEFAULT_BUDGETS_MS (TTFT P99 <= 1 s,
-TPOT P99 < 50 ms: seed 004's goodput example, "TTFT < 1 s 且 TPOT < 50 ms", strict as there;
+TPOT P99 < 50 ms: the classic goodput example, "TTFT < 1 s 且 TPOT < 50 ms", strict as there;
 a given bound keeps its own operator, so `ttft_ms<=1000` accepts exactly 1 s).
 
 Recommendations follow the seed's symptom -> technique table, each with the perf model's
@@ -41,9 +41,10 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.per_request import event_gaps, request_metrics
 
 DEFAULT_BUDGETS_MS = {"ttft": 1000.0, "tpot": 50.0}
-DEFAULT_BUDGET_OPS = {"ttft": "<", "tpot": "<"}     # seed 004: "TTFT < 1 s 且 TPOT < 50 ms"
+DEFAULT_BUDGET_OPS = {"ttft": "<", "tpot": "<"}     # TTFT < 1 s and TPOT < 50 ms
 SPIKE_FACTOR = 3.0
 QUEUE_SHARE = 0.5
 KV_PRESSURE = 0.9
@@ -236,50 +237,55 @@ def _preemptions_from_file(path: str | None) -> tuple[int, int] | None:
 # ---- the diagnosis ------------------------------------------------------------------------
 
 
-def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
-           weights: str | None = None, kv: str | None = None, tp: int | None = None,
-           slos: list[str] | tuple[str, ...] | None = None, metrics_text: str | None = None,
-           analysis: Any = None) -> Advice:
-    """Diagnose `trace` (a `Trace` or a path). Specs default to the trace header's."""
-    from ridgeline.metrics.analysis import analyze
-    from ridgeline.metrics.per_request import event_gaps, request_metrics
+@dataclass
+class _Facts:
+    """What the diagnosis reads: the trace, its analysis, the specs behind it and the
+    figures derived once (means, Little's law, budgets). `facts` is `Advice.facts`."""
+
+    trace: Any
+    path: str | None
+    analysis: Any
+    rm: Any
+    specs: _Specs | None
+    prom: dict[str, float]
+    budgets: dict[str, float]
+    ops: dict[str, str]
+    prompts: np.ndarray
+    s_mean: float
+    n_mean: float
+    ctx: float
+    lam: float
+    replicas: int
+    per_rep_inflight: float
+    facts: dict[str, Any]
+
+    def over(self, value_ms: float, metric: str) -> bool:
+        """The P99 misses its budget: >= a strict bound, > an inclusive one."""
+        if not math.isfinite(value_ms):
+            return False
+        b = self.budgets[metric]
+        return value_ms >= b if self.ops[metric] == "<" else value_ms > b
+
+
+def _budgets(slos: list[str] | tuple[str, ...] | None) -> tuple[dict[str, float],
+                                                               dict[str, str]]:
+    """The TTFT/TPOT budgets (ms) and their operators: the defaults, or the SLOs given."""
     from ridgeline.metrics.slo import parse_slos
-    from ridgeline.trace.table import Trace
 
-    path = None
-    if not isinstance(trace, Trace):
-        from ridgeline.trace.importers import load_trace
-
-        path = str(trace)
-        trace = load_trace(path)
-    else:
-        path = trace.path
-    if not slos:  # the run's own SLOs, recorded by `bench --slo`, before the defaults
-        slos = list(getattr(trace.header, "slos", None) or ())
     budgets = dict(DEFAULT_BUDGETS_MS)
     ops = dict(DEFAULT_BUDGET_OPS)
     for s in parse_slos(list(slos or ())):
         if s.metric in budgets and s.op in ("<=", "<"):
             budgets[s.metric] = s.bound_base * 1e3
             ops[s.metric] = s.op
+    return budgets, ops
 
-    def over(value_ms: float, metric: str) -> bool:
-        """The P99 misses its budget: >= a strict bound, > an inclusive one."""
-        if not math.isfinite(value_ms):
-            return False
-        b = budgets[metric]
-        return value_ms >= b if ops[metric] == "<" else value_ms > b
 
-    a = analysis or analyze(trace)
+def _gather_facts(trace: Any, path: str | None, a: Any, specs: _Specs | None,
+                  prom: dict[str, float], budgets: dict[str, float], ops: dict[str, str],
+                  f: dict[str, Any]) -> _Facts:
+    """The trace's figures every stage of the diagnosis reads, recorded in `f` as well."""
     rm = request_metrics(trace)
-    header = trace.header
-    specs = _specs(header, model, hardware, weights, kv, tp)
-    prom = parse_prometheus(metrics_text) if metrics_text else {}
-    adv = Advice(source=header.source, model=model or header.model,
-                 hardware=hardware or header.hardware, budgets_ms=budgets, facts={})
-    if specs is None:
-        adv.notes.append("model/hardware unknown (give --model/--hardware): predictions and "
-                         "what-ifs are left out")
 
     def pct(key: str, p: str) -> float:
         d = a.latency.get(key)
@@ -296,7 +302,6 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
     lam = a.little.lambda_req_s if math.isfinite(a.little.lambda_req_s) else \
         a.throughput.requests_s
     inflight = a.concurrency.mean_in_flight
-    f = adv.facts
     f.update(budget_ops=ops, requests=len(trace), ttft_p50_ms=pct("ttft_ms", "p50"),
              ttft_p99_ms=pct("ttft_ms", "p99"), tpot_p50_ms=pct("tpot_ms", "p50"),
              tpot_p99_ms=pct("tpot_ms", "p99"), itl_p50_ms=pct("itl_ms", "p50"),
@@ -304,9 +309,53 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
              mean_in_flight=inflight, mean_prompt_tokens=s_mean, mean_output_tokens=n_mean)
     replicas = specs.replicas if specs else 1
     per_rep_inflight = inflight / replicas if math.isfinite(inflight) else math.nan
+    return _Facts(trace, path, a, rm, specs, prom, budgets, ops, prompts, s_mean, n_mean, ctx,
+                  lam, replicas, per_rep_inflight, f)
 
-    # ---- 1. memory ----------------------------------------------------------------------
-    pre = _preemptions_from_file(path)
+
+def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
+           weights: str | None = None, kv: str | None = None, tp: int | None = None,
+           slos: list[str] | tuple[str, ...] | None = None, metrics_text: str | None = None,
+           analysis: Any = None) -> Advice:
+    """Diagnose `trace` (a `Trace` or a path). Specs default to the trace header's.
+
+    First the facts (`_gather_facts`), then the diagnosis in the metrics chapter's order:
+    memory, TTFT, TPOT, tails; each stage adds its finding when its symptom shows."""
+    from ridgeline.metrics.analysis import analyze
+    from ridgeline.trace.table import Trace
+
+    path = None
+    if not isinstance(trace, Trace):
+        from ridgeline.trace.importers import load_trace
+
+        path = str(trace)
+        trace = load_trace(path)
+    else:
+        path = trace.path
+    if not slos:  # the run's own SLOs, recorded by `bench --slo`, before the defaults
+        slos = list(getattr(trace.header, "slos", None) or ())
+    budgets, ops = _budgets(slos)
+    a = analysis or analyze(trace)
+    header = trace.header
+    specs = _specs(header, model, hardware, weights, kv, tp)
+    prom = parse_prometheus(metrics_text) if metrics_text else {}
+    adv = Advice(source=header.source, model=model or header.model,
+                 hardware=hardware or header.hardware, budgets_ms=budgets, facts={})
+    if specs is None:
+        adv.notes.append("model/hardware unknown (give --model/--hardware): predictions and "
+                         "what-ifs are left out")
+    fx = _gather_facts(trace, path, a, specs, prom, budgets, ops, adv.facts)
+    for stage in (_diagnose_memory, _diagnose_ttft, _diagnose_tpot, _diagnose_tails):
+        adv.findings += stage(fx)
+    _diagnose_load_sensitivity(fx, adv)
+    adv.findings.sort(key=lambda x: ORDER.index(x.stage))
+    return adv
+
+
+def _diagnose_memory(fx: _Facts) -> list[Finding]:
+    """Preemptions, rejections, KV usage and Little's-law KV demand against the cache."""
+    trace, specs, f, prom = fx.trace, fx.specs, fx.facts, fx.prom
+    pre = _preemptions_from_file(fx.path)
     if pre is None and "vllm:num_preemptions_total" in prom:
         pre = (-1, int(prom["vllm:num_preemptions_total"]))
     rejected = sum(1 for k in trace.error_kind if k == "kv_capacity")
@@ -324,117 +373,132 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
         f["kv_cache_usage_perc"] = kv_usage
         if kv_usage >= KV_PRESSURE:
             ev.append(f"KV cache usage {kv_usage:.0%} (Prometheus vllm:kv_cache_usage_perc)")
-    if specs and math.isfinite(per_rep_inflight):
+    if specs and math.isfinite(fx.per_rep_inflight):
         from ridgeline.theory.queueing import little_kv_bytes
 
-        w_s = a.little.w_s
-        demand_tok = per_rep_inflight * ctx
+        w_s = fx.analysis.little.w_s
+        demand_tok = fx.per_rep_inflight * fx.ctx
         f.update(kv_capacity_tokens=specs.kv_capacity_tokens,
                  little_kv_demand_tokens=demand_tok)
         if ev or demand_tok > KV_PRESSURE * specs.kv_capacity_tokens:
-            kv_b = little_kv_bytes(lam / replicas, w_s, ctx,
+            kv_b = little_kv_bytes(fx.lam / fx.replicas, w_s, fx.ctx,
                                    specs.step_model.kv_bytes_per_token) \
                 if math.isfinite(w_s) else math.nan
-            ev.append(f"Little's law: L = lambda x W = {per_rep_inflight:.0f} requests per "
-                      f"replica x {ctx:.0f} tokens mean context = {demand_tok:,.0f} KV tokens "
-                      f"({kv_b / 1e9:.1f} GB) vs a cache of {specs.kv_capacity_tokens:,.0f}")
-    if ev:
-        adv.findings.append(Finding("memory", "memory_pressure",
-                                    "Memory pressure: the KV cache is the limit", ev,
-                                    _memory_recs(specs)))
+            ev.append(f"Little's law: L = lambda x W = {fx.per_rep_inflight:.0f} requests per "
+                      f"replica x {fx.ctx:.0f} tokens mean context = {demand_tok:,.0f} KV "
+                      f"tokens ({kv_b / 1e9:.1f} GB) vs a cache of "
+                      f"{specs.kv_capacity_tokens:,.0f}")
+    if not ev:
+        return []
+    return [Finding("memory", "memory_pressure", "Memory pressure: the KV cache is the limit",
+                    ev, _memory_recs(specs))]
 
-    # ---- 2. TTFT -------------------------------------------------------------------------
+
+def _diagnose_ttft(fx: _Facts) -> list[Finding]:
+    """A TTFT P99 over budget: queueing (saturation) or the prefill itself."""
+    f, specs, rm = fx.facts, fx.specs, fx.rm
     ttft99 = f["ttft_p99_ms"]
-    if over(ttft99, "ttft"):
-        ttft = rm.ttft_s[ok] * 1e3
-        ev = [f"TTFT P99 {ttft99:.0f} ms misses {ops['ttft']} {budgets['ttft']:g} ms (P50 "
-              f"{f['ttft_p50_ms']:.0f} ms)"]
-        queue_share = math.nan
-        if specs:
-            pre_ms = _prefill_alone_ms(specs, prompts[ok])
-            queue_share = float(np.clip(np.median(ttft - pre_ms) / np.median(ttft), 0, 1))
-            rho = _utilization(specs, lam, s_mean, n_mean, per_rep_inflight, replicas)
-            f.update(predicted_prefill_p50_ms=float(np.median(pre_ms)),
-                     ttft_queue_share=queue_share, utilization=rho)
-            ev.append(f"predicted prefill alone {np.median(pre_ms):.0f} ms median: queueing "
-                      f"is {queue_share:.0%} of the median TTFT")
-            if math.isfinite(rho):
-                ev.append(f"utilization rho ~ {rho:.0%} (lambda {lam:.3g} req/s x predicted "
-                          f"service time / {replicas} replica(s))")
-        trend = _ttft_trend(trace, rm)
-        if trend is not None:
-            f["ttft_last_over_first_third"] = trend
-        if not specs or queue_share > QUEUE_SHARE:
-            if trend is not None and trend > 2:
-                ev.append(f"TTFT grows through the run (last third / first third = "
-                          f"{trend:.1f}x): arrivals outpace service (saturation)")
-            adv.findings.append(Finding("ttft", "ttft_queueing",
-                                        "TTFT dominated by queueing (saturation)", ev,
-                                        _queueing_recs(specs, lam)))
-        else:
-            adv.findings.append(Finding("ttft", "ttft_prefill",
-                                        "TTFT dominated by the prefill itself", ev,
-                                        _prefill_recs(specs, header, s_mean)))
+    if not fx.over(ttft99, "ttft"):
+        return []
+    ok = rm.ok
+    ttft = rm.ttft_s[ok] * 1e3
+    ev = [f"TTFT P99 {ttft99:.0f} ms misses {fx.ops['ttft']} {fx.budgets['ttft']:g} ms (P50 "
+          f"{f['ttft_p50_ms']:.0f} ms)"]
+    queue_share = math.nan
+    if specs:
+        pre_ms = _prefill_alone_ms(specs, fx.prompts[ok])
+        queue_share = float(np.clip(np.median(ttft - pre_ms) / np.median(ttft), 0, 1))
+        rho = _utilization(specs, fx.lam, fx.s_mean, fx.n_mean, fx.per_rep_inflight,
+                           fx.replicas)
+        f.update(predicted_prefill_p50_ms=float(np.median(pre_ms)),
+                 ttft_queue_share=queue_share, utilization=rho)
+        ev.append(f"predicted prefill alone {np.median(pre_ms):.0f} ms median: queueing "
+                  f"is {queue_share:.0%} of the median TTFT")
+        if math.isfinite(rho):
+            ev.append(f"utilization rho ~ {rho:.0%} (lambda {fx.lam:.3g} req/s x predicted "
+                      f"service time / {fx.replicas} replica(s))")
+    trend = _ttft_trend(fx.trace, rm)
+    if trend is not None:
+        f["ttft_last_over_first_third"] = trend
+    if not specs or queue_share > QUEUE_SHARE:
+        if trend is not None and trend > 2:
+            ev.append(f"TTFT grows through the run (last third / first third = "
+                      f"{trend:.1f}x): arrivals outpace service (saturation)")
+        return [Finding("ttft", "ttft_queueing", "TTFT dominated by queueing (saturation)", ev,
+                        _queueing_recs(specs, fx.lam))]
+    return [Finding("ttft", "ttft_prefill", "TTFT dominated by the prefill itself", ev,
+                    _prefill_recs(specs, fx.trace.header, fx.s_mean))]
 
-    # ---- 3. TPOT -------------------------------------------------------------------------
+
+def _diagnose_tpot(fx: _Facts) -> list[Finding]:
+    """A TPOT P99 over budget: memory-bound decode, or a batch held at max_num_seqs."""
+    f, specs = fx.facts, fx.specs
     tpot99, tpot50 = f["tpot_p99_ms"], f["tpot_p50_ms"]
-    if over(tpot99, "tpot"):
-        ev = [f"TPOT P99 {tpot99:.1f} ms misses {ops['tpot']} {budgets['tpot']:g} ms (P50 "
-              f"{tpot50:.1f} ms)"]
-        diag, summary = "tpot_high", "TPOT over budget"
-        recs: list[Recommendation] = []
-        if specs:
-            b = max(1.0, per_rep_inflight if math.isfinite(per_rep_inflight) else 1.0)
-            if specs.max_num_seqs:
-                b = min(b, float(specs.max_num_seqs))
-            intensity, ridge, t_dec_ms = _decode_intensity(specs, b, ctx)
-            f.update(decode_batch=b, decode_intensity_flop_per_byte=intensity,
-                     ridge_flop_per_byte=ridge, predicted_decode_step_ms=t_dec_ms)
-            share = min(1.0, t_dec_ms / tpot50) if tpot50 > 0 else 1.0
-            ev.append(f"decode at batch ~{b:.0f}: intensity {intensity:.0f} FLOP/B vs ridge "
-                      f"{ridge:.0f} FLOP/B; predicted step {t_dec_ms:.1f} ms = {share:.0%} of "
-                      "the measured median TPOT")
-            limited = specs.max_num_seqs is not None and b >= 0.95 * specs.max_num_seqs
-            if intensity < ridge:
-                diag, summary = "tpot_memory_bound", "TPOT memory-bound (decode reads " \
-                    "weights and KV, below the ridge)"
-            if limited:
-                ev.append(f"requests in flight reach max_num_seqs={specs.max_num_seqs}: "
-                          "batch-limited")
-                if intensity >= ridge:
-                    diag, summary = "tpot_batch_limited", "Throughput batch-limited"
-            recs = _tpot_recs(specs, b, ctx, share, limited, tpot50)
-        adv.findings.append(Finding("tpot", diag, summary, ev, recs))
+    if not fx.over(tpot99, "tpot"):
+        return []
+    ev = [f"TPOT P99 {tpot99:.1f} ms misses {fx.ops['tpot']} {fx.budgets['tpot']:g} ms (P50 "
+          f"{tpot50:.1f} ms)"]
+    diag, summary = "tpot_high", "TPOT over budget"
+    recs: list[Recommendation] = []
+    if specs:
+        b = max(1.0, fx.per_rep_inflight if math.isfinite(fx.per_rep_inflight) else 1.0)
+        if specs.max_num_seqs:
+            b = min(b, float(specs.max_num_seqs))
+        intensity, ridge, t_dec_ms = _decode_intensity(specs, b, fx.ctx)
+        f.update(decode_batch=b, decode_intensity_flop_per_byte=intensity,
+                 ridge_flop_per_byte=ridge, predicted_decode_step_ms=t_dec_ms)
+        share = min(1.0, t_dec_ms / tpot50) if tpot50 > 0 else 1.0
+        ev.append(f"decode at batch ~{b:.0f}: intensity {intensity:.0f} FLOP/B vs ridge "
+                  f"{ridge:.0f} FLOP/B; predicted step {t_dec_ms:.1f} ms = {share:.0%} of "
+                  "the measured median TPOT")
+        limited = specs.max_num_seqs is not None and b >= 0.95 * specs.max_num_seqs
+        if intensity < ridge:
+            diag, summary = "tpot_memory_bound", "TPOT memory-bound (decode reads " \
+                "weights and KV, below the ridge)"
+        if limited:
+            ev.append(f"requests in flight reach max_num_seqs={specs.max_num_seqs}: "
+                      "batch-limited")
+            if intensity >= ridge:
+                diag, summary = "tpot_batch_limited", "Throughput batch-limited"
+        recs = _tpot_recs(specs, b, fx.ctx, share, limited, tpot50)
+    return [Finding("tpot", diag, summary, ev, recs)]
 
-    # ---- 4. tails ------------------------------------------------------------------------
+
+def _diagnose_tails(fx: _Facts) -> list[Finding]:
+    """ITL spikes that line up with other requests' prefills (prefill/decode interference)."""
+    f, trace = fx.facts, fx.trace
     gaps, _ = event_gaps(trace)
-    if gaps.size >= 20:
-        med = float(np.median(gaps))
-        spike = gaps > SPIKE_FACTOR * med
-        frac_spike = float(spike.mean())
-        f.update(itl_spike_fraction=frac_spike)
-        if frac_spike >= 0.002 and math.isfinite(f["itl_p99_ms"]) and \
-                f["itl_p99_ms"] > SPIKE_FACTOR * f["itl_p50_ms"]:
-            aligned, base = _prefill_alignment(trace, gaps, spike)
-            f.update(itl_spikes_aligned_with_prefill=aligned, itl_gaps_aligned_base=base)
-            if aligned >= 0.5 and aligned > 2 * base:
-                ev = [f"ITL P99 {f['itl_p99_ms']:.1f} ms vs P50 {f['itl_p50_ms']:.1f} ms; "
-                      f"{frac_spike:.1%} of gaps are spikes (> {SPIKE_FACTOR:g}x median)",
-                      f"{aligned:.0%} of spikes end with another request's first token (a "
-                      f"prefill in the batch) vs {base:.0%} of ordinary gaps"]
-                adv.findings.append(Finding("tail", "tail_interference",
-                                            "Tail latency from prefill/decode interference",
-                                            ev, _interference_recs(specs, header)))
-    trend = f.get("ttft_last_over_first_third")
+    if gaps.size < 20:
+        return []
+    med = float(np.median(gaps))
+    spike = gaps > SPIKE_FACTOR * med
+    frac_spike = float(spike.mean())
+    f.update(itl_spike_fraction=frac_spike)
+    if not (frac_spike >= 0.002 and math.isfinite(f["itl_p99_ms"])
+            and f["itl_p99_ms"] > SPIKE_FACTOR * f["itl_p50_ms"]):
+        return []
+    aligned, base = _prefill_alignment(trace, gaps, spike)
+    f.update(itl_spikes_aligned_with_prefill=aligned, itl_gaps_aligned_base=base)
+    if not (aligned >= 0.5 and aligned > 2 * base):
+        return []
+    ev = [f"ITL P99 {f['itl_p99_ms']:.1f} ms vs P50 {f['itl_p50_ms']:.1f} ms; "
+          f"{frac_spike:.1%} of gaps are spikes (> {SPIKE_FACTOR:g}x median)",
+          f"{aligned:.0%} of spikes end with another request's first token (a "
+          f"prefill in the batch) vs {base:.0%} of ordinary gaps"]
+    return [Finding("tail", "tail_interference", "Tail latency from prefill/decode interference",
+                    ev, _interference_recs(fx.specs, trace.header))]
+
+
+def _diagnose_load_sensitivity(fx: _Facts, adv: Advice) -> None:
+    """TTFT that keeps growing through the run, where queueing was not already named."""
+    trend = fx.facts.get("ttft_last_over_first_third")
     if trend is not None and trend > 3 and "ttft_queueing" not in adv.diagnoses:
         adv.findings.append(Finding(
             "tail", "tail_load_sensitivity", "Tails sensitive to load", [
                 f"TTFT in the last third of the run is {trend:.1f}x the first third"],
             [Recommendation("test at the target load", "continuous batching makes latency "
                             "load-sensitive: plan capacity from a run at the target "
-                            "concurrency, never from an idle server (seed 004)")]))
-    adv.findings.sort(key=lambda x: ORDER.index(x.stage))
-    return adv
+                            "concurrency, never from an idle server")]))
 
 
 # ---- model helpers -----------------------------------------------------------------------
@@ -527,7 +591,7 @@ def _effect_rec(technique: str, why: str, old_ms: float, new_ms: float | None, s
         "predicted_tpot_ms": tpot_ms * factor})
 
 
-# ---- recommendations (seed 004's symptom -> technique table) -----------------------------
+# ---- recommendations (the symptom -> technique table) --------------------------------------
 
 
 def _memory_recs(specs: _Specs | None) -> list[Recommendation]:

@@ -37,7 +37,7 @@ def _new_app() -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
         # Plain click help: rich markup would read `a:b:step` as the `:b:` emoji and `[x]` as
-        # a style tag (issue 9).
+        # a style tag.
         rich_markup_mode=None,
     )
 

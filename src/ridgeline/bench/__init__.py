@@ -1,1 +1,34 @@
+"""The load generator: `ridgeline bench` against any OpenAI-compatible endpoint.
 
+A streaming client timed event by event, load patterns (closed, open, multi-turn, replay),
+workers over processes or Ray, telemetry, and the trace every run writes. Modules are
+imported one by one (`ridgeline.bench.run`, ...); nothing is imported here.
+"""
+
+# The package's public modules (imported one by one, so importing the package stays cheap).
+__all__ = [
+    "client",
+    "dataset",
+    "engine_timings",
+    "export",
+    "load",
+    "multiturn",
+    "options",
+    "peer_flags",
+    "progress",
+    "prompts",
+    "rate_sweep",
+    "ray_workers",
+    "replay",
+    "results_peer",
+    "run",
+    "runner",
+    "selfdesc",
+    "session",
+    "sizes",
+    "sse",
+    "summary",
+    "telemetry",
+    "tokens",
+    "workers",
+]

@@ -1,7 +1,7 @@
 """The streaming client: one OpenAI-compatible request, timed event by event.
 
-aiohttp was chosen over httpx by measured overhead (benchmarks/bench_client_http.py, results
-in benchmarks/RESULTS_bench.md). Every time is `time.perf_counter() - t0_perf` for the run's
+aiohttp was chosen over httpx by measured overhead (benchmarks/speed/bench_client_http.py, results
+in benchmarks/results/bench_client.md). Every time is `time.perf_counter() - t0_perf` for the run's
 origin `t0_perf`; an output event is timestamped when the network read that completed it
 returns, before any JSON parsing, so parsing cost never shows up as server latency.
 
@@ -64,7 +64,7 @@ class EndpointConfig:
     # Timestamp bytes in the connection's receive callback (see stream_request).
     stamp_on_arrival: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
-    # llama-server calibration probes (issue 19): request i is sent with `id_slot` = i mod
+    # llama-server calibration probes: request i is sent with `id_slot` = i mod
     # pin_slots, so B lockstep streams decode in slots 0..B-1 (one graph per step); 0: off.
     pin_slots: int = 0
     # False: `"stream": false`, one JSON answer; its arrival is the only output event, so
@@ -276,7 +276,7 @@ def run_loop(coro: Awaitable[Any]) -> Any:
     readable and the chunk's timestamp when many streams are busy. `gc.freeze()` moves what
     exists before the run out of the collector's reach, so the full collections that a long
     run still triggers scan only the run's own objects (a 47 ms pause at 1,024 streams
-    before). Both measured in benchmarks/RESULTS_bench.md, "uvloop client".
+    before). Both measured in benchmarks/results/bench_client.md, "uvloop client".
     """
     gc.collect()
     gc.freeze()
@@ -291,7 +291,7 @@ def run_with_loop_factory(coro: Awaitable[Any],
     """`asyncio.Runner(loop_factory=factory).run(coro)`, also on Python 3.10 (no Runner)."""
     if hasattr(asyncio, "Runner"):  # Python >= 3.11
         with asyncio.Runner(loop_factory=factory) as runner:
-            return runner.run(coro)  # type: ignore[arg-type]
+            return runner.run(coro)
     loop = factory() if factory is not None else asyncio.new_event_loop()
     try:
         asyncio.set_event_loop(loop)

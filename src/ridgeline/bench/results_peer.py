@@ -1,7 +1,7 @@
 """A bench trace written as peers' result files, so existing dashboards read ridgeline runs.
 
 `--save-result vllm` writes the JSON `vllm bench serve --save-result --save-detailed` writes
-(keys from vLLM's `benchmarks/serve.py`; docs/PEERS facts in /work/shared/PEERS.md), with
+(keys from vLLM's `benchmarks/serve.py`; the peers' documented result formats), with
 vLLM's own definitions, not ridgeline's:
 
     ttft      first output event - send, per request (ms in aggregates, s in `ttfts`)

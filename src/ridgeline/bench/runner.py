@@ -101,35 +101,71 @@ async def run_load(cfg: EndpointConfig, source: RequestSource, *, t0_perf: float
 
     `hard_stop` (a second Ctrl-C) ends the grace period at once.
     """
-    stats = stats if stats is not None else RunStats()
+    loop = _LoadLoop(cfg, source, t0_perf, concurrency, open_loop, emit, stop, options,
+                     tokenizer, warn, worker, stats if stats is not None else RunStats())
     perf = time.perf_counter
-    live: dict[asyncio.Task[Any], InFlight] = {}
-    # Open loop with a concurrency cap: arrivals wait for a slot. (Closed loop needs no
-    # semaphore: the users themselves are the concurrency.)
-    sem = asyncio.Semaphore(concurrency) if (open_loop and concurrency) else None
-    warned = [0]
-    abort = asyncio.Event()
+    deadline = t0_perf + options.duration_s if options.duration_s is not None else None
+    duration_timer = None
+    if deadline is not None:
+        duration_timer = asyncio.get_running_loop().call_at(
+            asyncio.get_running_loop().time() + max(deadline - perf(), 0.0), stop.set)
 
-    def finish(state: InFlight) -> None:
+    async with make_session(cfg) as session:
+        loop.session = session
+        if open_loop:
+            await loop.open_loop(deadline)
+        else:
+            await loop.closed_loop()
+        # Drain: wait for in-flight requests (grace period after a stop), then cut off.
+        await _drain(set(loop.live), stop, hard_stop, loop.abort, options.grace_s)
+    if duration_timer is not None:
+        duration_timer.cancel()
+    return loop.stats
+
+
+class _LoadLoop:
+    """The state one `run_load` shares between its sender and its requests."""
+
+    def __init__(self, cfg: EndpointConfig, source: RequestSource, t0_perf: float,
+                 concurrency: int | None, open_loop: bool, emit: Callable[[dict], None],
+                 stop: asyncio.Event, options: RunOptions, tokenizer: Tokenizer | None,
+                 warn: Callable[[str], None] | None, worker: int | None,
+                 stats: RunStats) -> None:
+        self.cfg, self.source, self.t0_perf = cfg, source, t0_perf
+        self.concurrency, self.emit, self.stop = concurrency, emit, stop
+        self.options, self.tokenizer, self.warn, self.worker = options, tokenizer, warn, worker
+        self.stats = stats
+        self.live: dict[asyncio.Task[Any], InFlight] = {}
+        # Open loop with a concurrency cap: arrivals wait for a slot. (Closed loop needs no
+        # semaphore: the users themselves are the concurrency.)
+        self.sem = asyncio.Semaphore(concurrency) if (open_loop and concurrency) else None
+        self.warned = 0
+        self.abort = asyncio.Event()
+        self.cancel_rng = random.Random(options.cancel_seed * 1_000_003 + (worker or 0))
+        self.session: Any = None
+
+    def finish(self, state: InFlight) -> None:
+        stats = self.stats
         stats.in_flight -= 1
-        if sem is not None:
-            sem.release()
-        rec = state.record(worker=worker)
+        if self.sem is not None:
+            self.sem.release()
+        rec = state.record(worker=self.worker)
         stats.finished += 1
         if rec["status"] == "cutoff":
             stats.cutoff += 1
         elif rec["status"] != "ok":
             stats.errors += 1
-        emit(rec)
-        rate = options.max_error_rate
+        self.emit(rec)
+        rate = self.options.max_error_rate
         if (rate is not None and stats.finished >= MIN_REQUESTS_FOR_ABORT
                 and stats.errors > rate * stats.finished and stats.aborted is None):
             stats.aborted = (f"error rate {stats.errors}/{stats.finished} exceeds "
                              f"--max-error-rate {rate}")
-            abort.set()
-            stop.set()
+            self.abort.set()
+            self.stop.set()
 
-    def note_lag(state: InFlight) -> None:
+    def note_lag(self, state: InFlight) -> None:
+        stats = self.stats
         req = state.req
         ref = max(x for x in (req.scheduled_s, state.admitted_s, state.ready_s, 0.0)
                   if x is not None)
@@ -137,24 +173,25 @@ async def run_load(cfg: EndpointConfig, source: RequestSource, *, t0_perf: float
         stats.lags_s.append(lag)
         if lag > stats.max_lag_s:
             stats.max_lag_s = lag
-            while warned[0] < len(LAG_WARN_S) and lag > LAG_WARN_S[warned[0]]:
-                if warn is not None:
-                    warn(f"client lag {lag * 1e3:.1f} ms (send time minus scheduled time): "
-                         "the load generator, not the server, is falling behind; use "
-                         "--workers or a lower rate")
-                warned[0] += 1
+            while self.warned < len(LAG_WARN_S) and lag > LAG_WARN_S[self.warned]:
+                if self.warn is not None:
+                    self.warn(f"client lag {lag * 1e3:.1f} ms (send time minus scheduled "
+                              "time): the load generator, not the server, is falling "
+                              "behind; use --workers or a lower rate")
+                self.warned += 1
 
-    cancel_rng = random.Random(options.cancel_seed * 1_000_003 + (worker or 0))
-
-    async def one(state: InFlight) -> None:
+    async def one(self, state: InFlight) -> None:
+        cfg, options, t0_perf, perf = self.cfg, self.options, self.t0_perf, time.perf_counter
         body = request_body(cfg, state.req)
-        cancel = options.cancel_fraction > 0 and cancel_rng.random() < options.cancel_fraction
+        cancel = (options.cancel_fraction > 0
+                  and self.cancel_rng.random() < options.cancel_fraction)
         try:
             if cancel:
-                await asyncio.wait_for(stream_request(session, cfg, state, t0_perf, body),
-                                       options.cancel_delay_s)
+                await asyncio.wait_for(
+                    stream_request(self.session, cfg, state, t0_perf, body),
+                    options.cancel_delay_s)
             else:
-                await stream_request(session, cfg, state, t0_perf, body)
+                await stream_request(self.session, cfg, state, t0_perf, body)
         except asyncio.TimeoutError:  # wait_for's: stream_request handles its own timeouts
             state.status, state.error_kind = "cutoff", "cancelled"
             state.error = (f"cancelled by the client {options.cancel_delay_s:g} s after "
@@ -166,93 +203,86 @@ async def run_load(cfg: EndpointConfig, source: RequestSource, *, t0_perf: float
             state.error = "cut off by the client (stop or duration limit)"
             if state.end_s is None:
                 state.end_s = perf() - t0_perf
-            finish(state)
+            self.finish(state)
             raise
         except Exception as exc:  # a client-side bug must still leave a record
             state.fail("client", f"{type(exc).__name__}: {exc}")
             state.end_s = perf() - t0_perf
-        note_lag(state)
-        finish(state)
+        self.note_lag(state)
+        self.finish(state)
 
-    def launch(state: InFlight) -> asyncio.Task[None]:
-        stats.sent += 1
-        stats.in_flight += 1
-        task = asyncio.ensure_future(one(state))
-        live[task] = state
-        task.add_done_callback(lambda t: live.pop(t, None))
+    def launch(self, state: InFlight) -> asyncio.Task[None]:
+        self.stats.sent += 1
+        self.stats.in_flight += 1
+        task = asyncio.ensure_future(self.one(state))
+        self.live[task] = state
+        task.add_done_callback(lambda t: self.live.pop(t, None))
         return task
 
-    deadline = t0_perf + options.duration_s if options.duration_s is not None else None
-    duration_timer = None
-    if deadline is not None:
-        duration_timer = asyncio.get_running_loop().call_at(
-            asyncio.get_running_loop().time() + max(deadline - perf(), 0.0), stop.set)
-
-    async with make_session(cfg) as session:
+    async def open_loop(self, deadline: float | None) -> None:
+        """Send each request at its scheduled time (waiting for a slot under a cap)."""
+        stop, sem, perf, t0_perf = self.stop, self.sem, time.perf_counter, self.t0_perf
         i = 0
-        if open_loop:
+        while not stop.is_set():
+            req = self.source.get(i)
+            if req is None:
+                break
+            i += 1
+            target = t0_perf + (req.scheduled_s or 0.0)
+            if deadline is not None and target >= deadline:
+                break
+            if not await _sleep_until(target, stop):
+                break
+            state = InFlight(req, self.tokenizer)
+            if sem is not None:
+                if sem.locked():
+                    acquired = asyncio.ensure_future(sem.acquire())
+                    stopped = asyncio.ensure_future(stop.wait())
+                    await asyncio.wait({acquired, stopped},
+                                       return_when=asyncio.FIRST_COMPLETED)
+                    stopped.cancel()
+                    if not acquired.done():
+                        acquired.cancel()
+                        break
+                    if stop.is_set():
+                        sem.release()
+                        break
+                else:
+                    await sem.acquire()
+                state.admitted_s = perf() - t0_perf
+            self.launch(state)
+
+    async def closed_loop(self) -> None:
+        """`concurrency` users, each sending its next request when the last one ends."""
+        stop, perf, t0_perf = self.stop, time.perf_counter, self.t0_perf
+        counter = [0]
+
+        async def user() -> None:
             while not stop.is_set():
-                req = source.get(i)
+                req = self.source.get(counter[0])
                 if req is None:
-                    break
-                i += 1
-                target = t0_perf + (req.scheduled_s or 0.0)
-                if deadline is not None and target >= deadline:
-                    break
-                if not await _sleep_until(target, stop):
-                    break
-                state = InFlight(req, tokenizer)
-                if sem is not None:
-                    if sem.locked():
-                        acquired = asyncio.ensure_future(sem.acquire())
-                        stopped = asyncio.ensure_future(stop.wait())
-                        await asyncio.wait({acquired, stopped},
-                                           return_when=asyncio.FIRST_COMPLETED)
-                        stopped.cancel()
-                        if not acquired.done():
-                            acquired.cancel()
-                            break
-                        if stop.is_set():
-                            sem.release()
-                            break
-                    else:
-                        await sem.acquire()
-                    state.admitted_s = perf() - t0_perf
-                launch(state)
-        else:
-            counter = [0]
+                    return
+                counter[0] += 1
+                state = InFlight(req, self.tokenizer)
+                state.ready_s = perf() - t0_perf
+                task = self.launch(state)
+                # shield: cancelling a user (at stop) must not cancel its request, which
+                # gets the grace period like every other request in flight.
+                await asyncio.shield(task)
 
-            async def user() -> None:
-                while not stop.is_set():
-                    req = source.get(counter[0])
-                    if req is None:
-                        return
-                    counter[0] += 1
-                    state = InFlight(req, tokenizer)
-                    state.ready_s = perf() - t0_perf
-                    task = launch(state)
-                    # shield: cancelling a user (at stop) must not cancel its request, which
-                    # gets the grace period like every other request in flight.
-                    await asyncio.shield(task)
-
-            users = [asyncio.ensure_future(user()) for _ in range(concurrency or 1)]
-            stop_wait = asyncio.ensure_future(stop.wait())
-            remaining: set[asyncio.Future[Any]] = set(users)
-            while remaining and not stop.is_set():
-                _, remaining = await asyncio.wait(remaining | {stop_wait},
-                                                  return_when=asyncio.FIRST_COMPLETED)
-                remaining.discard(stop_wait)
-            stop_wait.cancel()
-            for u in users:
-                u.cancel()
-            for result in await asyncio.gather(*users, return_exceptions=True):
-                if isinstance(result, Exception):
-                    raise result
-        # Drain: wait for in-flight requests (grace period after a stop), then cut off.
-        await _drain(set(live), stop, hard_stop, abort, options.grace_s)
-    if duration_timer is not None:
-        duration_timer.cancel()
-    return stats
+        users = [asyncio.ensure_future(user()) for _ in range(self.concurrency or 1)]
+        stop_wait = asyncio.ensure_future(stop.wait())
+        remaining: set[asyncio.Future[Any]] = set(users)
+        while remaining and not stop.is_set():
+            _, remaining = await asyncio.wait(remaining | {stop_wait},
+                                              return_when=asyncio.FIRST_COMPLETED)
+            remaining.discard(stop_wait)
+        stop_wait.cancel()
+        for u in users:
+            u.cancel()
+        for result in await asyncio.gather(*users, return_exceptions=True):
+            if isinstance(result, Exception):
+                raise result
 
 
 async def _drain(pending: set[asyncio.Task[Any]], stop: asyncio.Event,

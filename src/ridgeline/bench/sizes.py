@@ -1,4 +1,4 @@
-"""Bench workloads that cannot be built are refused before the first prompt is (issue 23).
+"""Bench workloads that cannot be built are refused before the first prompt is.
 
 Prompts are texts built in memory before the run: a prompt longer than the model's context
 would be rejected by the server anyway (HTTP 400), and a pool of them can fill the memory.

@@ -213,7 +213,7 @@ def provenance(runs: Sequence[InferencePerfRun], fit: FitResult,
                                                   for m in METRICS),
         "cv_error": cv_error,
         "train_ape": fit.train_ape, "cv_ape": cv_mean,
-        "method": "ridgeline.calibrate.engine_fit (benchmarks/bench_vllm_replay.py)",
+        "method": "ridgeline.calibrate.engine_fit (benchmarks/accuracy/bench_vllm_replay.py)",
         "replications": replications,
     }
 

@@ -1,7 +1,7 @@
 """Measured serving runs to fit engine costs on: inference-perf, vLLM bench JSON, AIPerf.
 
 `ridgeline calibrate fit --engine vllm RUN...` refits the engine's CPU costs
-(ridgeline.sim.engine_costs) on a user's own runs, the way benchmarks/bench_vllm_replay.py
+(ridgeline.sim.engine_costs) on a user's own runs, the way benchmarks/accuracy/bench_vllm_replay.py
 fits the shipped ones:
 
 - an inference-perf run directory (`results/` with `config.yaml` and the lifecycle metrics):

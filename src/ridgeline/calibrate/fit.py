@@ -49,11 +49,11 @@ def _is_decode(s: StepSample) -> bool:
 def fit_decode_per_pair_s(samples: list[StepSample]) -> tuple[float | None, str]:
     """The slope from the decode probes alone (a decode token reading its context), capped
     at the smallest decode step per pair; None when no batch size was probed at two
-    contexts. llama.cpp on a CPU spends several times more per pair here than in a prompt
-    (issue 19), which the pooled slope, capped by the prefills, cannot show."""
+    contexts. llama.cpp on a CPU spends several times more per pair here than in a prompt,
+    which the pooled slope, capped by the prefills, cannot show."""
     dec = [s for s in samples if s.point.startswith(("decode", "context"))]
     # Capped at the whole step, not half: at B = 8 and a 400-token context the attention
-    # is about half of a llama.cpp CPU decode step (issue 19), so half would bind.
+    # is about half of a llama.cpp CPU decode step, so half would bind.
     slope, note = fit_per_pair_s(dec, what="decode_per_pair_s", cap_fraction=1.0)
     if note.startswith("decode_per_pair_s: no token count"):
         return None, note
@@ -111,7 +111,7 @@ def fit_profile(samples: list[StepSample], scheduling: Scheduling | None = None,
     if dec_pair_s is not None:
         note = f"{note}; {dec_note}"
     # An open-loop regime at n replaces the lockstep and context probes at n in the table
-    # (issue 19: lockstep sees one slot layout, load sees them all); those still gave the
+    # (lockstep sees one slot layout, load sees them all); those still gave the
     # attention slope above, and stay in the residuals.
     if scheduling is not None and scheduling.slot_graphs:
         # The slot model times each layout itself from one-graph steps: an open-loop

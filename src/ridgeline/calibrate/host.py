@@ -1,13 +1,13 @@
 """Host microbenchmarks: memory bandwidth and GEMM throughput, as a `HostProfile`.
 
-Measured as seed 000 §8 asks (see `microbench.time_op`): warm-up, synchronisation before
+Measured as a careful microbenchmark is (see `microbench.time_op`): warm-up, synchronisation before
 each clock read, the median of repeats, buffers several times the last-level cache, inputs
 filled with non-zero random values and rotated between copies so no repeat hits in cache.
 
 - read / write / copy bandwidth: a buffer of >= 4x the LLC (256 MiB at least), split across
   `threads` threads (numpy releases the GIL): read sums it, write fills it, copy copies it.
   Bytes counted as STREAM does (copy = read + write).
-- GEMM [m, k] x [k, n] over a sweep of m: seed 003's 4096 x 4096 table and, given a
+- GEMM [m, k] x [k, n] over a sweep of m: the classic 4096 x 4096 roofline table and, given a
   `ModelSpec`, the model's own projections (qkv, o, gate+up, down, lm_head). The weight is
   rotated through enough copies (at least 2) to exceed 4x the LLC, as a decode step that streams all
   layers' weights would find it. Per dtype: numpy (BLAS) fp32 and fp64; torch CPU fp32/bf16
@@ -50,7 +50,7 @@ from ridgeline.specs.model import ModelSpec
 SCHEMA = "ridgeline.host_profile/1"
 MIB = 2**20
 DTYPE_BYTES = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2}
-SEED_003_M = (1, 8, 64, 256, 4096)  # the m values of seed 003's table
+SEED_003_M = (1, 8, 64, 256, 4096)  # the m values of the classic roofline table
 
 
 # --- profile (JSON) --------------------------------------------------------------------------
@@ -255,7 +255,7 @@ class NumpyBackend:
         bufs = [self._filled((n,), "fp32") for _ in range(2)]  # rotated sources
         dst = self._filled((n,), "fp32")
         parts = _chunks(n, threads)
-        if self.pool is None or self.pool._max_workers != threads:  # type: ignore[attr-defined]
+        if self.pool is None or self.pool._max_workers != threads:
             self.pool = ThreadPoolExecutor(max_workers=threads)
         pool = self.pool
 
@@ -443,7 +443,7 @@ def m_sweep(quick: bool, largest: int = 4096) -> list[int]:
 
 def gemm_m_values(shape_label: str, dtype: str, quick: bool) -> list[int]:
     """The m (tokens) measured for one GEMM shape: model projections up to m=1024 (decode
-    batches, short prefills); seed 003's square weight to m=4096 (its prefill row), with the
+    batches, short prefills); the table's square weight to m=4096 (its prefill row), with the
     table's own m values in a full run. fp64 is always the short sweep."""
     seed_table = shape_label == "4096x4096"
     ms = m_sweep(quick or dtype == "fp64", 4096 if seed_table else 1024)

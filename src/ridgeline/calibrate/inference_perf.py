@@ -116,7 +116,7 @@ def _mini_yaml(text: str) -> Any:
     """The YAML subset inference-perf and these configs write (block mappings, lists of
     mappings, scalars). PyYAML is used when installed; this keeps it optional."""
     try:
-        import yaml  # type: ignore[import-untyped]
+        import yaml
 
         return yaml.safe_load(text)
     except ImportError:

@@ -1,4 +1,4 @@
-"""Timing kernels the way seed 000 §8 asks: warm-up, synchronise, median of repeats.
+"""Timing kernels the way careful microbenchmarks must: warm-up, synchronise, median of repeats.
 
 `time_op(op, ...)` runs `op(i)` (i rotates through the input copies, so no repeat finds its
 data in cache) a few times to warm up, then picks an inner count so one sample lasts at least

@@ -9,7 +9,7 @@ every probe is an ordinary ridgeline trace:
   pair; the largest batch has max_batch times the pairs, so its slope is the sharp one);
 - prefill: one request at a time with max_tokens = 1 at several prompt lengths (TTFT = one
   step of P tokens);
-- open (issue 19): one Poisson run, about half the slots in flight; its pure-decode steps,
+- open: one Poisson run, about half the slots in flight; its pure-decode steps,
   reconstructed from the pooled chunk times of all streams (`open_loop_steps`), give T(B)
   under the slot layouts real load produces and replace the lockstep T(B) (llama.cpp with
   a per-slot KV cache runs one graph per run of consecutive slot ids: lockstep probes see
@@ -58,19 +58,19 @@ class ProbeDesign:
     # Batch sizes probed at the long context too (empty: 1 and the largest decode batch).
     # A decode step at B streams reads B x context pairs: the slope fitted from B = 1 alone
     # is a ~5 ms difference of two ~27 ms steps, and at B = 8 and load contexts it prices
-    # ~20 ms of a ~60 ms step, so its noise is 8x amplified there (issue 19, third pass).
+    # ~20 ms of a ~60 ms step, so its noise is 8x amplified there (measured).
     context_batches: tuple[int, ...] = ()
     prefill_tokens: tuple[int, ...] = (16, 64, 128, 256, 512)
     prefill_repeats: int = 3
     batches: tuple[int, ...] = ()
-    # The open-loop probe (issue 19): Poisson arrivals with every slot layout and prompts
+    # The open-loop probe: Poisson arrivals with every slot layout and prompts
     # joining running decodes, as real load has. 0 requests: none.
     open_requests: int = 40
     open_prompt_tokens: int = 64
     open_output_tokens: int = 64
     open_rate_req_s: float | None = None   # None: aimed at half the slots in flight
     slots: int | None = None
-    # llama.cpp with per-slot KV (issue 19): the lockstep streams of a decode/context probe
+    # llama.cpp with per-slot KV: the lockstep streams of a decode/context probe
     # are pinned to slots 0..B-1 (`id_slot`), so each step is one graph and T(B) is the
     # one-graph time the slot model (sim/slots.py) sums over a step's graphs; prefill probes
     # go to slot 0 (`pin_of`).
@@ -303,7 +303,7 @@ def decode_sample(recs: list[dict[str, Any]], batch: int, label: str) -> StepSam
             gaps.append(float(end - e[k - 1]))
             pairs.append(batch * (p + k))
     if len(gaps) >= 3 and float(np.median(gaps)) >= MIN_CLIENT_GAP_S:
-        # The median gap, not the mean (issue 19, third pass, measured): the gaps are
+        # The median gap, not the mean (measured): the gaps are
         # right-skewed (mean/median 1.00-1.07), but over eight fresh starts the load steps
         # cost what the probes' medians said (priced -1.1% on average, |3.1%|) and the means
         # priced them +3.2% (|3.4%|): load's typical step ran cheaper than the probes' by
@@ -315,7 +315,7 @@ def decode_sample(recs: list[dict[str, Any]], batch: int, label: str) -> StepSam
 
 def decode_step_s(gaps: list[float]) -> float:
     """T(B) of a lockstep decode probe from its clean step gaps: the median (see above).
-    One function, so `benchmarks/llamacpp_refit_statistic.py` can refit kept probes with
+    One function, so `benchmarks/real_engine/llamacpp_refit_statistic.py` can refit kept probes with
     another statistic."""
     return float(np.median(gaps))
 

@@ -1,6 +1,6 @@
 """The whole loop on a local llama.cpp `llama-server`: probe, calibrate, bench held-out load
 points, simulate them with the profile, verify. Used by `ridgeline demo --real`, the
-calibration benchmark (benchmarks/bench_calibration.py) and the integration test.
+calibration benchmark (benchmarks/real_engine/bench_calibration.py) and the integration test.
 
 The server is project tooling (built by tools/llama_server/build.sh, models written by
 `ridgeline.calibrate.gguf_model`); it is started on 127.0.0.1 and always stopped by PID.

@@ -45,7 +45,8 @@ from ridgeline.calibrate.inference_perf import InferencePerfRun, quantile_length
 
 METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99", "itl")
 INFERENCE_PERF_CLIENT_TIMEOUT_S = 300.0   # aiohttp.ClientTimeout's default total
-REPLICATIONS = 8    # arrival draws averaged per prediction (benchmarks/bench_vllm_replay.py)
+# arrival draws averaged per prediction (benchmarks/accuracy/bench_vllm_replay.py)
+REPLICATIONS = 8
 
 
 def constant_load_arrivals_s(rate_req_s: float, duration_s: float,
@@ -73,7 +74,7 @@ class ReplayPlan:
 
 def plan_replay(run: InferencePerfRun, seed: int = 0) -> ReplayPlan:
     if hasattr(run, "replay_plan"):      # a per-request result file (calibrate.engine_runs)
-        return run.replay_plan(seed)  # type: ignore[no-any-return]
+        return run.replay_plan(seed)
     rng = np.random.default_rng(seed)
     u = run.unique_prompts
     lengths = np.array(quantile_lengths(run.summary.prompt_len, u), dtype=np.int64)

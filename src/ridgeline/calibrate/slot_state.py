@@ -1,4 +1,4 @@
-"""llama-server's LRU slot order, followed from the requests a client sent (issue 19).
+"""llama-server's LRU slot order, followed from the requests a client sent.
 
 With per-slot KV (`-np N`, no `-kvu`) the slot model needs the server's LRU order when a
 load point starts (docs/calibration.md, "The slot model"). ridgeline rarely has the server's

@@ -50,7 +50,7 @@ from ridgeline.perf.grid import GRID_HELP, MAX_GRID_VALUES, parse_grid
 
 GIB = 1024**3
 # Sizes past any deployment (a million sequences in a step, 10 M tokens of context): past
-# them the model's numbers are extrapolation into nothing real (issue 23).
+# them the model's numbers are extrapolation into nothing real.
 MAX_BATCH = 1 << 20
 MAX_TOKENS = 10_000_000
 
@@ -323,7 +323,7 @@ def _print_single(m: Any, r: dict[str, Any], const: dict[str, float],
     if m.parallel.dp > 1:
         con.print(f"cluster ({m.parallel.dp} replicas): {r['cluster_decode_tok_s']:,.0f} decode "
                   "tok/s aggregate")
-    seed = Table(title="Decode model (seed 000 §3-5)", title_justify="left", show_header=False)
+    seed = Table(title="Decode model (roofline bounds)", title_justify="left", show_header=False)
     seed.add_column(justify="left")
     seed.add_column(justify="right")
     seed.add_row("HBM traffic D_w + 2LB(T+1)d_kv·b_kv + D_a",
@@ -444,7 +444,7 @@ def roofline_cmd(
                                        "and the peak).")] = "bf16",
     efficiency: Annotated[bool, typer.Option(
         "--efficiency/--peak", help="Scale peak and bandwidth by the hardware's efficiency "
-        "factors (default: dense peak, as seed 003).")] = False,
+        "factors (default: dense peak, as the roofline is usually drawn).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """GEMM [m,k]x[k,n]: arithmetic intensity, attainable FLOP/s, bound; m at the ridge."""

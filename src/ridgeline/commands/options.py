@@ -28,7 +28,7 @@ def _bounds_text(gt: float | None, ge: float | None, lt: float | None,
 
 # Every number typed on the command line is at most this in size unless its option says
 # otherwise: no count, size, rate or duration comes near, and 1e300 would overflow to inf
-# inside the models (issue 23).
+# inside the models.
 MAX_NUMBER = 1e15
 
 

@@ -214,7 +214,7 @@ def simulate_cmd(
         mode="step" if step_by_step else "fast", whatif=whatif_from_options(
             spec_k, spec_alpha, spec_draft_model, enforce_eager, cpu_tokenize_us_per_token,
             cpu_detokenize_us_per_event)).validate()
-    from ridgeline.sim.fleet_command import STREAM_AUTO_REQUESTS
+    from ridgeline.commands.simulate_streamed import STREAM_AUTO_REQUESTS
     from ridgeline.sim.sweep import SWEEP_FRACTIONS
 
     streamed = bool(stream or (stream is None and (workers > 1 or ray_address is not None
@@ -233,7 +233,7 @@ def simulate_cmd(
     else:
         parsed = parse_rates(rate)
         rates = list(parsed if parsed is not None else sweep_rates_for(sc, built))
-    from ridgeline.sim.fleet_command import check_streamed, run_streamed_command
+    from ridgeline.commands.simulate_streamed import check_streamed, run_streamed_command
 
     if streamed:
         check_streamed(rates, timeline, step_by_step, sc.pd, sketch_error, built)

@@ -3,7 +3,7 @@
  * `counts_at_most`, the per-request counts of those values at or below each threshold,
  * with the values computed again from the event times instead of read from a
  * request-ordered copy, so that `analyze` can sort its only copy of a pooled sample in
- * place (issue 22: the 1 GB bar).
+ * place (analyze of 1 M requests stays under 1 GB).
  *
  * The values are the ones `_itl_samples` computes, by the same IEEE operations in the same
  * order: gap = t[p+1] - t[p]; per event gap * 1e3, per token (gap / tokens[p+1]) * 1e3

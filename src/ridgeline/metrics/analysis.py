@@ -586,7 +586,7 @@ def analyze(
     # Without `keep_samples`, each pooled ITL sample is computed into `buf` in request
     # order, its per-request sums are taken, and it is sorted where it lies; its
     # per-request counts below the percentiles are worked out again from the event times
-    # (`_regroup`). One event-sized array instead of three (issue 22: analyze < 1 GB).
+    # (`_regroup`). One event-sized array instead of three (analyze of 1 M requests < 1 GB).
     one_token = bool(header.has_event_tokens and (trace.event_tokens == 1).all())
     # Each sample is ordered once, by selection around the ranks the percentiles read
     # (metrics/select.py: a full sort when small); a sample that is the same array as the
@@ -604,7 +604,7 @@ def analyze(
             if not same:
                 # The previous pooled sample's per-request arrays go first (not held
                 # while this one is built).
-                rs = xs = None  # type: ignore[assignment]
+                rs = xs = None
                 per_token = key == "itl_per_token_ms"
                 vals = (_itl_into(trace, pop, per_token, buf) if header.has_event_tokens
                         or not per_token else buf[:0])

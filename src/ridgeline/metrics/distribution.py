@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+# The percentiles reported (defined with the ranks they read), re-exported here.
+from ridgeline.metrics.order_stats import PERCENTILES, ensure_sorted_ranks
 from ridgeline.theory.stats import (
     DEFAULT_BOOTSTRAP_DRAWS,
     MIN_TAIL_SAMPLES,
@@ -26,8 +28,6 @@ from ridgeline.theory.stats import (
     min_samples_for_percentile,
     request_bootstrap_draws,
 )
-
-PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
 
 
 def pct_key(q: float) -> str:
@@ -164,7 +164,7 @@ def sort_in_place(xs: np.ndarray) -> None:
     """``xs.sort()``, bit for bit, on up to PARALLEL_SORT_MAX_PARTS CPUs: a partition at
     the parts' edge ranks (O(n), in place) leaves every value in its part, then the parts
     sort in threads (numpy releases the GIL while it sorts). 20 M values: 1.39 s -> 0.92 s
-    on a 2-core box (benchmarks/bench_sort.py, docs/BENCHMARKS.md)."""
+    on a 2-core box (benchmarks/speed/bench_sort.py, docs/BENCHMARKS.md)."""
     parts = min(PARALLEL_SORT_MAX_PARTS, _usable_cpus(), max(1, xs.size // PARALLEL_SORT_MIN))
     if parts < 2 or xs.ndim != 1:
         xs.sort()
@@ -272,8 +272,6 @@ def summarize_sorted(
         return d
     block_draws: dict[str, np.ndarray] = {}
     if requests is not None:
-        from ridgeline.metrics.select import ensure_sorted_ranks
-
         fully_sorted = sorted_fully
 
         def ensure_ranks(lo: int, hi: int) -> None:

@@ -47,7 +47,7 @@ class RequestMetrics:
     tokens_from_events: int  # requests whose N was counted from event_tokens
     # The largest ITL per request, worked out on first use (`itl_max_s`): only an itl_max
     # SLO and the per-request export read it, and it is a pass over every event (~0.2 s
-    # of `analyze` on a 1M-request trace, issue 22).
+    # of `analyze` on a 1M-request trace).
     _itl_trace: Trace | None = field(default=None, repr=False, compare=False)
     _itl_max_s: np.ndarray | None = field(default=None, repr=False, compare=False)
 

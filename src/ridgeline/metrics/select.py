@@ -16,7 +16,7 @@ On 25 M pooled ITL samples this was about 5x faster than the sort (0.37 s vs 1.8
 the sort numpy had then; numpy 2.x sorts float64 with SIMD (0.44 s on the shared 2-core box),
 faster than a partition at a dozen ranks (0.56 s), and the block bootstrap over requests
 reads ranks far outside the windows of a pooled sample anyway, so `analyze` sorts pooled
-samples outright and selects only the one-value-per-request ones (issue 14).
+samples outright and selects only the one-value-per-request ones.
 
 >>> import numpy as np
 >>> x = np.random.default_rng(0).permutation(3_000_000).astype(float)
@@ -27,34 +27,19 @@ samples outright and selects only the one-value-per-request ones (issue 14).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ridgeline.metrics.distribution import PERCENTILES, finite_copy, sorted_finite
+from ridgeline.metrics.distribution import finite_copy, sorted_finite
 
-# Below this many values a full sort is cheap and exact everywhere: use it.
-FULL_SORT_MAX = 2_000_000
-WINDOW_SD = 10.0
-WINDOW_PAD = 64
-
-
-def rank_windows(n: int, percentiles: tuple[float, ...] = PERCENTILES) -> list[tuple[int, int]]:
-    """Merged [lo, hi] rank windows (inclusive) that hold every rank read for `percentiles`."""
-    wins = [(0, 0), (n - 1, n - 1)]
-    for q in percentiles:
-        p = q / 100.0
-        h = (n - 1) * p
-        w = math.ceil(WINDOW_SD * math.sqrt(n * p * (1.0 - p))) + WINDOW_PAD
-        wins.append((max(0, math.floor(h) - w), min(n - 1, math.floor(h) + 1 + w)))
-    wins.sort()
-    merged = [wins[0]]
-    for lo, hi in wins[1:]:
-        if lo <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-        else:
-            merged.append((lo, hi))
-    return merged
+# The rank windows and their constants live in metrics/order_stats.py (re-exported here).
+from ridgeline.metrics.order_stats import (  # noqa: F401
+    FULL_SORT_MAX,
+    PERCENTILES,
+    WINDOW_PAD,
+    WINDOW_SD,
+    ensure_sorted_ranks,
+    rank_windows,
+)
 
 
 def select_finite(values: np.ndarray, percentiles: tuple[float, ...] = PERCENTILES,
@@ -75,20 +60,3 @@ def select_finite(values: np.ndarray, percentiles: tuple[float, ...] = PERCENTIL
         if hi > lo:
             xs[lo:hi + 1].sort()
     return xs
-
-
-def ensure_sorted_ranks(xs: np.ndarray, lo: int, hi: int,
-                        percentiles: tuple[float, ...] = PERCENTILES) -> bool:
-    """Make ranks [lo, hi] of a `select_finite` result true order statistics: they already are
-    when the sample was fully sorted or the range lies inside one selected window; otherwise
-    `xs` is sorted in place (the block bootstrap over requests can read ranks farther from a
-    percentile than the i.i.d. windows allow), unless it already is (another metric shares
-    the array). Returns True when `xs` is now fully sorted: no later range needs a check."""
-    n = xs.size
-    if n <= FULL_SORT_MAX:
-        return True
-    if any(wlo <= lo and hi <= whi for wlo, whi in rank_windows(n, percentiles)):
-        return False
-    if not bool(np.all(xs[:-1] <= xs[1:])):
-        xs.sort()
-    return True

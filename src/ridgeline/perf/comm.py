@@ -1,7 +1,7 @@
 """Exposed communication time: ring all-reduce, point-to-point, all-to-all.
 
 Each collective is modelled as its bytes over the per-direction link bandwidth plus one
-latency (seed 000 §7: message bytes / effective link bandwidth + start-up latency). Nothing
+latency (message bytes / effective link bandwidth + start-up latency). Nothing
 is assumed to overlap with compute.
 
 >>> round(ring_allreduce_s(1e9, 2, 100e9, 0.0), 4)   # 2(p-1)/p = 1 -> 1 GB over 100 GB/s

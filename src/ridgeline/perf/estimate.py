@@ -2,7 +2,7 @@
 
 Everything is computed from `RooflineStepTime.step_time_s` (the same step function the
 simulator and emulator use) and broadcasts over batch, prompt, output and context arrays,
-so a sweep of a million points is one call. Definitions follow seed 000 §1 and seed 004:
+so a sweep of a million points is one call. Definitions follow the usual serving metrics:
 
 - prefill: one step of B prompts of S tokens (of which `prefix` are already cached);
   TTFT = that step's time (no queueing, no network).
@@ -173,10 +173,10 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
         "decode_intensity_flop_per_byte": f_dec / d_dec,
         "decode_bound": _phase_bound(dec_bd, ridge),
         "decode_comm_s": dec_bd.comm_s, "prefill_comm_s": pre_bd.comm_s,
-        # Seed 000 §4: TPS_dec <= min(B C / F_dec, B beta / D_dec) (effective C and beta).
+        # Decode ceiling: TPS_dec <= min(B C / F_dec, B beta / D_dec) (effective C and beta).
         "decode_ceiling_tok_s": np.minimum(b * c_eff / f_dec, b * beta_eff / d_dec),
         "decode_ceiling_formula": "min(B·C/F_dec, B·β/D_dec)",
-        # Seed 000 §5: the context where old-KV reads equal the weight reads.
+        # The KV/weight crossover: the context where old-KV reads equal the weight reads.
         "kv_crossover_context_tokens": d_w / (b * kv_tok_rank),
         "weights_per_gpu_bytes": np.full(b.shape, mem.weight_bytes),
         "kv_bytes_per_token": np.full(b.shape, mem.kv_bytes_per_token),
@@ -194,7 +194,7 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
     out["context_window_tokens"] = np.full(b.shape, window if np.isfinite(window) else np.nan)
     out["within_context"] = (s + n <= window) & (ctx + 1 <= window)
     if mdl.is_moe:
-        # Seed 000 §6: E[U] = E(1 - (1 - k/E)^tokens), the distinct experts one MoE layer
+        # Distinct experts: E[U] = E(1 - (1 - k/E)^tokens), the distinct experts one MoE layer
         # reads in a step, exactly as the step time uses it (work variable "u").
         u = VAR["u"]
         out["num_experts"] = np.full(b.shape, float(mdl.num_experts))
@@ -211,13 +211,13 @@ def model_constants(model: RooflineStepTime) -> dict[str, float]:
         "ridge_point_flop_per_byte": peak / hw.memory_bandwidth_bytes_s,
         "effective_ridge_point_flop_per_byte": peak * hw.compute_efficiency
         / model.bandwidth_eff_bytes_s,
-        # Seed 000 §3: I ~ 2B/b_w for weight-dominated linear layers -> B* = (C/beta) b_w/2.
+        # Turning point: I ~ 2B/b_w for weight-dominated linear layers -> B* = (C/beta) b_w/2.
         "batch_turning_point_seqs": peak / hw.memory_bandwidth_bytes_s * pr.weight_bytes / 2.0,
         "total_params": float(m.total_params),
         "active_params": float(m.active_params),
     }
     if not m.is_mla:
-        # Seed 000 §5: I_attn = 4 L B d_q T / (2 L B T d_kv b_kv) = 2 h_q / (h_kv b_kv).
+        # The attention intensity: I_attn = 4 L B d_q T / (2 L B T d_kv b_kv) = 2 h_q / (h_kv b_kv).
         out["decode_attention_intensity_flop_per_byte"] = 2.0 * m.num_heads / (
             m.num_kv_heads * pr.kv_bytes)
     else:

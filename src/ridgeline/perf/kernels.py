@@ -2,7 +2,8 @@
 
 The plain roofline times an operator as max(F / (C e), D / (beta e)) with one efficiency for
 every kernel. Measured kernels (Vidur's profiles: specs/data/kernels.json, fitted by
-benchmarks/fit_kernel_constants.py) are slower where they are small and differ by kind, so a
+benchmarks/accuracy/fit_kernel_constants.py) are slower where they are small and differ by
+kind, so a
 catalog GPU's operators are timed with fitted curves instead. Each is still the maximum of two
 rows that are affine in the work variables, with intercepts on the operator's indicator, the
 form `ridgeline.perf.fast_step` and the C core evaluate:
@@ -23,8 +24,8 @@ at a dtype whose peak is r times the 16-bit one keep the 16-bit fit's non-math t
 (`dtype_compute_efficiency`).
 
 >>> p = load_profile("h100-sxm")
->>> round(p.gemm["compute_efficiency"], 2), p.kernels
-(0.71, 'h100')
+>>> 0.5 < p.gemm["compute_efficiency"] < 1.0, p.kernels   # a fitted value: kernels.json
+(True, 'h100')
 >>> round(dtype_compute_efficiency(0.7, 2.0), 3)
 0.538
 """

@@ -9,7 +9,7 @@ place of a growing KV cache. For each token (q, k, v, gate g, step beta):
     o  = S^T q                     readout:            2 d_k d_v
 
 so a decode token costs about 7 d_k d_v FLOPs per value head and reads and writes S once:
-2 h_v d_k d_v b_state bytes per layer per sequence, whatever the context (seed 000 §4's KV
+2 h_v d_k d_v b_state bytes per layer per sequence, whatever the context (the decode KV
 read, with T replaced by a constant). The causal conv1d over q, k, v keeps its last
 (kernel - 1) inputs per channel in the same per-sequence state.
 
@@ -34,7 +34,7 @@ sharded by TP. The state is held in the 16-bit activation dtype (vLLM's
 
 from __future__ import annotations
 
-from ridgeline.perf.ops import ATTENTION, VECTOR, Op, gemm_kind
+from ridgeline.perf.operator import ATTENTION, VECTOR, Op, gemm_kind
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.precision import Precision
 

@@ -1,4 +1,4 @@
-"""MoE routing model: the expected number of distinct experts a batch touches (seed 000 §6).
+"""MoE routing model: the expected number of distinct experts a batch touches.
 
 If each of B tokens picks k distinct experts of E independently and uniformly, an expert is
 missed by every token with probability (1 - k/E)^B, so

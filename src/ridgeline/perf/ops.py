@@ -21,7 +21,7 @@ Work variables (columns; see `WORK_VARS`) for one step of the whole replica:
     pre      1 if the step has prefill tokens (drives prefill-attention kernels)
     dec      1 if the step has decode sequences (drives decode-attention kernels)
 
-Attention follows seed 000 §4-5: decode reads each sequence's unique KV once (GQA heads share
+Attention follows the decode KV read: decode reads each sequence's unique KV once (GQA heads share
 it) and writes the new token's KV, so its bytes are 2 L (T+1) d_kv b_kv per sequence;
 prefill is FlashAttention-style (no S x S matrix in HBM), causal pairs only.
 """
@@ -33,43 +33,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# The operator type and compute classes (perf/operator.py), used here and re-exported.
+from ridgeline.perf.operator import ATTENTION, GEMM, GEMM16, VECTOR, Op, gemm_kind  # noqa: F401
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.parallel import Parallelism
 from ridgeline.specs.precision import Precision
 
 WORK_VARS = ("any", "n", "s", "pt", "pairs", "pc", "dq", "dc", "u", "pre", "dec")
 VAR = {name: i for i, name in enumerate(WORK_VARS)}
-
-# Compute classes: which peak an operator runs at.
-GEMM, ATTENTION, VECTOR = "gemm", "attention", "vector"
-# A GEMM of a module a quantized checkpoint leaves 16-bit (its `ignore` list): it runs at
-# the 16-bit peak while the quantized GEMMs run at the activation dtype's.
-GEMM16 = "gemm16"
-
-
-def gemm_kind(pr: Precision, module: str) -> str:
-    """GEMM16 for a module class the checkpoint keeps 16-bit under low-precision GEMMs."""
-    if dict(pr.module_weights).get(module) in ("bf16", "fp16", "fp32") and \
-            pr.gemm_compute_dtype not in ("bf16", "fp32"):
-        return GEMM16
-    return GEMM
-
-
-@dataclass
-class Op:
-    """One operator (kernel group) of the step, per GPU, summed over its `layers`."""
-
-    name: str
-    kind: str  # GEMM | ATTENTION | VECTOR
-    layers: int
-    flops: dict[str, float] = field(default_factory=dict)  # per layer, per unit of a variable
-    bytes: dict[str, float] = field(default_factory=dict)
-    weight_bytes: float = 0.0  # per layer: read once when the step does any work
-    kernels: float = 1.0  # launches per layer
-    driver: str = "any"  # the indicator variable that says the op runs
-    in_dim: float = 0.0  # GEMMs: the reduction dimension k (sets the fitted fill intercept)
-    out_dim: float = 0.0  # GEMMs: output columns n per GPU
-
 
 @dataclass
 class OpTable:

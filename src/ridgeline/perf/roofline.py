@@ -1,4 +1,4 @@
-"""The roofline of seed 003: GEMM arithmetic intensity, attainable FLOP/s, ridge point.
+"""The roofline: GEMM arithmetic intensity, attainable FLOP/s, ridge point.
 
 An [m, k] x [k, n] product does 2mnk FLOPs and moves at least (mk + kn + mn) elements of b
 bytes, so its intensity is I = 2mnk / (b (mk + kn + mn)) FLOP/byte. Attainable FLOP/s is
@@ -57,6 +57,6 @@ def m_at_ridge(k: float, n: float, ridge: float, bytes_per_element: float = 2.0)
 
 def linear_batch_turning_point(peak_flops: float, bandwidth_bytes_s: float,
                                weight_bytes: float = 2.0) -> float:
-    """Seed 000 §3: weights read once per step give I = 2B/b_w, so the bend is at
+    """The batch turning point: weights read once per step give I = 2B/b_w, so the bend is at
     B = (C/beta) * b_w / 2 (= C/beta for bf16 weights)."""
     return peak_flops / bandwidth_bytes_s * weight_bytes / 2.0

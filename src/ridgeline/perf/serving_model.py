@@ -1,7 +1,8 @@
 """The roofline step-time model: the one function that times an engine step.
 
 `RooflineStepTime.step_time_s(work)` is what `estimate` (prefill = a step of prompt tokens,
-decode = a step of B sequences), `simulate` and `serve` all call (ARCHITECTURE rule 1). Each
+decode = a step of B sequences), `simulate` and `serve` all call
+(docs/architecture.md#one-step-time-function). Each
 operator takes max(F / C_eff, D / beta_eff) plus a per-kernel overhead; the step takes their
 sum plus the exposed communication (TP all-reduce, PP sends, EP all-to-all).
 
@@ -155,7 +156,7 @@ class RooflineStepTime:
         """Build from catalog names or file paths; RidgelineError on bad input or no fit.
         Weights/activations None: the checkpoint's quantization_config, else bf16.
 
-        `kernel_model=False` times the catalog GPU with the plain roofline (seed 000's
+        `kernel_model=False` times the catalog GPU with the plain roofline (the roofline bound
         max(F/C_eff, D/beta_eff) per operator) instead of the fitted kernel model."""
         from dataclasses import replace
 

@@ -1,7 +1,8 @@
 """The engine's step-time interface: the one function that times an engine step.
 
 `estimate`, `simulate` and `serve` all get the duration of an engine step from an object
-implementing `StepTimeModel` (rule 1 of docs/ARCHITECTURE: one step-time function). The
+implementing `StepTimeModel` (one step-time function:
+docs/architecture.md#one-step-time-function). The
 roofline perf model implements it; a calibrated profile may replace it; tests may use
 `LinearStepTime`, whose coefficients are explicit.
 

@@ -1,4 +1,4 @@
-"""The KV-cache lines vLLM logs at start-up, from ridgeline's memory plan (issue 18).
+"""The KV-cache lines vLLM logs at start-up, from ridgeline's memory plan.
 
 vLLM V1 sizes its KV cache once, at start-up, and logs the result (vllm/v1/worker/
 gpu_worker.py and vllm/v1/core/kv_cache_utils.py `_report_kv_cache_config`):

@@ -2,7 +2,7 @@
 CPU stages of the request path.
 
 `WhatIfStepTime(base, whatif)` implements the same step-time interface as the roofline model,
-so estimate, simulate and serve take it unchanged (rule 1).
+so estimate, simulate and serve take it unchanged (docs/architecture.md#one-step-time-function).
 
 Speculative decoding (draft length k, per-token acceptance rate alpha, tokens accepted
 independently): a verify step yields E = (1 - alpha^(k+1)) / (1 - alpha) tokens per sequence
@@ -12,12 +12,12 @@ tokens per sequence (a prefill-like chunk on top of the sequence's context, with
 all k + 1 positions: b(k+1) rows of the LM head, since every draft position is checked) plus k
 decode steps of the draft model. The simulator's engine emits one token per sequence per step, so
 the round is booked mean-field: a step's decode share takes (round time) / E, i.e. the time
-per emitted token. Caveats (seed 004): with quantization, speculation amplifies accuracy risk;
+per emitted token. Caveats: with quantization, speculation amplifies accuracy risk;
 with continuous batching, sequences of one step advance by different token counts — the mean
 hides that per-step variance. A mixed step's prefill chunks are not speculative: they cost
 their own time once, only the decode share is divided by E.
 
-Seed 000 §4's decode ceiling, min(B C / F_dec, B beta / D_dec), becomes for a speculative round
+The decode-throughput ceiling, min(B C / F_dec, B beta / D_dec), becomes for a speculative round
 B E / (max(F_v / C, D_v / beta) + k max(F_d / C, D_d / beta)) (verify pass v, draft step d):
 the tokens of one round over the round's shortest possible time.
 
@@ -25,7 +25,7 @@ Eager mode (`--enforce-eager`): the hardware files' per-kernel overhead assumes 
 (~2 us per kernel); without them each launch costs `EAGER_OVERHEAD_FACTOR` times that (a
 ridgeline assumption: CPU launch latency of a few microseconds plus Python dispatch).
 
-CPU stages (seed 004's pipeline: Tokenize -> Prefill -> Decode loop -> Sampling ->
+CPU stages (the request pipeline: Tokenize -> Prefill -> Decode loop -> Sampling ->
 Detokenize): tokenizing costs `cpu_tokenize_us_per_token` per prompt token and detokenizing
 `cpu_detokenize_us_per_event` per streamed output event. A choice: they run serially with the
 engine loop (one process, as vLLM before V1's multi-process front end), so they add to the step
@@ -209,7 +209,7 @@ class WhatIfStepTime:
 
     def decode_ceiling_tok_s(self, decode_seqs: ArrayLike, decode_context_tokens: ArrayLike
                              ) -> ArrayLike | None:
-        """Seed 000 §4's decode ceiling for a speculative round (module docstring): B E over
+        """The decode-throughput ceiling for a speculative round (module docstring): B E over
         the round's roofline bound. None without speculation or without a roofline base."""
         if self.whatif.spec_k <= 0 or not hasattr(self.base, "breakdown"):
             return None
@@ -226,7 +226,7 @@ class WhatIfStepTime:
 
 
 def _roofline_bound_s(model: Any, work: BatchWork) -> np.ndarray:
-    """max(F / C_eff, D / beta_eff) of a whole step (seed 000 §4's bound, no overheads)."""
+    """max(F / C_eff, D / beta_eff) of a whole step (the roofline bound, no overheads)."""
     bd = model.breakdown(work)
     c_eff = model.gemm_peak_flops * model.hardware.compute_efficiency
     return np.maximum(bd.flops.sum(axis=0) / c_eff, bd.bytes.sum(axis=0)

@@ -1,7 +1,7 @@
 """Sliding-window (and chunked local) attention: the work of the windowed layers.
 
 A windowed layer attends only to the last w tokens, so per sequence it holds and reads
-min(T, w) tokens of KV instead of T (seed 000 §4-5 with T -> min(T, w)), and a prefill chunk
+min(T, w) tokens of KV instead of T (the decode KV read with T -> min(T, w)), and a prefill chunk
 of c tokens after p cached ones computes banded pairs
 
     sum_{k = p+1}^{p+c} min(k, w)        (causal pairs sum_{k = p+1}^{p+c} k when w >= p + c)

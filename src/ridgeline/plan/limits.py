@@ -65,12 +65,27 @@ def _gb(x: float) -> str:
     return f"{x / 1e9:,.1f} GB" if x < 1e12 else f"{x / 1e12:,.1f} TB"
 
 
+MEAN_TOKENS_SAMPLE = 200_000
+
+
+def mean_output_tokens(spec: str, seed: int = 0) -> float:
+    """Mean output tokens per request of a length spec as the workload draws them (rounded
+    and clipped): exact for fixed lengths, else the mean of 200,000 draws (< 0.5% off)."""
+    import numpy as np
+
+    from ridgeline.workload.lengths import parse_lengths
+
+    dist = parse_lengths(spec, "--output")
+    if dist.kind == "fixed":
+        return float(dist.sample(1, np.random.default_rng(seed))[0])
+    return float(dist.sample(MEAN_TOKENS_SAMPLE, np.random.default_rng(seed)).mean())
+
+
 def check_plan_fits(req: PlanRequest, workers: int | None, verify_requests: int,
                     available_bytes: float | None = None) -> None:
     """RidgelineError (one line) when `workers` simulations of the plan's longest run do not
     fit in memory; it says how many requests would."""
     from ridgeline.plan.execute import default_workers
-    from ridgeline.plan.search import mean_output_tokens
 
     n_workers = max(1, workers or default_workers())
     mean_out = mean_output_tokens(req.output, req.seed)

@@ -5,7 +5,7 @@ Stages (each a set of jobs on `execute.Jobs`, so Ctrl-C stops within a second):
 
 1. screen: every candidate the analytic pruning leaves is simulated with `--requests`
    requests (seed `--seed`) at the planning rate lambda x (1 + headroom) ("never plan near
-   saturation", seed 003; default headroom 0.2). A short run cannot confirm a 99% target, so
+   saturation"; default headroom 0.2). A short run cannot confirm a 99% target, so
    the screen only rules out: a candidate stays when the upper end of the 95% Wilson interval
    of its attainment reaches the target (`Outcome.could_meet`).
 2. verify (`ridgeline.plan.verify`): the survivors, cheapest first, three at a time, are
@@ -42,6 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.plan.execute import Interrupted, Jobs, Outcome, capacity, evaluate, sweep_point
 from ridgeline.plan.families import FamilyRow, family_rows, markdown_table, rejected
+
+# The workload's mean output (plan/limits.py sizes memory with it too), re-exported.
+from ridgeline.plan.limits import check_plan_fits, mean_output_tokens
 from ridgeline.plan.space import Candidate, PlanRequest, enumerate_space
 from ridgeline.plan.verify import Verification, verify, verify_seeds
 
@@ -53,7 +56,6 @@ VERIFY_BATCH = 3           # candidates verified per round (in parallel)
 RUNNERS_UP = 2             # candidates verified after the winner
 KNEE_PERCENTILE = 99.0     # the knee rule judges P99 TTFT ...
 KNEE_HALF_WIDTH_PCT = 0.5  # ... so each sweep rate gets the samples for +-0.5 points
-MEAN_TOKENS_SAMPLE = 200_000
 
 
 @dataclass
@@ -123,19 +125,6 @@ class Details:
         for k, v in self.__dict__.items():
             out[k] = _clean(v) if isinstance(v, float) else v
         return out
-
-
-def mean_output_tokens(spec: str, seed: int = 0) -> float:
-    """Mean output tokens per request of a length spec as the workload draws them (rounded
-    and clipped): exact for fixed lengths, else the mean of 200,000 draws (< 0.5% off)."""
-    import numpy as np
-
-    from ridgeline.workload.lengths import parse_lengths
-
-    dist = parse_lengths(spec, "--output")
-    if dist.kind == "fixed":
-        return float(dist.sample(1, np.random.default_rng(seed))[0])
-    return float(dist.sample(MEAN_TOKENS_SAMPLE, np.random.default_rng(seed)).mean())
 
 
 def usd_per_million_output_tokens(usd_per_hour: float, rate_req_s: float,
@@ -339,7 +328,6 @@ def plan(req: PlanRequest, *, workers: int | None = None, ray_address: str | Non
 
     Ctrl-C raises `PlanInterrupted` (a KeyboardInterrupt) holding the partial result, after
     the worker processes are stopped."""
-    from ridgeline.plan.limits import check_plan_fits
 
     req.validate()
     n_verify = req.verify_request_count

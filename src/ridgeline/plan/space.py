@@ -242,7 +242,7 @@ def _lengths(req: PlanRequest) -> tuple[np.ndarray, np.ndarray]:
 
 def _floors(sm: Any, req: PlanRequest, prompts: np.ndarray, outputs: np.ndarray,
             mbt: int, chunked: bool) -> str | None:
-    """Rules 2-3: reasons some SLO cannot be met even on an idle replica (None: fine)."""
+    """TTFT and TPOT floors: reasons an SLO cannot be met even on an idle replica (None: fine)."""
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.perf.estimate import decode_work, prefill_work
 
@@ -402,7 +402,7 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
 def _little_reason(req: PlanRequest, bd: _Bounds, lam: float, n: int,
                    pd: tuple[int, int] | None, s_mean: float, n_mean: float, sm: Any,
                    little_in_system: Any, little_kv_bytes: Any) -> str | None:
-    """Rules 4-5 for one cluster shape."""
+    """The throughput ceiling and Little's law for one cluster shape."""
     if pd is not None:
         cap = min(pd[0] * bd.prefill_mu_req_s, pd[1] * bd.decode_mu_req_s)
         if lam > cap:

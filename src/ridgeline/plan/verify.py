@@ -1,10 +1,10 @@
 """Verification of plan's choice: long runs on new seeds, an interval on their attainment.
 
 A short screening run cannot tell 99% from 97%: the attainment target is a percentile (99% of
-requests within the SLOs is "P99 within the bound"), and seed 003 says a stable P99 needs
+requests within the SLOs is "P99 within the bound"), and a stable P99 needs
 thousands of samples. Near saturation it is worse: a queue relaxes slowly, failures come in
 bursts hundreds of requests long, and the first thousand requests of a run, started empty,
-fail less than the rest (a P/D split of the issue's example: 25% of 1,522-request runs pass
+fail less than the rest (a P/D split of plan's worked example: 25% of 1,522-request runs pass
 every request, none of 3,000-request ones do; 6,000 requests give 91.5% and 97.9%). So the
 cheapest candidates that pass the screen are simulated again:
 

@@ -11,41 +11,14 @@ from __future__ import annotations
 
 import glob
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
 from ridgeline.inputs import write_text_atomic
+# What a report holds (report/data.py), used here and re-exported.
+from ridgeline.report.data import ReportData, Run
 from ridgeline.report.load import LoadPoint, concurrency_point, load_point
-
-
-@dataclass
-class Run:
-    """One analyzed run: where it came from, its header (dict) and its AnalysisResult."""
-
-    label: str
-    header: dict[str, Any]
-    analysis: Any
-    telemetry: list[tuple[float, str, float]] = field(default_factory=list)
-    latency_series: dict[str, tuple[Any, Any]] = field(default_factory=dict)
-    trace: Any = None  # the loaded Trace, for `ridgeline.advise`
-
-
-@dataclass
-class ReportData:
-    title: str
-    runs: list[Run] = field(default_factory=list)
-    sweeps: dict[str, list[LoadPoint]] = field(default_factory=dict)
-    # closed-loop sweeps (`bench --concurrency 1,8,32`): latency against concurrency
-    concurrency_sweeps: dict[str, list[LoadPoint]] = field(default_factory=dict)
-    estimate: dict[str, Any] | None = None
-    measured: list[dict[str, Any]] | None = None
-    timelines: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    comparisons: list[Any] = field(default_factory=list)
-    advice_markdown: str | None = None
-    inputs: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
 def _positive(x: Any) -> bool:

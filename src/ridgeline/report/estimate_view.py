@@ -45,7 +45,7 @@ def roofline_data(step_model: Any, ops: dict[str, list[dict[str, Any]]]) -> dict
 
     Each operator sits at its intensity F/D and its attainable rate min(peak, I x beta)
     under the dense peak of the dtype it computes in (GEMMs: the activation dtype;
-    attention: 16-bit; vector ops: fp32), as seed 003 draws the roofline.
+    attention: 16-bit; vector ops: fp32), as the roofline is usually drawn.
     """
     from ridgeline.perf.ops import ATTENTION, GEMM, GEMM16
 

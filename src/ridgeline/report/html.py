@@ -17,7 +17,7 @@ from typing import Any
 
 from ridgeline import __version__
 from ridgeline.metrics.render import HEADERS, SHOWN, _summary_lines, fmt
-from ridgeline.report.build import ReportData, Run
+from ridgeline.report.data import ReportData, Run
 
 GIB = 1024**3
 STATS = ("p50", "p90", "p95", "p99")

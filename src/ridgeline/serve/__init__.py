@@ -21,3 +21,17 @@ Request extensions: `ignore_eos`, `min_tokens` (vLLM's); a completions `prompt` 
 token ids counts as its length; `"ridgeline": {"prompt_tokens": N}` sets the prompt length.
 Output text is deterministic filler, one cl100k token per word.
 """
+
+# The package's public modules (imported one by one, so importing the package stays cheap).
+__all__ = [
+    "app",
+    "driver",
+    "factory",
+    "header_timeout",
+    "launcher",
+    "prometheus",
+    "prompt_blocks",
+    "protocol",
+    "responses",
+    "tokenizer",
+]

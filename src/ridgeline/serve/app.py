@@ -416,242 +416,278 @@ class _EmulatorState:
 # Handlers
 
 
+def _state(request: Request) -> _EmulatorState:
+    """The emulator's shared state, kept on the app (`create_app` puts it there)."""
+    state: _EmulatorState = request.app.state.emulator
+    return state
+
+
+def _authorized(state: _EmulatorState, request: Request) -> bool:
+    api_key = state.config.api_key
+    if api_key is None:
+        return True
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        token.strip().encode(), api_key.encode())
+
+
+def _unauthorized() -> JSONResponse:
+    return _json_error(401, "Incorrect API key provided.", code="invalid_api_key",
+                       headers={"www-authenticate": "Bearer"})
+
+
+async def _health(request: Request) -> Response:
+    driver = _state(request).driver
+    if driver is not None and driver.draining:
+        return Response(status_code=503)
+    return Response(status_code=200)
+
+
+async def _models(request: Request) -> Response:
+    state = _state(request)
+    if not _authorized(state, request):
+        return _unauthorized()
+    config = state.config
+    return JSONResponse({"object": "list", "data": [{
+        "id": config.served_model_name, "object": "model",
+        "created": state.created_unix_s, "owned_by": "ridgeline",
+        "root": config.served_model_name, "parent": None,
+        "max_model_len": config.max_model_len,
+    }]})
+
+
+async def _version(request: Request) -> Response:
+    from ridgeline import __version__
+
+    return JSONResponse({"version": __version__})  # vLLM's shape: {"version": str}
+
+
+async def _tokenize(request: Request) -> Response:
+    """vLLM's POST /tokenize: {"prompt"} or {"messages"} -> {"count", "max_model_len",
+    "tokens", "token_strs"}. Chat messages are tokenized as their contents joined by
+    newlines (the emulator has no chat template unless --tokenizer gives one)."""
+    state = _state(request)
+    if not _authorized(state, request):
+        return _unauthorized()
+    try:
+        body = await _read_json(state, request)
+        if not isinstance(body, dict):
+            raise RequestError("request body must be a JSON object")
+        if isinstance(body.get("prompt"), str):
+            text = body["prompt"]
+        elif isinstance(body.get("messages"), list):
+            text = "\n".join(str(m.get("content") or "") for m in body["messages"]
+                             if isinstance(m, dict))
+        else:
+            raise RequestError("prompt: a string (or messages: a list) is required",
+                               param="prompt")
+        ids = state.tokenizer.ids(text)
+        if ids is None:
+            raise RequestError("/tokenize: the emulator counts tokens approximately "
+                               "(no tokenizer); start it with --tokenizer", status=501)
+        strs = None
+        if body.get("return_token_strs"):
+            strs = [state.tokenizer.decode([t]) or "" for t in ids]
+    except RequestError as exc:
+        return _request_error(exc)
+    return JSONResponse({"count": len(ids), "max_model_len": state.config.max_model_len,
+                         "tokens": ids, "token_strs": strs})
+
+
+async def _detokenize(request: Request) -> Response:
+    """vLLM's POST /detokenize: {"tokens"} -> {"prompt"}."""
+    state = _state(request)
+    if not _authorized(state, request):
+        return _unauthorized()
+    try:
+        body = await _read_json(state, request)
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        if not isinstance(tokens, list) or not all(
+                isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+            raise RequestError("tokens: a list of token ids (integers >= 0) is required",
+                               param="tokens")
+        try:
+            text = state.tokenizer.decode(tokens)
+        except (ValueError, KeyError, OverflowError, TypeError):
+            raise RequestError("tokens: an id outside the vocabulary",
+                               param="tokens") from None
+        if text is None:
+            raise RequestError("/detokenize: the emulator counts tokens approximately "
+                               "(no tokenizer); start it with --tokenizer", status=501)
+    except RequestError as exc:
+        return _request_error(exc)
+    return JSONResponse({"prompt": text})
+
+
+async def _metrics(request: Request) -> Response:
+    state = _state(request)
+    if not _authorized(state, request):
+        return _unauthorized()
+    return Response(state.metrics.registry.render(), media_type=CONTENT_TYPE)
+
+
+async def _stats(request: Request) -> Response:
+    state = _state(request)
+    if not _authorized(state, request):
+        return _unauthorized()
+    config = state.config
+    driver = state.driver
+    out: dict[str, Any] = {"speed": config.speed, "tokenizer": state.tokenizer.name,
+                           "tokenizer_exact": state.tokenizer.exact,
+                           **config.description}
+    if driver is not None:
+        lag = driver.lag.samples()
+        out.update({
+            "steps": driver.steps, "tokens_delivered": driver.tokens_delivered,
+            "open_streams": len(driver.streams), "emulated_now_s": driver.now_emu_s(),
+            "lag_samples": int(lag.size),
+            "lag_p50_s": float(np.percentile(lag, 50)) if lag.size else None,
+            "lag_p99_s": float(np.percentile(lag, 99)) if lag.size else None,
+            "lag_max_s": float(lag.max()) if lag.size else None,
+        })
+        over = driver.overhead
+        if over is not None:   # the per-request engine cost as it stands now
+            out["request_overhead"] = {
+                "request_overhead_s": over.request_overhead_s,
+                "request_overhead_steps": over.request_overhead_steps,
+                "token_gaps": over.gaps,
+                "mean_decode_step_s": over.mean_step_s() if over.gaps else None,
+                "shift_s": over.shift_s() if over.gaps else None,
+                "pending_steps": driver.pending_deliveries}
+        if request.query_params.get("reset") in ("1", "true"):
+            driver.lag.reset()
+    return JSONResponse(out)
+
+
+async def _read_json(state: _EmulatorState, request: Request) -> Any:
+    config = state.config
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > config.max_body_bytes:
+        raise RequestError(f"request body larger than {config.max_body_bytes} bytes",
+                           status=413)
+    parts: list[bytes] = []
+
+    async def receive() -> None:
+        size = 0
+        async for chunk in request.stream():
+            parts.append(chunk)
+            size += len(chunk)
+            if size > config.max_body_bytes:
+                raise RequestError(f"request body larger than {config.max_body_bytes} "
+                                   "bytes", status=413)
+
+    try:  # a body announced and never sent held the connection forever
+        await asyncio.wait_for(receive(), config.header_timeout_s)
+    except asyncio.TimeoutError:
+        raise RequestError(f"request body did not arrive within "
+                           f"{config.header_timeout_s:g} s", status=408) from None
+    try:
+        return json.loads(b"".join(parts))
+    except (ValueError, RecursionError):
+        raise RequestError("request body is not valid JSON") from None
+
+
+async def _generate(request: Request, chat: bool) -> Response | EngineResponse:
+    state = _state(request)
+    if not _authorized(state, request):
+        return _unauthorized()
+    config = state.config
+    try:
+        payload = await _read_json(state, request)
+        req = parse_request("chat" if chat else "completion", payload)
+        plan = state.plan(req)
+    except RequestError as exc:
+        return _request_error(exc)
+    driver = state.driver
+    if driver is None:  # lifespan not run (a bare ASGI test client): start lazily
+        state.start()
+        driver = state.driver
+    assert driver is not None
+    request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+    renderer = ChunkRenderer(chat, request_id, config.served_model_name, int(time.time()),
+                             plan)
+    writer = SSEWriter(renderer, lambda: driver.abort(request_id)) if req.stream else None
+    try:
+        extra = {"block_hashes": plan.block_hashes} if plan.block_hashes else {}
+        stream = driver.submit(plan.prompt_tokens, plan.output_tokens, plan.max_tokens,
+                               request_id=request_id, writer=writer, **extra)
+        renderer.engine_request = stream.engine_request
+    except Overloaded as exc:
+        state.metrics.rejected.inc(reason="overload" if not driver.draining
+                                   else "shutdown")
+        status = 503 if driver.draining else config.overload_status
+        return _json_error(
+            status, f"Server overloaded: {exc.reason}; retry later.",
+            err_type="rate_limit_exceeded" if status == 429 else "service_unavailable",
+            code="rate_limit_exceeded" if status == 429 else "service_unavailable",
+            headers={"retry-after": str(max(1, math.ceil(exc.retry_after_s)))})
+
+    def abort() -> None:
+        state.metrics.aborted.inc()
+        driver.abort(request_id)
+
+    return EngineResponse(stream, renderer, writer, abort)
+
+
+async def _completions(request: Request) -> Any:
+    return await _generate(request, chat=False)
+
+
+async def _chat_completions(request: Request) -> Any:
+    return await _generate(request, chat=True)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+    return _json_error(status, f"{detail}: {request.method} {request.url.path}",
+                       err_type="invalid_request_error" if status < 500 else "server_error")
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    return _json_error(500, f"internal error: {type(exc).__name__}",
+                       err_type="server_error")
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    state: _EmulatorState = app.state.emulator
+    state.start()
+    yield
+    driver = state.driver
+    if driver is not None:
+        await drain(driver, state.config.shutdown_grace_s)
+        await driver.stop()
+
+
+ROUTES = [
+    Route("/health", _health, methods=["GET"]),
+    Route("/version", _version, methods=["GET"]),
+    Route("/tokenize", _tokenize, methods=["POST"]),
+    Route("/detokenize", _detokenize, methods=["POST"]),
+    Route("/v1/models", _models, methods=["GET"]),
+    Route("/metrics", _metrics, methods=["GET"]),
+    Route("/ridgeline/stats", _stats, methods=["GET"]),
+    Route("/v1/completions", _completions, methods=["POST"]),
+    Route("/v1/chat/completions", _chat_completions, methods=["POST"]),
+]
+
+
 def create_app(engine: EngineLike, make_request: Any, config: EmulatorConfig) -> Starlette:
     """The emulator as an ASGI app. `make_request(**fields)` builds an EngineRequest.
 
-    The engine loop starts with the app's lifespan (uvicorn runs it); on shutdown new
-    requests get 503, streams in flight get `config.shutdown_grace_s` to finish and are
-    then ended with an error event and `[DONE]`.
+    The handlers are module functions that find the shared state on the app
+    (`app.state.emulator`). The engine loop starts with the app's lifespan (uvicorn runs it);
+    on shutdown new requests get 503, streams in flight get `config.shutdown_grace_s` to
+    finish and are then ended with an error event and `[DONE]`.
     """
-    state = _EmulatorState(engine, make_request, config)
-
-    def authorized(request: Request) -> bool:
-        if config.api_key is None:
-            return True
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            token.strip().encode(), config.api_key.encode())
-
-    def unauthorized() -> JSONResponse:
-        return _json_error(401, "Incorrect API key provided.", code="invalid_api_key",
-                           headers={"www-authenticate": "Bearer"})
-
-    async def health(request: Request) -> Response:
-        driver = state.driver
-        if driver is not None and driver.draining:
-            return Response(status_code=503)
-        return Response(status_code=200)
-
-    async def models(request: Request) -> Response:
-        if not authorized(request):
-            return unauthorized()
-        return JSONResponse({"object": "list", "data": [{
-            "id": config.served_model_name, "object": "model",
-            "created": state.created_unix_s, "owned_by": "ridgeline",
-            "root": config.served_model_name, "parent": None,
-            "max_model_len": config.max_model_len,
-        }]})
-
-    async def version(request: Request) -> Response:
-        from ridgeline import __version__
-
-        return JSONResponse({"version": __version__})  # vLLM's shape: {"version": str}
-
-    async def tokenize(request: Request) -> Response:
-        """vLLM's POST /tokenize: {"prompt"} or {"messages"} -> {"count", "max_model_len",
-        "tokens", "token_strs"}. Chat messages are tokenized as their contents joined by
-        newlines (the emulator has no chat template unless --tokenizer gives one)."""
-        if not authorized(request):
-            return unauthorized()
-        try:
-            body = await read_json(request)
-            if not isinstance(body, dict):
-                raise RequestError("request body must be a JSON object")
-            if isinstance(body.get("prompt"), str):
-                text = body["prompt"]
-            elif isinstance(body.get("messages"), list):
-                text = "\n".join(str(m.get("content") or "") for m in body["messages"]
-                                 if isinstance(m, dict))
-            else:
-                raise RequestError("prompt: a string (or messages: a list) is required",
-                                   param="prompt")
-            ids = state.tokenizer.ids(text)
-            if ids is None:
-                raise RequestError("/tokenize: the emulator counts tokens approximately "
-                                   "(no tokenizer); start it with --tokenizer", status=501)
-            strs = None
-            if body.get("return_token_strs"):
-                strs = [state.tokenizer.decode([t]) or "" for t in ids]
-        except RequestError as exc:
-            return _request_error(exc)
-        return JSONResponse({"count": len(ids), "max_model_len": config.max_model_len,
-                             "tokens": ids, "token_strs": strs})
-
-    async def detokenize(request: Request) -> Response:
-        """vLLM's POST /detokenize: {"tokens"} -> {"prompt"}."""
-        if not authorized(request):
-            return unauthorized()
-        try:
-            body = await read_json(request)
-            tokens = body.get("tokens") if isinstance(body, dict) else None
-            if not isinstance(tokens, list) or not all(
-                    isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
-                raise RequestError("tokens: a list of token ids (integers >= 0) is required",
-                                   param="tokens")
-            try:
-                text = state.tokenizer.decode(tokens)
-            except (ValueError, KeyError, OverflowError, TypeError):
-                raise RequestError("tokens: an id outside the vocabulary",
-                                   param="tokens") from None
-            if text is None:
-                raise RequestError("/detokenize: the emulator counts tokens approximately "
-                                   "(no tokenizer); start it with --tokenizer", status=501)
-        except RequestError as exc:
-            return _request_error(exc)
-        return JSONResponse({"prompt": text})
-
-    async def metrics(request: Request) -> Response:
-        if not authorized(request):
-            return unauthorized()
-        return Response(state.metrics.registry.render(), media_type=CONTENT_TYPE)
-
-    async def stats(request: Request) -> Response:
-        if not authorized(request):
-            return unauthorized()
-        driver = state.driver
-        out: dict[str, Any] = {"speed": config.speed, "tokenizer": state.tokenizer.name,
-                               "tokenizer_exact": state.tokenizer.exact,
-                               **config.description}
-        if driver is not None:
-            lag = driver.lag.samples()
-            out.update({
-                "steps": driver.steps, "tokens_delivered": driver.tokens_delivered,
-                "open_streams": len(driver.streams), "emulated_now_s": driver.now_emu_s(),
-                "lag_samples": int(lag.size),
-                "lag_p50_s": float(np.percentile(lag, 50)) if lag.size else None,
-                "lag_p99_s": float(np.percentile(lag, 99)) if lag.size else None,
-                "lag_max_s": float(lag.max()) if lag.size else None,
-            })
-            over = driver.overhead
-            if over is not None:   # the per-request engine cost as it stands now
-                out["request_overhead"] = {
-                    "request_overhead_s": over.request_overhead_s,
-                    "request_overhead_steps": over.request_overhead_steps,
-                    "token_gaps": over.gaps,
-                    "mean_decode_step_s": over.mean_step_s() if over.gaps else None,
-                    "shift_s": over.shift_s() if over.gaps else None,
-                    "pending_steps": driver.pending_deliveries}
-            if request.query_params.get("reset") in ("1", "true"):
-                driver.lag.reset()
-        return JSONResponse(out)
-
-    async def read_json(request: Request) -> Any:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > config.max_body_bytes:
-            raise RequestError(f"request body larger than {config.max_body_bytes} bytes",
-                               status=413)
-        parts: list[bytes] = []
-
-        async def receive() -> None:
-            size = 0
-            async for chunk in request.stream():
-                parts.append(chunk)
-                size += len(chunk)
-                if size > config.max_body_bytes:
-                    raise RequestError(f"request body larger than {config.max_body_bytes} "
-                                       "bytes", status=413)
-
-        try:  # a body announced and never sent held the connection forever (issue 23)
-            await asyncio.wait_for(receive(), config.header_timeout_s)
-        except asyncio.TimeoutError:
-            raise RequestError(f"request body did not arrive within "
-                               f"{config.header_timeout_s:g} s", status=408) from None
-        try:
-            return json.loads(b"".join(parts))
-        except (ValueError, RecursionError):
-            raise RequestError("request body is not valid JSON") from None
-
-    async def generate(request: Request, chat: bool) -> Response | EngineResponse:
-        if not authorized(request):
-            return unauthorized()
-        try:
-            payload = await read_json(request)
-            req = parse_request("chat" if chat else "completion", payload)
-            plan = state.plan(req)
-        except RequestError as exc:
-            return _request_error(exc)
-        driver = state.driver
-        if driver is None:  # lifespan not run (a bare ASGI test client): start lazily
-            state.start()
-            driver = state.driver
-        assert driver is not None
-        request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        renderer = ChunkRenderer(chat, request_id, config.served_model_name, int(time.time()),
-                                 plan)
-        writer = SSEWriter(renderer, lambda: driver.abort(request_id)) if req.stream else None
-        try:
-            extra = {"block_hashes": plan.block_hashes} if plan.block_hashes else {}
-            stream = driver.submit(plan.prompt_tokens, plan.output_tokens, plan.max_tokens,
-                                   request_id=request_id, writer=writer, **extra)
-            renderer.engine_request = stream.engine_request
-        except Overloaded as exc:
-            state.metrics.rejected.inc(reason="overload" if not driver.draining
-                                       else "shutdown")
-            status = 503 if driver.draining else config.overload_status
-            return _json_error(
-                status, f"Server overloaded: {exc.reason}; retry later.",
-                err_type="rate_limit_exceeded" if status == 429 else "service_unavailable",
-                code="rate_limit_exceeded" if status == 429 else "service_unavailable",
-                headers={"retry-after": str(max(1, math.ceil(exc.retry_after_s)))})
-
-        def abort() -> None:
-            state.metrics.aborted.inc()
-            driver.abort(request_id)
-
-        return EngineResponse(stream, renderer, writer, abort)
-
-    async def completions(request: Request) -> Any:
-        return await generate(request, chat=False)
-
-    async def chat_completions(request: Request) -> Any:
-        return await generate(request, chat=True)
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 500
-        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
-        return _json_error(status, f"{detail}: {request.method} {request.url.path}",
-                           err_type="invalid_request_error" if status < 500 else "server_error")
-
-    async def server_error(request: Request, exc: Exception) -> Response:
-        return _json_error(500, f"internal error: {type(exc).__name__}",
-                           err_type="server_error")
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.start()
-        yield
-        driver = state.driver
-        if driver is not None:
-            await drain(driver, config.shutdown_grace_s)
-            await driver.stop()
-
     app = _EmulatorApp(
-        routes=[
-            Route("/health", health, methods=["GET"]),
-            Route("/version", version, methods=["GET"]),
-            Route("/tokenize", tokenize, methods=["POST"]),
-            Route("/detokenize", detokenize, methods=["POST"]),
-            Route("/v1/models", models, methods=["GET"]),
-            Route("/metrics", metrics, methods=["GET"]),
-            Route("/ridgeline/stats", stats, methods=["GET"]),
-            Route("/v1/completions", completions, methods=["POST"]),
-            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        ],
-        exception_handlers={HTTPException: http_error, Exception: server_error},
-        lifespan=lifespan,
+        routes=ROUTES,
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        lifespan=_lifespan,
     )
-    app.state.emulator = state
+    app.state.emulator = _EmulatorState(engine, make_request, config)
     return app
 
 

@@ -1,6 +1,6 @@
 """The engine on the wall clock: one asyncio task steps `ridgeline.sim.engine.Engine`.
 
-This is rule 2 of the architecture (one scheduler): the simulator drives the engine with
+One scheduler (docs/architecture.md#one-scheduler): the simulator drives the engine with
 a virtual clock, the emulator drives the very same engine here with the wall clock.
 
     loop:

@@ -1,5 +1,5 @@
 """Build the emulator's engine from catalog names: the same engine and step-time model
-`ridgeline simulate` uses (rules 1 and 2 of the architecture), so the two cannot disagree
+`ridgeline simulate` uses (docs/architecture.md#one-step-time-function), so the two cannot disagree
 by construction.
 
 >>> built = build_engine("llama-3.1-8b", "h100-sxm")  # doctest: +SKIP

@@ -41,7 +41,7 @@ def with_header_timeout(base: type[Any], header_timeout_s: float) -> type[Any]:
     """A subclass of uvicorn protocol `base` that closes connections whose request headers
     are not complete within `header_timeout_s` seconds."""
 
-    class HeaderTimeoutProtocol(base):  # type: ignore[misc, valid-type]
+    class HeaderTimeoutProtocol(base):
         _header_timer: asyncio.TimerHandle | None = None
         _cycle_when_armed: Any = None
 

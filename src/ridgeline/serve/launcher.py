@@ -77,7 +77,7 @@ def _uvicorn_server(app: Any, *, log_level: str, access_log: bool) -> Any:
 
     # uvicorn's own timeout is only a backstop: drain() ends every stream after grace_s.
     # loop/http "auto" pick uvloop and httptools when installed (about 1.7x the token rate
-    # of asyncio + h11, see benchmarks/RESULTS_serve.md); the environment variables force
+    # of asyncio + h11, see benchmarks/results/bench_serve.md); the environment variables force
     # one implementation (benchmarks, tests of the pure-Python path). The HTTP protocol is
     # uvicorn's, with a deadline for request headers added (header_timeout.py).
     http = with_header_timeout(base_protocol_class(os.environ.get("RIDGELINE_SERVE_HTTP",

@@ -191,7 +191,7 @@ def model_tokenizer(spec: str) -> PromptTokenizer:
     holding one, a Hugging Face model id, or tiktoken:<encoding>), so prompts are counted
     as that model counts them; with a chat template beside it (tokenizer_config.json), chat
     prompts are rendered with it. Bad input raises RidgelineError."""
-    from ridgeline.bench.tokens import load_tokenizer
+    from ridgeline.tokenizers import load_tokenizer
 
     tok = load_tokenizer(spec)
     assert tok is not None

@@ -2,7 +2,8 @@
 
 A `CalibrationProfile` implements the engine's step-time interface (`step_time_s(BatchWork)`,
 `kv_bytes_per_token`, `kv_capacity_tokens()`, `assumptions()`, `describe()`), so `estimate`,
-`simulate` and `serve` take it in place of the roofline model (architecture rule 7).
+`simulate` and `serve` take it in place of the roofline model
+(docs/architecture.md#a-calibrated-profile-is-a-step-time-model).
 
 A step's time is a measured table over the tokens the step computes plus an attention term:
 
@@ -48,7 +49,7 @@ from ridgeline.perf.step_time import ArrayLike, BatchWork
 PROFILE_KIND = "ridgeline-calibration"
 PROFILE_SCHEMA_VERSION = 1
 
-# Bounds a profile must meet to be a step-time model (issue 23): each is far outside any
+# Bounds a profile must meet to be a step-time model: each is far outside any
 # real engine, so only a corrupted or hand-made file hits one.
 MAX_PROBE_POINTS = 10_000          # token counts in the table
 MAX_STEP_TOKENS = 10_000_000       # the largest context of any served model
@@ -102,7 +103,7 @@ class Scheduling(BaseModel):
     # llama.cpp with a per-slot KV cache (-np N without -kvu): a step's prompt tokens never
     # share a graph with its decodes (split_equal), so a mixed step is T(decodes) + T(prompt).
     prefill_own_graph: StrictBool = False
-    # The same engine, modelled by slot (issue 19, sim/slots.py): the simulator assigns each
+    # The same engine, modelled by slot (sim/slots.py): the simulator assigns each
     # request llama-server's slot (LRU) and a step costs the sum of T over the graphs
     # split_equal makes of its slots (one per run of consecutive ids). Off for -kvu (one
     # stream: one graph per ubatch) and for other engines.
@@ -157,7 +158,7 @@ class CalibrationProfile(BaseModel):
     per_pair_s: float = Field(0.0, description="seconds per attention query-key pair",
                               ge=0, le=MAX_PER_PAIR_S, allow_inf_nan=False)
     # Seconds per query-key pair of a decode token (its context), when measured apart from
-    # the prefill's (issue 19: llama.cpp on a CPU spends ~5x more per pair in decode
+    # the prefill's (llama.cpp on a CPU spends ~5x more per pair in decode
     # attention than in a prompt's); None: per_pair_s for both.
     decode_per_pair_s: float | None = Field(None, ge=0, le=MAX_PER_PAIR_S,
                                             allow_inf_nan=False)

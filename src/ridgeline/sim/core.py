@@ -22,6 +22,13 @@ from typing import Any
 import numpy as np
 
 from ridgeline.perf.ops import WORK_VARS
+from ridgeline.sim.result import (
+    STATUS_OK,
+    STATUS_REJECTED,
+    SimResult,
+    expand_segments,
+    stream_summary,
+)
 
 _I64P = ctypes.POINTER(ctypes.c_int64)
 _F64P = ctypes.POINTER(ctypes.c_double)
@@ -253,8 +260,6 @@ def _engine_stats(per: np.ndarray, num_kv_blocks: int) -> list[dict[str, Any]]:
 
 
 def _status_names(codes: np.ndarray) -> list[str]:
-    from ridgeline.sim.runner import STATUS_OK, STATUS_REJECTED
-
     names = (STATUS_OK, STATUS_REJECTED)
     return [names[c] for c in codes.tolist()]
 
@@ -262,23 +267,19 @@ def _status_names(codes: np.ndarray) -> list[str]:
 def _gather(events: np.ndarray, ntok: np.ndarray, order: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
     """Token times in `order` of records whose times lie back to back in `events`."""
-    from ridgeline.sim.runner import _expand_segments
-
     starts = np.zeros(ntok.size, dtype=np.int64)
     np.cumsum(ntok[:-1], out=starts[1:])
     lens = ntok[order]
     offsets = np.zeros(ntok.size + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
-    some = lens > 0     # `_expand_segments` takes non-empty segments (rejections have none)
-    return offsets, _expand_segments(events, starts[order][some], lens[some])
+    some = lens > 0     # `expand_segments` takes non-empty segments (rejections have none)
+    return offsets, expand_segments(events, starts[order][some], lens[some])
 
 
 def run(wl: Any, config: Any, step_model: Any, cluster: Any,
         progress: Callable[[int], None] | None,
         sink: Callable[[Any], None] | None, chunk_requests: int) -> Any:
     """`simulate` on the C core (call only where `blocker` is None)."""
-    from ridgeline.sim.runner import SimResult, stream_summary
-
     n = len(wl)
     replicas = cluster.num_instances
     router = cluster.router if replicas > 1 else "round-robin"
@@ -380,17 +381,13 @@ def _from_slots(events: np.ndarray, slots: np.ndarray, ntok: np.ndarray, ids: np
     offsets = np.zeros(lens.size + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     some = lens > 0
-    from ridgeline.sim.runner import _expand_segments
-
-    return offsets, _expand_segments(events, slots[:-1][some], lens[some])
+    return offsets, expand_segments(events, slots[:-1][some], lens[some])
 
 
 def _result(cat: dict[str, np.ndarray], offsets: np.ndarray, events: np.ndarray, wl: Any,
             engine_stats: list[dict[str, Any]], roles: list[str]) -> Any:
     """The run's SimResult from its drained columns (finish order; `offsets`, `events`
     already in id order)."""
-    from ridgeline.sim.runner import SimResult
-
     order = np.argsort(cat["id"], kind="stable")
     tl_order = np.argsort(cat["t_rep"], kind="stable")
     timeline = {

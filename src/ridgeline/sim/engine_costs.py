@@ -1,7 +1,7 @@
 """An engine's costs outside the GPU kernels: per request and per step, fitted, with provenance.
 
 The roofline prices what the GPU computes. A serving engine adds time the kernels do not
-show, and the replay of real vLLM runs (benchmarks/bench_vllm_replay.py) measures it:
+show, and the replay of real vLLM runs (benchmarks/accuracy/bench_vllm_replay.py) measures it:
 
 - per request: the API server, tokenization, the hand-off to the engine core, detokenizing
   and streaming the first chunk (`request_overhead_s`, a fixed time), and vLLM V1's

@@ -494,7 +494,7 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
             else:
                 ray.init(address=address, log_to_driver=False)
         # ray.init replaces the SIGINT handler with one that exits 0 (a Ctrl-C then read as
-        # success, issue 23): Python's own, so a Ctrl-C is KeyboardInterrupt here, exit 130.
+        # success): Python's own, so a Ctrl-C is KeyboardInterrupt here, exit 130.
         import signal
         import threading
 

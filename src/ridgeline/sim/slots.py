@@ -1,4 +1,4 @@
-"""llama-server's slots: which slot a request gets, and the graphs a step runs (issue 19).
+"""llama-server's slots: which slot a request gets, and the graphs a step runs.
 
 With `-np N` and no `-kvu`, llama.cpp keeps one KV stream per slot and runs each batch as the
 ubatches `llama_batch_allocr::split_equal(n_ubatch, sequential=true)` builds (read in the

@@ -2,7 +2,8 @@
 
 `estimate`, `simulate`, `serve` and `bench --target emulator` all accept `--calibration`; each
 calls `load_step_model` and, for the engine, `engine_config_for`, so a calibrated profile
-replaces the roofline model everywhere in the same way (architecture rule 7). It is in
+replaces the roofline model everywhere in the same way
+(docs/architecture.md#a-calibrated-profile-is-a-step-time-model). It is in
 sim/ (with the profile, `sim.calibrated_profile`) because the simulator's Scenario needs it
 and the library imports downward only: `calibrate` measures and writes profiles; the
 simulator, the emulator and `estimate` read them.

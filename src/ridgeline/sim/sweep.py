@@ -1,6 +1,6 @@
 """Latency against load: one simulation per arrival rate, the knee, the best rate under SLOs.
 
-Knee (a choice; the issue leaves it open): the highest swept rate whose P99 TTFT is at most
+Knee (a choice; no standard definition exists): the highest swept rate whose P99 TTFT is at most
 `KNEE_FACTOR` times the P99 TTFT at the lowest swept rate. Past it, queueing dominates TTFT:
 the 1/(1 - rho) blow-up of queueing theory.
 

@@ -135,7 +135,7 @@ def from_dict(data: dict[str, Any], name: str) -> HardwareSpec:
         )
     except (TypeError, ValueError) as exc:
         raise RidgelineError(f"hardware {name}: a numeric field is not a number ({exc})") from None
-    # Finite and within a bound no accelerator comes near (issue 23): 1e20 FLOP/s, 1e16
+    # Finite and within a bound no accelerator comes near: 1e20 FLOP/s, 1e16
     # B/s, 1e15 bytes; NaN or 1e308 would make every estimate garbage without a word.
     bounds = {"memory_bandwidth_bytes_s": 1e16, "memory_bytes": 1e15,
               "interconnect_bandwidth_bytes_s": 1e16, "interconnect_latency_s": 1.0,

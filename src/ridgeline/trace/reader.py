@@ -4,7 +4,7 @@ Crash tolerance: a trace whose writer was killed has no footer and may end in a 
 line. Both are accepted and reported in `Trace.warnings`; every complete request is read.
 A malformed line anywhere else is an error naming the line number and the field.
 
-How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see docs/BENCHMARKS.md, issue 22):
+How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see docs/BENCHMARKS.md):
 
 * First choice for a batch: the compiled scanner (`_scan.c`, `_feed_file`), straight into
   the sink's columns; it declines any batch it cannot read exactly as the exact path does,
@@ -585,7 +585,7 @@ def _ms_columns(lines: list[bytes]) -> _Columns:
     return _Columns(**scalars, event_counts=counts, event_times_s=times, event_tokens=tokens)
 
 
-class _DictView(list):  # type: ignore[type-arg]
+class _DictView(list):
     """A list of n rows whose columns are already lists: `scalar_columns(dicts=True)` reads
     it through `_column_of` without building a dict per record."""
 
@@ -946,7 +946,7 @@ def _receive(pipe: IO[bytes], rd: _Reader) -> bool:
         view = memoryview(sink.arrays[name][at:at + length]).cast("B")
         got = 0
         while got < view.nbytes:
-            k = pipe.readinto(view[got:])  # type: ignore[attr-defined]
+            k = pipe.readinto(view[got:])
             if not k:
                 return False
             got += k
@@ -1011,7 +1011,7 @@ def _validated(model: Any, obj: Any, no: int, spath: str, what: str) -> Any:
 def _format_hint(path: str) -> str:
     """Suggest the importer when a file looks like another tool's output."""
     try:
-        from ridgeline.trace.importers import detect_format
+        from ridgeline.trace.formats import detect_format
 
         fmt = detect_format(path)
     except Exception:

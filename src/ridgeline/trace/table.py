@@ -36,7 +36,7 @@ TOKEN_SOURCES: tuple[str, ...] = (
 TOKEN_SOURCE_CODE: dict[str, int] = {name: i for i, name in enumerate(TOKEN_SOURCES)}
 
 # Tokens per event: int32 (a count far beyond any real chunk fits; int64 would double the
-# largest column but one of a 1 M-request trace, issue 22). A larger count is refused.
+# largest column but one of a 1 M-request trace). A larger count is refused.
 EVENT_TOKENS_DTYPE = np.int32
 EVENT_TOKENS_MAX = int(np.iinfo(np.int32).max)
 _FLOAT_FIELDS = ("scheduled_s", "sent_s", "end_s", "ttft_s", "tpot_s", "e2e_s")
@@ -115,7 +115,7 @@ def _field(records: Sequence[Mapping[str, Any]], name: str, default: Any, dicts:
     if cols is not None:  # the msgspec reader's columns (defaults already applied)
         return list(cols[name])
     if dicts:  # plain dicts (the reader): dict.get through map, no Python frame per record
-        return list(map(dict.get, records, repeat(name), repeat(default)))  # type: ignore[arg-type]
+        return list(map(dict.get, records, repeat(name), repeat(default)))
     return [r.get(name, default) for r in records]
 
 
@@ -258,7 +258,7 @@ class Trace:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # event_tokens is held as int32 (half of int64's 8 bytes on 23 M events; issue 22:
+        # event_tokens is held as int32 (half of int64's 8 bytes on 23 M events, so that
         # analyze of 1 M requests < 1 GB); a trace built from other arrays is converted.
         tok = self.event_tokens
         if tok.dtype != EVENT_TOKENS_DTYPE:

@@ -58,7 +58,7 @@ def _static(name: str) -> bytes:
     return resources.files("ridgeline.ui").joinpath("static", name).read_bytes()
 
 
-# Per-request limits (issue 23): one request cannot hold a worker for minutes.
+# Per-request limits: one request cannot hold a worker for minutes.
 MAX_BODY_BYTES = 2_000_000
 MAX_JSON_DEPTH = 32
 MAX_RATES = 16

@@ -37,7 +37,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.workload.spec_syntax import reject_unknown, split_spec, take_float
 
 KINDS = "poisson, gamma, constant, ramp, replay, diurnal"
-# Sensible ranges (issue 23): outside them the times overflow or the thinning never ends.
+# Sensible ranges: outside them the times overflow or the thinning never ends.
 MIN_RATE_REQ_S = 1e-6        # one request in 11.6 days
 MAX_RATE_REQ_S = 1e7         # ten million requests a second (a whole fleet's front door)
 MIN_PERIOD_S = 1e-3
@@ -68,7 +68,7 @@ class ArrivalProcess:
 
     def rate_at(self, t_s: np.ndarray) -> np.ndarray:
         """Diurnal: the asked rate (req/s) at times `t_s`."""
-        lo, hi = float(self.end_rate_req_s), float(self.start_rate_req_s)  # type: ignore[arg-type]
+        lo, hi = float(self.end_rate_req_s), float(self.start_rate_req_s)
         x = 2.0 * np.pi * (np.asarray(t_s) - self.phase_s) / self.period_s
         return lo + (hi - lo) * (1.0 - np.cos(x)) / 2.0
 
@@ -220,14 +220,14 @@ def arrival_times_s(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> n
     if proc.kind == "ramp":
         # Unit-rate Poisson points u_i mapped through the inverse of the cumulative rate
         # Lambda(t) = r0 t + (r1 - r0) t^2 / (2 D), with D chosen so Lambda(D) = n.
-        r0, r1 = float(proc.start_rate_req_s), float(proc.end_rate_req_s)  # type: ignore[arg-type]
+        r0, r1 = float(proc.start_rate_req_s), float(proc.end_rate_req_s)
         duration_s = 2.0 * n / (r0 + r1)
         u = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0, size=n - 1))])
         slope = (r1 - r0) / duration_s
         if abs(slope) < 1e-15:
             return u / r0
         return (-r0 + np.sqrt(np.maximum(r0 * r0 + 2.0 * slope * u, 0.0))) / slope
-    rate = float(proc.rate_req_s)  # type: ignore[arg-type]
+    rate = float(proc.rate_req_s)
     if proc.kind == "constant":
         gaps = np.full(n - 1, 1.0 / rate)
     elif proc.kind == "poisson":
@@ -241,8 +241,8 @@ def arrival_times_s(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> n
 def _diurnal_times_s(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> np.ndarray:
     """Thinning: candidates from a Poisson process at the peak rate, each kept with
     probability rate(t) / peak. Not shifted to start at 0: the curve's phase is kept."""
-    peak = float(proc.start_rate_req_s)  # type: ignore[arg-type]
-    mean_rate = (peak + float(proc.end_rate_req_s)) / 2.0  # type: ignore[arg-type]
+    peak = float(proc.start_rate_req_s)
+    mean_rate = (peak + float(proc.end_rate_req_s)) / 2.0
     out: list[np.ndarray] = []
     kept = 0
     t = 0.0
@@ -269,10 +269,10 @@ def expected_duration_s(proc: ArrivalProcess, n: int) -> float:
         times = proc.replay_times_s or (0.0,)
         return float(times[min(n, len(times)) - 1])
     if proc.kind == "ramp":
-        return 2.0 * n / (float(proc.start_rate_req_s) + float(proc.end_rate_req_s))  # type: ignore[arg-type]
+        return 2.0 * n / (float(proc.start_rate_req_s) + float(proc.end_rate_req_s))
     if proc.kind == "diurnal":   # over whole periods: n / mean rate
-        return n / ((float(proc.start_rate_req_s) + float(proc.end_rate_req_s)) / 2.0)  # type: ignore[arg-type]
-    return max(n - 1, 0) / float(proc.rate_req_s)  # type: ignore[arg-type]
+        return n / ((float(proc.start_rate_req_s) + float(proc.end_rate_req_s)) / 2.0)
+    return max(n - 1, 0) / float(proc.rate_req_s)
 
 
 __all__ = ["KINDS", "ArrivalProcess", "arrival_times_s", "expected_duration_s",

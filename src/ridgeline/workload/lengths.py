@@ -30,7 +30,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.workload.spec_syntax import reject_unknown, split_spec, take_float
 
 KINDS = "fixed, uniform, normal, lognormal, exponential, empirical"
-# No length may exceed the largest context of any served model (issue 23): a prompt of
+# No length may exceed the largest context of any served model: a prompt of
 # 2e9 tokens would be built in memory before anything else could refuse it. Samples are
 # also clipped here when the spec sets no max (a lognormal's far tail).
 MAX_LENGTH_TOKENS = 10_000_000

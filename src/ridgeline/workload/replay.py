@@ -31,7 +31,7 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
-# Bounds on a replay file (issue 23): rows beyond these are corrupt, not traffic.
+# Bounds on a replay file: rows beyond these are corrupt, not traffic.
 MAX_REPLAY_ROWS = 20_000_000       # BurstGPT's whole release is 5.3 M rows
 MAX_RECORD_TOKENS = 10_000_000     # the largest context of any served model
 MAX_TIMESTAMP_S = 1e10             # 317 years after the epoch (or the trace's start)
