@@ -1,0 +1,118 @@
+"""What people read: the installed `ridgeline` command with stdout a pipe (as in a CI log or
+`| cat`) prints full-width plain tables, no cell cut; `--format csv|json|markdown` parse;
+the default estimate is short and shows the model's error."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ridgeline.commands.options import OUTPUT_FORMATS
+from ridgeline.report.tables import FORMATS
+
+BIN = Path(sys.executable).with_name("ridgeline")
+RIDGELINE = str(BIN) if BIN.exists() else shutil.which("ridgeline") or "ridgeline"
+BOX = set("│┃━─┏┓┗┛┡┩└┘├┤╇╋┼")
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The installed command, stdout and stderr pipes (not a terminal)."""
+    return subprocess.run([RIDGELINE, *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def ok(*args: str) -> str:
+    proc = run(*args)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def assert_uncut(text: str) -> None:
+    """No ellipsis (a cut cell) and no box drawing (a rich table) in piped output."""
+    assert "…" not in text, text
+    assert not BOX & set(text), text
+
+
+def test_formats_agree() -> None:
+    assert OUTPUT_FORMATS == FORMATS
+
+
+def test_estimate_sweep_piped_is_plain_and_whole() -> None:
+    text = ok("estimate", "-m", "llama-3.1-70b", "--tp", "4", "-b", "1,8,64",
+              "-g", "h100-sxm,h200")
+    assert_uncut(text)
+    # Every row whole: the GPU name, the batch and the fits column on one line.
+    rows = [ln for ln in text.splitlines() if ln.startswith(("h100-sxm ", "h200 "))]
+    assert len(rows) == 6 and all(ln.rstrip().endswith(("yes", "GiB)")) for ln in rows)
+    header = next(ln for ln in text.splitlines() if ln.startswith("hardware"))
+    assert "TTFT serving ms" in header and "static prefill ms" in header
+
+
+def test_estimate_csv_and_json_parse() -> None:
+    text = ok("estimate", "-b", "1,8", "-p", "512,1024", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == 4
+    assert {r["B"] for r in rows} == {"1", "8"} and {r["S"] for r in rows} == {"512", "1024"}
+    assert all(float(r["TPOT ms"]) > 0 for r in rows)
+    js = json.loads(ok("estimate", "-b", "1,8", "--format", "json"))
+    assert len(js["rows"]) == 2
+    one = json.loads(ok("estimate", "--format", "json"))
+    assert one["result"]["batch_seqs"] == 32
+
+
+def test_single_estimate_csv_has_every_table() -> None:
+    text = ok("estimate", "--details", "--format", "csv")
+    blocks = [list(csv.reader(io.StringIO(b))) for b in text.split("\n\n") if b.strip()]
+    assert len(blocks) == 3 and all(b[0][0] == "table" for b in blocks)
+    phases = blocks[0]
+    assert phases[0][1:3] == ["phase", "time"]
+    assert any(r[1].startswith("static-batch prefill") for r in phases[1:])
+
+
+def test_markdown_table() -> None:
+    text = ok("estimate", "-b", "1,8", "--format", "markdown")
+    lines = text.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("| hardware"))
+    assert lines[head + 1].startswith("|---") and lines[head + 2].startswith("| h100-sxm")
+
+
+def test_bad_format_is_one_line_exit_2() -> None:
+    proc = run("estimate", "--format", "yaml")
+    assert proc.returncode == 2
+    errs = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errs) == 1 and "--format" in errs[0] and "csv" in errs[0]
+
+
+def test_default_estimate_is_short_and_shows_model_error() -> None:
+    text = ok("estimate")
+    assert len(text.splitlines()) <= 20, text
+    assert "model error (CV)" in text and "±" in text
+    assert "shared/data" not in text and "seed 0" not in text and ".csv" not in text
+    full = ok("estimate", "--assumptions")
+    assert len(full.splitlines()) > len(text.splitlines())
+    assert "shared/data" not in full and "seed 0" not in full and "mlp.csv" not in full
+
+
+def test_estimate_memory_sized_as_the_engine() -> None:
+    """The workspace is that of one max_num_batched_tokens step (8,192 tokens), by hand for
+    Llama-3.1-8B (hidden 4096, 32 q heads, 8 KV heads of 128, MLP 14336, vocab 128256):
+    (2*4096 + 4096 + 2*1024 + 4096 + 3*14336) * 2 B per token * 8192 + 256 rows of fp32
+    logits; so B=32 fits and the KV capacity is the vLLM start-up log's (within a block)."""
+    d = json.loads(ok("estimate", "--json"))
+    per_token = (2 * 4096 + 4096 + 2 * 1024 + 4096 + 3 * 14336) * 2
+    assert d["result"]["workspace_bytes"] == pytest.approx(per_token * 8192 + 256 * 128256 * 4)
+    assert abs(d["result"]["kv_capacity_tokens"] - d["vllm_kv_log"]["kv_cache_tokens"]) < 16
+    big = json.loads(ok("estimate", "-m", "llama-3.1-70b", "--tp", "4", "-b", "64", "--json"))
+    # 64 x 1,280 tokens x 320 KiB / 4 GPUs = 6.25 GiB of KV per GPU: it fits.
+    assert big["result"]["memory_fits"]
+    # Serving TTFT (one request, chunked, joining running decodes) is far below the
+    # static-batch prefill of all 64 prompts, and above one prompt's own prefill.
+    r = big["result"]
+    assert r["serving_ttft_s"] < r["prefill_s"] / 8
