@@ -169,7 +169,8 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None) -> PlanOutcome:
     trace, write the peer result files; stop early on Ctrl-C or an abort."""
     from ridgeline.bench.load import LoadSpec
     from ridgeline.bench.run import BenchConfig, run_bench
-    from ridgeline.bench.summary import analyze_trace, bookkeeping, knee_index, sweep_row
+    from ridgeline.bench.summary import analyze_trace, bookkeeping, sweep_row
+    from ridgeline.metrics.knee import max_power_index as knee_index
     from ridgeline.metrics.telemetry import trace_file_telemetry
     from ridgeline.workload.arrivals import ArrivalProcess, parse_arrival
 

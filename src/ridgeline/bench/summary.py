@@ -2,33 +2,15 @@
 plus the bench's own bookkeeping (token-count sources, error kinds, client lag), and for a
 sweep, one row per load point and the knee.
 
-The knee of a sweep is the point of maximum *power* (Kleinrock): output throughput divided
-by mean end-to-end latency. Below it, more load buys throughput almost for free; above it,
-latency grows faster than throughput (the queueing chapter's 1/(1 - rho) wall).
-
->>> knee_index([100.0, 190.0, 260.0, 280.0], [1.0, 1.05, 1.3, 2.8])
-2
+A sweep marks its point of maximum *power* (Kleinrock): `ridgeline.metrics.knee`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
-
-
-def knee_index(output_tok_s: list[float], mean_e2e_s: list[float]) -> int | None:
-    """Index of the point with the highest throughput / latency (None if none is finite)."""
-    best, best_i = -math.inf, None
-    for i, (x, w) in enumerate(zip(output_tok_s, mean_e2e_s, strict=True)):
-        if x is None or w is None or not (math.isfinite(x) and math.isfinite(w)) or w <= 0:
-            continue
-        power = x / w
-        if power > best:
-            best, best_i = power, i
-    return best_i
 
 
 def bookkeeping(trace_path: str | Path) -> dict[str, Any]:
@@ -67,9 +49,9 @@ def analyze_trace(trace_path: str | Path, slos: list[str] | None = None,
 def print_summary(result: Any | None, book: dict[str, Any], notes: list[str],
                   console: Any = None) -> None:
     """The metrics table (from ridgeline.metrics.render) and the bench's own lines."""
-    from rich.console import Console
+    from ridgeline.report.tables import out_for
 
-    console = console or Console()
+    console = console or out_for()
     if result is not None:
         from ridgeline.metrics.render import print_analysis
 
@@ -114,10 +96,12 @@ def sweep_row(label: str, result: Any | None, book: dict[str, Any]) -> dict[str,
 
 
 def print_sweep(rows: list[dict[str, Any]], knee: int | None, console: Any = None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    from ridgeline.metrics.knee import NO_KNEE, POWER_LABEL
+    from ridgeline.report.tables import out_for
+
+    console = console or out_for()
     table = Table(title="sweep (one trace per point)")
     cols = [("point", "point"), ("ok", "ok"), ("failed", "failed"), ("req/s", "requests_per_s"),
             ("out tok/s", "output_tok_s"), ("TTFT P50 ms", "ttft_p50_ms"),
@@ -134,13 +118,17 @@ def print_sweep(rows: list[dict[str, Any]], knee: int | None, console: Any = Non
             cells.append(f"{v:,.3g}" if isinstance(v, float) else str(v if v is not None
                                                                        else "—"))
         if i == knee:
-            cells[0] += " ← knee"
+            cells[0] += f" ← {POWER_LABEL}"
         table.add_row(*cells)
     console.print(table)
     if knee is not None:
-        console.print(f"knee: {rows[knee]['point']} (highest output tok/s per second of mean "
-                      "E2E latency; beyond it latency grows faster than throughput)")
+        console.print(f"{POWER_LABEL}: {rows[knee]['point']} (highest output tok/s per "
+                      "second of mean E2E latency; beyond it latency grows faster than "
+                      "throughput)", markup=False)
+    elif len(rows) > 1:
+        console.print(f"{POWER_LABEL}: {NO_KNEE} (the power still rises at the last point)",
+                      markup=False)
 
 
-__all__ = ["analyze_trace", "bookkeeping", "knee_index", "print_summary", "print_sweep",
+__all__ = ["analyze_trace", "bookkeeping", "print_summary", "print_sweep",
            "sweep_row"]

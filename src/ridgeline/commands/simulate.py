@@ -15,6 +15,7 @@ import typer
 from ridgeline.commands.options import (
     MAX_NUM_SEQS,
     ActivationsOpt,
+    AssumptionsOpt,
     BandwidthEffOpt,
     CalibrationOpt,
     ComputeEffOpt,
@@ -26,6 +27,7 @@ from ridgeline.commands.options import (
     KernelOverheadOpt,
     KvOpt,
     ModelOpt,
+    OutFormatOpt,
     PpOpt,
     SeedOpt,
     SloOpt,
@@ -162,6 +164,8 @@ def simulate_cmd(
         "--sketch-error", callback=number(gt=0, lt=0.5),
         help="Streamed: relative error of sketch percentiles.")] = 0.01,
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
+    all_assumptions: AssumptionsOpt = False,
     seed: SeedOpt = 0,
     report: ReportOpt = None,
 ) -> None:
@@ -225,10 +229,12 @@ def simulate_cmd(
         return
     # The pooled ITL samples (one value per token) are kept only for the report's plots.
     runs = _run_all(sc, built, rates, trace, timeline, keep_samples=bool(report))
+    json_out = json_out or fmt == "json"
     if len(runs) == 1:
-        _report_one(runs[0], built.step_model, json_out)
+        _report_one(runs[0], built.step_model, json_out, fmt, all_assumptions)
     else:
-        _report_sweep(runs, built.step_model, sc.slos, slo_attainment, json_out)
+        _report_sweep(runs, built.step_model, sc.slos, slo_attainment, json_out, fmt,
+                      all_assumptions)
     if report:
         from ridgeline.commands.report import write_report_for_simulation
 
@@ -349,41 +355,77 @@ def _write_timeline(path: str, res: Any) -> None:
 # ---- reporting --------------------------------------------------------------------------
 
 
-def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
+# How simulate defines TTFT (the first of its key assumptions).
+TTFT_DEFINITION = ("TTFT: from the request's arrival to its first token, queueing included, "
+                   "plus the engine's per-request costs (continuous batching, chunked prefill)")
+
+
+def model_error_cells(step_model: Any) -> dict[str, str]:
+    """Per analyze metric key, the model's cross-validated error (a column beside the
+    simulated figures)."""
+    from ridgeline.perf.model_error import model_error, pm
+
+    err = model_error(step_model)
+    serving = err.ttft_ape is not None
+    return {
+        "ttft_ms": f"{pm(err.ttft_ape)} mean, {pm(err.ttft_p99_ape)} P99" if serving
+        else pm(err.prefill_ape),
+        "tpot_ms": pm(err.itl_ape if serving else err.decode_step_ape),
+        "itl_ms": pm(err.itl_ape if serving else err.decode_step_ape),
+        "itl_per_token_ms": pm(err.itl_ape if serving else err.decode_step_ape),
+        "e2e_ms": pm(err.e2e_ape) if serving else "",
+    }
+
+
+def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
+                all_assumptions: bool) -> None:
     summary = run.summary()
     if json_out:
+        from ridgeline.perf.model_error import model_error
+        from ridgeline.report.assumptions import key_assumptions
+
         typer.echo(json.dumps({"simulation": summary, "analysis": run.analysis.to_dict(),
+                               "model_error": model_error(step_model).describe(),
+                               "key_assumptions": key_assumptions(step_model,
+                                                                  TTFT_DEFINITION),
                                "assumptions": step_model.assumptions()}, indent=2))
         return
-    from rich.console import Console
-
     from ridgeline.metrics.render import print_analysis
+    from ridgeline.report.assumptions import print_assumptions
+    from ridgeline.report.tables import out_for
 
-    con = Console()
-    print_analysis(run.analysis, con)
     s = summary
-    con.print(
-        f"simulated {s['requests']:,} requests ({s['finished']:,} finished, {s['rejected']:,} "
-        f"rejected) over {s['simulated_s']:,.1f} simulated s in {s['wall_s']:.2f} wall s "
-        f"({s['simulated_requests_per_wall_s']:,.0f} req/s); {s['engine_steps']:,} engine "
-        f"steps, mean batch {s['mean_batch_size']:.1f}, {s['preemptions']:,} preemptions, "
-        f"peak KV {s['max_kv_blocks_used']:,} blocks; {s['engine_core']} engine core",
-        highlight=False)
-    con.print("[dim]assumptions: " + "; ".join(step_model.assumptions()) + "[/dim]",
-              highlight=False)
+    core = "C" if s["engine_core"] == "c" else s["engine_core"]
+    with out_for(fmt) as out:
+        print_analysis(run.analysis, out, model_errors=model_error_cells(step_model),
+                       what="ridgeline simulate")
+        out.print(
+            f"simulated {s['requests']:,} requests ({s['finished']:,} finished, "
+            f"{s['rejected']:,} rejected) over {s['simulated_s']:,.1f} simulated s in "
+            f"{s['wall_s']:.2f} wall s; {s['engine_steps']:,} engine steps, mean batch "
+            f"{s['mean_batch_size']:.1f}, {s['preemptions']:,} preemptions, peak KV "
+            f"{s['max_kv_blocks_used']:,} blocks ({core} engine loop)", markup=False)
+        print_assumptions(out, step_model, all_assumptions, TTFT_DEFINITION)
 
 
 def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], target: float,
-                  json_out: bool) -> None:
+                  json_out: bool, fmt: str | None, all_assumptions: bool) -> None:
+    from ridgeline.report.assumptions import key_assumptions
+    from ridgeline.report.sweep_table import print_sweep_table
+    from ridgeline.report.tables import out_for
     from ridgeline.sim.scenario import summarize_sweep
-    from ridgeline.sim.sweep_table import print_sweep_table
 
     sweep = summarize_sweep([r.sweep_point() for r in runs], slos, target,
                             step_model.assumptions())
     if json_out:
         typer.echo(json.dumps(sweep.to_dict(), indent=2))
         return
-    print_sweep_table(sweep)
+    with out_for(fmt) as out:
+        cells = model_error_cells(step_model)
+        print_sweep_table(sweep, out=out, full_assumptions=all_assumptions,
+                          key_assumptions=key_assumptions(step_model, TTFT_DEFINITION),
+                          model_error=f"model error (cross-validated, beside every figure "
+                          f"above): TTFT {cells['ttft_ms']}; TPOT {cells['tpot_ms']}")
 
 
 def register(app: typer.Typer) -> None:
