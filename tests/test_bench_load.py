@@ -14,10 +14,10 @@ from ridgeline.bench.client import EndpointConfig
 from ridgeline.bench.dataset import parse_dataset
 from ridgeline.bench.load import LoadSpec
 from ridgeline.bench.run import BenchConfig, run_bench
-from ridgeline.metrics.knee import max_power_index as knee_index
-from ridgeline.metrics.knee import ttft_knee_index
 from ridgeline.bench.workers import split_concurrency
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.knee import max_power_index as knee_index
+from ridgeline.metrics.knee import ttft_knee_index
 from ridgeline.workload.arrivals import arrival_times_s, parse_arrival
 from ridgeline.workload.lengths import parse_lengths
 from ridgeline.workload.streams import workload_streams

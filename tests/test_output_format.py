@@ -116,3 +116,57 @@ def test_estimate_memory_sized_as_the_engine() -> None:
     # static-batch prefill of all 64 prompts, and above one prompt's own prefill.
     r = big["result"]
     assert r["serving_ttft_s"] < r["prefill_s"] / 8
+
+
+AIPERF = Path(__file__).parent / "data" / "peers" / "aiperf" / "clean"
+
+
+def test_simulate_single_point_is_short_with_model_error() -> None:
+    text = ok("simulate", "--rate", "5", "-n", "300")
+    assert_uncut(text)
+    assert len(text.splitlines()) <= 20, text
+    assert "sampling CI" in text and "model error (CV)" in text
+    ttft = next(ln for ln in text.splitlines() if ln.startswith("TTFT (ms)"))
+    assert "±" in ttft  # the model's error on the TTFT row itself
+    assert "shared/data" not in text and "0.000 ms" not in text
+
+
+def test_simulate_sweep_csv_and_knee_names() -> None:
+    rows = list(csv.DictReader(io.StringIO(ok("simulate", "--rate", "2,4", "-n", "150",
+                                              "--format", "csv"))))
+    assert [r["rate (req/s)"] for r in rows] == ["2", "4"]
+    assert all(float(r["TTFT P99 (ms)"]) > 0 for r in rows)
+    text = ok("simulate", "--rate", "2,4", "-n", "150")
+    assert_uncut(text)
+    # Two light loads: P99 TTFT stays within 3x, so no knee is claimed at the range's end.
+    assert "knee (TTFT p99 <= 3x): no knee within the range" in text
+    assert "◀" not in text
+
+
+def test_analyze_piped_warns_once_and_gives_the_whole_run_figure() -> None:
+    trace = str(AIPERF / "profile_export.jsonl")
+    text = ok("analyze", trace)
+    assert_uncut(text)
+    thin = [ln for ln in text.splitlines() if "fewer than 10 samples beyond" in ln]
+    assert len(thin) == 1 and "P99.9" not in text
+    # Every event one token: one ITL row, not two identical ones.
+    assert sum(ln.startswith("ITL") for ln in text.splitlines()) == 1
+    # AIPerf's own mean TTFT over all 40 requests, from its per-record export.
+    recs = [json.loads(ln) for ln in (AIPERF / "profile_export.jsonl").open()]
+    mean_ms = sum(r["metrics"]["time_to_first_token"]["value"] for r in recs) / len(recs)
+    window = next(ln for ln in text.splitlines() if "--window all" in ln)
+    assert f"TTFT mean {mean_ms:.3g} ms" in window
+    assert "INCONSISTENT" not in text
+
+
+def test_analyze_formats_parse_and_input_format_still_works() -> None:
+    trace = str(AIPERF / "profile_export.jsonl")
+    rows = list(csv.DictReader(io.StringIO(ok("analyze", trace, "--format", "csv"))))
+    assert rows[0]["metric"] == "TTFT (ms)" and rows[0]["n"] == "35"
+    assert json.loads(ok("analyze", trace, "--format", "json"))["latency"]["ttft_ms"]["count"] \
+        == 35
+    # An input format's name given to --format is still read as the input format.
+    assert "TTFT (ms)" in ok("analyze", trace, "--format", "aiperf")
+    assert "TTFT (ms)" in ok("analyze", trace, "-f", "aiperf", "--format", "plain")
+    proc = run("analyze", trace, "--format", "bogus")
+    assert proc.returncode == 2 and "--format" in proc.stderr

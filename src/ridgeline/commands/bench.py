@@ -337,7 +337,6 @@ def bench(
     import json
     import sys
 
-    from rich.console import Console
     from rich.markup import escape
 
     from ridgeline.bench import peer_flags as pf
@@ -572,7 +571,9 @@ def bench(
         slos=slos, result_formats=result_formats, percentiles=pcts, result_spec=result_spec,
         ready_check_timeout_s=ready_check_timeout_s, cancel_rate_pct=cancel_rate_pct,
         cancel_delay_s=cancel_delay_s)
-    console = Console(stderr=json_out)
+    from ridgeline.report.tables import out_for
+
+    console = out_for(stderr=json_out)  # plain full-width tables when piped
     # Say what runs and for how long before the first request: a run that shows no
     # progress (stderr not a terminal) must still say it is working, and on what.
     bound = " or ".join(b for b in (f"{requests} requests" if requests else "",
