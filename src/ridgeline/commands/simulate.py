@@ -54,69 +54,118 @@ DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
 DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
 
 
+# The options of `simulate` (one alias per option, so the command reads as a list).
+RateOpt = Annotated[str | None, typer.Option(
+    "--rate", help="Arrival rate in req/s; a comma list (1,2,4,8) for a latency-vs-load "
+    "sweep; or 'sweep' (rates around the simulated capacity).")]
+RequestsOpt = Annotated[int, typer.Option("--requests", "-n", min=1,
+                                          help="Requests per run.")]
+ArrivalOpt = Annotated[str, typer.Option(
+    "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
+    "replay:path=FILE[,speedup=K] (also BurstGPT CSV, Mooncake JSONL), "
+    "diurnal:peak=,trough=[,period=86400].")]
+ConcurrencyOpt = Annotated[int | None, typer.Option(
+    "--concurrency", min=1, help="Closed loop: this many users, each sending its next request "
+    "when the last one ends (instead of --rate).")]
+ThinkTimeOpt = Annotated[str, typer.Option(
+    "--think-time", help="Closed loop: seconds a user waits between requests: 0, "
+    "fixed:1.5, exponential:mean=2, uniform:min=1,max=3.")]
+PromptOpt = Annotated[str, typer.Option(
+    "--prompt", help="Prompt lengths (tokens): fixed:N, uniform:min=,max=, normal:mean=,"
+    "std=, lognormal:mean=,sigma=, exponential:mean=, empirical:path=FILE.")
+    ]
+OutputOpt = Annotated[str, typer.Option("--output", help="Output lengths (same syntax).")
+                      ]
+PrefixGroupsOpt = Annotated[int, typer.Option(
+    "--prefix-groups", min=0,
+    help="Shared-prefix groups: request i starts with prefix i mod G.")
+    ]
+PrefixTokensOpt = Annotated[int, typer.Option(
+    "--prefix-tokens", min=0,
+    help="Tokens of each group's shared prefix (added to the prompt).")
+    ]
+ReplicasOpt = Annotated[int, typer.Option("--replicas", min=1,
+                                          help="Engine replicas (data parallel).")]
+RouterOpt = Annotated[str, typer.Option(
+    "--router", help="round-robin, least-outstanding, least-kv, prefix-affinity (a "
+    "prefix group's requests on one replica: where its prefix is cached).")]
+PdOpt = Annotated[str | None, typer.Option(
+    "--pd", help="Prefill/decode disaggregation P:D (P prefill and D decode instances; "
+    "replaces --replicas).")]
+KvTransferLatencyUsOpt = Annotated[float, typer.Option(
+    "--kv-transfer-latency-us", callback=number(ge=0, le=1e9),
+    help="Fixed latency per P/D KV transfer.")]
+MaxNumSeqsOpt = Annotated[int, typer.Option(
+    "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
+    help="Most sequences in one engine step (vLLM's).")]
+MaxNumBatchedTokensOpt = Annotated[int, typer.Option("--max-num-batched-tokens", min=1,
+                                                                  max=10_000_000)
+                                      ]
+ChunkedPrefillOpt = Annotated[bool, typer.Option(
+    "--chunked-prefill/--no-chunked-prefill", help="Chunked prefill (vLLM V1 default: "
+    "on).")]
+PrefixCachingOpt = Annotated[bool, typer.Option(
+    "--prefix-caching/--no-prefix-caching", help="Automatic prefix caching (vLLM V1 "
+    "default: on).")]
+BlockSizeOpt = Annotated[int, typer.Option("--block-size", min=1,
+                                            help="KV block size (tokens).")]
+GpuMemoryUtilizationOpt = Annotated[float, typer.Option(
+    "--gpu-memory-utilization", callback=number(gt=0, le=1),
+    help="Fraction of GPU memory for weights + KV.")]
+NumKvBlocksOpt = Annotated[int | None, typer.Option(
+    "--num-kv-blocks", min=1, max=10**10,
+    help="Override the KV capacity from the memory model.")]
+SloAttainmentOpt = Annotated[float, typer.Option(
+    "--slo-attainment", callback=number(gt=0, le=1),
+    help="Sweep: a rate meets the SLOs when at least this fraction "
+    "of its requests meets all of them.")]
+TimelineOpt = Annotated[str | None, typer.Option(
+    "--timeline", callback=writable_file,
+    help="Write the engine timeline (one row per step) as CSV.")]
+StepByStepOpt = Annotated[bool, typer.Option(
+    "--step-by-step", help="Reference mode: one engine step per loop iteration (slower; "
+    "same trace).")]
+StreamOpt = Annotated[bool | None, typer.Option(
+    "--stream/--no-stream", help="Stream finished requests to the trace and to "
+    "streaming metrics (memory bounded by what is in flight; whole-run window); default: "
+    "on above 500,000 requests or with --workers/--ray.")]
+WorkersOpt = Annotated[int, typer.Option(
+    "--workers", min=1, help="Shard replicas over this many processes (round-robin or "
+    "prefix-affinity, open loop, no P/D: exact; other routers stay in one process).")]
+RayAddressOpt = Annotated[str | None, typer.Option(
+    "--ray", help="Shard over Ray: 'local' or a cluster address (needs ridgeline[ray]).")
+    ]
+ExactMaxOpt = Annotated[int, typer.Option(
+    "--exact-max", min=0, help="Streamed: values per metric kept for exact percentiles; "
+    "beyond, a sketch (--sketch-error).")]
+SketchErrorOpt = Annotated[float, typer.Option(
+    "--sketch-error", callback=number(gt=0, lt=0.5),
+    help="Streamed: relative error of sketch percentiles.")]
+
+
 def simulate_cmd(
     model: ModelOpt = "llama-3.1-8b",
     hardware: HardwareOpt = "h100-sxm",
-    rate: Annotated[str | None, typer.Option(
-        "--rate", help="Arrival rate in req/s; a comma list (1,2,4,8) for a latency-vs-load "
-        "sweep; or 'sweep' (rates around the simulated capacity).")] = None,
-    requests: Annotated[int, typer.Option("--requests", "-n", min=1,
-                                          help="Requests per run.")] = 1000,
-    arrival: Annotated[str, typer.Option(
-        "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
-        "replay:path=FILE[,speedup=K] (also BurstGPT CSV, Mooncake JSONL), "
-        "diurnal:peak=,trough=[,period=86400].")] = "poisson",
-    concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", min=1, help="Closed loop: this many users, each sending its next request "
-        "when the last one ends (instead of --rate).")] = None,
-    think_time: Annotated[str, typer.Option(
-        "--think-time", help="Closed loop: seconds a user waits between requests: 0, "
-        "fixed:1.5, exponential:mean=2, uniform:min=1,max=3.")] = "0",
-    prompt: Annotated[str, typer.Option(
-        "--prompt", help="Prompt lengths (tokens): fixed:N, uniform:min=,max=, normal:mean=,"
-        "std=, lognormal:mean=,sigma=, exponential:mean=, empirical:path=FILE.")
-    ] = DEFAULT_PROMPT,
-    output: Annotated[str, typer.Option("--output", help="Output lengths (same syntax).")
-                      ] = DEFAULT_OUTPUT,
-    prefix_groups: Annotated[int, typer.Option(
-        "--prefix-groups", min=0,
-        help="Shared-prefix groups: request i starts with prefix i mod G.")
-    ] = 0,
-    prefix_tokens: Annotated[int, typer.Option(
-        "--prefix-tokens", min=0,
-        help="Tokens of each group's shared prefix (added to the prompt).")
-    ] = 0,
-    replicas: Annotated[int, typer.Option("--replicas", min=1,
-                                          help="Engine replicas (data parallel).")] = 1,
-    router: Annotated[str, typer.Option(
-        "--router", help="round-robin, least-outstanding, least-kv, prefix-affinity (a "
-        "prefix group's requests on one replica: where its prefix is cached).")] = "round-robin",
-    pd: Annotated[str | None, typer.Option(
-        "--pd", help="Prefill/decode disaggregation P:D (P prefill and D decode instances; "
-        "replaces --replicas).")] = None,
-    kv_transfer_latency_us: Annotated[float, typer.Option(
-        "--kv-transfer-latency-us", callback=number(ge=0, le=1e9),
-        help="Fixed latency per P/D KV transfer.")] = 0.0,
-    max_num_seqs: Annotated[int, typer.Option(
-        "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
-        help="Most sequences in one engine step (vLLM's).")] = 256,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1,
-                                                                  max=10_000_000)
-                                      ] = 8192,
-    chunked_prefill: Annotated[bool, typer.Option(
-        "--chunked-prefill/--no-chunked-prefill", help="Chunked prefill (vLLM V1 default: "
-        "on).")] = True,
-    prefix_caching: Annotated[bool, typer.Option(
-        "--prefix-caching/--no-prefix-caching", help="Automatic prefix caching (vLLM V1 "
-        "default: on).")] = True,
-    block_size: Annotated[int, typer.Option("--block-size", min=1,
-                                            help="KV block size (tokens).")] = 16,
-    gpu_memory_utilization: Annotated[float, typer.Option(
-        "--gpu-memory-utilization", callback=number(gt=0, le=1),
-        help="Fraction of GPU memory for weights + KV.")] = 0.9,
-    num_kv_blocks: Annotated[int | None, typer.Option(
-        "--num-kv-blocks", min=1, max=10**10,
-        help="Override the KV capacity from the memory model.")] = None,
+    rate: RateOpt = None,
+    requests: RequestsOpt = 1000,
+    arrival: ArrivalOpt = "poisson",
+    concurrency: ConcurrencyOpt = None,
+    think_time: ThinkTimeOpt = "0",
+    prompt: PromptOpt = DEFAULT_PROMPT,
+    output: OutputOpt = DEFAULT_OUTPUT,
+    prefix_groups: PrefixGroupsOpt = 0,
+    prefix_tokens: PrefixTokensOpt = 0,
+    replicas: ReplicasOpt = 1,
+    router: RouterOpt = "round-robin",
+    pd: PdOpt = None,
+    kv_transfer_latency_us: KvTransferLatencyUsOpt = 0.0,
+    max_num_seqs: MaxNumSeqsOpt = 256,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = 8192,
+    chunked_prefill: ChunkedPrefillOpt = True,
+    prefix_caching: PrefixCachingOpt = True,
+    block_size: BlockSizeOpt = 16,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.9,
+    num_kv_blocks: NumKvBlocksOpt = None,
     weights: WeightsOpt = None,
     kv: KvOpt = None,
     activations: ActivationsOpt = None,
@@ -130,39 +179,21 @@ def simulate_cmd(
     engine: EngineOpt = "vllm",
     engine_costs: EngineCostsOpt = True,
     slo: SloOpt = None,
-    slo_attainment: Annotated[float, typer.Option(
-        "--slo-attainment", callback=number(gt=0, le=1),
-        help="Sweep: a rate meets the SLOs when at least this fraction "
-        "of its requests meets all of them.")] = 0.99,
+    slo_attainment: SloAttainmentOpt = 0.99,
     trace: TraceOutOpt = None,
-    timeline: Annotated[str | None, typer.Option(
-        "--timeline", callback=writable_file,
-        help="Write the engine timeline (one row per step) as CSV.")] = None,
-    step_by_step: Annotated[bool, typer.Option(
-        "--step-by-step", help="Reference mode: one engine step per loop iteration (slower; "
-        "same trace).")] = False,
+    timeline: TimelineOpt = None,
+    step_by_step: StepByStepOpt = False,
     spec_k: SpecKOpt = 0,
     spec_alpha: SpecAlphaOpt = 0.7,
     spec_draft_model: SpecDraftOpt = None,
     enforce_eager: EagerOpt = False,
     cpu_tokenize_us_per_token: CpuTokenizeOpt = 0.0,
     cpu_detokenize_us_per_event: CpuDetokenizeOpt = 0.0,
-    stream: Annotated[bool | None, typer.Option(
-        "--stream/--no-stream", help="Stream finished requests to the trace and to "
-        "streaming metrics (memory bounded by what is in flight; whole-run window); default: "
-        "on above 500,000 requests or with --workers/--ray.")] = None,
-    workers: Annotated[int, typer.Option(
-        "--workers", min=1, help="Shard replicas over this many processes (round-robin or "
-        "prefix-affinity, open loop, no P/D: exact; other routers stay in one process).")] = 1,
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray", help="Shard over Ray: 'local' or a cluster address (needs ridgeline[ray]).")
-    ] = None,
-    exact_max: Annotated[int, typer.Option(
-        "--exact-max", min=0, help="Streamed: values per metric kept for exact percentiles; "
-        "beyond, a sketch (--sketch-error).")] = 5_000_000,
-    sketch_error: Annotated[float, typer.Option(
-        "--sketch-error", callback=number(gt=0, lt=0.5),
-        help="Streamed: relative error of sketch percentiles.")] = 0.01,
+    stream: StreamOpt = None,
+    workers: WorkersOpt = 1,
+    ray_address: RayAddressOpt = None,
+    exact_max: ExactMaxOpt = 5_000_000,
+    sketch_error: SketchErrorOpt = 0.01,
     json_out: JsonOpt = False,
     fmt: OutFormatOpt = None,
     all_assumptions: AssumptionsOpt = False,
