@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -170,3 +171,35 @@ def test_analyze_formats_parse_and_input_format_still_works() -> None:
     assert "TTFT (ms)" in ok("analyze", trace, "-f", "aiperf", "--format", "plain")
     proc = run("analyze", trace, "--format", "bogus")
     assert proc.returncode == 2 and "--format" in proc.stderr
+
+
+def test_plan_piped_logs_progress_and_its_tables_parse_as_csv() -> None:
+    env = {**os.environ, "RIDGELINE_PROGRESS_INTERVAL_S": "0"}
+    proc = subprocess.run([RIDGELINE, "plan", "--rate", "2", "--slo", "ttft_ms:2000",
+                           "--goodput-target", "0.5", "--requests", "200",
+                           "--verify-requests", "200", "--tp", "1", "--max-replicas", "1",
+                           "--format", "csv"], capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, env=env)
+    assert proc.returncode == 0, proc.stderr
+    # In a log: lines on stderr with the stage, done/total and an ETA; no bar drawing.
+    progress = [ln for ln in proc.stderr.splitlines() if ln.startswith("plan: screening")]
+    assert progress and any("ETA" in ln for ln in progress)
+    assert "━" not in proc.stderr
+    blocks = [list(csv.reader(io.StringIO(b))) for b in proc.stdout.split("\n\n") if b.strip()]
+    verified = next(b for b in blocks if b[0][:3] == ["table", "config", "$/hour"])
+    assert len(verified) >= 2 and verified[1][2] == "2.50"
+
+
+def test_log_progress_line_and_eta() -> None:
+    from ridgeline.report.progress import LogProgress
+
+    log = io.StringIO()
+    ticks = iter([0.0, 0.0, 2.0, 8.0, 40.0])
+    with LogProgress("simulate", every_s=5.0, stream=log, clock=ticks.__next__) as p:
+        t = p.add_task("simulating 4 req/s", total=1000)
+        p.update(t, completed=100)   # 2 s: within the interval, no line
+        p.update(t, completed=200)   # 8 s: 20% in 8 s -> 32 s to go
+        p.update(t, completed=1000)  # 40 s: done
+    assert log.getvalue().splitlines() == [
+        "simulate: simulating 4 req/s 200/1,000 (20%), 8 s elapsed, ETA 32 s",
+        "simulate: simulating 4 req/s 1,000/1,000 (100%), 40 s elapsed"]

@@ -6,12 +6,11 @@ Only typer and the standard library at import time.
 from __future__ import annotations
 
 import json
-import sys
 from typing import Annotated
 
 import typer
 
-from ridgeline.commands.options import JsonOpt, SeedOpt, check_writable
+from ridgeline.commands.options import JsonOpt, OutFormatOpt, SeedOpt, check_writable
 
 
 def _csv(text: str, what: str) -> tuple[str, ...]:
@@ -115,11 +114,10 @@ def plan_cmd(
         "--plot", help="Write the Pareto plot here (.png, .svg or .pdf; needs matplotlib).")
     ] = None,
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
     """Find the cheapest configuration meeting the SLOs at a target rate, with headroom."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from ridgeline.errors import RidgelineError
     from ridgeline.metrics.slo import parse_slos
@@ -149,11 +147,11 @@ def plan_cmd(
         requests=requests, seed=seed, verify_requests=verify_requests).validate()
     if plot:
         check_plot_path(plot)    # before the search, not after it
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        console=Console(stderr=True), transient=True,
-                        # off the terminal a bar is noise, and its closing newline would
-                        # stand before a one-line error
-                        disable=not sys.stderr.isatty())
+    from ridgeline.report.progress import progress_for
+
+    # A bar with an ETA in a terminal; a line every few seconds on stderr in a log (a plan
+    # takes minutes: a piped run must not sit silent).
+    progress = progress_for("plan")
     tasks: dict[str, int] = {}
 
     def on_progress(stage: str, done: int, total: int) -> None:
@@ -170,13 +168,12 @@ def plan_cmd(
         result, interrupted = exc.result, True
     if plot and not interrupted:
         plot_pareto(result, plot)
-    if json_out:
+    from ridgeline.report.tables import print_markdown_document
+
+    if json_out or fmt == "json":
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        from rich.console import Console as _C
-        from rich.markdown import Markdown
-
-        _C().print(Markdown(result.markdown()))
+        print_markdown_document(result.markdown(), fmt)
     if interrupted:
         raise typer.Exit(130)
     if result.chosen is None:

@@ -6,7 +6,6 @@ Only typer and the standard library at import time; the simulator loads inside t
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -313,25 +312,13 @@ def _run_all(sc: Any, built: Any, rates: list[float | None], trace: str | None,
              timeline: str | None, keep_samples: bool = True) -> list[Any]:
     """Run each rate through the library (`ridgeline.sim.scenario.run_scenario`) under one
     progress bar, writing each run's trace and timeline as it finishes."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
+    from ridgeline.report.progress import progress_for
     from ridgeline.sim.scenario import run_scenario
 
     n = sc.requests
     runs = []
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("ETA"), TimeRemainingColumn(),
-                        console=Console(stderr=True), transient=True,
-                        # off the terminal a bar is noise, and its closing newline would
-                        # stand before a one-line error
-                        disable=not sys.stderr.isatty())
+    # A bar with an ETA in a terminal; a line every few seconds on stderr in a log.
+    progress = progress_for("simulate")
     with progress:
         task = progress.add_task("simulating", total=n * len(rates))
         for k, rate in enumerate(rates):

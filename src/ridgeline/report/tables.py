@@ -244,6 +244,53 @@ def json_page(tables: list[Any], lines: list[str]) -> dict[str, Any]:
     return {"tables": out, "lines": [x for x in lines if x]}
 
 
+def markdown_tables(md: str) -> list[Any]:
+    """The pipe tables of a markdown document as rich Tables (titled by the heading or bold
+    line before each), for `--format csv` of a command whose output is markdown."""
+    from rich.table import Table
+
+    tables: list[Any] = []
+    title = ""
+    rows: list[list[str]] = []
+    for ln in [*md.splitlines(), ""]:
+        s = ln.strip()
+        if s.startswith("|") and s.endswith("|"):
+            if not set(s) <= set("|-: "):  # (the |---|---:| line is no row)
+                rows.append([c.strip().replace("\\|", "|") for c in s[1:-1].split(" | ")])
+            continue
+        if rows:
+            t = Table(title=title)
+            for h in rows[0]:
+                t.add_column(h)
+            for r in rows[1:]:
+                t.add_row(*(r + [""] * (len(rows[0]) - len(r)))[:len(rows[0])])
+            tables.append(t)
+            rows = []
+        if s.startswith("#") or (s.startswith("**") and s.endswith("**")):
+            title = s.lstrip("#").strip().strip("*")
+    return tables
+
+
+def print_markdown_document(md: str, fmt: str | None) -> None:
+    """A markdown report (plan, advise) in an output format: rich's rendering in a terminal
+    (`table`), the markdown text itself for `plain` and `markdown` (it reads well as text,
+    and rich would cut its tables to 80 columns off a terminal), its tables for `csv`, and
+    the text and tables for `json`."""
+    f = check_format(fmt) or default_format()
+    if f == "table":
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console(width=None if sys.stdout.isatty() else 10_000).print(Markdown(md))
+    elif f in ("plain", "markdown"):
+        sys.stdout.write(md if md.endswith("\n") else md + "\n")
+    elif f == "csv":
+        sys.stdout.write(csv_text(markdown_tables(md)))
+    else:
+        sys.stdout.write(json.dumps(json_page(markdown_tables(md), md.splitlines()),
+                                    indent=2) + "\n")
+
+
 def out_for(fmt: str | None = None, *, json_flag: bool = False, markdown: bool = False,
             stderr: bool = False) -> Out:
     """An `Out` in the format the options ask for (see `resolve_format`)."""
