@@ -93,10 +93,11 @@ def report_fleet(run: FleetRun, seed: int, json_out: bool, step_model: Any) -> N
         typer.echo(json.dumps({**s, "assumptions": step_model.assumptions()}, indent=2,
                               default=float))
         return
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    from ridgeline.report.tables import out_for
+
+    con = out_for()
     title = "ridgeline simulate — streamed" + (" (INTERRUPTED: what finished)"
                                                if run.interrupted else "")
     table = Table(title=title, title_justify="left")
@@ -134,9 +135,11 @@ def report_fleet(run: FleetRun, seed: int, json_out: bool, step_model: Any) -> N
               f"{m['engine_steps']:,} engine steps, {m['preemptions']:,} preemptions, peak KV "
               f"{m['max_kv_blocks_used']:,} blocks, in {m['wall_s']:.2f} wall s "
               f"({m['simulated_requests_per_wall_s']:,.0f} req/s); {m['backend']}, "
-              f"{m['engine_core']} engine core",
+              f"{'C' if m['engine_core'] == 'c' else m['engine_core']} engine loop",
               highlight=False)
     for note in m["notes"]:
-        con.print(f"note: {note}", highlight=False)
-    con.print("[dim]assumptions: " + "; ".join(step_model.assumptions()) + "[/dim]",
-              highlight=False)
+        con.print(f"note: {note}", highlight=False, markup=False)
+    from ridgeline.report.assumptions import print_assumptions
+
+    print_assumptions(con, step_model, False)
+    con.close()
