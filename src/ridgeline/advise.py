@@ -430,7 +430,7 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
                 f"TTFT in the last third of the run is {trend:.1f}x the first third"],
             [Recommendation("test at the target load", "continuous batching makes latency "
                             "load-sensitive: plan capacity from a run at the target "
-                            "concurrency, never from an idle server (seed 004)")]))
+                            "concurrency, never from an idle server")]))
     adv.findings.sort(key=lambda x: ORDER.index(x.stage))
     return adv
 

@@ -27,7 +27,7 @@ def advise_cmd(
                                            "header's, else 1).")] = None,
     slo: Annotated[list[str] | None, typer.Option(
         "--slo", help="TTFT/TPOT budgets, e.g. ttft_ms<=1000 (default: TTFT P99 < 1000 ms, "
-        "TPOT P99 < 50 ms, seed 004).")] = None,
+        "TPOT P99 < 50 ms).")] = None,
     metrics: Annotated[str | None, typer.Option(
         "--metrics", help="Prometheus text scraped from the server (/metrics) during the "
         "run.")] = None,

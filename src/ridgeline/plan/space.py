@@ -102,7 +102,7 @@ class PlanRequest:
                 raise RidgelineError(
                     f"--verify-requests: got {self.verify_requests}; allowed: >= {need} (a "
                     f"{self.goodput_target:g} target judges P{100 * self.goodput_target:g}; "
-                    f"{need} requests put it within a quarter of its tail, seed 003)")
+                    f"{need} requests put it within a quarter of its tail)")
         for hw in self.hardware:
             self.price_of(hw)
         return self
