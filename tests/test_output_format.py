@@ -203,3 +203,16 @@ def test_log_progress_line_and_eta() -> None:
     assert log.getvalue().splitlines() == [
         "simulate: simulating 4 req/s 200/1,000 (20%), 8 s elapsed, ETA 32 s",
         "simulate: simulating 4 req/s 1,000/1,000 (100%), 40 s elapsed"]
+
+
+def test_bench_piped_prints_whole_plain_tables(tmp_path: Path) -> None:
+    proc = subprocess.run([RIDGELINE, "bench", "--target", "emulator", "--rate", "8",
+                           "--requests", "20", "--output", "fixed:8", "--no-progress",
+                           "--trace", str(tmp_path / "b.jsonl")], capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert_uncut(proc.stdout)
+    header = next(ln for ln in proc.stdout.splitlines() if ln.startswith("metric"))
+    assert "P99 [sampling CI]" in header
+    ttft = next(ln for ln in proc.stdout.splitlines() if ln.startswith("TTFT (ms)"))
+    assert ttft.split()[2] == "20"  # n, whole: the row is not cut

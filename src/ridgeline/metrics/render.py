@@ -95,10 +95,14 @@ def thin_tail_line(result: AnalysisResult) -> str | None:
         d = result.latency.get(key)
         if d is None or d.unavailable or (key == "queue_ms" and d.max == 0):
             continue
+        if key == "itl_per_token_ms" and _one_token_per_event(result):
+            continue  # its row is not shown (the per-event row says it all)
         ks = [k.upper() for k in SHOWN_PERCENTILES
               if k in d.percentiles and not d.percentiles[k].supported]
+        name = d.label if key.startswith("itl") and not _one_token_per_event(result) \
+            else d.label.split(" (")[0]
         if ks:
-            groups.setdefault(("/".join(ks), d.count), []).append(d.label.split(" (")[0])
+            groups.setdefault(("/".join(ks), d.count), []).append(name)
     if not groups:
         return None
     return (f"* fewer than {MIN_TAIL_SAMPLES} samples beyond " + "; ".join(
