@@ -132,6 +132,13 @@ def test_simulate_single_point_is_short_with_model_error() -> None:
     assert "shared/data" not in text and "0.000 ms" not in text
 
 
+def test_simulate_csv_has_the_model_error_column() -> None:
+    rows = list(csv.DictReader(io.StringIO(ok("simulate", "--rate", "5", "-n", "200",
+                                              "--format", "csv"))))
+    ttft = next(r for r in rows if r["metric"] == "ttft_ms")
+    assert float(ttft["p50"]) > 0 and ttft["model_error"].startswith("±")
+
+
 def test_simulate_sweep_csv_and_knee_names() -> None:
     rows = list(csv.DictReader(io.StringIO(ok("simulate", "--rate", "2,4", "-n", "150",
                                               "--format", "csv"))))
@@ -163,9 +170,13 @@ def test_analyze_piped_warns_once_and_gives_the_whole_run_figure() -> None:
 def test_analyze_formats_parse_and_input_format_still_works() -> None:
     trace = str(AIPERF / "profile_export.jsonl")
     rows = list(csv.DictReader(io.StringIO(ok("analyze", trace, "--format", "csv"))))
-    assert rows[0]["metric"] == "TTFT (ms)" and rows[0]["n"] == "35"
-    assert json.loads(ok("analyze", trace, "--format", "json"))["latency"]["ttft_ms"]["count"] \
-        == 35
+    js = json.loads(ok("analyze", trace, "--format", "json"))["latency"]["ttft_ms"]
+    assert rows[0]["metric"] == "ttft_ms" and rows[0]["n"] == "35" and js["count"] == 35
+    # One number per cell: the same values as the JSON, the CI around each.
+    assert float(rows[0]["mean"]) == js["mean"]
+    assert float(rows[0]["p99"]) == js["percentiles"]["p99"]["value"]
+    assert float(rows[0]["p50_ci_low"]) <= float(rows[0]["p50"]) <= float(rows[0]["p50_ci_high"])
+    assert rows[0]["p99_thin_tail"] == "yes" and rows[0]["p50_thin_tail"] == ""
     # An input format's name given to --format is still read as the input format.
     assert "TTFT (ms)" in ok("analyze", trace, "--format", "aiperf")
     assert "TTFT (ms)" in ok("analyze", trace, "-f", "aiperf", "--format", "plain")

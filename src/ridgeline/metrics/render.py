@@ -202,6 +202,9 @@ def print_analysis(result: AnalysisResult, console: Any = None,
     from ridgeline.report.tables import out_for
 
     con = console if console is not None else out_for()
+    if getattr(con, "fmt", None) == "csv":
+        con.print(numeric_table(result, model_errors))  # numbers, one per cell
+        return
     src = result.source
     name = src.get("path") or src.get("source")
     title = what if name and name in what else f"{what} — {name}"
@@ -230,6 +233,34 @@ def print_analysis(result: AnalysisResult, console: Any = None,
         con.print("warnings:", style="yellow")
         for w in warnings:
             con.print(f"  - {w}", highlight=False, markup=False)
+
+
+def numeric_table(result: AnalysisResult, model_errors: dict[str, str] | None = None) -> Any:
+    """The metrics as numbers, one per column (value, CI low, CI high): for CSV."""
+    from rich.table import Table
+
+    def num(x: float | None) -> str:
+        return "" if x is None or not math.isfinite(x) else repr(float(x))
+
+    cols = ["metric", "unit", "n", "mean", "mean_ci_low", "mean_ci_high"]
+    for k in SHOWN_PERCENTILES:
+        cols += [k, f"{k}_ci_low", f"{k}_ci_high", f"{k}_thin_tail"]
+    cols += ["max"] + (["model_error"] if model_errors is not None else [])
+    t = Table(title="ridgeline analyze")
+    for c in cols:
+        t.add_column(c)
+    for key in SHOWN:
+        d = result.latency.get(key)
+        if d is None or d.unavailable:
+            continue
+        row = [key, d.unit, str(d.count), num(d.mean), num(d.mean_ci[0]), num(d.mean_ci[1])]
+        for k in SHOWN_PERCENTILES:
+            p = d.percentiles.get(k)
+            row += ([num(p.value), num(p.ci_low), num(p.ci_high),
+                     "" if p.supported else "yes"] if p is not None else ["", "", "", ""])
+        row += [num(d.max)] + ([model_errors.get(key, "")] if model_errors is not None else [])
+        t.add_row(*row)
+    return t
 
 
 def shown_warnings(result: AnalysisResult, window_said: bool = False) -> list[str]:
