@@ -227,3 +227,14 @@ def test_bench_piped_prints_whole_plain_tables(tmp_path: Path) -> None:
     assert "P99 [sampling CI]" in header
     ttft = next(ln for ln in proc.stdout.splitlines() if ln.startswith("TTFT (ms)"))
     assert ttft.split()[2] == "20"  # n, whole: the row is not cut
+
+
+def test_simulate_sweep_logs_progress_when_piped() -> None:
+    env = {**os.environ, "RIDGELINE_PROGRESS_INTERVAL_S": "0"}
+    proc = subprocess.run([RIDGELINE, "simulate", "--rate", "2,4", "-n", "3000"],
+                          capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("simulate: simulating")]
+    assert any("4 req/s" in ln and "/6,000" in ln for ln in lines), proc.stderr
+    assert "━" not in proc.stderr

@@ -21,15 +21,6 @@ def run_streamed_command(sc: Any, built: Any, rate: float | None, trace: str | N
                          json_out: bool, workers: int, ray_address: str | None,
                          exact_max: int, sketch_error: float) -> None:
     """`sc`/`built`: the command's `ridgeline.sim.scenario.Scenario` and its `Built`."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     from ridgeline.sim.fleet import run_fleet
     from ridgeline.sim.scenario import trace_header
@@ -42,11 +33,12 @@ def run_streamed_command(sc: Any, built: Any, rate: float | None, trace: str | N
         prefix_groups=sc.prefix_groups, prefix_tokens=sc.prefix_tokens, seed=sc.seed)
     check_context(wl, built.step_model)
     header = trace_header(sc, built, load, dataset)
-    progress = Progress(TextColumn("simulating (streamed)"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                        console=Console(stderr=True), transient=True)
+    from ridgeline.report.progress import progress_for
+
+    # A bar with an ETA in a terminal; a line every few seconds on stderr in a log.
+    progress = progress_for("simulate")
     with progress:
-        task = progress.add_task("sim", total=n)
+        task = progress.add_task("simulating (streamed)", total=n)
         run = run_fleet(wl, built.config, built.step_model, built.cluster, header,
                         slos=tuple(sc.slos), trace_path=trace, workers=workers,
                         ray_address=ray_address, exact_max=exact_max,
