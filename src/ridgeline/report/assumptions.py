@@ -53,6 +53,25 @@ def engine_line(step_model: Any, err: ModelError) -> str | None:
             f"GPU{serving}")
 
 
+def model_structure_line(m: Any) -> str | None:
+    """Attention windows, linear attention and expert routing, in one line (None for a
+    dense model with full attention)."""
+    if m is None:
+        return None
+    parts = []
+    if getattr(m, "is_windowed", False):
+        kind = "chunked local" if m.window_kind == "chunked" else "sliding-window"
+        parts.append(f"{kind} attention: {m.num_window_layers} of {m.num_softmax_layers} "
+                     f"attention layers see the last {m.sliding_window:,} tokens")
+    if getattr(m, "num_linear_layers", 0):
+        parts.append(f"linear attention in {m.num_linear_layers} of {m.num_layers} layers "
+                     "(a constant state per sequence, no KV)")
+    if getattr(m, "is_moe", False):
+        parts.append(f"experts: each token picks {m.experts_per_token} of {m.num_experts}, "
+                     "independently and uniformly")
+    return "model: " + "; ".join(parts) if parts else None
+
+
 def key_assumptions(step_model: Any, ttft_definition: str | None = None) -> list[str]:
     """The 3-6 assumptions that change the answer (see the module docstring)."""
     err = model_error(step_model)
@@ -66,6 +85,9 @@ def key_assumptions(step_model: Any, ttft_definition: str | None = None) -> list
     if eng:
         out.append(eng)
     out.append(kernel_model_line(step_model, err))
+    structure = model_structure_line(getattr(step_model, "model", None))
+    if structure:
+        out.append(structure)
     par = getattr(step_model, "parallel", None)
     if par is not None and (par.tp > 1 or par.pp > 1 or par.ep > 1):
         out.append(f"parallelism: tp={par.tp} pp={par.pp} ep={par.ep}; communication is "
