@@ -266,9 +266,11 @@ def numeric_table(result: AnalysisResult, model_errors: dict[str, str] | None = 
 def shown_warnings(result: AnalysisResult, window_said: bool = False) -> list[str]:
     """The analysis's warnings less the thin-tail ones (`thin_tail_line` says it once, about
     the percentiles the table shows) and, once `window_line` said it, the window's."""
-    # (The window's left-out requests are on the summary's first line.)
+    # (The window's left-out requests are on the summary's first line, Little's law's
+    # verdict and note on its own line.)
     return [w for w in result.warnings if "samples beyond them" not in w
-            and "outside the measurement window" not in w]
+            and "outside the measurement window" not in w
+            and not w.startswith("Little's law:")]
 
 
 def _blocks(result: AnalysisResult) -> str:

@@ -85,13 +85,14 @@ def key_assumptions(step_model: Any, ttft_definition: str | None = None) -> list
     if eng:
         out.append(eng)
     out.append(kernel_model_line(step_model, err))
-    structure = model_structure_line(getattr(step_model, "model", None))
-    if structure:
-        out.append(structure)
+    # The model's structure and the parallelism share a line (6 lines at most).
+    parts = [x for x in (model_structure_line(getattr(step_model, "model", None)),) if x]
     par = getattr(step_model, "parallel", None)
     if par is not None and (par.tp > 1 or par.pp > 1 or par.ep > 1):
-        out.append(f"parallelism: tp={par.tp} pp={par.pp} ep={par.ep}; communication is "
-                   "exposed (not overlapped with compute)")
+        parts.append(f"parallelism: tp={par.tp} pp={par.pp} ep={par.ep}; communication is "
+                     "exposed (not overlapped with compute)")
+    if parts:
+        out.append("; ".join(parts))
     return out
 
 
