@@ -238,3 +238,23 @@ def test_simulate_sweep_logs_progress_when_piped() -> None:
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("simulate: simulating")]
     assert any("4 req/s" in ln and "/6,000" in ln for ln in lines), proc.stderr
     assert "━" not in proc.stderr
+
+
+def test_littles_law_edge_effect_is_explained_not_shouted() -> None:
+    """11 requests sent 1 s apart, each 2 s in the system, measured over 10 s: by hand
+    L = (9 x 2 + 1 + 0) / 10 = 1.9, lambda W = 1.1 x 2 = 2.2, L/(lambda W) = 0.864 (off by
+    more than 10%), the number in system grows by 1 only (not overloaded), and the window
+    is shorter than 10 W: an edge effect, said in words, not as INCONSISTENT."""
+    import numpy as np
+
+    from ridgeline.metrics.analysis import Window, _little
+    from ridgeline.metrics.render import _little_status
+
+    sent = np.arange(11, dtype=np.float64)
+    lt = _little(sent, sent + 2.0, Window(0.0, 10.0, "given"))
+    assert lt.ratio == pytest.approx(1.9 / 2.2)
+    assert lt.status == "inconsistent" and lt.edge_effect
+    assert "edge effects explain" in _little_status(lt) and "INCONSISTENT" not in \
+        _little_status(lt)
+    lt.edge_effect = False
+    assert _little_status(lt) == "INCONSISTENT"
