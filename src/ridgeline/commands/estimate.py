@@ -145,7 +145,7 @@ def estimate_cmd(
             _capped(parse_grid(text, field), field, text, hi)
     as_json = as_json or fmt == "json"
     if calibration:   # a measured profile times the phases instead of the roofline model
-        from ridgeline.calibrate.report import estimate_calibrated
+        from ridgeline.report.calibrate_text import estimate_calibrated
 
         estimate_calibrated(calibration, batch, prompt, output, context, prefix, as_json, fmt)
         return

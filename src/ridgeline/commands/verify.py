@@ -38,9 +38,9 @@ def verify_cmd(
     """Replay measured traces through the simulator with a profile; compare the metrics."""
     import json
 
-    from ridgeline.calibrate.report import print_verify
     from ridgeline.calibrate.verify import parse_bounds, verify
     from ridgeline.commands.analyze import split_formats
+    from ridgeline.report.calibrate_text import print_verify
     from ridgeline.sim.calibrated_profile import CalibrationProfile
 
     out_fmt, in_fmt = split_formats(fmt, input_fmt)

@@ -1,4 +1,5 @@
-"""Printing for calibrated commands: `estimate --calibration` and the verify table."""
+"""What calibrated commands print: `estimate --calibration` and the verify table (through
+the shared renderer, report.tables)."""
 
 from __future__ import annotations
 
