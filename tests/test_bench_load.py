@@ -14,9 +14,10 @@ from ridgeline.bench.client import EndpointConfig
 from ridgeline.bench.dataset import parse_dataset
 from ridgeline.bench.load import LoadSpec
 from ridgeline.bench.run import BenchConfig, run_bench
-from ridgeline.bench.summary import knee_index
 from ridgeline.bench.workers import split_concurrency
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.knee import max_power_index as knee_index
+from ridgeline.metrics.knee import ttft_knee_index
 from ridgeline.workload.arrivals import arrival_times_s, parse_arrival
 from ridgeline.workload.lengths import parse_lengths
 from ridgeline.workload.streams import workload_streams
@@ -195,6 +196,11 @@ def test_knee_is_the_max_power_point() -> None:
     # 100, 181, 200, 100 -> the third point
     assert knee_index([100.0, 190.0, 260.0, 280.0], [1.0, 1.05, 1.3, 2.8]) == 2
     assert knee_index([float("nan")], [1.0]) is None
+    # The power still rising at the last point: the maximum may lie beyond the range.
+    assert knee_index([100.0, 190.0, 260.0], [1.0, 1.05, 1.1]) is None
+    # P99 TTFT within 3x of the lowest rate's up to the last rate: no knee claimed there.
+    assert ttft_knee_index([1, 2, 4], [0.1, 0.2, 0.29]) is None
+    assert ttft_knee_index([1, 2, 4, 8], [0.1, 0.2, 0.29, 0.31]) == 2
 
 
 def test_synthetic_prompts_have_the_asked_lengths(server: str, tmp_path: Path) -> None:

@@ -191,7 +191,7 @@ def test_run_plan_is_the_commands_library_call(server: str, tmp_path: Path) -> N
     assert seen == [str(tmp_path / "t.concurrency-1.jsonl"),
                     str(tmp_path / "t.concurrency-2.jsonl")]
     assert all(p.book["statuses"] == {"ok": 4} for p in out.points) and out.exit_code == 0
-    assert out.knee in (0, 1)
+    assert out.knee in (0, None)  # never the range's last point
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])

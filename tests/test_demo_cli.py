@@ -21,7 +21,7 @@ def run_demo(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 def test_quick_demo_predicts_and_simulates(tmp_path: Path) -> None:
     out = run_demo(tmp_path, "--quick")
     assert out.returncode == 0, out.stderr
-    assert "prefill = TTFT" in out.stdout  # the estimate's phase table
+    assert "static-batch prefill" in out.stdout  # the estimate's phase table
     assert "knee" in out.stdout  # the simulated latency-vs-load sweep
     assert "Traceback" not in out.stderr
     report = tmp_path / "demo" / "report.html"

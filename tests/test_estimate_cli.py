@@ -75,8 +75,11 @@ def test_estimate_human_output_prints_assumptions_and_fit() -> None:
     proc = run("estimate", "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--tp", "2",
                "--batch", "64", "--prompt", "8192", "--output", "1024")
     assert proc.returncode == 0, proc.stderr
-    assert "does not fit" in proc.stdout and "short by" in proc.stdout
-    assert "Assumptions" in proc.stdout and "all-reduce" in proc.stdout
+    assert "does not fit" in proc.stdout and "GiB more KV" in proc.stdout
+    assert "Assumptions" in proc.stdout and "all-reduce" not in proc.stdout
+    full = run("estimate", "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--tp", "2",
+               "--assumptions")
+    assert full.returncode == 0 and "all-reduce" in full.stdout
 
 
 def test_roofline_table_json() -> None:

@@ -445,8 +445,8 @@ def test_installed_cli_estimate_on_published_configs() -> None:
     text = subprocess.run([exe, "estimate", "--model", cfg("openai--gpt-oss-20b"),
                            "--hardware", "h100-sxm"], capture_output=True, text=True,
                           check=True).stdout
-    assert "precision from checkpoint quantization_config (mxfp4" in text
-    assert "sliding-window attention: 12 of 24" in text
+    assert "from checkpoint quantization_config (mxfp4" in text
+    assert "sliding-window attention: 12 of 24" in text and "W4A16" in text
     bad = subprocess.run([exe, "estimate", "--model", cfg("openai--gpt-oss-20b"),
                           "--weights", "int3"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error:")

@@ -81,3 +81,55 @@ def test_report_opens_offline_and_its_tables_match_analyze_json(tmp_path):
         assert console_errors(driver) == []
     finally:
         driver.quit()
+
+
+def test_report_charts_are_interactive_offline(tmp_path):
+    """The latency-vs-load and percentile charts: drawn by the inlined uPlot (no request),
+    hover puts values in the legend, a legend click hides a series, a drag zooms."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    a = tmp_path / "a.jsonl"
+    run("simulate", "--rate", "6", "--requests", "150", "--trace", str(a))
+    run("simulate", "--rate", "2,6,12", "--requests", "150", "--trace", str(tmp_path / "s.jsonl"))
+    report = tmp_path / "report.html"
+    run("report", str(a), "--sweep", str(tmp_path / "s.rate*.jsonl"), "--out", str(report))
+    driver = chromium(tmp_path)
+    try:
+        driver.get(report.as_uri())
+        urls = driver.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name)")
+        assert [u for u in urls if not u.startswith("data:")] == []
+        ids = driver.execute_script(
+            "return [...document.querySelectorAll('[data-chart]')].filter(e => e.chart)"
+            ".map(e => e.dataset.chart)")
+        assert ids[:3] == ["load_ttft", "load_tpot", "load_throughput"]
+        assert "pct_ttft_ms" in ids
+        # The chart holds the sweep's rates on x and its P50 TTFT on the first series.
+        xs = driver.execute_script(
+            "return document.querySelector('[data-chart=load_ttft]').chart.data[0]")
+        assert xs == [2, 6, 12]
+        over = driver.find_element(By.CSS_SELECTOR, "[data-chart=load_ttft] .u-over")
+        ActionChains(driver).move_to_element(over).perform()
+        shown = driver.execute_script(
+            "return [...document.querySelectorAll('[data-chart=load_ttft] .u-legend .u-value')]"
+            ".map(e => e.textContent)")
+        assert any(v not in ("", "--") for v in shown[1:]), shown
+        entry = driver.find_elements(By.CSS_SELECTOR,
+                                     "[data-chart=load_ttft] .u-legend .u-series")[1]
+        entry.click()
+        assert driver.execute_script(
+            "return document.querySelector('[data-chart=load_ttft]').chart.series[1].show") \
+            is False
+        before = driver.execute_script(
+            "const c = document.querySelector('[data-chart=load_ttft]').chart;"
+            "return [c.scales.x.min, c.scales.x.max]")
+        (ActionChains(driver).move_to_element_with_offset(over, -100, 0).click_and_hold()
+         .move_by_offset(120, 0).release().perform())
+        after = driver.execute_script(
+            "const c = document.querySelector('[data-chart=load_ttft]').chart;"
+            "return [c.scales.x.min, c.scales.x.max]")
+        assert after[1] - after[0] < before[1] - before[0]
+        assert console_errors(driver) == []
+    finally:
+        driver.quit()

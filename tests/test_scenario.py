@@ -186,7 +186,7 @@ def test_simulate_keeps_the_itl_samples_only_for_the_report(monkeypatch, tmp_pat
         seen["report"] = "itl_ms" in runs[0].analysis.samples
         return out
 
-    def fake_one(run, step_model, json_out):
+    def fake_one(run, step_model, json_out, *_):
         seen["plain"] = "itl_ms" in run.analysis.samples
 
     monkeypatch.setattr(report_cmd, "write_report_for_simulation", fake_report)

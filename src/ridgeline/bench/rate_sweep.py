@@ -3,7 +3,7 @@
 As `simulate --rate sweep`: first a closed loop at high concurrency (`--concurrency`, default
 `SATURATION_CONCURRENCY`) measures the server's saturation throughput; then open-loop
 Poisson runs at `ridgeline.sim.sweep.sweep_rates(capacity)` (20% ... 110% of it). The knee
-and the highest rate meeting the SLOs use simulate's rules (`sim.sweep.knee_index`,
+and the highest rate meeting the SLOs use simulate's rules (`metrics.knee.ttft_knee_index`,
 `best_rate_index`), and the table is simulate's sweep table.
 
 >>> from types import SimpleNamespace as NS
@@ -66,21 +66,22 @@ def sweep_summary(capacity: float, points: list[SweepPoint], slos: list[Any]
 
 def print_rate_sweep(capacity: float, runs: list[dict[str, Any]], slos: list[Any],
                      notes: list[str]) -> None:
-    """simulate's sweep table (`sim.sweep_table`) for measured runs.
+    """simulate's sweep table (`report.sweep_table`) for measured runs.
 
     runs: {"rate", "analysis", "book", "telemetry"} per rate. The preemption column comes
     from the server's telemetry (0 when the server exposes none).
     """
-    from rich.console import Console
-
+    from ridgeline.report.sweep_table import print_sweep_table
+    from ridgeline.report.tables import out_for
     from ridgeline.sim.scenario import summarize_sweep
-    from ridgeline.sim.sweep_table import print_sweep_table
 
     points = [sweep_point(r["rate"], r["analysis"], r["book"], r.get("telemetry"))
               for r in runs]
-    Console().print(f"saturation (closed loop): {capacity:.3g} req/s", highlight=False)
-    print_sweep_table(summarize_sweep(points, tuple(str(s) for s in slos), SLO_ATTAINMENT,
-                                      notes), title="ridgeline bench — latency vs load")
+    with out_for() as out:
+        out.print(f"saturation (closed loop): {capacity:.3g} req/s", markup=False)
+        print_sweep_table(summarize_sweep(points, tuple(str(s) for s in slos),
+                                          SLO_ATTAINMENT, notes),
+                          title="ridgeline bench — latency vs load", out=out)
 
 
 __all__ = ["SATURATION_CONCURRENCY", "capacity_req_s", "print_rate_sweep", "rates_below",

@@ -155,7 +155,8 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None, *,
     `emulator`: an `EmulatorProcess` for `plan.emulator` already spawned by the caller (so
     its start-up overlapped the caller's); it is waited for, used and stopped here."""
     from ridgeline.bench.run import run_bench
-    from ridgeline.bench.summary import analyze_trace, bookkeeping, knee_index, sweep_row
+    from ridgeline.bench.summary import analyze_trace, bookkeeping, sweep_row
+    from ridgeline.metrics.knee import max_power_index as knee_index
     from ridgeline.metrics.telemetry import trace_file_telemetry
     from ridgeline.workload.arrivals import ArrivalProcess, parse_arrival
 

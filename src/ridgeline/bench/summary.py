@@ -1,34 +1,17 @@
-"""What `ridgeline bench` prints after a run: the one metrics implementation on the trace,
-plus the bench's own bookkeeping (token-count sources, error kinds, client lag), and for a
-sweep, one row per load point and the knee.
-
-The knee of a sweep is the point of maximum *power* (Kleinrock): output throughput divided
-by mean end-to-end latency. Below it, more load buys throughput almost for free; above it,
-latency grows faster than throughput (the queueing chapter's 1/(1 - rho) wall).
-
->>> knee_index([100.0, 190.0, 260.0, 280.0], [1.0, 1.05, 1.3, 2.8])
-2
+"""What `ridgeline bench` works out after a run: the one metrics implementation on the
+trace, the bench's own bookkeeping (token-count sources, error kinds, client lag), and for a
+sweep, one row per load point. Its printing is ridgeline.report.bench_text (importable from
+here too); a sweep's point of maximum power is `ridgeline.metrics.knee`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-
-def knee_index(output_tok_s: list[float], mean_e2e_s: list[float]) -> int | None:
-    """Index of the point with the highest throughput / latency (None if none is finite)."""
-    best, best_i = -math.inf, None
-    for i, (x, w) in enumerate(zip(output_tok_s, mean_e2e_s, strict=True)):
-        if x is None or w is None or not (math.isfinite(x) and math.isfinite(w)) or w <= 0:
-            continue
-        power = x / w
-        if power > best:
-            best, best_i = power, i
-    return best_i
+from ridgeline.report.bench_text import print_summary, print_sweep
 
 
 def bookkeeping(trace_path: str | Path) -> dict[str, Any]:
@@ -64,31 +47,6 @@ def analyze_trace(trace_path: str | Path, slos: list[str] | None = None,
     return analyze(read_trace(trace_path), slos=tuple(slos or ()), seed=seed)
 
 
-def print_summary(result: Any | None, book: dict[str, Any], notes: list[str],
-                  console: Any = None) -> None:
-    """The metrics table (from ridgeline.metrics.render) and the bench's own lines."""
-    from rich.console import Console
-
-    console = console or Console()
-    if result is not None:
-        from ridgeline.metrics.render import print_analysis
-
-        print_analysis(result, console=console)
-    else:
-        console.print("statuses: " + ", ".join(f"{k} {v}" for k, v in book["statuses"].items()))
-    sources = book["token_count_sources"]
-    if len(sources) > 1:
-        mix = ", ".join(f"{k} {v}" for k, v in sorted(sources.items()))
-        console.print(f"[yellow]output tokens counted from mixed sources:[/] {mix}")
-    elif sources:
-        console.print(f"output tokens counted from: {next(iter(sources))}")
-    if book["error_kinds"] and result is None:
-        console.print("errors by kind: " + ", ".join(
-            f"{k} {v}" for k, v in sorted(book["error_kinds"].items())))
-    for note in notes:
-        console.print(note)
-
-
 def sweep_row(label: str, result: Any | None, book: dict[str, Any]) -> dict[str, Any]:
     """One sweep point's headline numbers, all taken from the metrics result."""
     row: dict[str, Any] = {"point": label, "ok": book["statuses"].get("ok", 0),
@@ -113,34 +71,5 @@ def sweep_row(label: str, result: Any | None, book: dict[str, Any]) -> dict[str,
     return row
 
 
-def print_sweep(rows: list[dict[str, Any]], knee: int | None, console: Any = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console()
-    table = Table(title="sweep (one trace per point)")
-    cols = [("point", "point"), ("ok", "ok"), ("failed", "failed"), ("req/s", "requests_per_s"),
-            ("out tok/s", "output_tok_s"), ("TTFT P50 ms", "ttft_p50_ms"),
-            ("TTFT P99 ms", "ttft_p99_ms"), ("TPOT P50 ms", "tpot_p50_ms"),
-            ("TPOT P99 ms", "tpot_p99_ms"), ("E2E P50 ms", "e2e_p50_ms")]
-    if any("goodput_req_s" in r for r in rows):
-        cols.append(("goodput req/s", "goodput_req_s"))
-    for title, _ in cols:
-        table.add_column(title, justify="right")
-    for i, r in enumerate(rows):
-        cells = []
-        for _, key in cols:
-            v = r.get(key)
-            cells.append(f"{v:,.3g}" if isinstance(v, float) else str(v if v is not None
-                                                                       else "—"))
-        if i == knee:
-            cells[0] += " ← knee"
-        table.add_row(*cells)
-    console.print(table)
-    if knee is not None:
-        console.print(f"knee: {rows[knee]['point']} (highest output tok/s per second of mean "
-                      "E2E latency; beyond it latency grows faster than throughput)")
-
-
-__all__ = ["analyze_trace", "bookkeeping", "knee_index", "print_summary", "print_sweep",
+__all__ = ["analyze_trace", "bookkeeping", "print_summary", "print_sweep",
            "sweep_row"]

@@ -212,7 +212,7 @@ def demo_real(out_dir: str) -> None:
     """`ridgeline demo --real`: the loop on the tiny model, then the per-point table."""
     from rich.console import Console
 
-    from ridgeline.calibrate.report import print_verify
+    from ridgeline.report.calibrate_text import print_verify
 
     con = Console(highlight=False)
     cfg = RealLoopConfig(

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.commands.options import JsonOpt
+from ridgeline.commands.options import JsonOpt, OutFormatOpt
 
 
 def advise_cmd(
@@ -32,6 +32,7 @@ def advise_cmd(
         "--metrics", help="Prometheus text scraped from the server (/metrics) during the "
         "run.")] = None,
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
 ) -> None:
     """Diagnose a trace (OOM -> TTFT -> TPOT -> tail) and recommend what to change."""
     from ridgeline.advise import advise
@@ -46,13 +47,12 @@ def advise_cmd(
         metrics_text = read_text(metrics, "--metrics", max_bytes=64 << 20)
     result = advise(trace, model=model, hardware=hardware, weights=weights, kv=kv, tp=tp,
                     slos=slo, metrics_text=metrics_text)
-    if json_out:
+    if json_out or fmt == "json":
         typer.echo(result.to_json())
         return
-    from rich.console import Console
-    from rich.markdown import Markdown
+    from ridgeline.report.tables import print_markdown_document
 
-    Console().print(Markdown(result.markdown()))
+    print_markdown_document(result.markdown(), fmt)
 
 
 def register(app: typer.Typer) -> None:

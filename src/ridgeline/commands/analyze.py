@@ -11,12 +11,25 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.commands.options import JsonOpt, SeedOpt, SloOpt, writable_file
+from ridgeline.commands.options import (
+    OUTPUT_FORMATS,
+    JsonOpt,
+    SeedOpt,
+    SloOpt,
+    writable_file,
+)
 
 FormatOpt = Annotated[
-    str,
-    typer.Option("--format", "-f", help="Input format: auto, ridgeline, vllm, aiperf, "
-                 "guidellm, llmperf."),
+    str | None,
+    typer.Option("--format", metavar="FORMAT", help="Output format: table (the default in a "
+                 "terminal), plain (full-width text; the default when piped), markdown, csv, "
+                 "json. An input format's name here (vllm, aiperf, ...) is read as "
+                 "--input-format."),
+]
+InputFormatOpt = Annotated[
+    str | None,
+    typer.Option("--input-format", "-f", help="Input format: auto, ridgeline, vllm, aiperf, "
+                 "guidellm, llmperf (default: auto)."),
 ]
 SelectOpt = Annotated[
     int | None,
@@ -38,6 +51,21 @@ def _load(path: str, fmt: str, select: int | None):
     return load_trace(path, fmt=fmt, select=select)
 
 
+def split_formats(fmt: str | None, input_fmt: str | None) -> tuple[str | None, str]:
+    """(output format or None, input format) from --format and --input-format: --format
+    takes an output format, or (as it did before output formats) an input format."""
+    from ridgeline.errors import RidgelineError
+    from ridgeline.trace.importers import FORMATS
+
+    inputs = ("auto", *FORMATS)
+    if fmt is None or fmt in OUTPUT_FORMATS:
+        return fmt, input_fmt or "auto"
+    if fmt in inputs and input_fmt is None:
+        return None, fmt
+    raise RidgelineError(f"--format: got {fmt!r}; allowed: {', '.join(OUTPUT_FORMATS)} (output)"
+                         f" or an input format {', '.join(inputs)} (--input-format)")
+
+
 def analyze_cmd(
     trace: Annotated[str, typer.Argument(help="Trace file (ridgeline JSONL or a peer's "
                                               "result file).")],
@@ -45,7 +73,8 @@ def analyze_cmd(
     window: WindowOpt = None,
     json_out: JsonOpt = False,
     markdown: MarkdownOpt = False,
-    fmt: FormatOpt = "auto",
+    fmt: FormatOpt = None,
+    input_fmt: InputFormatOpt = None,
     select: SelectOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
@@ -54,9 +83,13 @@ def analyze_cmd(
     from ridgeline.metrics.analysis import analyze
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.metrics.telemetry import telemetry_lines, trace_telemetry_of
+    from ridgeline.report.tables import out_for
 
+    out_fmt, in_fmt = split_formats(fmt, input_fmt)
+    json_out = json_out or out_fmt == "json"
+    markdown = markdown or out_fmt == "markdown"
     slos = parse_slos(slo)
-    loaded = _load(trace, fmt, select)
+    loaded = _load(trace, in_fmt, select)
     # The pooled samples are not printed: left out, so analyze holds one event-sized array.
     result = analyze(loaded, slos=slos, window=window, seed=seed, keep_samples=False)
     telemetry = trace_telemetry_of(trace, loaded)  # server/GPU samples of a bench run
@@ -74,9 +107,13 @@ def analyze_cmd(
     else:
         from ridgeline.metrics.render import print_analysis
 
-        print_analysis(result)
-        for line in telemetry_lines(telemetry):
-            typer.echo(line)
+        # The whole run's figures, for one line on what the default window cut.
+        whole = (analyze(loaded, window="all", seed=seed, keep_samples=False)
+                 if window is None and result.counts.get("excluded_outside_window") else None)
+        with out_for(out_fmt) as out:
+            print_analysis(result, out, whole=whole)
+            for line in telemetry_lines(telemetry):
+                out.print(line, markup=False)
 
 
 def compare_cmd(
@@ -90,7 +127,8 @@ def compare_cmd(
     window: WindowOpt = None,
     json_out: JsonOpt = False,
     markdown: MarkdownOpt = False,
-    fmt: FormatOpt = "auto",
+    fmt: FormatOpt = None,
+    input_fmt: InputFormatOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
     """Per metric: A, B, B − A with its bootstrap 95% CI, and 'significant' or
@@ -103,19 +141,24 @@ def compare_cmd(
         parse_metric,
         print_comparison,
     )
+    from ridgeline.report.tables import out_for
 
+    out_fmt, in_fmt = split_formats(fmt, input_fmt)
+    json_out = json_out or out_fmt == "json"
+    markdown = markdown or out_fmt == "markdown"
     metrics = tuple(metric) if metric else DEFAULT_ROWS
     for m in metrics:
         parse_metric(m)
-    ra = analyze(_load(a, fmt, None), window=window, seed=seed)
-    rb = analyze(_load(b, fmt, None), window=window, seed=seed)
+    ra = analyze(_load(a, in_fmt, None), window=window, seed=seed)
+    rb = analyze(_load(b, in_fmt, None), window=window, seed=seed)
     c = compare(ra, rb, metrics)
     if json_out:
         typer.echo(json.dumps(c.to_dict(), indent=2))
     elif markdown:
         typer.echo(comparison_markdown(c))
     else:
-        print_comparison(c)
+        with out_for(out_fmt) as out:
+            print_comparison(c, out)
 
 
 def gate_cmd(
@@ -134,7 +177,9 @@ def gate_cmd(
         typer.Option("--summary-file", callback=writable_file, help="Also append the markdown "
                      "summary here (e.g. $GITHUB_STEP_SUMMARY)."),
     ] = None,
-    fmt: FormatOpt = "auto",
+    fmt: Annotated[str, typer.Option("--format", "--input-format", "-f", help="Input format: "
+                                     "auto, ridgeline, vllm, aiperf, guidellm, llmperf.")
+                   ] = "auto",
     seed: SeedOpt = 0,
 ) -> None:
     """Exit 1 when a regression beyond its threshold is established (the 95% CI of the

@@ -277,11 +277,12 @@ def _ints(text: str, option: str) -> list[int]:
 
 
 def _finish(profile: object, out: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from ridgeline.report.tables import out_for
+
     profile.save(out)  # type: ignore[attr-defined]
-    con = Console(highlight=False, stderr=False)
+    con = out_for()
     tab = Table(title="fitted step times (residuals)", title_justify="left")
     for c in ("point", "tokens", "pairs", "measured (ms)", "fitted (ms)", "error", "steps"):
         tab.add_column(c, justify="left" if c == "point" else "right")
@@ -291,7 +292,8 @@ def _finish(profile: object, out: str) -> None:
     con.print(tab)
     for note in profile.fit_notes:  # type: ignore[attr-defined]
         con.print(f"[dim]{note}[/dim]")
-    con.print(f"profile written to {out}")
+    con.print(f"profile written to {out}", markup=False)
+    con.close()
 
 
 def register(app: typer.Typer) -> None:

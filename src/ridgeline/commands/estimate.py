@@ -15,6 +15,7 @@ import typer
 
 from ridgeline.commands.options import (
     ActivationsOpt,
+    AssumptionsOpt,
     BandwidthEffOpt,
     CalibrationOpt,
     ComputeEffOpt,
@@ -28,6 +29,7 @@ from ridgeline.commands.options import (
     MaxModelLenOpt,
     ModelArg,
     ModelOpt,
+    OutFormatOpt,
     PpOpt,
     PrefixCachingOpt,
     ServedModelNameOpt,
@@ -47,6 +49,7 @@ from ridgeline.commands.whatif_options import (
 )
 from ridgeline.errors import RidgelineError
 from ridgeline.perf.grid import GRID_HELP, MAX_GRID_VALUES, parse_grid
+from ridgeline.report.tables import out_for
 
 GIB = 1024**3
 # Sizes past any deployment (a million sequences in a step, 10 M tokens of context): past
@@ -59,15 +62,6 @@ def _capped(values: list[float], field: str, text: str, hi: float) -> list[float
     if values and max(values) > hi:
         raise RidgelineError(f"{field}: got {text!r}; allowed: values up to {hi:,.0f}")
     return values
-
-
-def _fmt(x: float, digits: int = 3) -> str:
-    """A compact human number: 1.23e+12 -> 1.23 T."""
-    ax = abs(x)
-    for div, suffix in ((1e15, " P"), (1e12, " T"), (1e9, " G"), (1e6, " M"), (1e3, " k")):
-        if ax >= div:
-            return f"{x / div:.{digits}g}{suffix}"
-    return f"{x:.{digits}g}"
 
 
 def _jsonable(x: Any) -> Any:
@@ -133,6 +127,9 @@ def estimate_cmd(
         "for weights + workspace + KV (as vLLM).")] = 0.9,
     ops: Annotated[bool, typer.Option("--ops", help="Per-operator breakdown (prefill and "
                                       "decode).")] = False,
+    details: Annotated[bool, typer.Option(
+        "--details", help="Also the decode roofline terms, the memory table and the vLLM "
+        "start-up log this memory plan predicts.")] = False,
     spec_k: SpecKOpt = 0,
     spec_alpha: SpecAlphaOpt = 0.7,
     spec_draft_model: SpecDraftOpt = None,
@@ -150,10 +147,10 @@ def estimate_cmd(
         "--chunked-prefill/--no-chunked-prefill", help="vLLM's; no effect here: estimate "
         "times the whole prefill of a batch as one step (simulate splits it).")] = True,
     as_json: JsonOpt = False,
+    fmt: OutFormatOpt = None,
+    all_assumptions: AssumptionsOpt = False,
 ) -> None:
     """Predict prefill/TTFT, decode/TPOT, E2E, throughput and memory from first principles."""
-    import numpy as np
-
     del served_model_name, chunked_prefill  # no effect on one step's estimate
     if prefix > 0 and not prefix_caching:
         raise RidgelineError(f"--prefix: got {prefix}; allowed: 0 with "
@@ -170,23 +167,18 @@ def estimate_cmd(
                                                                MAX_TOKENS)):
         if text is not None:  # the same ceilings with or without a profile
             _capped(parse_grid(text, field), field, text, hi)
+    as_json = as_json or fmt == "json"
     if calibration:   # a measured profile times the phases instead of the roofline model
-        from ridgeline.calibrate.report import estimate_calibrated
+        from ridgeline.report.calibrate_text import estimate_calibrated
 
-        estimate_calibrated(calibration, batch, prompt, output, context, prefix, as_json)
+        estimate_calibrated(calibration, batch, prompt, output, context, prefix, as_json, fmt)
         return
-
-    from ridgeline.perf.estimate import estimate, model_constants, op_rows
-    from ridgeline.perf.serving_model import RooflineStepTime
-    from ridgeline.specs import Parallelism, load_hardware, load_model
-    from ridgeline.specs.precision import resolve_model_precision
-
     if not 0 < gpu_memory_utilization <= 1:
         raise RidgelineError(f"gpu-memory-utilization: got {gpu_memory_utilization}; allowed: "
                              "0 < value <= 1")
+    from ridgeline.specs import load_model
+
     spec = load_model(model)
-    precision = resolve_model_precision(spec, weights, kv, activations)
-    parallel = Parallelism(tp=tp, pp=pp, ep=ep, dp=dp).validate(spec)
     grids = {
         "batch": _capped(parse_grid(batch, "--batch"), "--batch", batch, MAX_BATCH),
         "prompt": _capped(parse_grid(prompt, "--prompt"), "--prompt", prompt, MAX_TOKENS),
@@ -201,73 +193,127 @@ def estimate_cmd(
     if points > MAX_GRID_VALUES:
         raise RidgelineError(f"--batch/--prompt/--output/--context: {points:,} combinations; "
                              f"allowed: at most {MAX_GRID_VALUES:,}")
-    mesh = np.meshgrid(*(np.array(v) for v in grids.values()), indexing="ij")
-    b, s, n, t = (x.ravel() for x in mesh)
-    sweep = b.size > 1 or len(hw_names) > 1
-    from ridgeline.perf.whatif import apply_whatif, kernel_overhead_for
-
     wi = whatif_from_options(spec_k, spec_alpha, spec_draft_model, enforce_eager,
                              cpu_tokenize_us_per_token, cpu_detokenize_us_per_event)
     from ridgeline.perf.measured_kernels import kernel_engine_for
-    from ridgeline.sim.engine_costs import load_engine_costs
 
-    costs = load_engine_costs(engine) if engine_costs else None
+    results, b = _run_estimates(spec, hw_names, grids, context is not None, prefix,
+                                gpu_memory_utilization, wi, (weights, kv, activations),
+                                (tp, pp, ep, dp), (compute_efficiency, bandwidth_efficiency,
+                                                   kernel_overhead_us),
+                                engine if engine_costs else None,
+                                kernel_engine_for(engine))
+    if b.size == 1 and len(hw_names) == 1:
+        _report_single(results[0], spec, ops, as_json, fmt, gpu_memory_utilization, details,
+                       all_assumptions)
+    else:
+        _report_sweep(results, b.size, hw_names, as_json, fmt, all_assumptions)
+
+
+def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]],
+                   has_context: bool, prefix: int, util: float, wi: Any,
+                   dtypes: tuple[str | None, str | None, str | None],
+                   degrees: tuple[int, int, int, int],
+                   eff: tuple[float | None, float | None, float | None],
+                   engine: str | None, kernel_engine: str = "vllm"
+                   ) -> tuple[list[Any], Any]:
+    """(step model, result, constants) per GPU over the grid's points, and the batch axis."""
+    import numpy as np
+
+    from ridgeline.perf.estimate import estimate, model_constants
+    from ridgeline.perf.serving_model import RooflineStepTime
+    from ridgeline.perf.whatif import apply_whatif, kernel_overhead_for
+    from ridgeline.sim.engine_costs import load_engine_costs
+    from ridgeline.specs import Parallelism, load_hardware
+    from ridgeline.specs.precision import resolve_model_precision
+
+    precision = resolve_model_precision(spec, *dtypes)
+    tp, pp, ep, dp = degrees
+    parallel = Parallelism(tp=tp, pp=pp, ep=ep, dp=dp).validate(spec)
+    mesh = np.meshgrid(*(np.array(v) for v in grids.values()), indexing="ij")
+    b, s, n, t = (x.ravel() for x in mesh)
+    costs = load_engine_costs(engine) if engine else None
+    ctx = t if has_context else None
     results = []
     for hw_name in hw_names:
         hw = load_hardware(hw_name).with_efficiency(
-            compute_efficiency, bandwidth_efficiency,
-            kernel_overhead_for(hw_name, kernel_overhead_us, wi))
+            eff[0], eff[1], kernel_overhead_for(hw_name, eff[2], wi))
         m = RooflineStepTime(spec, hw, precision, parallel, engine_costs=costs,
-                             kernel_engine=kernel_engine_for(engine))
-        ctx = None if context is None else t
-        r = estimate(m, b, s, n, prefix, ctx, gpu_memory_utilization)
+                             kernel_engine=kernel_engine)
+        r = estimate(m, b, s, n, prefix, ctx, util)
         if wi is not None:
             # What-ifs change the timings (one step-time function, wrapped); FLOPs, bytes and
             # memory stay those of the base model.
-            r.update(estimate(apply_whatif(m, wi), b, s, n, prefix, ctx,
-                              gpu_memory_utilization, details=False))
+            r.update(estimate(apply_whatif(m, wi), b, s, n, prefix, ctx, util,
+                              details=False))
             m.assumptions = _with_whatif(m.assumptions, wi)  # type: ignore[method-assign]
         results.append((m, r, model_constants(m)))
+    return results, b
 
-    if not sweep:
-        m, r, const = results[0]
-        scalar = {k: (v.item() if isinstance(v, np.ndarray) else v) for k, v in r.items()}
-        if not scalar["within_context"]:
-            # vLLM refuses a request beyond max_model_len (HTTP 400): no estimate "fits" it.
-            window = int(scalar["context_window_tokens"])
-            total = scalar["prompt_tokens"] + scalar["output_tokens"]
-            raise RidgelineError(
-                f"--prompt/--output: S + N = {total:,.0f} tokens (decode context "
-                f"{scalar['decode_context_tokens']:,.0f}) exceeds {spec.name}'s context window "
-                f"of {window:,} tokens (max_position_embeddings); allowed: S + N <= {window:,} "
-                "(vLLM rejects such a request)")
+
+# How this output defines its TTFTs (the first of the key assumptions).
+TTFT_DEFINITION = ("TTFT: 'serving' is one request joining B-1 running decodes under "
+                   "continuous batching (chunked prefill, no queue, the engine's per-request "
+                   "costs); 'static-batch prefill' is all B prompts prefilled at once (the "
+                   "time to the first token of a static batch)")
+
+
+def _report_single(res: Any, spec: Any, ops: bool, as_json: bool, fmt: str | None,
+                   util: float, details: bool, all_assumptions: bool) -> None:
+    import numpy as np
+
+    from ridgeline.perf.estimate import op_rows
+    from ridgeline.perf.model_error import model_error
+    from ridgeline.report.assumptions import key_assumptions
+
+    m, r, const = res
+    scalar = {k: (v.item() if isinstance(v, np.ndarray) else v) for k, v in r.items()}
+    if not scalar["within_context"]:
+        # vLLM refuses a request beyond max_model_len (HTTP 400): no estimate "fits" it.
+        window = int(scalar["context_window_tokens"])
+        total = scalar["prompt_tokens"] + scalar["output_tokens"]
+        raise RidgelineError(
+            f"--prompt/--output: S + N = {total:,.0f} tokens (decode context "
+            f"{scalar['decode_context_tokens']:,.0f}) exceeds {spec.name}'s context window "
+            f"of {window:,} tokens (max_position_embeddings); allowed: S + N <= {window:,} "
+            "(vLLM rejects such a request)")
+    op_tables = None
+    if ops:
+        from ridgeline.perf.estimate import decode_work, prefill_work
+
         ridge = const["ridge_point_flop_per_byte"]
-        op_tables = None
-        if ops:
-            from ridgeline.perf.estimate import decode_work, prefill_work
+        b0, s0, p0 = scalar["batch_seqs"], scalar["prompt_tokens"], scalar["prefix_tokens"]
+        op_tables = {
+            "prefill": op_rows(m.breakdown(prefill_work(b0, s0, p0)), ridge),
+            "decode": op_rows(m.breakdown(decode_work(b0, scalar["decode_context_tokens"])),
+                              ridge),
+        }
+    if as_json:
+        from ridgeline.perf.vllm_kv_log import vllm_kv_log_for
 
-            op_tables = {
-                "prefill": op_rows(m.breakdown(prefill_work(b[0], s[0], prefix)), ridge),
-                "decode": op_rows(m.breakdown(decode_work(b[0], scalar["decode_context_tokens"])),
-                                  ridge),
-            }
-        if as_json:
-            from ridgeline.perf.vllm_kv_log import vllm_kv_log_for
-
-            out: dict[str, Any] = {"config": m.describe(), "constants": const, "result": scalar,
-                                   "vllm_kv_log": vllm_kv_log_for(
-                                       m, gpu_memory_utilization).describe(),
-                                   "assumptions": m.assumptions()}
-            if op_tables is not None:
-                out["ops"] = op_tables
-            _emit_json(out)
-            return
-        _print_single(m, scalar, const, op_tables, gpu_memory_utilization)
+        out: dict[str, Any] = {"config": m.describe(), "constants": const, "result": scalar,
+                               "model_error": model_error(m).describe(),
+                               "vllm_kv_log": vllm_kv_log_for(m, util).describe(),
+                               "key_assumptions": key_assumptions(m, TTFT_DEFINITION),
+                               "assumptions": m.assumptions()}
+        if op_tables is not None:
+            out["ops"] = op_tables
+        _emit_json(out)
         return
+    from ridgeline.report.estimate_text import print_single
+
+    with out_for(fmt) as page:
+        print_single(page, m, scalar, const, op_tables, util, details, all_assumptions,
+                     TTFT_DEFINITION)
+
+
+def _report_sweep(results: list[Any], size: int, hw_names: list[str], as_json: bool,
+                  fmt: str | None, all_assumptions: bool) -> None:
+    import numpy as np
 
     rows = []
     for m, r, _const in results:
-        for i in range(b.size):
+        for i in range(size):
             # the scheme can differ per GPU (fp8 is W8A16 on an A100, W8A8 on an H100)
             row = {"hardware": m.hardware.name, "scheme": m.precision.scheme}
             row.update({k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in r.items()})
@@ -278,156 +324,10 @@ def estimate_cmd(
                     "rows": rows,
                     "assumptions": {m.hardware.name: m.assumptions() for m, _, _ in results}})
         return
-    _print_sweep(results, rows)
+    from ridgeline.report.estimate_text import print_sweep
 
-
-# --- human output -------------------------------------------------------------------------
-
-def _console() -> Any:
-    from rich.console import Console
-
-    # Pipes and CI logs get a wide page instead of rich's 80-column default.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-
-
-def _print_single(m: Any, r: dict[str, Any], const: dict[str, float],
-                  op_tables: dict[str, list[dict[str, Any]]] | None, util: float) -> None:
-    from rich.table import Table
-
-    con = _console()
-    pr, par = m.precision, m.parallel
-    replicas = f" (x{par.dp} replicas)" if par.dp > 1 else ""
-    prefix = f" prefix={r['prefix_tokens']:g}" if r["prefix_tokens"] else ""
-    con.print(f"[bold]{m.model.name}[/] on [bold]{m.hardware.name}[/] x{par.tp * par.pp}"
-              f"{replicas} · {pr.scheme} · weights {pr.weights} · KV {pr.kv} · activations "
-              f"{pr.activations}"
-              f" · tp={par.tp} pp={par.pp} ep={par.ep} · B={r['batch_seqs']:g} "
-              f"S={r['prompt_tokens']:g} N={r['output_tokens']:g}{prefix}")
-    con.print(f"precision from {pr.source}" + (f"; {pr.fallback}" if pr.fallback else ""))
-    tab = Table(title="Phases (one replica)", title_justify="left")
-    for col in ("phase", "time", "throughput", "FLOPs", "bytes", "FLOP/byte", "bound"):
-        tab.add_column(col, justify="left" if col in ("phase", "bound") else "right")
-    tab.add_row("prefill = TTFT", f"{r['prefill_s'] * 1e3:.2f} ms",
-                f"{r['prefill_tok_s']:,.0f} prompt tok/s", _fmt(r["prefill_flops"]),
-                _fmt(r["prefill_bytes"]) + "B", f"{r['prefill_intensity_flop_per_byte']:.1f}",
-                r["prefill_bound"])
-    tab.add_row(f"decode step = TPOT (T={r['decode_context_tokens']:g})",
-                f"{r['tpot_s'] * 1e3:.3f} ms",
-                f"{r['decode_aggregate_tok_s']:,.0f} tok/s aggregate, "
-                f"{r['per_sequence_tok_s']:,.1f} per sequence",
-                _fmt(r["decode_flops"]), _fmt(r["decode_bytes"]) + "B",
-                f"{r['decode_intensity_flop_per_byte']:.1f}", r["decode_bound"])
-    tab.add_row("E2E = TTFT + TPOT(N-1)", f"{r['e2e_s']:.3f} s",
-                f"{r['e2e_output_tok_s']:,.0f} output tok/s", "", "", "", "")
-    con.print(tab)
-    if m.parallel.dp > 1:
-        con.print(f"cluster ({m.parallel.dp} replicas): {r['cluster_decode_tok_s']:,.0f} decode "
-                  "tok/s aggregate")
-    seed = Table(title="Decode model (roofline bounds)", title_justify="left", show_header=False)
-    seed.add_column(justify="left")
-    seed.add_column(justify="right")
-    seed.add_row("HBM traffic D_w + 2LB(T+1)d_kv·b_kv + D_a",
-                 f"{_fmt(r['decode_weight_bytes'])}B + {_fmt(r['decode_kv_bytes'])}B + "
-                 f"{_fmt(r['decode_other_bytes'])}B")
-    seed.add_row(f"ceiling {r['decode_ceiling_formula']}",
-                 f"{r['decode_ceiling_tok_s']:,.0f} tok/s")
-    seed.add_row("KV crossover T ≈ P·b_w / (2·L·B·d_kv·b_kv)",
-                 f"{r['kv_crossover_context_tokens']:,.0f} tokens")
-    seed.add_row("decode attention intensity 2h_q/(h_kv·b_kv)",
-                 f"{const['decode_attention_intensity_flop_per_byte']:.2f} FLOP/byte")
-    seed.add_row("ridge point C/β (dense peak)",
-                 f"{const['ridge_point_flop_per_byte']:.0f} FLOP/byte "
-                 f"(effective {const['effective_ridge_point_flop_per_byte']:.0f})")
-    seed.add_row("batch turning point ≈ (C/β)·b_w/2", f"{const['batch_turning_point_seqs']:.0f}")
-    if "decode_expected_experts" in r:
-        e = r["num_experts"]
-        seed.add_row("MoE distinct experts per layer E[U] = E(1-(1-k/E)^tokens) (§6)",
-                     f"prefill {r['prefill_expected_experts']:.2f} of {e:g}, decode "
-                     f"{r['decode_expected_experts']:.2f} of {e:g}")
-    con.print(seed)
-    mem = Table(title=f"Memory per GPU (utilization {util:g})", title_justify="left",
-                show_header=False)
-    mem.add_column(justify="left")
-    mem.add_column(justify="right")
-    mem.add_row("weights", f"{r['weights_per_gpu_bytes'] / GIB:.2f} GiB")
-    mem.add_row("activation workspace (this prefill)", f"{r['workspace_bytes'] / GIB:.2f} GiB")
-    mem.add_row("KV per token (whole model)",
-                f"{r['kv_bytes_per_token'] / 1024:.1f} KiB ({r['kv_bytes_per_token']:,.0f} B)")
-    mem.add_row("KV capacity", f"{r['kv_capacity_tokens']:,.0f} tokens")
-    mem.add_row("max concurrent sequences of S+N tokens", f"{r['max_concurrent_seqs']:,.0f}")
-    con.print(mem)
-    from ridgeline.perf.vllm_kv_log import vllm_kv_log_for
-
-    log = vllm_kv_log_for(m, util)
-    # What a vLLM server would log at start-up with this memory plan, serving (its
-    # activation peak is a max_num_batched_tokens step, not this prefill): compare with a
-    # real log to check the memory model.
-    con.print(f"vLLM start-up log, as this memory plan predicts it (serving: "
-              f"max_num_batched_tokens {m.max_num_batched_tokens:,}, block size "
-              f"{log.block_size_tokens}, max_model_len {log.max_model_len:,}):")
-    for line in log.lines():
-        con.print(f"  {line}")
-    if log.note:
-        con.print(f"  [dim]({log.note})[/dim]")
-    if r["memory_fits"]:
-        con.print(f"[green]fits[/]: B={r['batch_seqs']:g} sequences of "
-                  f"{r['prompt_tokens'] + r['output_tokens']:g} tokens")
-    else:
-        con.print(f"[bold red]does not fit[/]: short by {r['memory_shortfall_bytes'] / GIB:.2f} "
-                  "GiB per GPU for this batch (times above assume it fits); raise --tp/--pp, "
-                  "lower the batch, or use smaller weights/KV dtypes")
-    if op_tables:
-        for phase, rows in op_tables.items():
-            t = Table(title=f"Operators: {phase}", title_justify="left")
-            for col in ("op", "layers", "FLOPs", "bytes", "FLOP/byte", "time", "share", "bound"):
-                t.add_column(col, justify="left" if col in ("op", "bound") else "right",
-                             no_wrap=col == "op")
-            for row in rows:
-                t.add_row(row["op"], str(row["num_layers"] or ""), _fmt(row["flops"]),
-                          _fmt(row["bytes"]) + "B",
-                          f"{row.get('intensity_flop_per_byte', 0):.1f}" if row["bytes"] else "",
-                          f"{row['time_s'] * 1e3:.3f} ms", f"{row['time_fraction']:.1%}",
-                          row["bound"])
-            con.print(t)
-        con.print(f"ridge point: {const['ridge_point_flop_per_byte']:.0f} FLOP/byte")
-    _print_assumptions(con, m.assumptions())
-
-
-def _print_assumptions(con: Any, items: list[str]) -> None:
-    con.print("[bold]Assumptions[/]")
-    for a in items:
-        con.print(f"  - {a}")
-
-
-def _print_sweep(results: list[Any], rows: list[dict[str, Any]]) -> None:
-    from rich.table import Table
-
-    con = _console()
-    m0 = results[0][0]
-    con.print(f"[bold]{m0.model.name}[/] · weights {m0.precision.weights} · KV {m0.precision.kv}"
-              f" · tp={m0.parallel.tp} pp={m0.parallel.pp} ep={m0.parallel.ep}")
-    tab = Table(title=f"Sweep ({len(rows)} points)", title_justify="left")
-    cols = ("hardware", "scheme", "B", "S", "N", "T", "TTFT ms", "TPOT ms", "E2E s", "agg tok/s",
-            "seq tok/s", "decode bound", "fits")
-    for c in cols:
-        tab.add_column(c, justify="left" if c in ("hardware", "scheme", "decode bound", "fits")
-                       else "right", no_wrap=c in ("hardware", "scheme"))
-    shown = rows if len(rows) <= 200 else rows[:200]
-    for r in shown:
-        tab.add_row(r["hardware"], r["scheme"], f"{r['batch_seqs']:g}", f"{r['prompt_tokens']:g}",
-                    f"{r['output_tokens']:g}", f"{r['decode_context_tokens']:g}",
-                    f"{r['ttft_s'] * 1e3:.2f}", f"{r['tpot_s'] * 1e3:.3f}", f"{r['e2e_s']:.3f}",
-                    f"{r['decode_aggregate_tok_s']:,.0f}", f"{r['per_sequence_tok_s']:,.1f}",
-                    r["decode_bound"],
-                    f"no (> context {r['context_window_tokens']:,.0f})"
-                    if not r["within_context"] else "yes" if r["memory_fits"] else
-                    f"no (-{r['memory_shortfall_bytes'] / GIB:.1f} GiB)")
-    con.print(tab)
-    if len(rows) > len(shown):
-        con.print(f"({len(rows) - len(shown)} more rows: use --json for all)")
-    for m, _r, _c in results:
-        con.print(f"[bold]{m.hardware.name}[/]")
-        _print_assumptions(con, m.assumptions())
+    with out_for(fmt) as page:
+        print_sweep(page, results, rows, all_assumptions, TTFT_DEFINITION)
 
 
 # --- roofline ------------------------------------------------------------------------------
@@ -446,6 +346,7 @@ def roofline_cmd(
         "--efficiency/--peak", help="Scale peak and bandwidth by the hardware's efficiency "
         "factors (default: dense peak, as the roofline is usually drawn).")] = False,
     as_json: JsonOpt = False,
+    fmt: OutFormatOpt = None,
 ) -> None:
     """GEMM [m,k]x[k,n]: arithmetic intensity, attainable FLOP/s, bound; m at the ridge."""
     import numpy as np
@@ -482,14 +383,14 @@ def roofline_cmd(
              "bound": "compute" if i >= ridge else "memory"}
             for mi, f, d, i, a in zip(ms, gemm_flops(ms, k, n), gemm_bytes(ms, k, n, b), inten,
                                       att, strict=True)]
-    if as_json:
+    if as_json or fmt == "json":
         _emit_json({"hardware": hw.name, "dtype": dtype, "bytes_per_element": b,
                     "peak_flops_per_s": peak, "bandwidth_bytes_per_s": bw,
                     "ridge_point_flop_per_byte": ridge, "m_at_ridge": m_ridge, "rows": rows})
         return
     from rich.table import Table
 
-    con = _console()
+    con = out_for(fmt)
     con.print(f"[bold]{hw.name}[/] {dtype}: peak {peak / 1e12:g} TFLOP/s, bandwidth "
               f"{bw / 1e12:g} TB/s{' (effective)' if efficiency else ' (dense peak)'}")
     from rich.markup import escape
@@ -503,16 +404,17 @@ def roofline_cmd(
                     f"{r['attainable_peak_fraction']:.1%}", r["bound"])
     con.print(tab)
     con.print(f"ridge point: {ridge:.0f} FLOP/byte; the GEMM reaches it at m ≈ {m_ridge:.0f}")
-    _print_assumptions(con, [
-        f"intensity = 2mnk / (b(mk + kn + mn)) with b = {b:g} bytes for every element "
-        "(each of A, B, C moved once)",
-        "attainable = min(peak, intensity x bandwidth): compute and memory fully overlap",
-    ])
+    con.print("Assumptions", style="bold")
+    for a in (f"intensity = 2mnk / (b(mk + kn + mn)) with b = {b:g} bytes for every element "
+              "(each of A, B, C moved once)",
+              "attainable = min(peak, intensity x bandwidth): compute and memory fully overlap"):
+        con.print(f"  - {a}", markup=False)
+    con.close()
 
 
 # --- catalogs ------------------------------------------------------------------------------
 
-def models_cmd(as_json: JsonOpt = False) -> None:
+def models_cmd(as_json: JsonOpt = False, fmt: OutFormatOpt = None) -> None:
     """List the model catalog (values from each model's Hugging Face config.json)."""
     from ridgeline.specs import load_model, model_catalog
 
@@ -531,7 +433,7 @@ def models_cmd(as_json: JsonOpt = False) -> None:
             "checkpoint_quantization": s.quant.describe() if s.quant else None,
             "source": raw.get("_source", ""),
         })
-    if as_json:
+    if as_json or fmt == "json":
         _emit_json(rows)
         return
     from rich.table import Table
@@ -549,10 +451,11 @@ def models_cmd(as_json: JsonOpt = False) -> None:
                     f"{r['experts_per_token']}/{r['num_experts']}" if r["num_experts"] else "-",
                     f"{r['kv_bytes_per_token_bf16'] / 1024:.1f} KiB", str(r["vocab_size"]),
                     "yes" if r["tie_word_embeddings"] else "no", r["checkpoint_weights"])
-    _console().print(tab)
+    with out_for(fmt) as out:
+        out.print(tab)
 
 
-def hardware_cmd(as_json: JsonOpt = False) -> None:
+def hardware_cmd(as_json: JsonOpt = False, fmt: OutFormatOpt = None) -> None:
     """List the GPU catalog (dense datasheet peaks; sources in the JSON files)."""
     from ridgeline.perf.kernels import CATALOG_DEFAULT_COMPUTE_EFFICIENCY, profile_for
     from ridgeline.specs import hardware_catalog, load_hardware
@@ -570,7 +473,7 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
         rows.append(h.describe() | {"ridge_point_bf16_flop_per_byte": h.ridge_point("bf16"),
                                     "kernel_model": kernel_model, "source": h.source,
                                     "aliases": aliases_of(name)})
-    if as_json:
+    if as_json or fmt == "json":
         _emit_json(rows)
         return
     from rich.table import Table
@@ -592,8 +495,9 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
                     _kernel_model_cell(r["kernel_model"]),
                     f"{r['compute_efficiency']:g}/{r['bandwidth_efficiency']:g}",
                     f"{r['kernel_overhead_us']:g}")
-    _console().print(tab)
-    _console().print("kernel model: whose measured kernels time the steps by default (fitted: "
+    out = out_for(fmt)
+    out.print(tab)
+    out.print("kernel model: whose measured kernels time the steps by default (fitted: "
                      "this GPU's own; derived: another part's on this GPU's datasheet, "
                      "docs/model.md). plain C/β: the GPU file's compute/bandwidth "
                      "efficiencies, which time the plain roofline (a GPU without a kernel "
@@ -602,7 +506,8 @@ def hardware_cmd(as_json: JsonOpt = False) -> None:
                      f"C/{CATALOG_DEFAULT_COMPUTE_EFFICIENCY:g}. NVLink GPUs: how many GPUs "
                      "one NVLink/xGMI domain joins (1: PCIe only). Names people type (H100, "
                      "A100-80GB, MI300X, nvidia-smi's names) resolve through an alias table; "
-                     "--json lists each GPU's aliases.")
+                     "--json lists each GPU's aliases.", markup=False)
+    out.close()
 
 
 def _kernel_model_cell(km: dict[str, Any] | None) -> str:

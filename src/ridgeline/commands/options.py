@@ -280,6 +280,29 @@ TraceOutOpt = Annotated[
                              help="Write the per-request trace (JSONL) here.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+# The output formats of ridgeline.report.tables (repeated here: this module imports only
+# typer; tests/test_output_format.py checks they agree).
+OUTPUT_FORMATS = ("table", "plain", "markdown", "csv", "json")
+
+
+def _output_format(value: str | None) -> str | None:
+    if value is not None and value not in OUTPUT_FORMATS:
+        raise typer.BadParameter(f"got {value!r}; allowed: {', '.join(OUTPUT_FORMATS)}")
+    return value
+
+
+OutFormatOpt = Annotated[
+    str | None,
+    typer.Option("--format", callback=_output_format, metavar="FORMAT",
+                 help="Output format: table (rich tables; the default in a terminal), plain "
+                 "(full-width text, no cell cut; the default when piped), markdown, csv, "
+                 "json."),
+]
+AssumptionsOpt = Annotated[
+    bool,
+    typer.Option("--assumptions", help="Print every assumption with its provenance (default: "
+                 "the few that change the answer)."),
+]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1,
                                       help="Random seed (runs are reproducible).")]
 CalibrationOpt = Annotated[

@@ -6,7 +6,6 @@ Only typer and the standard library at import time.
 from __future__ import annotations
 
 import json
-import sys
 from typing import Annotated
 
 import typer
@@ -15,6 +14,7 @@ from ridgeline.commands.options import (
     JsonOpt,
     MaxModelLenOpt,
     ModelArg,
+    OutFormatOpt,
     SeedOpt,
     ServedModelNameOpt,
     check_max_model_len,
@@ -149,11 +149,10 @@ def plan_cmd(
         "--plot", help="Write the Pareto plot here (.png, .svg or .pdf; needs matplotlib).")
     ] = None,
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
     """Find the cheapest configuration meeting the SLOs at a target rate, with headroom."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from ridgeline.errors import RidgelineError
     from ridgeline.metrics.slo import parse_slos
@@ -192,11 +191,11 @@ def plan_cmd(
         check_plot_path(plot)    # before the search, not after it
     if req.verify_requests_warning:
         typer.echo(f"warning: {req.verify_requests_warning}", err=True)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        console=Console(stderr=True), transient=True,
-                        # off the terminal a bar is noise, and its closing newline would
-                        # stand before a one-line error
-                        disable=not sys.stderr.isatty())
+    from ridgeline.report.progress import progress_for
+
+    # A bar with an ETA in a terminal; a line every few seconds on stderr in a log (a plan
+    # takes minutes: a piped run must not sit silent).
+    progress = progress_for("plan")
     tasks: dict[str, int] = {}
 
     def on_progress(stage: str, done: int, total: int) -> None:
@@ -213,13 +212,12 @@ def plan_cmd(
         result, interrupted = exc.result, True
     if plot and not interrupted:
         plot_pareto(result, plot)
-    if json_out:
+    from ridgeline.report.tables import print_markdown_document
+
+    if json_out or fmt == "json":
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        from rich.console import Console as _C
-        from rich.markdown import Markdown
-
-        _C().print(Markdown(result.markdown(launch=False)))
+        print_markdown_document(result.markdown(launch=False), fmt)
         if result.chosen is not None and not interrupted:
             # plain text, never wrapped: a command to copy
             launch = result.launch()

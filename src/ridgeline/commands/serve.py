@@ -207,8 +207,12 @@ def _say_startup(built: Any, app: Any, model: str, hardware: str, speed: float,
     kv_log = VllmKvLog(0.0, int(cfg.num_kv_blocks), int(cfg.block_size_tokens), context)
     for line in kv_log.lines()[1:]:
         typer.echo(line, err=True)
-    if hasattr(built.step_model, "assumptions"):   # the lines `simulate` prints
-        typer.echo("assumptions: " + "; ".join(built.step_model.assumptions()), err=True)
+    if hasattr(built.step_model, "assumptions"):   # the key lines `simulate` prints
+        from ridgeline.report.assumptions import key_assumptions
+
+        typer.echo("assumptions (`ridgeline simulate --assumptions` prints all):", err=True)
+        for line in key_assumptions(built.step_model):
+            typer.echo(f"  - {line}", err=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,6 @@ Only typer and the standard library at import time; the simulator loads inside t
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +14,7 @@ import typer
 from ridgeline.commands.options import (
     MAX_NUM_SEQS,
     ActivationsOpt,
+    AssumptionsOpt,
     BandwidthEffOpt,
     CalibrationOpt,
     ChunkedPrefillOpt,
@@ -29,6 +29,7 @@ from ridgeline.commands.options import (
     MaxModelLenOpt,
     ModelArg,
     ModelOpt,
+    OutFormatOpt,
     PpOpt,
     PrefixCachingOpt,
     SeedOpt,
@@ -59,71 +60,120 @@ DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
 DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
 
 
+# The options of `simulate` (one alias per option, so the command reads as a list).
+RateOpt = Annotated[str | None, typer.Option(
+    "--rate", help="Arrival rate in req/s; a comma list (1,2,4,8) for a latency-vs-load "
+    "sweep; or 'sweep' (rates around the simulated capacity).")]
+RequestsOpt = Annotated[int, typer.Option("--requests", "-n", min=1,
+                                          help="Requests per run.")]
+ArrivalOpt = Annotated[str, typer.Option(
+    "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
+    "replay:path=FILE[,speedup=K] (also BurstGPT CSV, Mooncake JSONL), "
+    "diurnal:peak=,trough=[,period=86400].")]
+ConcurrencyOpt = Annotated[int | None, typer.Option(
+    "--concurrency", min=1, help="Closed loop: this many users, each sending its next request "
+    "when the last one ends (instead of --rate).")]
+ThinkTimeOpt = Annotated[str, typer.Option(
+    "--think-time", help="Closed loop: seconds a user waits between requests: 0, "
+    "fixed:1.5, exponential:mean=2, uniform:min=1,max=3.")]
+PromptOpt = Annotated[str | None, typer.Option(
+    "--prompt", help="Prompt lengths (tokens): fixed:N, uniform:min=,max=, normal:mean=,"
+    "std=, lognormal:mean=,sigma=, exponential:mean=, empirical:path=FILE. Default: "
+    f"{DEFAULT_PROMPT}; with --arrival replay of a BurstGPT or Mooncake file, each "
+    "request's own length from the file.")
+    ]
+OutputOpt = Annotated[str | None, typer.Option(
+    "--output", help="Output lengths (same syntax). Default: "
+    f"{DEFAULT_OUTPUT}; with --arrival replay of a BurstGPT or Mooncake file, each "
+    "request's own length from the file.")
+    ]
+PrefixGroupsOpt = Annotated[int, typer.Option(
+    "--prefix-groups", min=0,
+    help="Shared-prefix groups: request i starts with prefix i mod G.")
+    ]
+PrefixTokensOpt = Annotated[int, typer.Option(
+    "--prefix-tokens", min=0,
+    help="Tokens of each group's shared prefix (added to the prompt).")
+    ]
+ReplicasOpt = Annotated[int, typer.Option("--replicas", min=1,
+                                          help="Engine replicas (data parallel).")]
+RouterOpt = Annotated[str, typer.Option(
+    "--router", help="round-robin, least-outstanding, least-kv, prefix-affinity (a "
+    "prefix group's requests on one replica: where its prefix is cached).")]
+PdOpt = Annotated[str | None, typer.Option(
+    "--pd", help="Prefill/decode disaggregation P:D (P prefill and D decode instances; "
+    "replaces --replicas).")]
+KvTransferLatencyUsOpt = Annotated[float, typer.Option(
+    "--kv-transfer-latency-us", callback=number(ge=0, le=1e9),
+    help="Fixed latency per P/D KV transfer.")]
+MaxNumSeqsOpt = Annotated[int, typer.Option(
+    "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
+    help="Most sequences in one engine step (vLLM's).")]
+MaxNumBatchedTokensOpt = Annotated[int, typer.Option("--max-num-batched-tokens", min=1,
+                                                                  max=10_000_000)
+                                      ]
+BlockSizeOpt = Annotated[int, typer.Option("--block-size", min=1,
+                                            help="KV block size (tokens).")]
+GpuMemoryUtilizationOpt = Annotated[float, typer.Option(
+    "--gpu-memory-utilization", callback=number(gt=0, le=1),
+    help="Fraction of GPU memory for weights + KV.")]
+NumKvBlocksOpt = Annotated[int | None, typer.Option(
+    "--num-kv-blocks", min=1, max=10**10,
+    help="Override the KV capacity from the memory model.")]
+SloAttainmentOpt = Annotated[float, typer.Option(
+    "--slo-attainment", callback=number(gt=0, le=1),
+    help="Sweep: a rate meets the SLOs when at least this fraction "
+    "of its requests meets all of them.")]
+TimelineOpt = Annotated[str | None, typer.Option(
+    "--timeline", callback=writable_file,
+    help="Write the engine timeline (one row per step) as CSV.")]
+StepByStepOpt = Annotated[bool, typer.Option(
+    "--step-by-step", help="Reference mode: one engine step per loop iteration (slower; "
+    "same trace).")]
+StreamOpt = Annotated[bool | None, typer.Option(
+    "--stream/--no-stream", help="Stream finished requests to the trace and to "
+    "streaming metrics (memory bounded by what is in flight; whole-run window); default: "
+    "on above 500,000 requests or with --workers/--ray.")]
+WorkersOpt = Annotated[int, typer.Option(
+    "--workers", min=1, help="Shard replicas over this many processes (round-robin or "
+    "prefix-affinity, open loop, no P/D: exact; other routers stay in one process).")]
+RayAddressOpt = Annotated[str | None, typer.Option(
+    "--ray", help="Shard over Ray: 'local' or a cluster address (needs ridgeline[ray]).")
+    ]
+ExactMaxOpt = Annotated[int, typer.Option(
+    "--exact-max", min=0, help="Streamed: values per metric kept for exact percentiles; "
+    "beyond, a sketch (--sketch-error).")]
+SketchErrorOpt = Annotated[float, typer.Option(
+    "--sketch-error", callback=number(gt=0, lt=0.5),
+    help="Streamed: relative error of sketch percentiles.")]
+
+
 def simulate_cmd(
     model_arg: ModelArg = None,
     model: ModelOpt = "llama-3.1-8b",
     hardware: HardwareOpt = "h100-sxm",
-    rate: Annotated[str | None, typer.Option(
-        "--rate", help="Arrival rate in req/s; a comma list (1,2,4,8) for a latency-vs-load "
-        "sweep; or 'sweep' (rates around the simulated capacity).")] = None,
-    requests: Annotated[int, typer.Option("--requests", "-n", min=1,
-                                          help="Requests per run.")] = 1000,
-    arrival: Annotated[str, typer.Option(
-        "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
-        "replay:path=FILE[,speedup=K] (also BurstGPT CSV, Mooncake JSONL), "
-        "diurnal:peak=,trough=[,period=86400].")] = "poisson",
-    concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", min=1, help="Closed loop: this many users, each sending its next request "
-        "when the last one ends (instead of --rate).")] = None,
-    think_time: Annotated[str, typer.Option(
-        "--think-time", help="Closed loop: seconds a user waits between requests: 0, "
-        "fixed:1.5, exponential:mean=2, uniform:min=1,max=3.")] = "0",
-    prompt: Annotated[str | None, typer.Option(
-        "--prompt", help="Prompt lengths (tokens): fixed:N, uniform:min=,max=, normal:mean=,"
-        "std=, lognormal:mean=,sigma=, exponential:mean=, empirical:path=FILE. Default: "
-        f"{DEFAULT_PROMPT}; with --arrival replay of a BurstGPT or Mooncake file, each "
-        "request's own length from the file.")] = None,
-    output: Annotated[str | None, typer.Option(
-        "--output", help="Output lengths (same syntax). Default: "
-        f"{DEFAULT_OUTPUT}; with --arrival replay of a BurstGPT or Mooncake file, each "
-        "request's own length from the file.")] = None,
-    prefix_groups: Annotated[int, typer.Option(
-        "--prefix-groups", min=0,
-        help="Shared-prefix groups: request i starts with prefix i mod G.")
-    ] = 0,
-    prefix_tokens: Annotated[int, typer.Option(
-        "--prefix-tokens", min=0,
-        help="Tokens of each group's shared prefix (added to the prompt).")
-    ] = 0,
-    replicas: Annotated[int, typer.Option("--replicas", min=1,
-                                          help="Engine replicas (data parallel).")] = 1,
-    router: Annotated[str, typer.Option(
-        "--router", help="round-robin, least-outstanding, least-kv, prefix-affinity (a "
-        "prefix group's requests on one replica: where its prefix is cached).")] = "round-robin",
-    pd: Annotated[str | None, typer.Option(
-        "--pd", help="Prefill/decode disaggregation P:D (P prefill and D decode instances; "
-        "replaces --replicas).")] = None,
-    kv_transfer_latency_us: Annotated[float, typer.Option(
-        "--kv-transfer-latency-us", callback=number(ge=0, le=1e9),
-        help="Fixed latency per P/D KV transfer.")] = 0.0,
-    max_num_seqs: Annotated[int, typer.Option(
-        "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
-        help="Most sequences in one engine step (vLLM's).")] = 256,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1,
-                                                                  max=10_000_000)
-                                      ] = 8192,
+    rate: RateOpt = None,
+    requests: RequestsOpt = 1000,
+    arrival: ArrivalOpt = "poisson",
+    concurrency: ConcurrencyOpt = None,
+    think_time: ThinkTimeOpt = "0",
+    prompt: PromptOpt = None,
+    output: OutputOpt = None,
+    prefix_groups: PrefixGroupsOpt = 0,
+    prefix_tokens: PrefixTokensOpt = 0,
+    replicas: ReplicasOpt = 1,
+    router: RouterOpt = "round-robin",
+    pd: PdOpt = None,
+    kv_transfer_latency_us: KvTransferLatencyUsOpt = 0.0,
+    max_num_seqs: MaxNumSeqsOpt = 256,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = 8192,
     chunked_prefill: ChunkedPrefillOpt = True,
     prefix_caching: PrefixCachingOpt = True,
     max_model_len: MaxModelLenOpt = None,
     served_model_name: ServedModelNameOpt = None,
-    block_size: Annotated[int, typer.Option("--block-size", min=1,
-                                            help="KV block size (tokens).")] = 16,
-    gpu_memory_utilization: Annotated[float, typer.Option(
-        "--gpu-memory-utilization", callback=number(gt=0, le=1),
-        help="Fraction of GPU memory for weights + KV.")] = 0.9,
-    num_kv_blocks: Annotated[int | None, typer.Option(
-        "--num-kv-blocks", min=1, max=10**10,
-        help="Override the KV capacity from the memory model.")] = None,
+    block_size: BlockSizeOpt = 16,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.9,
+    num_kv_blocks: NumKvBlocksOpt = None,
     weights: WeightsOpt = None,
     kv: KvOpt = None,
     activations: ActivationsOpt = None,
@@ -137,40 +187,24 @@ def simulate_cmd(
     engine: EngineOpt = "vllm",
     engine_costs: EngineCostsOpt = True,
     slo: SloOpt = None,
-    slo_attainment: Annotated[float, typer.Option(
-        "--slo-attainment", callback=number(gt=0, le=1),
-        help="Sweep: a rate meets the SLOs when at least this fraction "
-        "of its requests meets all of them.")] = 0.99,
+    slo_attainment: SloAttainmentOpt = 0.99,
     trace: TraceOutOpt = None,
-    timeline: Annotated[str | None, typer.Option(
-        "--timeline", callback=writable_file,
-        help="Write the engine timeline (one row per step) as CSV.")] = None,
-    step_by_step: Annotated[bool, typer.Option(
-        "--step-by-step", help="Reference mode: one engine step per loop iteration (slower; "
-        "same trace).")] = False,
+    timeline: TimelineOpt = None,
+    step_by_step: StepByStepOpt = False,
     spec_k: SpecKOpt = 0,
     spec_alpha: SpecAlphaOpt = 0.7,
     spec_draft_model: SpecDraftOpt = None,
     enforce_eager: EagerOpt = False,
     cpu_tokenize_us_per_token: CpuTokenizeOpt = 0.0,
     cpu_detokenize_us_per_event: CpuDetokenizeOpt = 0.0,
-    stream: Annotated[bool | None, typer.Option(
-        "--stream/--no-stream", help="Stream finished requests to the trace and to "
-        "streaming metrics (memory bounded by what is in flight; whole-run window); default: "
-        "on above 500,000 requests or with --workers/--ray.")] = None,
-    workers: Annotated[int, typer.Option(
-        "--workers", min=1, help="Shard replicas over this many processes (round-robin or "
-        "prefix-affinity, open loop, no P/D: exact; other routers stay in one process).")] = 1,
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray", help="Shard over Ray: 'local' or a cluster address (needs ridgeline[ray]).")
-    ] = None,
-    exact_max: Annotated[int, typer.Option(
-        "--exact-max", min=0, help="Streamed: values per metric kept for exact percentiles; "
-        "beyond, a sketch (--sketch-error).")] = 5_000_000,
-    sketch_error: Annotated[float, typer.Option(
-        "--sketch-error", callback=number(gt=0, lt=0.5),
-        help="Streamed: relative error of sketch percentiles.")] = 0.01,
+    stream: StreamOpt = None,
+    workers: WorkersOpt = 1,
+    ray_address: RayAddressOpt = None,
+    exact_max: ExactMaxOpt = 5_000_000,
+    sketch_error: SketchErrorOpt = 0.01,
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
+    all_assumptions: AssumptionsOpt = False,
     seed: SeedOpt = 0,
     report: ReportOpt = None,
 ) -> None:
@@ -242,10 +276,12 @@ def simulate_cmd(
         return
     # The pooled ITL samples (one value per token) are kept only for the report's plots.
     runs = _run_all(sc, built, rates, trace, timeline, keep_samples=bool(report))
+    json_out = json_out or fmt == "json"
     if len(runs) == 1:
-        _report_one(runs[0], built.step_model, json_out)
+        _report_one(runs[0], built.step_model, json_out, fmt, all_assumptions)
     else:
-        _report_sweep(runs, built.step_model, sc.slos, slo_attainment, json_out)
+        _report_sweep(runs, built.step_model, sc.slos, slo_attainment, json_out, fmt,
+                      all_assumptions)
     if report:
         from ridgeline.commands.report import write_report_for_simulation
 
@@ -328,25 +364,13 @@ def _run_all(sc: Any, built: Any, rates: list[float | None], trace: str | None,
              timeline: str | None, keep_samples: bool = True) -> list[Any]:
     """Run each rate through the library (`ridgeline.sim.scenario.run_scenario`) under one
     progress bar, writing each run's trace and timeline as it finishes."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
+    from ridgeline.report.progress import progress_for
     from ridgeline.sim.scenario import run_scenario
 
     n = sc.requests
     runs = []
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("ETA"), TimeRemainingColumn(),
-                        console=Console(stderr=True), transient=True,
-                        # off the terminal a bar is noise, and its closing newline would
-                        # stand before a one-line error
-                        disable=not sys.stderr.isatty())
+    # A bar with an ETA in a terminal; a line every few seconds on stderr in a log.
+    progress = progress_for("simulate")
     with progress:
         task = progress.add_task("simulating", total=n * len(rates))
         for k, rate in enumerate(rates):
@@ -401,48 +425,83 @@ def _write_timeline(path: str, res: Any) -> None:
 # ---- reporting --------------------------------------------------------------------------
 
 
-def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
+# How simulate defines TTFT (the first of its key assumptions).
+TTFT_DEFINITION = ("TTFT: from the request's arrival to its first token, queueing included, "
+                   "plus the engine's per-request costs (continuous batching, chunked prefill)")
+
+
+def model_error_cells(step_model: Any) -> dict[str, str]:
+    """Per analyze metric key, the model's cross-validated error (a column beside the
+    simulated figures)."""
+    from ridgeline.perf.model_error import model_error, pm
+
+    err = model_error(step_model)
+    serving = err.ttft_ape is not None
+    return {
+        "ttft_ms": f"{pm(err.ttft_ape)} mean, {pm(err.ttft_p99_ape)} P99" if serving
+        else pm(err.prefill_ape),
+        "tpot_ms": pm(err.itl_ape if serving else err.decode_step_ape),
+        "itl_ms": pm(err.itl_ape if serving else err.decode_step_ape),
+        "itl_per_token_ms": pm(err.itl_ape if serving else err.decode_step_ape),
+        "e2e_ms": pm(err.e2e_ape) if serving else "",
+    }
+
+
+def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
+                all_assumptions: bool) -> None:
     summary = run.summary()
     pr = getattr(step_model, "precision", None)  # a calibrated profile has none
     if json_out:
+        from ridgeline.perf.model_error import model_error
+        from ridgeline.report.assumptions import key_assumptions
+
         out = {"simulation": summary, "analysis": run.analysis.to_dict(),
+               "model_error": model_error(step_model).describe(),
+               "key_assumptions": key_assumptions(step_model, TTFT_DEFINITION),
                "assumptions": step_model.assumptions()}
         if pr is not None:
             out["precision"] = pr.describe()
         typer.echo(json.dumps(out, indent=2))
         return
-    from rich.console import Console
-
     from ridgeline.metrics.render import print_analysis
+    from ridgeline.report.assumptions import print_assumptions
+    from ridgeline.report.tables import out_for
 
-    con = Console()
-    if pr is not None:
-        con.print(f"{step_model.model.name} on {step_model.hardware.name} · {pr.scheme} · KV "
-                  f"{pr.kv}", highlight=False)
-    print_analysis(run.analysis, con)
     s = summary
-    con.print(
-        f"simulated {s['requests']:,} requests ({s['finished']:,} finished, {s['rejected']:,} "
-        f"rejected) over {s['simulated_s']:,.1f} simulated s in {s['wall_s']:.2f} wall s "
-        f"({s['simulated_requests_per_wall_s']:,.0f} req/s); {s['engine_steps']:,} engine "
-        f"steps, mean batch {s['mean_batch_size']:.1f}, {s['preemptions']:,} preemptions, "
-        f"peak KV {s['max_kv_blocks_used']:,} blocks; {s['engine_core']} engine core",
-        highlight=False)
-    con.print("[dim]assumptions: " + "; ".join(step_model.assumptions()) + "[/dim]",
-              highlight=False)
+    core = "C" if s["engine_core"] == "c" else s["engine_core"]
+    with out_for(fmt) as out:
+        if pr is not None:
+            out.print(f"{step_model.model.name} on {step_model.hardware.name} · {pr.scheme} · "
+                      f"KV {pr.kv}", markup=False)
+        print_analysis(run.analysis, out, model_errors=model_error_cells(step_model),
+                       what="ridgeline simulate")
+        out.print(
+            f"simulated {s['requests']:,} requests ({s['finished']:,} finished, "
+            f"{s['rejected']:,} rejected) over {s['simulated_s']:,.1f} simulated s in "
+            f"{s['wall_s']:.2f} wall s; {s['engine_steps']:,} engine steps, mean batch "
+            f"{s['mean_batch_size']:.1f}, {s['preemptions']:,} preemptions, peak KV "
+            f"{s['max_kv_blocks_used']:,} blocks ({core} engine loop)", markup=False)
+        print_assumptions(out, step_model, all_assumptions, TTFT_DEFINITION)
 
 
 def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], target: float,
-                  json_out: bool) -> None:
+                  json_out: bool, fmt: str | None, all_assumptions: bool) -> None:
+    from ridgeline.report.assumptions import key_assumptions
+    from ridgeline.report.sweep_table import print_sweep_table
+    from ridgeline.report.tables import out_for
     from ridgeline.sim.scenario import summarize_sweep
-    from ridgeline.sim.sweep_table import print_sweep_table
 
     sweep = summarize_sweep([r.sweep_point() for r in runs], slos, target,
                             step_model.assumptions())
     if json_out:
         typer.echo(json.dumps(sweep.to_dict(), indent=2))
         return
-    print_sweep_table(sweep)
+    with out_for(fmt) as out:
+        cells = model_error_cells(step_model)
+        print_sweep_table(sweep, out=out, full_assumptions=all_assumptions,
+                          key_assumptions=key_assumptions(step_model, TTFT_DEFINITION),
+                          model_error=f"model error (cross-validated, beside every figure "
+                          f"above): TTFT {cells['ttft_ms']}; TPOT {cells['tpot_ms']}")
 
 
 def register(app: typer.Typer) -> None:

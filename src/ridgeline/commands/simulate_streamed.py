@@ -21,15 +21,6 @@ def run_streamed_command(sc: Any, built: Any, rate: float | None, trace: str | N
                          json_out: bool, workers: int, ray_address: str | None,
                          exact_max: int, sketch_error: float) -> None:
     """`sc`/`built`: the command's `ridgeline.sim.scenario.Scenario` and its `Built`."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     from ridgeline.sim.fleet import run_fleet
     from ridgeline.sim.scenario import trace_header
@@ -43,11 +34,12 @@ def run_streamed_command(sc: Any, built: Any, rate: float | None, trace: str | N
         prompt_from_replay=sc.prompt_from_replay, output_from_replay=sc.output_from_replay)
     check_context(wl, built.step_model)
     header = trace_header(sc, built, load, dataset)
-    progress = Progress(TextColumn("simulating (streamed)"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                        console=Console(stderr=True), transient=True)
+    from ridgeline.report.progress import progress_for
+
+    # A bar with an ETA in a terminal; a line every few seconds on stderr in a log.
+    progress = progress_for("simulate")
     with progress:
-        task = progress.add_task("sim", total=n)
+        task = progress.add_task("simulating (streamed)", total=n)
         run = run_fleet(wl, built.config, built.step_model, built.cluster, header,
                         slos=tuple(sc.slos), trace_path=trace, workers=workers,
                         ray_address=ray_address, exact_max=exact_max,
@@ -94,10 +86,11 @@ def report_fleet(run: FleetRun, seed: int, json_out: bool, step_model: Any) -> N
         typer.echo(json.dumps({**s, "assumptions": step_model.assumptions()}, indent=2,
                               default=float))
         return
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    from ridgeline.report.tables import out_for
+
+    con = out_for()
     title = "ridgeline simulate — streamed" + (" (INTERRUPTED: what finished)"
                                                if run.interrupted else "")
     table = Table(title=title, title_justify="left")
@@ -135,9 +128,11 @@ def report_fleet(run: FleetRun, seed: int, json_out: bool, step_model: Any) -> N
               f"{m['engine_steps']:,} engine steps, {m['preemptions']:,} preemptions, peak KV "
               f"{m['max_kv_blocks_used']:,} blocks, in {m['wall_s']:.2f} wall s "
               f"({m['simulated_requests_per_wall_s']:,.0f} req/s); {m['backend']}, "
-              f"{m['engine_core']} engine core",
+              f"{'C' if m['engine_core'] == 'c' else m['engine_core']} engine loop",
               highlight=False)
     for note in m["notes"]:
-        con.print(f"note: {note}", highlight=False)
-    con.print("[dim]assumptions: " + "; ".join(step_model.assumptions()) + "[/dim]",
-              highlight=False)
+        con.print(f"note: {note}", highlight=False, markup=False)
+    from ridgeline.report.assumptions import print_assumptions
+
+    print_assumptions(con, step_model, False)
+    con.close()

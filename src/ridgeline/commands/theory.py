@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ridgeline.commands.options import JsonOpt, number
+from ridgeline.commands.options import JsonOpt, OutFormatOpt, number
 
 theory_app = typer.Typer(
     rich_markup_mode=None,  # plain help, as the root app (no emoji codes, no style tags)
@@ -22,19 +22,22 @@ theory_app = typer.Typer(
 )
 
 
-def _emit(rows: list[tuple[str, Any]], as_json: bool, title: str) -> None:
-    if as_json:
+def _emit(rows: list[tuple[str, Any]], as_json: bool, title: str,
+          fmt: str | None = None) -> None:
+    if as_json or fmt == "json":
         typer.echo(json.dumps({k: v for k, v in rows}, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from ridgeline.report.tables import out_for
 
     t = Table(title=title, title_justify="left", show_header=False)
     t.add_column("quantity")
     t.add_column("value", justify="right")
     for k, v in rows:
         t.add_row(k, _fmt(v))
-    Console().print(t)
+    with out_for(fmt) as out:
+        out.print(t)
 
 
 def _fmt(v: Any) -> str:
@@ -46,7 +49,8 @@ def _fmt(v: Any) -> str:
 
 
 @theory_app.callback()
-def theory_examples(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+def theory_examples(ctx: typer.Context, json_out: JsonOpt = False,
+                    fmt: OutFormatOpt = None) -> None:
     """Without a sub-command: the seeds' worked examples, computed."""
     if ctx.invoked_subcommand is not None:
         return
@@ -76,7 +80,7 @@ def theory_examples(ctx: typer.Context, json_out: JsonOpt = False) -> None:
         ("E2E: TTFT 500 ms + 40 ms × (800 − 1) (ms)",
          round(q.e2e_latency_s(0.5, 0.04, 800) * 1e3, 3)),
     ]
-    _emit(rows, json_out, "ridgeline theory — the seeds' worked examples")
+    _emit(rows, json_out, "ridgeline theory — the worked examples", fmt)
 
 
 @theory_app.command("amdahl")
@@ -87,6 +91,7 @@ def amdahl_cmd(
     speedup: Annotated[float, typer.Option(
         "--speedup", callback=number(gt=0), help="How many times faster that part gets.")],
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
 ) -> None:
     """Overall speedup 1/((1 − f) + f/s), and its ceiling 1/(1 − f)."""
     from ridgeline.theory.queueing import amdahl_limit, amdahl_speedup
@@ -109,6 +114,7 @@ def little_cmd(
         "--kv-bytes-per-token", callback=number(ge=0),
         help="KV-cache bytes per token (whole model).")] = None,
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
 ) -> None:
     """L = λW requests in flight; with a context length and KV bytes/token, the KV memory."""
     from ridgeline.theory.queueing import little_in_system, little_kv_bytes
@@ -119,7 +125,7 @@ def little_cmd(
         kv = little_kv_bytes(rate, latency_s, context_tokens, kv_bytes_per_token)
         rows += [("KV cache in use (bytes)", kv), ("KV cache in use (GB, 1e9 B)", kv / 1e9),
                  ("KV cache in use (GiB)", kv / 2**30)]
-    _emit(rows, json_out, "Little's law")
+    _emit(rows, json_out, "Little's law", fmt)
 
 
 @theory_app.command("mm1")
@@ -133,6 +139,7 @@ def mm1_cmd(
         help="Percentiles of the time in system / in queue (repeatable).")]
     = None,
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
 ) -> None:
     """M/M/1: mean and percentiles of the time in system and in the queue."""
     from ridgeline.theory.queueing import (
@@ -154,7 +161,7 @@ def mm1_cmd(
                      mm1_time_in_system_percentile_s(arrival_rate, service_rate, q)))
         rows.append((f"P{q:g} wait in queue (s)",
                      mm1_wait_percentile_s(arrival_rate, service_rate, q)))
-    _emit(rows, json_out, "M/M/1")
+    _emit(rows, json_out, "M/M/1", fmt)
 
 
 @theory_app.command("mmc")
@@ -168,6 +175,7 @@ def mmc_cmd(
         "--percentile", callback=number(gt=0, lt=100),
         help="Percentiles of the queueing wait (repeatable).")] = None,
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
 ) -> None:
     """M/M/c (Erlang C): probability of waiting, mean wait and time in system."""
     from ridgeline.theory.queueing import mmc, mmc_wait_percentile_s
@@ -183,7 +191,7 @@ def mmc_cmd(
     for q in percentile or [90.0, 99.0]:
         rows.append((f"P{q:g} wait in queue (s)",
                      mmc_wait_percentile_s(arrival_rate, service_rate, servers, q)))
-    _emit(rows, json_out, "M/M/c")
+    _emit(rows, json_out, "M/M/c", fmt)
 
 
 @theory_app.command("fanout")
@@ -193,6 +201,7 @@ def fanout_cmd(
     percentile: Annotated[float, typer.Option("--percentile", callback=number(gt=0, lt=100),
                                               help="Per-call percentile, e.g. 99.")] = 99.0,
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
 ) -> None:
     """Tail amplification: a page waiting for the slowest of k calls."""
     from ridgeline.theory.queueing import (
@@ -208,7 +217,7 @@ def fanout_cmd(
          * 100),
         (f"page P{percentile:g} needs the call percentile",
          fanout_call_quantile_for_page(q, calls) * 100),
-    ], json_out, "Fan-out")
+    ], json_out, "Fan-out", fmt)
 
 
 @theory_app.command("samples")
@@ -223,6 +232,7 @@ def samples_cmd(
     have: Annotated[int | None, typer.Option("--have", min=1, help="A sample size to judge.")]
     = None,
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
 ) -> None:
     """How many samples a percentile needs to be more than noise."""
     from ridgeline.theory.stats import (
@@ -241,7 +251,7 @@ def samples_cmd(
         lo, hi = rank_interval_pct(percentile, have)
         rows.append((f"with {have} samples, P{percentile:g} is really between",
                      f"P{lo:.2f} and P{hi:.2f}"))
-    _emit(rows, json_out, "Samples for a stable percentile")
+    _emit(rows, json_out, "Samples for a stable percentile", fmt)
 
 
 @theory_app.command("e2e")
@@ -252,12 +262,13 @@ def e2e_cmd(
                                            help="Time per output token (ms).")],
     output_tokens: Annotated[int, typer.Option("--output-tokens", min=1)],
     json_out: JsonOpt = False,
+    fmt: OutFormatOpt = None,
 ) -> None:
     """E2E = TTFT + TPOT × (N − 1), and TTFT's share of it."""
     from ridgeline.theory.queueing import e2e_latency_s
 
     e2e = e2e_latency_s(ttft_ms / 1e3, tpot_ms / 1e3, output_tokens) * 1e3
-    _emit([("E2E (ms)", e2e), ("TTFT share", ttft_ms / e2e)], json_out, "E2E latency")
+    _emit([("E2E (ms)", e2e), ("TTFT share", ttft_ms / e2e)], json_out, "E2E latency", fmt)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,8 +17,12 @@ def verify_cmd(
     bound: Annotated[list[str] | None, typer.Option(
         "--bound", help="Fail (exit 1) when |error| exceeds it: tpot_p50=10%, e2e_p50=10%, "
         "ttft_p50=20% (repeatable).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="Trace format (auto, ridgeline, vllm, "
-                                     "aiperf, guidellm, llmperf).")] = "auto",
+    fmt: Annotated[str | None, typer.Option(
+        "--format", metavar="FORMAT", help="Output format: table, plain, markdown, csv, json "
+        "(an input format's name here is read as --input-format).")] = None,
+    input_fmt: Annotated[str | None, typer.Option(
+        "--input-format", help="Trace format (auto, ridgeline, vllm, aiperf, guidellm, "
+        "llmperf; default auto).")] = None,
     closed_loop: Annotated[bool, typer.Option(
         "--closed-loop", help="Simulate a closed-loop trace as C users starting together "
         "instead of replaying its measured send times.")] = False,
@@ -34,10 +38,12 @@ def verify_cmd(
     """Replay measured traces through the simulator with a profile; compare the metrics."""
     import json
 
-    from ridgeline.calibrate.report import print_verify
     from ridgeline.calibrate.verify import parse_bounds, verify
+    from ridgeline.commands.analyze import split_formats
+    from ridgeline.report.calibrate_text import print_verify
     from ridgeline.sim.calibrated_profile import CalibrationProfile
 
+    out_fmt, in_fmt = split_formats(fmt, input_fmt)
     bounds = parse_bounds(bound)
     profile = CalibrationProfile.load(calibration)
     start: list[int] | str | None = None
@@ -52,12 +58,12 @@ def verify_cmd(
             raise RidgelineError(f"--slot-order: got {slot_order!r}; allowed: comma-separated "
                                  "slot ids, or fresh") from None
         profile.with_slot_order(start)     # checks it lists each slot once
-    report = verify(list(traces), profile, bounds, fmt, seed, closed_loop=closed_loop,
+    report = verify(list(traces), profile, bounds, in_fmt, seed, closed_loop=closed_loop,
                     start_slot_order=start)
-    if json_out:
+    if json_out or out_fmt == "json":
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
-        print_verify(report)
+        print_verify(report, out_fmt)
     if report.failed:
         raise typer.Exit(1)
 

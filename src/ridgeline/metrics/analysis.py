@@ -127,6 +127,9 @@ class LittleCheck:
     window_start_s: float = math.nan
     window_end_s: float = math.nan
     note: str = ""
+    # Inconsistent, but the arrival window is shorter than 10 mean latencies: requests
+    # straddling its edges can explain the gap (said in the note, not shouted).
+    edge_effect: bool = False
 
     @property
     def backlog_growth(self) -> int:
@@ -396,7 +399,7 @@ def _little(sent: np.ndarray, end_s: np.ndarray, w: Window) -> LittleCheck:
         lc.note = f"L/(λW) = {lc.ratio:.3f}: consistent"
     else:
         lc.status, lc.ok = "inconsistent", False
-        edge = d < 10 * lc.w_s
+        edge = lc.edge_effect = d < 10 * lc.w_s
         lc.note = (
             f"L/(λW) = {lc.ratio:.3f}: off by more than {LITTLE_TOLERANCE:.0%}; "
             + ("the arrival window is shorter than 10 mean latencies, so edge effects may "
@@ -432,15 +435,41 @@ def analyze(
     slo_list = [s if isinstance(s, SLO) else parse_slo(s) for s in slos]
     header = trace.header
     warnings: list[str] = [f"trace: {w}" for w in trace.warnings]
-    n = len(trace)
     rm = request_metrics(trace)
+    source = _source(trace, warnings)
+    win = _window(trace, rm, window, warnings)
+    # Latency population: successful requests sent inside the window (warm-up requests are
+    # not representative); all of them when there is no usable window.
+    if win is not None and header.has_send_times:
+        measured = _in_window_closed(trace.sent_s, win)
+    else:
+        measured = np.ones(len(trace), dtype=bool)
+    pop = rm.ok & measured
+    counts = _counts(trace, rm, measured, pop, warnings)
+    one_token = bool(header.has_event_tokens and (trace.event_tokens == 1).all())
+    latency, samples, request_samples = _latency(trace, rm, pop, seed, keep_samples,
+                                                 one_token, bootstrap, latency_keys)
+    warnings.extend(_thin_tail_warnings(latency))
+    thr, conc, little, window_tokens = _throughput(trace, rm, win, one_token, samples,
+                                                   warnings)
+    goodput: Goodput | None = None
+    if slo_list:
+        goodput = _goodput(trace, rm, slo_list, measured, win, seed, window_tokens,
+                           bootstrap)
+        if goodput.unavailable:
+            warnings.append(f"goodput: {goodput.unavailable}")
+    return AnalysisResult(
+        source=source, counts=counts, window=win, latency=latency, throughput=thr,
+        concurrency=conc, little=little, goodput=goodput, definitions=dict(DEFINITIONS),
+        warnings=warnings, seed=seed, samples=samples, request_samples=request_samples,
+    )
 
-    status_counts = {name: int((trace.status == i).sum()) for i, name in enumerate(STATUSES)}
-    errors_by_kind: dict[str, int] = {}
-    for i in np.flatnonzero(~rm.ok).tolist():
-        kind = trace.error_kind[i] or STATUSES[int(trace.status[i])]
-        errors_by_kind[kind] = errors_by_kind.get(kind, 0) + 1
 
+# ---- source ------------------------------------------------------------------------------
+
+def _source(trace: Trace, warnings: list[str]) -> dict[str, Any]:
+    """Where the trace came from (and its notes, also as warnings)."""
+    header = trace.header
     source = {
         "path": trace.path,
         "source": header.source,
@@ -458,8 +487,15 @@ def analyze(
     }
     for note in header.notes:
         warnings.append(f"source: {note}")
+    return source
 
-    # ---- window ------------------------------------------------------------------------
+
+# ---- window ------------------------------------------------------------------------------
+
+def _window(trace: Trace, rm: RequestMetrics, window: tuple[float, float] | str | None,
+            warnings: list[str]) -> Window | None:
+    """The measurement window: asked (`window`), the whole run, or chosen automatically."""
+    header, n = trace.header, len(trace)
     win_arg = _parse_window(window)
     win: Window | None
     if n == 0:
@@ -486,16 +522,21 @@ def analyze(
     else:
         win = choose_window(trace, rm)
 
-    # Latency population: successful requests sent inside the window (warm-up requests are
-    # not representative); all of them when there is no usable window.
-    if win is not None and header.has_send_times:
-        measured = _in_window_closed(trace.sent_s, win)
-    else:
-        measured = np.ones(n, dtype=bool)
-    pop = rm.ok & measured
+    return win
 
+
+# ---- counts ------------------------------------------------------------------------------
+
+def _counts(trace: Trace, rm: RequestMetrics, measured: np.ndarray, pop: np.ndarray,
+            warnings: list[str]) -> dict[str, Any]:
+    """Requests by status and error kind, and who is in the latency population."""
+    status_counts = {name: int((trace.status == i).sum()) for i, name in enumerate(STATUSES)}
+    errors_by_kind: dict[str, int] = {}
+    for i in np.flatnonzero(~rm.ok).tolist():
+        kind = trace.error_kind[i] or STATUSES[int(trace.status[i])]
+        errors_by_kind[kind] = errors_by_kind.get(kind, 0) + 1
     counts: dict[str, Any] = {
-        "requests": n,
+        "requests": len(trace),
         "by_status": status_counts,
         "successful": status_counts["ok"],
         "errors_by_kind": errors_by_kind,
@@ -517,8 +558,57 @@ def analyze(
     if rm.tpot_single_event:
         warnings.append(f"TPOT undefined for {rm.tpot_single_event} successful requests "
                         "whose N > 1 tokens arrived in a single event (non-streaming?)")
+    return counts
 
-    # ---- latency distributions --------------------------------------------------------------
+
+# ---- latency distributions ---------------------------------------------------------------
+
+LATENCY_SPECS = [
+    ("ttft_ms", "TTFT", "ms", DEFINITIONS["ttft_ms"]),
+    ("tpot_ms", "TPOT (per request)", "ms", DEFINITIONS["tpot_ms"]),
+    ("itl_ms", "ITL (pooled, per event)", "ms", DEFINITIONS["itl_ms"]),
+    ("itl_per_token_ms", "ITL (pooled, per token)", "ms", DEFINITIONS["itl_per_token_ms"]),
+    ("e2e_ms", "E2E", "ms", DEFINITIONS["e2e_ms"]),
+    ("queue_ms", "Queue lag (sent - scheduled)", "ms", DEFINITIONS["queue_ms"]),
+    ("decode_rate_tok_s", "Decode rate (per request)", "tok/s",
+     DEFINITIONS["decode_rate_tok_s"]),
+    ("output_tokens", "Output tokens", "tokens", "N per successful request"),
+    ("prompt_tokens", "Prompt tokens", "tokens", "prompt length per successful request"),
+]
+
+
+def _pooled_itl(trace: Trace, pop: np.ndarray, gaps_per_req: np.ndarray,
+                send_pop: np.ndarray | None
+                ) -> tuple[dict[str, RequestSample], dict[str, np.ndarray]]:
+    """The pooled ITL samples kept for compare, gate and report, per event and per token,
+    with their per-request groupings."""
+    header = trace.header
+    # Tokens per event unknown: no per-token view, not a guess.
+    itl_ms, itl_tok_ms = _itl_samples(trace, pop, per_token=header.has_event_tokens,
+                                      keep_nan=True)
+    itl_sample = _grouped_sample(itl_ms, gaps_per_req, send_pop)[0]
+    request_samples = {
+        "itl_ms": itl_sample,
+        # One token per event: the same values, so the same sample (its per-request
+        # sums and block length are then computed once for both metrics).
+        "itl_per_token_ms": (itl_sample if itl_tok_ms is itl_ms else
+                             _grouped_sample(itl_tok_ms, gaps_per_req, send_pop)[0]),
+    }
+    if itl_tok_ms.size and itl_tok_ms is not itl_ms and not np.isfinite(itl_tok_ms).all():
+        # (The shared array keeps its non-finite values, as itl_ms does: every reader
+        # of `samples` drops them. Kept the same object, it is ordered once below.)
+        itl_tok_ms = itl_tok_ms[np.isfinite(itl_tok_ms)]
+    return request_samples, {"itl_ms": itl_ms, "itl_per_token_ms": itl_tok_ms}
+
+
+def _latency(trace: Trace, rm: RequestMetrics, pop: np.ndarray, seed: int,
+             keep_samples: bool, one_token: bool, bootstrap: bool = True,
+             latency_keys: tuple[str, ...] | None = None
+             ) -> tuple[dict[str, Distribution], dict[str, np.ndarray],
+                        dict[str, RequestSample]]:
+    """Every latency distribution of the population `pop` (with CIs), the samples and the
+    per-request samples they came from."""
+    header = trace.header
     # Requests in send order (trace order when the source has no send times), so the CIs
     # can resample blocks of consecutive requests (theory/stats.py).
     send_pop = trace.sent_s[pop] if header.has_send_times else None
@@ -526,22 +616,7 @@ def analyze(
     request_samples: dict[str, RequestSample] = {}
     pooled_samples: dict[str, np.ndarray] = {}
     if keep_samples:
-        # Tokens per event unknown: no per-token view, not a guess.
-        itl_ms, itl_tok_ms = _itl_samples(trace, pop, per_token=header.has_event_tokens,
-                                          keep_nan=True)
-        itl_sample = _grouped_sample(itl_ms, gaps_per_req, send_pop)[0]
-        request_samples = {
-            "itl_ms": itl_sample,
-            # One token per event: the same values, so the same sample (its per-request
-            # sums and block length are then computed once for both metrics).
-            "itl_per_token_ms": (itl_sample if itl_tok_ms is itl_ms else
-                                 _grouped_sample(itl_tok_ms, gaps_per_req, send_pop)[0]),
-        }
-        if itl_tok_ms.size and itl_tok_ms is not itl_ms and not np.isfinite(itl_tok_ms).all():
-            # (The shared array keeps its non-finite values, as itl_ms does: every reader
-            # of `samples` drops them. Kept the same object, it is ordered once below.)
-            itl_tok_ms = itl_tok_ms[np.isfinite(itl_tok_ms)]
-        pooled_samples = {"itl_ms": itl_ms, "itl_per_token_ms": itl_tok_ms}
+        request_samples, pooled_samples = _pooled_itl(trace, pop, gaps_per_req, send_pop)
 
     def per_request_samples() -> dict[str, np.ndarray]:
         return {
@@ -562,18 +637,7 @@ def analyze(
     samples = per_request_samples() if keep_samples else {}
     send_order = (np.argsort(send_pop, kind="stable") if send_pop is not None and keep_samples
                   else None)
-    specs = [
-        ("ttft_ms", "TTFT", "ms", DEFINITIONS["ttft_ms"]),
-        ("tpot_ms", "TPOT (per request)", "ms", DEFINITIONS["tpot_ms"]),
-        ("itl_ms", "ITL (pooled, per event)", "ms", DEFINITIONS["itl_ms"]),
-        ("itl_per_token_ms", "ITL (pooled, per token)", "ms", DEFINITIONS["itl_per_token_ms"]),
-        ("e2e_ms", "E2E", "ms", DEFINITIONS["e2e_ms"]),
-        ("queue_ms", "Queue lag (sent - scheduled)", "ms", DEFINITIONS["queue_ms"]),
-        ("decode_rate_tok_s", "Decode rate (per request)", "tok/s",
-         DEFINITIONS["decode_rate_tok_s"]),
-        ("output_tokens", "Output tokens", "tokens", "N per successful request"),
-        ("prompt_tokens", "Prompt tokens", "tokens", "prompt length per successful request"),
-    ]
+    specs = LATENCY_SPECS
     if latency_keys is not None:
         specs = [spec for spec in specs if spec[0] in latency_keys]
     latency: dict[str, Distribution] = {}
@@ -587,7 +651,6 @@ def analyze(
     # order, its per-request sums are taken, and it is sorted where it lies; its
     # per-request counts below the percentiles are worked out again from the event times
     # (`_regroup`). One event-sized array instead of three (analyze of 1 M requests < 1 GB).
-    one_token = bool(header.has_event_tokens and (trace.event_tokens == 1).all())
     # Each sample is ordered once, by selection around the ranks the percentiles read
     # (metrics/select.py: a full sort when small); a sample that is the same array as the
     # one before (per-token ITL when every event holds one token) reuses its ordering.
@@ -604,7 +667,7 @@ def analyze(
             if not same:
                 # The previous pooled sample's per-request arrays go first (not held
                 # while this one is built).
-                rs = xs = None
+                rs = xs = None  # type: ignore[assignment]
                 per_token = key == "itl_per_token_ms"
                 vals = (_itl_into(trace, pop, per_token, buf) if header.has_event_tokens
                         or not per_token else buf[:0])
@@ -658,6 +721,12 @@ def analyze(
             d.unavailable = _why_unavailable(key, trace, pop)
         latency[key] = d
     latency = {key: latency[key] for key, *_ in specs}  # in the order of specs
+    return latency, samples, request_samples
+
+
+def _thin_tail_warnings(latency: dict[str, Distribution]) -> list[str]:
+    """Per latency metric, its percentiles with fewer than MIN_TAIL_SAMPLES beyond them."""
+    warnings: list[str] = []
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
         d = latency.get(key)
         if d is None or d.unavailable:
@@ -671,12 +740,20 @@ def analyze(
                 + ", ".join(f"{k} >= {v:,}" for k, v in need.items())
                 + "): treat them as noise; see the CI"
             )
+    return warnings
 
-    # ---- throughput, concurrency, Little -----------------------------------------------------
+
+# ---- throughput, concurrency, Little ------------------------------------------------------
+
+def _throughput(trace: Trace, rm: RequestMetrics, win: Window | None, one_token: bool,
+                samples: dict[str, np.ndarray], warnings: list[str]
+                ) -> tuple[Throughput, Concurrency, LittleCheck, np.ndarray | None]:
+    """Throughput over the window, concurrency and Little's law; the per-request tokens of
+    the window (for goodput) and their bootstrap contributions (into `samples`)."""
+    header, n = trace.header, len(trace)
     thr = Throughput()
     conc = Concurrency()
     little = LittleCheck()
-    del buf, xs, rs  # (a lean pooled sample is a view of buf)
     window_tokens: np.ndarray | None = None  # per request: output tokens of its events in it
     if win is None or not (win.duration_s > 0):
         thr.unavailable = "no measurement window (no send times or zero-length run)"
@@ -717,24 +794,12 @@ def analyze(
         if header.has_send_times:
             conc = _concurrency(trace.sent_s, rm.end_s, win)
             little = _little(trace.sent_s, rm.end_s, win)
-            if little.ok is False:
+            if little.ok is False and not little.edge_effect:
                 warnings.append(f"Little's law: {little.note}")
         else:
             little.note = "unavailable: the source records no send times"
 
-    # ---- goodput ------------------------------------------------------------------------------
-    goodput: Goodput | None = None
-    if slo_list:
-        goodput = _goodput(trace, rm, slo_list, measured, win, seed, window_tokens,
-                           bootstrap)
-        if goodput.unavailable:
-            warnings.append(f"goodput: {goodput.unavailable}")
-
-    return AnalysisResult(
-        source=source, counts=counts, window=win, latency=latency, throughput=thr,
-        concurrency=conc, little=little, goodput=goodput, definitions=dict(DEFINITIONS),
-        warnings=warnings, seed=seed, samples=samples, request_samples=request_samples,
-    )
+    return thr, conc, little, window_tokens
 
 
 EVENT_CHUNK = 1 << 20  # events per step (8 MB temporaries: reused from the heap, not mmapped)
@@ -818,21 +883,34 @@ def _itl_into(trace: Trace, pop: np.ndarray, per_token: bool, out: np.ndarray) -
         return out[:n]
     ends = _gap_ends(trace, pop)
     res = out[:int(np.count_nonzero(ends))]
-    tokens = trace.event_tokens
+    if per_token:
+        _fill_gaps(trace, ends, None, res)
+        with np.errstate(invalid="ignore"):
+            res *= 1e3
+    else:
+        _fill_gaps(trace, ends, res, None)
+    return res
+
+
+def _fill_gaps(trace: Trace, ends: np.ndarray, ms_out: np.ndarray | None,
+               per_token_out: np.ndarray | None) -> None:
+    """One pass over the events in chunks (no event-sized temporaries): each gap between
+    consecutive events of a request (`ends`, from `_gap_ends`) in ms into `ms_out`, and in
+    seconds divided by the tokens of the event that ends it into `per_token_out`."""
+    times, tokens = trace.event_times_s, trace.event_tokens
     k = 0
     with np.errstate(invalid="ignore", divide="ignore"):
         for lo in range(0, ends.size, EVENT_CHUNK):
             hi = min(lo + EVENT_CHUNK, ends.size)
             sel = ends[lo:hi]
             gaps = (times[lo + 1:hi + 1] - times[lo:hi])[sel]
-            if per_token:
-                np.divide(gaps, tokens[lo + 1:hi + 1][sel], out=res[k:k + gaps.size])
-            else:
-                np.multiply(gaps, 1e3, out=res[k:k + gaps.size])
+            if per_token_out is not None:
+                np.divide(gaps, tokens[lo + 1:hi + 1][sel],
+                          out=per_token_out[k:k + gaps.size])
+            if ms_out is not None:
+                # To ms here, while in cache, not in another pass over the whole array.
+                np.multiply(gaps, 1e3, out=ms_out[k:k + gaps.size])
             k += gaps.size
-        if per_token:
-            res *= 1e3
-    return res
 
 
 def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool, keep_nan: bool = False
@@ -857,17 +935,7 @@ def _itl_samples(trace: Trace, pop: np.ndarray, per_token: bool, keep_nan: bool 
     if same:
         per_token = False
     itl_tok = np.empty(itl.size if per_token else 0)
-    k = 0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for lo in range(0, ends.size, EVENT_CHUNK):
-            hi = min(lo + EVENT_CHUNK, ends.size)
-            sel = ends[lo:hi]
-            gaps = (times[lo + 1:hi + 1] - times[lo:hi])[sel]
-            if per_token:
-                np.divide(gaps, tokens[lo + 1:hi + 1][sel], out=itl_tok[k:k + gaps.size])
-            # To ms here, while in cache, not in another pass over the whole array.
-            np.multiply(gaps, 1e3, out=itl[k:k + gaps.size])
-            k += gaps.size
+    _fill_gaps(trace, ends, itl, itl_tok if per_token else None)
     del ends
     if per_token and not keep_nan:
         finite = np.isfinite(itl_tok)

@@ -27,7 +27,6 @@ from ridgeline.errors import RidgelineError
 from ridgeline.perf.memory import (
     RUNTIME_RESERVE_BYTES,
     kv_bytes_per_sequence_per_gpu,
-    workspace_bytes,
 )
 from ridgeline.perf.ops import VAR, WORK_VARS, kv_elements_per_token_per_layer_per_gpu
 from ridgeline.perf.serving_model import RooflineStepTime, StepBreakdown
@@ -100,6 +99,28 @@ def _rates(b: np.ndarray, s: np.ndarray, n: np.ndarray, p: np.ndarray, ctx: np.n
     }
 
 
+def serving_ttft_s(model: Any, b: np.ndarray, s: np.ndarray, p: np.ndarray,
+                   ctx: np.ndarray, tpot_s: np.ndarray) -> np.ndarray:
+    """TTFT of one request that joins B - 1 running decodes under continuous batching, no
+    queue: its prompt is prefilled in chunks of what the step's token budget leaves
+    (max_num_batched_tokens - (B - 1) decode tokens), each chunk in a step with the decodes,
+    then the engine's per-request costs (fixed time + steps of decode). The k chunk steps
+    are timed as k equal steps (the same tokens and attention pairs in total)."""
+    budget = float(getattr(model, "max_num_batched_tokens", 8192))
+    new = s - p
+    chunk = np.maximum(budget - (b - 1), 1.0)
+    k = np.ceil(new / chunk)
+    pairs = new * p + new * (new + 1) / 2  # causal pairs of the new tokens (all chunks)
+    step = BatchWork(prefill_tokens=new / k, prefill_attn_pairs=pairs / k,
+                     prefill_context_tokens=p + new / 2, prefill_seqs=np.ones_like(b),
+                     decode_seqs=b - 1, decode_context_tokens=(b - 1) * ctx)
+    t = k * np.asarray(model.step_time_s(step))
+    costs = getattr(model, "engine_costs", None)
+    if costs is not None:
+        t = t + costs.request_overhead_s + costs.request_overhead_steps * tpot_s
+    return t
+
+
 def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: ArrayLike,
              output_tokens: ArrayLike, prefix_tokens: ArrayLike = 0,
              context_tokens: ArrayLike | None = None, gpu_memory_utilization: float = 0.9,
@@ -132,6 +153,8 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
     if spec_ceiling is not None:
         out["decode_ceiling_tok_s"] = spec_ceiling
         out["decode_ceiling_formula"] = "B·E / (max(F_v/C, D_v/β) + k·draft) (speculative)"
+    if isinstance(model, RooflineStepTime) or hasattr(model, "max_num_batched_tokens"):
+        out["serving_ttft_s"] = serving_ttft_s(model, b, s, p, ctx, tpot_s)
     if not details or not isinstance(model, RooflineStepTime):
         return out
     pre_bd, dec_bd = model.breakdown(pre_w), model.breakdown(dec_w)
@@ -154,9 +177,11 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
 
         kv_dec = kv_dec + b * 2.0 * state_bytes_per_sequence_per_gpu(mdl, pr,
                                                                      model.parallel.tp)
-    # Memory (per GPU of the busiest stage); the workspace is that of this prefill pass.
+    # Memory (per GPU of the busiest stage), sized as the engine sizes it: its activation
+    # workspace is that of its largest step (max_num_batched_tokens, chunked prefill), not
+    # of a B-prompt prefill in one pass, so "fits" agrees with the vLLM start-up log.
     mem = model.memory(gpu_memory_utilization)
-    ws = workspace_bytes(mdl, pr, model.parallel, b * (s - p), b)
+    ws = np.full(b.shape, mem.workspace_bytes)
     kv_budget = mem.budget_bytes - mem.weight_bytes - ws - RUNTIME_RESERVE_BYTES
     kv_cap = np.floor(np.maximum(kv_budget, 0.0) / mem.kv_bytes_per_token_per_gpu)
     # A sequence of S + N tokens: windowed layers hold min(S + N, w), linear ones a state.

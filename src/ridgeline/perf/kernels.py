@@ -291,11 +291,20 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
     return comp, mem
 
 
+def fit_source(files: list[str]) -> str:
+    """The data a fit came from, in words (the catalog keeps the file names)."""
+    kinds = {f.split("/")[0] for f in files}
+    if kinds == {"compute"}:
+        return f"Vidur's profiled kernels of {len(files)} model(s)"
+    if kinds == {"network"}:
+        return "Vidur's profiled NCCL collectives"
+    # A dataset named by its folder: its name without where it is stored.
+    return "; ".join(f.removeprefix("shared/data/") for f in files)
+
+
 def _fit_line(fit: dict[str, Any]) -> str:
     r, cv = fit["residual"], fit.get("cv")
-    files = fit["files"]
-    more = f" +{len(files) - 2} files" if len(files) > 2 else ""
-    out = (f"{fit['rows']} rows of {', '.join(files[:2])}{more}, {fit['date']}; "
+    out = (f"{fit['rows']} rows of {fit_source(fit['files'])}, {fit['date']}; "
            f"residual median {100 * r['median_ape']:.1f}% APE")
     if cv:
         out += f", {cv['kind'].split(' ')[0]} CV median {100 * cv['median_ape']:.1f}%"
@@ -312,8 +321,8 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
     e16 = gemm_efficiency_16(prof, hw)
     e_x = dtype_compute_efficiency(e16, r)
     out = [
-        f"kernel model: {prof.rule}; constants from specs/data/kernels.json (Vidur's "
-        f"measured fp16 kernels, profile '{prof.kernels}')",
+        f"kernel model: {prof.rule}; constants from the kernel catalog (Vidur's measured "
+        f"fp16 kernels, profile '{prof.kernels}')",
         f"GEMM: efficiency {e16:.4g} x m/(m + {g['fill_elements']:.4g}/n) "
         f"x k/(k + {g['epilogue_k']:g}) of the 16-bit peak, bandwidth "
         f"{g['bandwidth_efficiency']:g}, floor {g['floor_us']:g} us ({_fit_line(g['_fit'])})",
@@ -342,7 +351,8 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
                     "1 on the others); ")
         out.append(f"vLLM steps (CUDA graphs): {prof.floor_scale:g} x the fitted floors; "
                    f"NVLink all-reduce latency {prof.allreduce_latency_scale:g} x NCCL's "
-                   f"(custom all-reduce); {att}fitted on {fit['files'][0]}, {fit['date']}: ITL "
+                   f"(custom all-reduce); {att}fitted on {fit_source(fit['files'])}, "
+                   f"{fit['date']}: ITL "
                    f"residual median {100 * fit['residual']['median_ape']:.1f}%, "
                    f"leave-one-model-out CV median {100 * fit['cv']['median_ape']:.1f}%")
     if prof.derived and e16 != g["compute_efficiency"]:

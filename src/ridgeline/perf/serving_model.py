@@ -424,8 +424,8 @@ class RooflineStepTime:
             out.append("pipeline: a step's time is its latency through all stages "
                        "(no micro-batch overlap)")
         out.append(f"memory: util x capacity holds weights, the activation workspace of "
-                   f"the largest step ({self.max_num_batched_tokens} tokens when serving; the "
-                   "whole prefill batch in `estimate`) and a "
+                   f"the largest step ({self.max_num_batched_tokens} tokens: chunked prefill, as "
+                   "vLLM profiles it) and a "
                    f"{self._memory.reserve_bytes / 1024**3:g} GiB runtime reserve; the rest "
                    "is KV cache")
         if self.engine_costs is not None:

@@ -232,14 +232,14 @@ class PlanResult:
             if d:
                 knee = (f"{d.knee_rate_req_s:.3g} req/s ({d.distance_from_knee:+.0%} from the "
                         "asked rate)" if d.knee_rate_req_s and d.distance_from_knee is not None
-                        else "— (not found)")
+                        else "— (no knee within the swept range)")
                 lines += [f"- ${d.usd_per_million_output_tokens:.3f} per million output "
                           f"tokens at {r.rate_req_s:g} req/s x {d.mean_output_tokens:.4g} "
                           "output tokens per request",
                           f"- capacity {d.capacity_req_s:.3g} req/s (closed-loop saturation); "
                           f"utilization {d.utilization:.0%} at {r.rate_req_s:g} req/s, "
                           f"{d.planning_utilization:.0%} at {r.planning_rate_req_s:g}",
-                          f"- knee at {knee} ({len(d.sweep_rates_req_s)} rates x "
+                          f"- knee (TTFT p99 <= 3x) at {knee} ({len(d.sweep_rates_req_s)} rates x "
                           f"{d.sweep_requests:,} requests, seed {d.sweep_seed})"]
             lines.append("")
             if launch and self.interrupted is None:

@@ -16,9 +16,10 @@ from typing import Any
 
 from ridgeline.errors import RidgelineError
 from ridgeline.inputs import write_text_atomic
+
 # What a report holds (report/data.py), used here and re-exported.
 from ridgeline.report.data import ReportData, Run
-from ridgeline.report.load import LoadPoint, concurrency_point, load_point
+from ridgeline.report.load import concurrency_point, load_point
 
 
 def _positive(x: Any) -> bool:

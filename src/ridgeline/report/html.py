@@ -1,6 +1,6 @@
 """Lay out a `ReportData` as one self-contained HTML file (PNG images inlined as base64,
-inline CSS, no script, no external request) or as markdown for a pull request (PNG files
-written beside it).
+inline CSS, interactive charts drawn by an inlined copy of uPlot (report/interactive.py), no
+external request) or as markdown for a pull request (PNG files written beside it).
 
 Metric cells carry `data-metric`, `data-stat` and `data-value` (the full-precision number of
 `ridgeline analyze --json`) so a reader or a test can check them against the JSON.
@@ -309,6 +309,22 @@ def render_html(data: ReportData) -> str:
         return f'<figure><img alt="{esc(cap)}" src="{uri}" data-plot="{esc(stem)}">' \
                f'<figcaption class="muted">{esc(cap)}</figcaption></figure>'
 
+    from ridgeline.report import interactive as ia
+
+    load_specs = ia.latency_chart_specs(data.sweeps) if data.sweeps else []
+    pct_specs = ia.percentile_chart_specs([(short_label(r.label), r.analysis)
+                                           for r in data.runs]) if data.runs else []
+
+    def charts(specs: list[dict[str, Any]], stem: str) -> str:
+        """Interactive charts, the PNG of the same numbers folded below them."""
+        if not specs:
+            return img(stem)
+        return ("".join(ia.chart_div(c["id"]) for c in specs)
+                + '<p class="muted">hover: values in the legend; click a legend entry: hide '
+                  "or show it; drag: zoom; double-click: reset.</p>"
+                + f"<details><summary class=\"muted\">static image (PNG)</summary>{img(stem)}"
+                  "</details>")
+
     sec: list[tuple[str, str, str]] = []  # (id, title, html)
     if data.advice_markdown:
         sec.append(("advice", "Advice", f'<div class="advice">'
@@ -317,7 +333,7 @@ def render_html(data: ReportData) -> str:
         sec.append(("prediction", "Prediction (roofline model)",
                     _estimate_html(data.estimate) + img("roofline") + img("operators")))
     if data.sweeps:
-        sec.append(("load", "Latency vs load", img("latency_vs_load")
+        sec.append(("load", "Latency vs load", charts(load_specs, "latency_vs_load")
                     + _table_html(SWEEP_HEADERS, _sweep_rows(data))
                     + '<p class="muted">knee: highest rate whose P99 TTFT is at most 3x its '
                       "value at the lowest rate (as <code>ridgeline simulate</code>).</p>"))
@@ -333,7 +349,7 @@ def render_html(data: ReportData) -> str:
                      f"{data.runs[0].analysis.seed}); * fewer than 10 samples beyond the "
                      "percentile; numbers as <code>ridgeline analyze --json</code>.</p>")
         sec.append(("runs", "Runs and metrics", "".join(parts)))
-        sec.append(("distributions", "Distributions", img("cdf")))
+        sec.append(("distributions", "Distributions", charts(pct_specs, "cdf")))
     if data.comparisons:
         sec.append(("comparison", "Comparison",
                     "".join(_comparison_html(c) for c in data.comparisons)))
@@ -349,13 +365,14 @@ def render_html(data: ReportData) -> str:
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-        "img-src data:; style-src 'unsafe-inline'\">"
-        f"<title>{esc(data.title)}</title><style>{CSS}</style></head><body><main>"
+        "img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
+        f"<title>{esc(data.title)}</title><style>{CSS}{ia.head_css()}</style></head><body>"
+        "<main>"
         f"<h1>{esc(data.title)}</h1><p class=\"muted\">ridgeline {esc(__version__)} · "
         f"{stamp}</p><nav>{nav}</nav>"
         + (f"<ul class=\"muted\">{inputs}</ul>" if inputs else "")
         + (f"<ul class=\"muted\">{notes}</ul>" if notes else "")
-        + body + "</main></body></html>\n")
+        + body + "</main>" + ia.scripts(load_specs + pct_specs) + "</body></html>\n")
 
 
 # ---- markdown -----------------------------------------------------------------------------

@@ -127,8 +127,8 @@ def plot_latency_vs_concurrency(series: dict[str, list[LoadPoint]],
 
 
 def knee_rate(points: list[LoadPoint]) -> float | None:
-    """The knee by `ridgeline.sim.sweep.knee_index` (the rule `simulate` prints)."""
-    from ridgeline.sim.sweep import knee_index
+    """The knee by `ridgeline.metrics.knee.ttft_knee_index` (the rule `simulate` prints)."""
+    from ridgeline.metrics.knee import ttft_knee_index as knee_index
 
     pts = sorted(points, key=lambda p: p.rate_req_s)
     k = knee_index([p.rate_req_s for p in pts], [p.ttft_p99_ms for p in pts])

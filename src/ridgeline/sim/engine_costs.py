@@ -91,10 +91,13 @@ class EngineCosts:
             "scheduling joins a request one step later), added to every token time, "
             "outside batching (simulate: the run's mean step; serve: the mean of the steps "
             "run so far)" + tail,
-            f"engine {self.engine}: per step {self.step_overhead_s * 1e3:.3f} ms CPU "
-            f"(scheduling, input preparation, sampling) + {self.mixed_step_s * 1e3:.3f} ms "
-            "for a step with prefill work"
-            + (" (piecewise, not full, CUDA graph)" if self.engine == "vllm" else "") + tail,
+            (f"engine {self.engine}: per step {self.step_overhead_s * 1e3:.3f} ms CPU "
+             f"(scheduling, input preparation, sampling) + {self.mixed_step_s * 1e3:.3f} ms "
+             "for a step with prefill work"
+             + (" (piecewise, not full, CUDA graph)" if self.engine == "vllm" else "")
+             if self.step_overhead_s or self.mixed_step_s else
+             f"engine {self.engine}: no CPU time per step beyond the GPU's (the fit found "
+             "none: scheduling overlaps the GPU step)") + tail,
         ]
 
     def describe(self) -> dict[str, Any]:

@@ -27,8 +27,10 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.knee import KNEE_FACTOR
+from ridgeline.metrics.knee import ttft_knee_index as knee_index
 from ridgeline.perf.whatif import WhatIf
-from ridgeline.sim.sweep import KNEE_FACTOR, SweepPoint, best_rate_index, knee_index
+from ridgeline.sim.sweep import SweepPoint, best_rate_index
 
 DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
 DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"

@@ -1,14 +1,10 @@
 """Latency against load: one simulation per arrival rate, the knee, the best rate under SLOs.
 
-Knee (a choice; no standard definition exists): the highest swept rate whose P99 TTFT is at most
-`KNEE_FACTOR` times the P99 TTFT at the lowest swept rate. Past it, queueing dominates TTFT:
-the 1/(1 - rho) blow-up of queueing theory.
+The knee: `ridgeline.metrics.knee.ttft_knee_index` (P99 TTFT <= 3x the lowest rate's).
 
 The best rate under SLOs: the highest swept rate at which at least `attainment` of the
 requests meet every SLO (goodput's per-request test, from `ridgeline.metrics`).
 
->>> knee_index([1, 2, 4, 8], [0.10, 0.12, 0.2, 3.0])
-2
 >>> best_rate_index([1, 2, 4, 8], [1.0, 0.995, 0.97, 0.2], 0.99)
 1
 """
@@ -22,7 +18,6 @@ from typing import Any
 
 from ridgeline.errors import RidgelineError
 
-KNEE_FACTOR = 3.0
 SWEEP_FRACTIONS = (0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1)
 
 
@@ -81,21 +76,6 @@ def sweep_rates(capacity_req_s: float) -> list[float]:
         digits = 2 - math.floor(math.log10(r))
         out.append(round(r, digits))
     return sorted(set(out))
-
-
-def knee_index(rates: Sequence[float], ttft_p99: Sequence[float]) -> int | None:
-    """Index of the knee (see the module docstring), None if even the lowest rate is
-    undefined."""
-    if not rates or not math.isfinite(ttft_p99[0]) or ttft_p99[0] <= 0:
-        return None
-    bound = KNEE_FACTOR * ttft_p99[0]
-    best = 0
-    for i, v in enumerate(ttft_p99):
-        if math.isfinite(v) and v <= bound:
-            best = i
-        else:
-            break
-    return best
 
 
 def best_rate_index(rates: Sequence[float], attainment: Sequence[float],

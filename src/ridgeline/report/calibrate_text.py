@@ -1,4 +1,5 @@
-"""Printing for calibrated commands: `estimate --calibration` and the verify table."""
+"""What calibrated commands print: `estimate --calibration` and the verify table (through
+the shared renderer, report.tables)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import numpy as np
 
 
 def estimate_calibrated(calibration: str, batch: str, prompt: str, output: str,
-                        context: str | None, prefix: int, as_json: bool) -> None:
+                        context: str | None, prefix: int, as_json: bool,
+                        fmt: str | None = None) -> None:
     """`ridgeline estimate --calibration FILE`: the phase timings from the measured profile."""
     from ridgeline.perf.estimate import estimate
     from ridgeline.perf.grid import parse_grid
@@ -33,10 +35,11 @@ def estimate_calibrated(calibration: str, batch: str, prompt: str, output: str,
         sys.stdout.write(json.dumps({"calibration": calibration, "rows": rows,
                                      "assumptions": notes}, indent=2) + "\n")
         return
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(highlight=False)
+    from ridgeline.report.tables import out_for
+
+    con = out_for(fmt)
     tab = Table(title=f"calibrated estimate ({calibration})", title_justify="left")
     for c in ("B", "S", "N", "T", "TTFT (ms)", "TPOT (ms)", "E2E (ms)", "decode tok/s"):
         tab.add_column(c, justify="right")
@@ -46,15 +49,17 @@ def estimate_calibrated(calibration: str, batch: str, prompt: str, output: str,
                     f"{row['ttft_s'] * 1e3:.2f}", f"{row['tpot_s'] * 1e3:.3f}",
                     f"{row['e2e_s'] * 1e3:.1f}", f"{row['decode_aggregate_tok_s']:,.1f}")
     con.print(tab)
-    con.print("[dim]assumptions: " + "; ".join(prof.assumptions()) + "[/dim]")
+    con.print("assumptions: " + "; ".join(prof.assumptions()), style="dim", markup=False)
+    con.close()
 
 
-def print_verify(report: Any) -> None:
+def print_verify(report: Any, fmt: str | None = None) -> None:
     """The per-point table of `ridgeline verify`."""
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    from ridgeline.report.tables import out_for
+
+    con = out_for(fmt)
     tab = Table(title="ridgeline verify — predicted vs measured", title_justify="left")
     for c in ("point", "metric", "predicted", "measured", "measured 95% CI", "error",
               "in CI", "bound", "ok"):
@@ -80,3 +85,4 @@ def print_verify(report: Any) -> None:
         con.print(so.line())
     for line in report.summary_lines():
         con.print(line)
+    con.close()

@@ -1,0 +1,119 @@
+"""The assumptions a prediction prints: by default the few that change the answer, with
+`--assumptions` every one of them with its provenance.
+
+The few: how TTFT is defined in this output, the precision the GEMMs actually run at
+(W8A16 and W8A8 differ by 2x in compute), the engine preset, and the kernel model with its
+cross-validated error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ridgeline.perf.model_error import ModelError, model_error, pm
+
+_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp4": 4,
+         "mxfp4": 4, "nvfp4": 4}
+
+
+def precision_label(precision: Any) -> str:
+    """'W8A8 (fp8 per-tensor) (weights fp8, GEMMs in fp8; KV bf16); from flags'."""
+    gemm = getattr(precision, "gemm_compute_dtype", precision.activations)
+    scheme = getattr(precision, "scheme", "")
+    if not scheme:
+        w = _BITS.get(str(precision.weights), 0)
+        a = _BITS.get(str(gemm), 0)
+        scheme = f"W{w}A{a}" if w and a else ""
+    tag = f"{scheme} " if scheme else ""
+    fallback = getattr(precision, "fallback", "")
+    return (f"{tag}(weights {precision.weights}, GEMMs in {gemm}; KV {precision.kv}); "
+            f"from {precision.source}" + (f"; {fallback}" if fallback else ""))
+
+
+def kernel_model_line(step_model: Any, err: ModelError) -> str:
+    prof = getattr(step_model, "kernel_profile", None)
+    hw = getattr(step_model, "hardware", None)
+    if prof is None:
+        if hw is None:
+            return "step times: a calibrated profile's measured steps (not cross-validated)"
+        return (f"kernel model: plain roofline at {hw.compute_efficiency:g} of peak compute "
+                f"and {hw.bandwidth_efficiency:g} of peak bandwidth (not cross-validated)")
+    how = "derived from" if prof.derived else "fitted on"
+    return (f"kernel model: {how} measured '{prof.kernels}' kernels; cross-validated error "
+            f"of one step: prefill {pm(err.prefill_ape)}, decode {pm(err.decode_step_ape)} "
+            "(median)")
+
+
+def engine_line(step_model: Any, err: ModelError) -> str | None:
+    costs = getattr(step_model, "engine_costs", None)
+    if costs is None:
+        return "engine: GPU work only (no engine CPU costs: --no-engine-costs)"
+    tokens = getattr(step_model, "max_num_batched_tokens", None)
+    chunk = f", chunked prefill of {tokens:,} tokens a step" if tokens else ""
+    fixed = getattr(costs, "request_overhead_s", 0.0) * 1e3
+    serving = (f"; serving error TTFT {pm(err.ttft_ape)}, ITL {pm(err.itl_ape)}, E2E "
+               f"{pm(err.e2e_ape)} ({err.serving_basis})" if err.ttft_ape is not None else "")
+    return (f"engine: {costs.engine} preset{chunk}, {fixed:.1f} ms per request outside the "
+            f"GPU{serving}")
+
+
+def model_structure_line(m: Any) -> str | None:
+    """Attention windows, linear attention and expert routing, in one line (None for a
+    dense model with full attention)."""
+    if m is None:
+        return None
+    parts = []
+    if getattr(m, "is_windowed", False):
+        kind = "chunked local" if m.window_kind == "chunked" else "sliding-window"
+        parts.append(f"{kind} attention: {m.num_window_layers} of {m.num_softmax_layers} "
+                     f"attention layers see the last {m.sliding_window:,} tokens")
+    if getattr(m, "num_linear_layers", 0):
+        parts.append(f"linear attention in {m.num_linear_layers} of {m.num_layers} layers "
+                     "(a constant state per sequence, no KV)")
+    if getattr(m, "is_moe", False):
+        parts.append(f"experts: each token picks {m.experts_per_token} of {m.num_experts}, "
+                     "independently and uniformly")
+    return "model: " + "; ".join(parts) if parts else None
+
+
+def key_assumptions(step_model: Any, ttft_definition: str | None = None) -> list[str]:
+    """The 3-6 assumptions that change the answer (see the module docstring)."""
+    err = model_error(step_model)
+    out = []
+    if ttft_definition:
+        out.append(ttft_definition)
+    pr = getattr(step_model, "precision", None)
+    if pr is not None:
+        out.append("precision: " + precision_label(pr))
+    eng = engine_line(step_model, err)
+    if eng:
+        out.append(eng)
+    out.append(kernel_model_line(step_model, err))
+    # The model's structure and the parallelism share a line (6 lines at most).
+    parts = [x for x in (model_structure_line(getattr(step_model, "model", None)),) if x]
+    par = getattr(step_model, "parallel", None)
+    if par is not None and (par.tp > 1 or par.pp > 1 or par.ep > 1):
+        parts.append(f"parallelism: tp={par.tp} pp={par.pp} ep={par.ep}; communication is "
+                     "exposed (not overlapped with compute)")
+    if parts:
+        out.append("; ".join(parts))
+    return out
+
+
+def print_assumptions(out: Any, step_model: Any, full: bool,
+                      ttft_definition: str | None = None, extra: list[str] | None = None
+                      ) -> None:
+    """The key assumptions (or with `full`, all of them) as a short list on `out`."""
+    if full:
+        items = [*(([ttft_definition]) if ttft_definition else []),
+                 *step_model.assumptions(), *(extra or [])]
+        out.print("Assumptions (all)", style="bold")
+    else:
+        items = key_assumptions(step_model, ttft_definition)
+        out.print("Assumptions (the ones that change the answer; --assumptions for all)",
+                  style="bold")
+    for a in items:
+        out.print(f"  - {a}", markup=False)
+
+
+__all__ = ["key_assumptions", "precision_label", "print_assumptions"]
