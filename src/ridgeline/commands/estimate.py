@@ -187,12 +187,15 @@ def estimate_cmd(
     from ridgeline.sim.engine_costs import load_engine_costs
 
     costs = load_engine_costs(engine) if engine_costs else None
+    # the engine whose kernel profile times the steps (a costs file names its engine)
+    engine_name = engine if not engine.endswith(".json") else load_engine_costs(engine).engine
     results = []
     for hw_name in hw_names:
         hw = load_hardware(hw_name).with_efficiency(
             compute_efficiency, bandwidth_efficiency,
             kernel_overhead_for(hw_name, kernel_overhead_us, wi))
-        m = RooflineStepTime(spec, hw, precision, parallel, engine_costs=costs)
+        m = RooflineStepTime(spec, hw, precision, parallel, engine_costs=costs,
+                             engine=costs.engine if costs is not None else engine_name)
         ctx = None if context is None else t
         r = estimate(m, b, s, n, prefix, ctx, gpu_memory_utilization)
         if wi is not None:

@@ -143,6 +143,13 @@ def serve(
 
     costs = Scenario(engine=engine, engine_costs=engine_costs, calibration=calibration).costs()
     policy = capacity_policy_for(engine)
+    # The engine preset's scheduler (SGLang's; none for vLLM), as `simulate` resolves it.
+    sched = Scenario(engine=engine, calibration=calibration, max_num_seqs=max_num_seqs,
+                     max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
+                     prefix_caching=enable_prefix_caching).scheduler_fields()
+    from ridgeline.sim.engine_presets import SCENARIO_NAMES
+
+    engine_kw.update({k: sched.pop(k) for k in list(sched) if k in SCENARIO_NAMES})
     if calibration:   # the measured engine's step times and scheduling
         from ridgeline.sim.step_model import engine_kwargs, load_step_model
 
@@ -153,7 +160,8 @@ def serve(
         ep=ep, compute_efficiency=compute_efficiency,
         bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
         gpu_memory_utilization=gpu_memory_utilization, engine_costs=costs,
-        capacity_policy=policy, **engine_kw)
+        capacity_policy=policy, scheduler_options=sched,
+        engine_name=Scenario(engine=engine).engine_name, **engine_kw)
     # As vLLM: a context that cannot fit in the KV cache is a configuration error, and by
     # default the context is capped to what fits (vLLM would refuse to start instead).
     if max_model_len is not None and max_model_len > built.kv_capacity_tokens:

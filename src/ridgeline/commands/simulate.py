@@ -352,9 +352,10 @@ def _write_timeline(path: str, res: Any) -> None:
 def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
     summary = run.summary()
     pr = getattr(step_model, "precision", None)  # a calibrated profile has none
+    sched = _scheduler_lines(run)
     if json_out:
         out = {"simulation": summary, "analysis": run.analysis.to_dict(),
-               "assumptions": step_model.assumptions()}
+               "assumptions": sched + step_model.assumptions()}
         if pr is not None:
             out["precision"] = pr.describe()
         typer.echo(json.dumps(out, indent=2))
@@ -367,6 +368,8 @@ def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
     if pr is not None:
         con.print(f"{step_model.model.name} on {step_model.hardware.name} · {pr.scheme} · KV "
                   f"{pr.kv}", highlight=False)
+    for line in sched:
+        con.print(line, highlight=False, soft_wrap=True)
     print_analysis(run.analysis, con)
     s = summary
     con.print(
@@ -378,6 +381,17 @@ def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
         highlight=False)
     con.print("[dim]assumptions: " + "; ".join(step_model.assumptions()) + "[/dim]",
               highlight=False)
+
+
+def _scheduler_lines(run: Any) -> list[str]:
+    """The engine preset's scheduler as the run used it (none for vLLM's default loop)."""
+    from ridgeline.sim.engine_presets import FIELDS, describe
+
+    sc = getattr(run, "scenario", None)
+    if sc is None or not sc.scheduler_fields():
+        return []
+    cfg = run.built.config
+    return describe(sc.engine, {k: getattr(cfg, k) for k in FIELDS if hasattr(cfg, k)})
 
 
 def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], target: float,

@@ -166,8 +166,11 @@ def load_profile(name: str) -> KernelProfile:
         if hw["kernels"] in grouped.get("kernel_profiles", ()) else 1.0)
 
 
-def profile_for(hardware: HardwareSpec) -> KernelProfile | None:
-    """The fitted kernel model of `hardware`, or None (plain roofline)."""
+def profile_for(hardware: HardwareSpec, engine: str = "vllm") -> KernelProfile | None:
+    """The fitted kernel model of `hardware`, or None (plain roofline). `engine` names the
+    serving engine whose kernels run (vllm, trtllm, sglang); the profile is vLLM's for
+    every engine until measured constants per engine are catalogued."""
+    del engine   # one profile for every engine so far
     return load_profile(hardware.kernel_profile) if hardware.kernel_profile else None
 
 

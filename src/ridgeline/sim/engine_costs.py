@@ -36,7 +36,7 @@ import numpy as np
 
 from ridgeline.errors import RidgelineError
 
-ENGINES = ("vllm", "trtllm")
+ENGINES = ("vllm", "trtllm", "sglang")
 # Steps every token of a request is delivered late by the engine's scheduling, by structure
 # (not fitted): vLLM V1 schedules step n+1 while step n runs, so a request joins one step
 # later than a synchronous scheduler would take it. An engine not named here gets the steps
