@@ -74,7 +74,8 @@ class Scenario:
     gpu_memory_utilization: float = 0.9
     num_kv_blocks: int | None = None
     # the engine whose scheduling and CPU costs apply (ridgeline.sim.engine_costs): vllm,
-    # trtllm, sglang (its scheduler too: engine_presets) or a path to an engine costs file; engine_costs=False prices the GPU work only
+    # trtllm, sglang (its scheduler too: engine_presets) or a path to an engine costs file;
+    # engine_costs=False prices the GPU work only
     engine: str = "vllm"
     engine_costs: bool = True
     # workload and arrivals
