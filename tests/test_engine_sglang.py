@@ -283,3 +283,26 @@ def test_bad_scheduler_field_in_an_engine_file(tmp_path: Path) -> None:
     assert p.returncode == 2
     assert p.stderr.strip() == ("error: --engine: bad: scheduler.prefill_first: got 'yes'; "
                                 "allowed: {\"value\": true or false}")
+
+
+def test_serve_engine_sglang_runs_the_sglang_scheduler() -> None:
+    """`ridgeline serve --engine sglang` builds the engine with the preset's scheduler (as
+    /ridgeline/stats reports it) and streams a request through it."""
+    import httpx
+
+    from ridgeline.serve.launcher import EmulatorProcess
+
+    with EmulatorProcess(command=[RIDGELINE, "serve", "--model", "llama-3.1-8b",
+                                  "--hardware", "h100-sxm", "--engine", "sglang", "--host",
+                                  "127.0.0.1", "--port", "0", "--speed", "20"]) as emu, \
+            httpx.Client(timeout=60) as client:
+        cfg = client.get(emu.base_url + "/ridgeline/stats").json()["engine_config"]
+        body = {"model": "llama-3.1-8b", "prompt": list(range(300)), "max_tokens": 8,
+                "ignore_eos": True}
+        resp = client.post(emu.base_url + "/v1/completions", json=body)
+    assert resp.status_code == 200
+    assert resp.json()["usage"]["completion_tokens"] == 8
+    assert (cfg["block_size_tokens"], cfg["max_num_seqs"], cfg["max_num_batched_tokens"]) == \
+        (1, 4096, 8192)
+    assert cfg["prefill_first"] and cfg["overlap_schedule"] and cfg["enable_prefix_caching"]
+    assert cfg["new_token_ratio_init"] == 0.7 and cfg["schedule_policy"] == "fcfs"
