@@ -146,9 +146,9 @@ def test_ratio_decays_per_decode_step_and_restarts_when_idle() -> None:
 
 # ---- lpm and token-granularity prefix matching ----------------------------------------------
 
-def _admission_order(policy: str) -> list[str]:
-    eng = Engine(_sglang(max_num_seqs=1, enable_prefix_caching=True, schedule_policy=policy),
-                 STEP)
+def _admission_order(policy: str, prefill_first: bool = True) -> list[str]:
+    eng = Engine(_sglang(max_num_seqs=1, enable_prefix_caching=True, schedule_policy=policy,
+                         prefill_first=prefill_first), STEP)
     eng.add_request(EngineRequest("seed", 40, 1, prefix_group="sys", prefix_tokens=30))
     eng.step(0.0)           # cached: the 30 prefix tokens of group "sys"
     eng.add_request(EngineRequest("x", 40, 1))                                    # 0 cached
@@ -163,6 +163,7 @@ def _admission_order(policy: str) -> list[str]:
 def test_lpm_takes_the_longest_cached_prefix_first() -> None:
     assert _admission_order("lpm") == ["z", "y", "x"]
     assert _admission_order("fcfs") == ["x", "y", "z"]
+    assert _admission_order("lpm", prefill_first=False) == ["z", "y", "x"]   # mixed chunks
 
 
 @pytest.mark.parametrize(("block_size", "hit_tokens"), [(16, 16), (1, 20)])

@@ -481,10 +481,10 @@ class Scheduler:
         # 1. Decodes first; preempt the most recently admitted request while blocks lack.
         # (Prefill-first, SGLang: only in a step that has no prefill work, below.)
         paused = False
+        if self.lpm and self.waiting:
+            self._order_lpm()
         if self.prefill_first:
             n_dec = 0
-            if self.lpm and self.waiting:
-                self._order_lpm()
         else:
             self._schedule_decodes(n, out)
             n_dec = self.dec_count
