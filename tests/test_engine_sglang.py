@@ -233,12 +233,18 @@ def test_overlap_moves_the_cpu_step_cost_out_of_the_step_sum(tmp_path: Path) -> 
 
 # ---- the simulator: both modes agree; the command ---------------------------------------
 
-def test_step_and_fast_modes_agree_under_sglang() -> None:
+@pytest.mark.parametrize(("kw", "preempted"), [
+    ({"requests": 60, "prompt": "fixed:300", "output": "fixed:60"}, False),
+    # sliding windows, 32-token blocks and a pool so small that decodes run out of KV
+    ({"model": "gpt-oss-20b", "block_size": 32, "num_kv_blocks": 150, "requests": 30,
+      "prompt": "fixed:300", "output": "fixed:600"}, True),
+])
+def test_step_and_fast_modes_agree_under_sglang(kw: dict, preempted: bool) -> None:
     from ridgeline.sim.runner import simulate
     from ridgeline.sim.scenario import Built, Scenario
     from ridgeline.sim.workload import build_workload
 
-    sc = Scenario(engine="sglang", requests=60, prompt="fixed:300", output="fixed:60")
+    sc = Scenario(engine="sglang", **kw)
     built = Built.of(sc)
     wl, _, _ = build_workload(sc.requests, sc.prompt, sc.output, rate_req_s=8.0, seed=1)
     a = simulate(wl, built.config, built.step_model, built.cluster, mode="step")
@@ -246,6 +252,7 @@ def test_step_and_fast_modes_agree_under_sglang() -> None:
     assert np.array_equal(a.event_offsets, b.event_offsets)
     assert np.array_equal(a.event_times_s, b.event_times_s)
     assert b.core == "python"
+    assert bool(np.sum(a.preemptions)) == preempted
     # prefill-first: every request's first token comes after it was sent
     first = a.event_times_s[np.asarray(a.event_offsets)[:-1]]
     assert np.all(first > a.sent_s)
