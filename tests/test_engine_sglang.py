@@ -93,6 +93,20 @@ def test_prefill_first_step_times_and_token_times() -> None:
     assert times == [(0.02, ["a"]), (0.035, ["b"]), (0.045, ["a", "b"]), (0.055, ["a"])]
 
 
+def test_kv_blocks_of_paused_decodes() -> None:
+    """4-token blocks. a (6 prompt tokens) holds 2 blocks; its decodes write slots 7, 8, ...
+    and take a 3rd block with slot 9. b (4 tokens) is prefilled in step 2, so a writes no
+    slot there: slot 8 in step 3, slot 9 (the 3rd block) in step 4, one step later than
+    without the pause. b writes slot 5 (its 2nd block) in step 3 and finishes in step 6
+    (tokens in steps 2 to 6), freeing its 2 blocks."""
+    eng = Engine(_sglang(block_size_tokens=4, num_kv_blocks=100), STEP)
+    eng.add_request(EngineRequest("a", prompt_tokens=6, output_tokens=10))
+    used = [eng.step(0.0).kv_blocks_used, eng.step(0.0).kv_blocks_used]
+    eng.add_request(EngineRequest("b", prompt_tokens=4, output_tokens=5))
+    used += [eng.step(0.0).kv_blocks_used for _ in range(5)]
+    assert used == [2, 2, 3, 4, 5, 5, 3]
+
+
 # ---- the new-token-ratio reservation ------------------------------------------------------
 
 def _reserve_case(ratio: float) -> Engine:
