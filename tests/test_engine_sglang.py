@@ -107,6 +107,44 @@ def test_kv_blocks_of_paused_decodes() -> None:
     assert used == [2, 2, 3, 4, 5, 5, 3]
 
 
+@pytest.mark.parametrize("prefill_first", [False, True])
+def test_window_blocks_of_paused_decodes(prefill_first: bool) -> None:
+    """One sliding-window group (window 8 tokens, 4-token blocks). A request with t tokens
+    of KV holds ceil(t / 4) blocks less the whole blocks before its window,
+    max(0, t - 7) // 4. After every step the pool holds the sum of that over the running
+    requests (t = prompt + tokens out - 1), whether or not prefill batches pause decodes."""
+    from types import SimpleNamespace
+
+    class WindowedStep(LinearStepTime):
+        pass
+
+    sm = WindowedStep(base_s=0.01)
+    sm.model = SimpleNamespace(  # type: ignore[attr-defined]
+        is_windowed=True, window_kind="sliding", is_mla=False, num_full_attention_layers=0,
+        num_window_layers=1, sliding_window=8)
+    eng = Engine(EngineConfig(num_kv_blocks=100, block_size_tokens=4, max_num_seqs=4,
+                              max_num_batched_tokens=64, prefill_first=prefill_first), sm)
+    prompt = {"a": 3, "b": 10, "c": 3}
+    out = {"b": 6, "c": 4}
+    eng.add_request(EngineRequest("a", prompt["a"], 20))
+    tokens: dict[str, int] = {}
+    paused = 0
+    for step in range(24):
+        if step in (5, 9):
+            rid = "b" if step == 5 else "c"
+            eng.add_request(EngineRequest(rid, prompt[rid], out[rid]))
+        r = eng.step(0.0)
+        paused += bool(r.prefill_tokens and not r.decode_seqs and tokens)
+        for rid, k in r.emitted:
+            tokens[rid] = tokens.get(rid, 0) + k
+        for rid in r.finished:
+            del tokens[rid]
+        t = {rid: prompt[rid] + g - 1 for rid, g in tokens.items()}
+        want = sum(-(-x // 4) - max(0, x - 7) // 4 for x in t.values())
+        assert r.kv_blocks_used == want, (step, t)
+    assert paused == (2 if prefill_first else 0)
+
+
 # ---- the new-token-ratio reservation ------------------------------------------------------
 
 def _reserve_case(ratio: float) -> Engine:
