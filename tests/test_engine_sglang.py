@@ -145,6 +145,20 @@ def test_window_blocks_of_paused_decodes(prefill_first: bool) -> None:
     assert paused == (2 if prefill_first else 0)
 
 
+def test_a_transferred_request_joins_the_decode_batch() -> None:
+    """P/D: on the decode instance a request arrives with its prompt KV and first token; its
+    first step is a decode, taken with the running decodes (SGLang's decode server), not a
+    prefill batch that would pause them."""
+    eng = Engine(_sglang(), STEP)
+    eng.add_request(EngineRequest("a", prompt_tokens=10, output_tokens=5))
+    eng.step(0.0)
+    eng.add_request(EngineRequest("t", prompt_tokens=100, output_tokens=5,
+                                  kv_ready_tokens=100, generated_tokens=1))
+    r = eng.step(0.0)
+    assert (r.prefill_tokens, r.decode_seqs, sorted(rid for rid, _ in r.emitted)) == \
+        (0, 2, ["a", "t"])
+
+
 # ---- the new-token-ratio reservation ------------------------------------------------------
 
 def _reserve_case(ratio: float) -> Engine:

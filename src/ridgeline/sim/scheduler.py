@@ -210,6 +210,13 @@ class Scheduler:
             self.waiting = deque(sorted(self.waiting,
                                         key=lambda s: -self._prefix_match_tokens(s)))
 
+    def _transfer_head(self) -> bool:
+        """The next admission is a transferred request's first decode (P/D)."""
+        if not self.waiting or self.prefilling:
+            return False
+        head = self.waiting[0]
+        return head.g > 0 and head.num_computed == head.num_tokens - 1
+
     def _pause_decodes(self, n: int) -> None:
         """A prefill-only step n: every decoding sequence skips it. Each one's timeline
         shifts by a step (context a + n stays, finish one step later), its emission segment
@@ -483,7 +490,10 @@ class Scheduler:
         paused = False
         if self.lpm and self.waiting:
             self._order_lpm()
-        if self.prefill_first:
+        # A request whose prompt KV came from a prefill instance (P/D) only decodes: it
+        # joins the decode batch, as on SGLang's decode server.
+        prefill_first = self.prefill_first and not self._transfer_head()
+        if prefill_first:
             n_dec = 0
         else:
             self._schedule_decodes(n, out)
@@ -572,7 +582,7 @@ class Scheduler:
                 budget -= chunk
                 chunks.append((seq, chunk))
 
-        if self.prefill_first:
+        if prefill_first:
             if chunks:
                 if self.dec_count:
                     self._pause_decodes(n)     # a prefill batch: the decodes wait
