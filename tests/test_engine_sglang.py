@@ -263,6 +263,11 @@ def test_the_sglang_preset_file() -> None:
     assert s["new_token_ratio_init"] == 0.7
     assert s["new_token_ratio_min"] == pytest.approx(0.7 * 0.14)
     assert load_scheduler("vllm") == {} and load_scheduler("trtllm") == {}
+    from ridgeline.sim.engine_costs import load_engine_costs
+
+    c = load_engine_costs("sglang")    # CPU costs not fitted: 0; the overlap lag: 1 step
+    assert (c.request_overhead_s, c.step_overhead_s, c.mixed_step_s) == (0.0, 0.0, 0.0)
+    assert c.request_overhead_steps == 1.0
     with pytest.raises(RidgelineError, match="schedule_policy"):
         EngineConfig(schedule_policy="random")
 
