@@ -22,6 +22,13 @@ KV blocks, both closed forms.
 Deviation (rare, documented): when a running prefill chunk cannot get blocks and the most
 recently admitted request is an already-scheduled decode, the chunk waits instead of preempting.
 
+SGLang's policy (`configure_sglang`, from `EngineConfig`; all off by default, leaving the
+loop above as it is): with `prefill_first` a step is a prefill batch (steps 2 and 3, the whole
+budget) whenever one can be formed, and a decode batch (step 1 alone) otherwise; the decoding
+sequences skip a prefill batch (`_pause_decodes` shifts their aggregates by one step). With
+a new-token ratio, admission also keeps KV for the decodes' future tokens
+(`reserved_new_tokens`). With `lpm`, the waiting queue is ordered by cached prefix length.
+
 Sliding-window models (`KVLayout` with window groups, vLLM's hybrid allocator): a step first
 allocates what its chunks and decodes need (window groups keep the blocks of the last w - 1
 computed tokens plus the new ones), and after it runs each sequence frees the blocks that
