@@ -379,6 +379,8 @@ def test_serve_engine_sglang_runs_the_sglang_scheduler() -> None:
         body = {"model": "llama-3.1-8b", "prompt": list(range(300)), "max_tokens": 8,
                 "ignore_eos": True}
         resp = client.post(emu.base_url + "/v1/completions", json=body)
+        stderr = emu.stderr_text()
+    assert "engine sglang: scheduler chunked prefill 8192 tokens" in stderr
     assert resp.status_code == 200
     assert resp.json()["usage"]["completion_tokens"] == 8
     assert (cfg["block_size_tokens"], cfg["max_num_seqs"], cfg["max_num_batched_tokens"]) == \

@@ -196,6 +196,11 @@ def serve(
     kv_log = VllmKvLog(0.0, int(cfg.num_kv_blocks), int(cfg.block_size_tokens), context)
     for line in kv_log.lines()[1:]:
         typer.echo(line, err=True)
+    if sched:   # the engine preset's scheduler, as `simulate` prints it
+        from ridgeline.sim.engine_presets import FIELDS, describe
+
+        for line in describe(engine, {k: getattr(cfg, k) for k in FIELDS}):
+            typer.echo(line, err=True)
     if hasattr(built.step_model, "assumptions"):   # the lines `simulate` prints
         typer.echo("assumptions: " + "; ".join(built.step_model.assumptions()), err=True)
     # Objects alive now live as long as the server: keep the collector from rescanning them.
