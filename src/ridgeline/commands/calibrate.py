@@ -239,10 +239,10 @@ def _fit_engine(paths: list[str], out: str, engine: str, model: str | None, hard
     from ridgeline.calibrate.engine_fit import fit_engine_document, make_build
     from ridgeline.calibrate.engine_runs import EngineFlags, load_measured_runs, model_config_for
     from ridgeline.errors import RidgelineError
-    from ridgeline.sim.engine_costs import ENGINES
+    from ridgeline.sim.engine_costs import FIT_ENGINES
 
-    if engine not in ENGINES:
-        raise RidgelineError(f"--engine: got {engine!r}; allowed: {', '.join(ENGINES)}")
+    if engine not in FIT_ENGINES:
+        raise RidgelineError(f"--engine: got {engine!r}; allowed: {', '.join(FIT_ENGINES)}")
     flags = EngineFlags(tp, max_num_seqs, max_num_batched_tokens, gpu_memory_utilization)
     runs = load_measured_runs(paths, flags, model or "")
     for r in runs:

@@ -196,13 +196,15 @@ def estimate_cmd(
     wi = whatif_from_options(spec_k, spec_alpha, spec_draft_model, enforce_eager,
                              cpu_tokenize_us_per_token, cpu_detokenize_us_per_event)
     from ridgeline.perf.measured_kernels import kernel_engine_for
+    from ridgeline.sim.engine_costs import load_engine_costs
 
     results, b = _run_estimates(spec, hw_names, grids, context is not None, prefix,
                                 gpu_memory_utilization, wi, (weights, kv, activations),
                                 (tp, pp, ep, dp), (compute_efficiency, bandwidth_efficiency,
                                                    kernel_overhead_us),
                                 engine if engine_costs else None,
-                                kernel_engine_for(engine))
+                                kernel_engine_for(engine if not engine.endswith(".json")
+                                                  else load_engine_costs(engine).engine))
     if b.size == 1 and len(hw_names) == 1:
         _report_single(results[0], spec, ops, as_json, fmt, gpu_memory_utilization, details,
                        all_assumptions)
@@ -239,7 +241,7 @@ def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]]
         hw = load_hardware(hw_name).with_efficiency(
             eff[0], eff[1], kernel_overhead_for(hw_name, eff[2], wi))
         m = RooflineStepTime(spec, hw, precision, parallel, engine_costs=costs,
-                             kernel_engine=kernel_engine)
+                             engine=kernel_engine, kernel_engine=kernel_engine)
         r = estimate(m, b, s, n, prefix, ctx, util)
         if wi is not None:
             # What-ifs change the timings (one step-time function, wrapped); FLOPs, bytes and

@@ -313,7 +313,8 @@ CalibrationOpt = Annotated[
 EngineOpt = Annotated[
     str,
     typer.Option("--engine", help="Engine preset: vllm (V1, default), trtllm (in-flight "
-                 "batching, guaranteed no evict), or an engine costs .json; its fitted CPU "
+                 "batching, guaranteed no evict), sglang (prefill-first batches, radix cache, "
+                 "overlap scheduling), or an engine costs .json; its fitted CPU "
                  "costs (per request, per step) are on by default (docs/engine.md)."),
 ]
 EngineCostsOpt = Annotated[

@@ -131,7 +131,7 @@ def serve(
         raise field_error("--overload-status", overload_status, "429 or 503")
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise field_error("--log-level", log_level, "critical, error, warning, info, debug")
-    built = _build_engine(
+    built, sched = _build_engine(
         model, hardware, calibration, engine, engine_costs,
         dict(weights=weights, kv=kv, activations=activations, tp=tp, pp=pp, ep=ep,
              compute_efficiency=compute_efficiency, bandwidth_efficiency=bandwidth_efficiency,
@@ -139,7 +139,8 @@ def serve(
              gpu_memory_utilization=gpu_memory_utilization),
         dict(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
              block_size_tokens=block_size, enable_prefix_caching=enable_prefix_caching,
-             chunked_prefill=chunked_prefill))
+             chunked_prefill=chunked_prefill),
+        (max_num_seqs, max_num_batched_tokens, block_size, enable_prefix_caching))
     # As vLLM: a context that cannot fit in the KV cache is a configuration error, and by
     # default the context is capped to what fits (vLLM would refuse to start instead).
     if max_model_len is not None and max_model_len > built.kv_capacity_tokens:
@@ -164,7 +165,7 @@ def serve(
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(f"warning: binding {host}: the emulator is reachable from the network",
                    err=True)
-    _say_startup(built, app, model, hardware, speed, context)
+    _say_startup(built, app, model, hardware, speed, context, engine, sched)
     # Objects alive now live as long as the server: keep the collector from rescanning them.
     gc.collect()
     gc.freeze()
@@ -175,28 +176,38 @@ def serve(
 
 
 def _build_engine(model: str, hardware: str, calibration: str | None, engine: str,
-                  engine_costs: bool, specs: dict[str, Any], engine_kw: dict[str, Any]
-                  ) -> Any:
-    """The emulated engine: the engine preset and its fitted CPU costs, chosen as
-    `simulate` chooses them (one Scenario rule: off with --no-engine-costs or a calibrated
-    profile, which measured them)."""
+                  engine_costs: bool, specs: dict[str, Any], engine_kw: dict[str, Any],
+                  limits: tuple[int, int, int, bool]) -> Any:
+    """The emulated engine: the engine preset, its scheduler (SGLang's; none for vLLM) and
+    its fitted CPU costs, chosen as `simulate` chooses them (one Scenario rule: off with
+    --no-engine-costs or a calibrated profile, which measured them). Returns (built engine,
+    the preset's scheduler fields)."""
     from ridgeline.serve.factory import build_engine
     from ridgeline.sim.engine_costs import capacity_policy_for
+    from ridgeline.sim.engine_presets import SCENARIO_NAMES
     from ridgeline.sim.scenario import Scenario
 
+    max_num_seqs, max_num_batched_tokens, block_size, prefix_caching = limits
     costs = Scenario(engine=engine, engine_costs=engine_costs, calibration=calibration).costs()
     policy = capacity_policy_for(engine)
+    sched = Scenario(engine=engine, calibration=calibration, max_num_seqs=max_num_seqs,
+                     max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
+                     prefix_caching=prefix_caching).scheduler_fields()
+    engine_kw = dict(engine_kw)
+    engine_kw.update({k: sched.pop(k) for k in list(sched) if k in SCENARIO_NAMES})
     if calibration:   # the measured engine's step times and scheduling
         from ridgeline.sim.step_model import engine_kwargs, load_step_model
 
         engine_kw = engine_kwargs(load_step_model(calibration, lambda: None))
         policy = "vllm"  # the profile's scheduling, as `simulate --calibration` runs it
-    return build_engine(model, hardware, **specs, engine_costs=costs, capacity_policy=policy,
-                        **engine_kw)
+    built = build_engine(model, hardware, **specs, engine_costs=costs, capacity_policy=policy,
+                         scheduler_options=sched,
+                         engine_name=Scenario(engine=engine).engine_name, **engine_kw)
+    return built, sched
 
 
 def _say_startup(built: Any, app: Any, model: str, hardware: str, speed: float,
-                 context: int) -> None:
+                 context: int, engine: str, sched: dict[str, Any]) -> None:
     typer.echo(f"ridgeline serve: {model} on {hardware}, speed x{speed:g}, "
                f"KV capacity {built.kv_capacity_tokens} tokens, max_model_len {context}, "
                f"tokenizer {app.state.emulator.tokenizer.name}", err=True)
@@ -207,6 +218,11 @@ def _say_startup(built: Any, app: Any, model: str, hardware: str, speed: float,
     kv_log = VllmKvLog(0.0, int(cfg.num_kv_blocks), int(cfg.block_size_tokens), context)
     for line in kv_log.lines()[1:]:
         typer.echo(line, err=True)
+    if sched:   # the engine preset's scheduler, as `simulate` prints it
+        from ridgeline.sim.engine_presets import FIELDS, describe
+
+        for line in describe(engine, {k: getattr(cfg, k) for k in FIELDS}):
+            typer.echo(line, err=True)
     if hasattr(built.step_model, "assumptions"):   # the key lines `simulate` prints
         from ridgeline.report.assumptions import key_assumptions
 

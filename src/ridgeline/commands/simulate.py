@@ -451,6 +451,7 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
                 all_assumptions: bool) -> None:
     summary = run.summary()
     pr = getattr(step_model, "precision", None)  # a calibrated profile has none
+    sched = _scheduler_lines(run)
     if json_out:
         from ridgeline.perf.model_error import model_error
         from ridgeline.report.assumptions import key_assumptions
@@ -458,7 +459,7 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
         out = {"simulation": summary, "analysis": run.analysis.to_dict(),
                "model_error": model_error(step_model).describe(),
                "key_assumptions": key_assumptions(step_model, TTFT_DEFINITION),
-               "assumptions": step_model.assumptions()}
+               "assumptions": sched + step_model.assumptions()}
         if pr is not None:
             out["precision"] = pr.describe()
         typer.echo(json.dumps(out, indent=2))
@@ -473,6 +474,8 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
         if pr is not None:
             out.print(f"{step_model.model.name} on {step_model.hardware.name} · {pr.scheme} · "
                       f"KV {pr.kv}", markup=False)
+        for line in sched:
+            out.print(line, markup=False)
         print_analysis(run.analysis, out, model_errors=model_error_cells(step_model),
                        what="ridgeline simulate")
         out.print(
@@ -482,6 +485,17 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
             f"{s['mean_batch_size']:.1f}, {s['preemptions']:,} preemptions, peak KV "
             f"{s['max_kv_blocks_used']:,} blocks ({core} engine loop)", markup=False)
         print_assumptions(out, step_model, all_assumptions, TTFT_DEFINITION)
+
+
+def _scheduler_lines(run: Any) -> list[str]:
+    """The engine preset's scheduler as the run used it (none for vLLM's default loop)."""
+    from ridgeline.sim.engine_presets import FIELDS, describe
+
+    sc = getattr(run, "scenario", None)
+    if sc is None or not sc.scheduler_fields():
+        return []
+    cfg = run.built.config
+    return describe(sc.engine, {k: getattr(cfg, k) for k in FIELDS if hasattr(cfg, k)})
 
 
 def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], target: float,

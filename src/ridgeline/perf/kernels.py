@@ -44,6 +44,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.perf.measured_kernels import (
     DEFAULT_ENGINE,
     MeasuredKernels,
+    kernel_engine_for,
     load_measured,
     measured_assumptions,
     measured_choice,
@@ -182,8 +183,12 @@ def load_profile(name: str, engine: str = DEFAULT_ENGINE) -> KernelProfile:
 
 
 def profile_for(hardware: HardwareSpec, engine: str = DEFAULT_ENGINE) -> KernelProfile | None:
-    """The fitted kernel model of `hardware`, or None (plain roofline)."""
-    return load_profile(hardware.kernel_profile, engine) if hardware.kernel_profile else None
+    """The fitted kernel model of `hardware`, or None (plain roofline). `engine` names the
+    serving engine whose measured kernel tables time the steps (vllm, sglang, trtllm; any
+    other engine, e.g. an engine-costs file, runs on vLLM's)."""
+    if not hardware.kernel_profile:
+        return None
+    return load_profile(hardware.kernel_profile, kernel_engine_for(engine))
 
 
 def gemm_efficiency_16(prof: KernelProfile, hw: HardwareSpec) -> float:

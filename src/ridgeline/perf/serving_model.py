@@ -72,10 +72,12 @@ class RooflineStepTime:
     def __init__(self, model: ModelSpec, hardware: HardwareSpec,
                  precision: Precision | None = None, parallel: Parallelism | None = None,
                  max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
-                 engine_costs: Any = None, kernel_engine: str = "vllm") -> None:
+                 engine_costs: Any = None, engine: str = "vllm",
+                 kernel_engine: str | None = None) -> None:
         """`engine_costs` (optional): anything with `linear_terms()` -> seconds per work
         variable that add to every step (the engine's CPU and mode costs) and
-        `assumptions()` -> list[str]; it is compiled into the step like the launches."""
+        `assumptions()` -> list[str]; it is compiled into the step like the launches.
+        `engine`: the serving engine whose kernels run (picks its kernel profile)."""
         from ridgeline.perf.kernels import profile_for, time_rows
         from ridgeline.specs.precision import resolve_precision
 
@@ -98,7 +100,8 @@ class RooflineStepTime:
         self._window = float(model.sliding_window) if model.is_windowed else 0.0
         build = build_ext_table if self._window else build_table
         # The fitted kernel model of a catalog GPU (None: the plain roofline below).
-        self.kernel_profile = profile_for(hw, kernel_engine)
+        self.engine = engine
+        self.kernel_profile = profile_for(hw, kernel_engine or engine)
         prof = self.kernel_profile
         collectives = None
         if prof is not None:
@@ -152,7 +155,7 @@ class RooflineStepTime:
                    kernel_overhead_us: float | None = None,
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
                    check_fit: bool = True, engine_costs: Any = None,
-                   kernel_model: bool = True) -> RooflineStepTime:
+                   kernel_model: bool = True, engine: str = "vllm") -> RooflineStepTime:
         """Build from catalog names or file paths; RidgelineError on bad input or no fit.
         Weights/activations None: the checkpoint's quantization_config, else bf16.
 
@@ -170,7 +173,7 @@ class RooflineStepTime:
             hw = replace(hw, kernel_profile="")
         out = cls(spec, hw, resolve_model_precision(spec, weights, kv, activations),
                   Parallelism(tp=tp, pp=pp, ep=ep), max_num_batched_tokens, max_num_seqs,
-                  engine_costs)
+                  engine_costs, engine)
         if check_fit and not out.memory().fits:
             raise RidgelineError(out.no_fit_message())
         return out

@@ -247,7 +247,8 @@ def apply_whatif(base: Any, whatif: WhatIf | None) -> Any:
 
         draft = RooflineStepTime(load_model(whatif.spec_draft_model), base.hardware,
                                  base.precision, Parallelism(tp=base.parallel.tp),
-                                 base.max_num_batched_tokens, base.max_num_seqs)
+                                 base.max_num_batched_tokens, base.max_num_seqs,
+                                 engine=getattr(base, "engine", "vllm"))
     return WhatIfStepTime(base, whatif, draft)
 
 

@@ -69,16 +69,25 @@ def build_engine(
     step_model: Any | None = None,
     engine_costs: Any | None = None,
     capacity_policy: str = "vllm",
+    scheduler_options: dict[str, Any] | None = None,
+    engine_name: str = "vllm",
 ) -> BuiltEngine:
     """The real engine timed by the roofline perf model (or by `step_model` if given).
 
     `engine_costs` (an `ridgeline.sim.engine_costs.EngineCosts`, as `simulate --engine`
     loads it): its per-step terms go into the roofline model, its per-request shift into the
     engine config, where the driver reads it (serve/driver.py), as `simulate` does.
-    A calibrated profile (`step_model`) measured those costs already: pass None with it."""
+    A calibrated profile (`step_model`) measured those costs already: pass None with it.
+    `scheduler_options`: the engine preset's other `EngineConfig` fields (SGLang's
+    scheduler, ridgeline.sim.engine_presets); with overlap scheduling the per-step CPU cost
+    is the engine's floor, not a term of the step."""
     from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest, kv_blocks_from_memory
     from ridgeline.sim.engine_costs import request_overhead_fields
 
+    options = dict(scheduler_options or {})
+    if options.get("overlap_schedule") and engine_costs is not None:
+        options["step_cpu_s"] = engine_costs.step_overhead_s
+        engine_costs = engine_costs.with_values(step_overhead_s=0.0)
     if step_model is None:
         from ridgeline.perf.serving_model import RooflineStepTime
 
@@ -87,6 +96,7 @@ def build_engine(
             tp=tp, pp=pp, ep=ep, compute_efficiency=compute_efficiency,
             bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+            engine=engine_name,
             **({"engine_costs": engine_costs} if engine_costs is not None else {}))
     num_kv_blocks = kv_blocks_from_memory(step_model, gpu_memory_utilization,
                                           block_size_tokens, f"{model} on {hardware}")
@@ -96,7 +106,7 @@ def build_engine(
         chunked_prefill=chunked_prefill, block_size_tokens=block_size_tokens,
         num_kv_blocks=num_kv_blocks,
         enable_prefix_caching=enable_prefix_caching,
-        **request_overhead_fields(engine_costs), capacity_policy=capacity_policy)
+        **request_overhead_fields(engine_costs), capacity_policy=capacity_policy, **options)
     engine = Engine(config, step_model)
     assumptions = step_model.assumptions() if hasattr(step_model, "assumptions") else None
     description = {
@@ -112,7 +122,7 @@ def build_engine(
                           "num_kv_blocks": num_kv_blocks,
                           "gpu_memory_utilization": gpu_memory_utilization,
                           "enable_prefix_caching": enable_prefix_caching,
-                          "capacity_policy": capacity_policy},
+                          "capacity_policy": capacity_policy, **options},
         "kv_capacity_tokens": kv_tokens,
         "engine_costs": engine_costs.describe() if engine_costs is not None else None,
     }

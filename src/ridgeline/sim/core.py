@@ -113,6 +113,9 @@ def engine_blocker(step_model: Any, config: Any) -> str | None:
     if getattr(step_model, "_window", 0.0):
         return ("sliding-window layers (their min(T, w) KV reads are not a linear form of the "
                 "step's sums, which the C core evaluates)")
+    if not getattr(config, "vllm_loop", True):
+        return ("the SGLang scheduler (prefill-first batches, new-token-ratio admission, lpm "
+                "or overlap scheduling: the C core has vLLM's loop only)")
     if getattr(config, "capacity_policy", "vllm") != "vllm":
         return f"the {config.capacity_policy} capacity policy (TensorRT-LLM preset)"
     if _compiled(step_model, config) is None:

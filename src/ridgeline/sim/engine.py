@@ -29,6 +29,7 @@ from ridgeline.sim.scheduler import Scheduler, StepOutcome
 from ridgeline.sim.sequence import EngineRequest, Sequence
 
 CAPACITY_POLICIES = ("vllm", "guaranteed_no_evict")
+SCHEDULE_POLICIES = ("fcfs", "lpm")
 
 __all__ = ["Engine", "EngineConfig", "EngineRequest", "EngineStats", "StepResult"]
 
@@ -50,6 +51,25 @@ class EngineConfig:
     # "vllm" (preempt the newest request when KV runs out) or "guaranteed_no_evict"
     # (TensorRT-LLM's default: reserve a request's whole KV at admission, never preempt)
     capacity_policy: str = "vllm"
+    # SGLang's scheduler (the sglang preset, docs/engine.md); the defaults keep vLLM V1's.
+    # prefill_first: a step runs a prefill batch whenever one can be formed and decodes
+    # only otherwise (SGLang without --enable-mixed-chunk); False mixes both as vLLM does.
+    prefill_first: bool = False
+    # Admission reserves KV for the running requests' future tokens: ratio x each one's
+    # remaining output (at most new_token_clip_tokens); the ratio starts at
+    # new_token_ratio_init, falls linearly to new_token_ratio_min over
+    # new_token_ratio_decay_steps decode steps and restarts when the engine idles.
+    # 0: no reservation (vLLM).
+    new_token_ratio_init: float = 0.0
+    new_token_ratio_min: float = 0.0
+    new_token_ratio_decay_steps: int = 600
+    new_token_clip_tokens: int = 4096
+    # "fcfs", or "lpm": the waiting request with the longest cached prefix first
+    schedule_policy: str = "fcfs"
+    # Overlap scheduling: the CPU work of step i+1 runs while the GPU runs step i, so a
+    # step takes max(GPU time, step_cpu_s) instead of their sum.
+    overlap_schedule: bool = False
+    step_cpu_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size_tokens",
@@ -59,11 +79,33 @@ class EngineConfig:
         if self.capacity_policy not in CAPACITY_POLICIES:
             raise RidgelineError(f"capacity_policy: got {self.capacity_policy!r}; allowed: "
                                  + ", ".join(CAPACITY_POLICIES))
-        if self.max_num_batched_tokens < self.max_num_seqs:
-            # Every running sequence must be able to decode in every step (vLLM checks this).
+        if self.schedule_policy not in SCHEDULE_POLICIES:
+            raise RidgelineError(f"schedule_policy: got {self.schedule_policy!r}; allowed: "
+                                 + ", ".join(SCHEDULE_POLICIES))
+        for name in ("new_token_ratio_init", "new_token_ratio_min"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:   # NaN fails too
+                raise RidgelineError(f"{name}: got {v}; allowed: 0 to 1")
+        if self.new_token_ratio_min > self.new_token_ratio_init:
+            raise RidgelineError(f"new_token_ratio_min: got {self.new_token_ratio_min}; "
+                                 f"allowed: <= new_token_ratio_init ({self.new_token_ratio_init})")
+        for name in ("new_token_ratio_decay_steps", "new_token_clip_tokens"):
+            if int(getattr(self, name)) < 1:
+                raise RidgelineError(f"{name}: got {getattr(self, name)}; allowed: >= 1")
+        if not 0.0 <= self.step_cpu_s <= 60.0:
+            raise RidgelineError(f"step_cpu_s: got {self.step_cpu_s}; allowed: 0 to 60")
+        if self.max_num_batched_tokens < self.max_num_seqs and not self.prefill_first:
+            # Every running sequence must be able to decode in every step (vLLM checks this;
+            # prefill-first decode steps carry no prefill, so the budget does not bind them).
             raise RidgelineError(
                 f"max_num_batched_tokens: got {self.max_num_batched_tokens}; allowed: >= "
                 f"max_num_seqs ({self.max_num_seqs})")
+
+    @property
+    def vllm_loop(self) -> bool:
+        """True where the step loop is vLLM V1's (the C core implements only that one)."""
+        return not (self.prefill_first or self.new_token_ratio_init
+                    or self.schedule_policy != "fcfs" or self.overlap_schedule)
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -168,6 +210,7 @@ class Engine:
                                    config.chunked_prefill, pool,
                                    no_evict=config.capacity_policy == "guaranteed_no_evict",
                                    layout=layout)
+        self.scheduler.configure_sglang(config)
         # keep_finished: retired sequences (with their emission segments) are kept in
         # `scheduler.done` for the simulator to turn into trace records.
         self.scheduler.keep_done = keep_finished
@@ -175,7 +218,10 @@ class Engine:
         # the same arithmetic (see `Scheduler.use_compiled`); other models go through
         # `time_steps`.
         compiled = _compiled_step(step_model)
-        if compiled is not None:
+        # Overlap scheduling with CPU work takes max(GPU, CPU) in `time_steps`, which the
+        # compiled scalar path does not see.
+        self._cpu_floor_s = config.step_cpu_s if config.overlap_schedule else 0.0
+        if compiled is not None and not self._cpu_floor_s:
             self.scheduler.use_compiled(compiled)
         # A calibrated llama.cpp profile with per-slot KV times steps by slot layout.
         slot_steps = getattr(step_model, "slot_steps", None)
@@ -202,9 +248,11 @@ class Engine:
         if shape[0] == 1:   # timed as two identical steps
             return self.time_steps(*np.array([(c.item(0),) * 2 for c in cols]))[:1]
         t = self.step_model.step_time_s(BatchWork(*cols))   # the fields, in order
-        if type(t) is np.ndarray and t.shape == shape and t.dtype == np.float64:
-            return t
-        return np.broadcast_to(np.asarray(t, dtype=np.float64), shape)
+        if not (type(t) is np.ndarray and t.shape == shape and t.dtype == np.float64):
+            t = np.broadcast_to(np.asarray(t, dtype=np.float64), shape)
+        if self._cpu_floor_s:   # overlap scheduling: the CPU hides behind the GPU, or not
+            t = np.maximum(t, self._cpu_floor_s)
+        return t
 
     # ---- the API of docs/engine.md -------------------------------------------------------
 

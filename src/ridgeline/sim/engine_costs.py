@@ -36,12 +36,15 @@ import numpy as np
 
 from ridgeline.errors import RidgelineError
 
-ENGINES = ("vllm", "trtllm")
+ENGINES = ("vllm", "trtllm", "sglang")
+# Engines `calibrate fit` may fit: its replay runs the vLLM loop, which is not SGLang's, and
+# no SGLang run may be fitted on.
+FIT_ENGINES = ("vllm", "trtllm")
 # Steps every token of a request is delivered late by the engine's scheduling, by structure
 # (not fitted): vLLM V1 schedules step n+1 while step n runs, so a request joins one step
 # later than a synchronous scheduler would take it. An engine not named here gets the steps
 # fitted with the fixed seconds.
-SCHEDULING_LAG_STEPS = {"vllm": 1.0}
+SCHEDULING_LAG_STEPS = {"vllm": 1.0, "sglang": 1.0}   # SGLang: its overlap scheduling
 FIELDS = ("request_overhead_s", "request_overhead_steps", "step_overhead_s", "mixed_step_s")
 
 
@@ -106,7 +109,8 @@ class EngineCosts:
 
 
 def load_engine_costs(engine: str = "vllm") -> EngineCosts:
-    """The catalog's fitted costs of `engine` (vllm, trtllm) or a path to such a file."""
+    """The catalog's fitted costs of `engine` (vllm, trtllm, sglang) or a path to such a
+    file."""
     from pathlib import Path
 
     p = Path(engine)
@@ -279,6 +283,6 @@ def request_overhead_fields(costs: EngineCosts | None) -> dict[str, float]:
             "request_overhead_steps": costs.request_overhead_steps if costs else 0.0}
 
 
-__all__ = ["ENGINES", "EngineCosts", "LiveRequestOverhead", "apply_request_overhead",
+__all__ = ["ENGINES", "FIT_ENGINES", "EngineCosts", "LiveRequestOverhead", "apply_request_overhead",
            "capacity_policy_for", "load_engine_costs", "request_overhead_fields",
            "run_mean_step_s"]

@@ -76,7 +76,8 @@ class Scenario:
     gpu_memory_utilization: float = 0.9
     num_kv_blocks: int | None = None
     # the engine whose scheduling and CPU costs apply (ridgeline.sim.engine_costs): vllm,
-    # trtllm or a path to an engine costs file; engine_costs=False prices the GPU work only
+    # trtllm, sglang (its scheduler too: engine_presets) or a path to an engine costs file;
+    # engine_costs=False prices the GPU work only
     engine: str = "vllm"
     engine_costs: bool = True
     # workload and arrivals
@@ -136,25 +137,71 @@ class Scenario:
             bandwidth_efficiency=self.bandwidth_efficiency,
             kernel_overhead_us=kernel_overhead_for(self.hardware, self.kernel_overhead_us,
                                                    self.whatif),
-            max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
-            **_engine_costs_kwarg(costs if costs is not None else self.costs()))
+            max_num_batched_tokens=self.setting("max_num_batched_tokens"),
+            max_num_seqs=self.setting("max_num_seqs"), engine=self.engine_name,
+            **_engine_costs_kwarg(self._gpu_costs(costs if costs is not None
+                                                  else self.costs())))
         return apply_whatif(base, self.whatif)
 
     def engine_config(self, step_model: Any) -> Any:
         from ridgeline.sim.engine import EngineConfig, kv_blocks_from_memory
 
+        sched = self.scheduler_fields()
+        block_size = sched.get("block_size_tokens", self.block_size)
         blocks = self.num_kv_blocks
         if blocks is None:
             blocks = kv_blocks_from_memory(step_model, self.gpu_memory_utilization,
-                                           self.block_size, f"{self.model} on {self.hardware}")
+                                           block_size, f"{self.model} on {self.hardware}")
         from ridgeline.sim.engine_costs import request_overhead_fields
         from ridgeline.sim.step_model import engine_config_for
 
+        costs = self.costs()
+        fields = {"max_num_seqs": self.max_num_seqs,
+                  "max_num_batched_tokens": self.max_num_batched_tokens,
+                  "block_size_tokens": self.block_size,
+                  "enable_prefix_caching": self.prefix_caching, **sched}
+        if sched.get("overlap_schedule") and costs is not None:
+            fields["step_cpu_s"] = costs.step_overhead_s   # hidden behind the GPU's step
         return engine_config_for(step_model, EngineConfig(
-            max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
-            chunked_prefill=self.chunked_prefill, block_size_tokens=self.block_size,
-            num_kv_blocks=blocks, enable_prefix_caching=self.prefix_caching,
-            **request_overhead_fields(self.costs()), capacity_policy=self.capacity_policy))
+            chunked_prefill=self.chunked_prefill, num_kv_blocks=blocks,
+            **request_overhead_fields(costs), capacity_policy=self.capacity_policy, **fields))
+
+    def scheduler_fields(self) -> dict[str, Any]:
+        """The engine preset's scheduler settings (`EngineConfig` fields; {} for vLLM, whose
+        loop is the default), less those this scenario set away from its defaults."""
+        from ridgeline.sim.engine_presets import load_scheduler, resolve
+
+        if self.calibration:
+            return {}    # a calibrated profile brings the measured engine's scheduling
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        defaults = {f.name: f.default for f in dataclasses.fields(Scenario)}
+        return resolve(load_scheduler(self.engine), own, defaults)
+
+    def setting(self, name: str) -> Any:
+        """A vLLM-named engine setting (max_num_seqs, max_num_batched_tokens, block_size) as
+        the run uses it: the engine preset's unless this scenario set its own."""
+        from ridgeline.sim.engine_presets import SCENARIO_NAMES
+
+        field = {v: k for k, v in SCENARIO_NAMES.items()}[name]
+        return self.scheduler_fields().get(field, getattr(self, name))
+
+    @property
+    def engine_name(self) -> str:
+        """The engine's name (an engine costs file names its engine): which kernel profile
+        the step-time model uses."""
+        if self.engine.endswith(".json"):
+            from ridgeline.sim.engine_costs import load_engine_costs
+
+            return load_engine_costs(self.engine).engine
+        return self.engine
+
+    def _gpu_costs(self, costs: Any) -> Any:
+        """The per-step costs the step-time model adds: with overlap scheduling the CPU's
+        step cost is not added (the engine takes max(GPU, CPU) instead)."""
+        if costs is None or not costs.step_overhead_s or \
+                not self.scheduler_fields().get("overlap_schedule"):
+            return costs
+        return costs.with_values(step_overhead_s=0.0)
 
     @property
     def capacity_policy(self) -> str:
@@ -404,7 +451,8 @@ def capacity_probe_users(sc: Scenario, built: Built) -> int:
     context = (parse_lengths(sc.prompt, "--prompt").mean_tokens
                + parse_lengths(sc.output, "--output").mean_tokens + sc.prefix_tokens)
     kv_tokens = float(built.config.kv_capacity_tokens)
-    per_instance = max(1.0, min(float(sc.max_num_seqs), math.ceil(kv_tokens / max(context, 1.0))))
+    per_instance = max(1.0, min(float(sc.setting("max_num_seqs")),
+                                math.ceil(kv_tokens / max(context, 1.0))))
     instances = sc.pd[0] + sc.pd[1] if sc.pd else sc.replicas
     users = math.ceil(CAPACITY_PROBE_USERS_PER_SLOT * per_instance * instances) + 8
     return int(min(users, CAPACITY_PROBE_MAX_USERS))

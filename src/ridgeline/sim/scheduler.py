@@ -22,6 +22,13 @@ KV blocks, both closed forms.
 Deviation (rare, documented): when a running prefill chunk cannot get blocks and the most
 recently admitted request is an already-scheduled decode, the chunk waits instead of preempting.
 
+SGLang's policy (`configure_sglang`, from `EngineConfig`; all off by default, leaving the
+loop above as it is): with `prefill_first` a step is a prefill batch (steps 2 and 3, the whole
+budget) whenever one can be formed, and a decode batch (step 1 alone) otherwise; the decoding
+sequences skip a prefill batch (`_pause_decodes` shifts their aggregates by one step). With
+a new-token ratio, admission also keeps KV for the decodes' future tokens
+(`reserved_new_tokens`). With `lpm`, the waiting queue is ordered by cached prefix length.
+
 Sliding-window models (`KVLayout` with window groups, vLLM's hybrid allocator): a step first
 allocates what its chunks and decodes need (window groups keep the blocks of the last w - 1
 computed tokens plus the new ones), and after it runs each sequence frees the blocks that
@@ -66,6 +73,12 @@ SCALAR_DECODE_STEPS = 8
 # ... and the steps left that make an array evaluation worth its fixed cost.
 ARRAY_DECODE_STEPS = 64
 SPECULATIVE_DECODE_STEPS = 32
+# SGLang orders by longest prefix match only while at most this many wait (its
+# schedule_policy.py falls back to FCFS above it).
+LPM_MAX_WAITING = 128
+# SGLang re-estimates the new-token ratio after a retraction as (decoded tokens + this many
+# steps per request) / the requests' max new tokens.
+RETRACT_DECODE_STEPS = 20
 
 
 @dataclass
@@ -149,6 +162,94 @@ class Scheduler:
         self._c_dc = self._m_dc = 0.0
         # llama.cpp with per-slot KV (sim/slots.py): each step timed by its slots' graphs.
         self.slots: SlotSteps | None = None
+        # SGLang's policy (`configure_sglang`); off: vLLM V1's loop, untouched.
+        self.prefill_first = False
+        self.lpm = False
+        self.ratio_init = self.ratio_min = self.ratio_decay = 0.0
+        self.clip_tokens = 4096
+        self.ratio_base = 0.0       # the ratio when the decay last restarted
+        self.ratio_steps = 0        # decode steps since then
+
+    def configure_sglang(self, config: object) -> None:
+        """Take SGLang's scheduling options from an `EngineConfig` (all off for vLLM)."""
+        self.prefill_first = bool(getattr(config, "prefill_first", False))
+        self.lpm = getattr(config, "schedule_policy", "fcfs") == "lpm"
+        self.ratio_init = float(getattr(config, "new_token_ratio_init", 0.0))
+        self.ratio_min = float(getattr(config, "new_token_ratio_min", 0.0))
+        steps = int(getattr(config, "new_token_ratio_decay_steps", 600))
+        self.ratio_decay = (self.ratio_init - self.ratio_min) / steps
+        self.clip_tokens = int(getattr(config, "new_token_clip_tokens", 4096))
+        self.ratio_base = self.ratio_init
+        self.ratio_steps = 0
+
+    def new_token_ratio(self) -> float:
+        """SGLang's new-token ratio now: linear decay per decode step, floored (from the
+        integer step count, so single steps and fast-forwarded runs agree bit for bit)."""
+        return max(self.ratio_base - self.ratio_steps * self.ratio_decay, self.ratio_min)
+
+    def reserved_new_tokens(self, n: int) -> float:
+        """KV tokens SGLang's admission keeps for the decoding requests' future tokens before
+        step n: ratio x the sum of min(remaining output, clip) over them."""
+        ratio = self.new_token_ratio()
+        if not ratio:
+            return 0.0
+        clip = self.clip_tokens
+        left = 0
+        for seq in self.running:
+            if seq.state == DECODE:
+                g = seq.g_join + (n - 1 - seq.join_step)    # tokens out after step n - 1
+                left += min(seq.output_tokens - g, clip)
+        return left * ratio
+
+    def _prefix_match_tokens(self, seq: Sequence) -> int:
+        """Cached prefix tokens the waiting `seq` would reuse now (read only)."""
+        if not seq.max_prefix_blocks or seq.num_computed:
+            return 0
+        limit = min(seq.max_prefix_blocks, (seq.num_tokens - 1) // self.bs)
+        hits = (self.pool.lookup_keys(seq.block_keys, limit) if seq.block_keys
+                else self.pool.lookup(seq.prefix_group, limit))
+        return len(hits) * self.bs
+
+    def _order_lpm(self) -> None:
+        """SGLang's lpm policy: the longest cached prefix first (a stable sort, so FCFS among
+        equals); like SGLang, FCFS when more than 128 wait (the matching costs too much)."""
+        if 1 < len(self.waiting) <= LPM_MAX_WAITING:
+            self.waiting = deque(sorted(self.waiting,
+                                        key=lambda s: -self._prefix_match_tokens(s)))
+
+    def _transfer_head(self) -> bool:
+        """The next admission is a transferred request's first decode (P/D)."""
+        if not self.waiting or self.prefilling:
+            return False
+        head = self.waiting[0]
+        return head.g > 0 and head.num_computed == head.num_tokens - 1
+
+    def _pause_decodes(self, n: int) -> None:
+        """A prefill-only step n: every decoding sequence skips it. Each one's timeline
+        shifts by a step (context a + n stays, finish one step later), its emission segment
+        closes before n and reopens after it."""
+        shift: list[Sequence] = [s for s in self.running if s.state == DECODE]
+        for seq in shift:
+            if seq.seg_start <= n - 1:     # (not when step n - 1 was paused too)
+                seq.segments.append((seq.seg_start, n - 1))
+            seq.seg_start = n + 1
+            seq.g_join += n - 1 - seq.join_step
+            seq.join_step = n
+            seq.a -= 1
+            seq.finish_step += 1
+        self.dec_a_sum -= len(shift)
+        # residue[a % bs] counts moved to (a - 1) % bs
+        self.dec_residue = self.dec_residue[1:] + self.dec_residue[:1]
+        self.dec_heap = [(s.finish_step, s.admit_order, s) for s in shift]
+        heapq.heapify(self.dec_heap)
+        if self.win:
+            # (w - 2 - a) % bs moves to (w - 1 - a) % bs; not-yet-freeing decodes start a
+            # step later
+            self.win_residue = self.win_residue[-1:] + self.win_residue[:-1]
+            self._win_heap = [(act + 1, order, s) for act, order, s in self._win_heap
+                              if s.state == DECODE and s.admit_order == order
+                              and s not in self.win_active]
+            heapq.heapify(self._win_heap)
 
     def use_compiled(self, compiled: CompiledStep) -> bool:
         """Time steps one by one in Python floats with the roofline model's compiled path
@@ -280,7 +381,8 @@ class Scheduler:
         if seq.state == DECODE:
             seq.g = seq.g_join + (n - 1 - seq.join_step)
             kv_tokens = seq.a + n
-            seq.segments.append((seq.seg_start, n - 1))
+            if seq.seg_start <= n - 1:   # (not right after a prefill-first pause)
+                seq.segments.append((seq.seg_start, n - 1))
             self._dec_remove(seq)
         else:
             kv_tokens = seq.num_computed
@@ -299,6 +401,43 @@ class Scheduler:
         self.num_preemptions += 1
         self.waiting.appendleft(victim)
         return victim
+
+    def _schedule_decodes(self, n: int, out: StepOutcome) -> None:
+        """Blocks for this step's decodes; preempt the most recently admitted request while
+        blocks lack."""
+        bs, pool = self.bs, self.pool
+        groups = self.kv_groups
+        need = groups * self.dec_residue[(-n) % bs] if self.dec_count else 0
+        while need > pool.free_blocks:
+            victim = next(reversed(self.running))
+            if victim.state == DECODE and (victim.a + n) % bs == 0:
+                need -= groups
+            out.preempted.append(self._preempt_tail(n))
+        if need:
+            pool.allocate(need)
+        if out.preempted and self.ratio_init:
+            self._ratio_after_retract(n)
+
+    def _ratio_after_retract(self, n: int) -> None:
+        """SGLang's estimate after a retraction: (tokens decoded + RETRACT_DECODE_STEPS per
+        request) / the requests' max new tokens, over those still decoding, at most 1."""
+        done = total = count = 0
+        for seq in self.running:
+            if seq.state == DECODE:
+                done += seq.g_join + (n - 1 - seq.join_step)
+                total += seq.output_tokens
+                count += 1
+        if total:
+            self.ratio_base = min(1.0, (done + RETRACT_DECODE_STEPS * count) / total)
+            self.ratio_steps = 0
+
+    def _output_reserve(self, seq: Sequence, chunk: int, computed: int | None = None) -> int:
+        """The output tokens SGLang reserves with a prefill chunk: a request's (clipped)
+        remaining output with its last chunk, none with a partial one."""
+        c0 = seq.num_computed if computed is None else computed
+        if c0 + chunk < seq.num_tokens:
+            return 0
+        return min(seq.output_tokens - seq.g, self.clip_tokens)
 
     def _admission_plan(self, seq: Sequence, budget: int, scheduled_any: bool
                         ) -> tuple[list, int, int, int] | None:
@@ -335,14 +474,15 @@ class Scheduler:
         """Would the next step admit the head of the waiting queue? (fast-forward guard)"""
         if not self.waiting or len(self.running) >= self.max_num_seqs:
             return False
-        budget = self.max_num_batched_tokens - self.dec_count
+        budget = self.max_num_batched_tokens - (0 if self.prefill_first else self.dec_count)
         if budget <= 0:
             return False
         head = self.waiting[0]
         if self.no_evict and head not in self.reserved and self.reserved_blocks + \
                 self._life_blocks(head.req) > self.pool.num_blocks:
             return False
-        return self._admission_plan(head, budget, self.dec_count > 0) is not None
+        return self._admission_plan(head, budget, self.dec_count > 0 and not self.prefill_first
+                                    ) is not None
 
     # ---- one step ------------------------------------------------------------------------
 
@@ -353,19 +493,27 @@ class Scheduler:
         out = StepOutcome()
 
         # 1. Decodes first; preempt the most recently admitted request while blocks lack.
-        groups = self.kv_groups
-        need = groups * self.dec_residue[(-n) % bs] if self.dec_count else 0
-        while need > pool.free_blocks:
-            victim = next(reversed(self.running))
-            if victim.state == DECODE and (victim.a + n) % bs == 0:
-                need -= groups
-            out.preempted.append(self._preempt_tail(n))
-        if need:
-            pool.allocate(need)
-        n_dec = self.dec_count
+        # (Prefill-first, SGLang: only in a step that has no prefill work, below.)
+        paused = False
+        if self.lpm and self.waiting:
+            self._order_lpm()
+        # A request whose prompt KV came from a prefill instance (P/D) only decodes: it
+        # joins the decode batch, as on SGLang's decode server.
+        prefill_first = self.prefill_first and not self._transfer_head()
+        if prefill_first:
+            n_dec = 0
+        else:
+            self._schedule_decodes(n, out)
+            n_dec = self.dec_count
         dec_ctx = self.dec_a_sum + n_dec * n
         budget = self.max_num_batched_tokens - n_dec
         chunks: list[tuple[Sequence, int]] = []
+        # SGLang's admission: KV tokens free at the start of the step, less those kept for
+        # the decodes' future tokens and those this step's prefills take (with their
+        # outputs); computed when first needed.
+        reserve = self.ratio_init > 0
+        avail_tokens = pool.free_blocks * bs
+        offset = -1.0
 
         # 2. Running prefills (only with chunked prefill can one be part-way).
         for seq in list(self.prefilling):
@@ -392,6 +540,10 @@ class Scheduler:
             pool.allocate(new_blocks)
             budget -= chunk
             chunks.append((seq, chunk))
+            if reserve:
+                if offset < 0:
+                    offset = self.reserved_new_tokens(n)
+                offset += chunk + self._output_reserve(seq, chunk)
 
         # 3. Admit waiting requests (not in a step that had to preempt).
         if not out.preempted:
@@ -408,6 +560,16 @@ class Scheduler:
                     self.reserved[seq] = life
                     self.reserved_blocks += life
                 hits, computed, chunk, new_blocks = plan
+                if reserve:
+                    # SGLang's PrefillAdder: the whole rest of the prompt plus its output
+                    # (clipped) must fit in what the reservations leave.
+                    if offset < 0:
+                        offset = self.reserved_new_tokens(n)
+                    left = seq.num_tokens - computed
+                    if left + min(seq.output_tokens - seq.g, self.clip_tokens) \
+                            >= avail_tokens - offset:
+                        break
+                    offset += chunk + self._output_reserve(seq, chunk, computed)
                 waiting.popleft()
                 if seq.max_prefix_blocks and seq.num_computed == 0:
                     self.prefix_queries_tokens += seq.num_tokens
@@ -427,8 +589,22 @@ class Scheduler:
                 budget -= chunk
                 chunks.append((seq, chunk))
 
+        if prefill_first:
+            if chunks:
+                if self.dec_count:
+                    self._pause_decodes(n)     # a prefill batch: the decodes wait
+                    paused = True
+                dec_ctx = 0
+            elif self.dec_count:
+                self._schedule_decodes(n, out)     # no prefill batch: a decode batch
+                n_dec = self.dec_count
+                dec_ctx = self.dec_a_sum + n_dec * n
         if not chunks and n_dec == 0:
-            return out          # nothing to do: duration 0
+            # nothing to do: duration 0 (an idle SGLang restarts its new-token ratio)
+            self.ratio_base, self.ratio_steps = self.ratio_init, 0
+            return out
+        if n_dec and not chunks:
+            self.ratio_steps += 1       # SGLang decays the ratio on each decode batch
         graphs = None if self.slots is None else self.slots.step_graphs(
             self.running, [s for s in self.running if s.state == DECODE], chunks)
 
@@ -448,12 +624,13 @@ class Scheduler:
         out.prefill_tokens = pf_tokens
         out.prefill_seqs = pf_seqs
         out.decode_seqs = n_dec
-        if collect:
+        if collect and not paused:
             out.decode_ids = [s.request_id for s in self.running if s.state == DECODE]
 
         # Apply: decodes emit lazily; prefill chunks advance; completions emit a token.
-        self.generation_tokens_total += self.dec_count
-        win_freed = self._win_frees(n) if self.win and self.dec_count else 0
+        if not paused:
+            self.generation_tokens_total += self.dec_count
+        win_freed = self._win_frees(n) if self.win and self.dec_count and not paused else 0
         for seq, c in chunks:
             seq.num_computed += c
             if self.win:   # the blocks this chunk moved the window past
@@ -664,6 +841,10 @@ class Scheduler:
 
     def can_fast_forward(self) -> bool:
         """Only decodes run, and the next step would not admit anyone."""
+        if (self.ratio_init or self.lpm) and self.waiting:
+            # SGLang's admission changes every step (the reservations shrink as the decodes
+            # go on) and lpm reorders the queue: step one at a time
+            return False
         return self.dec_count > 0 and not self.prefilling and self.slots is None and \
             not self.head_admissible()
 
@@ -799,6 +980,7 @@ class Scheduler:
             pool.release([], freed_total)
         pool.allocate(need_total)
         self.generation_tokens_total += self.dec_count * (n - n0)
+        self.ratio_steps += n - n0
         self.step_index = n
         out = StepOutcome()
         self._finish_decodes(n - 1, out)

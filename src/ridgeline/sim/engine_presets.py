@@ -1,0 +1,122 @@
+"""An engine preset's scheduler: the `scheduler` section of `specs/data/engines/<engine>.json`.
+
+vLLM's preset has none (the simulator's defaults are vLLM V1's). SGLang's names its own
+defaults, each with the fact it comes from: chunked prefill size, running-request limit,
+page size 1 (token-granularity radix cache), prefill-first batching, the new-token-ratio
+admission and overlap scheduling. They become `EngineConfig` fields (ridgeline.sim.engine);
+the one scheduler (ridgeline.sim.scheduler) branches on them.
+
+A command's own values for the vLLM-named settings (`--max-num-seqs`,
+`--max-num-batched-tokens`, `--block-size`) win over the preset's unless they are the
+command's defaults (`resolve`).
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ridgeline.errors import RidgelineError
+
+# EngineConfig field -> (type, what it allows)
+FIELDS: dict[str, tuple[type, str]] = {
+    "max_num_seqs": (int, "an integer >= 1"),
+    "max_num_batched_tokens": (int, "an integer >= 1"),
+    "block_size_tokens": (int, "an integer >= 1"),
+    "enable_prefix_caching": (bool, "true or false"),
+    "prefill_first": (bool, "true or false"),
+    "schedule_policy": (str, "fcfs or lpm"),
+    "new_token_ratio_init": (float, "a number from 0 to 1"),
+    "new_token_ratio_min": (float, "a number from 0 to 1"),
+    "new_token_ratio_decay_steps": (int, "an integer >= 1"),
+    "new_token_clip_tokens": (int, "an integer >= 1"),
+    "overlap_schedule": (bool, "true or false"),
+}
+# The Scenario's (and the commands') names of the settings vLLM also has.
+SCENARIO_NAMES = {"max_num_seqs": "max_num_seqs",
+                  "max_num_batched_tokens": "max_num_batched_tokens",
+                  "block_size_tokens": "block_size", "enable_prefix_caching": "prefix_caching"}
+
+
+def _preset_text(engine: str) -> tuple[str, str]:
+    from ridgeline.sim.engine_costs import ENGINES
+
+    p = Path(engine)
+    if p.suffix == ".json":
+        from ridgeline.inputs import read_text
+
+        return read_text(p, "--engine", max_bytes=1 << 20), p.stem
+    if engine not in ENGINES:
+        raise RidgelineError(f"--engine: got {engine!r}; allowed: {', '.join(ENGINES)} "
+                             "or a path to an engine costs .json")
+    return resources.files("ridgeline.specs").joinpath(
+        "data", "engines", f"{engine}.json").read_text(), engine
+
+
+def load_scheduler(engine: str = "vllm") -> dict[str, Any]:
+    """`EngineConfig` fields of `engine`'s preset ({} where it has no `scheduler`)."""
+    from ridgeline.inputs import loads_json
+
+    text, name = _preset_text(engine)
+    d = loads_json(text, f"--engine: {name}")
+    sched = d.get("scheduler") if isinstance(d, dict) else None
+    if sched is None:
+        return {}
+    if not isinstance(sched, dict):
+        raise RidgelineError(f"--engine: {name}: scheduler: got {type(sched).__name__}; "
+                             "allowed: an object of " + ", ".join(FIELDS))
+    out: dict[str, Any] = {}
+    for key, entry in sched.items():
+        if key not in FIELDS:
+            raise RidgelineError(f"--engine: {name}: scheduler.{key[:100]}: unknown; allowed: "
+                                 + ", ".join(FIELDS))
+        kind, allowed = FIELDS[key]
+        value = entry.get("value") if isinstance(entry, dict) else None
+        ok = (isinstance(value, bool) if kind is bool
+              else isinstance(value, str) if kind is str
+              else isinstance(value, int) and not isinstance(value, bool) if kind is int
+              else isinstance(value, (int, float)) and not isinstance(value, bool)
+              and math.isfinite(value))
+        if not ok:
+            raise RidgelineError(f"--engine: {name}: scheduler.{key}: got {value!r:.100}; "
+                                 f"allowed: {{\"value\": {allowed}}}")
+        out[key] = float(value) if kind is float else value
+    return out
+
+
+def resolve(scheduler: dict[str, Any], own: dict[str, Any], defaults: dict[str, Any]
+            ) -> dict[str, Any]:
+    """The preset's fields, except the vLLM-named settings a command set to a value other
+    than its default (`own` and `defaults` by the Scenario's names)."""
+    out = dict(scheduler)
+    for field, name in SCENARIO_NAMES.items():
+        if field in out and name in own and own[name] != defaults.get(name):
+            out[field] = own[name]
+    return out
+
+
+def describe(engine: str, fields: dict[str, Any]) -> list[str]:
+    """The assumption lines of a preset's scheduler (none for vLLM's loop)."""
+    if not fields:
+        return []
+    f = fields
+    parts = [f"chunked prefill {f.get('max_num_batched_tokens', '?')} tokens",
+             f"at most {f.get('max_num_seqs', '?')} running requests",
+             f"page size {f.get('block_size_tokens', '?')} token(s)"
+             + (" (radix cache on)" if f.get("enable_prefix_caching") else " (no prefix cache)"),
+             "prefill-first batches (a step is prefill or decode)" if f.get("prefill_first")
+             else "mixed prefill and decode steps",
+             f"schedule policy {f.get('schedule_policy', 'fcfs')}"]
+    if f.get("new_token_ratio_init"):
+        parts.append(f"new-token ratio {f['new_token_ratio_init']:g} decaying to "
+                     f"{f.get('new_token_ratio_min', 0.0):g} over "
+                     f"{f.get('new_token_ratio_decay_steps', 600)} decode steps reserves KV "
+                     "for running requests' outputs")
+    if f.get("overlap_schedule"):
+        parts.append("overlap scheduling (step = max(GPU, CPU))")
+    return [f"engine {engine}: scheduler " + "; ".join(parts)]
+
+
+__all__ = ["FIELDS", "describe", "load_scheduler", "resolve"]
