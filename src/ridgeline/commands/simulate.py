@@ -87,6 +87,11 @@ def simulate_cmd(
         "--prefix-tokens", min=0,
         help="Tokens of each group's shared prefix (added to the prompt).")
     ] = 0,
+    workload: Annotated[str | None, typer.Option(
+        "--workload", help="Simulate a load test's own workload: an inference-perf config "
+        "YAML, a `vllm bench serve` command line (or a file holding one) or its result "
+        "JSON; replaces --rate, --arrival, --concurrency, --prompt, --output and "
+        "--prefix-* (docs/workloads.md).")] = None,
     replicas: Annotated[int, typer.Option("--replicas", min=1,
                                           help="Engine replicas (data parallel).")] = 1,
     router: Annotated[str, typer.Option(
@@ -175,6 +180,14 @@ def simulate_cmd(
     from ridgeline.sim.scenario import Built, Scenario, sweep_rates_for
     from ridgeline.sim.sweep import parse_rates
 
+    load_test = None
+    if workload is not None:
+        from ridgeline.commands.workload_option import apply_workload
+
+        opts, load_test = apply_workload(workload, seed, {"requests": requests}, json_out)
+        arrival, rate, concurrency, prompt, output, prefix_groups, prefix_tokens, requests = (
+            opts[k] for k in ("arrival", "rate", "concurrency", "prompt", "output",
+                              "prefix_groups", "prefix_tokens", "requests"))
     if concurrency is None and rate is None and not arrival.startswith(("ramp", "replay",
                                                                              "diurnal")):
         raise RidgelineError("--rate: give an arrival rate (req/s), a list, 'sweep', or "
@@ -186,6 +199,8 @@ def simulate_cmd(
     check_report_path(report)
     prompt_from_replay, output_from_replay, memory_output = _replay_lengths(
         arrival, concurrency, prompt, output, requests)
+    if load_test is not None and load_test.from_file:   # a closed loop's lengths too
+        prompt_from_replay, output_from_replay = prompt is None, output is None
     prompt = prompt or DEFAULT_PROMPT
     output = output or DEFAULT_OUTPUT
     sc = Scenario(
@@ -234,7 +249,8 @@ def simulate_cmd(
     # The pooled ITL samples (one value per token) are kept only for the report's plots.
     runs = _run_all(sc, built, rates, trace, timeline, keep_samples=bool(report))
     if len(runs) == 1:
-        _report_one(runs[0], built.step_model, json_out)
+        _report_one(runs[0], built.step_model, json_out,
+                    load_test.described if load_test is not None else None)
     else:
         _report_sweep(runs, built.step_model, sc.slos, slo_attainment, json_out)
     if report:
@@ -392,11 +408,15 @@ def _write_timeline(path: str, res: Any) -> None:
 # ---- reporting --------------------------------------------------------------------------
 
 
-def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
+def _report_one(run: Any, step_model: Any, json_out: bool,
+                workload: dict[str, Any] | None = None) -> None:
     summary = run.summary()
     if json_out:
-        typer.echo(json.dumps({"simulation": summary, "analysis": run.analysis.to_dict(),
-                               "assumptions": step_model.assumptions()}, indent=2))
+        out = {"simulation": summary, "analysis": run.analysis.to_dict(),
+               "assumptions": step_model.assumptions()}
+        if workload is not None:
+            out["workload"] = workload
+        typer.echo(json.dumps(out, indent=2))
         return
     from rich.console import Console
 
