@@ -20,11 +20,9 @@ def apply_workload(value: str, seed: int, options: dict[str, Any], json_out: boo
                    ) -> tuple[dict[str, Any], Any]:
     """simulate's settings from `--workload value` (the given `options` overridden) and the
     workload read; says on stderr which workload was read (one or two lines)."""
-    import click
-
     from ridgeline.workload.load_test_configs import read_workload
 
-    ctx = click.get_current_context(silent=True)
+    ctx = _context()
     given = []
     if ctx is not None:
         for name in REPLACED:
@@ -45,6 +43,16 @@ def apply_workload(value: str, seed: int, options: dict[str, Any], json_out: boo
     typer.echo(w.summary + (f" (the first {n:,} simulated: --requests)" if n < w.requests
                             else ""), err=True)
     return out, w
+
+
+def _context() -> Any:
+    """The running command's context, to tell a flag the user gave from its default. Typer
+    0.29 carries its own copy of click; earlier ones use click itself."""
+    try:
+        from typer._click.globals import get_current_context
+    except ImportError:
+        from click import get_current_context
+    return get_current_context(silent=True)
 
 
 __all__ = ["apply_workload"]
