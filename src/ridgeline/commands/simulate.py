@@ -62,7 +62,8 @@ def simulate_cmd(
                                           help="Requests per run.")] = 1000,
     arrival: Annotated[str, typer.Option(
         "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
-        "replay:path=FILE[,speedup=K] (also BurstGPT CSV, Mooncake JSONL), "
+        "replay:path=FILE[,speedup=K,format=F] (also BurstGPT, Mooncake, Azure, Vidur, "
+        "ShareGPT: docs/workloads.md), "
         "diurnal:peak=,trough=[,period=86400].")] = "poisson",
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", min=1, help="Closed loop: this many users, each sending its next request "
