@@ -232,3 +232,10 @@ def test_sharegpt_streamed_across_reads(tmp_path: Path, monkeypatch) -> None:
     enc = _cl100k()
     assert tr.prompt_tokens.tolist() == [len(enc.encode_ordinary(a))
                                          for a, _ in _sharegpt_pairs()]
+
+
+def test_bench_replay_refuses_an_untimed_file() -> None:
+    r = subprocess.run([CLI, "bench", "--replay", str(TRACES / "sharegpt.json"), "--base-url",
+                        "http://127.0.0.1:9", "-n", "3"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "has no timestamps" in r.stderr, r.stderr

@@ -141,7 +141,9 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
     if fmt in CONFIG_FORMATS:
         from ridgeline.workload.load_test_configs import config_trace
 
-        return config_trace(fmt, path_text, seed, field)
+        tr = config_trace(fmt, path_text, seed, field)
+        tr.times_s = tr.times_s / speedup
+        return tr  # type: ignore[no-any-return]
     t = array("d")
     p = array("q")
     o = array("q")
