@@ -173,3 +173,35 @@ def test_workload_refuses_the_flags_it_sets(tmp_path: Path) -> None:
     assert r.returncode == 2 and "without --rate" in r.stderr
     r = _run("--workload", VLLM.replace("--request-rate 8", "--request-rate -1"))
     assert r.returncode == 2 and "--request-rate: got -1" in r.stderr
+
+
+def test_aiperf_export_inputs_as_sent(tmp_path: Path) -> None:
+    # the profiling records with both lengths, read here with json (warm-up and the errored
+    # request without lengths left out)
+    rows = [json.loads(x) for x in (DATA / "aiperf_profile_export.jsonl").read_text()
+            .splitlines()]
+    kept = [r for r in rows if r["metadata"]["benchmark_phase"] == "profiling"
+            and "input_sequence_length" in r["metrics"]]
+    t0 = min(r["metadata"]["request_start_ns"] for r in kept)
+    _, reqs, out, err = _sim(tmp_path, "--workload", str(DATA / "aiperf_profile_export.jsonl"))
+    assert [r["prompt_tokens"] for r in reqs] == [
+        r["metrics"]["input_sequence_length"]["value"] for r in kept]
+    assert [r["output_tokens"] for r in reqs] == [
+        r["metrics"]["output_sequence_length"]["value"] for r in kept]
+    assert np.allclose([r["scheduled_s"] for r in reqs],
+                       [(r["metadata"]["request_start_ns"] - t0) / 1e9 for r in kept])
+    assert out["workload"]["skipped_requests"] == 1 and "1 without lengths left out" in err
+
+
+def test_guidellm_benchmarks_inputs_as_sent(tmp_path: Path) -> None:
+    b = json.loads((DATA / "guidellm_benchmarks.json").read_text())["benchmarks"][0]
+    sent = sorted(b["requests"]["successful"] + b["requests"]["errored"],
+                  key=lambda r: r["info"]["timings"]["request_start"])
+    _, reqs, _, _ = _sim(tmp_path, "--workload", str(DATA / "guidellm_benchmarks.json"))
+    assert [r["prompt_tokens"] for r in reqs] == [r["input_metrics"]["total_tokens"]
+                                                  for r in sent]
+    # the errored request generated nothing: asked as one token
+    assert [r["output_tokens"] for r in reqs] == [
+        max(r["output_metrics"]["total_tokens"] or 0, 1) for r in sent]
+    t = [r["info"]["timings"]["request_start"] for r in sent]
+    assert np.allclose([r["scheduled_s"] for r in reqs], np.array(t) - t[0])

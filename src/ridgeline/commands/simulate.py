@@ -91,8 +91,9 @@ def simulate_cmd(
     workload: Annotated[str | None, typer.Option(
         "--workload", help="Simulate a load test's own workload: an inference-perf config "
         "YAML, a `vllm bench serve` command line (or a file holding one) or its result "
-        "JSON; replaces --rate, --arrival, --concurrency, --prompt, --output and "
-        "--prefix-* (docs/workloads.md).")] = None,
+        "JSON, a GuideLLM benchmarks file or an AIPerf profile export; replaces --rate, "
+        "--arrival, --concurrency, --prompt, --output and --prefix-* (docs/workloads.md).")
+    ] = None,
     replicas: Annotated[int, typer.Option("--replicas", min=1,
                                           help="Engine replicas (data parallel).")] = 1,
     router: Annotated[str, typer.Option(

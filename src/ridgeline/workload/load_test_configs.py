@@ -22,6 +22,9 @@ What each source says, and what the simulation takes from it:
 - a `vllm bench serve` result JSON: the same rate, burstiness and concurrency, and each
   request's own input/output lengths when it was saved with --save-detailed (else their
   means), send times as sent when there is no concurrency cap.
+- a GuideLLM benchmarks file (its first benchmark) or an AIPerf profile export: each
+  request at its send time with its own input and output lengths, as the project's
+  importers read them (trace/importers).
 
 >>> w = read_workload("vllm bench serve --model m --random-input-len 100 --num-prompts 5 "
 ...                   "--request-rate 2", seed=0)
@@ -412,12 +415,54 @@ def vllm_result_trace(path_text: str, field: str) -> Any:
                       timed=timed)
 
 
+# ---- GuideLLM, AIPerf ---------------------------------------------------------------------
+
+def peer_result_trace(path_text: str, tool: str) -> Any:
+    """A GuideLLM benchmarks file or an AIPerf profile export as a trace of what was sent:
+    each request's send time and its prompt and output lengths, through the project's
+    importers (trace/importers). Requests whose lengths the file does not give (an errored
+    request's, in AIPerf) are left out; `skipped` counts them."""
+    from ridgeline.trace.importers import load_trace
+    from ridgeline.workload.replay import TimedTrace
+
+    tr = load_trace(path_text, tool)
+    t = np.where(np.isfinite(tr.scheduled_s), tr.scheduled_s, tr.sent_s)
+    keep = np.flatnonzero((tr.prompt_tokens >= 0) & (tr.output_tokens >= 0) & np.isfinite(t))
+    if keep.size == 0:
+        raise _bad(path_text, "requests", f"{len(tr)} without prompt and output lengths",
+                   "a result with each request's input and output token counts")
+    order = keep[np.argsort(t[keep], kind="stable")]
+    out = TimedTrace(t[order] - t[order[0]], tr.prompt_tokens[order].astype(np.int64),
+                     tr.output_tokens[order].astype(np.int64), tool)
+    out.skipped = len(tr) - keep.size  # type: ignore[attr-defined]
+    return out
+
+
+def _peer_result(path_text: str, tool: str) -> LoadTestWorkload:
+    tr = peer_result_trace(path_text, tool)
+    n = int(tr.times_s.size)
+    name = {"guidellm": "GuideLLM benchmarks", "aiperf": "AIPerf profile export"}[tool]
+    span = float(tr.times_s[-1]) if n else 0.0
+    skipped = int(getattr(tr, "skipped", 0))
+    desc = {"source": name, "path": path_text, "requests": n, "skipped_requests": skipped,
+            "span_s": span}
+    summary = (f"workload: {name} {path_text}: {n:,} requests at their send times over "
+               f"{span:,.1f} s" + (f" ({skipped} without lengths left out)" if skipped else "")
+               + f"\nworkload: each request's own lengths: prompt mean "
+               f"{tr.prompt_tokens.mean():.1f}, output mean {tr.output_tokens.mean():.1f} tokens")
+    return LoadTestWorkload(name, n, f"replay:path={path_text},format={tool}", from_file=True,
+                            described=desc, summary=summary)
+
+
 # ---- dispatch ----------------------------------------------------------------------------
 
 def config_trace(fmt: str, path_text: str, seed: int, field: str) -> Any:
-    """`replay:path=F,format=inference-perf|vllm-result` (see workload/replay.py)."""
+    """`replay:path=F,format=inference-perf|vllm-result|guidellm|aiperf` (see
+    workload/replay.py)."""
     if fmt == "inference-perf":
         return inference_perf_trace(path_text, seed)
+    if fmt in ("guidellm", "aiperf"):
+        return peer_result_trace(path_text, fmt)
     return vllm_result_trace(path_text, field)
 
 
@@ -430,15 +475,22 @@ def read_workload(value: str, seed: int = 0) -> LoadTestWorkload:
     if text.startswith(("vllm ", "python")) or " bench serve" in text:
         return _vllm_command(text, "the command line")
     check_input_file(value, FIELD)
-    body = read_text(value, FIELD, max_bytes=MAX_CONFIG_BYTES).strip()
-    if body.startswith("{"):
-        from ridgeline.inputs import loads_json
+    from ridgeline.trace.importers import detect_format
 
-        data = loads_json(body, f"{FIELD}: {value!r}")
+    tool = detect_format(value)
+    if tool in ("guidellm", "aiperf"):
+        return _peer_result(value, tool)
+    if tool == "vllm":
+        from ridgeline.inputs import load_json
+
+        data = load_json(value, FIELD, max_bytes=1 << 30)
         if isinstance(data, dict) and "num_prompts" in data:
             return _vllm_result(value, data)
-        raise _bad(value, "keys", sorted(data)[:6] if isinstance(data, dict) else data,
-                   "a vllm bench serve result (num_prompts, request_rate, ...)")
+    body = read_text(value, FIELD, max_bytes=MAX_CONFIG_BYTES).strip()
+    if body.startswith(("{", "[")):
+        raise _bad(value, "format", body[:30], "an inference-perf config YAML, a vllm bench "
+                   "serve command line or result JSON, a GuideLLM benchmarks file, an AIPerf "
+                   "profile export")
     if "bench serve" in body or "benchmark_serving" in body:
         return _vllm_command(body, repr(value))
     return _inference_perf(value, seed)

@@ -41,7 +41,7 @@ MOONCAKE_BLOCK_TOKENS = 512        # the prompt tokens one Mooncake hash id stan
 # `format=` of a replay spec: the files' own formats, and load-test configs read as traces
 OTHER_FORMATS = ("azure", "vidur", "vidur-lengths", "vidur-arrivals", "sharegpt")
 UNTIMED_FORMATS = ("vidur-lengths", "sharegpt")
-CONFIG_FORMATS = ("inference-perf", "vllm-result")
+CONFIG_FORMATS = ("inference-perf", "vllm-result", "guidellm", "aiperf")
 FORMATS = ("burstgpt", "mooncake", *OTHER_FORMATS, *CONFIG_FORMATS)
 
 
