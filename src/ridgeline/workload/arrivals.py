@@ -28,6 +28,7 @@ simulator or the load generator) issues the next request when one finishes.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -105,7 +106,20 @@ class ArrivalProcess:
 def _read_replay(path_text: str, speedup: float = 1.0, fmt: str | None = None,
                  tokenizer: str | None = None, seed: int = 0, rate_req_s: float | None = None,
                  cv: float = 1.0) -> ArrivalProcess:
-    """A replay process: the file's times, and its lengths where its format has them."""
+    """A replay process: the file's times, and its lengths where its format has them.
+    Kept per file version (path, size, modification time): `simulate` reads the spec for
+    its stderr note and again for the run, and a ShareGPT file is tokenized each time."""
+    from ridgeline.inputs import check_input_file
+
+    st = check_input_file(path_text, "--arrival").stat()
+    return _read_replay_cached(path_text, st.st_size, st.st_mtime_ns, speedup, fmt, tokenizer,
+                               seed, rate_req_s, cv)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_replay_cached(path_text: str, _size: int, _mtime_ns: int, speedup: float,
+                        fmt: str | None, tokenizer: str | None, seed: int,
+                        rate_req_s: float | None, cv: float) -> ArrivalProcess:
     from ridgeline.inputs import check_input_file
     from ridgeline.workload.replay import read_timed_trace, sniff_format
 

@@ -396,7 +396,7 @@ def vllm_result_trace(path_text: str, field: str) -> Any:
     from ridgeline.inputs import load_json
     from ridgeline.workload.replay import TimedTrace, _count, _time
 
-    data = load_json(path_text, field, max_bytes=1 << 30)
+    data = load_json(path_text, field)
     ins, outs = data.get("input_lens"), data.get("output_lens")
     if not isinstance(ins, list) or not isinstance(outs, list) or len(ins) != len(outs) \
             or not ins:
@@ -483,7 +483,7 @@ def read_workload(value: str, seed: int = 0) -> LoadTestWorkload:
     if tool == "vllm":
         from ridgeline.inputs import load_json
 
-        data = load_json(value, FIELD, max_bytes=1 << 30)
+        data = load_json(value, FIELD)
         if isinstance(data, dict) and "num_prompts" in data:
             return _vllm_result(value, data)
     body = read_text(value, FIELD, max_bytes=MAX_CONFIG_BYTES).strip()
