@@ -205,3 +205,25 @@ def test_guidellm_benchmarks_inputs_as_sent(tmp_path: Path) -> None:
         max(r["output_metrics"]["total_tokens"] or 0, 1) for r in sent]
     t = [r["info"]["timings"]["request_start"] for r in sent]
     assert np.allclose([r["scheduled_s"] for r in reqs], np.array(t) - t[0])
+
+
+def test_vllm_sharegpt_closed_loop_takes_the_file_lengths(tmp_path: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai
+
+        enc = bpe_openai.get_encoding("cl100k_base")
+    want = []
+    for conv in json.loads((DATA / "traces" / "sharegpt.json").read_text()):
+        t = conv["conversations"]
+        for k in range(len(t) - 1):
+            if t[k]["from"] == "human" and t[k + 1]["from"] == "gpt":
+                want.append(len(enc.encode_ordinary(t[k]["value"])))
+                break
+    header, reqs, _, _ = _sim(
+        tmp_path, "--workload", "vllm bench serve --dataset-name sharegpt --dataset-path "
+        f"{DATA / 'traces' / 'sharegpt.json'} --num-prompts 10 --max-concurrency 2")
+    assert header["load"]["pattern"] == "closed-loop" and header["load"]["concurrency"] == 2
+    assert sorted(r["prompt_tokens"] for r in reqs) == sorted(want[:10])
