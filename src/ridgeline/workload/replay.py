@@ -5,7 +5,10 @@ One parser for every consumer (simulate's `--arrival replay:`, bench datasets):
 - BurstGPT CSV (header ``Timestamp,Model,Request tokens,Response tokens,Total tokens,
   Log Type``): Timestamp in seconds.
 - Mooncake JSONL (one object per line: ``timestamp`` in milliseconds, ``input_length``,
-  ``output_length``).
+  ``output_length``, ``hash_ids``: shared leading ids become prefix groups,
+  workload/prefix_groups.py).
+- the Azure LLM inference traces, Vidur's CSVs and ShareGPT JSON (workload/trace_formats.py)
+  and load-test configs and results read as traces (workload/load_test_configs.py).
 
 Times are sorted and shifted so the first request is at 0, then divided by `speedup`
 (speedup=2 replays the trace at twice its rate: every inter-arrival time halves).
