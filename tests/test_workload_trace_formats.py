@@ -145,14 +145,14 @@ def test_mooncake_lengths_and_prefix_hits(tmp_path: Path) -> None:
     assert off["simulation"]["engine_stats"][0]["prefix_cache_hits_tokens_total"] == 0
 
 
-def _cl100k():
+def _cl100k(name: str = "cl100k_base"):
     import warnings
 
     with warnings.catch_warnings():  # the package uses a deprecated importlib API
         warnings.simplefilter("ignore", DeprecationWarning)
         import bpe_openai
 
-        return bpe_openai.get_encoding("cl100k_base")
+        return bpe_openai.get_encoding(name)
 
 
 def _sharegpt_pairs() -> list[tuple[str, str]]:
@@ -239,3 +239,15 @@ def test_bench_replay_refuses_an_untimed_file() -> None:
                         "http://127.0.0.1:9", "-n", "3"], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2 and "has no timestamps" in r.stderr, r.stderr
+
+
+def test_sharegpt_tokenizer_option(tmp_path: Path) -> None:
+    enc = _cl100k("o200k_base")
+    pairs = _sharegpt_pairs()
+    p = np.array([len(enc.encode_ordinary(a)) for a, _ in pairs])
+    o = np.array([len(enc.encode_ordinary(b)) for _, b in pairs])
+    assert not np.array_equal(p, [len(_cl100k().encode_ordinary(a)) for a, _ in pairs])
+    _, sp, so, _ = _simulated(
+        tmp_path, "--arrival", f"replay:path={TRACES / 'sharegpt.json'},"
+        "tokenizer=tiktoken:o200k_base", "--rate", "5", "-n", str(len(pairs)))
+    _check(p, o, sp, so)
