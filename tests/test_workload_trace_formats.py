@@ -251,3 +251,19 @@ def test_sharegpt_tokenizer_option(tmp_path: Path) -> None:
         tmp_path, "--arrival", f"replay:path={TRACES / 'sharegpt.json'},"
         "tokenizer=tiktoken:o200k_base", "--rate", "5", "-n", str(len(pairs)))
     _check(p, o, sp, so)
+
+
+def test_vidur_arrival_trace_times_only(tmp_path: Path) -> None:
+    # Vidur's arrival traces: an `arrival_time` column of dates and times (here with a UTC
+    # offset and a Z); the lengths come from --prompt / --output
+    f = tmp_path / "arrivals.csv"
+    f.write_text("arrival_time,func\n2021-01-31 00:00:01.5+00:00,a\n"
+                 "2021-01-31 01:00:00.25+01:00,b\n2021-01-31T00:00:03Z,c\n")
+    header, sp, so, _ = _simulated(tmp_path, "--arrival", f"replay:path={f}", "-n", "3",
+                                   "--prompt", "fixed:40", "--output", "fixed:5")
+    assert header["load"]["replay_format"] == "vidur-arrivals"
+    lines = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()[1:]]
+    got = sorted(x["scheduled_s"] for x in lines if x["type"] == "request")
+    # 00:00:01.5, 00:00:00.25 (01:00 at +01:00) and 00:00:03 UTC, from the first
+    assert np.allclose(got, [0.0, 1.25, 2.75], atol=1e-6)
+    assert set(sp.tolist()) == {40} and set(so.tolist()) == {5}
