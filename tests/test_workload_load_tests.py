@@ -173,6 +173,12 @@ def test_workload_refuses_the_flags_it_sets(tmp_path: Path) -> None:
     assert r.returncode == 2 and "without --rate" in r.stderr
     r = _run("--workload", VLLM.replace("--request-rate 8", "--request-rate -1"))
     assert r.returncode == 2 and "--request-rate: got -1" in r.stderr
+    for cmd, needle in (("vllm bench serve --num-prompts", "expected one argument"),
+                        ("vllm bench serve --model 'x", "No closing quotation"),
+                        ("vllm bench serve --dataset-name sonnet", "allowed: random, sharegpt")):
+        r = _run("--workload", cmd)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr
 
 
 def test_aiperf_export_inputs_as_sent(tmp_path: Path) -> None:

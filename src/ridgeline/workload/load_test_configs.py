@@ -233,8 +233,16 @@ def _inference_perf(path_text: str, seed: int) -> LoadTestWorkload:
 
 # ---- vllm bench serve --------------------------------------------------------------------
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting (exit_on_error=False misses some errors,
+    e.g. a flag at the end without its value)."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise ValueError(message)
+
+
 def _vllm_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    ap = _Parser(add_help=False, exit_on_error=False, prog="vllm bench serve")
     ap.add_argument("--dataset-name", default="random")
     ap.add_argument("--dataset-path")
     ap.add_argument("--num-prompts", type=int, default=VLLM_DEFAULTS["num_prompts"])
@@ -254,10 +262,10 @@ def _vllm_parser() -> argparse.ArgumentParser:
 def _vllm_command(text: str, origin: str) -> LoadTestWorkload:
     from ridgeline.bench.peer_flags import random_lengths
 
-    words = shlex.split(text.replace("\\\n", " "), comments=True)
-    if "serve" in words:
-        words = words[words.index("serve") + 1:]
     try:
+        words = shlex.split(text.replace("\\\n", " "), comments=True)
+        if "serve" in words:
+            words = words[words.index("serve") + 1:]
         args, _ = _vllm_parser().parse_known_args(words)
     except (argparse.ArgumentError, ValueError) as exc:
         raise RidgelineError(f"{FIELD}: {origin}: {' '.join(str(exc).split())}; allowed: "
@@ -397,6 +405,9 @@ def vllm_result_trace(path_text: str, field: str) -> Any:
     from ridgeline.workload.replay import TimedTrace, _count, _time
 
     data = load_json(path_text, field)
+    if not isinstance(data, dict):
+        raise _bad(path_text, "top level", type(data).__name__, "a vllm bench serve result "
+                   "object")
     ins, outs = data.get("input_lens"), data.get("output_lens")
     if not isinstance(ins, list) or not isinstance(outs, list) or len(ins) != len(outs) \
             or not ins:

@@ -101,9 +101,14 @@ def _csv_rows(path: Path, field: str, path_text: str) -> Iterator[tuple[int, dic
 
     with open_text(path, field, newline="") as fh, decode_errors(field, path_text):
         reader = csv.DictReader(fh)
-        for row in reader:
-            # the line the row ended on (a quoted field may span lines)
-            yield reader.line_num, row
+        try:
+            for row in reader:
+                # the line the row ended on (a quoted field may span lines)
+                yield reader.line_num, row
+        except csv.Error as exc:  # a NUL byte, a field past the csv module's size limit
+            raise RidgelineError(f"{field}: {path_text!r} line {reader.line_num}: not CSV "
+                                 f"({exc}); allowed: a CSV file of the header's columns"
+                                 ) from None
 
 
 def read_rows(fmt: str, path: Path, path_text: str, field: str,
