@@ -233,3 +233,24 @@ def test_vllm_sharegpt_closed_loop_takes_the_file_lengths(tmp_path: Path) -> Non
         f"{DATA / 'traces' / 'sharegpt.json'} --num-prompts 10 --max-concurrency 2")
     assert header["load"]["pattern"] == "closed-loop" and header["load"]["concurrency"] == 2
     assert sorted(r["prompt_tokens"] for r in reqs) == sorted(want[:10])
+
+
+SHARED = Path(__import__("os").environ.get("RIDGELINE_SHARED_DATA")
+              or Path(__file__).resolve().parents[1].parent / "shared" / "data")
+RUNS = SHARED / "vllm-inference-perf" / "experiments"
+
+
+@pytest.mark.skipif(not RUNS.is_dir(), reason="shared data not present")
+def test_a_real_inference_perf_run_folder(tmp_path: Path) -> None:
+    """A measured run's folder: the config inference-perf dumped (results/config.yaml), its
+    stage counts compared with the stage metrics files' own request counts."""
+    run = sorted(p for p in RUNS.iterdir() if (p / "results" / "config.yaml").is_file())[0]
+    r = _run("--workload", str(run), "-n", "50", "--json")
+    assert r.returncode == 0, r.stderr
+    wl = json.loads(r.stdout)["workload"]
+    for k, stage in enumerate(wl["stages"]):
+        f = run / "results" / f"stage_{k}_lifecycle_metrics.json"
+        if f.is_file():
+            measured = json.loads(f.read_text())
+            sent = measured["successes"]["count"] + measured.get("failures", {}).get("count", 0)
+            assert stage["requests"] == sent

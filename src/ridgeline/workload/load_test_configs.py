@@ -2,7 +2,8 @@
 
 What each source says, and what the simulation takes from it:
 
-- an inference-perf config YAML (``load: {type: constant|poisson, stages: [{rate,
+- an inference-perf config YAML, or a run's folder holding it (``results/config.yaml``)
+  (``load: {type: constant|poisson, stages: [{rate,
   duration}, ...]}``, ``data: {type: shared_prefix, shared_prefix: {num_groups,
   num_prompts_per_group, system_prompt_len, question_len, output_len}}`` or ``type:
   random`` with ``input_distribution`` / ``output_distribution``): each stage sends
@@ -38,6 +39,7 @@ import argparse
 import math
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -485,6 +487,14 @@ def read_workload(value: str, seed: int = 0) -> LoadTestWorkload:
     text = value.strip()
     if text.startswith(("vllm ", "python")) or " bench serve" in text:
         return _vllm_command(text, "the command line")
+    folder = Path(value)
+    if folder.is_dir():
+        # an inference-perf run: the config it dumped (results/config.yaml)
+        for cand in (folder / "config.yaml", folder / "results" / "config.yaml"):
+            if cand.is_file():
+                return _inference_perf(str(cand), seed)
+        raise _bad(value, "folder", "no config.yaml", "an inference-perf run folder (its "
+                   "results/config.yaml) or a file")
     check_input_file(value, FIELD)
     from ridgeline.trace.importers import detect_format
 
