@@ -72,6 +72,9 @@ def load_replay(path: str, speed: float = 1.0) -> ReplayTrace:
         raise RidgelineError(f"--replay-speed: got {speed:g}; allowed: {MIN_SPEEDUP:g} to "
                              f"{MAX_SPEEDUP:g}")
     tt = read_timed_trace(path, speed, field="--replay")
+    if not tt.timed:
+        raise RidgelineError(f"--replay: {path!r} ({tt.format}) has no timestamps; allowed: a "
+                             "timed trace (a file of prompts: --dataset)")
     keep = np.flatnonzero((tt.prompt_tokens >= 1) & (tt.output_tokens >= 1))
     if keep.size == 0:
         raise RidgelineError(f"--replay: {path!r} holds no usable requests")

@@ -68,8 +68,14 @@ RequestsOpt = Annotated[int, typer.Option("--requests", "-n", min=1,
                                           help="Requests per run.")]
 ArrivalOpt = Annotated[str, typer.Option(
     "--arrival", help="poisson, gamma:cv=2, constant, ramp:start=1,end=16, "
-    "replay:path=FILE[,speedup=K] (also BurstGPT CSV, Mooncake JSONL), "
+    "replay:path=FILE[,speedup=K,format=F] (also BurstGPT, Mooncake, Azure, Vidur, "
+    "ShareGPT: docs/workloads.md), "
     "diurnal:peak=,trough=[,period=86400].")]
+WorkloadOpt = Annotated[str | None, typer.Option(
+    "--workload", help="Simulate a load test's own workload: an inference-perf config "
+    "YAML, a `vllm bench serve` command line (or a file holding one) or its result "
+    "JSON, a GuideLLM benchmarks file or an AIPerf profile export; replaces --rate, "
+    "--arrival, --concurrency, --prompt, --output and --prefix-* (docs/workloads.md).")]
 ConcurrencyOpt = Annotated[int | None, typer.Option(
     "--concurrency", min=1, help="Closed loop: this many users, each sending its next request "
     "when the last one ends (instead of --rate).")]
@@ -161,6 +167,7 @@ def simulate_cmd(
     output: OutputOpt = None,
     prefix_groups: PrefixGroupsOpt = 0,
     prefix_tokens: PrefixTokensOpt = 0,
+    workload: WorkloadOpt = None,
     replicas: ReplicasOpt = 1,
     router: RouterOpt = "round-robin",
     pd: PdOpt = None,
@@ -215,9 +222,17 @@ def simulate_cmd(
     from ridgeline.sim.scenario import Built, Scenario, sweep_rates_for
     from ridgeline.sim.sweep import parse_rates
 
+    load_test = None
+    if workload is not None:
+        from ridgeline.commands.workload_option import apply_workload
+
+        opts, load_test = apply_workload(workload, seed, {"requests": requests}, json_out)
+        arrival, rate, concurrency, prompt, output, prefix_groups, prefix_tokens, requests = (
+            opts[k] for k in ("arrival", "rate", "concurrency", "prompt", "output",
+                              "prefix_groups", "prefix_tokens", "requests"))
     del served_model_name  # the API name: no effect on the simulated timings
     model = model_from(model_arg, model, "llama-3.1-8b")
-    check_max_model_len(max_model_len, prompt, output)
+    check_max_model_len(max_model_len, prompt or DEFAULT_PROMPT, output or DEFAULT_OUTPUT)
     if concurrency is None and rate is None and not arrival.startswith(("ramp", "replay",
                                                                              "diurnal")):
         raise RidgelineError("--rate: give an arrival rate (req/s), a list, 'sweep', or "
@@ -229,6 +244,8 @@ def simulate_cmd(
     check_report_path(report)
     prompt_from_replay, output_from_replay, memory_output = _replay_lengths(
         arrival, concurrency, prompt, output, requests)
+    if load_test is not None and load_test.from_file:   # a closed loop's lengths too
+        prompt_from_replay, output_from_replay = prompt is None, output is None
     prompt = prompt or DEFAULT_PROMPT
     output = output or DEFAULT_OUTPUT
     sc = Scenario(
@@ -278,7 +295,8 @@ def simulate_cmd(
     runs = _run_all(sc, built, rates, trace, timeline, keep_samples=bool(report))
     json_out = json_out or fmt == "json"
     if len(runs) == 1:
-        _report_one(runs[0], built.step_model, json_out, fmt, all_assumptions)
+        _report_one(runs[0], built.step_model, json_out, fmt, all_assumptions,
+                    load_test.described if load_test is not None else None)
     else:
         _report_sweep(runs, built.step_model, sc.slos, slo_attainment, json_out, fmt,
                       all_assumptions)
@@ -448,7 +466,7 @@ def model_error_cells(step_model: Any) -> dict[str, str]:
 
 
 def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
-                all_assumptions: bool) -> None:
+                all_assumptions: bool, workload: dict[str, Any] | None = None) -> None:
     summary = run.summary()
     pr = getattr(step_model, "precision", None)  # a calibrated profile has none
     sched = _scheduler_lines(run)
@@ -462,6 +480,8 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
                "assumptions": sched + step_model.assumptions()}
         if pr is not None:
             out["precision"] = pr.describe()
+        if workload is not None:
+            out["workload"] = workload
         typer.echo(json.dumps(out, indent=2))
         return
     from ridgeline.metrics.render import print_analysis

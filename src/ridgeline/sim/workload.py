@@ -72,6 +72,13 @@ def build_workload(
         if concurrency < 1:
             raise RidgelineError(f"--concurrency: got {concurrency}; allowed: >= 1")
         think = parse_think_time(think_time)
+        if prompt_from_replay or output_from_replay:
+            # a closed loop of a load test whose lengths come from a file (`--workload`):
+            # the replay spec gives the lengths only
+            prompt_tokens, output_tokens = _replay_lengths(
+                parse_arrival(arrival, rate_req_s), n, prompt_tokens, output_tokens,
+                prompt_from_replay, output_from_replay, prefix_tokens if prefix_groups else 0,
+                dataset)
         wl = Workload(prompt_tokens, output_tokens, concurrency=concurrency,
                       think_s=think.sample(n, s_think), prefix_group=group,
                       prefix_tokens=ptoks)
@@ -84,6 +91,13 @@ def build_workload(
         prompt_tokens, output_tokens = _replay_lengths(
             proc, n, prompt_tokens, output_tokens, prompt_from_replay, output_from_replay,
             prefix_tokens if prefix_groups else 0, dataset)
+        if prompt_from_replay and not prefix_groups and proc.replay_prefix_group is not None:
+            # the file's own shared prefixes (Mooncake hash_ids, a load-test config's groups)
+            group = np.asarray(proc.replay_prefix_group[:n], dtype=np.int64)
+            ptoks = np.minimum(np.asarray(proc.replay_prefix_tokens[:n], dtype=np.int64),
+                               prompt_tokens)
+            dataset.update(prefix_groups=int(np.unique(group[group >= 0]).size),
+                           prefix_source=f"the trace's own ({proc.replay_format})")
     wl = Workload(prompt_tokens, output_tokens, arrival_s=times, prefix_group=group,
                   prefix_tokens=ptoks)
     load = {"pattern": "open-loop", **proc.describe(), "requests": n}
@@ -122,6 +136,9 @@ def _replay_lengths(proc: Any, n: int, prompt_tokens: np.ndarray, output_tokens:
                 if proc.kind == "replay" else "a replay: arrival")
         raise RidgelineError(f"--prompt/--output: lengths from the trace need {what}; give "
                              "--prompt and --output")
+    if len(proc.replay_prompt_tokens) < n:
+        raise RidgelineError(f"--requests: {n} asked but the replay file holds "
+                             f"{len(proc.replay_prompt_tokens)} requests")
     dataset.update(kind="replay", replay_format=proc.replay_format)
     if use_prompt:
         own = np.maximum(np.asarray(proc.replay_prompt_tokens[:n], dtype=np.int64), 1)

@@ -28,6 +28,7 @@ simulator or the load generator) issues the next request when one finishes.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -65,6 +66,13 @@ class ArrivalProcess:
     replay_prompt_tokens: tuple[int, ...] | None = None
     replay_output_tokens: tuple[int, ...] | None = None
     replay_format: str | None = None
+    # shared prefixes the file names (Mooncake hash_ids, a load-test config's groups):
+    # group per request (-1: none) and its shared tokens
+    replay_prefix_group: tuple[int, ...] | None = None
+    replay_prefix_tokens: tuple[int, ...] | None = None
+    # False: the file has lengths but no times (ShareGPT, a Vidur length file); the
+    # arrivals are Poisson (gamma with cv=) at rate_req_s
+    replay_timed: bool = True
 
     def rate_at(self, t_s: np.ndarray) -> np.ndarray:
         """Diurnal: the asked rate (req/s) at times `t_s`."""
@@ -86,6 +94,8 @@ class ArrivalProcess:
             out["replay_requests"] = len(self.replay_times_s or ())
             if self.replay_format:
                 out["replay_format"] = self.replay_format
+            if not self.replay_timed:
+                out["replay_arrivals"] = "poisson" if self.cv == 1.0 else f"gamma:cv={self.cv:g}"
         if self.kind == "diurnal":
             out.update(peak_rate_req_s=self.start_rate_req_s,
                        trough_rate_req_s=self.end_rate_req_s, period_s=self.period_s,
@@ -93,21 +103,40 @@ class ArrivalProcess:
         return out
 
 
-def _read_replay(path_text: str, speedup: float = 1.0) -> ArrivalProcess:
-    """A replay process: the file's times, and its lengths where its format has them."""
+def _read_replay(path_text: str, speedup: float = 1.0, fmt: str | None = None,
+                 tokenizer: str | None = None, seed: int = 0, rate_req_s: float | None = None,
+                 cv: float = 1.0) -> ArrivalProcess:
+    """A replay process: the file's times, and its lengths where its format has them.
+    Kept per file version (path, size, modification time): `simulate` reads the spec for
+    its stderr note and again for the run, and a ShareGPT file is tokenized each time."""
+    from ridgeline.inputs import check_input_file
+
+    st = check_input_file(path_text, "--arrival").stat()
+    return _read_replay_cached(path_text, st.st_size, st.st_mtime_ns, speedup, fmt, tokenizer,
+                               seed, rate_req_s, cv)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_replay_cached(path_text: str, _size: int, _mtime_ns: int, speedup: float,
+                        fmt: str | None, tokenizer: str | None, seed: int,
+                        rate_req_s: float | None, cv: float) -> ArrivalProcess:
     from ridgeline.inputs import check_input_file
     from ridgeline.workload.replay import read_timed_trace, sniff_format
 
     path = check_input_file(path_text, "--arrival")
-    if sniff_format(path) == "other":
+    if fmt is None and sniff_format(path) == "other":
         return ArrivalProcess("replay", replay_times_s=_read_replay_times(path_text, speedup))
-    tr = read_timed_trace(path_text, speedup)
+    tr = read_timed_trace(path_text, speedup, fmt=fmt, tokenizer=tokenizer, seed=seed)
     known = bool(np.all(tr.prompt_tokens >= 0) and np.all(tr.output_tokens >= 0))
+    grouped = tr.prefix_group is not None and tr.prefix_tokens is not None
     return ArrivalProcess(
-        "replay", replay_times_s=tuple(tr.times_s.tolist()),
+        "replay", replay_times_s=tuple(tr.times_s.tolist()), rate_req_s=rate_req_s, cv=cv,
         replay_prompt_tokens=tuple(tr.prompt_tokens.tolist()) if known else None,
         replay_output_tokens=tuple(tr.output_tokens.tolist()) if known else None,
-        replay_format=tr.format)
+        replay_format=tr.format,
+        replay_prefix_group=tuple(tr.prefix_group.tolist()) if grouped else None,  # type: ignore[union-attr]
+        replay_prefix_tokens=tuple(tr.prefix_tokens.tolist()) if grouped else None,  # type: ignore[union-attr]
+        replay_timed=tr.timed)
 
 
 def _read_replay_times(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
@@ -182,7 +211,17 @@ def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
         if not path:
             raise RidgelineError(f"{field}: replay needs path=FILE")
         speedup = take_float(params, "speedup", field, default=1.0, positive=True)
-        proc = _read_replay(path, speedup)
+        fmt = params.pop("format", None)
+        from ridgeline.workload.replay import FORMATS
+
+        if fmt is not None and fmt not in FORMATS:
+            raise RidgelineError(f"{field}: format: got {fmt!r}; allowed: {', '.join(FORMATS)}")
+        seed = take_float(params, "seed", field, default=0.0, nonnegative=True, hi=2.0**32)
+        cv = take_float(params, "cv", field, default=1.0, positive=True, lo=MIN_CV, hi=MAX_CV)
+        if rate > 0 and not MIN_RATE_REQ_S <= rate <= MAX_RATE_REQ_S:
+            raise RidgelineError(f"{field}: rate {rate:g}; allowed: {RATE_TEXT}")
+        proc = _read_replay(path, speedup, fmt, params.pop("tokenizer", None), int(seed),
+                            rate if rate > 0 else None, cv)
     elif kind == "diurnal":
         peak = take_float(params, "peak", field, positive=True, **bounded)
         trough = take_float(params, "trough", field, nonnegative=True, hi=MAX_RATE_REQ_S)
@@ -199,7 +238,8 @@ def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
     else:
         raise RidgelineError(f"{field}: unknown arrival process {kind!r}; allowed: {KINDS}")
     reject_unknown(params, field, kind, "rate (poisson, gamma, constant), cv (gamma), "
-                   "start and end (ramp), path and speedup (replay), peak, trough, period "
+                   "start and end (ramp), path, speedup, format, tokenizer, seed and cv (replay), "
+                   "peak, trough, period "
                    "and phase (diurnal)")
     return proc
 
@@ -208,6 +248,15 @@ def arrival_times_s(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> n
     """The first n arrival times in seconds, starting at 0 for the first request."""
     if n <= 0:
         return np.zeros(0)
+    if proc.kind == "replay" and not proc.replay_timed:
+        if proc.rate_req_s is None:
+            raise RidgelineError(f"--rate: a {proc.replay_format} file has no timestamps; "
+                                 "give the arrival rate (req/s) with --rate or rate=")
+        if n > len(proc.replay_times_s or ()):
+            raise RidgelineError(f"--requests: {n} asked but the replay file holds "
+                                 f"{len(proc.replay_times_s or ())} requests")
+        return arrival_times_s(ArrivalProcess("gamma", rate_req_s=proc.rate_req_s,
+                                              cv=proc.cv), n, rng)
     if proc.kind == "replay":
         times = np.asarray(proc.replay_times_s, dtype=np.float64)
         if n > times.size:
@@ -265,6 +314,8 @@ def _diurnal_times_s(proc: ArrivalProcess, n: int, rng: np.random.Generator) -> 
 
 def expected_duration_s(proc: ArrivalProcess, n: int) -> float:
     """Expected time from the first to the last of n arrivals."""
+    if proc.kind == "replay" and not proc.replay_timed and proc.rate_req_s:
+        return max(n - 1, 0) / float(proc.rate_req_s)
     if proc.kind == "replay":
         times = proc.replay_times_s or (0.0,)
         return float(times[min(n, len(times)) - 1])

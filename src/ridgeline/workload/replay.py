@@ -5,7 +5,10 @@ One parser for every consumer (simulate's `--arrival replay:`, bench datasets):
 - BurstGPT CSV (header ``Timestamp,Model,Request tokens,Response tokens,Total tokens,
   Log Type``): Timestamp in seconds.
 - Mooncake JSONL (one object per line: ``timestamp`` in milliseconds, ``input_length``,
-  ``output_length``).
+  ``output_length``, ``hash_ids``: shared leading ids become prefix groups,
+  workload/prefix_groups.py).
+- the Azure LLM inference traces, Vidur's CSVs and ShareGPT JSON (workload/trace_formats.py)
+  and load-test configs and results read as traces (workload/load_test_configs.py).
 
 Times are sorted and shifted so the first request is at 0, then divided by `speedup`
 (speedup=2 replays the trace at twice its rate: every inter-arrival time halves).
@@ -37,6 +40,12 @@ MAX_RECORD_TOKENS = 10_000_000     # the largest context of any served model
 MAX_TIMESTAMP_S = 1e10             # 317 years after the epoch (or the trace's start)
 MAX_HASH_IDS = 20_000              # a 10 M-token prompt's 512-token blocks
 MIN_SPEEDUP, MAX_SPEEDUP = 1e-6, 1e9
+MOONCAKE_BLOCK_TOKENS = 512        # the prompt tokens one Mooncake hash id stands for
+# `format=` of a replay spec: the files' own formats, and load-test configs read as traces
+OTHER_FORMATS = ("azure", "vidur", "vidur-lengths", "vidur-arrivals", "sharegpt")
+UNTIMED_FORMATS = ("vidur-lengths", "sharegpt")
+CONFIG_FORMATS = ("inference-perf", "vllm-result", "guidellm", "aiperf")
+FORMATS = ("burstgpt", "mooncake", *OTHER_FORMATS, *CONFIG_FORMATS)
 
 
 @dataclass
@@ -47,11 +56,21 @@ class TimedTrace:
     format: str
     # Mooncake: ids of each prompt's blocks (equal ids = equal content), in the same order
     hash_ids: list[tuple[int, ...]] | None = None
+    # shared prefixes for the simulator's prefix cache (Mooncake's hash_ids mapped by
+    # workload/prefix_groups.py; a load-test config's prompt groups): group id (-1: none)
+    # and shared leading tokens per request
+    prefix_group: np.ndarray | None = None
+    prefix_tokens: np.ndarray | None = None
+    # formats without timestamps (ShareGPT, Vidur length files): False, times_s all 0
+    timed: bool = True
 
 
 def sniff_format(path: Path, field: str = "--arrival") -> str:
-    """'burstgpt', 'mooncake', or 'other' (a trace or a column of seconds)."""
+    """'burstgpt', 'mooncake', a format of workload/trace_formats.py ('azure', 'vidur',
+    'vidur-lengths', 'vidur-arrivals', 'sharegpt'), or 'other' (a trace or a column of
+    seconds)."""
     from ridgeline.inputs import decode_errors, open_text
+    from ridgeline.workload.trace_formats import sniff_header
 
     with open_text(path, field) as fh, decode_errors(field, path):
         first = fh.readline(1 << 20).strip()
@@ -62,7 +81,9 @@ def sniff_format(path: Path, field: str = "--arrival") -> str:
             return "other"
         return "mooncake" if "timestamp" in obj and "input_length" in obj else "other"
     cols = [c.strip() for c in first.split(",")]
-    return "burstgpt" if all(c in cols for c in BURSTGPT_COLUMNS) else "other"
+    if all(c in cols for c in BURSTGPT_COLUMNS):
+        return "burstgpt"
+    return sniff_header(first) or "other"
 
 
 def _count(value: object, what: str, where: str) -> int:
@@ -101,9 +122,13 @@ def _too_many(field: str, path_text: str) -> RidgelineError:
                           "requests; allowed: at most that many (split the file)")
 
 
-def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arrival"
+def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arrival",
+                     fmt: str | None = None, tokenizer: str | None = None, seed: int = 0
                      ) -> TimedTrace:
-    """Read a BurstGPT CSV or Mooncake JSONL file (see the module docstring).
+    """Read a BurstGPT CSV or Mooncake JSONL file (see the module docstring), or a format of
+    workload/trace_formats.py or workload/load_test_configs.py; `fmt` overrides the format
+    sniffed from the header, `tokenizer` counts ShareGPT's texts, `seed` draws a load-test
+    config's arrivals.
 
     Every row is checked (finite times >= 0, whole token counts in range, at most
     MAX_REPLAY_ROWS rows); a bad one is one error line naming the file, line and field."""
@@ -115,7 +140,13 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
     if not (MIN_SPEEDUP <= speedup <= MAX_SPEEDUP):
         raise RidgelineError(f"{field}: speedup={speedup:g}; allowed: {MIN_SPEEDUP:g} to "
                              f"{MAX_SPEEDUP:g}")
-    fmt = sniff_format(path, field)
+    fmt = fmt or sniff_format(path, field)
+    if fmt in CONFIG_FORMATS:
+        from ridgeline.workload.load_test_configs import config_trace
+
+        tr = config_trace(fmt, path_text, seed, field)
+        tr.times_s = tr.times_s / speedup
+        return tr  # type: ignore[no-any-return]
     t = array("d")
     p = array("q")
     o = array("q")
@@ -150,17 +181,33 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
                 p.append(n_in)
                 o.append(_count(obj.get("output_length"), "output_length", where))
                 h.append(_hash_ids(obj.get("hash_ids"), n_in, where))
+    elif fmt in OTHER_FORMATS:
+        from ridgeline.workload.trace_formats import read_rows
+
+        for row_t, n_in, n_out in read_rows(fmt, path, path_text, field, tokenizer):
+            if len(t) >= MAX_REPLAY_ROWS:
+                raise _too_many(field, path_text)
+            t.append(0.0 if row_t is None else row_t)
+            p.append(n_in)
+            o.append(n_out)
     else:
-        raise RidgelineError(f"{field}: {path_text!r} is neither BurstGPT CSV nor Mooncake "
-                             "JSONL")
+        raise RidgelineError(f"{field}: {path_text!r} is in none of the replay formats "
+                             f"(format={fmt}); allowed: {', '.join(FORMATS)}")
     if not t:
         raise RidgelineError(f"{field}: replay file {path_text!r} holds no requests")
     times = np.frombuffer(t, dtype=np.float64)
     order = np.argsort(times, kind="stable")
     times = (times[order] - times[order[0]]) / speedup
-    return TimedTrace(times, np.frombuffer(p, dtype=np.int64)[order],
-                      np.frombuffer(o, dtype=np.int64)[order], fmt,
-                      [h[i] for i in order] if fmt == "mooncake" else None)
+    hashes = [h[i] for i in order] if fmt == "mooncake" else None
+    out = TimedTrace(times, np.frombuffer(p, dtype=np.int64)[order],
+                     np.frombuffer(o, dtype=np.int64)[order], fmt, hashes,
+                     timed=fmt not in UNTIMED_FORMATS)
+    if hashes is not None:
+        from ridgeline.workload.prefix_groups import shared_prefix_groups
+
+        out.prefix_group, out.prefix_tokens = shared_prefix_groups(
+            hashes, out.prompt_tokens, MOONCAKE_BLOCK_TOKENS)
+    return out
 
 
 def _hash_ids(value: object, input_length: int, where: str) -> tuple[int, ...]:

@@ -1,0 +1,230 @@
+"""Readers for the public LLM traces beyond BurstGPT and Mooncake, one per format, streamed.
+
+Each reader yields rows (time or None, prompt tokens, output tokens) one at a time, so a
+multi-gigabyte file is never held whole; `replay.read_timed_trace` collects them into arrays
+and checks the row cap. Every bad row is one error line naming the file, the line, the field,
+what it held and what is allowed.
+
+- Azure LLM inference traces, 2023 and 2024 (``TIMESTAMP,ContextTokens,GeneratedTokens``):
+  TIMESTAMP a date and time such as ``2023-11-16 18:15:46.0180360`` (any number of
+  fractional digits, an optional ``+00:00`` or ``Z``), read as seconds after the first row.
+- Vidur's CSVs: request lengths ``num_prefill_tokens,num_decode_tokens``, with an arrival
+  column ``arrived_at`` (seconds) when the file is a full trace (its ``splitwise_*.csv``);
+  or an arrival trace with an ``arrival_time`` column (a date and time, or seconds).
+- ShareGPT JSON (a list of ``{"conversations": [{"from": "human", "value": ...},
+  {"from": "gpt", "value": ...}, ...]}``): the first human turn is the prompt and the gpt
+  turn after it the output, both counted with a tokenizer (cl100k by default). ShareGPT has
+  no timestamps: the arrivals come from the arrival process (`--rate`, `cv=`).
+
+>>> round(_seconds_of("2023-11-16 18:15:46.0180361") - _seconds_of("2023-11-16 18:15:45.5"), 8)
+0.5180361
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ridgeline.errors import RidgelineError
+
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+VIDUR_LENGTH_COLUMNS = ("num_prefill_tokens", "num_decode_tokens")
+VIDUR_ARRIVAL_COLUMNS = ("arrived_at", "arrival_time")
+# A ShareGPT conversation larger than this is not a conversation (the whole public file,
+# 90k conversations, is 640 MB: 7 KB each on average).
+MAX_SHAREGPT_RECORD_BYTES = 64 << 20
+_READ_CHARS = 1 << 20
+_ZERO = datetime(2020, 1, 1)
+
+Row = tuple[float | None, int, int]
+
+
+def sniff_header(first_line: str) -> str | None:
+    """The format a CSV header line or the start of a JSON file names, or None."""
+    if first_line.lstrip().startswith("["):
+        return "sharegpt"
+    cols = [c.strip().strip('"') for c in first_line.split(",")]
+    if all(c in cols for c in AZURE_COLUMNS):
+        return "azure"
+    if all(c in cols for c in VIDUR_LENGTH_COLUMNS):
+        return "vidur" if "arrived_at" in cols else "vidur-lengths"
+    if "arrival_time" in cols:
+        return "vidur-arrivals"
+    return None
+
+
+def _seconds_of(text: str) -> float:
+    """Seconds after 2020-01-01 UTC of 'YYYY-MM-DD HH:MM:SS[.fraction][+HH:MM|Z]'.
+
+    The fraction is read digit for digit (Python's datetime takes at most 6 digits; the
+    Azure traces write 7), and the count starts in 2020 rather than 1970 so a float keeps
+    those 100 ns (near 1.7e9 s a float64 steps by 240 ns)."""
+    t = text.strip()
+    if t.endswith("Z"):
+        t = t[:-1]
+    offset_s = 0.0
+    tail = t[19:]
+    for sign in ("+", "-"):
+        if sign in tail:
+            k = 19 + tail.index(sign)
+            hh, _, mm = t[k + 1:].partition(":")
+            offset_s = (int(hh) * 3600 + int(mm or 0) * 60) * (1 if sign == "+" else -1)
+            t = t[:k]
+            break
+    whole, _, frac = t.partition(".")
+    if frac and not frac.isdigit():
+        raise ValueError(text)
+    base = datetime.strptime(whole.replace("T", " "), "%Y-%m-%d %H:%M:%S") - _ZERO
+    secs = base.days * 86400 + base.seconds - offset_s
+    return secs + (int(frac) / 10 ** len(frac) if frac else 0.0)
+
+
+def _datetime_seconds(value: str, what: str, where: str) -> float:
+    try:
+        return _seconds_of(value)
+    except (ValueError, OverflowError):
+        raise RidgelineError(f"{where}: {what}: got {_short(value)}; allowed: a date and time "
+                             "'YYYY-MM-DD HH:MM:SS[.fraction]'") from None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _csv_rows(path: Path, field: str, path_text: str) -> Iterator[tuple[int, dict[str, str]]]:
+    from ridgeline.inputs import decode_errors, open_text
+
+    with open_text(path, field, newline="") as fh, decode_errors(field, path_text):
+        reader = csv.DictReader(fh)
+        try:
+            for row in reader:
+                # the line the row ended on (a quoted field may span lines)
+                yield reader.line_num, row
+        except csv.Error as exc:  # a NUL byte, a field past the csv module's size limit
+            raise RidgelineError(f"{field}: {path_text!r} line {reader.line_num}: not CSV "
+                                 f"({exc}); allowed: a CSV file of the header's columns"
+                                 ) from None
+
+
+def read_rows(fmt: str, path: Path, path_text: str, field: str,
+              tokenizer: str | None = None) -> Iterator[Row]:
+    """The rows of a file in one of this module's formats (see the module docstring)."""
+    from ridgeline.workload.replay import _count, _time
+
+    if fmt == "sharegpt":
+        yield from _sharegpt_rows(path, path_text, field, tokenizer)
+        return
+    for lineno, row in _csv_rows(path, field, path_text):
+        where = f"{field}: {path_text!r} line {lineno}"
+        if None in row or any(v is None for v in row.values()):
+            given = sum(v is not None for k, v in row.items() if k is not None) + len(
+                row.get(None) or ())  # type: ignore[call-overload]
+            columns = len(row) - (None in row)
+            raise RidgelineError(f"{where}: fields: got {given}; allowed: {columns} (one per "
+                                 f"header column of the {fmt} CSV)")
+        if fmt == "azure":
+            t = _datetime_seconds(row["TIMESTAMP"], "TIMESTAMP", where)
+            yield (t, _count(row["ContextTokens"], "ContextTokens", where),
+                   _count(row["GeneratedTokens"], "GeneratedTokens", where))
+        elif fmt in ("vidur", "vidur-lengths"):
+            t = _time(row["arrived_at"], "arrived_at", where) if fmt == "vidur" else None
+            yield (t, _count(row["num_prefill_tokens"], "num_prefill_tokens", where),
+                   _count(row["num_decode_tokens"], "num_decode_tokens", where))
+        elif fmt == "vidur-arrivals":
+            raw = row["arrival_time"].strip()
+            try:
+                t = _time(float(raw), "arrival_time", where)
+            except ValueError:
+                t = _datetime_seconds(raw, "arrival_time", where)
+            yield (t, -1, -1)
+        else:  # pragma: no cover - the caller dispatches only this module's formats
+            raise RidgelineError(f"{field}: format {fmt!r} has no reader here")
+
+
+def _json_items(path: Path, path_text: str, field: str) -> Iterator[tuple[int, Any]]:
+    """The items of a JSON list file, one at a time (with the line each starts on), reading
+    1 MiB at a time: a 2 GB ShareGPT dump is never held whole."""
+    from ridgeline.inputs import decode_errors, open_text
+
+    dec = json.JSONDecoder()
+    with open_text(path, field) as fh, decode_errors(field, path_text):
+        buf = fh.read(_READ_CHARS).lstrip()
+        line = 1
+        if not buf.startswith("["):
+            raise RidgelineError(f"{field}: {path_text!r} line 1: got {_short(buf[:20])}; "
+                                 "allowed: a JSON list of conversations (ShareGPT)")
+        pos = 1
+        eof = False
+        while True:
+            # skip separators, reading more when the buffer runs dry
+            while True:
+                while pos < len(buf) and buf[pos] in " \t\r\n,":
+                    line += buf[pos] == "\n"
+                    pos += 1
+                if pos < len(buf) or eof:
+                    break
+                buf, pos = fh.read(_READ_CHARS), 0
+                eof = not buf
+            if pos >= len(buf):
+                raise RidgelineError(f"{field}: {path_text!r} line {line}: the JSON list is "
+                                     "not closed; allowed: a whole ShareGPT JSON file")
+            if buf[pos] == "]":
+                return
+            while True:
+                try:
+                    obj, end = dec.raw_decode(buf, pos)
+                    break
+                except json.JSONDecodeError as exc:
+                    if eof or len(buf) - pos > MAX_SHAREGPT_RECORD_BYTES:
+                        raise RidgelineError(
+                            f"{field}: {path_text!r} line {line + exc.lineno - 1}: not valid "
+                            f"JSON ({exc.msg}); allowed: a ShareGPT JSON list") from None
+                    more = fh.read(_READ_CHARS)
+                    eof = not more
+                    buf, pos = buf[pos:] + more, 0
+                except RecursionError:
+                    raise RidgelineError(f"{field}: {path_text!r} line {line}: JSON nested "
+                                         "too deeply; allowed: ordinary JSON") from None
+            yield line, obj
+            line += buf.count("\n", pos, end)
+            pos = end
+
+
+def _turn_text(turn: Any) -> tuple[str | None, str | None]:
+    if not isinstance(turn, dict):
+        return None, None
+    who = turn.get("from", turn.get("role"))
+    text = turn.get("value", turn.get("content"))
+    return (who if isinstance(who, str) else None), (text if isinstance(text, str) else None)
+
+
+def _sharegpt_rows(path: Path, path_text: str, field: str, tokenizer: str | None
+                   ) -> Iterator[Row]:
+    """Prompt = the first human turn, output = the gpt turn right after it; conversations
+    without such a pair are skipped (vLLM's benchmark skips them too)."""
+    from ridgeline.bench.tokens import load_tokenizer
+
+    tok = load_tokenizer(tokenizer or "tiktoken:cl100k_base")
+    assert tok is not None
+    for line, obj in _json_items(path, path_text, field):
+        where = f"{field}: {path_text!r} line {line}"
+        turns = obj.get("conversations", obj.get("conversation")) if isinstance(
+            obj, dict) else None
+        if not isinstance(turns, list):
+            raise RidgelineError(f"{where}: conversations: got {_short(turns)}; allowed: a "
+                                 "list of {\"from\": \"human\"|\"gpt\", \"value\": TEXT} turns")
+        for k in range(len(turns) - 1):
+            who, prompt = _turn_text(turns[k])
+            who_next, reply = _turn_text(turns[k + 1])
+            if who in ("human", "user") and who_next in ("gpt", "assistant") and prompt \
+                    and reply:
+                yield None, tok.count(prompt), tok.count(reply)
+                break
+
+
+__all__ = ["AZURE_COLUMNS", "read_rows", "sniff_header"]
