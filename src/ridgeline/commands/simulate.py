@@ -350,9 +350,13 @@ def _write_timeline(path: str, res: Any) -> None:
 
 
 def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
+    from ridgeline.sim.model_error import add_model_error, model_error_lines
+
     summary = run.summary()
+    analysis = run.analysis.to_dict()
+    add_model_error(run, analysis["latency"])   # model-error intervals beside each latency
     if json_out:
-        typer.echo(json.dumps({"simulation": summary, "analysis": run.analysis.to_dict(),
+        typer.echo(json.dumps({"simulation": summary, "analysis": analysis,
                                "assumptions": step_model.assumptions()}, indent=2))
         return
     from rich.console import Console
@@ -361,6 +365,11 @@ def _report_one(run: Any, step_model: Any, json_out: bool) -> None:
 
     con = Console()
     print_analysis(run.analysis, con)
+    con.print("model error (nominal 80% interval of the measured value, from held-out replay "
+              "residuals; the [CI] columns above are sampling CIs of this simulation):",
+              highlight=False)
+    for line in model_error_lines(analysis["latency"]):
+        con.print(line, highlight=False, markup=False)
     s = summary
     con.print(
         f"simulated {s['requests']:,} requests ({s['finished']:,} finished, {s['rejected']:,} "
