@@ -217,6 +217,7 @@ def estimate_cmd(
                 f"{scalar['decode_context_tokens']:,.0f}) exceeds {spec.name}'s context window "
                 f"of {window:,} tokens (max_position_embeddings); allowed: S + N <= {window:,} "
                 "(vLLM rejects such a request)")
+        _add_model_error(scalar, m, engine)
         ridge = const["ridge_point_flop_per_byte"]
         op_tables = None
         if ops:
@@ -246,6 +247,7 @@ def estimate_cmd(
         for i in range(b.size):
             row = {"hardware": m.hardware.name}
             row.update({k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in r.items()})
+            _add_model_error(row, m, engine)
             rows.append(row)
     if as_json:
         _emit_json({"config": results[0][0].describe() | {"hardware": hw_names},
@@ -254,6 +256,15 @@ def estimate_cmd(
                     "assumptions": {m.hardware.name: m.assumptions() for m, _, _ in results}})
         return
     _print_sweep(results, rows)
+
+
+def _add_model_error(result: dict[str, Any], m: Any, engine: str) -> None:
+    """Model-error intervals beside the TTFT, TPOT, E2E and throughput values (in place)."""
+    from ridgeline.metrics.prediction_interval import annotate_estimate, distance_from_data
+
+    annotate_estimate(result, distance_from_data(
+        m.hardware.name, engine, m.model.name,
+        memory_bandwidth_bytes_s=m.hardware.memory_bandwidth_bytes_s))
 
 
 # --- human output -------------------------------------------------------------------------
@@ -294,6 +305,15 @@ def _print_single(m: Any, r: dict[str, Any], const: dict[str, float],
     tab.add_row("E2E = TTFT + TPOT(N-1)", f"{r['e2e_s']:.3f} s",
                 f"{r['e2e_output_tok_s']:,.0f} output tok/s", "", "", "", "")
     con.print(tab)
+    iv = {k: r.get(f"{k}_interval80") for k in ("prefill_s", "tpot_s", "e2e_s",
+                                                 "decode_aggregate_tok_s")}
+    if all(v and None not in v for v in iv.values()):
+        con.print(f"model error 80% (nominal; held-out replay residuals, below the knee): TTFT "
+                  f"[{iv['prefill_s'][0] * 1e3:.2f}, {iv['prefill_s'][1] * 1e3:.2f}] ms, TPOT "
+                  f"[{iv['tpot_s'][0] * 1e3:.3f}, {iv['tpot_s'][1] * 1e3:.3f}] ms, E2E "
+                  f"[{iv['e2e_s'][0]:.3f}, {iv['e2e_s'][1]:.3f}] s, decode "
+                  f"[{iv['decode_aggregate_tok_s'][0]:,.0f}, "
+                  f"{iv['decode_aggregate_tok_s'][1]:,.0f}] tok/s")
     if m.parallel.dp > 1:
         con.print(f"cluster ({m.parallel.dp} replicas): {r['cluster_decode_tok_s']:,.0f} decode "
                   "tok/s aggregate")

@@ -132,8 +132,11 @@ def _gpu_sigma(entry: dict[str, Any], engine: str) -> float:
 
 
 def distance_from_data(hardware: str, engine: str = "vllm", model: str = "",
-                       catalog: dict[str, Any] | None = None) -> Distance:
-    """Classify `hardware` and `engine` against the catalog's data (see module docstring)."""
+                       catalog: dict[str, Any] | None = None,
+                       memory_bandwidth_bytes_s: float | None = None) -> Distance:
+    """Classify `hardware` (a catalog name; a GPU outside the catalog is "derived by rule",
+    its nearest measured GPU found by `memory_bandwidth_bytes_s`) and `engine` against the
+    catalog's data (see the module docstring)."""
     cat = catalog if catalog is not None else load_catalog()
     kfit = cat["kernel_fit_cv"]
     engine_fitted = engine in cat["fitted_engines"]
@@ -146,7 +149,7 @@ def distance_from_data(hardware: str, engine: str = "vllm", model: str = "",
         return Distance(hardware, "measured kernels", s,
                         f"{hardware} GEMM leave-shapes-out CV median APE / {MAD_TO_SIGMA}",
                         engine, engine_fitted, model)
-    bw = _bandwidth(hardware)
+    bw = memory_bandwidth_bytes_s or _bandwidth(hardware)
     near = min(gpus, key=lambda g: abs(math.log(bw / gpus[g]["memory_bandwidth_bytes_s"]))
                if bw > 0 else 0.0)
     s = math.sqrt(2.0) * _gpu_sigma(gpus[near]["gemm_cv_median_ape"], engine)
@@ -229,7 +232,8 @@ def interval_fields(iv: Interval, stat: str) -> dict[str, Any]:
 
 
 def _r(x: float) -> float | None:
-    return round(x, 6) if math.isfinite(x) else None
+    """7 significant figures (seconds and tokens/s alike), None when not finite."""
+    return float(f"{x:.7g}") if math.isfinite(x) else None
 
 
 COVERAGE_NOTE = ("model error intervals: nominal 80% and 95% coverage of the measured value, "
