@@ -56,6 +56,9 @@ def test_t_prediction_interval_by_hand() -> None:
     assert residual_interval(R5, 80) == pytest.approx((0.01 - HALF80, 0.01 + HALF80), abs=1e-9)
     assert residual_interval(R5, 95) == pytest.approx((0.01 - HALF95, 0.01 + HALF95), abs=1e-9)
     assert t_quantile(4, 80) == 1.533 and t_quantile(29, 95) == 2.045
+    # two model families among the five runs: t(1, 0.90) = 3.078 and the 1/k term of k = 2
+    half = 3.078 * SD5 * math.sqrt(1 + 1 / 2)
+    assert residual_interval(R5, 80, units=2) == pytest.approx((0.01 - half, 0.01 + half))
     with pytest.raises(ValueError):
         residual_interval([0.1], 80)
 

@@ -15,7 +15,8 @@ For each metric (TTFT mean/p90/p99, ITL, E2E mean/p90/p99) and regime (below_kne
 overloaded, by the run's measured latencies: ridgeline.metrics.prediction_interval.regime_of)
 and for all runs pooled: the log-ratios ln(pred/measured), n, mean, sd, the empirical 2.5/10/
 90/97.5 percentiles and the shipped 80%/95% intervals (prediction_interval.residual_interval:
-t prediction interval enveloped with the empirical percentiles).
+t prediction interval with model families as the independent units, enveloped with the
+empirical percentiles).
 
     .venv/bin/python benchmarks/accuracy/prediction_error_catalog.py
 """
@@ -69,20 +70,22 @@ def run_records(per_run: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     return out
 
 
-def entry(values: list[float], runs: list[str]) -> dict[str, Any] | None:
-    if len(values) < 2:
-        return {"n": len(values), "runs": runs, "log_ratios": values} if values else None
+def entry(values: list[float], runs: list[str], families: int) -> dict[str, Any] | None:
+    if len(values) < 2 or families < 2:
+        return {"n": len(values), "families": families, "runs": runs,
+                "log_ratios": values} if values else None
     r = np.asarray(values)
     q = np.percentile(r, [2.5, 10, 90, 97.5])
     e: dict[str, Any] = {
-        "n": len(values), "runs": runs, "log_ratios": [round(v, 6) for v in values],
+        "n": len(values), "families": families, "runs": runs,
+        "log_ratios": [round(v, 6) for v in values],
         "mean": round(float(r.mean()), 6), "sd": round(float(r.std(ddof=1)), 6),
         "median_abs": round(float(np.median(np.abs(r))), 6),
         "empirical_percentiles": {"q2.5": round(float(q[0]), 6), "q10": round(float(q[1]), 6),
                                   "q90": round(float(q[2]), 6), "q97.5": round(float(q[3]), 6)},
     }
     for lv in LEVELS:
-        lo, hi = residual_interval(values, lv)
+        lo, hi = residual_interval(values, lv, families)
         e[f"interval{lv}"] = [round(lo, 6), round(hi, 6)]
     return e
 
@@ -94,7 +97,8 @@ def table(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         by: dict[str, Any] = {}
         for reg in (*REGIMES, "all"):
             rs = [r for r in records if reg in ("all", r["regime"])]
-            e = entry([r["log_ratio"][m] for r in rs], [r["run"] for r in rs])
+            e = entry([r["log_ratio"][m] for r in rs], [r["run"] for r in rs],
+                      len({r["family"] for r in rs}))
             if e is not None:
                 by[reg] = e
         out[m] = by
@@ -150,10 +154,12 @@ def main() -> int:
         "date": date.today().isoformat(),
         "log_ratio": "ln(predicted / measured); the measured value lies in "
                      "[pred * exp(-r_high), pred * exp(-r_low)]",
-        "interval_method": "t prediction interval mean +- t(n-1, level) * sd * sqrt(1 + 1/n) "
-                           "on the log-ratios, widened to cover the empirical percentiles "
-                           "(10/90 for 80%, 2.5/97.5 for 95%; numpy linear); a regime with "
-                           "fewer than 4 runs uses all regimes pooled",
+        "interval_method": "t prediction interval mean +- t(k-1, level) * sd * sqrt(1 + 1/k) "
+                           "on the log-ratios (sd over the n runs, k = model families among "
+                           "them: a family's runs share its error), widened to cover the "
+                           "empirical percentiles (10/90 for 80%, 2.5/97.5 for 95%; numpy "
+                           "linear); a regime with fewer than 4 runs or 2 families uses all "
+                           "regimes pooled",
         "regime_rule": "overloaded: TTFT mean > 25 x ITL; near_knee: TTFT P99 > 2.5 x TTFT "
                        "mean; else below_knee (measured values for the catalog, predicted "
                        "values when applied)",

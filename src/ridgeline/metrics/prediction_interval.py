@@ -7,10 +7,12 @@ without its model). For a new prediction p the measured value lies in
 [p * exp(-r_high), p * exp(-r_low)] with the interval's nominal coverage, where [r_low, r_high]
 is the residuals' interval (`residual_interval`):
 
-- the t-based prediction interval of a normal sample, mean +- t(n-1) * sd * sqrt(1 + 1/n),
-  which widens for few runs, enveloped with (widened to cover) the empirical 10/90 or
+- the t-based prediction interval of a normal sample, mean +- t(k-1) * sd * sqrt(1 + 1/k),
+  where sd is over the n runs but k is the number of model families among them (a family's
+  runs share its error: the held-out unit is a family, so only k draws are independent),
+  which widens for few families, enveloped with (widened to cover) the empirical 10/90 or
   2.5/97.5 percentiles (numpy linear), which keep skew;
-- a regime with fewer than MIN_RUNS runs uses the residuals of all regimes pooled.
+- a regime with fewer than MIN_RUNS runs or two families uses all regimes pooled.
 
 Out-of-data cases widen in log space, each half-width combined in quadrature with
 z * sigma_kernel: a GPU with measured kernel tables other than the replay GPU takes sigma from
@@ -75,16 +77,20 @@ def t_quantile(df: int, level: int) -> float:
     return z + (z ** 3 + z) / (4.0 * df)
 
 
-def residual_interval(log_ratios: list[float] | np.ndarray, level: int) -> tuple[float, float]:
+def residual_interval(log_ratios: list[float] | np.ndarray, level: int,
+                      units: int | None = None) -> tuple[float, float]:
     """[r_low, r_high] of the log-ratios at `level`% (80 or 95): the t prediction interval
-    enveloped with the empirical percentiles (see the module docstring). Needs >= 2 values."""
+    enveloped with the empirical percentiles (see the module docstring). Needs >= 2 values.
+    `units`: independent groups among the values (model families: one family's runs share
+    its error), which then set the t's degrees of freedom (units - 1) and the 1/n term."""
     r = np.asarray(log_ratios, dtype=np.float64)
     n = r.size
     if n < 2:
         raise ValueError(f"log_ratios: got {n} values; allowed: >= 2")
+    k = n if units is None else max(2, min(int(units), n))
     tail = (100 - level) / 2.0
     m, sd = float(r.mean()), float(r.std(ddof=1))
-    half = t_quantile(n - 1, level) * sd * math.sqrt(1.0 + 1.0 / n)
+    half = t_quantile(k - 1, level) * sd * math.sqrt(1.0 + 1.0 / k)
     lo_e, hi_e = (float(x) for x in np.percentile(r, [tail, 100.0 - tail]))
     return min(m - half, lo_e), max(m + half, hi_e)
 
@@ -181,7 +187,7 @@ def residual_entry(residual: str, regime: str, engine_fitted: bool,
     table = "residuals" if engine_fitted else "engine_unfitted"
     by_regime = cat[table][residual]
     e = by_regime.get(regime)
-    if e is None or e["n"] < MIN_RUNS:
+    if e is None or e["n"] < MIN_RUNS or "interval80" not in e:
         return by_regime["all"], f"all (pooled: fewer than {MIN_RUNS} runs in {regime})", table
     return e, regime, table
 
@@ -201,8 +207,10 @@ def predict_interval(value: float, residual: str, regime: str, distance: Distanc
             r_hi = mid + math.hypot(r_hi - mid, k)
         bounds[level] = (value * math.exp(-r_hi), value * math.exp(-r_lo))
     src = {"residual": residual, "table": table, "regime": used, "n": entry["n"],
-           "method": "t prediction interval on ln(pred/measured), enveloped with empirical "
-                     "percentiles", **distance.describe()}
+           "families": entry.get("families"),
+           "method": "t prediction interval on ln(pred/measured) with model families as the "
+                     "independent units, enveloped with empirical percentiles",
+           **distance.describe()}
     return Interval(value, bounds, src)
 
 
