@@ -129,10 +129,10 @@ def test_estimate_rates_invert_the_time_interval() -> None:
     res: dict[str, object] = {"tpot_s": 0.01, "decode_aggregate_tok_s": 3200.0}
     annotate_estimate(res, d, cat)
     lo, hi = 0.01 - HALF80, 0.01 + HALF80
-    assert res["tpot_s_interval80"] == pytest.approx([0.01 * math.exp(-hi),
+    assert res["tpot_interval80_s"] == pytest.approx([0.01 * math.exp(-hi),
                                                       0.01 * math.exp(-lo)], rel=1e-5)
     # throughput = k / time: measured throughput = predicted x exp(r)
-    assert res["decode_aggregate_tok_s_interval80"] == pytest.approx(
+    assert res["decode_aggregate_interval80_tok_s"] == pytest.approx(
         [3200 * math.exp(lo), 3200 * math.exp(hi)], rel=1e-5)
 
 
@@ -173,14 +173,13 @@ def test_estimate_json_has_intervals() -> None:
     e = load_catalog()["residuals"]["ttft_mean"]["below_knee"]
     r_lo, r_hi = e["interval80"]
     v = res["prefill_s"]
-    assert res["prefill_s_interval80"] == pytest.approx([v * math.exp(-r_hi),
+    assert res["prefill_interval80_s"] == pytest.approx([v * math.exp(-r_hi),
                                                           v * math.exp(-r_lo)], rel=1e-4)
-    for k in ("tpot_s", "e2e_s", "decode_aggregate_tok_s"):
-        lo, hi = res[f"{k}_interval95"]
-        assert lo < res[k] < hi
+    for k, u in (("tpot", "s"), ("e2e", "s"), ("decode_aggregate", "tok_s")):
+        lo, hi = res[f"{k}_interval95_{u}"]
+        assert lo < res[f"{k}_{u}"] < hi
     assert res["interval_source"]["by_value"]["tpot_s"]["residual"] == "itl"
     der = _run("estimate", "--model", "llama-2-7b", "--batch", "8", "--hardware",
                "mi300x")["result"]
-    rel = [(hi - lo) / r[k] for r, k in ((res, "tpot_s"), (der, "tpot_s"))
-           for lo, hi in [r[f"{k}_interval80"]]]
+    rel = [(hi - lo) / r["tpot_s"] for r in (res, der) for lo, hi in [r["tpot_interval80_s"]]]
     assert rel[1] > rel[0]

@@ -305,15 +305,15 @@ def _print_single(m: Any, r: dict[str, Any], const: dict[str, float],
     tab.add_row("E2E = TTFT + TPOT(N-1)", f"{r['e2e_s']:.3f} s",
                 f"{r['e2e_output_tok_s']:,.0f} output tok/s", "", "", "", "")
     con.print(tab)
-    iv = {k: r.get(f"{k}_interval80") for k in ("prefill_s", "tpot_s", "e2e_s",
-                                                 "decode_aggregate_tok_s")}
+    iv = {k: r.get(f"{k}_interval80_{u}") for k, u in (("prefill", "s"), ("tpot", "s"),
+                                                       ("e2e", "s"), ("decode_aggregate", "tok_s"))}
     if all(v and None not in v for v in iv.values()):
         con.print(f"model error 80% (nominal; held-out replay residuals, below the knee): TTFT "
-                  f"[{iv['prefill_s'][0] * 1e3:.2f}, {iv['prefill_s'][1] * 1e3:.2f}] ms, TPOT "
-                  f"[{iv['tpot_s'][0] * 1e3:.3f}, {iv['tpot_s'][1] * 1e3:.3f}] ms, E2E "
-                  f"[{iv['e2e_s'][0]:.3f}, {iv['e2e_s'][1]:.3f}] s, decode "
-                  f"[{iv['decode_aggregate_tok_s'][0]:,.0f}, "
-                  f"{iv['decode_aggregate_tok_s'][1]:,.0f}] tok/s")
+                  f"[{iv['prefill'][0] * 1e3:.2f}, {iv['prefill'][1] * 1e3:.2f}] ms, TPOT "
+                  f"[{iv['tpot'][0] * 1e3:.3f}, {iv['tpot'][1] * 1e3:.3f}] ms, E2E "
+                  f"[{iv['e2e'][0]:.3f}, {iv['e2e'][1]:.3f}] s, decode "
+                  f"[{iv['decode_aggregate'][0]:,.0f}, "
+                  f"{iv['decode_aggregate'][1]:,.0f}] tok/s")
     if m.parallel.dp > 1:
         con.print(f"cluster ({m.parallel.dp} replicas): {r['cluster_decode_tok_s']:,.0f} decode "
                   "tok/s aggregate")

@@ -299,7 +299,8 @@ ESTIMATE_KEYS = {
 
 def annotate_estimate(result: dict[str, Any], distance: Distance,
                       catalog: dict[str, Any] | None = None) -> None:
-    """Add `<key>_interval80/95` beside estimate's TTFT, TPOT, E2E and throughput values and
+    """Add `<name>_interval80_<unit>` and `..._interval95_<unit>` (e.g. `tpot_interval80_s`)
+    beside estimate's TTFT, TPOT, E2E and throughput values and
     one `interval_source`, in place. One batch with no queue: the below-knee residuals. A
     rate is the inverse of a time: its interval is the time's, inverted."""
     srcs = {}
@@ -309,8 +310,9 @@ def annotate_estimate(result: dict[str, Any], distance: Distance,
             continue
         iv = predict_interval(1.0 / v if rate else float(v), residual, "below_knee", distance,
                               catalog)
-        for lv, (lo, hi) in iv.bounds.items():
-            result[f"{key}_interval{lv}"] = [_r(1.0 / hi), _r(1.0 / lo)] if rate \
+        base, unit = (key[:-6], "tok_s") if key.endswith("_tok_s") else (key[:-2], "s")
+        for lv, (lo, hi) in iv.bounds.items():   # the unit stays last: ttft_interval80_s
+            result[f"{base}_interval{lv}_{unit}"] = [_r(1.0 / hi), _r(1.0 / lo)] if rate \
                 else [_r(lo), _r(hi)]
         srcs[key] = iv.source
     result["interval_source"] = {"coverage": "nominal 80% and 95%", "note": COVERAGE_NOTE,
