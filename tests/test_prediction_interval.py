@@ -183,3 +183,45 @@ def test_estimate_json_has_intervals() -> None:
                "mi300x")["result"]
     rel = [(hi - lo) / r["tpot_s"] for r in (res, der) for lo, hi in [r["tpot_interval80_s"]]]
     assert rel[1] > rel[0]
+
+
+def test_rerun_at_scaled_rate_equals_an_engine_with_slower_steps() -> None:
+    """The step-time propagation's identity: every step s times longer under the same
+    arrivals is the run at s x the rate with every latency x s. The reference is an engine
+    whose step-time model really returns s x the time (no fixed engine cost, which the rule
+    would scale too)."""
+    import copy
+
+    from ridgeline.sim.model_error import _rerun_stats
+    from ridgeline.sim.scenario import Built, Scenario
+
+    sc = Scenario(model="llama-2-7b", requests=200, prompt="512", output="64",
+                  engine_costs=False).validate()
+    built = Built.of(sc)
+    s = 1.15
+
+    class Slower(type(built.step_model)):  # type: ignore[misc]
+        def step_time_s(self, work):  # type: ignore[no-untyped-def]
+            return s * super().step_time_s(work)
+
+    slow = copy.copy(built.step_model)
+    slow.__class__ = Slower
+    truth = _rerun_stats(sc, Built(slow, built.config, built.cluster), 20.0, 1.0)
+    fast = _rerun_stats(sc, built, 20.0, s)
+    for m in ("ttft_ms", "e2e_ms", "tpot_ms"):
+        for stat in ("mean", "median", "p90", "p99"):
+            assert fast[m][stat] == pytest.approx(truth[m][stat], rel=1e-9)
+    # and it is not the trivial scaling: queueing makes TTFT grow faster than s
+    base = _rerun_stats(sc, built, 20.0, 1.0)
+    assert truth["ttft_ms"]["mean"] != pytest.approx(s * base["ttft_ms"]["mean"], rel=1e-3)
+
+
+def test_near_the_knee_the_interval_widens_beyond_the_residuals() -> None:
+    lo_load = _run("simulate", "--model", "llama-2-7b", "--rate", "5", "-n", "1000")
+    hi_load = _run("simulate", "--model", "llama-2-7b", "--rate", "44", "-n", "1000")
+    rel = []
+    for out in (lo_load, hi_load):
+        t = out["analysis"]["latency"]["ttft_ms"]
+        rel.append(t["mean_interval80"][1] / t["mean"])
+        assert "reruns" in t["interval_source"]["step_time_propagation"]
+    assert rel[1] > 2 * rel[0]

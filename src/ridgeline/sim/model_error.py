@@ -10,6 +10,11 @@ same seeded draws, scaled), with every latency multiplied by `s`. That holds for
 Poisson and gamma arrivals; a closed loop with no think time just scales (no rerun needed);
 other arrival processes are not propagated (interval_source says so). The fixed per-request
 engine cost is scaled with the rest, a small overstatement.
+
+The reruns skip the analysis (its bootstrap CIs cost far more than the simulation) and hold at
+most PROPAGATION_MAX_REQUESTS requests: each statistic is taken over the rerun's successful
+requests, and the run's own figure is multiplied by the ratio of the scaled rerun's statistic
+to an unscaled rerun's (the pooled ITL follows the per-request TPOT's ratio).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from ridgeline.metrics.prediction_interval import (
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 STATS = ("mean", "median", "p90", "p99")
 RESCALABLE_ARRIVALS = ("poisson", "constant", "gamma")
+PROPAGATION_MAX_REQUESTS = 10_000
 
 
 def _stats(latency: dict[str, Any], scale: float) -> dict[str, dict[str, float]]:
@@ -43,6 +49,36 @@ def _stats(latency: dict[str, Any], scale: float) -> dict[str, dict[str, float]]
     return out
 
 
+def _rerun_stats(sc: Any, built: Any, rate_req_s: float, scale: float
+                 ) -> dict[str, dict[str, float]]:
+    """Per-request TTFT, TPOT and E2E statistics (ms) of `sc` at `rate_req_s` x `scale`,
+    every latency x `scale`: the run with every step `scale` times longer."""
+    import numpy as np
+
+    from ridgeline.metrics.per_request import request_metrics
+    from ridgeline.sim.runner import simulate
+    from ridgeline.sim.scenario import trace_header
+    from ridgeline.sim.workload import build_workload
+
+    n = min(sc.requests, PROPAGATION_MAX_REQUESTS)
+    wl, load, dataset = build_workload(
+        n, sc.prompt, sc.output, rate_req_s=rate_req_s * scale, arrival=sc.arrival,
+        concurrency=None, think_time=sc.think_time, prefix_groups=sc.prefix_groups,
+        prefix_tokens=sc.prefix_tokens, seed=sc.seed)
+    res = simulate(wl, built.config, built.step_model, built.cluster, mode=sc.mode)
+    rm = request_metrics(res.to_trace(trace_header(sc, built, load, dataset)))
+    out: dict[str, dict[str, float]] = {}
+    for m, arr in (("ttft_ms", rm.ttft_s), ("tpot_ms", rm.tpot_s), ("e2e_ms", rm.e2e_s)):
+        v = arr[rm.ok & np.isfinite(arr)] * 1e3 * scale
+        if v.size:
+            p50, p90, p99 = np.percentile(v, [50, 90, 99])
+            out[m] = {"mean": float(v.mean()), "median": float(p50), "p90": float(p90),
+                      "p99": float(p99)}
+    if "tpot_ms" in out:
+        out["itl_ms"] = out["tpot_ms"]
+    return out
+
+
 def run_regime(latency: dict[str, Any]) -> str:
     """The run's regime from its predicted TTFT mean and P99 and ITL."""
     t, i = latency.get("ttft_ms"), latency.get("itl_ms")
@@ -53,8 +89,6 @@ def run_regime(latency: dict[str, Any]) -> str:
 
 def add_model_error(run: Any, latency_json: dict[str, Any]) -> None:
     """Annotate `latency_json` (the run's analysis `to_dict()["latency"]`) in place."""
-    from ridgeline.sim.scenario import run_scenario
-
     sc = run.scenario
     distance = distance_from_data(sc.hardware, sc.engine, sc.model)
     regime = run_regime(run.analysis.latency)
@@ -68,16 +102,25 @@ def add_model_error(run: Any, latency_json: dict[str, Any]) -> None:
         reruns = {lv: (_stats(run.analysis.latency, a), _stats(run.analysis.latency, b))
                   for lv, (a, b) in scales.items()}
     elif not closed and run.rate_req_s and kind in RESCALABLE_ARRIVALS:
-        how = "reruns at rate x s, latencies x s, s at the step-time residual's interval ends"
+        how = ("reruns at rate x s, latencies x s, s at the step-time residual's interval "
+               f"ends (first {min(sc.requests, PROPAGATION_MAX_REQUESTS):,} requests; the "
+               "run's figures times the scaled/unscaled rerun ratio)")
         cache: dict[float, dict[str, dict[str, float]]] = {}
 
         def at(s: float) -> dict[str, dict[str, float]]:
             if s not in cache:
-                r = run_scenario(sc, run.rate_req_s * s, built=run.built, keep_samples=False)
-                cache[s] = _stats(r.analysis.latency, s)
+                cache[s] = _rerun_stats(sc, run.built, float(run.rate_req_s), s)
             return cache[s]
 
-        reruns = {lv: (at(a), at(b)) for lv, (a, b) in scales.items()}
+        main, base = _stats(run.analysis.latency, 1.0), at(1.0)
+
+        def scaled(s: float) -> dict[str, dict[str, float]]:
+            got = at(s)
+            return {m: {k: v * got[m][k] / base[m][k] for k, v in stats.items()
+                        if base.get(m, {}).get(k) and m in got and k in got[m]}
+                    for m, stats in main.items()}
+
+        reruns = {lv: (scaled(a), scaled(b)) for lv, (a, b) in scales.items()}
     else:
         reruns = {}
     for lv, (lo_run, hi_run) in reruns.items():
