@@ -225,3 +225,13 @@ def test_near_the_knee_the_interval_widens_beyond_the_residuals() -> None:
         rel.append(t["mean_interval80"][1] / t["mean"])
         assert "reruns" in t["interval_source"]["step_time_propagation"]
     assert rel[1] > 2 * rel[0]
+
+
+def test_estimate_without_engine_costs_uses_the_unfitted_residuals() -> None:
+    res = _run("estimate", "--model", "llama-2-7b", "--batch", "8",
+               "--no-engine-costs")["result"]
+    e = load_catalog()["engine_unfitted"]["itl"]["below_knee"]
+    r_lo, r_hi = e["interval80"]
+    assert res["interval_source"]["by_value"]["tpot_s"]["table"] == "engine_unfitted"
+    assert res["tpot_interval80_s"] == pytest.approx(
+        [res["tpot_s"] * math.exp(-r_hi), res["tpot_s"] * math.exp(-r_lo)], rel=1e-5)

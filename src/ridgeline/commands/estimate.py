@@ -217,7 +217,7 @@ def estimate_cmd(
                 f"{scalar['decode_context_tokens']:,.0f}) exceeds {spec.name}'s context window "
                 f"of {window:,} tokens (max_position_embeddings); allowed: S + N <= {window:,} "
                 "(vLLM rejects such a request)")
-        _add_model_error(scalar, m, engine)
+        _add_model_error(scalar, m, engine if engine_costs else "none")
         ridge = const["ridge_point_flop_per_byte"]
         op_tables = None
         if ops:
@@ -247,7 +247,7 @@ def estimate_cmd(
         for i in range(b.size):
             row = {"hardware": m.hardware.name}
             row.update({k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in r.items()})
-            _add_model_error(row, m, engine)
+            _add_model_error(row, m, engine if engine_costs else "none")
             rows.append(row)
     if as_json:
         _emit_json({"config": results[0][0].describe() | {"hardware": hw_names},
@@ -259,7 +259,8 @@ def estimate_cmd(
 
 
 def _add_model_error(result: dict[str, Any], m: Any, engine: str) -> None:
-    """Model-error intervals beside the TTFT, TPOT, E2E and throughput values (in place)."""
+    """Model-error intervals beside the TTFT, TPOT, E2E and throughput values (in place);
+    `engine` "none" without engine costs (the residuals of the model without them)."""
     from ridgeline.metrics.prediction_interval import annotate_estimate, distance_from_data
 
     annotate_estimate(result, distance_from_data(

@@ -90,13 +90,16 @@ def run_regime(latency: dict[str, Any]) -> str:
 def add_model_error(run: Any, latency_json: dict[str, Any]) -> None:
     """Annotate `latency_json` (the run's analysis `to_dict()["latency"]`) in place."""
     sc = run.scenario
-    distance = distance_from_data(sc.hardware, sc.engine, sc.model)
+    hw = getattr(run.built.step_model, "hardware", None)   # the catalog name, also for a path
+    distance = distance_from_data(
+        getattr(hw, "name", sc.hardware), sc.engine if sc.engine_costs else "none", sc.model,
+        memory_bandwidth_bytes_s=getattr(hw, "memory_bandwidth_bytes_s", None))
     regime = run_regime(run.analysis.latency)
     scales = step_scales(regime, distance)
     kind = sc.arrival.split(":", 1)[0]
     closed = sc.concurrency is not None
     propagated: dict[str, dict[str, dict[int, tuple[float, float]]]] = {}
-    how = "not propagated (arrival process cannot be time-rescaled)"
+    how = "not propagated (think time, or an arrival process that cannot be time-rescaled)"
     if closed and str(sc.think_time).strip() in ("0", "0.0", ""):
         how = "closed loop without think time: latencies scale with the step time"
         reruns = {lv: (_stats(run.analysis.latency, a), _stats(run.analysis.latency, b))
