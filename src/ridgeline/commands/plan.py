@@ -114,6 +114,10 @@ def plan_cmd(
     plot: Annotated[str | None, typer.Option(
         "--plot", help="Write the Pareto plot here (.png, .svg or .pdf; needs matplotlib).")
     ] = None,
+    confidence: Annotated[float | None, typer.Option(
+        "--confidence", help="Also judge every configuration at the pessimistic end of the "
+        "model's error (0.9 or 0.975: every step as much slower as the held-out residuals "
+        "allow at that one-sided confidence) and show both answers.")] = None,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
 ) -> None:
@@ -149,6 +153,12 @@ def plan_cmd(
         requests=requests, seed=seed, verify_requests=verify_requests).validate()
     if plot:
         check_plot_path(plot)    # before the search, not after it
+    pessimistic = None
+    if confidence is not None:
+        from ridgeline.plan.confidence import pessimistic_request, pessimistic_step_scale
+
+        step_scale, step_desc = pessimistic_step_scale(confidence, req.hardware)
+        pessimistic = pessimistic_request(req, step_scale).validate()
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         console=Console(stderr=True), transient=True,
                         # off the terminal a bar is noise, and its closing newline would
@@ -165,18 +175,28 @@ def plan_cmd(
     try:
         with progress:
             result = plan(req, workers=workers, ray_address=ray, progress=on_progress)
+            if pessimistic is not None:
+                worst = plan(pessimistic, workers=workers, ray_address=ray,
+                             progress=on_progress)
     except PlanInterrupted as exc:
         # Workers are stopped; print what had finished, marked partial, and exit 130.
         result, interrupted = exc.result, True
     if plot and not interrupted:
         plot_pareto(result, plot)
+    at_confidence = None
+    if pessimistic is not None and not interrupted:
+        at_confidence = {"step_time": step_desc, **worst.to_dict()}
     if json_out:
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        typer.echo(json.dumps(result.to_dict() | ({"at_confidence": at_confidence}
+                                                  if at_confidence else {}), indent=2))
     else:
         from rich.console import Console as _C
         from rich.markdown import Markdown
 
         _C().print(Markdown(result.markdown()))
+        if at_confidence is not None:
+            _C().print(Markdown(f"## At confidence {confidence:g}\n\n{step_desc['rule']}.\n\n"
+                                + worst.markdown()))
     if interrupted:
         raise typer.Exit(130)
     if result.chosen is None:
