@@ -19,6 +19,7 @@ to an unscaled rerun's (the pooled ITL follows the per-request TPOT's ratio).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ridgeline.metrics.prediction_interval import (
@@ -94,6 +95,11 @@ def add_model_error(run: Any, latency_json: dict[str, Any]) -> None:
     distance = distance_from_data(
         getattr(hw, "name", sc.hardware), sc.engine if sc.engine_costs else "none", sc.model,
         memory_bandwidth_bytes_s=getattr(hw, "memory_bandwidth_bytes_s", None))
+    if sc.calibration:   # measured steps, not the fitted model: its residuals only stand in
+        distance = dataclasses.replace(
+            distance, hardware_kind="calibrated profile", kernel_sigma_log=0.0,
+            kernel_source="a calibration profile times the steps; the fitted model's "
+                          "held-out residuals stand in (the profile's own fit error is in it)")
     regime = run_regime(run.analysis.latency)
     scales = step_scales(regime, distance)
     kind = sc.arrival.split(":", 1)[0]
