@@ -235,3 +235,22 @@ def test_estimate_without_engine_costs_uses_the_unfitted_residuals() -> None:
     assert res["interval_source"]["by_value"]["tpot_s"]["table"] == "engine_unfitted"
     assert res["tpot_interval80_s"] == pytest.approx(
         [res["tpot_s"] * math.exp(-r_hi), res["tpot_s"] * math.exp(-r_lo)], rel=1e-5)
+
+
+def test_shipped_catalog_is_consistent_with_its_runs() -> None:
+    """Each stored log-ratio is ln(predicted / measured) of its run, and each shipped
+    interval is the stated rule applied to the stored log-ratios."""
+    cat = load_catalog()
+    runs = {r["run"]: r for r in cat["runs"]}
+    for r in runs.values():
+        for m, lr in r["log_ratio"].items():
+            assert lr == pytest.approx(math.log(r["predicted"][m] / r["measured"][m]))
+    for by_regime in cat["residuals"].values():
+        for e in by_regime.values():
+            if "interval80" not in e:
+                continue
+            fams = {runs[name]["family"] for name in e["runs"]}
+            assert e["families"] == len(fams)
+            for lv in (80, 95):
+                assert e[f"interval{lv}"] == pytest.approx(
+                    list(residual_interval(e["log_ratios"], lv, len(fams))), abs=2e-6)
