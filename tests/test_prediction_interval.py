@@ -239,7 +239,7 @@ def test_estimate_without_engine_costs_uses_the_unfitted_residuals() -> None:
 
 def test_shipped_catalog_is_consistent_with_its_runs() -> None:
     """Each stored log-ratio is ln(predicted / measured) of its run, and each shipped
-    interval is the stated rule applied to the stored log-ratios."""
+    interval is the stated rule applied to the stored log-ratios (kept to 6 decimals)."""
     cat = load_catalog()
     runs = {r["run"]: r for r in cat["runs"]}
     for r in runs.values():
@@ -253,4 +253,4 @@ def test_shipped_catalog_is_consistent_with_its_runs() -> None:
             assert e["families"] == len(fams)
             for lv in (80, 95):
                 assert e[f"interval{lv}"] == pytest.approx(
-                    list(residual_interval(e["log_ratios"], lv, len(fams))), abs=2e-6)
+                    list(residual_interval(e["log_ratios"], lv, len(fams))), abs=5e-5)
