@@ -207,9 +207,10 @@ def estimate_cmd(
                                                   else load_engine_costs(engine).engine))
     if b.size == 1 and len(hw_names) == 1:
         _report_single(results[0], spec, ops, as_json, fmt, gpu_memory_utilization, details,
-                       all_assumptions)
+                       all_assumptions, engine if engine_costs else "none")
     else:
-        _report_sweep(results, b.size, hw_names, as_json, fmt, all_assumptions)
+        _report_sweep(results, b.size, hw_names, as_json, fmt, all_assumptions,
+                      engine if engine_costs else "none")
 
 
 def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]],
@@ -261,7 +262,8 @@ TTFT_DEFINITION = ("TTFT: 'serving' is one request joining B-1 running decodes u
 
 
 def _report_single(res: Any, spec: Any, ops: bool, as_json: bool, fmt: str | None,
-                   util: float, details: bool, all_assumptions: bool) -> None:
+                   util: float, details: bool, all_assumptions: bool,
+                   error_engine: str = "vllm") -> None:
     import numpy as np
 
     from ridgeline.perf.estimate import op_rows
@@ -279,6 +281,7 @@ def _report_single(res: Any, spec: Any, ops: bool, as_json: bool, fmt: str | Non
             f"{scalar['decode_context_tokens']:,.0f}) exceeds {spec.name}'s context window "
             f"of {window:,} tokens (max_position_embeddings); allowed: S + N <= {window:,} "
             "(vLLM rejects such a request)")
+    _add_model_error(scalar, m, error_engine)
     op_tables = None
     if ops:
         from ridgeline.perf.estimate import decode_work, prefill_work
@@ -310,7 +313,7 @@ def _report_single(res: Any, spec: Any, ops: bool, as_json: bool, fmt: str | Non
 
 
 def _report_sweep(results: list[Any], size: int, hw_names: list[str], as_json: bool,
-                  fmt: str | None, all_assumptions: bool) -> None:
+                  fmt: str | None, all_assumptions: bool, error_engine: str = "vllm") -> None:
     import numpy as np
 
     rows = []
@@ -319,6 +322,7 @@ def _report_sweep(results: list[Any], size: int, hw_names: list[str], as_json: b
             # the scheme can differ per GPU (fp8 is W8A16 on an A100, W8A8 on an H100)
             row = {"hardware": m.hardware.name, "scheme": m.precision.scheme}
             row.update({k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in r.items()})
+            _add_model_error(row, m, error_engine)
             rows.append(row)
     if as_json:
         _emit_json({"config": results[0][0].describe() | {"hardware": hw_names},
@@ -330,6 +334,18 @@ def _report_sweep(results: list[Any], size: int, hw_names: list[str], as_json: b
 
     with out_for(fmt) as page:
         print_sweep(page, results, rows, all_assumptions, TTFT_DEFINITION)
+
+
+def _add_model_error(result: dict[str, Any], m: Any, engine: str) -> None:
+    """Model-error intervals beside the TTFT, TPOT, E2E and throughput values (in place);
+    `engine` "none" without engine costs (the residuals of the model without them)."""
+    from ridgeline.metrics.prediction_interval import annotate_estimate, distance_from_data
+
+    annotate_estimate(result, distance_from_data(
+        m.hardware.name, engine, m.model.name,
+        memory_bandwidth_bytes_s=m.hardware.memory_bandwidth_bytes_s))
+
+
 
 
 # --- roofline ------------------------------------------------------------------------------

@@ -148,6 +148,10 @@ def plan_cmd(
     plot: Annotated[str | None, typer.Option(
         "--plot", help="Write the Pareto plot here (.png, .svg or .pdf; needs matplotlib).")
     ] = None,
+    confidence: Annotated[float | None, typer.Option(
+        "--confidence", help="Also judge every configuration at the pessimistic end of the "
+        "model's error (0.9 or 0.975: every step as much slower as the held-out residuals "
+        "allow at that one-sided confidence) and show both answers.")] = None,
     json_out: JsonOpt = False,
     fmt: OutFormatOpt = None,
     seed: SeedOpt = 0,
@@ -191,6 +195,12 @@ def plan_cmd(
         check_plot_path(plot)    # before the search, not after it
     if req.verify_requests_warning:
         typer.echo(f"warning: {req.verify_requests_warning}", err=True)
+    pessimistic = None
+    if confidence is not None:
+        from ridgeline.plan.confidence import pessimistic_request, pessimistic_step_scale
+
+        step_scale, step_desc = pessimistic_step_scale(confidence, req.hardware)
+        pessimistic = pessimistic_request(req, step_scale).validate()
     from ridgeline.report.progress import progress_for
 
     # A bar with an ETA in a terminal; a line every few seconds on stderr in a log (a plan
@@ -207,6 +217,9 @@ def plan_cmd(
     try:
         with progress:
             result = plan(req, workers=workers, ray_address=ray, progress=on_progress)
+            if pessimistic is not None:
+                worst = plan(pessimistic, workers=workers, ray_address=ray,
+                             progress=on_progress)
     except PlanInterrupted as exc:
         # Workers are stopped; print what had finished, marked partial, and exit 130.
         result, interrupted = exc.result, True
@@ -214,10 +227,18 @@ def plan_cmd(
         plot_pareto(result, plot)
     from ridgeline.report.tables import print_markdown_document
 
+    at_confidence = None
+    if pessimistic is not None and not interrupted:
+        at_confidence = {"step_time": step_desc, **worst.to_dict()}
     if json_out or fmt == "json":
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        typer.echo(json.dumps(result.to_dict() | ({"at_confidence": at_confidence}
+                                                  if at_confidence else {}), indent=2))
     else:
         print_markdown_document(result.markdown(launch=False), fmt)
+        if at_confidence is not None:
+            print_markdown_document(f"## At confidence {confidence:g}\n\n"
+                                    f"{step_desc['rule']}.\n\n" + worst.markdown(launch=False),
+                                    fmt)
         if result.chosen is not None and not interrupted:
             # plain text, never wrapped: a command to copy
             launch = result.launch()

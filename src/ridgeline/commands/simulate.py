@@ -467,14 +467,18 @@ def model_error_cells(step_model: Any) -> dict[str, str]:
 
 def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
                 all_assumptions: bool, workload: dict[str, Any] | None = None) -> None:
+    from ridgeline.sim.model_error import add_model_error, model_error_lines
+
     summary = run.summary()
+    analysis = run.analysis.to_dict()
+    add_model_error(run, analysis["latency"])   # model-error intervals beside each latency
     pr = getattr(step_model, "precision", None)  # a calibrated profile has none
     sched = _scheduler_lines(run)
     if json_out:
         from ridgeline.perf.model_error import model_error
         from ridgeline.report.assumptions import key_assumptions
 
-        out = {"simulation": summary, "analysis": run.analysis.to_dict(),
+        out = {"simulation": summary, "analysis": analysis,
                "model_error": model_error(step_model).describe(),
                "key_assumptions": key_assumptions(step_model, TTFT_DEFINITION),
                "assumptions": sched + step_model.assumptions()}
@@ -498,6 +502,11 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
             out.print(line, markup=False)
         print_analysis(run.analysis, out, model_errors=model_error_cells(step_model),
                        what="ridgeline simulate")
+        out.print("model error (nominal 80% interval of the measured value, from held-out "
+                  "replay residuals; the [CI] columns above are sampling CIs of this "
+                  "simulation):", markup=False)
+        for line in model_error_lines(analysis["latency"]):
+            out.print(line, markup=False)
         out.print(
             f"simulated {s['requests']:,} requests ({s['finished']:,} finished, "
             f"{s['rejected']:,} rejected) over {s['simulated_s']:,.1f} simulated s in "

@@ -125,6 +125,9 @@ def print_single(out: Any, m: Any, r: dict[str, Any], const: dict[str, float],
 
     out.print(header_line(m, r), markup=False)
     out.print(phases_table(m, r))
+    line = interval_line(r)
+    if line:
+        out.print(line, markup=False)
     if m.parallel.dp > 1:
         out.print(f"cluster ({m.parallel.dp} replicas): {r['cluster_decode_tok_s']:,.0f} "
                   "decode tok/s aggregate", markup=False)
@@ -206,4 +209,18 @@ def print_sweep(out: Any, results: list[Any], rows: list[dict[str, Any]],
         print_assumptions(out, m, all_assumptions, ttft_definition)
 
 
-__all__ = ["print_single", "print_sweep"]
+def interval_line(r: dict[str, Any]) -> str | None:
+    """The model's 80% error interval beside the serving TTFT, TPOT, E2E and decode rate
+    (held-out replay residuals; None when the result carries none)."""
+    keys = (("serving_ttft", "s"), ("tpot", "s"), ("e2e", "s"), ("decode_aggregate", "tok_s"))
+    iv = {k: r.get(f"{k}_interval80_{u}") for k, u in keys}
+    if not all(v and None not in v for v in iv.values()):
+        return None
+    return (f"model error 80% (nominal; held-out replay residuals, below the knee): TTFT "
+            f"serving [{iv['serving_ttft'][0] * 1e3:.2f}, {iv['serving_ttft'][1] * 1e3:.2f}] ms, "
+            f"TPOT [{iv['tpot'][0] * 1e3:.3f}, {iv['tpot'][1] * 1e3:.3f}] ms, E2E "
+            f"[{iv['e2e'][0]:.3f}, {iv['e2e'][1]:.3f}] s, decode "
+            f"[{iv['decode_aggregate'][0]:,.0f}, {iv['decode_aggregate'][1]:,.0f}] tok/s")
+
+
+__all__ = ["interval_line", "print_single", "print_sweep"]

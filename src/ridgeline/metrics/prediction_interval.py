@@ -1,0 +1,328 @@
+"""Model-error intervals for a predicted latency: how wrong ridgeline may be, from its own
+held-out residuals (the catalog specs/data/prediction_error.json).
+
+A residual is the log-ratio r = ln(predicted / measured) of one held-out replayed run (the
+nested leave-one-model-out replay of real vLLM runs: every run predicted with constants fitted
+without its model). For a new prediction p the measured value lies in
+[p * exp(-r_high), p * exp(-r_low)] with the interval's nominal coverage, where [r_low, r_high]
+is the residuals' interval (`residual_interval`):
+
+- the t-based prediction interval of a normal sample, mean +- t(k-1) * sd * sqrt(1 + 1/k),
+  where sd is over the n runs but k is the number of model families among them (a family's
+  runs share its error: the held-out unit is a family, so only k draws are independent),
+  which widens for few families, enveloped with (widened to cover) the empirical 10/90 or
+  2.5/97.5 percentiles (numpy linear), which keep skew;
+- a regime with fewer than MIN_RUNS runs or two families uses all regimes pooled.
+
+Out-of-data cases widen in log space, each half-width combined in quadrature with
+z * sigma_kernel: a GPU with measured kernel tables other than the replay GPU takes sigma from
+its GEMM fit's leave-shapes-out median APE (sigma = median |error| / 0.6745, the normal
+median absolute deviation); a GPU derived by rule takes the nearest measured GPU's sigma
+(nearest by memory bandwidth) twice over in quadrature, once for the fit and once for the
+unmeasured transfer. An engine without fitted engine costs uses the residuals of the model
+without engine costs. A model family outside the replay needs no extra term: the residuals
+are already each family's prediction made without its own runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CATALOG_PATH = Path(__file__).resolve().parents[1] / "specs" / "data" / "prediction_error.json"
+LEVELS = (80, 95)
+MIN_RUNS = 4   # fewer runs in a regime: use all regimes pooled
+REGIMES = ("below_knee", "near_knee", "overloaded")
+# Regime of a run from its (measured or predicted) latencies: TTFT more than this many
+# decode steps means requests wait in a queue that grows (inference-perf's unloaded TTFT is
+# 2-5 ITLs); a P99 TTFT this many times the mean means queueing bursts near the knee.
+OVERLOAD_TTFT_OVER_ITL = 25.0
+KNEE_TTFT_P99_OVER_MEAN = 2.5
+MAD_TO_SIGMA = 0.6745   # median |x| of a standard normal
+Z = {80: 1.2815516, 95: 1.9599640}
+# Student t quantiles t(df, 0.90) and t(df, 0.975), df = 1..30 (standard tables).
+_T90 = (3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397, 1.383, 1.372, 1.363, 1.356,
+        1.350, 1.345, 1.341, 1.337, 1.333, 1.330, 1.328, 1.325, 1.323, 1.321, 1.319, 1.318,
+        1.316, 1.315, 1.314, 1.313, 1.311, 1.310)
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+# Which catalog residual stands for each reported metric and statistic. TPOT and ITL both
+# use the replay's decode time per token; a median uses the mean's residuals (the replay
+# scores means and tails, not medians).
+METRIC_RESIDUAL = {
+    ("ttft_ms", "mean"): "ttft_mean", ("ttft_ms", "median"): "ttft_mean",
+    ("ttft_ms", "p90"): "ttft_p90", ("ttft_ms", "p99"): "ttft_p99",
+    ("e2e_ms", "mean"): "e2e_mean", ("e2e_ms", "median"): "e2e_mean",
+    ("e2e_ms", "p90"): "e2e_p90", ("e2e_ms", "p99"): "e2e_p99",
+}
+for _m in ("itl_ms", "tpot_ms"):
+    for _s in ("mean", "median", "p90", "p99"):
+        METRIC_RESIDUAL[(_m, _s)] = "itl"
+
+
+def t_quantile(df: int, level: int) -> float:
+    """Two-sided `level`% Student t quantile; beyond 30 df, Cornish-Fisher's first term."""
+    if df < 1:
+        raise ValueError(f"df: got {df}; allowed: >= 1")
+    if df <= 30:
+        return (_T90 if level == 80 else _T975)[df - 1]
+    z = Z[level]
+    return z + (z ** 3 + z) / (4.0 * df)
+
+
+def residual_interval(log_ratios: list[float] | np.ndarray, level: int,
+                      units: int | None = None) -> tuple[float, float]:
+    """[r_low, r_high] of the log-ratios at `level`% (80 or 95): the t prediction interval
+    enveloped with the empirical percentiles (see the module docstring). Needs >= 2 values.
+    `units`: independent groups among the values (model families: one family's runs share
+    its error), which then set the t's degrees of freedom (units - 1) and the 1/n term."""
+    r = np.asarray(log_ratios, dtype=np.float64)
+    n = r.size
+    if n < 2:
+        raise ValueError(f"log_ratios: got {n} values; allowed: >= 2")
+    k = n if units is None else max(2, min(int(units), n))
+    tail = (100 - level) / 2.0
+    m, sd = float(r.mean()), float(r.std(ddof=1))
+    half = t_quantile(k - 1, level) * sd * math.sqrt(1.0 + 1.0 / k)
+    lo_e, hi_e = (float(x) for x in np.percentile(r, [tail, 100.0 - tail]))
+    return min(m - half, lo_e), max(m + half, hi_e)
+
+
+def regime_of(ttft_mean: float, ttft_p99: float, itl: float) -> str:
+    """below_knee / near_knee / overloaded from TTFT mean and P99 and ITL (one unit)."""
+    if not all(math.isfinite(x) and x > 0 for x in (ttft_mean, ttft_p99, itl)):
+        return "below_knee"
+    if ttft_mean > OVERLOAD_TTFT_OVER_ITL * itl:
+        return "overloaded"
+    if ttft_p99 > KNEE_TTFT_P99_OVER_MEAN * ttft_mean:
+        return "near_knee"
+    return "below_knee"
+
+
+@lru_cache(maxsize=1)
+def load_catalog(path: str | None = None) -> dict[str, Any]:
+    """The shipped residual catalog (or the one at `path`)."""
+    return dict(json.loads(Path(path or CATALOG_PATH).read_text()))
+
+
+@dataclass(frozen=True)
+class Distance:
+    """How far a prediction is from the data behind the residuals."""
+
+    hardware: str
+    hardware_kind: str        # "replayed" | "measured kernels" | "derived by rule"
+    kernel_sigma_log: float   # extra log-sigma for the GPU (0 on the replayed GPU)
+    kernel_source: str
+    engine: str
+    engine_fitted: bool
+    model: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        return {"hardware": self.hardware, "hardware_kind": self.hardware_kind,
+                "kernel_sigma_log": round(self.kernel_sigma_log, 5),
+                "kernel_source": self.kernel_source, "engine": self.engine,
+                "engine_fitted": self.engine_fitted}
+
+
+def _gpu_sigma(entry: dict[str, Any], engine: str) -> float:
+    gemm = entry.get(engine) or entry.get("vllm") or next(iter(entry.values()))
+    ape = gemm.get("bf16") or next(iter(gemm.values()))
+    return float(ape) / MAD_TO_SIGMA
+
+
+def distance_from_data(hardware: str, engine: str = "vllm", model: str = "",
+                       catalog: dict[str, Any] | None = None,
+                       memory_bandwidth_bytes_s: float | None = None) -> Distance:
+    """Classify `hardware` (a catalog name; a GPU outside the catalog is "derived by rule",
+    its nearest measured GPU found by `memory_bandwidth_bytes_s`) and `engine` against the
+    catalog's data (see the module docstring)."""
+    cat = catalog if catalog is not None else load_catalog()
+    kfit = cat["kernel_fit_cv"]
+    engine_fitted = engine in cat["fitted_engines"]
+    if hardware == cat["replay_hardware"]:
+        return Distance(hardware, "replayed", 0.0, "end-to-end replay residuals on this GPU",
+                        engine, engine_fitted, model)
+    gpus = kfit["gpus"]
+    if hardware in gpus:
+        s = _gpu_sigma(gpus[hardware]["gemm_cv_median_ape"], engine)
+        return Distance(hardware, "measured kernels", s,
+                        f"{hardware} GEMM leave-shapes-out CV median APE / {MAD_TO_SIGMA}",
+                        engine, engine_fitted, model)
+    bw = memory_bandwidth_bytes_s or _bandwidth(hardware)
+    near = min(gpus, key=lambda g: abs(math.log(bw / gpus[g]["memory_bandwidth_bytes_s"]))
+               if bw > 0 else 0.0)
+    s = math.sqrt(2.0) * _gpu_sigma(gpus[near]["gemm_cv_median_ape"], engine)
+    return Distance(hardware, "derived by rule", s,
+                    f"nearest measured GPU {near} (by memory bandwidth): its GEMM CV sigma "
+                    "counted twice in quadrature (fit + unmeasured transfer)",
+                    engine, engine_fitted, model)
+
+
+def _bandwidth(hardware: str) -> float:
+    p = Path(__file__).resolve().parents[1] / "specs" / "data" / "hardware" / f"{hardware}.json"
+    try:
+        return float(json.loads(p.read_text())["memory_bandwidth_bytes_s"])
+    except (OSError, KeyError, ValueError):
+        return 0.0
+
+
+@dataclass
+class Interval:
+    value: float
+    bounds: dict[int, tuple[float, float]]            # level -> (low, high), value's unit
+    source: dict[str, Any] = field(default_factory=dict)
+
+
+def residual_entry(residual: str, regime: str, engine_fitted: bool,
+                   catalog: dict[str, Any] | None = None) -> tuple[dict[str, Any], str, str]:
+    """The catalog entry used for `residual` in `regime`: (entry, regime used, table)."""
+    cat = catalog if catalog is not None else load_catalog()
+    table = "residuals" if engine_fitted else "engine_unfitted"
+    by_regime = cat[table][residual]
+    e = by_regime.get(regime)
+    if e is None or e["n"] < MIN_RUNS or "interval80" not in e:
+        return by_regime["all"], f"all (pooled: fewer than {MIN_RUNS} runs in {regime})", table
+    return e, regime, table
+
+
+def predict_interval(value: float, residual: str, regime: str, distance: Distance,
+                     catalog: dict[str, Any] | None = None) -> Interval:
+    """Model-error interval of one predicted `value` whose residual kind is `residual`
+    (a catalog key such as "ttft_p99")."""
+    entry, used, table = residual_entry(residual, regime, distance.engine_fitted, catalog)
+    bounds: dict[int, tuple[float, float]] = {}
+    for level in LEVELS:
+        r_lo, r_hi = entry[f"interval{level}"]
+        k = Z[level] * distance.kernel_sigma_log
+        if k > 0:   # widen each side in quadrature around the residuals' centre
+            mid = entry["mean"]
+            r_lo = mid - math.hypot(mid - r_lo, k)
+            r_hi = mid + math.hypot(r_hi - mid, k)
+        bounds[level] = (value * math.exp(-r_hi), value * math.exp(-r_lo))
+    src = {"residual": residual, "table": table, "regime": used, "n": entry["n"],
+           "families": entry.get("families"),
+           "method": "t prediction interval on ln(pred/measured) with model families as the "
+                     "independent units, enveloped with empirical percentiles",
+           **distance.describe()}
+    return Interval(value, bounds, src)
+
+
+def widen_by_propagation(iv: Interval, scaled_values: dict[int, tuple[float, float]],
+                         note: str) -> Interval:
+    """Envelope of `iv` with the values a rerun gave at the step-time residual's quantiles
+    (level -> (value at the low step scale, value at the high)): near the knee a small
+    step-time error is a large queueing error, which the replay's runs may not show."""
+    out = {}
+    for level, (lo, hi) in iv.bounds.items():
+        a, b = scaled_values.get(level, (lo, hi))
+        out[level] = (min(lo, a, b), max(hi, a, b))
+    return Interval(iv.value, out, {**iv.source, "propagated": note})
+
+
+def step_scales(regime: str, distance: Distance,
+                catalog: dict[str, Any] | None = None) -> dict[int, tuple[float, float]]:
+    """Step-time multipliers at the decode-time residual's interval ends, per level:
+    measured/predicted = exp(-r), so (exp(-r_high), exp(-r_low))."""
+    iv = predict_interval(1.0, "itl", regime, distance, catalog)
+    return {lv: (lo, hi) for lv, (lo, hi) in iv.bounds.items()}
+
+
+def interval_fields(iv: Interval, stat: str) -> dict[str, Any]:
+    """JSON fields for one statistic: `<stat>_interval80`, `<stat>_interval95`."""
+    return {f"{stat}_interval{lv}": [_r(lo), _r(hi)] for lv, (lo, hi) in iv.bounds.items()}
+
+
+def _r(x: float) -> float | None:
+    """7 significant figures (seconds and tokens/s alike), None when not finite."""
+    return float(f"{x:.7g}") if math.isfinite(x) else None
+
+
+COVERAGE_NOTE = ("model error intervals: nominal 80% and 95% coverage of the measured value, "
+                 "from held-out (leave-one-model-out) residuals of replayed real vLLM runs; "
+                 "empirical coverage in docs/BENCHMARKS.md")
+
+
+def annotate_latency(latency: dict[str, dict[str, Any]], regime: str, distance: Distance,
+                     propagated: dict[str, dict[str, dict[int, tuple[float, float]]]]
+                     | None = None, catalog: dict[str, Any] | None = None) -> None:
+    """Add `{mean,median,p90,p99}_interval{80,95}` and `interval_source` to the TTFT, TPOT,
+    ITL and E2E objects of an analysis's `latency` dict (to_dict form), in place.
+    `propagated[metric][stat]`: values of reruns at the step-time residual's ends."""
+    for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        d = latency.get(metric)
+        if not d or d.get("available") is False:
+            continue
+        srcs = {}
+        for stat in ("mean", "median", "p90", "p99"):
+            v = _stat(d, stat)
+            if v is None:
+                continue
+            iv = predict_interval(v, METRIC_RESIDUAL[(metric, stat)], regime, distance,
+                                  catalog)
+            p = (propagated or {}).get(metric, {}).get(stat)
+            if p:
+                iv = widen_by_propagation(iv, p, "enveloped with reruns at the step-time "
+                                                 "residual's interval ends")
+            d.update(interval_fields(iv, stat))
+            srcs[stat] = iv.source
+        d["interval_source"] = {"coverage": "nominal 80% and 95%", "note": COVERAGE_NOTE,
+                                "by_statistic": srcs}
+
+
+def _stat(d: dict[str, Any], stat: str) -> float | None:
+    if stat == "mean":
+        v = d.get("mean")
+    else:
+        key = "p50" if stat == "median" else stat
+        p = (d.get("percentiles") or {}).get(key)
+        v = p.get("value") if isinstance(p, dict) else p
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else None
+
+
+
+
+# `estimate`'s scalar result: key -> (catalog residual, True for a rate, the inverse of a time)
+ESTIMATE_KEYS = {
+    "prefill_s": ("ttft_mean", False), "ttft_s": ("ttft_mean", False),
+    "serving_ttft_s": ("ttft_mean", False),
+    "tpot_s": ("itl", False), "e2e_s": ("e2e_mean", False),
+    "decode_aggregate_tok_s": ("itl", True), "per_sequence_tok_s": ("itl", True),
+    "e2e_output_tok_s": ("e2e_mean", True),
+}
+
+
+def annotate_estimate(result: dict[str, Any], distance: Distance,
+                      catalog: dict[str, Any] | None = None) -> None:
+    """Add `<name>_interval80_<unit>` and `..._interval95_<unit>` (e.g. `tpot_interval80_s`)
+    beside estimate's TTFT, TPOT, E2E and throughput values and
+    one `interval_source`, in place. One batch with no queue: the below-knee residuals. A
+    rate is the inverse of a time: its interval is the time's, inverted."""
+    srcs = {}
+    for key, (residual, rate) in ESTIMATE_KEYS.items():
+        v = result.get(key)
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            continue
+        iv = predict_interval(1.0 / v if rate else float(v), residual, "below_knee", distance,
+                              catalog)
+        base, unit = (key[:-6], "tok_s") if key.endswith("_tok_s") else (key[:-2], "s")
+        for lv, (lo, hi) in iv.bounds.items():   # the unit stays last: ttft_interval80_s
+            result[f"{base}_interval{lv}_{unit}"] = [_r(1.0 / hi), _r(1.0 / lo)] if rate \
+                else [_r(lo), _r(hi)]
+        srcs[key] = iv.source
+    result["interval_source"] = {"coverage": "nominal 80% and 95%", "note": COVERAGE_NOTE,
+                                 "regime": "below_knee (one batch, no queue)",
+                                 "by_value": srcs}
+
+
+__all__ = ["CATALOG_PATH", "COVERAGE_NOTE", "ESTIMATE_KEYS", "LEVELS", "MIN_RUNS", "REGIMES",
+           "Distance", "Interval", "annotate_estimate", "annotate_latency",
+           "distance_from_data", "interval_fields", "load_catalog", "predict_interval",
+           "regime_of", "residual_entry", "residual_interval", "step_scales", "t_quantile",
+           "widen_by_propagation"]

@@ -1,0 +1,256 @@
+"""Model-error intervals: hand-computed intervals from a residual table written here, the
+out-of-data widening, and the JSON fields of the installed `ridgeline simulate/estimate`."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ridgeline.metrics.prediction_interval import (
+    Distance,
+    annotate_estimate,
+    distance_from_data,
+    load_catalog,
+    predict_interval,
+    regime_of,
+    residual_interval,
+    t_quantile,
+)
+
+RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
+
+# Five held-out log-ratios ln(pred/measured). By hand: mean 0.01; deviations 0.09, -0.06,
+# 0.01, 0.07, -0.11, squares sum 0.0288, sd = sqrt(0.0288/4) = 0.0848528.
+R5 = [0.10, -0.05, 0.02, 0.08, -0.10]
+SD5 = math.sqrt(0.0288 / 4)
+# t(4, 0.90) = 1.533 and t(4, 0.975) = 2.776 from a printed t table.
+HALF80 = 1.533 * SD5 * math.sqrt(1 + 1 / 5)
+HALF95 = 2.776 * SD5 * math.sqrt(1 + 1 / 5)
+
+
+def _entry(values: list[float]) -> dict[str, object]:
+    return {"n": len(values), "mean": sum(values) / len(values),
+            "interval80": list(residual_interval(values, 80)),
+            "interval95": list(residual_interval(values, 95))}
+
+
+def _catalog() -> dict[str, object]:
+    pooled = [*R5, 0.0, 0.3, -0.3]
+    tab = {"ttft_mean": {"below_knee": _entry(R5), "near_knee": _entry([0.5, 0.6]),
+                         "all": _entry(pooled)}}
+    return {"replay_hardware": "gpu-a", "fitted_engines": ["vllm"], "residuals": tab,
+            "engine_unfitted": {"ttft_mean": {"all": _entry([0.4, -0.4, 0.2, -0.2]),
+                                              "below_knee": _entry([0.4, -0.4, 0.2, -0.2])}},
+            "kernel_fit_cv": {"gpus": {"gpu-b": {"gemm_cv_median_ape": {"vllm": {"bf16": 0.1}},
+                                                 "memory_bandwidth_bytes_s": 4e12},
+                                       "gpu-c": {"gemm_cv_median_ape": {"vllm": {"bf16": 0.2}},
+                                                 "memory_bandwidth_bytes_s": 1e12}}}}
+
+
+def test_t_prediction_interval_by_hand() -> None:
+    assert residual_interval(R5, 80) == pytest.approx((0.01 - HALF80, 0.01 + HALF80), abs=1e-9)
+    assert residual_interval(R5, 95) == pytest.approx((0.01 - HALF95, 0.01 + HALF95), abs=1e-9)
+    assert t_quantile(4, 80) == 1.533 and t_quantile(29, 95) == 2.045
+    # two model families among the five runs: t(1, 0.90) = 3.078 and the 1/k term of k = 2
+    half = 3.078 * SD5 * math.sqrt(1 + 1 / 2)
+    assert residual_interval(R5, 80, units=2) == pytest.approx((0.01 - half, 0.01 + half))
+    with pytest.raises(ValueError):
+        residual_interval([0.1], 80)
+
+
+def test_interval_of_a_prediction_inverts_the_log_ratio() -> None:
+    cat = _catalog()
+    d = distance_from_data("gpu-a", "vllm", catalog=cat)
+    iv = predict_interval(100.0, "ttft_mean", "below_knee", d, cat)
+    # measured = pred / exp(r): the high residual gives the low bound
+    assert iv.bounds[80] == pytest.approx((100 * math.exp(-(0.01 + HALF80)),
+                                           100 * math.exp(-(0.01 - HALF80))), rel=1e-9)
+    assert iv.source["n"] == 5 and iv.source["regime"] == "below_knee"
+    # two runs near the knee: the pooled eight runs are used, and said so
+    pooled = predict_interval(100.0, "ttft_mean", "near_knee", d, cat)
+    assert pooled.source["n"] == 8 and pooled.source["regime"].startswith("all")
+    # an engine without fitted costs takes the no-engine-cost residuals
+    d_trt = distance_from_data("gpu-a", "trtllm", catalog=cat)
+    un = predict_interval(100.0, "ttft_mean", "below_knee", d_trt, cat)
+    assert un.source["table"] == "engine_unfitted" and un.source["n"] == 4
+
+
+def test_out_of_data_gpus_widen_in_quadrature() -> None:
+    cat = _catalog()
+    base = predict_interval(100.0, "ttft_mean", "below_knee",
+                            distance_from_data("gpu-a", catalog=cat), cat)
+    meas = distance_from_data("gpu-b", catalog=cat)
+    assert meas.hardware_kind == "measured kernels"
+    assert meas.kernel_sigma_log == pytest.approx(0.1 / 0.6745)
+    iv = predict_interval(100.0, "ttft_mean", "below_knee", meas, cat)
+    k = 1.2815516 * 0.1 / 0.6745
+    assert iv.bounds[80][0] == pytest.approx(100 * math.exp(-(0.01 + math.hypot(HALF80, k))))
+    assert iv.bounds[80][1] == pytest.approx(100 * math.exp(-(0.01 - math.hypot(HALF80, k))))
+    # derived by rule, bandwidth 1.1e12 -> nearest measured gpu-c: sqrt(2) x its sigma
+    der = distance_from_data("gpu-x", catalog=cat, memory_bandwidth_bytes_s=1.1e12)
+    assert der.hardware_kind == "derived by rule"
+    assert der.kernel_sigma_log == pytest.approx(math.sqrt(2) * 0.2 / 0.6745)
+    w = {name: predict_interval(100.0, "ttft_mean", "below_knee", dist, cat).bounds[95]
+         for name, dist in (("base", distance_from_data("gpu-a", catalog=cat)),
+                            ("meas", meas), ("der", der))}
+    width = {k: hi - lo for k, (lo, hi) in w.items()}
+    assert width["base"] < width["meas"] < width["der"]
+    assert base.bounds[80][1] - base.bounds[80][0] < iv.bounds[80][1] - iv.bounds[80][0]
+
+
+def test_shipped_catalog_derived_gpu_wider_than_replayed() -> None:
+    h100 = distance_from_data("h100-sxm")
+    mi300 = distance_from_data("mi300x")
+    assert h100.hardware_kind == "replayed" and mi300.hardware_kind == "derived by rule"
+    a = predict_interval(10.0, "itl", "below_knee", h100).bounds[80]
+    b = predict_interval(10.0, "itl", "below_knee", mi300).bounds[80]
+    assert b[1] - b[0] > a[1] - a[0]
+    cat = load_catalog()
+    assert cat["residuals"]["ttft_p99"]["all"]["n"] == 16
+
+
+def test_regime_rule() -> None:
+    assert regime_of(50.0, 80.0, 10.0) == "below_knee"
+    assert regime_of(50.0, 130.0, 10.0) == "near_knee"      # P99 > 2.5 x mean
+    assert regime_of(260.0, 300.0, 10.0) == "overloaded"    # mean > 25 x ITL
+    assert regime_of(240.0, 300.0, 10.0) == "below_knee"
+
+
+def test_estimate_rates_invert_the_time_interval() -> None:
+    cat = _catalog()
+    cat["residuals"]["itl"] = cat["residuals"]["ttft_mean"]
+    cat["residuals"]["e2e_mean"] = cat["residuals"]["ttft_mean"]
+    d = Distance("gpu-a", "replayed", 0.0, "", "vllm", True)
+    res: dict[str, object] = {"tpot_s": 0.01, "decode_aggregate_tok_s": 3200.0}
+    annotate_estimate(res, d, cat)
+    lo, hi = 0.01 - HALF80, 0.01 + HALF80
+    assert res["tpot_interval80_s"] == pytest.approx([0.01 * math.exp(-hi),
+                                                      0.01 * math.exp(-lo)], rel=1e-5)
+    # throughput = k / time: measured throughput = predicted x exp(r)
+    assert res["decode_aggregate_interval80_tok_s"] == pytest.approx(
+        [3200 * math.exp(lo), 3200 * math.exp(hi)], rel=1e-5)
+
+
+def _run(*args: str) -> dict[str, object]:
+    p = subprocess.run([RIDGELINE, *args, "--json"], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_simulate_json_has_intervals() -> None:
+    out = _run("simulate", "--model", "llama-2-7b", "--rate", "4", "-n", "200")
+    lat = out["analysis"]["latency"]
+    for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        d = lat[m]
+        for stat in ("mean", "median", "p90", "p99"):
+            for lv in (80, 95):
+                lo, hi = d[f"{stat}_interval{lv}"]
+                assert 0 < lo < hi
+            assert d[f"{stat}_interval95"][0] <= d[f"{stat}_interval80"][0]
+            assert d[f"{stat}_interval95"][1] >= d[f"{stat}_interval80"][1]
+        lo, hi = d["mean_interval80"]
+        assert lo < d["mean"] < hi
+        src = d["interval_source"]
+        assert src["coverage"] == "nominal 80% and 95%"
+        assert src["by_statistic"]["mean"]["hardware_kind"] == "replayed"
+    # the interval holds at least the catalog's residual interval (reruns only widen it)
+    e = load_catalog()["residuals"]["e2e_mean"]
+    reg = lat["e2e_ms"]["interval_source"]["by_statistic"]["mean"]["regime"]
+    r_lo, r_hi = (e[reg] if reg in e else e["all"])["interval80"]
+    m = lat["e2e_ms"]["mean"]
+    lo, hi = lat["e2e_ms"]["mean_interval80"]
+    assert lo <= m * math.exp(-r_hi) * (1 + 1e-6) and hi >= m * math.exp(-r_lo) * (1 - 1e-6)
+
+
+def test_estimate_json_has_intervals() -> None:
+    res = _run("estimate", "--model", "llama-2-7b", "--batch", "8")["result"]
+    e = load_catalog()["residuals"]["ttft_mean"]["below_knee"]
+    r_lo, r_hi = e["interval80"]
+    v = res["prefill_s"]
+    assert res["prefill_interval80_s"] == pytest.approx([v * math.exp(-r_hi),
+                                                          v * math.exp(-r_lo)], rel=1e-4)
+    for k, u in (("tpot", "s"), ("e2e", "s"), ("decode_aggregate", "tok_s")):
+        lo, hi = res[f"{k}_interval95_{u}"]
+        assert lo < res[f"{k}_{u}"] < hi
+    assert res["interval_source"]["by_value"]["tpot_s"]["residual"] == "itl"
+    der = _run("estimate", "--model", "llama-2-7b", "--batch", "8", "--hardware",
+               "mi300x")["result"]
+    rel = [(hi - lo) / r["tpot_s"] for r in (res, der) for lo, hi in [r["tpot_interval80_s"]]]
+    assert rel[1] > rel[0]
+
+
+def test_rerun_at_scaled_rate_equals_an_engine_with_slower_steps() -> None:
+    """The step-time propagation's identity: every step s times longer under the same
+    arrivals is the run at s x the rate with every latency x s. The reference is an engine
+    whose step-time model really returns s x the time (no fixed engine cost, which the rule
+    would scale too)."""
+    import copy
+
+    from ridgeline.sim.model_error import _rerun_stats
+    from ridgeline.sim.scenario import Built, Scenario
+
+    sc = Scenario(model="llama-2-7b", requests=200, prompt="512", output="64",
+                  engine_costs=False).validate()
+    built = Built.of(sc)
+    s = 1.15
+
+    class Slower(type(built.step_model)):  # type: ignore[misc]
+        def step_time_s(self, work):  # type: ignore[no-untyped-def]
+            return s * super().step_time_s(work)
+
+    slow = copy.copy(built.step_model)
+    slow.__class__ = Slower
+    truth = _rerun_stats(sc, Built(slow, built.config, built.cluster), 20.0, 1.0)
+    fast = _rerun_stats(sc, built, 20.0, s)
+    for m in ("ttft_ms", "e2e_ms", "tpot_ms"):
+        for stat in ("mean", "median", "p90", "p99"):
+            assert fast[m][stat] == pytest.approx(truth[m][stat], rel=1e-9)
+    # and it is not the trivial scaling: queueing makes TTFT grow faster than s
+    base = _rerun_stats(sc, built, 20.0, 1.0)
+    assert truth["ttft_ms"]["mean"] != pytest.approx(s * base["ttft_ms"]["mean"], rel=1e-3)
+
+
+def test_near_the_knee_the_interval_widens_beyond_the_residuals() -> None:
+    lo_load = _run("simulate", "--model", "llama-2-7b", "--rate", "5", "-n", "1000")
+    hi_load = _run("simulate", "--model", "llama-2-7b", "--rate", "44", "-n", "1000")
+    rel = []
+    for out in (lo_load, hi_load):
+        t = out["analysis"]["latency"]["ttft_ms"]
+        rel.append(t["mean_interval80"][1] / t["mean"])
+        assert "reruns" in t["interval_source"]["step_time_propagation"]
+    assert rel[1] > 2 * rel[0]
+
+
+def test_estimate_without_engine_costs_uses_the_unfitted_residuals() -> None:
+    res = _run("estimate", "--model", "llama-2-7b", "--batch", "8",
+               "--no-engine-costs")["result"]
+    e = load_catalog()["engine_unfitted"]["itl"]["below_knee"]
+    r_lo, r_hi = e["interval80"]
+    assert res["interval_source"]["by_value"]["tpot_s"]["table"] == "engine_unfitted"
+    assert res["tpot_interval80_s"] == pytest.approx(
+        [res["tpot_s"] * math.exp(-r_hi), res["tpot_s"] * math.exp(-r_lo)], rel=1e-5)
+
+
+def test_shipped_catalog_is_consistent_with_its_runs() -> None:
+    """Each stored log-ratio is ln(predicted / measured) of its run, and each shipped
+    interval is the stated rule applied to the stored log-ratios (kept to 6 decimals)."""
+    cat = load_catalog()
+    runs = {r["run"]: r for r in cat["runs"]}
+    for r in runs.values():
+        for m, lr in r["log_ratio"].items():
+            assert lr == pytest.approx(math.log(r["predicted"][m] / r["measured"][m]))
+    for by_regime in cat["residuals"].values():
+        for e in by_regime.values():
+            if "interval80" not in e:
+                continue
+            fams = {runs[name]["family"] for name in e["runs"]}
+            assert e["families"] == len(fams)
+            for lv in (80, 95):
+                assert e[f"interval{lv}"] == pytest.approx(
+                    list(residual_interval(e["log_ratios"], lv, len(fams))), abs=5e-5)
