@@ -165,18 +165,73 @@ def load_json(path: str | os.PathLike[str], field: str, max_bytes: int = MAX_JSO
     return loads_json(read_text(path, field, max_bytes), f"{field}: {text_path!r}")
 
 
-def validation_line(exc: Any, source: str) -> RidgelineError:
+def validation_line(exc: Any, source: str, model: Any = None) -> RidgelineError:
     """One line from a pydantic ValidationError: the source, the field path (records by
-    index), the value given and what is allowed."""
+    index), the value given and what is allowed. With the `model` class that failed, an
+    unknown field's line lists the fields allowed at its place."""
     err = exc.errors()[0]
-    loc = ".".join(str(x) for x in err.get("loc", ()))
+    loc_parts = tuple(err.get("loc", ()))
+    loc = ".".join(str(x) for x in loc_parts)
     msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
     if not loc:  # a check across fields: its message says what and why
         return RidgelineError(f"{source}: {msg}")
+    if err.get("type") == "extra_forbidden":
+        names = _fields_at(model, loc_parts[:-1]) if model is not None else None
+        allowed = ", ".join(names) if names else "the documented fields"
+        return RidgelineError(f"{source}: {loc}: unknown field; allowed: {allowed}")
+    if err.get("type") == "missing":
+        return RidgelineError(f"{source}: {loc}: missing; allowed: a value (required)")
     got = err.get("input")
     got_text = "" if isinstance(got, (dict, list)) else f"got {_short(got)}; "
     msg = msg.removeprefix("Input should be ")
     return RidgelineError(f"{source}: {loc}: {got_text}allowed: {msg}")
+
+
+def validate_document(model: Any, obj: Any, source: str) -> Any:
+    """`model.model_validate(obj)` (a pydantic model class), its failure one RidgelineError
+    line naming `source` and the field path: the one door every structured input (a
+    profile, an engine costs file, a hardware file, a UI request, a probe header) passes."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise validation_line(exc, source, model) from None
+    except RecursionError:
+        raise RidgelineError(f"{source}: nested too deeply; allowed: ordinary JSON") from None
+
+
+def _fields_at(model: Any, path: tuple[Any, ...]) -> list[str] | None:
+    """The field names (aliases where set) of the pydantic model found at `path` inside
+    `model` (list indexes and dict keys skipped), or None when no model is there."""
+    cls = model
+    for part in path:
+        if isinstance(part, int):
+            continue
+        fields = getattr(cls, "model_fields", None)
+        if fields is None:
+            return None
+        found = next((f for n, f in fields.items() if part in (n, f.alias)), None)
+        if found is None:
+            continue  # a dict key (a name chosen by the file) or a union's tag
+        cls = _model_in(found.annotation)
+    fields = getattr(cls, "model_fields", None)
+    if fields is None:
+        return None
+    return [f.alias or n for n, f in fields.items()]
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model class inside an annotation (`X`, `X | None`, `list[X]`)."""
+    import typing
+
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _short(value: Any) -> str:
@@ -200,5 +255,5 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
 
 
 __all__ = ["MAX_JSON_BYTES", "check_input_file", "decode_errors", "load_json", "loads_json",
-           "non_regular_kind", "open_text", "read_text", "text_problem", "validation_line",
-           "write_text_atomic"]
+           "non_regular_kind", "open_text", "read_text", "text_problem", "validate_document",
+           "validation_line", "write_text_atomic"]
