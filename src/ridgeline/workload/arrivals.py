@@ -34,7 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ridgeline.errors import RidgelineError
-from ridgeline.workload.spec_syntax import reject_unknown, split_spec, take_float
+from ridgeline.workload.spec_syntax import (
+    check_keys,
+    reject_unknown,
+    split_spec,
+    take_float,
+)
 
 KINDS = "poisson, gamma, constant, ramp, replay, diurnal"
 # Sensible ranges (issue 23): outside them the times overflow or the thinning never ends.
@@ -45,6 +50,11 @@ MAX_PERIOD_S = 1e9           # 31.7 years
 MAX_CV = 100.0               # gamma gaps' coefficient of variation
 MIN_CV = 1e-3
 MAX_THINNING_ROUNDS = 1000   # diurnal: batches of candidates before giving up
+# The schema of an arrival spec: the keys each kind takes ("value": a positional path).
+ARRIVAL_KEYS: dict[str, tuple[str, ...]] = {
+    "poisson": ("rate",), "gamma": ("rate", "cv"), "constant": ("rate",),
+    "ramp": ("start", "end"), "replay": ("path", "value", "speedup"),
+    "diurnal": ("peak", "trough", "period", "phase")}
 RATE_TEXT = f"a rate from {MIN_RATE_REQ_S:g} to {MAX_RATE_REQ_S:g} req/s"
 
 
@@ -144,6 +154,8 @@ def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
     """Parse an arrival spec; `rate_req_s` fills in `rate=` when the spec has none."""
     field = "--arrival"
     kind, params = split_spec(spec, field)
+    check_keys(kind, params, ARRIVAL_KEYS, field, "arrival process",
+               exclusive=(("path", "value"),))
     rate = take_float(params, "rate", field, default=rate_req_s or -1.0)
     needs_rate = kind in ("poisson", "gamma", "constant")
     if needs_rate and rate <= 0:
