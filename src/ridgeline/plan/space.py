@@ -39,6 +39,13 @@ CEILING_SLACK = 1.25
 MAX_GPUS_PER_REPLICA = 8
 
 
+# The combined size of a search, checked before it starts (simulated requests run about 1e5
+# a second per core: 5e7 is hours of screening; the default search is 48,000 requests and
+# 1,536 engine instances).
+MAX_SCREEN_REQUESTS = 50_000_000
+MAX_REPLICA_INSTANCES = 1_000_000  # as `simulate --replicas` allows in one run
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """What `ridgeline plan` searches: the fixed inputs and the axes of the space."""
@@ -103,9 +110,66 @@ class PlanRequest:
                     f"--verify-requests: got {self.verify_requests}; allowed: >= {need} (a "
                     f"{self.goodput_target:g} target judges P{100 * self.goodput_target:g}; "
                     f"{need} requests put it within a quarter of its tail, seed 003)")
+        self._check_lists()
         for hw in self.hardware:
             self.price_of(hw)
+        self._check_size()
         return self
+
+    def _check_lists(self) -> None:
+        """Every element of every comma list, before any work: a dtype, GPU or model the
+        search cannot use is an error naming it (`--weights bf16,int3`), not a candidate
+        dropped later among the pruned."""
+        from ridgeline.specs import load_hardware, load_model
+        from ridgeline.specs.precision import KV_DTYPES, WEIGHT_DTYPES
+
+        for w in self.weights:
+            if w.lower() not in WEIGHT_DTYPES:
+                raise RidgelineError(f"--weights: got {w!r} (in {','.join(self.weights)}); "
+                                     f"allowed: {', '.join(WEIGHT_DTYPES)}")
+        if self.kv is not None and self.kv.lower() not in KV_DTYPES:
+            raise RidgelineError(f"--kv: got {self.kv!r}; allowed: {', '.join(KV_DTYPES)}")
+        for hw in self.hardware:
+            load_hardware(hw)
+        for m in self.models:
+            load_model(m)
+        for name in ("max_num_seqs", "max_num_batched_tokens"):
+            for v in getattr(self, name):
+                if v < 1:
+                    raise RidgelineError(f"--{name.replace('_', '-')}: got {v}; allowed: "
+                                         ">= 1")
+
+    @property
+    def screening_simulations(self) -> int:
+        """The most screening simulations the space can hold: every configuration family
+        (models x GPUs x dtypes x TP x batch caps x token budgets x chunking) at each
+        replica count tried (the analytic minimum and --extra-replicas above it, at most
+        --max-replicas) in each layout (colocated, and two P/D splits)."""
+        families = math.prod(len(x) for x in (
+            self.models, self.hardware, self.weights, self.tp, self.max_num_seqs,
+            self.max_num_batched_tokens, self.chunked_prefill))
+        counts = min(self.extra_replicas + 1, self.max_replicas)
+        return families * counts * (3 if self.pd else 1)
+
+    def _check_size(self) -> None:
+        """The combined size of the search, before it starts: simulations x requests each,
+        and the engine instances they hold (replicas), not each option alone."""
+        sims = self.screening_simulations
+        work = sims * self.requests
+        if work > MAX_SCREEN_REQUESTS:
+            raise RidgelineError(
+                f"--extra-replicas/--requests: {sims:,} screening simulations (configurations"
+                f" x {min(self.extra_replicas + 1, self.max_replicas):,} replica counts x "
+                f"layouts) x {self.requests:,} requests = {work:,} simulated requests; "
+                f"allowed: at most {MAX_SCREEN_REQUESTS:,} (fewer --extra-replicas, "
+                "candidates or --requests)")
+        widest = min(self.max_replicas, self.max_gpus // max(1, min(self.tp)))
+        instances = sims * widest
+        if instances > MAX_REPLICA_INSTANCES:
+            raise RidgelineError(
+                f"--max-replicas/--max-gpus: {sims:,} screening simulations of up to "
+                f"{widest:,} replicas = {instances:,} engine instances; allowed: at most "
+                f"{MAX_REPLICA_INSTANCES:,} (a smaller --max-replicas or --max-gpus)")
 
     @property
     def needed_verify_requests(self) -> int:
