@@ -39,13 +39,6 @@ CEILING_SLACK = 1.25
 MAX_GPUS_PER_REPLICA = 8
 
 
-# The combined size of a search, checked before it starts (simulated requests run about 1e5
-# a second per core: 5e7 is hours of screening; the default search is 48,000 requests and
-# 1,536 engine instances).
-MAX_SCREEN_REQUESTS = 50_000_000
-MAX_REPLICA_INSTANCES = 1_000_000  # as `simulate --replicas` allows in one run
-
-
 @dataclass(frozen=True)
 class PlanRequest:
     """What `ridgeline plan` searches: the fixed inputs and the axes of the space."""
@@ -113,7 +106,6 @@ class PlanRequest:
         self._check_lists()
         for hw in self.hardware:
             self.price_of(hw)
-        self._check_size()
         return self
 
     def _check_lists(self) -> None:
@@ -150,26 +142,6 @@ class PlanRequest:
             self.max_num_batched_tokens, self.chunked_prefill))
         counts = min(self.extra_replicas + 1, self.max_replicas)
         return families * counts * (3 if self.pd else 1)
-
-    def _check_size(self) -> None:
-        """The combined size of the search, before it starts: simulations x requests each,
-        and the engine instances they hold (replicas), not each option alone."""
-        sims = self.screening_simulations
-        work = sims * self.requests
-        if work > MAX_SCREEN_REQUESTS:
-            raise RidgelineError(
-                f"--extra-replicas/--requests: {sims:,} screening simulations (configurations"
-                f" x {min(self.extra_replicas + 1, self.max_replicas):,} replica counts x "
-                f"layouts) x {self.requests:,} requests = {work:,} simulated requests; "
-                f"allowed: at most {MAX_SCREEN_REQUESTS:,} (fewer --extra-replicas, "
-                "candidates or --requests)")
-        widest = min(self.max_replicas, self.max_gpus // max(1, min(self.tp)))
-        instances = sims * widest
-        if instances > MAX_REPLICA_INSTANCES:
-            raise RidgelineError(
-                f"--max-replicas/--max-gpus: {sims:,} screening simulations of up to "
-                f"{widest:,} replicas = {instances:,} engine instances; allowed: at most "
-                f"{MAX_REPLICA_INSTANCES:,} (a smaller --max-replicas or --max-gpus)")
 
     @property
     def needed_verify_requests(self) -> int:
