@@ -281,9 +281,9 @@ class CappedInput:
         except OSError as exc:
             if not self.compressed or exc.errno is not None:
                 raise
-            raise RidgelineError(f"{self._where()}: not gzip data "
-                                 f"({_one_line_text(str(exc))}); allowed: a gzip file, or "
-                                 "a name without .gz") from None
+            raise RidgelineError(f"{self._where()}: the gzip data is corrupt "
+                                 f"({_one_line_text(str(exc))}); allowed: a complete gzip "
+                                 "file (or a name without .gz)") from None
 
     def _count(self, block: bytes) -> bytes:
         self.total += len(block)

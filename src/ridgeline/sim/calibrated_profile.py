@@ -66,7 +66,7 @@ MAX_CREATED_UNIX_S = 1e11          # the year 5138
 # `scheduling.max_num_seqs` must not fall back to a default) and a number that is not one;
 # provenance is a free record of where the measurement came from (calibrate adds the
 # engine's own facts to it), so it keeps what it is given.
-_STRICT = ConfigDict(extra="forbid", strict=True)
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class TraceRef(BaseModel):
@@ -83,7 +83,7 @@ class TraceRef(BaseModel):
 class Provenance(BaseModel):
     """What was measured, where, when and how (enough to redo the measurement)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
     engine: str = "unknown"
     engine_version: str | None = None
@@ -143,12 +143,12 @@ class Residual(BaseModel):
 
     model_config = _STRICT
 
-    point: str
-    tokens: int
-    pairs: float
-    measured_s: float
-    fitted_s: float
-    samples: int = 0
+    point: str = Field(max_length=200)
+    tokens: int = Field(ge=0, le=MAX_STEP_TOKENS)
+    pairs: float = Field(ge=0)
+    measured_s: float = Field(ge=0, le=MAX_STEP_S)
+    fitted_s: float = Field(ge=0)
+    samples: int = Field(0, ge=0)
 
     @property
     def rel_error(self) -> float:
@@ -158,7 +158,7 @@ class Residual(BaseModel):
 class CalibrationProfile(BaseModel):
     """A fitted step-time model of one engine serving one model on one host."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     kind: Literal["ridgeline-calibration"] = PROFILE_KIND
     schema_version: StrictInt = PROFILE_SCHEMA_VERSION

@@ -177,6 +177,9 @@ _MAX = {"s": 60.0, "steps": 1000.0}
 MAX_PROVENANCE_CHARS = 2000
 _STRICT = ConfigDict(extra="forbid", strict=True)
 _Text = Annotated[str, Field(max_length=MAX_PROVENANCE_CHARS)]
+# A per-fold cost or an absolute percentage error: finite, >= 0 and bounded (1e6 s, or an
+# error of 1e8 %, is no fit).
+_NonNegative = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 
 
 class SecondsCost(BaseModel):
@@ -185,7 +188,7 @@ class SecondsCost(BaseModel):
     model_config = _STRICT
     value: float = Field(ge=0, le=_MAX["s"], allow_inf_nan=False)
     unit: Literal["s"] = "s"
-    cv_fold_values: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
+    cv_fold_values: dict[str, _NonNegative] | None = None
 
 
 class StepsCost(BaseModel):
@@ -194,7 +197,7 @@ class StepsCost(BaseModel):
     model_config = _STRICT
     value: float = Field(ge=0, le=_MAX["steps"], allow_inf_nan=False)
     unit: Literal["steps"] = "steps"
-    cv_fold_values: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
+    cv_fold_values: dict[str, _NonNegative] | None = None
 
 
 class CostsTable(BaseModel):
@@ -217,8 +220,8 @@ class CostsProvenance(BaseModel):
     residual: _Text | None = None
     method: _Text | None = None
     runs: list[Any] | None = None
-    cv_ape: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
-    train_ape: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
+    cv_ape: dict[str, _NonNegative] | None = None
+    train_ape: dict[str, _NonNegative] | None = None
 
 
 class EngineCostsFile(BaseModel):

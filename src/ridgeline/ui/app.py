@@ -90,13 +90,8 @@ def _field(body: dict[str, Any], name: str, kind: type, default: Any, lo: float 
     what = "an integer" if kind is int else "a number"
     rng = "" if lo is None or hi is None else f" from {lo:g} to {hi:g}"
     bad = RidgelineError(f"{name}: got {_short(v)}; allowed: {what}{rng}")
-    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise bad
-    if isinstance(v, str):
-        try:
-            v = float(v) if kind is float or not v.strip().lstrip("-").isdigit() else int(v)
-        except ValueError:
-            raise bad from None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise bad  # a JSON number: "8" is a text, not a count
     if isinstance(v, float) and not math.isfinite(v):
         raise bad
     if (lo is not None and v < lo) or (hi is not None and v > hi):
