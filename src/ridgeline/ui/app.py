@@ -8,8 +8,9 @@ API (documented in docs/ui.md):
     POST /api/simulate  a small rate sweep -> latency vs load points and the knee
 
 Errors are 400 with {"error": "<one line>"} naming the field and what is allowed (the
-CLI's contract, docs/cli.md), an unknown field among them; 413 for a body over 2 MB; 408 when the body does not arrive
-within the body timeout; 429 (Retry-After: 1) when every worker is busy. Each request is
+CLI's contract, docs/cli.md), an unknown field among them; 413 for a body over 2 MB (read
+and dropped first, up to 64 MiB, so the client reads the answer); 408 when the body does
+not arrive within the body timeout; 429 (Retry-After: 1) when every worker is busy. Each request is
 bounded: at most 16 rates x 5,000 requests and 20,000 simulated requests in all, rates up
 to 10,000 req/s, JSON nested at most 32 levels.
 
