@@ -31,6 +31,12 @@ from ridgeline.sim.calibrated_profile import (
     Scheduling,
 )
 from ridgeline.sim.engine_costs import EngineCostsFile, load_engine_costs
+from ridgeline.specs.hardware import (
+    HardwareFile,
+    check_hardware_file,
+    hardware_catalog,
+    load_hardware,
+)
 from ridgeline.trace.reader import read_trace
 from ridgeline.workload.arrivals import ARRIVAL_KEYS, parse_arrival
 from ridgeline.workload.lengths import LENGTH_KEYS, parse_lengths
@@ -366,5 +372,39 @@ def test_a_gzip_bomb_stops_at_the_stated_cap(tmp_path) -> None:
 
 def test_schema_classes_forbid_unknown_fields() -> None:
     """Every schema here refuses what it does not know (provenance records excepted)."""
-    for model in (CalibrationProfile, Scheduling, EngineCostsFile):
+    for model in (CalibrationProfile, Scheduling, EngineCostsFile, HardwareFile):
         assert model.model_config.get("extra") == "forbid", model
+
+
+# ---- hardware files --------------------------------------------------------------------
+
+
+def test_every_catalog_gpu_passes_the_user_file_schema() -> None:
+    """A catalog entry copied to a file is a valid user file (a catalog field the schema
+    lacks would be refused in users' copies: add it to `HardwareFile`)."""
+    for name, entry in hardware_catalog().items():
+        check_hardware_file(entry, name)
+
+
+HW_NUMBERS = [("memory_bandwidth_bytes_s",), ("memory_bytes",),
+              ("interconnect_bandwidth_bytes_s",), ("compute_efficiency",),
+              ("bandwidth_efficiency",), ("kernel_overhead_us",), ("interconnect_latency_s",),
+              ("peak_flops", "bf16")]
+
+
+@FAST
+@given(st.sampled_from(sorted(hardware_catalog())), st.sampled_from(HW_NUMBERS),
+       bad_numbers.filter(lambda v: v is not None),
+       unknown_keys.filter(lambda k: not k.startswith("_")),  # "_" keys are notes
+       st.booleans())
+def test_a_mutated_hardware_file_is_named(tmp_path, gpu, where, value, key, unknown) -> None:
+    doc = json.loads(json.dumps(hardware_catalog()[gpu]))
+    if unknown:
+        doc[key] = 1
+    else:
+        _at(doc, where[:-1])[where[-1]] = value
+    p = tmp_path / "hw.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(RidgelineError) as err:
+        load_hardware(str(p))
+    assert (f"{key}: unknown field" if unknown else where[0]) in _one_line(err.value)
