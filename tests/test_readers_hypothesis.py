@@ -408,3 +408,41 @@ def test_a_mutated_hardware_file_is_named(tmp_path, gpu, where, value, key, unkn
     with pytest.raises(RidgelineError) as err:
         load_hardware(str(p))
     assert (f"{key}: unknown field" if unknown else where[0]) in _one_line(err.value)
+
+
+# ---- replay files (Mooncake JSONL) -----------------------------------------------------
+
+
+@st.composite
+def mooncake_rows(draw: Any) -> list[dict[str, Any]]:
+    n = draw(st.integers(1, 6))
+    return [{"timestamp": draw(st.integers(0, 10**9)), "input_length": draw(st.integers(0, 4096)),
+             "output_length": draw(st.integers(0, 4096)), "hash_ids": [i]} for i in range(n)]
+
+
+def _read_mooncake(rows: list[dict[str, Any]], tmp: Path) -> Any:
+    from ridgeline.workload.replay import read_timed_trace
+
+    p = tmp / "m.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return read_timed_trace(str(p))
+
+
+@FAST
+@given(mooncake_rows(), st.data())
+def test_a_mutated_mooncake_record_is_named(tmp_path, rows, data) -> None:
+    assert len(_read_mooncake(rows, tmp_path).times_s) == len(rows)
+    i = data.draw(st.integers(0, len(rows) - 1))
+    if data.draw(st.booleans()):
+        key = data.draw(unknown_keys)
+        rows[i][key] = 1
+        expect = f"{key}: unknown field"
+    else:
+        key = data.draw(st.sampled_from(["timestamp", "input_length", "output_length"]))
+        rows[i][key] = data.draw(st.sampled_from([-1, 1e300, "5", True, [1], 2.5]))
+        if key == "timestamp" and rows[i][key] == 2.5:
+            rows[i][key] = -2.5  # a fractional millisecond is a time; a negative is not
+        expect = key
+    with pytest.raises(RidgelineError) as err:
+        _read_mooncake(rows, tmp_path)
+    assert expect in _one_line(err.value)
