@@ -158,6 +158,7 @@ CASES: list[tuple[tuple[str, ...], str]] = [
      "not both"),
     # traces given to other commands: the trace reader's rules
     (("report", "{d}/dup_ids.jsonl", "--out", "{d}/r.html"), "field 'id'"),
+    (("simulate", "-n", "2", "--arrival", "replay:path={d}/dup_ids.jsonl"), "field 'id'"),
     *[(("calibrate", "fit", "{d}/" + name, "{d}/probe_good.jsonl", "--out", "{d}/fit.json"),
        field) for name, field in (("probe_nan.jsonl", "NaN"),
                                   ("probe_negative.jsonl", "sent_s"),

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -110,6 +111,8 @@ def _read_replay(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
     path = check_input_file(path_text, "--arrival")
     if sniff_format(path) != "other":
         return tuple(read_timed_trace(path_text, speedup).times_s.tolist())
+    if _is_ridgeline_trace(path):
+        return _trace_times(path_text, speedup)
     times = array("d")
     with open_text(path, "--arrival") as fh, decode_errors("--arrival", path_text):
         for lineno, line in enumerate(fh, 1):
@@ -147,6 +150,40 @@ def _read_replay(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
     if not times:
         raise RidgelineError(f"--arrival: replay file {path_text!r} holds no timestamps")
     arr = np.sort(np.asarray(times))
+    return tuple(((arr - arr[0]) / speedup).tolist())
+
+
+def _is_ridgeline_trace(path: Any) -> bool:
+    from ridgeline.inputs import decode_errors, open_text
+
+    with open_text(path, "--arrival") as fh, decode_errors("--arrival", path):
+        first = fh.readline(1 << 20).strip()
+    try:
+        obj = json.loads(first) if first.startswith("{") else None
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and obj.get("type") == "header"
+
+
+def _trace_times(path_text: str, speedup: float) -> tuple[float, ...]:
+    """A ridgeline trace's arrival times (scheduled, else sent), read by the trace reader
+    and its rules (types, order, finite numbers, unique ids, .gz caps): a trace that
+    `analyze` refuses is not replayed either."""
+    from ridgeline.trace.reader import read_trace
+    from ridgeline.workload.replay import MAX_TIMESTAMP_S
+
+    try:
+        trace = read_trace(path_text)
+    except RidgelineError as exc:
+        raise RidgelineError(f"--arrival: {exc}") from None
+    times = np.where(np.isfinite(trace.scheduled_s), trace.scheduled_s, trace.sent_s)
+    times = times[np.isfinite(times)]
+    if not times.size:
+        raise RidgelineError(f"--arrival: replay file {path_text!r} holds no timestamps")
+    if np.any(np.abs(times) > MAX_TIMESTAMP_S):
+        raise RidgelineError(f"--arrival: replay file {path_text!r}: a time past "
+                             f"{MAX_TIMESTAMP_S:g} s; allowed: finite seconds")
+    arr = np.sort(times)
     return tuple(((arr - arr[0]) / speedup).tolist())
 
 
