@@ -82,8 +82,8 @@ class ProbeRecord(BaseModel):
 
 def read_probe_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(header, ok request records) of a probe trace, every rule above checked."""
-    from ridgeline.inputs import decode_errors, loads_json, open_text, validate_document
-    from ridgeline.trace.reader import read_trace
+    from ridgeline.inputs import loads_json, validate_document
+    from ridgeline.trace.reader import open_text, read_trace
 
     where = f"TRACES: {str(path)!r}"
     try:
@@ -93,7 +93,9 @@ def read_probe_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, A
     header: dict[str, Any] = {}
     recs: list[dict[str, Any]] = []
     try:
-        with open_text(path, "TRACES") as fh, decode_errors("TRACES", path):
+        # The trace reader's opener (a .gz is decompressed under its caps); the reader
+        # above has checked the text.
+        with open_text(path) as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
