@@ -8,7 +8,13 @@ one `RidgelineError` line that names the option (or file) and what is allowed:
   never ends, and reading one whole would fill the memory or wait forever);
 - a whole-file read past its stated size cap (`max_bytes`);
 - not UTF-8 text: binary content (NUL bytes) or UTF-16 (a byte-order mark);
-- JSON nested deeper than Python's parser goes, or numbers it refuses (a 5,000-digit int).
+- JSON nested deeper than Python's parser goes, or numbers it refuses (a 5,000-digit int);
+- a streamed file (a trace, `.gz` or not) past its caps: 1 GiB decompressed, 64 MiB a
+  line; a corrupt or truncated gzip (`open_capped`).
+
+A parsed document is then read by its schema through `validate_document`: one pydantic
+model per kind of input, whose failure (an unknown field, a wrong type, a number out of
+range) is one line naming the field's path (docs/cli.md, "Readers").
 
 >>> import tempfile, os
 >>> p = os.path.join(tempfile.mkdtemp(), "x.json")

@@ -2,7 +2,10 @@
 
 Crash tolerance: a trace whose writer was killed has no footer and may end in a partial
 line. Both are accepted and reported in `Trace.warnings`; every complete request is read.
-A malformed line anywhere else is an error naming the line number and the field.
+A malformed line anywhere else is an error naming the line number and the field; a
+request id given twice is an error naming both requests. The file is read through
+`ridgeline.inputs.open_capped` (a `.gz` decompressed under a 1 GiB cap, every line under
+64 MiB, a corrupt gzip one error line).
 
 How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see docs/BENCHMARKS.md, issue 22):
 
