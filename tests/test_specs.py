@@ -131,7 +131,7 @@ def test_hardware_dense_peaks_and_user_file(tmp_path: Path) -> None:
     assert toy.ridge_point() == 500 and toy.compute_efficiency == 0.7
     del user["memory_bytes"]
     p.write_text(json.dumps(user))
-    with pytest.raises(RidgelineError, match="missing field 'memory_bytes'"):
+    with pytest.raises(RidgelineError, match="memory_bytes: missing"):
         load_hardware(str(p))
 
 

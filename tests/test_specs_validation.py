@@ -123,5 +123,6 @@ def test_hardware_file_bounds_at_zero(tmp_path: Path) -> None:
     assert (hw.interconnect_latency_s, hw.kernel_overhead_us) == (0.0, 0.0)
     bad = tmp_path / "no-bandwidth.json"
     bad.write_text(json.dumps(base | {"memory_bandwidth_bytes_s": 0.0}))
-    with pytest.raises(RidgelineError, match=r"field 'memory_bandwidth_bytes_s'.*> 0"):
+    with pytest.raises(RidgelineError,
+                       match=r"memory_bandwidth_bytes_s: got 0.0; allowed: greater than 0"):
         load_hardware(str(bad))

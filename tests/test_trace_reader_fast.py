@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,7 @@ TRICKY = [
     # duplicate key: json keeps the last one
     '{"type":"request","id":"dup","sent_s":3,"event_times_s":[1.0],"event_times_s":[2.0,3.0]}',
     # integer ids and times, spacing inside the arrays
-    '{"type":"request","id":17,"sent_s":3,"event_times_s":[ 4 , 5.5 ],'
+    '{"type":"request","id":1017,"sent_s":3,"event_times_s":[ 4 , 5.5 ],'
     '"event_tokens":[ 1 , 2 ]}',
 ]
 
@@ -127,7 +128,7 @@ def test_tricky_values_are_json_values(tmp_path: Path) -> None:
     assert ev("nested") == [3.5, 3.75] and ev("dup") == [2.0, 3.0]
     assert ev("digits")[0] == 3.1234567890123457
     assert t.error[ids.index("extra")] == "d\u00e9j\u00e0 vu \u2013 \U0001f600 \"q\" \\"
-    assert ids[-1] == "17"
+    assert ids[-1] == "1017"
 
 
 @pytest.mark.parametrize("with_msgspec", [False, True])
@@ -257,7 +258,10 @@ def split_always(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 def big_file(path: Path, n: int, footer: bool = True, tail: str = "") -> None:
     lines = [HEADER]
     for i in range(n):
-        lines.append(plain(i) if i % 97 else TRICKY[i // 97 % len(TRICKY)])
+        # Each repeat of a tricky line gets its own id: a trace's ids are unique.
+        lines.append(plain(i) if i % 97 else re.sub(
+            r'"id":\s*(?:"([^"]*)"|(\d+))', lambda m, i=i: f'"id":"{m[1] or m[2]}-{i}"',
+            TRICKY[i // 97 % len(TRICKY)], count=1))
         if i % 500 == 3:
             lines.append("")
     if footer:

@@ -219,10 +219,14 @@ def _preemptions_from_file(path: str | None) -> tuple[int, int] | None:
         return None
     import re
 
-    pat = re.compile(r'"preemptions"\s*:\s*(\d+)')
+    from ridgeline.trace.reader import open_text
+
+    pat = re.compile(rb'"preemptions"\s*:\s*(\d+)')
     reqs = total = 0
     seen = False
-    with open(path, encoding="utf-8") as fh:
+    # Through the trace reader's opener: a .gz trace is decompressed (under its caps), as
+    # the metrics read it (opened as UTF-8 text it was an internal error).
+    with open_text(path) as fh:
         for line in fh:
             m = pat.search(line)
             if m is None:

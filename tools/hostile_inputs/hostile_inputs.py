@@ -222,6 +222,12 @@ def build_files(d: Path) -> None:
     prof("c_kvcap_float.json", ["kv_capacity_tokens"], 1e5 + 0.5)
     prof("c_mnbt_zero.json", ["scheduling", "max_num_batched_tokens"], 0)
     prof("c_version.json", ["schema_version"], "two")
+    # the readers' grammar: a later schema, an unknown field inside an object
+    prof("c_future.json", ["schema_version"], 2)
+    prof("c_sched_unknown.json", ["scheduling", "bacth"], 8)
+    prof("c_residual_unknown.json", ["residuals"], [{"point": "p", "tokens": 1, "pairs": 0.0,
+                                                    "measured_s": 0.01, "fitted_s": 0.01,
+                                                    "sampels": 3}])
     prof("c_extra_nested.json", ["provenance"], {"x": [[[[[[1]]]]]] * 1000})
     _write(d, "c_array.json", "[]")
     _write(d, "c_null.json", "null")
@@ -356,6 +362,41 @@ def build_files(d: Path) -> None:
     _write(d, "tl_words.csv", "start_s,end_s,kind\nzero,one,decode\n")
     _write(d, "tl_reversed.csv", "start_s,end_s,kind\n5,1,decode\n")
     _write(d, "tl_empty.csv", "")
+    # probe traces for `calibrate fit` (the trace reader's rules, then the probe schema)
+    probe_head = {"type": "header", "schema_version": 1, "source": "bench",
+                  "load": {"pattern": "closed", "concurrency": 2},
+                  "calibration_probe": {"kind": "decode", "batch": 2, "label": "decode-b2"}}
+
+    def probe(name: str, mutate: Any = None, head: dict[str, Any] | None = None) -> None:
+        recs, t = [], 0.0
+        for i in range(6):
+            ev = [round(t + 0.05 + 0.02 * k, 6) for k in range(10)]
+            recs.append({"type": "request", "id": f"r{i}", "sent_s": t, "event_times_s": ev,
+                         "end_s": ev[-1], "prompt_tokens": 32, "output_tokens": 10,
+                         "status": "ok"})
+            t = ev[-1] + 0.01 if i % 2 else t
+        if mutate is not None:
+            mutate(recs)
+        _write(d, name, "\n".join(json.dumps(x) for x in [head or probe_head, *recs]) + "\n")
+
+    probe("pr_good.jsonl")
+    probe("pr_nan.jsonl", lambda r: r[0]["event_times_s"].__setitem__(2, float("nan")))
+    probe("pr_neg.jsonl", lambda r: r[0].update(sent_s=-6.0, event_times_s=[-5.0, -4.0]))
+    probe("pr_dup.jsonl", lambda r: [x.update(id="same") for x in r])
+    probe("pr_str.jsonl", lambda r: r[0].update(prompt_tokens="thirty-two"))
+    probe("pr_batch_word.jsonl", head={**probe_head, "calibration_probe": {
+        "kind": "decode", "batch": "eight", "label": "b8"}})
+    # compressed traces: corrupt, truncated, a small file that is one enormous line
+    gz = gzip.compress(("\n".join(lines) + "\n").encode())
+    _write(d, "t_corrupt.jsonl.gz", gz[:20] + b"\x00garbage" * 10 + gz[100:])
+    _write(d, "t_truncated.jsonl.gz", gz[: len(gz) // 2])
+    import zlib
+
+    co = zlib.compressobj(9, zlib.DEFLATED, 31)
+    bomb = co.compress(head.encode() + b'\n{"type":"request","id":"')
+    for _ in range(512):
+        bomb += co.compress(b"a" * (1 << 20))
+    _write(d, "t_bomb_line.jsonl.gz", bomb + co.compress(b'"}\n') + co.flush())
     # a victim HTML, a victim profile
     _write(d, "victim.html", "<html>precious</html>")
 
@@ -629,6 +670,30 @@ def cli_cases(d: Path) -> list[Case]:
                  ("theory", "fanout", "-k", str(2**63)),
                  ("theory", "little", "--rate", "1e308", "--latency-s", "1e308")):
         add(" ".join(args), *args, odd=True)
+    # the readers' grammar: every command taking the input, the field's path named
+    sim2 = ["simulate", "--rate", "2", "-n", "10"]
+    for name in ("c_future.json", "c_sched_unknown.json", "c_residual_unknown.json"):
+        for cmd in (sim2, ["estimate"], ["serve", "--port", "0"], ["verify", good]):
+            add(f"{cmd[0]} --calibration {name}", *cmd, "--calibration", f(name))
+    add("simulate --arrival diurnal rate=", *sim2, "--arrival",
+        "diurnal:peak=5,trough=1,rate=3")
+    add("simulate --prompt mean and median", *sim2, "--prompt",
+        "lognormal:mean=5,median=3,sigma=1")
+    add("report t_dup_ids.jsonl", "report", f("t_dup_ids.jsonl"), "--out", o("dup.html"))
+    for name in ("pr_nan.jsonl", "pr_neg.jsonl", "pr_dup.jsonl", "pr_str.jsonl",
+                 "pr_batch_word.jsonl"):
+        add(f"calibrate fit {name}", "calibrate", "fit", f(name), f("pr_good.jsonl"), "--out",
+            o(f"fit-{name}.json"))
+    add("calibrate fit one token count", "calibrate", "fit", f("pr_good.jsonl"), "--out",
+        o("fit-one.json"))
+    for name in ("t_corrupt.jsonl.gz", "t_truncated.jsonl.gz", "t_bomb_line.jsonl.gz"):
+        add(f"analyze {name}", "analyze", f(name))
+        add(f"report {name}", "report", f(name), "--out", o(f"r-{name}.html"))
+    plan5 = ["plan", "--rate", "5", "--slo", "ttft_ms:1000"]
+    add("plan --extra-replicas 1e6", *plan5, "--extra-replicas", "1000000", "--max-replicas",
+        "1000000", "--max-gpus", "100000000")
+    add("plan --weights bf16,int3", *plan5, "--weights", "bf16,int3")
+    add("plan -g h100-sxm,tpu9", *plan5, "-g", "h100-sxm,tpu9")
     # stdin and arguments
     add("analyze -", "analyze", "-", stdin=b"\x00\x01garbage")
     add("analyze empty path", "analyze", "")
@@ -947,6 +1012,11 @@ def http_cases() -> dict[str, list[tuple[str, bytes, dict[str, Any]]]]:
         ("estimate model int", _post(api_e, b'{"model": 5}'), {}),
         ("estimate nan literal", _post(api_e, b'{"batch": NaN}'), {}),
         ("estimate dup keys", _post(api_e, b'{"batch": 1, "batch": "x"}'), {}),
+        ("estimate unknown field", _post(api_e, b'{"bacth": 8}'), {}),
+        ("estimate batch as text", _post(api_e, b'{"batch": "8"}'), {}),
+        ("simulate unknown field", _post(api_s, b'{"rates": [1], "requests": 10, "bogus": 1}'),
+         {}),
+        ("ui body 20 MB", _post(api_e, b'{"batch": 8' + b" " * (20 << 20) + b"}"), {}),
         ("estimate utf16", _post(api_e, '{"batch": 8}'.encode("utf-16")), {}),
         ("simulate rates obj", _post(api_s, b'{"rates": {"a": 1}}'), {}),
         ("simulate rates empty", _post(api_s, b'{"rates": []}'), {}),

@@ -138,6 +138,10 @@ def fit_profile(samples: list[StepSample], scheduling: Scheduling | None = None,
     if bad:
         raise RidgelineError(f"calibrate: step time at {bad} tokens fits <= 0 after the "
                              "attention term; the probe data are inconsistent (rerun it)")
+    if len(tokens) < 2:
+        raise RidgelineError(f"calibrate: the probes give step times at {len(tokens)} token "
+                             f"count ({tokens[0]}); allowed: at least 2 (a step-time table "
+                             "needs two points: probe more batch sizes or prompt lengths)")
     kw: dict[str, Any] = {"kv_bytes_per_token": kv_bytes_per_token,
                           "kv_capacity_tokens": kv_capacity_tokens}
     if scheduling is not None:

@@ -228,30 +228,11 @@ def term_as_interrupt() -> None:
 # ---- reading probe traces -----------------------------------------------------------------
 
 def read_jsonl(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(header, ok request records) of a ridgeline trace."""
-    from ridgeline.inputs import decode_errors, loads_json, open_text
+    """(header, ok request records) of a probe trace, read and checked by its schema
+    (`calibrate/probe_trace.py`)."""
+    from ridgeline.calibrate.probe_trace import read_probe_trace
 
-    header: dict[str, Any] = {}
-    recs: list[dict[str, Any]] = []
-    try:
-        with open_text(path, "TRACES") as fh, decode_errors("TRACES", path):
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                obj = loads_json(line, f"TRACES: {str(path)!r} line {lineno}")
-                if not isinstance(obj, dict):
-                    raise ValueError
-                if obj.get("type") == "header":
-                    header = obj
-                elif obj.get("type") == "request" and obj.get("status") == "ok":
-                    recs.append(obj)
-    except OSError as exc:
-        raise RidgelineError(f"TRACES: cannot read {path} ({exc.strerror})") from None
-    except ValueError:
-        raise RidgelineError(f"TRACES: {path} is not a ridgeline JSONL trace") from None
-    if not header:
-        raise RidgelineError(f"TRACES: {path} has no header line (not a ridgeline trace)")
-    return header, recs
+    return read_probe_trace(path)
 
 
 def trace_ref(path: str | Path, point: str, requests: int) -> TraceRef:

@@ -23,6 +23,12 @@ BYTES_PER_REQUEST = 700
 BYTES_PER_OUTPUT_TOKEN = 48
 MEMORY_SHARE = 0.8          # of what is available: the parent, the OS and others need some
 
+# The combined size of a search, checked before it starts (simulated requests run about 1e5
+# a second per core: 5e7 is hours of screening; the default search is 48,000 requests and
+# 1,536 engine instances).
+MAX_SCREEN_REQUESTS = 50_000_000
+MAX_REPLICA_INSTANCES = 1_000_000  # as `simulate --replicas` allows in one run
+
 
 def simulation_bytes(requests: int, mean_output_tokens: float) -> float:
     """Peak bytes of one simulation of `requests` requests (estimate, see the docstring)."""
@@ -102,6 +108,7 @@ def check_plan_fits(req: PlanRequest, workers: int | None, verify_requests: int,
                 f"{mean_out:.0f} output tokens per request); {_gb(budget)} can be used: at "
                 f"most {fit:,} requests per simulation fit"
                 + (" (fewer --workers fit more)" if n_workers > 1 else ""))
+    check_plan_size(req)
     # The chosen configuration's capacity probe runs alone: at most this many requests.
     probe = probe_requests_bound(req)
     if math.isfinite(budget) and simulation_bytes(probe, mean_out) > budget:
@@ -110,6 +117,28 @@ def check_plan_fits(req: PlanRequest, workers: int | None, verify_requests: int,
             f"configuration with max_num_seqs {max(req.max_num_seqs)} may need {probe:,} "
             f"requests, about {_gb(simulation_bytes(probe, mean_out))} of memory; "
             f"{_gb(budget)} can be used (fewer replicas or a smaller --max-num-seqs fit)")
+
+
+def check_plan_size(req: PlanRequest) -> None:
+    """The combined size of the search, before it starts: simulations x requests each,
+    and the engine instances they hold (replicas), not each option alone."""
+    sims = req.screening_simulations
+    work = sims * req.requests
+    if work > MAX_SCREEN_REQUESTS:
+        raise RidgelineError(
+            f"--extra-replicas/--requests: {sims:,} screening simulations (configurations"
+            f" x {min(req.extra_replicas + 1, req.max_replicas):,} replica counts x "
+            f"layouts) x {req.requests:,} requests = {work:,} simulated requests; "
+            f"allowed: at most {MAX_SCREEN_REQUESTS:,} (fewer --extra-replicas, "
+            "candidates or --requests)")
+    widest = min(req.max_replicas, req.max_gpus // max(1, min(req.tp)))
+    instances = sims * widest
+    if instances > MAX_REPLICA_INSTANCES:
+        raise RidgelineError(
+            f"--max-replicas/--max-gpus: {sims:,} screening simulations of up to "
+            f"{widest:,} replicas = {instances:,} engine instances; allowed: at most "
+            f"{MAX_REPLICA_INSTANCES:,} (a smaller --max-replicas or --max-gpus)")
+
 
 
 def probe_requests_bound(req: PlanRequest) -> int:
@@ -126,5 +155,6 @@ def probe_requests_bound(req: PlanRequest) -> int:
     return max(CAPACITY_PROBE_MIN_REQUESTS, CAPACITY_PROBE_REQUESTS_PER_USER * users)
 
 
-__all__ = ["available_memory_bytes", "check_plan_fits", "probe_requests_bound",
+__all__ = ["available_memory_bytes", "check_plan_fits", "check_plan_size",
+           "probe_requests_bound",
            "simulation_bytes"]

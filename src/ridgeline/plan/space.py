@@ -101,6 +101,7 @@ class PlanRequest:
         if self.verify_requests is not None and self.verify_requests < 1:
             raise RidgelineError(f"--verify-requests: got {self.verify_requests}; allowed: "
                                  ">= 1")
+        self._check_lists()
         for hw in self.hardware:
             self.price_of(hw)
         if self.activations is not None:
@@ -114,6 +115,41 @@ class PlanRequest:
                 raise RidgelineError(f"--engine: got {engine!r}; allowed: "
                                      f"{', '.join(ENGINES)}")
         return self
+
+    def _check_lists(self) -> None:
+        """Every element of every comma list, before any work: a dtype, GPU or model the
+        search cannot use is an error naming it (`--weights bf16,int3`), not a candidate
+        dropped later among the pruned."""
+        from ridgeline.specs import load_hardware, load_model
+        from ridgeline.specs.precision import KV_DTYPES, WEIGHT_DTYPES
+
+        for w in self.weights:
+            if w.lower() not in WEIGHT_DTYPES:
+                raise RidgelineError(f"--weights: got {w!r} (in {','.join(self.weights)}); "
+                                     f"allowed: {', '.join(WEIGHT_DTYPES)}")
+        if self.kv is not None and self.kv.lower() not in KV_DTYPES:
+            raise RidgelineError(f"--kv: got {self.kv!r}; allowed: {', '.join(KV_DTYPES)}")
+        for hw in self.hardware:
+            load_hardware(hw)
+        for m in self.models:
+            load_model(m)
+        for name in ("max_num_seqs", "max_num_batched_tokens"):
+            for v in getattr(self, name):
+                if v < 1:
+                    raise RidgelineError(f"--{name.replace('_', '-')}: got {v}; allowed: "
+                                         ">= 1")
+
+    @property
+    def screening_simulations(self) -> int:
+        """The most screening simulations the space can hold: every configuration family
+        (models x GPUs x dtypes x TP x batch caps x token budgets x chunking) at each
+        replica count tried (the analytic minimum and --extra-replicas above it, at most
+        --max-replicas) in each layout (colocated, and two P/D splits)."""
+        families = math.prod(len(x) for x in (
+            self.models, self.hardware, self.weights, self.tp, self.max_num_seqs,
+            self.max_num_batched_tokens, self.chunked_prefill))
+        counts = min(self.extra_replicas + 1, self.max_replicas)
+        return families * counts * (3 if self.pd else 1)
 
     @property
     def needed_verify_requests(self) -> int:

@@ -39,7 +39,7 @@ from pydantic import (
     PrivateAttr,
     StrictBool,
     StrictInt,
-    ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -63,8 +63,17 @@ MAX_BLOCK_SIZE_TOKENS = 4096
 MAX_CREATED_UNIX_S = 1e11          # the year 5138
 
 
+# Every part of a profile but `provenance` refuses a field it does not know (a misspelt
+# `scheduling.max_num_seqs` must not fall back to a default) and a number that is not one;
+# provenance is a free record of where the measurement came from (calibrate adds the
+# engine's own facts to it), so it keeps what it is given.
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
 class TraceRef(BaseModel):
     """A probe trace the fit used: where it was and what it held."""
+
+    model_config = _STRICT
 
     path: str
     sha256: str
@@ -75,7 +84,7 @@ class TraceRef(BaseModel):
 class Provenance(BaseModel):
     """What was measured, where, when and how (enough to redo the measurement)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
     engine: str = "unknown"
     engine_version: str | None = None
@@ -92,6 +101,8 @@ class Provenance(BaseModel):
 
 class Scheduling(BaseModel):
     """The measured engine's scheduling parameters, as ridgeline's EngineConfig names them."""
+
+    model_config = _STRICT
 
     preset: str = Field("vllm", max_length=64)
     max_num_seqs: StrictInt = Field(256, ge=1, le=MAX_NUM_SEQS)
@@ -131,12 +142,14 @@ class Scheduling(BaseModel):
 class Residual(BaseModel):
     """One probed point: measured step time against the fitted profile's."""
 
-    point: str
-    tokens: int
-    pairs: float
-    measured_s: float
-    fitted_s: float
-    samples: int = 0
+    model_config = _STRICT
+
+    point: str = Field(max_length=200)
+    tokens: int = Field(ge=0, le=MAX_STEP_TOKENS)
+    pairs: float = Field(ge=0)
+    measured_s: float = Field(ge=0, le=MAX_STEP_S)
+    fitted_s: float = Field(ge=0)
+    samples: int = Field(0, ge=0)
 
     @property
     def rel_error(self) -> float:
@@ -146,10 +159,10 @@ class Residual(BaseModel):
 class CalibrationProfile(BaseModel):
     """A fitted step-time model of one engine serving one model on one host."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     kind: Literal["ridgeline-calibration"] = PROFILE_KIND
-    schema_version: int = PROFILE_SCHEMA_VERSION
+    schema_version: StrictInt = PROFILE_SCHEMA_VERSION
     provenance: Provenance = Field(default_factory=Provenance)
     tokens: list[StrictInt] = Field(description="probed tokens per step, ascending, >= 1",
                                     min_length=2, max_length=MAX_PROBE_POINTS)
@@ -174,6 +187,15 @@ class CalibrationProfile(BaseModel):
     _slot_order: list[int] | None = PrivateAttr(default=None)
     _extrapolated_steps: int = PrivateAttr(default=0)
     _max_tokens_seen: float = PrivateAttr(default=0.0)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, v: int) -> int:
+        if not 1 <= v <= PROFILE_SCHEMA_VERSION:
+            raise ValueError(f"schema versions 1..{PROFILE_SCHEMA_VERSION} (a newer ridgeline "
+                             "wrote this profile, or it is not one: upgrade ridgeline or "
+                             "recalibrate)")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> CalibrationProfile:
@@ -203,17 +225,23 @@ class CalibrationProfile(BaseModel):
     @classmethod
     def load(cls, path: str | Path, option: str = "--calibration") -> CalibrationProfile:
         """Read a profile file; a bad file is one RidgelineError line naming `option`."""
-        from ridgeline.inputs import load_json, validation_line
+        from ridgeline.inputs import load_json
 
         obj = load_json(path, option, max_bytes=64 << 20)
+        return cls.read(obj, f"{option}: {path}")
+
+    @classmethod
+    def read(cls, obj: Any, source: str) -> CalibrationProfile:
+        """The one reader of a parsed profile document (a file's JSON, a UI body): every
+        field checked by this schema, failures one RidgelineError line naming `source` and
+        the field's path (`scheduling.bacth: unknown field; allowed: ...`)."""
+        from ridgeline.inputs import validate_document
+
         if not isinstance(obj, dict) or obj.get("kind") != PROFILE_KIND:
-            raise RidgelineError(f"{option}: {path} is not a calibration profile (expected "
+            raise RidgelineError(f"{source} is not a calibration profile (expected "
                                  f"\"kind\": \"{PROFILE_KIND}\"; make one with `ridgeline "
                                  "calibrate engine`)")
-        try:
-            return cls.model_validate(obj)
-        except ValidationError as exc:
-            raise validation_line(exc, f"{option}: {path}") from None
+        return validate_document(cls, obj, f"{source}: calibration profile")
 
     def save(self, path: str | Path) -> None:
         from ridgeline.inputs import write_text_atomic

@@ -27,12 +27,12 @@ among the assumptions.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from ridgeline.errors import RidgelineError
 
@@ -126,16 +126,15 @@ def load_engine_costs(engine: str = "vllm") -> EngineCosts:
         text = resources.files("ridgeline.specs").joinpath(
             "data", "engines", f"{engine}.json").read_text()
         name = engine
-    from ridgeline.inputs import loads_json
+    from ridgeline.inputs import loads_json, validate_document
 
-    d = loads_json(text, f"--engine: {name}")
-    costs = d.get("costs") if isinstance(d, dict) else None
-    if not isinstance(costs, dict):
-        raise RidgelineError(f"--engine: {name}: field 'costs': allowed: an object of "
-                             f"{', '.join(FIELDS)} (an engine costs file, docs/engine.md)")
-    vals = {f: _cost(costs, f, name) for f in FIELDS if f in costs or f in REQUIRED}
-    return EngineCosts(engine=str(d.get("engine", name))[:100],
-                       provenance=_provenance(d.get("provenance"), name), **vals)
+    raw = loads_json(text, f"--engine: {name}")
+    doc = validate_document(EngineCostsFile, raw, f"--engine: {name}")
+    vals = {f: getattr(doc.costs, f).value for f in FIELDS
+            if getattr(doc.costs, f) is not None}
+    # The provenance as the file has it (its order is the order `assumptions` prints).
+    return EngineCosts(engine=doc.engine or name, provenance=raw.get("provenance") or {},
+                       **vals)
 
 
 def capacity_policy_for(engine: str) -> str:
@@ -176,55 +175,70 @@ class LiveRequestOverhead:
         return self.request_overhead_s + self.request_overhead_steps * self.mean_step_s(
             prior_step_s)
 
-# A cost missing from a file would silently be 0 (no cost): every field the catalogs fit is
-# required; `mixed_step_s` came later and defaults to 0. Bounds: far above any engine's.
+# The engine costs file's schema: every field checked, an unknown one refused (a misspelt
+# cost would silently be 0). A cost missing from a file would be 0 (no cost): every field the
+# catalogs fit is required; `mixed_step_s` came later and defaults to 0. Bounds: far above
+# any engine's.
 REQUIRED = ("request_overhead_s", "request_overhead_steps", "step_overhead_s")
 _MAX = {"s": 60.0, "steps": 1000.0}
-
-
-_PROVENANCE_TEXT = ("date", "data", "fitted_on", "cv_error", "residual", "method")
 MAX_PROVENANCE_CHARS = 2000
+_STRICT = ConfigDict(extra="forbid", strict=True)
+_Text = Annotated[str, Field(max_length=MAX_PROVENANCE_CHARS)]
+# A per-fold cost or an absolute percentage error: finite, >= 0 and bounded (1e6 s, or an
+# error of 1e8 %, is no fit).
+_NonNegative = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 
 
-def _provenance(prov: Any, name: str) -> dict[str, Any]:
-    """The file's provenance, which `assumptions` prints: checked here, so a hand-edited
-    file gets one line naming the field rather than a crash while the assumptions print."""
-    if prov is None:
-        return {}
-    where = f"--engine: {name}: provenance"
-    if not isinstance(prov, dict):
-        raise RidgelineError(f"{where}: got {type(prov).__name__}; allowed: an object")
-    for key in _PROVENANCE_TEXT:
-        v = prov.get(key)
-        if v is not None and (not isinstance(v, str) or len(v) > MAX_PROVENANCE_CHARS):
-            raise RidgelineError(f"{where}.{key}: allowed: a text of at most "
-                                 f"{MAX_PROVENANCE_CHARS:,} characters")
-    if prov.get("runs") is not None and not isinstance(prov["runs"], list):
-        raise RidgelineError(f"{where}.runs: allowed: a list of the runs' names")
-    for key in ("cv_ape", "train_ape"):
-        v = prov.get(key)
-        if v is not None and not (isinstance(v, dict) and all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                for x in v.values())):
-            raise RidgelineError(f"{where}.{key}: allowed: an object of metric names to "
-                                 "finite numbers (0.05 = 5%)")
-    return prov
+class SecondsCost(BaseModel):
+    """A fitted time in seconds, with the fit's per-fold values."""
+
+    model_config = _STRICT
+    value: float = Field(ge=0, le=_MAX["s"], allow_inf_nan=False)
+    unit: Literal["s"] = "s"
+    cv_fold_values: dict[str, _NonNegative] | None = None
 
 
-def _cost(costs: dict[str, Any], f: str, name: str) -> float:
-    unit = "steps" if f.endswith("_steps") else "s"
-    entry = costs.get(f)
-    value = entry.get("value") if isinstance(entry, dict) else None
-    allowed = (f"allowed: {{\"value\": a finite number from 0 to {_MAX[unit]:g}, \"unit\": "
-               f"\"{unit}\"}}")
-    if (not isinstance(value, (int, float)) or isinstance(value, bool)
-            or not 0 <= value <= _MAX[unit]):  # NaN fails the comparison too
-        got = "missing" if entry is None else f"got {value!r}"
-        raise RidgelineError(f"--engine: {name}: costs.{f}: {got}; {allowed}")
-    if entry.get("unit", unit) != unit:
-        raise RidgelineError(f"--engine: {name}: costs.{f}: unit {entry.get('unit')!r}; "
-                             f"{allowed}")
-    return float(value)
+class StepsCost(BaseModel):
+    """A fitted count of decode steps, with the fit's per-fold values."""
+
+    model_config = _STRICT
+    value: float = Field(ge=0, le=_MAX["steps"], allow_inf_nan=False)
+    unit: Literal["steps"] = "steps"
+    cv_fold_values: dict[str, _NonNegative] | None = None
+
+
+class CostsTable(BaseModel):
+    model_config = _STRICT
+    request_overhead_s: SecondsCost
+    request_overhead_steps: StepsCost
+    step_overhead_s: SecondsCost
+    mixed_step_s: SecondsCost | None = None
+
+
+class CostsProvenance(BaseModel):
+    """What `assumptions` prints, typed so that printing cannot fail; the fit adds notes of
+    its own (`replications`, `not_fitted`), kept as given."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    date: _Text | None = None
+    data: _Text | None = None
+    fitted_on: _Text | None = None
+    cv_error: _Text | None = None
+    residual: _Text | None = None
+    method: _Text | None = None
+    runs: list[Any] | None = None
+    cv_ape: dict[str, _NonNegative] | None = None
+    train_ape: dict[str, _NonNegative] | None = None
+
+
+class EngineCostsFile(BaseModel):
+    """An engine costs file (`--engine FILE`, specs/data/engines/<engine>.json)."""
+
+    model_config = _STRICT
+    engine: str | None = Field(None, max_length=100)
+    description: _Text | None = None
+    costs: CostsTable
+    provenance: CostsProvenance | None = None
 
 
 def run_mean_step_s(n_tokens: np.ndarray, mean_gap_s: np.ndarray) -> float:

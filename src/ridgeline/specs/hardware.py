@@ -20,12 +20,39 @@ import json
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ridgeline.errors import RidgelineError
 
 REQUIRED = ("peak_flops", "memory_bandwidth_bytes_s", "memory_bytes",
             "interconnect_bandwidth_bytes_s")
+
+
+_Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class HardwareFile(BaseModel):
+    """The schema of a hardware JSON file: the catalog's fields, each bounded where no
+    accelerator comes near (1e20 FLOP/s, 1e16 B/s, 1e15 bytes)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    name: str | None = Field(None, max_length=200)
+    display_name: str | None = Field(None, max_length=200)
+    vendor: str | None = Field(None, max_length=200)
+    interconnect: str | None = Field(None, max_length=200)
+    kernel_profile: str | None = Field(None, max_length=200)
+    peak_flops: dict[str, Annotated[_Positive, Field(le=1e20)]] = Field(min_length=1)
+    memory_bandwidth_bytes_s: Annotated[_Positive, Field(le=1e16)]
+    memory_bytes: Annotated[_Positive, Field(le=1e15)]
+    interconnect_bandwidth_bytes_s: Annotated[_Positive, Field(le=1e16)]
+    interconnect_latency_s: float | None = Field(None, ge=0, le=1.0)
+    compute_efficiency: float | None = Field(None, gt=0, le=1.0)
+    bandwidth_efficiency: float | None = Field(None, gt=0, le=1.0)
+    kernel_overhead_us: float | None = Field(None, ge=0, le=1e6)
+    price_usd_per_gpu_hour: float | None = Field(None, ge=0, le=1e6)
+    nvlink_domain_gpus: int | None = Field(None, ge=1, le=576)
 
 
 @dataclass(frozen=True)
@@ -169,6 +196,17 @@ def _domain_gpus(value: Any, name: str) -> int:
     return int(value)
 
 
+def check_hardware_file(data: dict[str, Any], source: str) -> None:
+    """A user's hardware file read by its schema (`HardwareFile`): a field it does not know
+    (`memory_bandwith_bytes_s`) is refused, naming it, rather than the default used;
+    keys starting with `_` are notes (the catalog's `_source`)."""
+    from ridgeline.inputs import validate_document
+
+    validate_document(HardwareFile, {k: v for k, v in data.items()
+                                     if not (isinstance(k, str) and k.startswith("_"))},
+                      source)
+
+
 def _catalog_dir() -> Any:
     return resources.files("ridgeline.specs").joinpath("data", "hardware")
 
@@ -193,6 +231,7 @@ def load_hardware(name_or_path: str) -> HardwareSpec:
         data = load_json(path, "hardware", max_bytes=16 << 20)
         if not isinstance(data, dict):
             raise RidgelineError(f"hardware: {str(path)!r} is not a hardware JSON object")
+        check_hardware_file(data, f"hardware: {str(path)!r}")
         return from_dict(data, path.stem)
     key = catalog_name(name_or_path)
     entry = _catalog_dir().joinpath(f"{key}.json")

@@ -8,8 +8,9 @@ API (documented in docs/ui.md):
     POST /api/simulate  a small rate sweep -> latency vs load points and the knee
 
 Errors are 400 with {"error": "<one line>"} naming the field and what is allowed (the
-CLI's contract, docs/cli.md); 413 for a body over 2 MB; 408 when the body does not arrive
-within the body timeout; 429 (Retry-After: 1) when every worker is busy. Each request is
+CLI's contract, docs/cli.md), an unknown field among them; 413 for a body over 2 MB (read
+and dropped first, up to 64 MiB, so the client reads the answer); 408 when the body does
+not arrive within the body timeout; 429 (Retry-After: 1) when every worker is busy. Each request is
 bounded: at most 16 rates x 5,000 requests and 20,000 simulated requests in all, rates up
 to 10,000 req/s, JSON nested at most 32 levels.
 
@@ -28,6 +29,7 @@ import os
 from importlib import resources
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -60,6 +62,8 @@ def _static(name: str) -> bytes:
 
 # Per-request limits: one request cannot hold a worker for minutes.
 MAX_BODY_BYTES = 2_000_000
+# A refused body up to this size is still read (and dropped) so the client gets its 413.
+MAX_DRAIN_BYTES = 64 << 20
 MAX_JSON_DEPTH = 32
 MAX_RATES = 16
 MAX_REQUESTS = 5000
@@ -88,13 +92,8 @@ def _field(body: dict[str, Any], name: str, kind: type, default: Any, lo: float 
     what = "an integer" if kind is int else "a number"
     rng = "" if lo is None or hi is None else f" from {lo:g} to {hi:g}"
     bad = RidgelineError(f"{name}: got {_short(v)}; allowed: {what}{rng}")
-    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise bad
-    if isinstance(v, str):
-        try:
-            v = float(v) if kind is float or not v.strip().lstrip("-").isdigit() else int(v)
-        except ValueError:
-            raise bad from None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise bad  # a JSON number: "8" is a text, not a count
     if isinstance(v, float) and not math.isfinite(v):
         raise bad
     if (lo is not None and v < lo) or (hi is not None and v > hi):
@@ -175,10 +174,58 @@ def _common(body: dict[str, Any]) -> dict[str, Any]:
             "ep": _field(body, "ep", int, 1, 1, MAX_PARALLEL)}
 
 
+# The schema of each request body: the fields each endpoint takes, so a misspelt one
+# (`{"bacth": 8}`) is a 400 naming it rather than a default silently used. The values
+# themselves are checked by `_field`/`_text` above (numbers compared before any conversion,
+# ranges named in the message), so a field here admits any JSON value.
+_BODY = ConfigDict(extra="forbid")
+
+
+class _CommonBody(BaseModel):
+    model_config = _BODY
+    model: Any = None
+    config: Any = None
+    config_name: Any = None
+    hardware: Any = None
+    weights: Any = None
+    kv: Any = None
+    activations: Any = None
+    tp: Any = None
+    pp: Any = None
+    ep: Any = None
+
+
+class EstimateBody(_CommonBody):
+    """POST /api/estimate."""
+
+    batch: Any = None
+    prompt: Any = None
+    output: Any = None
+
+
+class SimulateBody(_CommonBody):
+    """POST /api/simulate."""
+
+    rates: Any = None
+    requests: Any = None
+    prompt: Any = None
+    output: Any = None
+    seed: Any = None
+    slos: Any = None
+    engine_costs: Any = None
+
+
+def _checked(model: type[BaseModel], body: dict[str, Any]) -> None:
+    from ridgeline.inputs import validate_document
+
+    validate_document(model, body, "request")
+
+
 def estimate_api(body: dict[str, Any]) -> dict[str, Any]:
     """POST /api/estimate: `estimate_view` plus a `summary` of the headline numbers."""
     from ridgeline.report.estimate_view import estimate_view
 
+    _checked(EstimateBody, body)
     args = _common(body)
     for name, default, hi in (("batch", 32, 65_536), ("prompt", 1024, 10_000_000),
                               ("output", 256, 10_000_000)):
@@ -206,6 +253,7 @@ def simulate_api(body: dict[str, Any]) -> dict[str, Any]:
     from ridgeline.sim.engine_costs import load_engine_costs
     from ridgeline.specs import Parallelism, load_hardware, load_model, resolve_precision
 
+    _checked(SimulateBody, body)
     c = _common(body)
     rates = body.get("rates", SIM_DEFAULTS["rates"])
     if not isinstance(rates, list) or not 1 <= len(rates) <= MAX_RATES or not all(
@@ -286,25 +334,38 @@ class _HttpError(Exception):
         self.status = status
 
 
-async def _read_body(request: Request) -> bytes:
+def _too_large(size: str | int) -> _HttpError:
+    return _HttpError(413, f"request: body of {size} bytes; allowed: at most "
+                      f"{MAX_BODY_BYTES:,} bytes")
+
+
+async def _read_body(request: Request, seen: dict[str, int]) -> bytes:
+    """The body, at most MAX_BODY_BYTES. A larger one is read on and dropped (up to
+    MAX_DRAIN_BYTES) before the 413: a server that closes with the client's bytes unread
+    makes the kernel reset the connection, and the client never reads the answer."""
     size = request.headers.get("content-length")
-    if size is not None and (not size.isdigit() or int(size) > MAX_BODY_BYTES):
-        raise _HttpError(413, f"request: body of {size} bytes; allowed: at most "
-                         f"{MAX_BODY_BYTES:,} bytes")
-    parts, total = [], 0
+    if size is not None and (not size.isdigit() or int(size) > MAX_DRAIN_BYTES):
+        raise _too_large(size)  # not worth reading: refused at once
+    parts: list[bytes] = []
     async for chunk in request.stream():
-        total += len(chunk)
-        if total > MAX_BODY_BYTES:
-            raise _HttpError(413, f"request: body over {MAX_BODY_BYTES:,} bytes; allowed: "
-                             "at most that")
-        parts.append(chunk)
+        seen["bytes"] += len(chunk)
+        if seen["bytes"] > MAX_DRAIN_BYTES:
+            break
+        if seen["bytes"] <= MAX_BODY_BYTES:
+            parts.append(chunk)
+    if seen["bytes"] > MAX_BODY_BYTES:
+        raise _too_large(f"{seen['bytes']:,}" if seen["bytes"] <= MAX_DRAIN_BYTES
+                         else f"over {MAX_DRAIN_BYTES:,}")
     return b"".join(parts)
 
 
 async def _body(request: Request, body_timeout_s: float) -> dict[str, Any]:
+    seen = {"bytes": 0}
     try:
-        raw = await asyncio.wait_for(_read_body(request), body_timeout_s)
+        raw = await asyncio.wait_for(_read_body(request, seen), body_timeout_s)
     except asyncio.TimeoutError:
+        if seen["bytes"] > MAX_BODY_BYTES:  # too large, and still coming
+            raise _too_large(f"over {seen['bytes']:,}") from None
         raise _HttpError(408, f"request: the body did not arrive within {body_timeout_s:g} s"
                          ) from None
     try:

@@ -31,11 +31,17 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ridgeline.errors import RidgelineError
-from ridgeline.workload.spec_syntax import reject_unknown, split_spec, take_float
+from ridgeline.workload.spec_syntax import (
+    check_keys,
+    reject_unknown,
+    split_spec,
+    take_float,
+)
 
 KINDS = "poisson, gamma, constant, ramp, replay, diurnal"
 # Sensible ranges: outside them the times overflow or the thinning never ends.
@@ -46,6 +52,11 @@ MAX_PERIOD_S = 1e9           # 31.7 years
 MAX_CV = 100.0               # gamma gaps' coefficient of variation
 MIN_CV = 1e-3
 MAX_THINNING_ROUNDS = 1000   # diurnal: batches of candidates before giving up
+# The schema of an arrival spec: the keys each kind takes ("value": a positional path).
+ARRIVAL_KEYS: dict[str, tuple[str, ...]] = {
+    "poisson": ("rate",), "gamma": ("rate", "cv"), "constant": ("rate",),
+    "ramp": ("start", "end"), "replay": ("path", "value", "speedup"),
+    "diurnal": ("peak", "trough", "period", "phase")}
 RATE_TEXT = f"a rate from {MIN_RATE_REQ_S:g} to {MAX_RATE_REQ_S:g} req/s"
 
 
@@ -146,6 +157,8 @@ def _read_replay_times(path_text: str, speedup: float = 1.0) -> tuple[float, ...
     from ridgeline.workload.replay import MAX_REPLAY_ROWS, MAX_TIMESTAMP_S
 
     path = check_input_file(path_text, "--arrival")
+    if _is_ridgeline_trace(path):
+        return _trace_times(path_text, speedup)
     times = array("d")
     with open_text(path, "--arrival") as fh, decode_errors("--arrival", path_text):
         for lineno, line in enumerate(fh, 1):
@@ -186,10 +199,46 @@ def _read_replay_times(path_text: str, speedup: float = 1.0) -> tuple[float, ...
     return tuple(((arr - arr[0]) / speedup).tolist())
 
 
+def _is_ridgeline_trace(path: Any) -> bool:
+    from ridgeline.inputs import decode_errors, open_text
+
+    with open_text(path, "--arrival") as fh, decode_errors("--arrival", path):
+        first = fh.readline(1 << 20).strip()
+    try:
+        obj = json.loads(first) if first.startswith("{") else None
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and obj.get("type") == "header"
+
+
+def _trace_times(path_text: str, speedup: float) -> tuple[float, ...]:
+    """A ridgeline trace's arrival times (scheduled, else sent), read by the trace reader
+    and its rules (types, order, finite numbers, unique ids, .gz caps): a trace that
+    `analyze` refuses is not replayed either."""
+    from ridgeline.trace.reader import read_trace
+    from ridgeline.workload.replay import MAX_TIMESTAMP_S
+
+    try:
+        trace = read_trace(path_text)
+    except RidgelineError as exc:
+        raise RidgelineError(f"--arrival: {exc}") from None
+    times = np.where(np.isfinite(trace.scheduled_s), trace.scheduled_s, trace.sent_s)
+    times = times[np.isfinite(times)]
+    if not times.size:
+        raise RidgelineError(f"--arrival: replay file {path_text!r} holds no timestamps")
+    if np.any(np.abs(times) > MAX_TIMESTAMP_S):
+        raise RidgelineError(f"--arrival: replay file {path_text!r}: a time past "
+                             f"{MAX_TIMESTAMP_S:g} s; allowed: finite seconds")
+    arr = np.sort(times)
+    return tuple(((arr - arr[0]) / speedup).tolist())
+
+
 def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
     """Parse an arrival spec; `rate_req_s` fills in `rate=` when the spec has none."""
     field = "--arrival"
     kind, params = split_spec(spec, field)
+    check_keys(kind, params, ARRIVAL_KEYS, field, "arrival process",
+               exclusive=(("path", "value"),))
     rate = take_float(params, "rate", field, default=rate_req_s or -1.0)
     needs_rate = kind in ("poisson", "gamma", "constant")
     if needs_rate and rate <= 0:

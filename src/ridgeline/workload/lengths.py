@@ -27,9 +27,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ridgeline.errors import RidgelineError
-from ridgeline.workload.spec_syntax import reject_unknown, split_spec, take_float
+from ridgeline.workload.spec_syntax import (
+    check_keys,
+    reject_unknown,
+    split_spec,
+    take_float,
+)
 
 KINDS = "fixed, uniform, normal, lognormal, exponential, empirical"
+# The schema of a length spec: the keys each kind takes ("value": a positional number or
+# path); min and max clip every kind's samples.
+LENGTH_KEYS: dict[str, tuple[str, ...]] = {
+    "fixed": ("value", "min", "max"), "uniform": ("min", "max"),
+    "normal": ("mean", "std", "min", "max"),
+    "lognormal": ("mean", "median", "sigma", "min", "max"),
+    "exponential": ("mean", "min", "max"), "empirical": ("path", "value", "min", "max")}
 # No length may exceed the largest context of any served model: a prompt of
 # 2e9 tokens would be built in memory before anything else could refuse it. Samples are
 # also clipped here when the spec sets no max (a lognormal's far tail).
@@ -117,6 +129,8 @@ def parse_lengths(spec: str | int, field_name: str = "--prompt") -> LengthDistri
     kind, params = split_spec(text, field_name)
     if kind.replace(".", "", 1).isdigit():  # a bare number
         params, kind = {"value": kind}, "fixed"
+    check_keys(kind, params, LENGTH_KEYS, field_name, "distribution",
+               exclusive=(("mean", "median"), ("path", "value")))
     lo = int(take_float(params, "min", field_name, default=1.0, positive=True, **_BOUND))
     hi_raw = params.get("max") if kind != "uniform" else None
     hi = int(take_float(params, "max", field_name, positive=True, **_BOUND)) if hi_raw else None

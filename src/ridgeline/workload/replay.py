@@ -28,7 +28,9 @@ import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import numpy as np
 
 from ridgeline.errors import RidgelineError
@@ -172,15 +174,12 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
                 where = f"{field}: {path_text!r} line {lineno}"
                 if len(t) >= MAX_REPLAY_ROWS:
                     raise _too_many(field, path_text)
-                obj = loads_json(line, where)
-                if not isinstance(obj, dict) or "timestamp" not in obj:
-                    raise RidgelineError(f"{where}: not a Mooncake record (timestamp ms, "
-                                         "input_length, output_length)")
-                t.append(_time(obj["timestamp"], "timestamp", where, 1e-3))
-                n_in = _count(obj.get("input_length"), "input_length", where)
+                rec = _mooncake_record(line, where, loads_json)
+                t.append(_time(rec.timestamp, "timestamp", where, 1e-3))
+                n_in = _count(rec.input_length, "input_length", where)
                 p.append(n_in)
-                o.append(_count(obj.get("output_length"), "output_length", where))
-                h.append(_hash_ids(obj.get("hash_ids"), n_in, where))
+                o.append(_count(rec.output_length, "output_length", where))
+                h.append(_hash_ids(rec.hash_ids, n_in, where))
     elif fmt in OTHER_FORMATS:
         from ridgeline.workload.trace_formats import read_rows
 
@@ -208,6 +207,44 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
         out.prefix_group, out.prefix_tokens = shared_prefix_groups(
             hashes, out.prompt_tokens, MOONCAKE_BLOCK_TOKENS)
     return out
+
+
+class MooncakeRecord(msgspec.Struct, forbid_unknown_fields=True):
+    """The schema of a Mooncake JSONL record (msgspec: a file may hold millions): the four
+    fields of the published traces, of their JSON types; a field it does not know (a
+    misspelt `output_lenght`, whose request would get no output) is refused. Ranges are
+    checked by `_time`, `_count` and `_hash_ids`."""
+
+    timestamp: int | float
+    input_length: int | float | None = None
+    output_length: int | float | None = None
+    hash_ids: list[Any] | None = None
+
+
+_MOONCAKE = msgspec.json.Decoder(MooncakeRecord)
+MOONCAKE_FIELDS = MooncakeRecord.__struct_fields__
+
+
+def _mooncake_record(line: str, where: str, loads_json: Any) -> MooncakeRecord:
+    try:
+        return _MOONCAKE.decode(line)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        if text.startswith("Object contains unknown field"):
+            name = text.split("`")[1] if "`" in text else "?"
+            raise RidgelineError(f"{where}: {name}: unknown field; allowed: "
+                                 f"{', '.join(MOONCAKE_FIELDS)}") from None
+        if text.startswith("Expected `object`") or "missing required field" in text:
+            raise RidgelineError(f"{where}: not a Mooncake record (timestamp ms, "
+                                 "input_length, output_length)") from None
+        at = text.rsplit(" - at `$.", 1)
+        name = at[1].rstrip("`").split("[")[0] if len(at) == 2 else "record"
+        allowed = "a list of integer block ids" if name == "hash_ids" else "a number"
+        raise RidgelineError(f"{where}: {name}: {at[0]}; allowed: {allowed}") from None
+    except msgspec.DecodeError:
+        loads_json(line, where)  # the JSON error, in its usual words
+        raise RidgelineError(f"{where}: NaN, Infinity or a number past 64 bits; allowed: "
+                             "finite JSON numbers") from None
 
 
 def _hash_ids(value: object, input_length: int, where: str) -> tuple[int, ...]:

@@ -66,3 +66,27 @@ def reject_unknown(params: dict[str, str], field: str, kind: str, allowed: str) 
     if params:
         keys = ", ".join(sorted(params))
         raise RidgelineError(f"{field}: {kind} does not take {keys}; allowed: {allowed}")
+
+
+def check_keys(kind: str, params: dict[str, str], schema: dict[str, tuple[str, ...]],
+               field: str, what: str, exclusive: tuple[tuple[str, str], ...] = ()) -> None:
+    """The spec's schema, enforced before any value is read: `schema` maps each kind to the
+    keys it takes (`value`: the positional one), so a key the kind does not take
+    (`diurnal:peak=5,trough=1,rate=3`) is refused, never silently ignored; `exclusive`:
+    pairs of keys of which at most one may be given (one would be ignored)."""
+    if kind not in schema:
+        raise RidgelineError(f"{field}: unknown {what} {kind!r}; allowed: "
+                             f"{', '.join(schema)}")
+    allowed = schema[kind]
+    extra = [k for k in params if k not in allowed]
+    if extra:
+        raise RidgelineError(f"{field}: {kind} does not take {', '.join(map(_key, extra))}; "
+                             f"allowed: {', '.join(map(_key, allowed))}")
+    for a, b in exclusive:
+        if a in params and b in params:
+            raise RidgelineError(f"{field}: {kind} takes {_key(a)} or {_key(b)}, not both "
+                                 "(one would be ignored)")
+
+
+def _key(name: str) -> str:
+    return "a positional value" if name == "value" else f"{name}="
