@@ -104,7 +104,8 @@ def test_estimate_prints_expected_distinct_experts_per_phase() -> None:
     assert r["decode_expected_experts"] == pytest.approx(decode, rel=1e-12)
     assert r["prefill_expected_experts"] == pytest.approx(prefill, rel=1e-12)
     assert round(decode, 2) == 51.62
-    text = _run("estimate", "-m", "qwen3-30b-a3b", "-b", "8", "-p", "1000", "-o", "200")
+    text = _run("estimate", "-m", "qwen3-30b-a3b", "-b", "8", "-p", "1000", "-o", "200",
+                "--details")  # the decode roofline terms are the details
     assert "E[U]" in text.stdout and "decode 51.62 of 128" in text.stdout
     assert "prefill 128.00 of 128" in text.stdout
     dense = json.loads(_run("estimate", "-m", "llama-3.1-8b", "--json").stdout)["result"]
