@@ -583,10 +583,13 @@ def test_modules_left_16bit_run_at_the_16bit_peak() -> None:
     kb = k.breakdown(BatchWork.for_chunks([8192], [0], []))
     per_flop = {n: kb.compute_s[kb.names.index(n)] / kb.flops[kb.names.index(n)]
                 for n in ("qkv_proj", "o_proj", "shared_gate_up")}
-    # Same reduction dim (hidden 5120) and rows: the bf16 GEMMs cost ~2x e_fp8/e_16 (1.6x)
-    # the FP8 shared expert's time per FLOP; priced at the FP8 peak they would cost ~1x.
+    # Same reduction dim (hidden 5120) and rows: the bf16 GEMMs cost more per FLOP than the
+    # FP8 shared expert, and never less than the bf16 peak allows. The measured H100 tables
+    # put the gap at this shape near 1.1x, not the 2x of the peaks (vLLM 0.24, m=8192,
+    # k=5120, n=4096: bf16 0.4196 ms, fp8 0.3850 ms, the activation quantization included).
     for n in ("qkv_proj", "o_proj"):
-        assert per_flop[n] > 1.3 * per_flop["shared_gate_up"], n
+        assert per_flop[n] > 1.05 * per_flop["shared_gate_up"], n
+        assert per_flop[n] >= 1.0 / 989.4e12, n
 
 
 def test_lm_head_follows_the_method() -> None:
