@@ -119,13 +119,23 @@ def test_bad_vllm_flags_are_one_line_errors(args: list[str], field: str, tmp_pat
 
 
 def test_normalize_argv_shapes() -> None:
-    assert normalize_argv(["--header", "a=1", "b=2", "-n", "3"]) == [
+    def argv(args: list[str]) -> list[str]:
+        return normalize_argv(args)[0]
+
+    assert argv(["--header", "a=1", "b=2", "-n", "3"]) == [
         "--header", "a=1", "--header", "b=2", "-n", "3"]
-    assert normalize_argv(["--save-result"]) == ["--save-result=vllm", "--vllm-result-naming"]
-    assert normalize_argv(["--save-result", "aiperf-csv"]) == ["--save-result", "aiperf-csv"]
-    assert normalize_argv(["--profile", "poisson", "--rate", "2"]) == [
-        "--guidellm-profile", "poisson", "--rate", "2"]
-    assert normalize_argv(["--profile", "--rate", "2"]) == ["--vllm-profile", "--rate", "2"]
+    # vLLM's --goodput is nargs "+": every KEY:VALUE word after one flag is a goodput SLO
+    assert argv(["--goodput", "ttft:500", "tpot:50", "-n", "3"]) == [
+        "--goodput", "ttft:500", "--goodput", "tpot:50", "-n", "3"]
+    assert argv(["--save-result"]) == ["--save-result=vllm", "--vllm-result-naming"]
+    assert argv(["--save-result", "aiperf-csv"]) == ["--save-result", "aiperf-csv"]
+    assert argv(["--profile", "poisson", "--rate", "2"]) == [
+        "--rate-type", "poisson", "--rate", "2"]
+    # an ignored flag goes with its value, and says so
+    out, notes = normalize_argv(["--tokenizer-mode", "slow", "--trust-remote-code", "-n", "3"])
+    assert out == ["-n", "3"] and len(notes) == 2 and notes[0].startswith("--tokenizer-mode")
+    with pytest.raises(RidgelineError, match="--profile"):
+        normalize_argv(["--profile", "--rate", "2"])
 
 
 def test_backend_and_lengths() -> None:
@@ -165,14 +175,17 @@ def test_guidellm_constant_profile(server: str, tmp_path: Path) -> None:
 def test_run_plan_is_the_commands_library_call(server: str, tmp_path: Path) -> None:
     """The orchestration as one call: a plan of two points, two traces, a knee."""
     from ridgeline.bench.client import EndpointConfig
+    from ridgeline.bench.load import LoadSpec
+    from ridgeline.bench.run import BenchConfig
     from ridgeline.bench.session import BenchPlan, SessionHooks, run_plan, sweep_points
     from ridgeline.workload.lengths import parse_lengths
 
     seen: list[str] = []
-    plan = BenchPlan(endpoint=EndpointConfig(server, "llama-3.1-8b", ignore_eos=True),
-                     points=sweep_points([], [1, 2], rate_sweep=False),
-                     trace_base=str(tmp_path / "t.jsonl"), requests=4,
-                     prompt=parse_lengths("fixed:16"), output=parse_lengths("fixed:4"))
+    run = BenchConfig(endpoint=EndpointConfig(server, "llama-3.1-8b", ignore_eos=True),
+                      load=LoadSpec(concurrency=1, arrival=None, requests=4),
+                      trace_path=str(tmp_path / "t.jsonl"), prompt=parse_lengths("fixed:16"),
+                      output=parse_lengths("fixed:4"))
+    plan = BenchPlan(run=run, points=sweep_points([], [1, 2], rate_sweep=False))
     out = run_plan(plan, SessionHooks(on_point=lambda p, path: seen.append(path)))
     assert [p.point.label for p in out.points] == ["concurrency=1", "concurrency=2"]
     assert seen == [str(tmp_path / "t.concurrency-1.jsonl"),

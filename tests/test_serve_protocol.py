@@ -44,6 +44,26 @@ def test_tokenizer_is_real_cl100k() -> None:
     assert tok.count("tiktoken is great!") == 6
     # Special-token text is counted as ordinary text, never an error.
     assert tok.count("<|endoftext|>") > 1
+    assert tok.ids("hello world") == [15339, 1917]
+
+
+def test_fast_tokenizer_gives_the_packages_ids() -> None:
+    """The compiled module called directly (fast start-up) encodes as the package does."""
+    import random
+
+    import bpe_openai
+
+    from ridgeline.serve.tokenizer import rust_cl100k
+
+    fast = rust_cl100k()
+    assert fast is not None
+    ref = bpe_openai.get_encoding("cl100k_base")
+    rng = random.Random(1)
+    alphabet = "abc xyz\n\t 0123456789 ,.!?'\"éü日本😀<|endoftext|>"
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 200)))
+        assert fast.encode_ordinary(text) == ref.encode_ordinary(text), text
+        assert fast.decode(fast.encode_ordinary(text)) == text
 
 
 def test_filler_retokenizes_to_its_token_count() -> None:

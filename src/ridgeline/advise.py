@@ -332,6 +332,8 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
         trace = load_trace(path)
     else:
         path = trace.path
+    if not slos:  # the run's own SLOs, recorded by `bench --slo`, before the defaults
+        slos = list(getattr(trace.header, "slos", None) or ())
     budgets, ops = _budgets(slos)
     a = analysis or analyze(trace)
     header = trace.header

@@ -174,11 +174,18 @@ def run(args: list[str] | None = None) -> int:
     """
     click_exception = _click_exception_type()
     argv = list(sys.argv[1:] if args is None else args)
-    if argv[:1] == ["bench"]:
-        from ridgeline.bench.peer_flags import normalize_argv
-
-        args = ["bench", *normalize_argv(argv[1:])]  # vLLM's option shapes (nargs="*")
     try:
+        if argv[:1] == ["bench"]:
+            from ridgeline.bench.peer_flags import normalize_argv
+
+            peer_argv, notes = normalize_argv(argv[1:])  # vLLM's option shapes (nargs="+")
+            args = ["bench", *peer_argv]
+            if "emulator" in peer_argv or "--target=emulator" in peer_argv:
+                from ridgeline.bench.command import prespawn
+
+                prespawn(peer_argv)  # the emulator starts while the parser is built
+            for note in notes:
+                typer.echo(f"note: {note}", err=True)
         from ridgeline.commands.options import check_numbers, guard_command_line
 
         # Outputs equal to inputs, unwritable outputs, device/FIFO inputs: refused before

@@ -75,7 +75,8 @@ AREAS = {
     # counts, the summary, vLLM bench/AIPerf/GuideLLM result files and flags, exports
     "bench_peer": ["src/ridgeline/bench/sse.py", "src/ridgeline/bench/tokens.py",
                    "src/ridgeline/bench/summary.py", "src/ridgeline/bench/results_peer.py",
-                   "src/ridgeline/bench/peer_flags.py", "src/ridgeline/bench/export.py"],
+                   "src/ridgeline/bench/peer_flags.py", "src/ridgeline/bench/export.py",
+                   "src/ridgeline/bench/vllm_flags.py", "src/ridgeline/bench/results_guidellm.py"],
     # model configs (every family, quantized checkpoints, fp4), dtypes and GPU files
     "specs": ["src/ridgeline/specs/model.py", "src/ridgeline/specs/quant.py",
               "src/ridgeline/specs/precision.py", "src/ridgeline/specs/hardware.py"],
@@ -190,8 +191,14 @@ FILE_TESTS = {
     "src/ridgeline/workload/replay.py": ["tests/test_fleet.py"],
     # vLLM's --result-dir/--result-filename path goes through results_peer too.
     "src/ridgeline/bench/results_peer.py": ["tests/test_bench_results.py",
-                                            "tests/test_bench_vllm_flags.py"],
-    "src/ridgeline/bench/peer_flags.py": ["tests/test_bench_vllm_flags.py"],
+                                            "tests/test_bench_vllm_flags.py",
+                                            "tests/test_bench_peer_outputs.py"],
+    "src/ridgeline/bench/peer_flags.py": ["tests/test_bench_vllm_flags.py",
+                                          "tests/test_bench_peer_outputs.py",
+                                          "tests/test_bench_peer_command_lines.py"],
+    "src/ridgeline/bench/vllm_flags.py": ["tests/test_bench_peer_outputs.py"],
+    "src/ridgeline/bench/results_guidellm.py": ["tests/test_bench_peer_outputs.py",
+                                                "tests/test_bench_peer_command_lines.py"],
     # the rate sweep's table rows are checked in test_bench_cli.py
     "src/ridgeline/bench/summary.py": ["tests/test_bench_load.py", "tests/test_bench_cli.py"],
     "src/ridgeline/bench/export.py": ["tests/test_trace_export.py",

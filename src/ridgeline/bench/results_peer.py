@@ -207,6 +207,56 @@ def vllm_result(trace_path: str | Path, slos: tuple | list = (),
     return result
 
 
+# vLLM's default --percentile-metrics for what it prints (the file here keeps all four).
+VLLM_PRINTED_METRICS = ("ttft", "tpot", "itl")
+_VLLM_METRIC_NAMES = (("ttft", "TTFT", "Time to First Token"),
+                      ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
+                      ("itl", "ITL", "Inter-token Latency"),
+                      ("e2el", "E2EL", "End-to-end Latency"))
+
+
+def vllm_result_block(result: dict[str, Any], percentiles: tuple[float, ...] = (99.0,),
+                      metrics: tuple[str, ...] | None = None, goodput: bool = False
+                      ) -> list[str]:
+    """The block `vllm bench serve` prints after a run (its labels, units and layout:
+    `{:<40} {:<10}`), from a `vllm_result` object."""
+    def row(label: str, value: Any, fmt: str = "") -> str:
+        return f"{label:<40} {value:<10{fmt}}"
+
+    lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
+             row("Successful requests:", result["completed"]),
+             row("Failed requests:", result["failed"])]
+    if result.get("max_concurrency") is not None:
+        lines.append(row("Maximum request concurrency:", result["max_concurrency"]))
+    if result.get("request_rate") not in (None, "inf"):
+        lines.append(row("Request rate configured (RPS):", float(result["request_rate"]),
+                         ".2f"))
+    lines += [row("Benchmark duration (s):", result["duration"], ".2f"),
+              row("Total input tokens:", result["total_input_tokens"]),
+              row("Total generated tokens:", result["total_output_tokens"]),
+              row("Request throughput (req/s):", result["request_throughput"], ".2f")]
+    if goodput and result.get("request_goodput") is not None:
+        lines.append(row("Request goodput (req/s):", result["request_goodput"], ".2f"))
+    lines += [row("Output token throughput (tok/s):", result["output_throughput"], ".2f"),
+              row("Peak output token throughput (tok/s):",
+                  result["max_output_tokens_per_s"], ".2f"),
+              row("Peak concurrent requests:", float(result["max_concurrent_requests"]),
+                  ".2f"),
+              row("Total Token throughput (tok/s):", result["total_token_throughput"], ".2f")]
+    chosen = metrics or VLLM_PRINTED_METRICS
+    for key, name, title in _VLLM_METRIC_NAMES:
+        if key not in chosen or f"mean_{key}_ms" not in result:
+            continue
+        lines.append("{s:{c}^{n}}".format(s=title, n=50, c="-"))
+        lines.append(row(f"Mean {name} (ms):", result[f"mean_{key}_ms"], ".2f"))
+        lines.append(row(f"Median {name} (ms):", result[f"median_{key}_ms"], ".2f"))
+        for p in percentiles:
+            word = str(int(p)) if float(p).is_integer() else f"{p:g}"
+            lines.append(row(f"P{word} {name} (ms):", result[f"p{word}_{key}_ms"], ".2f"))
+    lines.append("=" * 50)
+    return lines
+
+
 def _dist_row(name: str, values: list[float]) -> list[str]:
     arr = np.asarray(values, dtype=np.float64)
     if arr.size == 0:
@@ -257,12 +307,14 @@ def aiperf_csv_rows(trace_path: str | Path) -> list[list[str]]:
 
 def write_peer_results(trace_path: str | Path, formats: list[str], slos: list | tuple = (),
                        percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
-                       spec: ResultFileSpec | None = None, point_tag: str = ""
-                       ) -> list[Path]:
-    """Write each asked-for format next to the trace (the vLLM file where `spec` says:
-    vLLM's `--result-dir`/`--result-filename`/`--append-result`); returns the paths."""
+                       spec: ResultFileSpec | None = None, point_tag: str = "",
+                       folder: str | Path | None = None) -> list[Path]:
+    """Write each asked-for format as `<trace stem>.<format>` in `folder` (default: the
+    trace's), the vLLM file where `spec` says (vLLM's `--result-dir`/`--result-filename`/
+    `--append-result`); returns the paths."""
     p = Path(trace_path)
     stem = p.name[: -len(".jsonl")] if p.name.endswith(".jsonl") else p.name
+    beside = Path(folder) / p.name if folder is not None else p
     written = []
     for fmt in formats:
         if fmt == "vllm":
@@ -274,14 +326,62 @@ def write_peer_results(trace_path: str | Path, formats: list[str], slos: list | 
                                      result["max_concurrency"], point_tag)
                 write_result_json(path, result, spec.append)
             else:
-                path = p.with_name(stem + ".vllm.json")
+                path = beside.with_name(stem + ".vllm.json")
                 path.write_text(json.dumps(result), encoding="utf-8")
         else:
-            path = p.with_name(stem + ".aiperf.csv")
+            path = beside.with_name(stem + ".aiperf.csv")
             with open(path, "w", newline="", encoding="utf-8") as fh:
                 csv.writer(fh).writerows(aiperf_csv_rows(p))
         written.append(path)
     return written
 
 
-__all__ = ["aiperf_csv_rows", "vllm_result", "write_peer_results"]
+def aiperf_json(trace_path: str | Path) -> dict[str, Any]:
+    """AIPerf's profile_export_aiperf.json (its metric tags, each {unit, avg, p1..p99, min,
+    max, std}) from the same rows as the CSV."""
+    rows = aiperf_csv_rows(trace_path)
+    tags = {"Request Latency (ms)": ("request_latency", "ms"),
+            "Time to First Token (ms)": ("time_to_first_token", "ms"),
+            "Time to Second Token (ms)": ("time_to_second_token", "ms"),
+            "Inter Token Latency (ms)": ("inter_token_latency", "ms"),
+            "Output Token Throughput Per User (tokens/sec/user)":
+                ("output_token_throughput_per_user", "tokens/sec/user"),
+            "Output Sequence Length (tokens)": ("output_sequence_length", "tokens"),
+            "Input Sequence Length (tokens)": ("input_sequence_length", "tokens"),
+            "Benchmark Duration (sec)": ("benchmark_duration", "sec"),
+            "Request Throughput (requests/sec)": ("request_throughput", "requests/sec"),
+            "Request Count": ("request_count", "requests"),
+            "Error Request Count": ("error_request_count", "requests"),
+            "Output Token Throughput (tokens/sec)": ("output_token_throughput", "tokens/sec"),
+            "Total Output Sequence Length (tokens)": ("total_osl", "tokens"),
+            "Total Input Sequence Length (tokens)": ("total_isl", "tokens")}
+    stats = rows[0][1:]
+    out: dict[str, Any] = {}
+    for r in rows[1:]:
+        if not r or r[0] not in tags:
+            continue
+        tag, unit = tags[r[0]]
+        if len(r) == 2:  # a summary value
+            out[tag] = {"unit": unit, "avg": float(r[1])}
+        elif r[1] != "":
+            out[tag] = {"unit": unit, **{k: float(v) for k, v in zip(stats, r[1:],
+                                                                      strict=True)}}
+    out["input_config"] = {"generator": "ridgeline bench",
+                           "ridgeline_trace": Path(trace_path).name}
+    return out
+
+
+def write_aiperf_artifacts(trace_path: str | Path, folder: str | Path) -> list[Path]:
+    """AIPerf's `--artifact-dir` files for one trace: profile_export_aiperf.csv and .json."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "profile_export_aiperf.csv"
+    with open(csv_path, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(aiperf_csv_rows(trace_path))
+    json_path = out / "profile_export_aiperf.json"
+    json_path.write_text(json.dumps(aiperf_json(trace_path), indent=2), encoding="utf-8")
+    return [csv_path, json_path]
+
+
+__all__ = ["aiperf_csv_rows", "aiperf_json", "vllm_result", "vllm_result_block",
+           "write_aiperf_artifacts", "write_peer_results"]

@@ -88,6 +88,8 @@ class BenchConfig:
     # AIPerf's --request-cancellation-rate (percent of requests) and -delay (seconds).
     cancel_rate_pct: float = 0.0
     cancel_delay_s: float = 0.0
+    # `--slo` texts: recorded in the trace header, so `report`/`advise` judge by them.
+    slos: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -177,6 +179,7 @@ def _header(cfg: BenchConfig, info: ServerInfo, t0_perf: float, n_pool: int,
         load=load,
         dataset=dataset,
         seed=cfg.seed,
+        slos=list(cfg.slos),
         has_event_times=True,
         has_scheduled_times=cfg.load.arrival is not None,
         t0_perf_counter_s=t0_perf,

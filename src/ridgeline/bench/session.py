@@ -15,17 +15,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ridgeline.bench.client import EndpointConfig
-from ridgeline.bench.dataset import DatasetSpec
-from ridgeline.bench.multiturn import MultiTurnSpec
 from ridgeline.bench.peer_flags import ResultFileSpec
-from ridgeline.bench.replay import ReplayTrace
-from ridgeline.bench.telemetry import TelemetryConfig
-from ridgeline.workload.lengths import LengthDistribution, parse_lengths
+from ridgeline.bench.run import BenchConfig
 
 
 @dataclass(frozen=True)
@@ -49,43 +44,31 @@ class EmulatorSpec:
 
 @dataclass
 class BenchPlan:
-    """Everything `run_plan` needs; lengths use the `simulate` syntax."""
+    """Everything `run_plan` needs: `run` is every point's `BenchConfig` less what a point
+    sets itself (its concurrency and arrival process, trace path and index), so the options
+    a run takes are declared once, there. `run.load` carries the requests, duration and
+    warm-up of every point; `arrival` is the arrival spec each rate is put into."""
 
-    endpoint: EndpointConfig
+    run: BenchConfig
     points: list[BenchPoint]
-    trace_base: str
     arrival: str = "poisson"
-    requests: int | None = 100
-    duration_s: float | None = None
-    warmup: int = 0
-    dataset: DatasetSpec = field(default_factory=lambda: DatasetSpec("synthetic"))
-    prompt: LengthDistribution = field(
-        default_factory=lambda: parse_lengths("fixed:256", "--prompt"))
-    output: LengthDistribution | None = None
-    prefix_groups: int = 0
-    prefix_tokens: int = 0
-    tokenizer: str | None = None
-    seed: int = 0
-    grace_s: float = 10.0
-    max_error_rate: float | None = None
-    workers: int = 1
-    ray_address: str | None = None
-    progress: bool = False
-    prompt_nonce: int | None = None
-    replay: ReplayTrace | None = None
-    multi_turn: MultiTurnSpec | None = None
-    telemetry: TelemetryConfig = field(default_factory=lambda: TelemetryConfig(enabled=False))
     rate_sweep: bool = False  # points[0] is the saturation probe; the rates follow from it
     replay_concurrency: int | None = None
     emulator: EmulatorSpec | None = None
-    header_extra: dict[str, Any] = field(default_factory=dict)
-    slos: list[str] = field(default_factory=list)
     result_formats: list[str] = field(default_factory=list)
     percentiles: tuple[float, ...] = (99.0,)
     result_spec: ResultFileSpec | None = None
+    # Folder of the ridgeline-named peer files (`<trace stem>.vllm.json`); None: the trace's.
+    result_folder: str | None = None
     ready_check_timeout_s: float = 0.0
-    cancel_rate_pct: float = 0.0
-    cancel_delay_s: float = 0.0
+
+    @property
+    def trace_base(self) -> str:
+        return str(self.run.trace_path)
+
+    @property
+    def slos(self) -> list[str]:
+        return self.run.slos
 
     @property
     def sweeping(self) -> bool:
@@ -164,42 +147,39 @@ def _nan() -> float:
     return float("nan")
 
 
-def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None) -> PlanOutcome:
+def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None, *,
+             emulator: Any = None) -> PlanOutcome:
     """Run every point of `plan` (starting and stopping the emulator if asked), analyze each
-    trace, write the peer result files; stop early on Ctrl-C or an abort."""
-    from ridgeline.bench.load import LoadSpec
-    from ridgeline.bench.run import BenchConfig, run_bench
+    trace, write the peer result files; stop early on Ctrl-C or an abort.
+
+    `emulator`: an `EmulatorProcess` for `plan.emulator` already spawned by the caller (so
+    its start-up overlapped the caller's); it is waited for, used and stopped here."""
+    from ridgeline.bench.run import run_bench
     from ridgeline.bench.summary import analyze_trace, bookkeeping, knee_index, sweep_row
     from ridgeline.metrics.telemetry import trace_file_telemetry
     from ridgeline.workload.arrivals import ArrivalProcess, parse_arrival
 
-    # The options a plan hands to every point's run unchanged: BenchConfig's fields that the
-    # plan also declares (same name, same meaning), less those each point sets itself.
-    # Derived, so a field added to both is passed on without a second list to keep in step.
-    plan_fields = {f.name for f in fields(BenchPlan)}
-    shared = [f.name for f in fields(BenchConfig)
-              if f.name in plan_fields and f.name not in ("endpoint", "header_extra")]
-
     hooks = hooks or SessionHooks()
     emulator_cm: contextlib.AbstractContextManager = contextlib.nullcontext()
-    header_extra = dict(plan.header_extra)
+    header_extra = dict(plan.run.header_extra)
     if plan.emulator is not None:
         from ridgeline.serve.launcher import EmulatorProcess
 
         emu = plan.emulator
-        emulator_cm = EmulatorProcess(model=emu.model, hardware=emu.hardware, speed=emu.speed,
-                                      extra_args=list(emu.extra_args))
+        emulator_cm = emulator or EmulatorProcess(model=emu.model, hardware=emu.hardware,
+                                                  speed=emu.speed,
+                                                  extra_args=list(emu.extra_args))
         header_extra.update({"hardware": emu.hardware, "engine": "ridgeline-emulator",
                              "emulator_speed": emu.speed})
     points = list(plan.points)
     with emulator_cm as running:
-        url = running.base_url if running is not None else plan.endpoint.base_url
+        url = running.base_url if running is not None else plan.run.endpoint.base_url
         out = PlanOutcome(base_url=url)
         if plan.ready_check_timeout_s:
             from ridgeline.bench.peer_flags import wait_ready
 
-            wait_ready(url, plan.ready_check_timeout_s, dict(plan.endpoint.headers))
-        endpoint = replace(plan.endpoint, base_url=url)
+            wait_ready(url, plan.ready_check_timeout_s, dict(plan.run.endpoint.headers))
+        endpoint = replace(plan.run.endpoint, base_url=url)
         rows: list[dict[str, Any]] = []
         for point_index, point in enumerate(points):  # a rate sweep appends while it runs
             arrival_proc = (parse_arrival(plan.arrival, point.rate_req_s)
@@ -209,22 +189,20 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None) -> PlanOutcome:
                     not plan.rate_sweep:
                 # an arrival spec that carries its own rate (ramp, replay) makes it open loop
                 arrival_proc = parse_arrival(plan.arrival, None)
-            if plan.replay is not None:
-                arrival_proc = ArrivalProcess("replay", replay_times_s=plan.replay.times_s)
+            if plan.run.replay is not None:
+                arrival_proc = ArrivalProcess("replay", replay_times_s=plan.run.replay.times_s)
                 conc = plan.replay_concurrency
-            load = LoadSpec(concurrency=conc, arrival=arrival_proc, requests=plan.requests,
-                            duration_s=plan.duration_s, warmup=plan.warmup)
-            cfg = BenchConfig(
-                endpoint=endpoint, load=load, trace_path=plan.trace_path_for(point.label),
-                header_extra=dict(header_extra), point_index=point_index,
-                **{name: getattr(plan, name) for name in shared})
+            cfg = replace(plan.run, endpoint=endpoint,
+                          load=replace(plan.run.load, concurrency=conc, arrival=arrival_proc),
+                          trace_path=plan.trace_path_for(point.label),
+                          header_extra=dict(header_extra), point_index=point_index)
             if plan.sweeping and hooks.on_point is not None:
                 hooks.on_point(point, str(cfg.trace_path))
             kwargs: dict[str, Any] = {"on_start": hooks.on_start}
             if hooks.warn is not None:
                 kwargs["warn"] = hooks.warn
             run = run_bench(cfg, **kwargs)
-            result = analyze_trace(run.trace_path, plan.slos, plan.seed)
+            result = analyze_trace(run.trace_path, plan.slos, plan.run.seed)
             book = bookkeeping(run.trace_path)
             files: list[Path] = []
             if plan.result_formats:
@@ -232,7 +210,7 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None) -> PlanOutcome:
 
                 files = write_peer_results(run.trace_path, plan.result_formats, plan.slos,
                                            plan.percentiles, plan.result_spec,
-                                           point.label.replace("=", "-"))
+                                           point.label.replace("=", "-"), plan.result_folder)
                 for path in files:
                     if hooks.on_file is not None:
                         hooks.on_file(path)

@@ -81,6 +81,9 @@ class TelemetryConfig:
     enabled: bool = True
     url: str | None = None
     interval_s: float = 0.5
+    # Sample this host's GPUs: None = when the target is on this host; False for the
+    # emulator, which runs on no GPU (so no "pynvml is not installed" line against it).
+    gpu: bool | None = None
 
 
 def parse_prometheus(text: str) -> dict[str, list[float]]:
@@ -234,7 +237,7 @@ def sample_loop(url: str | None, out: TextIO, interval_s: float, gpu: bool,
         state["server"] = "no server metrics: off"
     state["engine"] = engine
     nvml, handles, gpu_state = open_nvml() if gpu else (None, [], "no GPU telemetry: the "
-                                                          "target is not on this host")
+                                                          "target uses no GPU of this host")
     state["gpu"] = gpu_state
     state["gpus"] = len(handles)
     if status is not None:
@@ -330,7 +333,7 @@ class TelemetrySampler:
         self.cfg = cfg
         self.url = cfg.url or root_url.rstrip("/") + "/metrics"
         self.path = sidecar_path(trace_path)
-        self.gpu = is_local(root_url)
+        self.gpu = is_local(root_url) if cfg.gpu is None else cfg.gpu
         self.warn = warn
         self.proc: Any = None
         self.status: dict[str, Any] = {}
@@ -356,7 +359,7 @@ class TelemetrySampler:
         if not self.status:
             self.status = {"server": "no server metrics: the sampler did not start",
                            "gpu": "no GPU telemetry: the sampler did not start"}
-        for key in ("server", "gpu"):
+        for key in ("server", "gpu") if self.gpu else ("server",):
             msg = str(self.status.get(key) or "")
             if msg.startswith("no ") and msg not in _SAID and self.warn is not None:
                 _SAID.add(msg)

@@ -26,8 +26,8 @@ def advise_cmd(
     tp: Annotated[int | None, typer.Option("--tp", min=1, help="TP degree (default: the "
                                            "header's, else 1).")] = None,
     slo: Annotated[list[str] | None, typer.Option(
-        "--slo", help="TTFT/TPOT budgets, e.g. ttft_ms<=1000 (default: TTFT P99 < 1000 ms, "
-        "TPOT P99 < 50 ms).")] = None,
+        "--slo", help="TTFT/TPOT budgets, e.g. ttft_ms<=1000 (default: the SLOs the trace "
+        "records, from `bench --slo`; else TTFT P99 < 1000 ms, TPOT P99 < 50 ms).")] = None,
     metrics: Annotated[str | None, typer.Option(
         "--metrics", help="Prometheus text scraped from the server (/metrics) during the "
         "run.")] = None,

@@ -25,10 +25,15 @@ from ridgeline.commands.options import (
     JsonOpt,
     KernelOverheadOpt,
     KvOpt,
+    MaxModelLenOpt,
+    ModelArg,
     ModelOpt,
     PpOpt,
+    PrefixCachingOpt,
+    ServedModelNameOpt,
     TpOpt,
     WeightsOpt,
+    model_from,
     number,
 )
 from ridgeline.commands.whatif_options import (
@@ -97,6 +102,7 @@ def _with_whatif(base: Any, wi: Any) -> Any:
 
 
 def estimate_cmd(
+    model_arg: ModelArg = None,
     model: ModelOpt = "llama-3.1-8b",
     hardware: Annotated[str, typer.Option(
         "--hardware", "-g", help="Catalog GPU name(s), comma separated, or a hardware JSON "
@@ -136,11 +142,29 @@ def estimate_cmd(
     calibration: CalibrationOpt = None,
     engine: EngineOpt = "vllm",
     engine_costs: EngineCostsOpt = True,
+    max_model_len: MaxModelLenOpt = None,
+    served_model_name: ServedModelNameOpt = None,
+    prefix_caching: PrefixCachingOpt = True,
+    chunked_prefill: Annotated[bool, typer.Option(
+        "--enable-chunked-prefill/--no-enable-chunked-prefill",
+        "--chunked-prefill/--no-chunked-prefill", help="vLLM's; no effect here: estimate "
+        "times the whole prefill of a batch as one step (simulate splits it).")] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict prefill/TTFT, decode/TPOT, E2E, throughput and memory from first principles."""
     import numpy as np
 
+    del served_model_name, chunked_prefill  # no effect on one step's estimate
+    if prefix > 0 and not prefix_caching:
+        raise RidgelineError(f"--prefix: got {prefix}; allowed: 0 with "
+                             "--no-enable-prefix-caching (nothing is cached without it)")
+    model = model_from(model_arg, model, "llama-3.1-8b")
+    if max_model_len is not None:  # vLLM refuses a request longer than its context
+        longest = max(parse_grid(prompt, "--prompt")) + max(parse_grid(output, "--output"))
+        if longest > max_model_len:
+            raise RidgelineError(f"--max-model-len: got {max_model_len}; allowed: at least "
+                                 f"the longest --prompt + --output ({longest:g}; vLLM refuses "
+                                 "longer requests)")
     for text, field, hi in ((batch, "--batch", MAX_BATCH), (prompt, "--prompt", MAX_TOKENS),
                             (output, "--output", MAX_TOKENS), (context, "--context",
                                                                MAX_TOKENS)):

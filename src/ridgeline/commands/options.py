@@ -153,22 +153,116 @@ HardwareOpt = Annotated[
     typer.Option("--hardware", "-g", help="Catalog GPU name (see `ridgeline hardware`) or a "
                  "path to a hardware JSON file."),
 ]
+# ---- vLLM's engine arguments: the same options under vLLM's names ---------------------
+
+_WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4")
+# vLLM's --kv-cache-dtype values -> ours ("auto": the model's own 16-bit dtype).
+_VLLM_KV_DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+                   "float32": "fp32", "float": "fp32", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
+                   "fp8_inc": "fp8", "fp8_ds_mla": "fp8"}
+
+
+def weights_dtype(value: str | None) -> str | None:
+    """A weight dtype, or vLLM's `--quantization` method as the dtype it stores; anything
+    else is passed on for the precision check to refuse in its own words."""
+    if value is None or value.strip().lower() in _WEIGHT_DTYPES:
+        return value
+    from ridgeline.specs.precision import precision_from_vllm_quantization
+
+    try:
+        out = precision_from_vllm_quantization(value)
+    except RidgelineError:
+        return value
+    return out if isinstance(out, str) else getattr(out, "weights", out)
+
+
+def kv_dtype(value: str | None) -> str | None:
+    """A KV dtype, or vLLM's `--kv-cache-dtype` name for it."""
+    if value is None:
+        return None
+    return _VLLM_KV_DTYPES.get(value.strip().lower(), value)
+
+
 WeightsOpt = Annotated[
-    str | None, typer.Option("--weights", help="Weight dtype: fp32, bf16, fp16, fp8, int8, "
+    str | None, typer.Option("--weights", "--quantization", callback=weights_dtype,
+                             help="Weight dtype: fp32, bf16, fp16, fp8, int8, "
                              "int4, fp4, mxfp4 (default: the checkpoint's quantization_config, "
-                             "else bf16; the flag overrides the config).")
+                             "else bf16; the flag overrides the config). As vLLM's "
+                             "--quantization: fp8, awq/gptq (int4), modelopt_fp4 (fp4), mxfp4.")
 ]
 KvOpt = Annotated[
-    str | None, typer.Option("--kv", help="KV-cache dtype (default: the model's 16-bit dtype, "
-                             "as vLLM's --kv-cache-dtype auto).")
+    str | None, typer.Option("--kv", "--kv-cache-dtype", callback=kv_dtype,
+                             help="KV-cache dtype (default: the model's 16-bit dtype, "
+                             "as vLLM's --kv-cache-dtype auto; vLLM's names are accepted).")
 ]
+PrefixCachingOpt = Annotated[
+    bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching",
+                       "--prefix-caching/--no-prefix-caching",
+                       help="Automatic prefix caching: reuse the KV of shared prompt prefixes "
+                       "(on by default, as in vLLM V1).")
+]
+ChunkedPrefillOpt = Annotated[
+    bool, typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill",
+                       "--chunked-prefill/--no-chunked-prefill",
+                       help="Chunked prefill: split long prefills across steps (vLLM V1 "
+                       "default: on).")
+]
+MaxModelLenOpt = Annotated[
+    int | None, typer.Option("--max-model-len", min=2, help="Context limit (prompt + "
+                             "max_tokens), as vLLM's; default: the model's "
+                             "max_position_embeddings.")
+]
+ServedModelNameOpt = Annotated[
+    str | None, typer.Option("--served-model-name", help="vLLM's: the model's name on the "
+                             "API (a label here; default: --model).")
+]
+ModelArg = Annotated[
+    str | None, typer.Argument(metavar="MODEL", show_default=False,
+                               help="The model, as `vllm serve MODEL` takes it (the same as "
+                               "--model).")
+]
+
+
+def check_max_model_len(max_model_len: int | None, prompt: str, output: str) -> None:
+    """vLLM refuses a request whose prompt + max_tokens exceed --max-model-len: refuse a
+    workload whose longest prompt plus longest output could."""
+    if max_model_len is None:
+        return
+    from ridgeline.workload.lengths import parse_lengths
+
+    def longest(spec: str, field: str) -> float:
+        d = parse_lengths(spec, field)
+        if d.kind == "fixed":
+            return d.params["value"]
+        if d.kind == "uniform":
+            return min(d.params["max"], d.max_tokens or math.inf)
+        if d.kind == "empirical" and d.values is not None:
+            return float(max(d.values))
+        return float(d.max_tokens) if d.max_tokens is not None else math.inf
+
+    worst = longest(prompt, "--prompt") + longest(output, "--output")
+    if worst > max_model_len:
+        raise RidgelineError(f"--max-model-len: got {max_model_len}; allowed: at least the "
+                             f"longest prompt + output ({worst:g}; vLLM refuses longer "
+                             "requests): raise it or clip --prompt/--output with max=")
+
+
+def model_from(positional: str | None, option: str, default: str) -> str:
+    """The model of `ridgeline CMD MODEL` or `--model`; both must agree when both are given."""
+    if positional is None:
+        return option
+    if option != default and option != positional:
+        raise RidgelineError(f"MODEL: got {positional!r} and --model {option!r}; give one")
+    return positional
 ActivationsOpt = Annotated[
     str | None, typer.Option("--activations", help="Activation/compute dtype: bf16, fp16, "
                              "fp8, int8, fp4, fp32 (default: the checkpoint's GEMM dtype, else "
                              "bf16).")
 ]
-TpOpt = Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree.")]
-PpOpt = Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree.")]
+TpOpt = Annotated[int, typer.Option("--tp", "--tensor-parallel-size", "-tp", min=1,
+                                    help="Tensor-parallel degree.")]
+PpOpt = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", "-pp", min=1,
+                                    help="Pipeline-parallel degree.")]
 EpOpt = Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel degree (MoE).")]
 DpOpt = Annotated[int, typer.Option("--dp", min=1, help="Data-parallel replicas.")]
 ComputeEffOpt = Annotated[

@@ -11,7 +11,18 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.commands.options import JsonOpt, SeedOpt, check_writable
+from ridgeline.commands.options import (
+    JsonOpt,
+    MaxModelLenOpt,
+    ModelArg,
+    SeedOpt,
+    ServedModelNameOpt,
+    check_max_model_len,
+    check_writable,
+    kv_dtype,
+    model_from,
+    weights_dtype,
+)
 
 
 def _csv(text: str, what: str) -> tuple[str, ...]:
@@ -56,15 +67,19 @@ def _prices(items: list[str] | None) -> tuple[tuple[str, float], ...]:
 
 
 def plan_cmd(
+    model_arg: ModelArg = None,
     model: Annotated[str, typer.Option("--model", "-m", help="Model(s), comma-separated "
                                        "(catalog names or config.json paths).")
                      ] = "llama-3.1-8b",
     hardware: Annotated[str, typer.Option("--hardware", "-g", help="Candidate GPUs, "
                                           "comma-separated.")] = "h100-sxm",
-    weights: Annotated[str, typer.Option("--weights", help="Weight precisions to try, "
-                                         "comma-separated (bf16,fp8,int4).")] = "bf16",
-    kv: Annotated[str | None, typer.Option("--kv", help="KV-cache dtype (default: from the "
-                                           "weights).")] = None,
+    weights: Annotated[str, typer.Option("--weights", "--quantization",
+                                         help="Weight precisions to try, comma-separated "
+                                         "(bf16,fp8,int4; vLLM's --quantization names "
+                                         "too: awq, gptq, modelopt_fp4, mxfp4).")] = "bf16",
+    kv: Annotated[str | None, typer.Option("--kv", "--kv-cache-dtype", callback=kv_dtype,
+                                           help="KV-cache dtype (default: from the "
+                                           "weights; vLLM's names are accepted).")] = None,
     rate: Annotated[float, typer.Option("--rate", help="Target arrival rate (req/s, "
                                         "Poisson).")] = 10.0,
     slo: Annotated[list[str] | None, typer.Option(
@@ -81,7 +96,8 @@ def plan_cmd(
                       ] = "lognormal:mean=500,sigma=0.8,max=4096",
     output: Annotated[str, typer.Option("--output", help="Output lengths (as simulate).")
                       ] = "lognormal:mean=200,sigma=0.8,max=1024",
-    tp: Annotated[str, typer.Option("--tp", help="TP degrees to try.")] = "1,2,4,8",
+    tp: Annotated[str, typer.Option("--tp", "--tensor-parallel-size", "-tp",
+                                    help="TP degrees to try.")] = "1,2,4,8",
     no_ep: Annotated[bool, typer.Option("--no-ep", help="MoE: do not try EP = TP.")] = False,
     max_num_seqs: Annotated[str, typer.Option("--max-num-seqs", help="Batch caps to try.")
                             ] = "64,256",
@@ -89,6 +105,15 @@ def plan_cmd(
         "--max-num-batched-tokens", help="Token budgets per step to try.")] = "2048,8192",
     chunked_prefill: Annotated[str, typer.Option(
         "--chunked-prefill", help="on, off or on,off.")] = "on",
+    enable_chunked_prefill: Annotated[bool | None, typer.Option(
+        "--enable-chunked-prefill/--no-enable-chunked-prefill", help="vLLM's: the same as "
+        "--chunked-prefill on / off.")] = None,
+    max_model_len: MaxModelLenOpt = None,
+    served_model_name: ServedModelNameOpt = None,
+    prefix_caching: Annotated[bool, typer.Option(
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        "--prefix-caching/--no-prefix-caching", help="vLLM's; no effect here: plan's "
+        "synthetic prompts share no prefix.")] = True,
     pd: Annotated[bool, typer.Option("--pd/--no-pd", help="Also try prefill/decode "
                                      "splits.")] = True,
     max_replicas: Annotated[int, typer.Option("--max-replicas", min=1)] = 16,
@@ -126,6 +151,12 @@ def plan_cmd(
     from ridgeline.plan import PlanRequest, plan
     from ridgeline.plan.search import PlanInterrupted, plot_pareto
 
+    del served_model_name, prefix_caching  # no effect on the plan (see their help)
+    model = model_from(model_arg, model, "llama-3.1-8b")
+    check_max_model_len(max_model_len, prompt, output)
+    if enable_chunked_prefill is not None:
+        chunked_prefill = "on" if enable_chunked_prefill else "off"
+    weights = ",".join(weights_dtype(w.strip()) or "" for w in weights.split(","))
     chunk_map = {"on": True, "off": False}
     chunk_opts = _csv(chunked_prefill, "--chunked-prefill")
     if any(c not in chunk_map for c in chunk_opts):

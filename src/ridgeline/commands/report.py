@@ -31,7 +31,9 @@ WindowOpt = Annotated[str | None, typer.Option(
     "--window", help="Measurement window START:END, 'all' or 'auto' (as `analyze`).")]
 SweepOpt = Annotated[list[str] | None, typer.Option(
     "--sweep", help="Traces of a rate sweep (one per rate; a glob pattern such as "
-    "'out/sweep.rate*.jsonl' is expanded; repeatable) for the latency-vs-load plot.")]
+    "'out/sweep.rate*.jsonl' is expanded; repeatable) for the latency-vs-load plot, or of a "
+    "closed-loop concurrency sweep (latency vs concurrency and vs achieved throughput); "
+    "the points' summary also goes to <report>.sweep.csv.")]
 TimelineOpt = Annotated[list[str] | None, typer.Option(
     "--timeline", help="Engine timeline CSV of `simulate --timeline` (repeatable).")]
 CalibrationOpt = Annotated[str | None, typer.Option(
@@ -202,17 +204,21 @@ def plot_ops_cmd(
 @plot_app.command("load")
 def plot_load_cmd(
     traces: Annotated[list[str], typer.Argument(help="Traces of a rate sweep (one per rate; "
-                                                "simulated and measured may be mixed).")],
+                                                "simulated and measured may be mixed) or of "
+                                                "a closed-loop concurrency sweep.")],
     out: OutOpt,
     slo: SloOpt = None, fmt: FormatOpt = "auto", seed: SeedOpt = 0,
 ) -> None:
     """Latency vs load: TTFT/TPOT P50/P99 with CI bands, throughput, goodput, the knee."""
     _check_out(out)
     from ridgeline.report.build import collect
-    from ridgeline.report.load import plot_latency_vs_load
+    from ridgeline.report.load import plot_latency_vs_concurrency, plot_latency_vs_load
 
     data = collect([], sweep=traces, slos=slo, seed=seed, fmt=fmt)
-    _save(plot_latency_vs_load(data.sweeps), out)
+    if data.concurrency_sweeps and not data.sweeps:
+        _save(plot_latency_vs_concurrency(data.concurrency_sweeps), out)
+    else:
+        _save(plot_latency_vs_load(data.sweeps), out)
 
 
 @plot_app.command("cdf")

@@ -7,7 +7,7 @@ command (ridgeline.serve.*), so `ridgeline --help` stays fast.
 from __future__ import annotations
 
 import gc
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,6 +16,7 @@ from ridgeline.commands.options import (
     ActivationsOpt,
     BandwidthEffOpt,
     CalibrationOpt,
+    ChunkedPrefillOpt,
     ComputeEffOpt,
     EngineCostsOpt,
     EngineOpt,
@@ -23,16 +24,22 @@ from ridgeline.commands.options import (
     HardwareOpt,
     KernelOverheadOpt,
     KvOpt,
+    MaxModelLenOpt,
+    ModelArg,
     ModelOpt,
     PpOpt,
+    PrefixCachingOpt,
     SeedOpt,
+    ServedModelNameOpt,
     TpOpt,
     WeightsOpt,
+    model_from,
     number,
 )
 
 
 def serve(
+    model_arg: ModelArg = None,
     model: ModelOpt = "llama-3.1-8b",
     hardware: HardwareOpt = "h100-sxm",
     weights: WeightsOpt = None,
@@ -66,18 +73,10 @@ def serve(
         help="Fraction of GPU memory the engine may use (sets the KV-cache size).")] = 0.9,
     block_size: Annotated[int, typer.Option(
         "--block-size", min=1, help="KV-cache block size in tokens.")] = 16,
-    enable_prefix_caching: Annotated[bool, typer.Option(
-        "--enable-prefix-caching/--no-enable-prefix-caching",
-        help="Reuse KV of shared prompt prefixes (on by default, as in vLLM V1 and "
-        "`simulate`).")] = True,
-    chunked_prefill: Annotated[bool, typer.Option(
-        "--chunked-prefill/--no-chunked-prefill", help="Split long prefills across steps.")
-    ] = True,
-    max_model_len: Annotated[int | None, typer.Option(
-        "--max-model-len", min=2, help="Context limit (prompt + max_tokens); default: the "
-        "model's max_position_embeddings.")] = None,
-    served_model_name: Annotated[str | None, typer.Option(
-        "--served-model-name", help="Model id clients must use (default: --model).")] = None,
+    enable_prefix_caching: PrefixCachingOpt = True,
+    chunked_prefill: ChunkedPrefillOpt = True,
+    max_model_len: MaxModelLenOpt = None,
+    served_model_name: ServedModelNameOpt = None,
     max_waiting: Annotated[int, typer.Option(
         "--max-waiting", min=0, help="Waiting-queue bound; a request past it is refused "
         "with --overload-status and Retry-After.")] = 1024,
@@ -125,35 +124,22 @@ def serve(
     """
     from ridgeline.errors import RidgelineError, field_error
     from ridgeline.serve.app import EmulatorConfig, create_app
-    from ridgeline.serve.factory import build_engine
     from ridgeline.serve.launcher import serve_app
 
+    model = model_from(model_arg, model, "llama-3.1-8b")
     if overload_status not in (429, 503):
         raise field_error("--overload-status", overload_status, "429 or 503")
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise field_error("--log-level", log_level, "critical, error, warning, info, debug")
-    engine_kw = dict(
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-        block_size_tokens=block_size, enable_prefix_caching=enable_prefix_caching,
-        chunked_prefill=chunked_prefill)
-    # The engine preset and its fitted CPU costs, chosen as `simulate` chooses them (one
-    # Scenario rule: off with --no-engine-costs or a calibrated profile, which measured them).
-    from ridgeline.sim.engine_costs import capacity_policy_for
-    from ridgeline.sim.scenario import Scenario
-
-    costs = Scenario(engine=engine, engine_costs=engine_costs, calibration=calibration).costs()
-    policy = capacity_policy_for(engine)
-    if calibration:   # the measured engine's step times and scheduling
-        from ridgeline.sim.step_model import engine_kwargs, load_step_model
-
-        engine_kw = engine_kwargs(load_step_model(calibration, lambda: None))
-        policy = "vllm"  # the profile's scheduling, as `simulate --calibration` runs it
-    built = build_engine(
-        model, hardware, weights=weights, kv=kv, activations=activations, tp=tp, pp=pp,
-        ep=ep, compute_efficiency=compute_efficiency,
-        bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
-        gpu_memory_utilization=gpu_memory_utilization, engine_costs=costs,
-        capacity_policy=policy, **engine_kw)
+    built = _build_engine(
+        model, hardware, calibration, engine, engine_costs,
+        dict(weights=weights, kv=kv, activations=activations, tp=tp, pp=pp, ep=ep,
+             compute_efficiency=compute_efficiency, bandwidth_efficiency=bandwidth_efficiency,
+             kernel_overhead_us=kernel_overhead_us,
+             gpu_memory_utilization=gpu_memory_utilization),
+        dict(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+             block_size_tokens=block_size, enable_prefix_caching=enable_prefix_caching,
+             chunked_prefill=chunked_prefill))
     # As vLLM: a context that cannot fit in the KV cache is a configuration error, and by
     # default the context is capped to what fits (vLLM would refuse to start instead).
     if max_model_len is not None and max_model_len > built.kv_capacity_tokens:
@@ -178,6 +164,39 @@ def serve(
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(f"warning: binding {host}: the emulator is reachable from the network",
                    err=True)
+    _say_startup(built, app, model, hardware, speed, context)
+    # Objects alive now live as long as the server: keep the collector from rescanning them.
+    gc.collect()
+    gc.freeze()
+    try:
+        serve_app(app, host, port, log_level=log_level, access_log=access_log)
+    except OSError as exc:
+        raise RidgelineError(f"--port: cannot bind {host}:{port} ({exc.strerror})") from None
+
+
+def _build_engine(model: str, hardware: str, calibration: str | None, engine: str,
+                  engine_costs: bool, specs: dict[str, Any], engine_kw: dict[str, Any]
+                  ) -> Any:
+    """The emulated engine: the engine preset and its fitted CPU costs, chosen as
+    `simulate` chooses them (one Scenario rule: off with --no-engine-costs or a calibrated
+    profile, which measured them)."""
+    from ridgeline.serve.factory import build_engine
+    from ridgeline.sim.engine_costs import capacity_policy_for
+    from ridgeline.sim.scenario import Scenario
+
+    costs = Scenario(engine=engine, engine_costs=engine_costs, calibration=calibration).costs()
+    policy = capacity_policy_for(engine)
+    if calibration:   # the measured engine's step times and scheduling
+        from ridgeline.sim.step_model import engine_kwargs, load_step_model
+
+        engine_kw = engine_kwargs(load_step_model(calibration, lambda: None))
+        policy = "vllm"  # the profile's scheduling, as `simulate --calibration` runs it
+    return build_engine(model, hardware, **specs, engine_costs=costs, capacity_policy=policy,
+                        **engine_kw)
+
+
+def _say_startup(built: Any, app: Any, model: str, hardware: str, speed: float,
+                 context: int) -> None:
     typer.echo(f"ridgeline serve: {model} on {hardware}, speed x{speed:g}, "
                f"KV capacity {built.kv_capacity_tokens} tokens, max_model_len {context}, "
                f"tokenizer {app.state.emulator.tokenizer.name}", err=True)
@@ -190,13 +209,6 @@ def serve(
         typer.echo(line, err=True)
     if hasattr(built.step_model, "assumptions"):   # the lines `simulate` prints
         typer.echo("assumptions: " + "; ".join(built.step_model.assumptions()), err=True)
-    # Objects alive now live as long as the server: keep the collector from rescanning them.
-    gc.collect()
-    gc.freeze()
-    try:
-        serve_app(app, host, port, log_level=log_level, access_log=access_log)
-    except OSError as exc:
-        raise RidgelineError(f"--port: cannot bind {host}:{port} ({exc.strerror})") from None
 
 
 def register(app: typer.Typer) -> None:

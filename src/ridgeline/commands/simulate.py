@@ -17,6 +17,7 @@ from ridgeline.commands.options import (
     ActivationsOpt,
     BandwidthEffOpt,
     CalibrationOpt,
+    ChunkedPrefillOpt,
     ComputeEffOpt,
     EngineCostsOpt,
     EngineOpt,
@@ -25,13 +26,19 @@ from ridgeline.commands.options import (
     JsonOpt,
     KernelOverheadOpt,
     KvOpt,
+    MaxModelLenOpt,
+    ModelArg,
     ModelOpt,
     PpOpt,
+    PrefixCachingOpt,
     SeedOpt,
+    ServedModelNameOpt,
     SloOpt,
     TpOpt,
     TraceOutOpt,
     WeightsOpt,
+    check_max_model_len,
+    model_from,
     number,
     writable_file,
 )
@@ -53,6 +60,7 @@ DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
 
 
 def simulate_cmd(
+    model_arg: ModelArg = None,
     model: ModelOpt = "llama-3.1-8b",
     hardware: HardwareOpt = "h100-sxm",
     rate: Annotated[str | None, typer.Option(
@@ -101,12 +109,10 @@ def simulate_cmd(
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1,
                                                                   max=10_000_000)
                                       ] = 8192,
-    chunked_prefill: Annotated[bool, typer.Option(
-        "--chunked-prefill/--no-chunked-prefill", help="Chunked prefill (vLLM V1 default: "
-        "on).")] = True,
-    prefix_caching: Annotated[bool, typer.Option(
-        "--prefix-caching/--no-prefix-caching", help="Automatic prefix caching (vLLM V1 "
-        "default: on).")] = True,
+    chunked_prefill: ChunkedPrefillOpt = True,
+    prefix_caching: PrefixCachingOpt = True,
+    max_model_len: MaxModelLenOpt = None,
+    served_model_name: ServedModelNameOpt = None,
     block_size: Annotated[int, typer.Option("--block-size", min=1,
                                             help="KV block size (tokens).")] = 16,
     gpu_memory_utilization: Annotated[float, typer.Option(
@@ -172,6 +178,9 @@ def simulate_cmd(
     from ridgeline.sim.scenario import Built, Scenario, sweep_rates_for
     from ridgeline.sim.sweep import parse_rates
 
+    del served_model_name  # the API name: no effect on the simulated timings
+    model = model_from(model_arg, model, "llama-3.1-8b")
+    check_max_model_len(max_model_len, prompt, output)
     if concurrency is None and rate is None and not arrival.startswith(("ramp", "replay",
                                                                              "diurnal")):
         raise RidgelineError("--rate: give an arrival rate (req/s), a list, 'sweep', or "

@@ -16,10 +16,13 @@ from typing import Any
 
 from ridgeline.errors import RidgelineError
 from ridgeline.inputs import write_text_atomic
-
 # What a report holds (report/data.py), used here and re-exported.
 from ridgeline.report.data import ReportData, Run
-from ridgeline.report.load import load_point
+from ridgeline.report.load import LoadPoint, concurrency_point, load_point
+
+
+def _positive(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
 def _series_name(header: dict[str, Any]) -> str:
@@ -60,6 +63,8 @@ def run_from_trace(label: str, trace: Any, slos: list[str] | None = None,
     from ridgeline.report.timeline import telemetry_rows
 
     _check_reportable(label, trace)
+    if not slos:  # the run's own SLOs, recorded by `bench --slo`
+        slos = list(getattr(trace.header, "slos", None) or ()) or None
     a = analyze(trace, slos=parse_slos(slos), window=window, seed=seed)
     header = trace.header.model_dump(exclude_none=True)
     lat: dict[str, tuple[Any, Any]] = {}
@@ -88,7 +93,7 @@ def _expand(patterns: list[str], what: str) -> list[str]:
     return out
 
 
-def advice_markdown(runs: list[Run]) -> str | None:
+def advice_markdown(runs: list[Run], slos: list[str] | None = None) -> str | None:
     """The advice of `ridgeline.advise` for the last run that has its trace; None when no run
     has one. A trace that advise cannot read (it says why) leaves the section out."""
     from ridgeline.advise import advise
@@ -98,7 +103,7 @@ def advice_markdown(runs: list[Run]) -> str | None:
     if run is None:
         return None
     try:
-        return advise(run.trace, analysis=run.analysis).markdown()
+        return advise(run.trace, analysis=run.analysis, slos=slos).markdown()
     except RidgelineError:
         return None
 
@@ -128,11 +133,19 @@ def collect(inputs: list[str], *, sweep: list[str] | None = None,
         data.timelines.append((path, read_timeline_csv(path)))
     for path in _expand(list(sweep or []), "--sweep"):
         run = run_from_trace(path, load_trace(path, fmt=fmt), slos, window, seed)
-        rate = (run.header.get("load") or {}).get("rate_req_s")
-        if not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
-            raise RidgelineError(f"--sweep: {path} records no arrival rate (header "
-                                 "load.rate_req_s); allowed: traces of an open-loop run")
-        data.sweeps.setdefault(_series_name(run.header), []).append(load_point(rate, run.analysis))
+        load = run.header.get("load") or {}
+        rate, conc = load.get("rate_req_s"), load.get("concurrency")
+        if _positive(rate):
+            data.sweeps.setdefault(_series_name(run.header), []).append(
+                load_point(rate, run.analysis))
+        elif _positive(conc) and load.get("pattern", "closed") == "closed":
+            data.concurrency_sweeps.setdefault(_series_name(run.header), []).append(
+                concurrency_point(conc, run.analysis))
+        else:
+            raise RidgelineError(f"--sweep: {path} records neither an arrival rate nor a "
+                                 "closed-loop concurrency (header load.rate_req_s, "
+                                 "load.concurrency); allowed: traces of a rate or "
+                                 "concurrency sweep")
         data.inputs.append(path)
     if estimate is not None:
         data.estimate = estimate_view(**estimate)
@@ -143,10 +156,11 @@ def collect(inputs: list[str], *, sweep: list[str] | None = None,
         data.comparisons = [compare(a.analysis, b.analysis, DEFAULT_ROWS) for b in data.runs[1:]]
         for c, b in zip(data.comparisons, data.runs[1:], strict=True):
             c.a_label, c.b_label = a.label, b.label
-    if not (data.runs or data.sweeps or data.timelines or data.estimate):
+    if not (data.runs or data.sweeps or data.concurrency_sweeps or data.timelines
+            or data.estimate):
         raise RidgelineError("report: nothing to report; give a trace, --sweep traces, a "
                              "--timeline CSV or --estimate-model")
-    data.advice_markdown = advice_markdown(data.runs)
+    data.advice_markdown = advice_markdown(data.runs, slos)
     return data
 
 
@@ -206,4 +220,21 @@ def write(data: ReportData, out: str | Path, markdown: bool = False) -> Path:
         write_text_atomic(p, render_markdown(data, p))
     else:
         write_text_atomic(p, render_html(data))
+    if data.sweeps or data.concurrency_sweeps:  # the sweep's summary, one row per point
+        import csv
+        import io
+
+        from ridgeline.report.load import sweep_csv_rows
+
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(
+            sweep_csv_rows({**data.sweeps, **{f"{k} (closed loop)": v for k, v in
+                                              data.concurrency_sweeps.items()}}))
+        write_text_atomic(sweep_csv_path(p), buf.getvalue())
     return p
+
+
+def sweep_csv_path(report: str | Path) -> Path:
+    """`report.html` -> `report.sweep.csv`: the sweep's summary beside the report."""
+    p = Path(report)
+    return p.with_name(p.stem + ".sweep.csv")

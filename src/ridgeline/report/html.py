@@ -105,6 +105,11 @@ def figures(data: ReportData) -> Iterator[tuple[str, str, Any]]:
                plot_op_breakdown(e["ops"]))
     if data.sweeps:
         yield ("latency_vs_load", "Latency vs load", plot_latency_vs_load(data.sweeps))
+    if data.concurrency_sweeps:
+        from ridgeline.report.load import plot_latency_vs_concurrency
+
+        yield ("latency_vs_concurrency", "Latency vs concurrency",
+               plot_latency_vs_concurrency(data.concurrency_sweeps))
     if data.runs:
         yield ("cdf", "Latency distributions", plot_cdfs([(short_label(r.label), r.analysis)
                                                           for r in data.runs]))
@@ -225,6 +230,22 @@ def _sweep_rows(data: ReportData) -> list[list[str]]:
     return rows
 
 
+def _concurrency_rows(data: ReportData) -> list[list[str]]:
+    rows = []
+    for name, pts in data.concurrency_sweeps.items():
+        for p in sorted(pts, key=lambda q: q.concurrency):
+            rows.append([name, f"{p.concurrency:g}",
+                         f"{fmt(p.ttft_p50_ms)} [{fmt(p.ttft_p50_ci[0])}, {fmt(p.ttft_p50_ci[1])}]",
+                         f"{fmt(p.ttft_p99_ms)} [{fmt(p.ttft_p99_ci[0])}, {fmt(p.ttft_p99_ci[1])}]",
+                         f"{fmt(p.tpot_p50_ms)} [{fmt(p.tpot_p50_ci[0])}, {fmt(p.tpot_p50_ci[1])}]",
+                         f"{fmt(p.tpot_p99_ms)} [{fmt(p.tpot_p99_ci[0])}, {fmt(p.tpot_p99_ci[1])}]",
+                         fmt(p.throughput_req_s), fmt(p.output_tok_s), fmt(p.goodput_req_s)])
+    return rows
+
+
+CONCURRENCY_HEADERS = ["series", "concurrency", "TTFT P50 ms [CI]", "TTFT P99 ms [CI]",
+                       "TPOT P50 ms [CI]", "TPOT P99 ms [CI]", "req/s", "output tok/s",
+                       "goodput req/s"]
 SWEEP_HEADERS = ["series", "rate (req/s)", "TTFT P50 ms [CI]", "TTFT P99 ms [CI]",
                  "TPOT P50 ms [CI]", "TPOT P99 ms [CI]", "req/s", "output tok/s",
                  "goodput req/s"]
@@ -300,6 +321,9 @@ def render_html(data: ReportData) -> str:
                     + _table_html(SWEEP_HEADERS, _sweep_rows(data))
                     + '<p class="muted">knee: highest rate whose P99 TTFT is at most 3x its '
                       "value at the lowest rate (as <code>ridgeline simulate</code>).</p>"))
+    if data.concurrency_sweeps:
+        sec.append(("concurrency", "Latency vs concurrency", img("latency_vs_concurrency")
+                    + _table_html(CONCURRENCY_HEADERS, _concurrency_rows(data))))
     if data.runs:
         parts = []
         for i, run in enumerate(data.runs):
@@ -369,6 +393,11 @@ def render_markdown(data: ReportData, out_path: Path) -> str:
         out += ["## Latency vs load", "", imgs["latency_vs_load"], "",
                 "| " + " | ".join(SWEEP_HEADERS) + " |", "|" + "---|" * len(SWEEP_HEADERS)]
         out += ["| " + " | ".join(r) + " |" for r in _sweep_rows(data)] + [""]
+    if data.concurrency_sweeps:
+        out += ["## Latency vs concurrency", "", imgs["latency_vs_concurrency"], "",
+                "| " + " | ".join(CONCURRENCY_HEADERS) + " |",
+                "|" + "---|" * len(CONCURRENCY_HEADERS)]
+        out += ["| " + " | ".join(r) + " |" for r in _concurrency_rows(data)] + [""]
     for run in data.runs:
         out += [analysis_markdown(run.analysis).replace("## ridgeline analyze:", "## Run:")]
     if data.runs:

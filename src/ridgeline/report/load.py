@@ -35,6 +35,9 @@ class LoadPoint:
     throughput_req_s: float
     output_tok_s: float
     goodput_req_s: float = NAN
+    # A closed-loop point (`bench --concurrency 1,8,32`): its concurrency; rate_req_s is then
+    # NaN (nothing is offered: each user sends when its last answer ends).
+    concurrency: float = NAN
 
     def to_dict(self) -> dict[str, Any]:
         def c(x: float) -> float | None:
@@ -65,6 +68,62 @@ def load_point(rate_req_s: float, analysis: Any) -> LoadPoint:
                      float(analysis.throughput.requests_s),
                      float(analysis.throughput.output_tok_s),
                      float(g.requests_s) if g is not None and not g.unavailable else NAN)
+
+
+def concurrency_point(concurrency: float, analysis: Any) -> LoadPoint:
+    """The numbers of one analyzed closed-loop run at a concurrency."""
+    p = load_point(NAN, analysis)
+    p.concurrency = float(concurrency)
+    return p
+
+
+# One row per point, GuideLLM's benchmarks.csv in spirit: the load, then the numbers.
+CSV_COLUMNS = ("series", "concurrency", "rate_req_s", "throughput_req_s", "output_tok_s",
+               "goodput_req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")
+
+
+def sweep_csv_rows(series: dict[str, list[LoadPoint]]) -> list[list[str]]:
+    """Every point of every series, sorted numerically by concurrency, then rate."""
+    def key(p: LoadPoint) -> tuple[float, float]:
+        c, r = p.concurrency, p.rate_req_s
+        return (c if math.isfinite(c) else math.inf, r if math.isfinite(r) else math.inf)
+
+    rows = [list(CSV_COLUMNS)]
+    for name, pts in series.items():
+        for p in sorted(pts, key=key):
+            vals = [getattr(p, c) for c in CSV_COLUMNS[1:]]
+            rows.append([name] + ["" if not math.isfinite(v) else f"{v:.6g}" for v in vals])
+    return rows
+
+
+def plot_latency_vs_concurrency(series: dict[str, list[LoadPoint]],
+                                title: str | None = None) -> Figure:
+    """A closed-loop sweep: TTFT and TPOT P50/P99 against the concurrency (top row) and
+    against the throughput it achieved (bottom row), points joined in concurrency order."""
+    fig, axes = new_figure(12.5, 7.6, 2, 2)
+    for i, (name, pts) in enumerate(series.items()):
+        pts = sorted(pts, key=lambda p: p.concurrency)
+        c = color(i)
+        for row, (xkey, xlabel) in enumerate((("concurrency", "concurrency (requests in "
+                                                              "flight)"),
+                                              ("throughput_req_s", "achieved throughput "
+                                                                   "(req/s)"))):
+            x = [getattr(p, xkey) for p in pts]
+            for col, key in enumerate(("ttft", "tpot")):
+                ax = axes[row][col]
+                for q, ls in (("p50", "-"), ("p99", "--")):
+                    ax.plot(x, [getattr(p, f"{key}_{q}_ms") for p in pts], ls=ls, marker="o",
+                            ms=3.5, color=c, label=f"{name} {q.upper()}",
+                            gid=f"{key}:{q}:{xkey}:{name}")
+                ax.set_xlabel(xlabel)
+                ax.set_ylabel(f"{key.upper()} (ms)")
+                ax.set_title(f"{key.upper()} vs {xlabel.split(' (')[0]}", loc="left",
+                             fontsize=10)
+                ax.grid(True, alpha=0.3)
+                ax.legend(fontsize=7, frameon=False)
+    fig.suptitle(title or "Latency vs concurrency (closed loop; P50 solid, P99 dashed)",
+                 x=0.01, ha="left", fontsize=11)
+    return fig
 
 
 def knee_rate(points: list[LoadPoint]) -> float | None:

@@ -86,7 +86,7 @@ def _uvicorn_server(app: Any, *, log_level: str, access_log: bool) -> Any:
                             lifespan="on", timeout_keep_alive=30, backlog=2048,
                             timeout_graceful_shutdown=int(grace_s) + 5,
                             loop=os.environ.get("RIDGELINE_SERVE_LOOP", "auto"),
-                            http=http)
+                            http=http, ws="none")  # no websocket routes: skip their imports
     return _GracefulServer(config)
 
 
@@ -209,12 +209,22 @@ class EmulatorProcess:
         self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # noqa: SIM115
         self._stdout_lines: list[str] = []
 
+    def spawn(self) -> EmulatorProcess:
+        """Start the process and return at once (`start` then waits until it is ready): a
+        caller with its own start-up work to do overlaps the two."""
+        if self.proc is None:
+            self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE,
+                                         stderr=self._stderr, stdin=subprocess.DEVNULL,
+                                         text=True, env=self.env)
+            self._found: list[str] = []
+            threading.Thread(target=self._read_stdout, args=(self._found,),
+                             daemon=True).start()
+        return self
+
     def start(self) -> EmulatorProcess:
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     stdin=subprocess.DEVNULL, text=True, env=self.env)
-        found: list[str] = []
-        reader = threading.Thread(target=self._read_stdout, args=(found,), daemon=True)
-        reader.start()
+        self.spawn()
+        assert self.proc is not None
+        found = self._found
         deadline = time.monotonic() + self.startup_timeout_s
         while not found:
             if self.proc.poll() is not None:

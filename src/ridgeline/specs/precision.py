@@ -178,3 +178,21 @@ def resolve_model_precision(model: ModelSpec, weights: str | None = None, kv: st
         src += f"; --activations {activations}"
     return replace(p, module_weights=modules, weight_bytes_override=q.weight_bytes,
                    source=src)
+
+
+# vLLM's `--quantization` method -> the weight dtype it stores (a minimal table; the
+# checkpoint's own quantization_config, when read, says more).
+_VLLM_QUANTIZATION = {"fp8": "fp8", "awq": "int4", "awq_marlin": "int4", "gptq": "int4",
+                      "gptq_marlin": "int4", "modelopt_fp4": "fp4", "mxfp4": "mxfp4"}
+
+
+def precision_from_vllm_quantization(name: str) -> str:
+    """The weight dtype of vLLM's `--quantization NAME`.
+
+    >>> precision_from_vllm_quantization("awq")
+    'int4'
+    """
+    try:
+        return _VLLM_QUANTIZATION[name.strip().lower()]
+    except KeyError:
+        raise field_error("--quantization", name, ", ".join(_VLLM_QUANTIZATION)) from None

@@ -58,6 +58,10 @@ class TraceHeader(BaseModel):
     has_event_tokens: bool = True
     has_send_times: bool = True
     duration_s: float | None = Field(None, description="source-reported run duration, if any")
+    # The run's own SLOs (`bench --slo`, as METRIC:LIMIT texts): `report` and `advise` judge
+    # the trace by them when given none. Empty in traces written before the field existed.
+    slos: list[str] = Field(default_factory=list, description="SLOs the run was measured "
+                            "against, e.g. ttft_ms:500")
     notes: list[str] = Field(default_factory=list)
 
 
