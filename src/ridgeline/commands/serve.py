@@ -37,6 +37,13 @@ from ridgeline.commands.options import (
     number,
 )
 
+_FIXED = ("milliseconds; any latency option times each request on its own, bypassing "
+          "the engine model: docs/serve.md, fixed latencies")
+
+
+def _ms(flag: str, text: str) -> Any:
+    return typer.Option(flag, callback=number(ge=0), help=f"{text} ({_FIXED}).")
+
 
 def serve(
     model_arg: ModelArg = None,
@@ -114,6 +121,34 @@ def serve(
         "--log-level", help="uvicorn log level.")] = "warning",
     access_log: Annotated[bool, typer.Option(
         "--access-log/--no-access-log", help="Log every request (slows the server).")] = False,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="Output text: timing (filler words), echo (the prompt or last user "
+        "message, cut to max_tokens), random (seeded random words).")] = "timing",
+    time_to_first_token_ms: Annotated[float | None, _ms(
+        "--time-to-first-token", "Fixed time to first token")] = None,
+    time_to_first_token_std_dev_ms: Annotated[float, _ms(
+        "--time-to-first-token-std-dev", "Standard deviation of the TTFT")] = 0.0,
+    inter_token_latency_ms: Annotated[float | None, _ms(
+        "--inter-token-latency", "Fixed time between output tokens")] = None,
+    inter_token_latency_std_dev_ms: Annotated[float, _ms(
+        "--inter-token-latency-std-dev", "Standard deviation of the inter-token time")] = 0.0,
+    prefill_time_per_token_ms: Annotated[float | None, _ms(
+        "--prefill-time-per-token", "TTFT added per prompt token")] = None,
+    kv_cache_transfer_latency_ms: Annotated[float | None, _ms(
+        "--kv-cache-transfer-latency", "TTFT of a request whose prefill ran elsewhere "
+        "(kv_transfer_params.do_remote_prefill)")] = None,
+    kv_cache_transfer_latency_std_dev_ms: Annotated[float, _ms(
+        "--kv-cache-transfer-latency-std-dev", "Its standard deviation")] = 0.0,
+    failure_injection_rate_pct: Annotated[float, typer.Option(
+        "--failure-injection-rate", callback=number(ge=0, le=100),
+        help="Percent of requests that fail on purpose (see --failure-types).")] = 0.0,
+    failure_types: Annotated[str | None, typer.Option(
+        "--failure-types", help="Comma list of injected failures: rate_limit, "
+        "invalid_request, context_length, model_not_found, server_error, unavailable, "
+        "stream_cut, stall (default: all).")] = None,
+    failure_stall_time_ms: Annotated[float, typer.Option(
+        "--failure-stall-time", callback=number(ge=0),
+        help="Milliseconds of silence before a `stall` failure ends its stream.")] = 30000.0,
 ) -> None:
     """Serve the OpenAI API with the timing of MODEL on HARDWARE (emulated, no GPU).
 
@@ -129,6 +164,30 @@ def serve(
     model = model_from(model_arg, model, "llama-3.1-8b")
     if overload_status not in (429, 503):
         raise field_error("--overload-status", overload_status, "429 or 503")
+    from ridgeline.serve.failures import FAILURE_TYPES, parse_failure_types
+    from ridgeline.serve.fixed_timing import FixedTiming
+    from ridgeline.serve.modes import MODES
+
+    if mode not in MODES:
+        raise field_error("--mode", mode, ", ".join(MODES))
+    types = FAILURE_TYPES
+    if failure_types is not None:
+        try:
+            types = parse_failure_types(failure_types)
+        except ValueError:
+            raise field_error("--failure-types", failure_types,
+                              "a comma list of " + ", ".join(FAILURE_TYPES)) from None
+    fixed = None
+    if any(v is not None for v in (time_to_first_token_ms, inter_token_latency_ms,
+                                   prefill_time_per_token_ms, kv_cache_transfer_latency_ms)):
+        fixed = FixedTiming(
+            time_to_first_token_ms=time_to_first_token_ms or 0.0,
+            time_to_first_token_std_dev_ms=time_to_first_token_std_dev_ms,
+            inter_token_latency_ms=inter_token_latency_ms or 0.0,
+            inter_token_latency_std_dev_ms=inter_token_latency_std_dev_ms,
+            prefill_time_per_token_ms=prefill_time_per_token_ms or 0.0,
+            kv_cache_transfer_latency_ms=kv_cache_transfer_latency_ms or 0.0,
+            kv_cache_transfer_latency_std_dev_ms=kv_cache_transfer_latency_std_dev_ms)
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise field_error("--log-level", log_level, "critical, error, warning, info, debug")
     built = _build_engine(
@@ -152,7 +211,9 @@ def serve(
         retry_after_s=retry_after_s, api_key=api_key, default_max_tokens=default_max_tokens,
         eos_lengths=eos_lengths, seed=seed, shutdown_grace_s=shutdown_grace_s,
         header_timeout_s=header_timeout_s,
-        description=built.description, tokenizer=tokenizer)
+        description=built.description, tokenizer=tokenizer, mode=mode, fixed_timing=fixed,
+        failure_injection_rate_pct=failure_injection_rate_pct, failure_types=types,
+        failure_stall_s=failure_stall_time_ms / 1000.0)
     if tokenizer:
         from ridgeline.serve.tokenizer import model_tokenizer
 

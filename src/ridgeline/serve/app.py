@@ -47,6 +47,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ridgeline.serve.driver import DriverCallbacks, EngineDriver, EngineLike, Overloaded, Stream
+from ridgeline.serve.failures import (
+    FAILURE_TYPES,
+    STATUS_FAILURES,
+    FailingWriter,
+    FailureInjector,
+    cut_after_chunks,
+    failure_response,
+)
+from ridgeline.serve.fixed_timing import FixedTiming, FixedTimingResponse, remote_prefill
+from ridgeline.serve.modes import echo_pieces, random_pieces, request_text
 from ridgeline.serve.prometheus import (
     CONTENT_TYPE,
     ITERATION_TOKEN_BUCKETS,
@@ -73,6 +83,13 @@ from ridgeline.serve.responses import (
     Plan,
     SSEWriter,
 )
+from ridgeline.serve.structured import (
+    SchemaError,
+    ToolCall,
+    json_content,
+    json_pieces,
+    tool_call,
+)
 from ridgeline.serve.tokenizer import filler_stop, get_tokenizer, model_tokenizer
 
 MAX_N = 128          # choices per request (`n`)
@@ -98,6 +115,11 @@ class EmulatorConfig:
     header_timeout_s: float = 30.0         # a request's headers must arrive within this
     description: dict[str, Any] = field(default_factory=dict)  # shown in /ridgeline/stats
     tokenizer: str | None = None           # `serve --tokenizer`: count like the real model
+    mode: str = "timing"                   # output text: timing (filler), echo, random
+    fixed_timing: FixedTiming | None = None  # fixed per-request latencies (fixed_timing.py)
+    failure_injection_rate_pct: float = 0.0  # percent of requests failed on purpose
+    failure_types: tuple[str, ...] = FAILURE_TYPES
+    failure_stall_s: float = 30.0          # silence of a `stall` failure
 
 
 class _Metrics:
@@ -184,6 +206,9 @@ class _Metrics:
                                     "Requests refused before entering the engine.")
         self.aborted = reg.counter("ridgeline:requests_aborted_total",
                                    "Requests whose client went away, freed at once.")
+        self.injected = reg.counter("ridgeline:injected_failures_total",
+                                    "Failures injected on purpose (--failure-injection-rate), "
+                                    "by type.")
         self.lag = reg.histogram("ridgeline:emulator_lag_seconds",
                                  "Emitted minus intended wall time of each output chunk.",
                                  LAG_BUCKETS_S)
@@ -289,6 +314,12 @@ class _EmulatorState:
 
             self.eos = parse_lengths(config.eos_lengths, "--eos-lengths")
         self.created_unix_s = int(time.time())
+        # Own streams, so a failure or latency draw does not shift the output-length draws.
+        self.failures = (FailureInjector(config.failure_injection_rate_pct,
+                                         config.failure_types, config.failure_stall_s,
+                                         np.random.default_rng([config.seed, 1]))
+                         if config.failure_injection_rate_pct > 0 else None)
+        self.timing_rng = np.random.default_rng([config.seed, 2])
 
     def start(self) -> None:
         if self.driver is None:
@@ -310,17 +341,6 @@ class _EmulatorState:
         if not 1 <= n_choices <= MAX_N:
             raise RequestError(f"n: must be in [1, {MAX_N}], got {n_choices}", param="n")
         extra = req.model_extra or {}
-        if extra.get("tools") and extra.get("tool_choice", "auto") != "none":
-            # vLLM answers 400 when no tool parser is configured; the emulator has none:
-            # its output is filler text, never a tool call.
-            raise RequestError('"auto" tool choice requires --enable-auto-tool-choice and '
-                               "--tool-call-parser to be set (the emulator emits filler "
-                               "text, never tool calls)", param="tools")
-        fmt = extra.get("response_format")
-        if isinstance(fmt, dict) and fmt.get("type") not in (None, "text"):
-            raise RequestError(f"response_format: {fmt.get('type')!r} is not supported by the "
-                               "emulator (its output is filler text, not structured)",
-                               param="response_format")
         logprobs = None
         if isinstance(req, CompletionRequest) and req.logprobs is not None:
             logprobs = req.logprobs
@@ -381,10 +401,20 @@ class _EmulatorState:
             output_tokens = int(min(max(natural, min_tokens, 1), max_tokens))
         stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
         text_limit = None
-        if stops:
+        pieces = None
+        if cfg.mode == "echo":   # the request's text, cut to max_tokens (serve/modes.py)
+            pieces = echo_pieces(request_text(req))[:max_tokens] or ("",)
+            output_tokens = len(pieces)
+        elif cfg.mode == "random":
+            rng = self.rng if req.seed is None else np.random.default_rng(req.seed)
+            pieces = random_pieces(output_tokens, rng)
+        elif stops:
             hit = filler_stop(output_tokens, stops)
             if hit is not None:
                 output_tokens, text_limit = hit
+        call, pieces, truncated = self._structured(req, extra, max_tokens, pieces)
+        if pieces is not None:
+            output_tokens = len(pieces)
         opts = req.stream_options
         hashes = None
         if self.block_size_tokens:
@@ -395,7 +425,29 @@ class _EmulatorState:
                     include_usage=bool(opts and opts.include_usage),
                     continuous_usage=bool(opts and opts.continuous_usage_stats),
                     block_hashes=hashes, text_limit_chars=text_limit, n=n_choices,
-                    logprobs=logprobs)
+                    logprobs=logprobs, pieces=pieces, tool_call=call,
+                    truncated=truncated)
+
+    def _structured(self, req: CompletionRequest | ChatCompletionRequest,
+                    extra: dict[str, Any], max_tokens: int, pieces: tuple[str, ...] | None
+                    ) -> tuple[ToolCall | None, tuple[str, ...] | None, bool]:
+        """A synthetic tool call, or JSON content, when the request asks for one
+        (serve/structured.py): (the call, the output pieces cut to max_tokens, cut?)."""
+        seed = req.seed if req.seed is not None else int(self.rng.integers(2**31))
+        param = "tools"
+        try:
+            call = None
+            if isinstance(req, ChatCompletionRequest):
+                call = tool_call(extra.get("tools"), extra.get("tool_choice", "auto"), seed)
+            param = "response_format"
+            text = call.arguments if call is not None else json_content(
+                extra.get("response_format"), seed)
+        except SchemaError as exc:
+            raise RequestError(f"{param}: {exc}", param=param) from None
+        if text is None:
+            return None, pieces, False
+        full = json_pieces(text)
+        return call, full[:max_tokens], len(full) > max_tokens
 
     def _count_completion_prompt(self, prompt: Any) -> int:
         if isinstance(prompt, str):
@@ -588,7 +640,8 @@ async def _read_json(state: _EmulatorState, request: Request) -> Any:
         raise RequestError("request body is not valid JSON") from None
 
 
-async def _generate(request: Request, chat: bool) -> Response | EngineResponse:
+async def _generate(request: Request, chat: bool) -> Any:
+    arrival_s = time.perf_counter()   # fixed latencies count from here
     state = _state(request)
     if not _authorized(state, request):
         return _unauthorized()
@@ -599,15 +652,33 @@ async def _generate(request: Request, chat: bool) -> Response | EngineResponse:
         plan = state.plan(req)
     except RequestError as exc:
         return _request_error(exc)
+    failure = state.failures.draw(bool(req.stream)) if state.failures is not None else None
+    if failure is not None:
+        state.metrics.injected.inc(type=failure)
+        if failure in STATUS_FAILURES:
+            return failure_response(failure, config.served_model_name)
+    # stream_cut / stall: (chunks still delivered, seconds of silence before the end)
+    cut = ((cut_after_chunks(plan.output_tokens),
+            config.failure_stall_s if failure == "stall" else None)
+           if failure is not None else None)
+    request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+    renderer = ChunkRenderer(chat, request_id, config.served_model_name, int(time.time()),
+                             plan)
+    if config.fixed_timing is not None:
+        return FixedTimingResponse(renderer, bool(req.stream), config.fixed_timing,
+                                   state.timing_rng, state.metrics.callbacks(), config.speed,
+                                   remote=remote_prefill(req.model_extra), cut=cut,
+                                   on_abort=state.metrics.aborted.inc, arrival_s=arrival_s)
     driver = state.driver
     if driver is None:  # lifespan not run (a bare ASGI test client): start lazily
         state.start()
         driver = state.driver
     assert driver is not None
-    request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-    renderer = ChunkRenderer(chat, request_id, config.served_model_name, int(time.time()),
-                             plan)
-    writer = SSEWriter(renderer, lambda: driver.abort(request_id)) if req.stream else None
+    writer: SSEWriter | None = None
+    if req.stream and cut is not None:
+        writer = FailingWriter(renderer, lambda: driver.abort(request_id), *cut)
+    elif req.stream:
+        writer = SSEWriter(renderer, lambda: driver.abort(request_id))
     try:
         extra = {"block_hashes": plan.block_hashes} if plan.block_hashes else {}
         stream = driver.submit(plan.prompt_tokens, plan.output_tokens, plan.max_tokens,
