@@ -11,9 +11,9 @@ object branches, and local `$ref`s (`#/$defs/...`, `#/definitions/...`) are foll
 The text is streamed in pieces of up to 4 characters, one piece per output token; when
 max_tokens cuts it, the JSON is cut too (finish_reason "length"), as a real model's would be.
 
->>> synth_value({"type": "object", "properties": {"n": {"type": "integer", "minimum": 3}},
-...              "required": ["n"]}, 0)
-{'n': 3}
+>>> synth_value({"type": "object", "properties": {"n": {"type": "integer", "minimum": 3,
+...              "maximum": 3}, "on": {"const": True}}, "required": ["n"]}, 0)
+{'n': 3, 'on': True}
 """
 
 from __future__ import annotations
