@@ -149,6 +149,11 @@ def serve(
     failure_stall_time_ms: Annotated[float, typer.Option(
         "--failure-stall-time", callback=number(ge=0),
         help="Milliseconds of silence before a `stall` failure ends its stream.")] = 30000.0,
+    lora_modules: Annotated[list[str] | None, typer.Option(
+        "--lora-modules", help="A LoRA adapter served as its own model name: name=path or "
+        'JSON {"name": ..., "path": ...}; repeat the flag for more.')] = None,
+    max_loras: Annotated[int, typer.Option(
+        "--max-loras", min=1, help="Most LoRA adapters loaded at once.")] = 1,
 ) -> None:
     """Serve the OpenAI API with the timing of MODEL on HARDWARE (emulated, no GPU).
 
@@ -188,6 +193,23 @@ def serve(
             prefill_time_per_token_ms=prefill_time_per_token_ms or 0.0,
             kv_cache_transfer_latency_ms=kv_cache_transfer_latency_ms or 0.0,
             kv_cache_transfer_latency_std_dev_ms=kv_cache_transfer_latency_std_dev_ms)
+    from ridgeline.serve.lora import parse_lora_module
+
+    adapters: list[tuple[str, str]] = []
+    for entry in lora_modules or []:
+        for word in entry.split() if not entry.strip().startswith("{") else [entry]:
+            try:
+                adapters.append(parse_lora_module(word))
+            except ValueError:
+                raise field_error("--lora-modules", word,
+                                  'name=path or {"name": ..., "path": ...}') from None
+    names = [n for n, _ in adapters]
+    if len(set(names)) != len(names) or (served_model_name or model) in names:
+        raise field_error("--lora-modules", " ".join(names),
+                          "distinct names, none the served model's")
+    if len(adapters) > max_loras:
+        raise field_error("--lora-modules", f"{len(adapters)} adapters",
+                          f"at most --max-loras={max_loras}")
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise field_error("--log-level", log_level, "critical, error, warning, info, debug")
     built = _build_engine(
@@ -213,7 +235,8 @@ def serve(
         header_timeout_s=header_timeout_s,
         description=built.description, tokenizer=tokenizer, mode=mode, fixed_timing=fixed,
         failure_injection_rate_pct=failure_injection_rate_pct, failure_types=types,
-        failure_stall_s=failure_stall_time_ms / 1000.0)
+        failure_stall_s=failure_stall_time_ms / 1000.0, lora_modules=tuple(adapters),
+        max_loras=max_loras)
     if tokenizer:
         from ridgeline.serve.tokenizer import model_tokenizer
 

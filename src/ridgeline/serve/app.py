@@ -56,6 +56,7 @@ from ridgeline.serve.failures import (
     failure_response,
 )
 from ridgeline.serve.fixed_timing import FixedTiming, FixedTimingResponse, remote_prefill
+from ridgeline.serve.lora import LORA_STEP_COST, LoraError, LoraRegistry, LoraTimedEngine
 from ridgeline.serve.modes import echo_pieces, random_pieces, request_text
 from ridgeline.serve.prometheus import (
     CONTENT_TYPE,
@@ -120,6 +121,8 @@ class EmulatorConfig:
     failure_injection_rate_pct: float = 0.0  # percent of requests failed on purpose
     failure_types: tuple[str, ...] = FAILURE_TYPES
     failure_stall_s: float = 30.0          # silence of a `stall` failure
+    lora_modules: tuple[tuple[str, str], ...] = ()   # adapters loaded at start (name, path)
+    max_loras: int = 1                     # adapters loaded at once (lora.py)
 
 
 class _Metrics:
@@ -294,7 +297,9 @@ class _EmulatorState:
     """Everything the handlers share: config, driver, metrics, tokenizer, RNG."""
 
     def __init__(self, engine: EngineLike, make_request: Any, config: EmulatorConfig) -> None:
-        self.engine = engine
+        self.lora = LoraRegistry(config.served_model_name, config.max_loras,
+                                 config.lora_modules)
+        self.engine = LoraTimedEngine(engine, self.lora)   # adapters' requests cost more
         self.make_request = make_request
         self.config = config
         self.tokenizer = (model_tokenizer(config.tokenizer) if config.tokenizer
@@ -333,7 +338,7 @@ class _EmulatorState:
     # -- request planning ---------------------------------------------------------------
     def plan(self, req: CompletionRequest | ChatCompletionRequest) -> Plan:
         cfg = self.config
-        if req.model is not None and req.model != cfg.served_model_name:
+        if not self.lora.known(req.model):
             raise RequestError(f"The model `{req.model}` does not exist.", status=404,
                                param="model", err_type="NotFoundError",
                                code="model_not_found")
@@ -506,7 +511,47 @@ async def _models(request: Request) -> Response:
         "created": state.created_unix_s, "owned_by": "ridgeline",
         "root": config.served_model_name, "parent": None,
         "max_model_len": config.max_model_len,
-    }]})
+    }, *state.lora.model_cards(state.created_unix_s, config.max_model_len)]})
+
+
+async def _lora_adapter(request: Request, load: bool) -> Response:
+    """vLLM's POST /v1/load_lora_adapter {"lora_name", "lora_path"} and
+    /v1/unload_lora_adapter {"lora_name"}: 200 with a plain-text "Success: ..." line."""
+    state = _state(request)
+    if not _authorized(state, request):
+        return _unauthorized()
+    try:
+        body = await _read_json(state, request)
+        if not isinstance(body, dict):
+            raise RequestError("request body must be a JSON object")
+        name, path = body.get("lora_name"), body.get("lora_path")
+        if load and not (isinstance(name, str) and name and isinstance(path, str) and path):
+            raise RequestError("Both 'lora_name' and 'lora_path' must be provided.",
+                               param="lora_name")
+        if not load and not (isinstance(name, str) and name):
+            raise RequestError("'lora_name' needs to be provided to unload a LoRA adapter.",
+                               param="lora_name")
+    except RequestError as exc:
+        return _request_error(exc)
+    try:
+        if load:
+            state.lora.load(name, path)
+        else:
+            state.lora.unload(name)
+    except LoraError as exc:
+        return _json_error(exc.status, exc.message,
+                           err_type="NotFoundError" if exc.status == 404 else "BadRequestError")
+    verb = "added" if load else "removed"
+    return Response(f"Success: LoRA adapter '{name}' {verb} successfully.",
+                    media_type="text/plain")
+
+
+async def _load_lora(request: Request) -> Response:
+    return await _lora_adapter(request, load=True)
+
+
+async def _unload_lora(request: Request) -> Response:
+    return await _lora_adapter(request, load=False)
 
 
 async def _version(request: Request) -> Response:
@@ -662,11 +707,14 @@ async def _generate(request: Request, chat: bool) -> Any:
             config.failure_stall_s if failure == "stall" else None)
            if failure is not None else None)
     request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-    renderer = ChunkRenderer(chat, request_id, config.served_model_name, int(time.time()),
-                             plan)
+    adapter = state.lora.is_adapter(req.model)
+    renderer = ChunkRenderer(chat, request_id, req.model if adapter and req.model
+                             else config.served_model_name, int(time.time()), plan)
     if config.fixed_timing is not None:
+        # an adapter's request: every latency x (1 + LORA_STEP_COST), as a slower clock
+        speed = config.speed / (1.0 + LORA_STEP_COST) if adapter else config.speed
         return FixedTimingResponse(renderer, bool(req.stream), config.fixed_timing,
-                                   state.timing_rng, state.metrics.callbacks(), config.speed,
+                                   state.timing_rng, state.metrics.callbacks(), speed,
                                    remote=remote_prefill(req.model_extra), cut=cut,
                                    on_abort=state.metrics.aborted.inc, arrival_s=arrival_s)
     driver = state.driver
@@ -684,6 +732,8 @@ async def _generate(request: Request, chat: bool) -> Any:
         stream = driver.submit(plan.prompt_tokens, plan.output_tokens, plan.max_tokens,
                                request_id=request_id, writer=writer, **extra)
         renderer.engine_request = stream.engine_request
+        if adapter:
+            state.lora.in_flight.add(request_id)
     except Overloaded as exc:
         state.metrics.rejected.inc(reason="overload" if not driver.draining
                                    else "shutdown")
@@ -738,6 +788,8 @@ ROUTES = [
     Route("/tokenize", _tokenize, methods=["POST"]),
     Route("/detokenize", _detokenize, methods=["POST"]),
     Route("/v1/models", _models, methods=["GET"]),
+    Route("/v1/load_lora_adapter", _load_lora, methods=["POST"]),
+    Route("/v1/unload_lora_adapter", _unload_lora, methods=["POST"]),
     Route("/metrics", _metrics, methods=["GET"]),
     Route("/ridgeline/stats", _stats, methods=["GET"]),
     Route("/v1/completions", _completions, methods=["POST"]),
