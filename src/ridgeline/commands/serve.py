@@ -154,6 +154,9 @@ def serve(
         'JSON {"name": ..., "path": ...}; repeat the flag for more.')] = None,
     max_loras: Annotated[int, typer.Option(
         "--max-loras", min=1, help="Most LoRA adapters loaded at once.")] = 1,
+    embedding_dim: Annotated[int | None, typer.Option(
+        "--embedding-dim", min=1, max=65536, help="Length of /v1/embeddings vectors "
+        "(default: the model's hidden size).")] = None,
 ) -> None:
     """Serve the OpenAI API with the timing of MODEL on HARDWARE (emulated, no GPU).
 
@@ -236,7 +239,7 @@ def serve(
         description=built.description, tokenizer=tokenizer, mode=mode, fixed_timing=fixed,
         failure_injection_rate_pct=failure_injection_rate_pct, failure_types=types,
         failure_stall_s=failure_stall_time_ms / 1000.0, lora_modules=tuple(adapters),
-        max_loras=max_loras)
+        max_loras=max_loras, embedding_dim=embedding_dim or _hidden_size(built))
     if tokenizer:
         from ridgeline.serve.tokenizer import model_tokenizer
 
@@ -293,6 +296,12 @@ def _say_startup(built: Any, app: Any, model: str, hardware: str, speed: float,
         typer.echo(line, err=True)
     if hasattr(built.step_model, "assumptions"):   # the lines `simulate` prints
         typer.echo("assumptions: " + "; ".join(built.step_model.assumptions()), err=True)
+
+
+def _hidden_size(built: Any) -> int:
+    """The served model's hidden size (its embeddings' width), 4096 when unknown."""
+    size = getattr(getattr(built.step_model, "model", None), "hidden_size", None)
+    return int(size) if isinstance(size, int) and size > 0 else 4096
 
 
 def register(app: typer.Typer) -> None:

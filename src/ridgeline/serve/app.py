@@ -3,6 +3,8 @@
 Endpoints: `GET /health` (no auth), `GET /version`, `POST /tokenize`, `POST /detokenize`
 (vLLM's shapes), `GET /v1/models`, `POST /v1/completions`,
 `POST /v1/chat/completions` (streaming SSE ending in `data: [DONE]`, or one JSON body),
+`POST /v1/embeddings` (prefill-only timing), `POST /v1/load_lora_adapter` and
+`/v1/unload_lora_adapter` (vLLM's),
 `GET /metrics` (Prometheus text, vLLM's names), `GET /ridgeline/stats` (the emulator's own
 timing error and counters, JSON; `?reset=1` clears the lag samples).
 
@@ -47,6 +49,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ridgeline.serve.driver import DriverCallbacks, EngineDriver, EngineLike, Overloaded, Stream
+from ridgeline.serve.embeddings import embeddings_body, parse_embedding_request
 from ridgeline.serve.failures import (
     FAILURE_TYPES,
     STATUS_FAILURES,
@@ -123,6 +126,7 @@ class EmulatorConfig:
     failure_stall_s: float = 30.0          # silence of a `stall` failure
     lora_modules: tuple[tuple[str, str], ...] = ()   # adapters loaded at start (name, path)
     max_loras: int = 1                     # adapters loaded at once (lora.py)
+    embedding_dim: int = 4096              # /v1/embeddings vector length (the model's width)
 
 
 class _Metrics:
@@ -751,6 +755,78 @@ async def _generate(request: Request, chat: bool) -> Any:
     return EngineResponse(stream, renderer, writer, abort)
 
 
+async def _embeddings(request: Request) -> Response:
+    """OpenAI's POST /v1/embeddings, each input timed as a prefill-only request
+    (serve/embeddings.py)."""
+    arrival_s = time.perf_counter()
+    state = _state(request)
+    if not _authorized(state, request):
+        return _unauthorized()
+    config = state.config
+    try:
+        ereq = parse_embedding_request(await _read_json(state, request))
+        if not state.lora.known(ereq.model):
+            raise RequestError(f"The model `{ereq.model}` does not exist.", status=404,
+                               param="model", err_type="NotFoundError",
+                               code="model_not_found")
+        counts = [len(x) if isinstance(x, list) else
+                  state.tokenizer.count(x, config.max_model_len) for x in ereq.inputs]
+        for c in counts:
+            if c < 1:
+                raise RequestError("input: must contain at least one token", param="input")
+            if c >= config.max_model_len:   # room for its one engine position
+                raise RequestError(
+                    f"This model's maximum context length is {config.max_model_len} tokens. "
+                    f"However, you requested {c} tokens in the input for embedding "
+                    "generation. Please reduce the length of the input.", param="input")
+    except RequestError as exc:
+        return _request_error(exc)
+    failure = state.failures.draw(False) if state.failures is not None else None
+    if failure is not None:
+        state.metrics.injected.inc(type=failure)
+        return failure_response(failure, config.served_model_name)
+    adapter = state.lora.is_adapter(ereq.model)
+    speed = config.speed / (1.0 + LORA_STEP_COST) if adapter else config.speed
+    fixed = config.fixed_timing
+    if fixed is not None:   # the TTFT formula, the longest input's
+        delay_s = max(fixed.first_token_s(c, state.timing_rng) for c in counts) / speed
+        await asyncio.sleep(max(0.0, arrival_s + delay_s - time.perf_counter()))
+    else:
+        if state.driver is None:
+            state.start()
+        driver = state.driver
+        assert driver is not None
+        streams: list[Stream] = []
+        try:
+            for c in counts:   # a prompt and one output position: its prefill
+                rid = "embd-" + uuid.uuid4().hex
+                streams.append(driver.submit(c, 1, 1, request_id=rid))
+                if adapter:
+                    state.lora.in_flight.add(rid)
+        except Overloaded as exc:
+            for s in streams:
+                driver.abort(s.request_id)
+            state.metrics.rejected.inc(reason="overload")
+            return _json_error(config.overload_status, f"Server overloaded: {exc.reason}; "
+                               "retry later.", err_type="rate_limit_exceeded",
+                               headers={"retry-after": str(max(1, math.ceil(
+                                   exc.retry_after_s)))})
+        try:
+            for s in streams:
+                await s.done.wait()
+        finally:
+            for s in streams:
+                if not s.finished:
+                    driver.abort(s.request_id)
+        failed = next((s for s in streams if s.error is not None), None)
+        if failed is not None:
+            return _json_error(failed.error_status, str(failed.error),
+                               err_type="server_error")
+    model = ereq.model if adapter and ereq.model else config.served_model_name
+    return JSONResponse(embeddings_body(ereq, model, ereq.dimensions or config.embedding_dim,
+                                        counts))
+
+
 async def _completions(request: Request) -> Any:
     return await _generate(request, chat=False)
 
@@ -794,6 +870,7 @@ ROUTES = [
     Route("/ridgeline/stats", _stats, methods=["GET"]),
     Route("/v1/completions", _completions, methods=["POST"]),
     Route("/v1/chat/completions", _chat_completions, methods=["POST"]),
+    Route("/v1/embeddings", _embeddings, methods=["POST"]),
 ]
 
 
