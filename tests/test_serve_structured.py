@@ -203,7 +203,15 @@ def test_malformed_schema_requests_are_400s(server: EmulatorProcess) -> None:
             ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
              "response_format"),
             ({"response_format": {"type": "json_schema", "json_schema": {"schema": {
-                "type": "integer", "minimum": 5, "maximum": 4}}}}, "response_format")):
+                "type": "integer", "minimum": 5, "maximum": 4}}}}, "response_format"),
+            ({"response_format": {"type": "json_schema", "json_schema": {"schema": {
+                "type": "array", "minItems": "two"}}}}, "response_format"),
+            ({"response_format": {"type": "json_schema", "json_schema": {"schema": {
+                "anyOf": [{"$ref": "#"}]}}}}, "response_format"),
+            ({"response_format": {"type": "json_schema", "json_schema": {"schema": {
+                "type": "array", "minItems": 10**9}}}}, "response_format"),
+            ({"tools": TOOLS, "tool_choice": {"type": "function", "function": "x"}},
+             "tools")):
         r = httpx.post(server.base_url + "/v1/chat/completions", timeout=30, json={
             "messages": [{"role": "user", "content": "x"}], "max_tokens": 5, **extra})
         assert r.status_code == 400 and r.json()["error"]["param"] == param

@@ -453,6 +453,9 @@ class _EmulatorState:
                 extra.get("response_format"), seed)
         except SchemaError as exc:
             raise RequestError(f"{param}: {exc}", param=param) from None
+        except (ValueError, TypeError, OverflowError):   # a keyword of the wrong type
+            raise RequestError(f"{param}: the schema has a keyword of the wrong type",
+                               param=param) from None
         if text is None:
             return None, pieces, False
         full = json_pieces(text)

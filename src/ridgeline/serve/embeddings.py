@@ -27,6 +27,7 @@ import numpy as np
 from ridgeline.serve.protocol import RequestError
 
 MAX_INPUTS = 2048   # OpenAI's bound on inputs per request
+MAX_VALUES = 1 << 24   # numbers in one response (a bound on its size, about 300 MB of JSON)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,9 @@ def parse_embedding_request(body: Any) -> EmbeddingRequest:
     if dims is not None and (not isinstance(dims, int) or isinstance(dims, bool)
                              or not 1 <= dims <= 65536):
         raise RequestError(f"dimensions: must be an integer in [1, 65536], got {dims!r}",
+                           param="dimensions")
+    if dims is not None and dims * len(inputs) > MAX_VALUES:
+        raise RequestError(f"dimensions x inputs: at most {MAX_VALUES} values a request",
                            param="dimensions")
     fmt = body.get("encoding_format", "float")
     if fmt not in ("float", "base64"):

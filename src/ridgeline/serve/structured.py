@@ -28,6 +28,7 @@ import numpy as np
 
 _PIECE = re.compile(r".{1,4}", re.S)
 MAX_DEPTH = 12   # a recursive schema ($ref to itself) stops here with an empty value
+MAX_ITEMS = 1000        # largest minItems / minLength a schema may ask for
 
 
 class SchemaError(ValueError):
@@ -60,6 +61,8 @@ def synth_value(schema: Any, seed: int, root: dict[str, Any] | None = None,
     """A value valid for `schema` (see the module docstring for what is honoured)."""
     if root is None:
         root = schema if isinstance(schema, dict) else {}
+    if depth > 4 * MAX_DEPTH:
+        raise SchemaError("the schema nests too deep (a reference cycle?)")
     schema = _resolve(schema, root)
     if schema is True or schema is None or schema == {}:
         return "value"
@@ -100,6 +103,8 @@ def synth_value(schema: Any, seed: int, root: dict[str, Any] | None = None,
         if depth >= MAX_DEPTH:
             return []
         n = max(1, int(schema.get("minItems", 1)))
+        if n > MAX_ITEMS:
+            raise SchemaError(f"minItems: at most {MAX_ITEMS} supported")
         if "maxItems" in schema:
             n = min(n, int(schema["maxItems"]))
         items = schema.get("items", {})
@@ -111,6 +116,8 @@ def synth_value(schema: Any, seed: int, root: dict[str, Any] | None = None,
         words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")
         text = words[int(rng.integers(len(words)))]
         lo = int(schema.get("minLength", 0))
+        if lo > MAX_ITEMS:
+            raise SchemaError(f"minLength: at most {MAX_ITEMS} supported")
         hi = int(schema.get("maxLength", max(lo, len(text))))
         text = (text * (lo // max(len(text), 1) + 1))[: max(lo, min(len(text), hi))]
         return text
@@ -175,7 +182,8 @@ def tool_call(tools: Any, tool_choice: Any, seed: int) -> ToolCall | None:
         functions.append(fn)
     chosen = functions[0]
     if isinstance(tool_choice, dict):
-        name = (tool_choice.get("function") or {}).get("name")
+        fn = tool_choice.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else None
         match = [f for f in functions if f["name"] == name]
         if not match:
             raise SchemaError(f"tool_choice: no tool named {name!r}")
