@@ -146,3 +146,31 @@ def test_bad_mode_and_latencies_are_one_line_errors() -> None:
                           "--inter-token-latency")
     assert one_error_line(serve_refuses("--inter-token-latency-std-dev", "-1"),
                           "--inter-token-latency-std-dev")
+    assert one_error_line(serve_refuses("--time-factor-under-load", "0.5"),
+                          "--time-factor-under-load")
+
+
+def test_time_factor_under_load_scales_latencies_with_requests_in_flight() -> None:
+    """--time-factor-under-load 2 with --max-num-seqs 5: alone a request's gaps are the
+    configured 20 ms; with 5 in flight every gap is 2 x 20 = 40 ms."""
+    import threading
+
+    with emulator("--time-to-first-token", "50", "--inter-token-latency", "20",
+                  "--time-factor-under-load", "2", "--max-num-seqs", "5") as emu:
+        url = emu.base_url + "/v1/completions"
+        body = {"prompt": "hi", "max_tokens": 21, "ignore_eos": True}
+        _, times, _, _ = _stream(url, body)
+        assert (times[-1] - times[0]) / 20 * 1000 == pytest.approx(20.0, rel=0.05)
+        itls: list[float] = []
+
+        def one() -> None:
+            _, t, _, _ = _stream(url, body)
+            itls.append((t[-1] - t[0]) / 20 * 1000)
+
+        threads = [threading.Thread(target=one) for _ in range(5)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+        assert len(itls) == 5
+        assert statistics.median(itls) == pytest.approx(40.0, rel=0.10)

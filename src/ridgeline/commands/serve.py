@@ -139,6 +139,10 @@ def serve(
         "(kv_transfer_params.do_remote_prefill)")] = None,
     kv_cache_transfer_latency_std_dev_ms: Annotated[float, _ms(
         "--kv-cache-transfer-latency-std-dev", "Its standard deviation")] = 0.0,
+    time_factor_under_load: Annotated[float, typer.Option(
+        "--time-factor-under-load", callback=number(ge=1, le=1000),
+        help="With fixed latencies: every latency x this factor when --max-num-seqs "
+        "requests run, less in proportion when fewer do (1: no slowdown).")] = 1.0,
     failure_injection_rate_pct: Annotated[float, typer.Option(
         "--failure-injection-rate", callback=number(ge=0, le=100),
         help="Percent of requests that fail on purpose (see --failure-types).")] = 0.0,
@@ -195,7 +199,8 @@ def serve(
             inter_token_latency_std_dev_ms=inter_token_latency_std_dev_ms,
             prefill_time_per_token_ms=prefill_time_per_token_ms or 0.0,
             kv_cache_transfer_latency_ms=kv_cache_transfer_latency_ms or 0.0,
-            kv_cache_transfer_latency_std_dev_ms=kv_cache_transfer_latency_std_dev_ms)
+            kv_cache_transfer_latency_std_dev_ms=kv_cache_transfer_latency_std_dev_ms,
+            time_factor_under_load=time_factor_under_load, max_num_seqs=max_num_seqs)
     from ridgeline.serve.lora import parse_lora_module
 
     adapters: list[tuple[str, str]] = []

@@ -58,7 +58,12 @@ from ridgeline.serve.failures import (
     cut_after_chunks,
     failure_response,
 )
-from ridgeline.serve.fixed_timing import FixedTiming, FixedTimingResponse, remote_prefill
+from ridgeline.serve.fixed_timing import (
+    FixedTiming,
+    FixedTimingResponse,
+    InFlight,
+    remote_prefill,
+)
 from ridgeline.serve.lora import LORA_STEP_COST, LoraError, LoraRegistry, LoraTimedEngine
 from ridgeline.serve.modes import echo_pieces, random_pieces, request_text
 from ridgeline.serve.prometheus import (
@@ -329,6 +334,7 @@ class _EmulatorState:
                                          np.random.default_rng([config.seed, 1]))
                          if config.failure_injection_rate_pct > 0 else None)
         self.timing_rng = np.random.default_rng([config.seed, 2])
+        self.fixed_in_flight = InFlight()
 
     def start(self) -> None:
         if self.driver is None:
@@ -723,7 +729,8 @@ async def _generate(request: Request, chat: bool) -> Any:
         return FixedTimingResponse(renderer, bool(req.stream), config.fixed_timing,
                                    state.timing_rng, state.metrics.callbacks(), speed,
                                    remote=remote_prefill(req.model_extra), cut=cut,
-                                   on_abort=state.metrics.aborted.inc, arrival_s=arrival_s)
+                                   on_abort=state.metrics.aborted.inc, arrival_s=arrival_s,
+                                   in_flight=state.fixed_in_flight)
     driver = state.driver
     if driver is None:  # lifespan not run (a bare ASGI test client): start lazily
         state.start()

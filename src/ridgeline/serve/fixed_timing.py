@@ -12,6 +12,11 @@ its own, whatever the load (no batching, no queueing), as llm-d-inference-sim ti
     gap between tokens = N(inter_token_latency, inter_token_latency_std_dev)
 
 A normal draw is clipped at 0; unset options are 0. Times are divided by `--speed`.
+
+`--time-factor-under-load F` (>= 1) slows every request while others run, as
+llm-d-inference-sim does: with n requests in flight each latency above (the TTFT, and each
+gap when it starts) is multiplied by 1 + (F - 1) x (n - 1) / (max_num_seqs - 1), so by F
+when max_num_seqs requests run (more are not queued here: the factor stops at F).
 """
 
 from __future__ import annotations
@@ -40,6 +45,15 @@ class FixedTiming:
     prefill_time_per_token_ms: float = 0.0
     kv_cache_transfer_latency_ms: float = 0.0
     kv_cache_transfer_latency_std_dev_ms: float = 0.0
+    time_factor_under_load: float = 1.0
+    max_num_seqs: int = 1
+
+    def load_factor(self, running: int) -> float:
+        """The latency multiplier with `running` requests in flight (this one included)."""
+        if self.time_factor_under_load == 1.0 or self.max_num_seqs <= 1:
+            return 1.0
+        share = min(max(running - 1, 0) / (self.max_num_seqs - 1), 1.0)
+        return 1.0 + (self.time_factor_under_load - 1.0) * share
 
     def first_token_s(self, prompt_tokens: int, rng: np.random.Generator,
                       remote_prefill: bool = False) -> float:
@@ -64,6 +78,13 @@ def remote_prefill(extra: dict[str, Any] | None) -> bool:
     return isinstance(params, dict) and params.get("do_remote_prefill") is True
 
 
+class InFlight:
+    """How many fixed-latency requests are being served now (for the load factor)."""
+
+    def __init__(self) -> None:
+        self.running = 0
+
+
 class FixedTimingResponse:
     """One request served on its own timer: its chunks at t0 + TTFT, then every gap.
 
@@ -74,11 +95,16 @@ class FixedTimingResponse:
                  rng: np.random.Generator, callbacks: DriverCallbacks, speed: float,
                  remote: bool = False, cut: tuple[int, float | None] | None = None,
                  on_abort: Callable[[], None] | None = None,
-                 arrival_s: float | None = None) -> None:
+                 arrival_s: float | None = None, in_flight: InFlight | None = None
+                 ) -> None:
         self.renderer = renderer
         self.streaming = streaming
         plan = renderer.plan
-        self.times_s = self._schedule(plan.prompt_tokens, plan.output_tokens, timing, rng,
+        self.timing = timing
+        self.in_flight = in_flight if in_flight is not None else InFlight()
+        # each token's latency after the previous one (the first: the TTFT), before the load
+        # factor, which is read when the wait starts
+        self.steps_s = self._schedule(plan.prompt_tokens, plan.output_tokens, timing, rng,
                                       speed, remote)
         self.callbacks = callbacks
         self.cut = cut
@@ -89,13 +115,13 @@ class FixedTimingResponse:
     @staticmethod
     def _schedule(prompt_tokens: int, output_tokens: int, timing: FixedTiming,
                   rng: np.random.Generator, speed: float, remote: bool) -> list[float]:
-        """Offsets from arrival of each output token, in seconds."""
-        at = timing.first_token_s(prompt_tokens, rng, remote) / speed
-        out = [at]
-        for _ in range(output_tokens - 1):
-            at += timing.gap_s(rng) / speed
-            out.append(at)
+        """Each output token's latency after the previous one (arrival for the first), s."""
+        out = [timing.first_token_s(prompt_tokens, rng, remote) / speed]
+        out.extend(timing.gap_s(rng) / speed for _ in range(output_tokens - 1))
         return out
+
+    def _factor(self) -> float:
+        return self.timing.load_factor(self.in_flight.running)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = self.arrival_s if self.arrival_s is not None else time.perf_counter()
@@ -104,6 +130,7 @@ class FixedTimingResponse:
                         output_tokens=plan.output_tokens, max_tokens=plan.max_tokens,
                         arrival_emu_s=t0, scheduled_emu_s=t0)
         watcher = asyncio.get_running_loop().create_task(self._watch(receive))
+        self.in_flight.running += 1
         try:
             if self.streaming:
                 await self._stream(send, stream, t0)
@@ -112,6 +139,7 @@ class FixedTimingResponse:
         except OSError:
             self.disconnected = True
         finally:
+            self.in_flight.running -= 1
             watcher.cancel()
             if self.disconnected and self.on_abort is not None:
                 self.on_abort()
@@ -141,15 +169,17 @@ class FixedTimingResponse:
             (b"content-type", b"text/event-stream; charset=utf-8"),
             (b"cache-control", b"no-cache"),
             (b"x-request-id", stream.request_id.encode())]})
-        n = len(self.times_s)
+        n = len(self.steps_s)
         prev: float | None = None
-        for i, offset in enumerate(self.times_s):
+        due = t0
+        for i, step_s in enumerate(self.steps_s):
             if self.cut is not None and i >= self.cut[0]:
                 if self.cut[1]:
                     await asyncio.sleep(self.cut[1])
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            await asyncio.sleep(max(0.0, t0 + offset - time.perf_counter()))
+            due += step_s * self._factor()
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
             if self.disconnected:
                 return
             at = time.perf_counter()
@@ -165,11 +195,13 @@ class FixedTimingResponse:
     async def _whole(self, send: Send, stream: Stream, t0: float) -> None:
         import json
 
-        await asyncio.sleep(max(0.0, t0 + self.times_s[-1] - time.perf_counter()))
+        factor = self._factor()
+        offsets = [float(x) for x in np.cumsum(self.steps_s) * factor]
+        await asyncio.sleep(max(0.0, t0 + offsets[-1] - time.perf_counter()))
         if self.disconnected:
             return
         prev: float | None = None
-        for i, offset in enumerate(self.times_s):
+        for i, offset in enumerate(offsets):
             self._account(stream, i, t0 + offset, prev)
             prev = t0 + offset
         stream.finish_reason = self._finish_reason(stream)
@@ -183,4 +215,4 @@ class FixedTimingResponse:
         await send({"type": "http.response.body", "body": data})
 
 
-__all__ = ["FixedTiming", "FixedTimingResponse", "remote_prefill"]
+__all__ = ["FixedTiming", "FixedTimingResponse", "InFlight", "remote_prefill"]
