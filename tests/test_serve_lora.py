@@ -28,6 +28,9 @@ def test_adapters_are_served_model_names() -> None:
         models = _ids(url)
         assert set(models) == {BASE, "sql", "chat"}
         assert models["sql"]["root"] == "/adapters/sql" and models["sql"]["parent"] == BASE
+        stats = httpx.get(url + "/ridgeline/stats").json()
+        assert stats["lora_adapters"] == {"sql": "/adapters/sql", "chat": "/adapters/chat"}
+        assert stats["fixed_timing"]["inter_token_latency_ms"] == 0.0
         r = httpx.post(url + "/v1/completions", json={"model": "sql", "prompt": "hi",
                                                       "max_tokens": 2})
         assert r.status_code == 200 and r.json()["model"] == "sql"

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import json
 import math
@@ -645,7 +646,11 @@ async def _stats(request: Request) -> Response:
     driver = state.driver
     out: dict[str, Any] = {"speed": config.speed, "tokenizer": state.tokenizer.name,
                            "tokenizer_exact": state.tokenizer.exact,
-                           **config.description}
+                           **config.description, "mode": config.mode,
+                           "fixed_timing": (dataclasses.asdict(config.fixed_timing)
+                                            if config.fixed_timing is not None else None),
+                           "failure_injection_rate_pct": config.failure_injection_rate_pct,
+                           "lora_adapters": dict(state.lora.adapters)}
     if driver is not None:
         lag = driver.lag.samples()
         out.update({
