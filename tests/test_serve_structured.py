@@ -215,3 +215,19 @@ def test_malformed_schema_requests_are_400s(server: EmulatorProcess) -> None:
         r = httpx.post(server.base_url + "/v1/chat/completions", timeout=30, json={
             "messages": [{"role": "user", "content": "x"}], "max_tokens": 5, **extra})
         assert r.status_code == 400 and r.json()["error"]["param"] == param
+
+
+def test_the_openai_client_reads_the_tool_call(server: EmulatorProcess) -> None:
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="none")
+    resp = client.chat.completions.create(
+        model="llama-3.1-8b", messages=[{"role": "user", "content": "weather?"}],
+        tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    call = resp.choices[0].message.tool_calls[0]
+    assert resp.choices[0].finish_reason == "tool_calls"
+    assert problems(json.loads(call.function.arguments), WEATHER, WEATHER) == []
+    stream = client.chat.completions.create(
+        model="llama-3.1-8b", messages=[{"role": "user", "content": "x"}], stream=True,
+        response_format={"type": "json_schema", "json_schema": {"name": "o", "schema": ORDER}})
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert problems(json.loads(text), ORDER, ORDER) == []
