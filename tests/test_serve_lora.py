@@ -21,7 +21,8 @@ def _ids(url: str) -> dict[str, dict]:
 
 
 def test_adapters_are_served_model_names() -> None:
-    with emulator("--lora-modules", "sql=/adapters/sql", "--lora-modules",
+    # vLLM's shape: several adapters after one flag
+    with emulator("--lora-modules", "sql=/adapters/sql",
                   '{"name": "chat", "path": "/adapters/chat"}', "--max-loras", "3",
                   "--time-to-first-token", "0", "--inter-token-latency", "0") as emu:
         url = emu.base_url

@@ -155,7 +155,8 @@ def serve(
         help="Milliseconds of silence before a `stall` failure ends its stream.")] = 30000.0,
     lora_modules: Annotated[list[str] | None, typer.Option(
         "--lora-modules", help="A LoRA adapter served as its own model name: name=path or "
-        'JSON {"name": ..., "path": ...}; repeat the flag for more.')] = None,
+        'JSON {"name": ..., "path": ...}; several after one flag, as vLLM, or the flag '
+        "repeated.")] = None,
     max_loras: Annotated[int, typer.Option(
         "--max-loras", min=1, help="Most LoRA adapters loaded at once.")] = 1,
     embedding_dim: Annotated[int | None, typer.Option(
@@ -205,12 +206,11 @@ def serve(
 
     adapters: list[tuple[str, str]] = []
     for entry in lora_modules or []:
-        for word in entry.split() if not entry.strip().startswith("{") else [entry]:
-            try:
-                adapters.append(parse_lora_module(word))
-            except ValueError:
-                raise field_error("--lora-modules", word,
-                                  'name=path or {"name": ..., "path": ...}') from None
+        try:
+            adapters.append(parse_lora_module(entry))
+        except ValueError:
+            raise field_error("--lora-modules", entry,
+                              'name=path or {"name": ..., "path": ...}') from None
     names = [n for n, _ in adapters]
     if len(set(names)) != len(names) or (served_model_name or model) in names:
         raise field_error("--lora-modules", " ".join(names),

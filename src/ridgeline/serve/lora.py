@@ -43,6 +43,32 @@ def parse_lora_module(text: str) -> tuple[str, str]:
     return name.strip(), path.strip()
 
 
+def expand_lora_argv(args: list[str]) -> list[str]:
+    """vLLM's `--lora-modules a=/x b=/y` (several words after one flag) as typer reads it,
+    `--lora-modules a=/x --lora-modules b=/y`. Only words that look like an adapter
+    (`name=path` or JSON) are taken, so a model name after them stays the model.
+
+    >>> expand_lora_argv(["--lora-modules", "a=/x", "b=/y", "llama"])
+    ['--lora-modules', 'a=/x', '--lora-modules', 'b=/y', 'llama']
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--":
+            return out + args[i:]
+        if args[i] == "--lora-modules" and i + 1 < len(args):
+            out += args[i:i + 2]
+            i += 2
+            while i < len(args) and not args[i].startswith("-") and (
+                    "=" in args[i] or args[i].lstrip().startswith("{")):
+                out += ["--lora-modules", args[i]]
+                i += 1
+            continue
+        out.append(args[i])
+        i += 1
+    return out
+
+
 class LoraError(Exception):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
@@ -121,5 +147,11 @@ class LoraTimedEngine:
         return self._engine.abort_request(request_id)
 
 
-__all__ = ["LORA_STEP_COST", "LoraError", "LoraRegistry", "LoraTimedEngine",
-           "parse_lora_module"]
+__all__ = [
+    "LORA_STEP_COST",
+    "LoraError",
+    "LoraRegistry",
+    "LoraTimedEngine",
+    "expand_lora_argv",
+    "parse_lora_module",
+]
