@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import statistics
 import time
 from collections.abc import Iterator
@@ -135,7 +136,16 @@ def test_kv_transfer_latency_replaces_ttft_for_remote_prefill() -> None:
             for _ in range(3):
                 _, times, t0, _ = _stream(url, body, client)
                 ttfts.append((times[0] - t0) * 1000)
+            metrics = client.get(emu.base_url + "/metrics").text
         assert statistics.median(ttfts) == pytest.approx(200.0, rel=0.05)
+        # the vLLM metrics count these requests too: 3 TTFTs of ~0.2 s, 3 x 2 tokens
+        count = re.search(r"^vllm:time_to_first_token_seconds_count\{[^}]*\} (\S+)$",
+                          metrics, re.M)
+        total = re.search(r"^vllm:time_to_first_token_seconds_sum\{[^}]*\} (\S+)$",
+                          metrics, re.M)
+        assert count and float(count.group(1)) == 3
+        assert total and float(total.group(1)) == pytest.approx(0.6, rel=0.1)
+        assert re.search(r"^vllm:generation_tokens_total\{[^}]*\} 6(\.0)?$", metrics, re.M)
 
 
 def test_bad_mode_and_latencies_are_one_line_errors() -> None:

@@ -336,6 +336,7 @@ class _EmulatorState:
                          if config.failure_injection_rate_pct > 0 else None)
         self.timing_rng = np.random.default_rng([config.seed, 2])
         self.fixed_in_flight = InFlight()
+        self.fixed_callbacks = self.metrics.callbacks()   # metrics of fixed-latency requests
 
     def start(self) -> None:
         if self.driver is None:
@@ -729,10 +730,13 @@ async def _generate(request: Request, chat: bool) -> Any:
     renderer = ChunkRenderer(chat, request_id, req.model if adapter and req.model
                              else config.served_model_name, int(time.time()), plan)
     if config.fixed_timing is not None:
+        if state.driver is not None and state.driver.draining:   # shutting down
+            return _json_error(503, "Server is shutting down; retry later.",
+                               err_type="service_unavailable", code="service_unavailable")
         # an adapter's request: every latency x (1 + LORA_STEP_COST), as a slower clock
         speed = config.speed / (1.0 + LORA_STEP_COST) if adapter else config.speed
         return FixedTimingResponse(renderer, bool(req.stream), config.fixed_timing,
-                                   state.timing_rng, state.metrics.callbacks(), speed,
+                                   state.timing_rng, state.fixed_callbacks, speed,
                                    remote=remote_prefill(req.model_extra), cut=cut,
                                    on_abort=state.metrics.aborted.inc, arrival_s=arrival_s,
                                    in_flight=state.fixed_in_flight)
