@@ -23,6 +23,12 @@ drawn from it (seeded by the request's `seed`, else by the server's), clipped to
 [max(min_tokens, 1), max_tokens], with finish_reason "stop"; a request that reaches
 max_tokens ends with "length".
 
+Beside this engine timing: `--mode echo|random` changes the text (modes.py), fixed
+latencies take requests off the engine (fixed_timing.py), failures are injected on purpose
+(failures.py), tools and response_format get schema-valid output (structured.py), LoRA
+adapters are extra model names with a step cost (lora.py), and /v1/embeddings is timed as
+prefill-only requests (embeddings.py).
+
 Exact prompt lengths from the client: a completions `prompt` given as a list of token ids
 counts as its length (ids are not checked against any vocabulary), and the extension field
 `"ridgeline": {"prompt_tokens": N}` (openai client: `extra_body=`) overrides any count.
