@@ -556,9 +556,9 @@ async def _lora_adapter(request: Request, load: bool) -> Response:
         return _request_error(exc)
     try:
         if load:
-            state.lora.load(name, path)
+            state.lora.load(str(name), str(path))
         else:
-            state.lora.unload(name)
+            state.lora.unload(str(name))
     except LoraError as exc:
         return _json_error(exc.status, exc.message,
                            err_type="NotFoundError" if exc.status == 404 else "BadRequestError")

@@ -124,11 +124,13 @@ def synth_value(schema: Any, seed: int, root: dict[str, Any] | None = None,
     if kind == "integer":
         return _integer(schema, int(rng.integers(0, 100)))
     if kind == "number":
-        lo = float(schema.get("minimum", schema.get("exclusiveMinimum", 0.0)))
-        hi = float(schema.get("maximum", schema.get("exclusiveMaximum", lo + 100.0)))
-        if hi < lo:
-            raise SchemaError(f"number: maximum {hi} < minimum {lo}")
-        return lo + (hi - lo) * (0.25 + 0.5 * float(rng.random()))
+        low_raw = schema.get("minimum", schema.get("exclusiveMinimum"))
+        low = float(low_raw) if low_raw is not None else 0.0
+        high_raw = schema.get("maximum", schema.get("exclusiveMaximum"))
+        high = float(high_raw) if high_raw is not None else low + 100.0
+        if high < low:
+            raise SchemaError(f"number: maximum {high} < minimum {low}")
+        return low + (high - low) * (0.25 + 0.5 * float(rng.random()))
     if kind == "boolean":
         return bool(rng.integers(2))
     if kind == "null":
