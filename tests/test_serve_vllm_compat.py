@@ -227,8 +227,8 @@ def test_n_choices_and_logprobs(server: str) -> None:
 
 
 @pytest.mark.parametrize(("extra", "param"), [
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"tools": [{"type": "function", "function": {}}]}, "tools"),   # no function name
+    ({"response_format": {"type": "xml"}}, "response_format"),
     ({"n": 0}, "n"),
     ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
 ])

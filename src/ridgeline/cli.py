@@ -186,6 +186,10 @@ def run(args: list[str] | None = None) -> int:
                 prespawn(peer_argv)  # the emulator starts while the parser is built
             for note in notes:
                 typer.echo(f"note: {note}", err=True)
+        if argv[:1] == ["serve"] and "--lora-modules" in argv:
+            from ridgeline.serve.lora import expand_lora_argv
+
+            args = ["serve", *expand_lora_argv(argv[1:])]   # vLLM's nargs="+" shape
         from ridgeline.commands.options import check_numbers, guard_command_line
 
         # Outputs equal to inputs, unwritable outputs, device/FIFO inputs: refused before

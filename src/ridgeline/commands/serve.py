@@ -37,6 +37,13 @@ from ridgeline.commands.options import (
     number,
 )
 
+_FIXED = ("milliseconds; any latency option times each request on its own, bypassing "
+          "the engine model: docs/serve.md, fixed latencies")
+
+
+def _ms(flag: str, text: str) -> Any:
+    return typer.Option(flag, callback=number(ge=0), help=f"{text} ({_FIXED}).")
+
 
 def serve(
     model_arg: ModelArg = None,
@@ -114,6 +121,47 @@ def serve(
         "--log-level", help="uvicorn log level.")] = "warning",
     access_log: Annotated[bool, typer.Option(
         "--access-log/--no-access-log", help="Log every request (slows the server).")] = False,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="Output text: timing (filler words), echo (the prompt or last user "
+        "message, cut to max_tokens), random (seeded random words).")] = "timing",
+    time_to_first_token_ms: Annotated[float | None, _ms(
+        "--time-to-first-token", "Fixed time to first token")] = None,
+    time_to_first_token_std_dev_ms: Annotated[float, _ms(
+        "--time-to-first-token-std-dev", "Standard deviation of the TTFT")] = 0.0,
+    inter_token_latency_ms: Annotated[float | None, _ms(
+        "--inter-token-latency", "Fixed time between output tokens")] = None,
+    inter_token_latency_std_dev_ms: Annotated[float, _ms(
+        "--inter-token-latency-std-dev", "Standard deviation of the inter-token time")] = 0.0,
+    prefill_time_per_token_ms: Annotated[float | None, _ms(
+        "--prefill-time-per-token", "TTFT added per prompt token")] = None,
+    kv_cache_transfer_latency_ms: Annotated[float | None, _ms(
+        "--kv-cache-transfer-latency", "TTFT of a request whose prefill ran elsewhere "
+        "(kv_transfer_params.do_remote_prefill)")] = None,
+    kv_cache_transfer_latency_std_dev_ms: Annotated[float, _ms(
+        "--kv-cache-transfer-latency-std-dev", "Its standard deviation")] = 0.0,
+    time_factor_under_load: Annotated[float, typer.Option(
+        "--time-factor-under-load", callback=number(ge=1, le=1000),
+        help="With fixed latencies: every latency x this factor when --max-num-seqs "
+        "requests run, less in proportion when fewer do (1: no slowdown).")] = 1.0,
+    failure_injection_rate_pct: Annotated[float, typer.Option(
+        "--failure-injection-rate", callback=number(ge=0, le=100),
+        help="Percent of requests that fail on purpose (see --failure-types).")] = 0.0,
+    failure_types: Annotated[str | None, typer.Option(
+        "--failure-types", help="Comma list of injected failures: rate_limit, "
+        "invalid_request, context_length, model_not_found, server_error, unavailable, "
+        "stream_cut, stall (default: all).")] = None,
+    failure_stall_time_ms: Annotated[float, typer.Option(
+        "--failure-stall-time", callback=number(ge=0),
+        help="Milliseconds of silence before a `stall` failure ends its stream.")] = 30000.0,
+    lora_modules: Annotated[list[str] | None, typer.Option(
+        "--lora-modules", help="A LoRA adapter served as its own model name: name=path or "
+        'JSON {"name": ..., "path": ...}; several after one flag, as vLLM, or the flag '
+        "repeated.")] = None,
+    max_loras: Annotated[int, typer.Option(
+        "--max-loras", min=1, help="Most LoRA adapters loaded at once.")] = 1,
+    embedding_dim: Annotated[int | None, typer.Option(
+        "--embedding-dim", min=1, max=65536, help="Length of /v1/embeddings vectors "
+        "(default: the model's hidden size).")] = None,
 ) -> None:
     """Serve the OpenAI API with the timing of MODEL on HARDWARE (emulated, no GPU).
 
@@ -129,6 +177,47 @@ def serve(
     model = model_from(model_arg, model, "llama-3.1-8b")
     if overload_status not in (429, 503):
         raise field_error("--overload-status", overload_status, "429 or 503")
+    from ridgeline.serve.failures import FAILURE_TYPES, parse_failure_types
+    from ridgeline.serve.fixed_timing import FixedTiming
+    from ridgeline.serve.modes import MODES
+
+    if mode not in MODES:
+        raise field_error("--mode", mode, ", ".join(MODES))
+    types = FAILURE_TYPES
+    if failure_types is not None:
+        try:
+            types = parse_failure_types(failure_types)
+        except ValueError:
+            raise field_error("--failure-types", failure_types,
+                              "a comma list of " + ", ".join(FAILURE_TYPES)) from None
+    fixed = None
+    if any(v is not None for v in (time_to_first_token_ms, inter_token_latency_ms,
+                                   prefill_time_per_token_ms, kv_cache_transfer_latency_ms)):
+        fixed = FixedTiming(
+            time_to_first_token_ms=time_to_first_token_ms or 0.0,
+            time_to_first_token_std_dev_ms=time_to_first_token_std_dev_ms,
+            inter_token_latency_ms=inter_token_latency_ms or 0.0,
+            inter_token_latency_std_dev_ms=inter_token_latency_std_dev_ms,
+            prefill_time_per_token_ms=prefill_time_per_token_ms or 0.0,
+            kv_cache_transfer_latency_ms=kv_cache_transfer_latency_ms or 0.0,
+            kv_cache_transfer_latency_std_dev_ms=kv_cache_transfer_latency_std_dev_ms,
+            time_factor_under_load=time_factor_under_load, max_num_seqs=max_num_seqs)
+    from ridgeline.serve.lora import parse_lora_module
+
+    adapters: list[tuple[str, str]] = []
+    for entry in lora_modules or []:
+        try:
+            adapters.append(parse_lora_module(entry))
+        except ValueError:
+            raise field_error("--lora-modules", entry,
+                              'name=path or {"name": ..., "path": ...}') from None
+    names = [n for n, _ in adapters]
+    if len(set(names)) != len(names) or (served_model_name or model) in names:
+        raise field_error("--lora-modules", " ".join(names),
+                          "distinct names, none the served model's")
+    if len(adapters) > max_loras:
+        raise field_error("--lora-modules", f"{len(adapters)} adapters",
+                          f"at most --max-loras={max_loras}")
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise field_error("--log-level", log_level, "critical, error, warning, info, debug")
     built, sched = _build_engine(
@@ -153,7 +242,10 @@ def serve(
         retry_after_s=retry_after_s, api_key=api_key, default_max_tokens=default_max_tokens,
         eos_lengths=eos_lengths, seed=seed, shutdown_grace_s=shutdown_grace_s,
         header_timeout_s=header_timeout_s,
-        description=built.description, tokenizer=tokenizer)
+        description=built.description, tokenizer=tokenizer, mode=mode, fixed_timing=fixed,
+        failure_injection_rate_pct=failure_injection_rate_pct, failure_types=types,
+        failure_stall_s=failure_stall_time_ms / 1000.0, lora_modules=tuple(adapters),
+        max_loras=max_loras, embedding_dim=embedding_dim or _hidden_size(built))
     if tokenizer:
         from ridgeline.serve.tokenizer import model_tokenizer
 
@@ -229,6 +321,12 @@ def _say_startup(built: Any, app: Any, model: str, hardware: str, speed: float,
         typer.echo("assumptions (`ridgeline simulate --assumptions` prints all):", err=True)
         for line in key_assumptions(built.step_model):
             typer.echo(f"  - {line}", err=True)
+
+
+def _hidden_size(built: Any) -> int:
+    """The served model's hidden size (its embeddings' width), 4096 when unknown."""
+    size = getattr(getattr(built.step_model, "model", None), "hidden_size", None)
+    return int(size) if isinstance(size, int) and size > 0 else 4096
 
 
 def register(app: typer.Typer) -> None:

@@ -26,12 +26,18 @@ Output text is deterministic filler, one cl100k token per word.
 __all__ = [
     "app",
     "driver",
+    "embeddings",
     "factory",
+    "failures",
+    "fixed_timing",
     "header_timeout",
     "launcher",
+    "lora",
+    "modes",
     "prometheus",
     "prompt_blocks",
     "protocol",
     "responses",
+    "structured",
     "tokenizer",
 ]

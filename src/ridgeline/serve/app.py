@@ -3,6 +3,8 @@
 Endpoints: `GET /health` (no auth), `GET /version`, `POST /tokenize`, `POST /detokenize`
 (vLLM's shapes), `GET /v1/models`, `POST /v1/completions`,
 `POST /v1/chat/completions` (streaming SSE ending in `data: [DONE]`, or one JSON body),
+`POST /v1/embeddings` (prefill-only timing), `POST /v1/load_lora_adapter` and
+`/v1/unload_lora_adapter` (vLLM's),
 `GET /metrics` (Prometheus text, vLLM's names), `GET /ridgeline/stats` (the emulator's own
 timing error and counters, JSON; `?reset=1` clears the lag samples).
 
@@ -21,6 +23,12 @@ drawn from it (seeded by the request's `seed`, else by the server's), clipped to
 [max(min_tokens, 1), max_tokens], with finish_reason "stop"; a request that reaches
 max_tokens ends with "length".
 
+Beside this engine timing: `--mode echo|random` changes the text (modes.py), fixed
+latencies take requests off the engine (fixed_timing.py), failures are injected on purpose
+(failures.py), tools and response_format get schema-valid output (structured.py), LoRA
+adapters are extra model names with a step cost (lora.py), and /v1/embeddings is timed as
+prefill-only requests (embeddings.py).
+
 Exact prompt lengths from the client: a completions `prompt` given as a list of token ids
 counts as its length (ids are not checked against any vocabulary), and the extension field
 `"ridgeline": {"prompt_tokens": N}` (openai client: `extra_body=`) overrides any count.
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import json
 import math
@@ -47,6 +56,23 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ridgeline.serve.driver import DriverCallbacks, EngineDriver, EngineLike, Overloaded, Stream
+from ridgeline.serve.embeddings import embeddings_body, parse_embedding_request
+from ridgeline.serve.failures import (
+    FAILURE_TYPES,
+    STATUS_FAILURES,
+    FailingWriter,
+    FailureInjector,
+    cut_after_chunks,
+    failure_response,
+)
+from ridgeline.serve.fixed_timing import (
+    FixedTiming,
+    FixedTimingResponse,
+    InFlight,
+    remote_prefill,
+)
+from ridgeline.serve.lora import LORA_STEP_COST, LoraError, LoraRegistry, LoraTimedEngine
+from ridgeline.serve.modes import echo_pieces, random_pieces, request_text
 from ridgeline.serve.prometheus import (
     CONTENT_TYPE,
     ITERATION_TOKEN_BUCKETS,
@@ -73,6 +99,13 @@ from ridgeline.serve.responses import (
     Plan,
     SSEWriter,
 )
+from ridgeline.serve.structured import (
+    SchemaError,
+    ToolCall,
+    json_content,
+    json_pieces,
+    tool_call,
+)
 from ridgeline.serve.tokenizer import filler_stop, get_tokenizer, model_tokenizer
 
 MAX_N = 128          # choices per request (`n`)
@@ -98,6 +131,14 @@ class EmulatorConfig:
     header_timeout_s: float = 30.0         # a request's headers must arrive within this
     description: dict[str, Any] = field(default_factory=dict)  # shown in /ridgeline/stats
     tokenizer: str | None = None           # `serve --tokenizer`: count like the real model
+    mode: str = "timing"                   # output text: timing (filler), echo, random
+    fixed_timing: FixedTiming | None = None  # fixed per-request latencies (fixed_timing.py)
+    failure_injection_rate_pct: float = 0.0  # percent of requests failed on purpose
+    failure_types: tuple[str, ...] = FAILURE_TYPES
+    failure_stall_s: float = 30.0          # silence of a `stall` failure
+    lora_modules: tuple[tuple[str, str], ...] = ()   # adapters loaded at start (name, path)
+    max_loras: int = 1                     # adapters loaded at once (lora.py)
+    embedding_dim: int = 4096              # /v1/embeddings vector length (the model's width)
 
 
 class _Metrics:
@@ -184,6 +225,9 @@ class _Metrics:
                                     "Requests refused before entering the engine.")
         self.aborted = reg.counter("ridgeline:requests_aborted_total",
                                    "Requests whose client went away, freed at once.")
+        self.injected = reg.counter("ridgeline:injected_failures_total",
+                                    "Failures injected on purpose (--failure-injection-rate), "
+                                    "by type.")
         self.lag = reg.histogram("ridgeline:emulator_lag_seconds",
                                  "Emitted minus intended wall time of each output chunk.",
                                  LAG_BUCKETS_S)
@@ -269,7 +313,9 @@ class _EmulatorState:
     """Everything the handlers share: config, driver, metrics, tokenizer, RNG."""
 
     def __init__(self, engine: EngineLike, make_request: Any, config: EmulatorConfig) -> None:
-        self.engine = engine
+        self.lora = LoraRegistry(config.served_model_name, config.max_loras,
+                                 config.lora_modules)
+        self.engine = LoraTimedEngine(engine, self.lora)   # adapters' requests cost more
         self.make_request = make_request
         self.config = config
         self.tokenizer = (model_tokenizer(config.tokenizer) if config.tokenizer
@@ -289,6 +335,14 @@ class _EmulatorState:
 
             self.eos = parse_lengths(config.eos_lengths, "--eos-lengths")
         self.created_unix_s = int(time.time())
+        # Own streams, so a failure or latency draw does not shift the output-length draws.
+        self.failures = (FailureInjector(config.failure_injection_rate_pct,
+                                         config.failure_types, config.failure_stall_s,
+                                         np.random.default_rng([config.seed, 1]))
+                         if config.failure_injection_rate_pct > 0 else None)
+        self.timing_rng = np.random.default_rng([config.seed, 2])
+        self.fixed_in_flight = InFlight()
+        self.fixed_callbacks = self.metrics.callbacks()   # metrics of fixed-latency requests
 
     def start(self) -> None:
         if self.driver is None:
@@ -302,7 +356,7 @@ class _EmulatorState:
     # -- request planning ---------------------------------------------------------------
     def plan(self, req: CompletionRequest | ChatCompletionRequest) -> Plan:
         cfg = self.config
-        if req.model is not None and req.model != cfg.served_model_name:
+        if not self.lora.known(req.model):
             raise RequestError(f"The model `{req.model}` does not exist.", status=404,
                                param="model", err_type="NotFoundError",
                                code="model_not_found")
@@ -310,17 +364,6 @@ class _EmulatorState:
         if not 1 <= n_choices <= MAX_N:
             raise RequestError(f"n: must be in [1, {MAX_N}], got {n_choices}", param="n")
         extra = req.model_extra or {}
-        if extra.get("tools") and extra.get("tool_choice", "auto") != "none":
-            # vLLM answers 400 when no tool parser is configured; the emulator has none:
-            # its output is filler text, never a tool call.
-            raise RequestError('"auto" tool choice requires --enable-auto-tool-choice and '
-                               "--tool-call-parser to be set (the emulator emits filler "
-                               "text, never tool calls)", param="tools")
-        fmt = extra.get("response_format")
-        if isinstance(fmt, dict) and fmt.get("type") not in (None, "text"):
-            raise RequestError(f"response_format: {fmt.get('type')!r} is not supported by the "
-                               "emulator (its output is filler text, not structured)",
-                               param="response_format")
         logprobs = None
         if isinstance(req, CompletionRequest) and req.logprobs is not None:
             logprobs = req.logprobs
@@ -381,10 +424,20 @@ class _EmulatorState:
             output_tokens = int(min(max(natural, min_tokens, 1), max_tokens))
         stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
         text_limit = None
-        if stops:
+        pieces = None
+        if cfg.mode == "echo":   # the request's text, cut to max_tokens (serve/modes.py)
+            pieces = echo_pieces(request_text(req))[:max_tokens] or ("",)
+            output_tokens = len(pieces)
+        elif cfg.mode == "random":
+            rng = self.rng if req.seed is None else np.random.default_rng(req.seed)
+            pieces = random_pieces(output_tokens, rng)
+        elif stops:
             hit = filler_stop(output_tokens, stops)
             if hit is not None:
                 output_tokens, text_limit = hit
+        call, pieces, truncated = self._structured(req, extra, max_tokens, pieces)
+        if pieces is not None:
+            output_tokens = len(pieces)
         opts = req.stream_options
         hashes = None
         if self.block_size_tokens:
@@ -395,7 +448,32 @@ class _EmulatorState:
                     include_usage=bool(opts and opts.include_usage),
                     continuous_usage=bool(opts and opts.continuous_usage_stats),
                     block_hashes=hashes, text_limit_chars=text_limit, n=n_choices,
-                    logprobs=logprobs)
+                    logprobs=logprobs, pieces=pieces, tool_call=call,
+                    truncated=truncated)
+
+    def _structured(self, req: CompletionRequest | ChatCompletionRequest,
+                    extra: dict[str, Any], max_tokens: int, pieces: tuple[str, ...] | None
+                    ) -> tuple[ToolCall | None, tuple[str, ...] | None, bool]:
+        """A synthetic tool call, or JSON content, when the request asks for one
+        (serve/structured.py): (the call, the output pieces cut to max_tokens, cut?)."""
+        seed = req.seed if req.seed is not None else int(self.rng.integers(2**31))
+        param = "tools"
+        try:
+            call = None
+            if isinstance(req, ChatCompletionRequest):
+                call = tool_call(extra.get("tools"), extra.get("tool_choice", "auto"), seed)
+            param = "response_format"
+            text = call.arguments if call is not None else json_content(
+                extra.get("response_format"), seed)
+        except SchemaError as exc:
+            raise RequestError(f"{param}: {exc}", param=param) from None
+        except (ValueError, TypeError, OverflowError):   # a keyword of the wrong type
+            raise RequestError(f"{param}: the schema has a keyword of the wrong type",
+                               param=param) from None
+        if text is None:
+            return None, pieces, False
+        full = json_pieces(text)
+        return call, full[:max_tokens], len(full) > max_tokens
 
     def _count_completion_prompt(self, prompt: Any) -> int:
         if isinstance(prompt, str):
@@ -454,7 +532,47 @@ async def _models(request: Request) -> Response:
         "created": state.created_unix_s, "owned_by": "ridgeline",
         "root": config.served_model_name, "parent": None,
         "max_model_len": config.max_model_len,
-    }]})
+    }, *state.lora.model_cards(state.created_unix_s, config.max_model_len)]})
+
+
+async def _lora_adapter(request: Request, load: bool) -> Response:
+    """vLLM's POST /v1/load_lora_adapter {"lora_name", "lora_path"} and
+    /v1/unload_lora_adapter {"lora_name"}: 200 with a plain-text "Success: ..." line."""
+    state = _state(request)
+    if not _authorized(state, request):
+        return _unauthorized()
+    try:
+        body = await _read_json(state, request)
+        if not isinstance(body, dict):
+            raise RequestError("request body must be a JSON object")
+        name, path = body.get("lora_name"), body.get("lora_path")
+        if load and not (isinstance(name, str) and name and isinstance(path, str) and path):
+            raise RequestError("Both 'lora_name' and 'lora_path' must be provided.",
+                               param="lora_name")
+        if not load and not (isinstance(name, str) and name):
+            raise RequestError("'lora_name' needs to be provided to unload a LoRA adapter.",
+                               param="lora_name")
+    except RequestError as exc:
+        return _request_error(exc)
+    try:
+        if load:
+            state.lora.load(str(name), str(path))
+        else:
+            state.lora.unload(str(name))
+    except LoraError as exc:
+        return _json_error(exc.status, exc.message,
+                           err_type="NotFoundError" if exc.status == 404 else "BadRequestError")
+    verb = "added" if load else "removed"
+    return Response(f"Success: LoRA adapter '{name}' {verb} successfully.",
+                    media_type="text/plain")
+
+
+async def _load_lora(request: Request) -> Response:
+    return await _lora_adapter(request, load=True)
+
+
+async def _unload_lora(request: Request) -> Response:
+    return await _lora_adapter(request, load=False)
 
 
 async def _version(request: Request) -> Response:
@@ -535,7 +653,11 @@ async def _stats(request: Request) -> Response:
     driver = state.driver
     out: dict[str, Any] = {"speed": config.speed, "tokenizer": state.tokenizer.name,
                            "tokenizer_exact": state.tokenizer.exact,
-                           **config.description}
+                           **config.description, "mode": config.mode,
+                           "fixed_timing": (dataclasses.asdict(config.fixed_timing)
+                                            if config.fixed_timing is not None else None),
+                           "failure_injection_rate_pct": config.failure_injection_rate_pct,
+                           "lora_adapters": dict(state.lora.adapters)}
     if driver is not None:
         lag = driver.lag.samples()
         out.update({
@@ -588,7 +710,8 @@ async def _read_json(state: _EmulatorState, request: Request) -> Any:
         raise RequestError("request body is not valid JSON") from None
 
 
-async def _generate(request: Request, chat: bool) -> Response | EngineResponse:
+async def _generate(request: Request, chat: bool) -> Any:
+    arrival_s = time.perf_counter()   # fixed latencies count from here
     state = _state(request)
     if not _authorized(state, request):
         return _unauthorized()
@@ -599,20 +722,47 @@ async def _generate(request: Request, chat: bool) -> Response | EngineResponse:
         plan = state.plan(req)
     except RequestError as exc:
         return _request_error(exc)
+    failure = state.failures.draw(bool(req.stream)) if state.failures is not None else None
+    if failure is not None:
+        state.metrics.injected.inc(type=failure)
+        if failure in STATUS_FAILURES:
+            return failure_response(failure, config.served_model_name)
+    # stream_cut / stall: (chunks still delivered, seconds of silence before the end)
+    cut = ((cut_after_chunks(plan.output_tokens),
+            config.failure_stall_s if failure == "stall" else None)
+           if failure is not None else None)
+    request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+    adapter = state.lora.is_adapter(req.model)
+    renderer = ChunkRenderer(chat, request_id, req.model if adapter and req.model
+                             else config.served_model_name, int(time.time()), plan)
+    if config.fixed_timing is not None:
+        if state.driver is not None and state.driver.draining:   # shutting down
+            return _json_error(503, "Server is shutting down; retry later.",
+                               err_type="service_unavailable", code="service_unavailable")
+        # an adapter's request: every latency x (1 + LORA_STEP_COST), as a slower clock
+        speed = config.speed / (1.0 + LORA_STEP_COST) if adapter else config.speed
+        return FixedTimingResponse(renderer, bool(req.stream), config.fixed_timing,
+                                   state.timing_rng, state.fixed_callbacks, speed,
+                                   remote=remote_prefill(req.model_extra), cut=cut,
+                                   on_abort=state.metrics.aborted.inc, arrival_s=arrival_s,
+                                   in_flight=state.fixed_in_flight)
     driver = state.driver
     if driver is None:  # lifespan not run (a bare ASGI test client): start lazily
         state.start()
         driver = state.driver
     assert driver is not None
-    request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-    renderer = ChunkRenderer(chat, request_id, config.served_model_name, int(time.time()),
-                             plan)
-    writer = SSEWriter(renderer, lambda: driver.abort(request_id)) if req.stream else None
+    writer: SSEWriter | None = None
+    if req.stream and cut is not None:
+        writer = FailingWriter(renderer, lambda: driver.abort(request_id), *cut)
+    elif req.stream:
+        writer = SSEWriter(renderer, lambda: driver.abort(request_id))
     try:
         extra = {"block_hashes": plan.block_hashes} if plan.block_hashes else {}
         stream = driver.submit(plan.prompt_tokens, plan.output_tokens, plan.max_tokens,
                                request_id=request_id, writer=writer, **extra)
         renderer.engine_request = stream.engine_request
+        if adapter:
+            state.lora.in_flight.add(request_id)
     except Overloaded as exc:
         state.metrics.rejected.inc(reason="overload" if not driver.draining
                                    else "shutdown")
@@ -628,6 +778,78 @@ async def _generate(request: Request, chat: bool) -> Response | EngineResponse:
         driver.abort(request_id)
 
     return EngineResponse(stream, renderer, writer, abort)
+
+
+async def _embeddings(request: Request) -> Response:
+    """OpenAI's POST /v1/embeddings, each input timed as a prefill-only request
+    (serve/embeddings.py)."""
+    arrival_s = time.perf_counter()
+    state = _state(request)
+    if not _authorized(state, request):
+        return _unauthorized()
+    config = state.config
+    try:
+        ereq = parse_embedding_request(await _read_json(state, request))
+        if not state.lora.known(ereq.model):
+            raise RequestError(f"The model `{ereq.model}` does not exist.", status=404,
+                               param="model", err_type="NotFoundError",
+                               code="model_not_found")
+        counts = [len(x) if isinstance(x, list) else
+                  state.tokenizer.count(x, config.max_model_len) for x in ereq.inputs]
+        for c in counts:
+            if c < 1:
+                raise RequestError("input: must contain at least one token", param="input")
+            if c >= config.max_model_len:   # room for its one engine position
+                raise RequestError(
+                    f"This model's maximum context length is {config.max_model_len} tokens. "
+                    f"However, you requested {c} tokens in the input for embedding "
+                    "generation. Please reduce the length of the input.", param="input")
+    except RequestError as exc:
+        return _request_error(exc)
+    failure = state.failures.draw(False) if state.failures is not None else None
+    if failure is not None:
+        state.metrics.injected.inc(type=failure)
+        return failure_response(failure, config.served_model_name)
+    adapter = state.lora.is_adapter(ereq.model)
+    speed = config.speed / (1.0 + LORA_STEP_COST) if adapter else config.speed
+    fixed = config.fixed_timing
+    if fixed is not None:   # the TTFT formula, the longest input's
+        delay_s = max(fixed.first_token_s(c, state.timing_rng) for c in counts) / speed
+        await asyncio.sleep(max(0.0, arrival_s + delay_s - time.perf_counter()))
+    else:
+        if state.driver is None:
+            state.start()
+        driver = state.driver
+        assert driver is not None
+        streams: list[Stream] = []
+        try:
+            for c in counts:   # a prompt and one output position: its prefill
+                rid = "embd-" + uuid.uuid4().hex
+                streams.append(driver.submit(c, 1, 1, request_id=rid))
+                if adapter:
+                    state.lora.in_flight.add(rid)
+        except Overloaded as exc:
+            for s in streams:
+                driver.abort(s.request_id)
+            state.metrics.rejected.inc(reason="overload")
+            return _json_error(config.overload_status, f"Server overloaded: {exc.reason}; "
+                               "retry later.", err_type="rate_limit_exceeded",
+                               headers={"retry-after": str(max(1, math.ceil(
+                                   exc.retry_after_s)))})
+        try:
+            for s in streams:
+                await s.done.wait()
+        finally:
+            for s in streams:
+                if not s.finished:
+                    driver.abort(s.request_id)
+        failed = next((s for s in streams if s.error is not None), None)
+        if failed is not None:
+            return _json_error(failed.error_status, str(failed.error),
+                               err_type="server_error")
+    model = ereq.model if adapter and ereq.model else config.served_model_name
+    return JSONResponse(embeddings_body(ereq, model, ereq.dimensions or config.embedding_dim,
+                                        counts))
 
 
 async def _completions(request: Request) -> Any:
@@ -667,10 +889,13 @@ ROUTES = [
     Route("/tokenize", _tokenize, methods=["POST"]),
     Route("/detokenize", _detokenize, methods=["POST"]),
     Route("/v1/models", _models, methods=["GET"]),
+    Route("/v1/load_lora_adapter", _load_lora, methods=["POST"]),
+    Route("/v1/unload_lora_adapter", _unload_lora, methods=["POST"]),
     Route("/metrics", _metrics, methods=["GET"]),
     Route("/ridgeline/stats", _stats, methods=["GET"]),
     Route("/v1/completions", _completions, methods=["POST"]),
     Route("/v1/chat/completions", _chat_completions, methods=["POST"]),
+    Route("/v1/embeddings", _embeddings, methods=["POST"]),
 ]
 
 

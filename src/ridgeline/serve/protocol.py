@@ -2,9 +2,9 @@
 
 Only what changes the emulated timing or the response shape is modelled: `stop` (the
 filler output is cut before the stop string, finish_reason "stop"), `n` (n identical
-choices), `logprobs`/`top_logprobs` (synthetic values in OpenAI's shapes). `tools` and a
-non-text `response_format` are refused with a 400 (the filler text can be neither a tool
-call nor valid JSON). Other fields (temperature, top_p, seed, ...) are accepted when they
+choices), `logprobs`/`top_logprobs` (synthetic values in OpenAI's shapes); `tools`,
+`tool_choice` and `response_format` get synthetic, schema-valid tool calls and JSON
+(serve/structured.py). Other fields (temperature, top_p, seed, ...) are accepted when they
 have the right type and otherwise ignored, as are fields the emulator has never heard of.
 Validation is strict about types (`"max_tokens": "5"` is a 400, as on OpenAI), so a bad
 request is always a 400 with an OpenAI-style body, never a 500.

@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 
 from ridgeline.serve.driver import Stream
 from ridgeline.serve.protocol import error_body
+from ridgeline.serve.structured import ToolCall
 from ridgeline.serve.tokenizer import FILLER_WORDS, filler_chars, filler_text
 
 DONE = b"data: [DONE]\n\n"
@@ -58,6 +59,13 @@ class Plan:
     # the top-k count; chat: top_logprobs (0 = the sampled token only).
     n: int = 1
     logprobs: int | None = None
+    # The output's token pieces when the mode is echo or random (serve/modes.py); None:
+    # the filler text.
+    pieces: tuple[str, ...] | None = None
+    # A synthetic tool call (chat with `tools`): the pieces are its arguments; `truncated`:
+    # max_tokens cut the pieces (structured.py), so the call or JSON is incomplete.
+    tool_call: ToolCall | None = None
+    truncated: bool = False
 
 
 class ChunkRenderer:
@@ -89,6 +97,8 @@ class ChunkRenderer:
 
     def _text(self, start: int, n_tokens: int) -> str:
         """Filler tokens start .. start+n-1, cut where a stop string begins."""
+        if self.plan.pieces is not None:
+            return "".join(self.plan.pieces[start:start + n_tokens])
         text = filler_text(start, n_tokens)
         limit = self.plan.text_limit_chars
         if limit is None:
@@ -124,11 +134,22 @@ class ChunkRenderer:
         self.index += n_tokens
         if finish_reason is not None and self.plan.text_limit_chars is not None:
             finish_reason = "stop"  # the stop string ended it, at whatever length
+        call = self.plan.tool_call if self.chat else None
+        if finish_reason is not None and call is not None:
+            finish_reason = "length" if self.plan.truncated else "tool_calls"
         fr = "null" if finish_reason is None else f'"{finish_reason}"'
         usage = (f',"usage":{self.usage(self.index)}' if self.plan.continuous_usage else "")
         out = ""
         for i in range(self.plan.n):
-            if self.chat:
+            if call is not None:
+                entry: dict[str, Any] = {"index": 0, "function": {"arguments": json.loads(
+                    text)}}
+                if first:
+                    entry = {"index": 0, **call.entry(json.loads(text))}
+                delta = json.dumps({"tool_calls": [entry]})
+                choice = (f'{{"index":{i},"delta":{delta},"logprobs":{lp},'
+                          f'"finish_reason":{fr}}}')
+            elif self.chat:
                 choice = (f'{{"index":{i},"delta":{{"content":{text}}},"logprobs":{lp},'
                           f'"finish_reason":{fr}}}')
             else:
@@ -158,11 +179,17 @@ class ChunkRenderer:
         text = self._text(0, stream.tokens_emitted)
         lp = json.loads(self._logprobs(0, stream.tokens_emitted))
         reason = "stop" if self.plan.text_limit_chars is not None else stream.finish_reason
+        call = self.plan.tool_call if self.chat else None
+        if call is not None:
+            reason = "length" if self.plan.truncated else "tool_calls"
         choices = []
         for i in range(self.plan.n):
             choice: dict[str, Any] = ({"index": i, "message": {"role": "assistant",
                                                                "content": text}}
                                       if self.chat else {"index": i, "text": text})
+            if call is not None:
+                choice["message"] = {"role": "assistant", "content": None,
+                                     "tool_calls": [call.entry(text)]}
             choice.update(logprobs=lp, finish_reason=reason)
             choices.append(choice)
         obj = "chat.completion" if self.chat else "text_completion"
