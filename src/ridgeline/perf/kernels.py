@@ -106,14 +106,30 @@ class KernelProfile:
     # GEMM fit of the part attention was profiled on (A100): attention efficiencies carry to
     # another GPU relative to that GPU's own GEMM efficiencies.
     attention_gemm_ref: dict[str, Any] | None = None
+    # The serving engine whose measured kernels time attention and collectives, and those
+    # constants (perf/measured_attention.py; None: the GPU has no measured tables).
+    engine: str = "vllm"
+    measured: Any = None
+    # vLLM's decode attention bandwidth in its serving steps as a share of the measured
+    # kernel's (kernels.json "vllm" measured_decode_bandwidth_scale; 1 where not fitted).
+    measured_decode_scale: float = 1.0
 
     @property
     def derived(self) -> bool:
         return not self.rule.startswith("fitted")
 
-    def collective(self, kind: str, p: int, link_bytes_s: float) -> tuple[float, float]:
+    def collective(self, kind: str, p: int, link_bytes_s: float,
+                   hw: HardwareSpec | None = None) -> tuple[float, float]:
         """(latency s, bus bandwidth bytes/s) of `kind` over p GPUs on a GPU whose datasheet
-        link is `link_bytes_s` (the topology's bus efficiency x that link)."""
+        link is `link_bytes_s` (the topology's bus efficiency x that link). With `hw` and
+        measured tables: the engine's measured collective, across nodes beyond the NVLink
+        domain (`measured_attention.domain_collective`)."""
+        if self.measured is not None and hw is not None:
+            from ridgeline.perf.measured_attention import domain_collective
+
+            got = domain_collective(self.measured, kind, p, hw)
+            if got is not None:
+                return got
         key = "send_recv" if kind == "send_recv" and "send_recv" in self.collectives \
             and not self.topology_gpus else "all_reduce"
         rows = self.collectives[key]
@@ -132,8 +148,11 @@ class KernelProfile:
         return lat, eta * link_bytes_s
 
 
-def load_profile(name: str) -> KernelProfile:
-    """The kernel profile a `kernel_profile` name selects (catalog GPU names; error if none)."""
+def load_profile(name: str, engine: str = "vllm") -> KernelProfile:
+    """The kernel profile a `kernel_profile` name selects (catalog GPU names; error if none),
+    with `engine`'s measured attention and collective constants where the GPU has them."""
+    from ridgeline.perf.measured_attention import measured_for
+
     cat = kernel_catalog()
     hw = cat["hardware"].get(name)
     if hw is None:
@@ -163,7 +182,11 @@ def load_profile(name: str) -> KernelProfile:
         attention_decode_scale=float(
             vllm.get("attention_decode_scale", {}).get("value", 1.0)),
         attention_decode_grouped_scale=float(grouped.get("value", 1.0))
-        if hw["kernels"] in grouped.get("kernel_profiles", ()) else 1.0)
+        if hw["kernels"] in grouped.get("kernel_profiles", ()) else 1.0,
+        engine=engine, measured=measured_for(name, engine),
+        measured_decode_scale=float(
+            vllm.get("measured_decode_bandwidth_scale", {}).get("value", 1.0))
+        if engine == "vllm" else 1.0)
 
 
 def profile_for(hardware: HardwareSpec) -> KernelProfile | None:
@@ -215,9 +238,19 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
     g, pre, dec = prof.gemm, prof.attention_prefill, prof.attention_decode
     fs = prof.floor_scale * 1e-6  # fitted floors are in microseconds
     e_pre, e_dec = attention_efficiencies(prof, hw)
+    is_mla = "kv_b_proj" in table.names  # MLA's own attention kernels (perf/ops.py)
     for j, (name, kind) in enumerate(zip(table.names, table.kinds, strict=True)):
         f, d, lay = table.flops[j], table.bytes[j], table.layers[j]
         drv = var[table.drivers[j]]
+        if kind == ATTENTION and prof.measured is not None:
+            from ridgeline.perf.measured_attention import attention_rows
+
+            rows = attention_rows(prof.measured, name, is_mla, f, d, lay, drv, var, hw,
+                                  precision.kv_bytes, prof.floor_scale,
+                                  prof.measured_decode_scale)
+            if rows is not None:
+                comp[j], mem[j] = rows
+                continue
         if kind in (GEMM, GEMM16):
             # GEMM16: a module the checkpoint keeps 16-bit runs at the 16-bit peak.
             c_gemm = c_q if kind == GEMM else c16
@@ -277,7 +310,7 @@ def _fit_line(fit: dict[str, Any]) -> str:
 
 
 def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
-                tp: int) -> list[str]:
+                tp: int, is_mla: bool = False) -> list[str]:
     """What the fitted kernel model assumed, with each constant's provenance."""
     g, v, pre, dec = prof.gemm, prof.vector, prof.attention_prefill, prof.attention_decode
     e_pre, e_dec = attention_efficiencies(prof, hw)
@@ -327,7 +360,14 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
         out.append(f"{precision.gemm_compute_dtype} GEMMs: efficiency {e_x:.3g} of their "
                    f"{r:.3g}x peak by rule (the 16-bit fit's non-math time stays; not fitted, "
                    "the profiles are fp16)")
-    if tp > 1:
+    if prof.measured is not None:
+        from ridgeline.perf import measured_attention
+
+        # The measured tables replace the carried attention fit and the NCCL topology rows;
+        # the GEMM/vector lines above still hold.
+        out = [a for a in out if not a.startswith(("prefill attention:", "decode attention:"))]
+        out += measured_attention.assumptions(prof.measured, precision.kv_bytes, is_mla, tp)
+    if tp > 1 and prof.measured is None:
         lat, bw = prof.collective("all_reduce", tp, hw.interconnect_bandwidth_bytes_s)
         key = str(prof.topology_gpus or tp)
         rows = prof.collectives["all_reduce"]
