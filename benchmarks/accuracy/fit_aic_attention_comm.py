@@ -490,7 +490,9 @@ def fit_gpu(root: Path, gpu: str) -> dict[str, Any]:
                 for other in ("trtllm", "sglang", "vllm"):
                     o = res["engines"].get(other, {})
                     if o.get(key):
-                        e[key] = {**o[key], "_substitute_engine": other}
+                        e[key] = {kv: {**c, "_substitute_engine": other}
+                                  for kv, c in o[key].items()}
+                        e[key]["_substitute_engine"] = other
                         break
     return res
 

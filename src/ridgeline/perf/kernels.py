@@ -110,8 +110,9 @@ class KernelProfile:
     # constants (perf/measured_attention.py; None: the GPU has no measured tables).
     engine: str = "vllm"
     measured: Any = None
-    # vLLM's decode attention bandwidth in its serving steps as a share of the measured
-    # kernel's (kernels.json "vllm" measured_decode_bandwidth_scale; 1 where not fitted).
+    # vLLM's grouped-query decode attention bandwidth in its serving steps as a share of the
+    # measured kernel's (kernels.json "vllm" measured_decode_grouped_scale, fitted on the real
+    # vLLM runs; 1 where not fitted, for MHA and for other engines).
     measured_decode_scale: float = 1.0
 
     @property
@@ -185,7 +186,7 @@ def load_profile(name: str, engine: str = "vllm") -> KernelProfile:
         if hw["kernels"] in grouped.get("kernel_profiles", ()) else 1.0,
         engine=engine, measured=measured_for(name, engine),
         measured_decode_scale=float(
-            vllm.get("measured_decode_bandwidth_scale", {}).get("value", 1.0))
+            vllm.get("measured_decode_grouped_scale", {}).get("value", 1.0))
         if engine == "vllm" else 1.0)
 
 
@@ -247,7 +248,8 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
 
             rows = attention_rows(prof.measured, name, is_mla, f, d, lay, drv, var, hw,
                                   precision.kv_bytes, prof.floor_scale,
-                                  prof.measured_decode_scale)
+                                  prof.measured_decode_scale
+                                  if table.query_heads_per_kv_head > 1.0 else 1.0)
             if rows is not None:
                 comp[j], mem[j] = rows
                 continue
