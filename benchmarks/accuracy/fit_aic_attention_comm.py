@@ -269,6 +269,8 @@ def attention_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[
                      "floor_us": _us(wm[0]), "serial_ns_per_token": round(float(wm[1]) * 1e9, 4),
                      "bandwidth_efficiency": _inv(wm[2])}
         const["additive"] = bool(model["additive"])
+        # The most KV heads per GPU measured: more is an extrapolation ridgeline refuses.
+        const["max_kv_heads"] = int(hkv.max())
         const["_fit"] = {"files": files, "kernel_source": src, "rows": int(m.sum()),
                          "shapes": int(np.unique(shape).size), **stats}
         out[kv] = const

@@ -113,7 +113,7 @@ def _eff(x: float) -> float:
 def attention_rows(mk: MeasuredKernels, name: str, is_mla: bool, f: np.ndarray,
                    d: np.ndarray, layers: float, driver: int, var: dict[str, int],
                    hw: Any, kv_bytes: float, floor_scale: float = 1.0,
-                   decode_bandwidth_scale: float = 1.0
+                   decode_bandwidth_scale: float = 1.0, kv_heads: float = 0.0
                    ) -> tuple[np.ndarray, np.ndarray] | None:
     """(compute row, memory row) of attention operator `name` whose FLOPs and bytes rows are
     f, d (whole-model, per GPU), or None where this GPU has no fit for it. `floor_scale`:
@@ -125,6 +125,10 @@ def attention_rows(mk: MeasuredKernels, name: str, is_mla: bool, f: np.ndarray,
     cls = ("mla_" if is_mla else "") + ("decode" if decode else "prefill")
     c = mk.attention(cls, kv_bytes)
     if c is None:
+        return None
+    # More KV heads per GPU than the table measured (H100's decode tables stop at 8: an MHA
+    # model's 32 is an extrapolation the real vLLM runs do not bear out): not priced here.
+    if kv_heads > c.get("max_kv_heads", float("inf")):
         return None
     c16 = hw.peak("bf16")
     bw = hw.memory_bandwidth_bytes_s
