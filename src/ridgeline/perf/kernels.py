@@ -17,6 +17,10 @@ form `ridgeline.perf.fast_step` and the C core evaluate:
 - decode attention: t0 + (dc + q_t dq) kv_bytes_per_token/(beta e).
 - collectives: alpha + f(p) bytes/beta_bus per topology (`collective`).
 
+GPUs with NVIDIA's measured kernel tables (AIConfigurator's) time attention, MLA and
+collectives from those instead, per serving engine (`load_profile(name, engine)`,
+perf/measured_attention.py, specs/data/kernels_measured_attention_comm.json).
+
 Efficiencies are fractions of the GPU's own datasheet peaks, so a GPU without profiles takes
 a profiled GPU's constants on its own peaks (the rule named in kernels.json "hardware"). GEMMs
 at a dtype whose peak is r times the 16-bit one keep the 16-bit fit's non-math time
@@ -350,9 +354,18 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
             att += (f"grouped-query decode attention at {prof.attention_decode_grouped_scale:g} "
                     f"x the carried bandwidth efficiency (fitted for the {kp} kernel profile; "
                     "1 on the others); ")
+        if prof.measured is not None:  # the measured custom all-reduce needs no scale
+            ar = "all-reduce as measured; "
+            if "measured_decode_grouped_scale" in vllm and prof.engine == "vllm":
+                att = (f"grouped-query decode attention at {prof.measured_decode_scale:g} x "
+                       "the measured kernel's bandwidth (fitted "
+                       f"{vllm['measured_decode_grouped_scale']['_fit']['date']} on 6 runs, "
+                       "2-point grid, no CV); ")
+        else:
+            ar = (f"NVLink all-reduce latency {prof.allreduce_latency_scale:g} x NCCL's "
+                  "(custom all-reduce); ")
         out.append(f"vLLM steps (CUDA graphs): {prof.floor_scale:g} x the fitted floors; "
-                   f"NVLink all-reduce latency {prof.allreduce_latency_scale:g} x NCCL's "
-                   f"(custom all-reduce); {att}fitted on {fit['files'][0]}, {fit['date']}: ITL "
+                   f"{ar}{att}fitted on {fit['files'][0]}, {fit['date']}: ITL "
                    f"residual median {100 * fit['residual']['median_ape']:.1f}%, "
                    f"leave-one-model-out CV median {100 * fit['cv']['median_ape']:.1f}%")
     if prof.derived and e16 != g["compute_efficiency"]:
