@@ -53,7 +53,8 @@ import numpy as np
 try:
     import pyarrow.parquet as pq
 except ImportError:  # pragma: no cover - the test extra installs it
-    sys.exit("error: pyarrow: not installed; allowed: pip install -e '.[test]'")
+    print("error: pyarrow: not installed; allowed: pip install -e '.[test]'", file=sys.stderr)
+    sys.exit(2)
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))
@@ -552,11 +553,13 @@ def main() -> None:
     a = ap.parse_args()
     root = a.data or shared_data() / "aic-kernels"
     if not root.is_dir():
-        sys.exit(f"error: --data: got {root}; allowed: the aic-kernels folder")
+        print(f"error: --data: got {root}; allowed: the aic-kernels folder", file=sys.stderr)
+        sys.exit(2)
     gpus = [g for g in a.gpus.split(",") if g]
     bad = [g for g in gpus if g not in GPUS]
     if bad:
-        sys.exit(f"error: --gpus: got {','.join(bad)}; allowed: {','.join(GPUS)}")
+        print(f"error: --gpus: got {','.join(bad)}; allowed: {','.join(GPUS)}", file=sys.stderr)
+        sys.exit(2)
     date = _dt.date.today().isoformat()
     catalog: dict[str, Any] = {
         "_about": ("Attention (decode, prefill), MLA and collective constants fitted on NVIDIA "
