@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from ridgeline.perf import kernels
+from ridgeline.perf.measured_attention import measured_catalog
 from ridgeline.perf.ops import VAR, WORK_VARS, build_table
 from ridgeline.perf.serving_model import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork
@@ -32,8 +33,10 @@ def _per_layer_us(model: str, hardware: str, tp: int, work: BatchWork,
     par = Parallelism(tp=tp)
     spec = load_model(model)
     table = build_table(spec, pr, par, 1.0, 0.0)
+    # measured=None: the Vidur fit itself, not NVIDIA's measured attention/collective tables
+    # (tests/test_perf_measured_attention.py checks those).
     prof = replace(kernels.load_profile(hardware), floor_scale=1.0, attention_decode_scale=1.0,
-                   attention_decode_grouped_scale=1.0)
+                   attention_decode_grouped_scale=1.0, measured=None)
     comp, mem = kernels.time_rows(table, hw, pr, prof)
     m = RooflineStepTime(spec, replace(hw, kernel_profile=""), pr, par)
     v, _ = m.work_vars(work)
@@ -159,12 +162,15 @@ def test_nccl_all_reduce_matches_measured(hardware: str) -> None:
 
 def test_step_all_reduce_uses_the_fitted_collective() -> None:
     """Llama-3.1-70B TP4 on H100: 2 L + 1 = 161 all-reduces of n x 8192 x 2 bytes; a step of
-    1024 tokens moves 16 MiB each: h100_dgx line 2598 measured 94 us (NCCL); the step's
-    exposed communication is 161 of the model's all-reduce at that size."""
+    1024 tokens moves 16 MiB each: vLLM's custom all-reduce (CUDA graph) measured 101.1 us
+    for 8,388,608 bf16 elements on 4 H100s (AIConfigurator's h100_sxm custom_allreduce_perf),
+    h100_dgx line 2598 94 us (NCCL); the step's exposed communication is 161 of the
+    model's all-reduce at that size."""
     m = RooflineStepTime.from_names("llama-3.1-70b", "h100-sxm", tp=4)
     comm = float(m.breakdown(_tokens(1024)).comm_s) / 161 / US
-    lat, bw = m.kernel_profile.collective("all_reduce", 4, 450e9)
+    lat, bw = m.kernel_profile.collective("all_reduce", 4, 450e9, m.hardware)
     assert comm == pytest.approx((lat + 1.5 * (1 << 24) / bw) / US, rel=1e-9)
+    assert comm == pytest.approx(101.1, rel=0.2)
     nccl = replace(m.kernel_profile, allreduce_latency_scale=1.0)
     lat, bw = nccl.collective("all_reduce", 4, 450e9)
     assert (lat + 1.5 * (1 << 24) / bw) / US == pytest.approx(94.0, rel=0.25)
@@ -237,8 +243,15 @@ def test_catalog_gpus_without_data_derive_by_rule_and_say_so() -> None:
 def test_assumptions_print_each_constant_with_provenance() -> None:
     m = RooflineStepTime.from_names("llama-3.1-70b", "h100-sxm", tp=4)
     text = "\n".join(m.assumptions())
+    # H100's attention and all-reduce come from NVIDIA's measured tables (vLLM's FA3 kernel,
+    # its custom all-reduce); its GEMMs from Vidur's.
     for needle in ("kernel catalog", "rows of Vidur's profiled kernels of 6 model(s)",
-                   "Vidur's profiled NCCL collectives", "residual median", "CV median",
+                   "kernels_measured_attention_comm.json", "vllm_flash_attn_fa3",
+                   "custom, measured", "residual median", "CV median"):
+        assert needle in text, needle
+    # A GPU without measured tables names the Vidur profiles and topology it borrows.
+    text = "\n".join(RooflineStepTime.from_names("llama-3.1-70b", "h20", tp=4).assumptions())
+    for needle in ("Vidur's profiled kernels of 1 model(s)", "Vidur's profiled NCCL collectives",
                    "h100_dgx"):
         assert needle in text, needle
     # The data in words: no file of a dataset, no folder outside the repository.
@@ -306,14 +319,15 @@ def test_attention_carries_to_other_gpus_relative_to_their_gemm_fit() -> None:
     cat = kernels.kernel_catalog()
     a100, h100 = cat["profiles"]["a100"]["gemm"], cat["profiles"]["h100"]["gemm"]
     att = cat["attention"]
-    vidur = replace(kernels.load_profile("h100-sxm"), attention_decode_scale=1.0)
+    vidur = replace(kernels.load_profile("h100-sxm"), attention_decode_scale=1.0, measured=None)
     e_pre, e_dec = kernels.attention_efficiencies(vidur, load_hardware("h100-sxm"))
     assert e_dec == pytest.approx(att["attention_decode"]["bandwidth_efficiency"]
                                   * h100["bandwidth_efficiency"] / a100["bandwidth_efficiency"])
     assert e_pre == pytest.approx(att["attention_prefill"]["compute_efficiency"]
                                   * h100["compute_efficiency"] / a100["compute_efficiency"])
     # On A100 itself the fit applies unchanged.
-    a100_vidur = replace(kernels.load_profile("a100-80gb"), attention_decode_scale=1.0)
+    a100_vidur = replace(kernels.load_profile("a100-80gb"), attention_decode_scale=1.0,
+                         measured=None)
     assert kernels.attention_efficiencies(a100_vidur, load_hardware("a100-80gb")) == (
         att["attention_prefill"]["compute_efficiency"],
         att["attention_decode"]["bandwidth_efficiency"])
@@ -328,43 +342,58 @@ def _decode_kv_read_s_per_token(model: str, hardware: str, tp: int) -> float:
     return float(mem[table.names.index("attn_decode"), VAR["dc"]])
 
 
-def test_grouped_decode_attention_takes_the_vllm_fit_on_the_profile_it_was_fitted_on() -> None:
+def test_decode_attention_streams_at_the_measured_or_carried_efficiency() -> None:
     """The KV read of a decode step, by hand: llama-3.1-70b at TP 2 holds 4 of 8 KV heads per
     GPU, 2 x 4 x 128 x 2 B = 2,048 B per token per layer over 80 layers; llama-2-7b (MHA) at
-    TP 1 32 heads, 16,384 B over 32 layers. On H100's kernel profile (the vLLM runs') the grouped
-    one streams at the carried efficiency x the fitted grouped-query scale, the MHA one at the
-    carried efficiency; on A100, where the kernel was measured, and on L40S neither is
-    scaled."""
-    grouped = kernels.kernel_catalog()["vllm"]["attention_decode_grouped_scale"]["value"]
-    assert 0.0 < grouped < 1.0
-    # H100 and H200 take H100's kernel profile, where the scale was fitted; A100 (where the
-    # kernel was measured) and L40S (A40's profile) do not
-    for hardware in ("h100-sxm", "h200", "a100-80gb", "l40s"):
+    TP 1 32 heads, 16,384 B over 32 layers. GPUs with NVIDIA's measured decode kernels stream
+    it at their measured bandwidth efficiency (kernels_measured_attention_comm.json, vLLM,
+    16-bit KV), the grouped one times vLLM's serving share of it (kernels.json "vllm"
+    measured_decode_grouped_scale); the others (H20, MI300X: H100's carried profile) at the
+    efficiency carried from A100, grouped or not: the grouped-query scale that once hid the
+    carried kernel's error on H100 is gone from the catalog."""
+    assert "attention_decode_grouped_scale" not in kernels.kernel_catalog()["vllm"]
+    measured = measured_catalog()
+    for hardware in ("h100-sxm", "h200", "a100-80gb", "l40s", "h20", "mi300x"):
         hw = load_hardware(hardware)
-        _, e_dec = kernels.attention_efficiencies(kernels.load_profile(hardware), hw)
-        scale = grouped if hardware in ("h100-sxm", "h200") else 1.0
+        gpu = measured["hardware"].get(hardware)
+        # Where the measured fit is additive, the row also carries the scores' FLOPs per
+        # cached token, 4 x 32 heads x 128 per layer (both models), at the fitted efficiency.
+        c16, add, grouped = hw.peak("bf16"), 0.0, 1.0
+        _, e_carried = kernels.attention_efficiencies(kernels.load_profile(hardware), hw)
+        e_dec, e_mha, add_mha = e_carried, e_carried, 0.0
+        if gpu is not None:
+            dec = measured["gpus"][gpu]["engines"]["vllm"]["decode"]["bfloat16"]
+            e_dec = dec["bandwidth_efficiency"]
+            add = 1.0 / (c16 * dec["compute_efficiency"]) if dec["additive"] else 0.0
+            # vLLM's grouped-query decode in its serving steps (fitted on the real runs).
+            grouped = kernels.kernel_catalog()["vllm"]["measured_decode_grouped_scale"]["value"]
+            # llama-2-7b's 32 KV heads: measured only where the table reaches 32 KV heads,
+            # else the carried fit (no extrapolation beyond the measured head counts).
+            if dec["max_kv_heads"] >= 32:
+                e_mha, add_mha = e_dec, add
         bw = hw.memory_bandwidth_bytes_s
         assert _decode_kv_read_s_per_token("llama-3.1-70b", hardware, 2) == pytest.approx(
-            2048 * 80 / (bw * e_dec * scale))
+            2048 * 80 / (bw * e_dec * grouped) + 16384 * 80 * add)
         assert _decode_kv_read_s_per_token("llama-2-7b", hardware, 1) == pytest.approx(
-            16384 * 32 / (bw * e_dec))
+            16384 * 32 / (bw * e_mha) + 16384 * 32 * add_mha)
 
 
 def test_decode_attention_charges_each_sequence_its_fitted_kv_token_reads() -> None:
-    """A decode sequence's fixed work (new KV write, Q in, O out, its block table) is priced as
-    the fitted number of KV-token reads (kernels.json attention_decode.kv_tokens_per_sequence,
-    fitted on Vidur's A100 attention.csv): by hand, that count x 2,048 B x 80 layers over the
-    streamed bandwidth for llama-3.1-70b at TP 2, on H100 and on A100."""
+    """Where the carried A100 fit applies (no measured tables: H20), a decode sequence's fixed
+    work (new KV write, Q in, O out, its block table) is priced as the fitted number of
+    KV-token reads (kernels.json attention_decode.kv_tokens_per_sequence, fitted on Vidur's
+    A100 attention.csv): by hand, that count x 2,048 B x 80 layers over the streamed
+    bandwidth for llama-3.1-70b at TP 2; on H100 and A100 with the measured tables off too."""
     per_seq_tokens = kernels.kernel_catalog()["attention"]["attention_decode"][
         "kv_tokens_per_sequence"]
     assert 5.0 < per_seq_tokens < 20.0
-    grouped = kernels.kernel_catalog()["vllm"]["attention_decode_grouped_scale"]["value"]
-    for hardware, scale in (("h100-sxm", grouped), ("a100-80gb", 1.0)):
+    for hardware in ("h20", "h100-sxm", "a100-80gb"):
         hw = load_hardware(hardware)
-        _, e_dec = kernels.attention_efficiencies(kernels.load_profile(hardware), hw)
+        prof = replace(kernels.load_profile(hardware), measured=None)
+        _, e_dec = kernels.attention_efficiencies(prof, hw)
         pr = resolve_precision("bf16", None, "bf16")
         table = build_table(load_model("llama-3.1-70b"), pr, Parallelism(tp=2), 1.0, 0.0)
-        _, mem = kernels.time_rows(table, hw, pr, kernels.load_profile(hardware))
+        _, mem = kernels.time_rows(table, hw, pr, prof)
         got = float(mem[table.names.index("attn_decode"), VAR["dq"]])
         assert got == pytest.approx(
-            per_seq_tokens * 2048 * 80 / (hw.memory_bandwidth_bytes_s * e_dec * scale))
+            per_seq_tokens * 2048 * 80 / (hw.memory_bandwidth_bytes_s * e_dec))

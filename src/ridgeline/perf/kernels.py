@@ -18,6 +18,10 @@ form `ridgeline.perf.fast_step` and the C core evaluate:
 - decode attention: t0 + (dc + q_t dq) kv_bytes_per_token/(beta e).
 - collectives: alpha + f(p) bytes/beta_bus per topology (`collective`).
 
+GPUs with NVIDIA's measured kernel tables (AIConfigurator's) time attention, MLA and
+collectives from those instead, per serving engine (`load_profile(name, engine)`,
+perf/measured_attention.py, specs/data/kernels_measured_attention_comm.json).
+
 Efficiencies are fractions of the GPU's own datasheet peaks, so a GPU without profiles takes
 a profiled GPU's constants on its own peaks (the rule named in kernels.json "hardware"). GEMMs
 at a dtype whose peak is r times the 16-bit one keep the 16-bit fit's non-math time
@@ -120,14 +124,31 @@ class KernelProfile:
     # Fits on NVIDIA's measured kernel tables for this GPU and engine (perf/measured_kernels.py):
     # GEMMs and MoE layers use them where they exist; None: no tables for this GPU.
     measured: MeasuredKernels | None = None
+    # The serving engine whose measured kernels time attention and collectives, and those
+    # constants (perf/measured_attention.py; None: the GPU has no measured tables).
+    engine: str = "vllm"
+    measured_attention: Any = None
+    # vLLM's grouped-query decode attention bandwidth in its serving steps as a share of the
+    # measured kernel's (kernels.json "vllm" measured_decode_grouped_scale, fitted on the real
+    # vLLM runs; 1 where not fitted, for MHA and for other engines).
+    measured_decode_scale: float = 1.0
 
     @property
     def derived(self) -> bool:
         return not self.rule.startswith("fitted")
 
-    def collective(self, kind: str, p: int, link_bytes_s: float) -> tuple[float, float]:
+    def collective(self, kind: str, p: int, link_bytes_s: float,
+                   hw: HardwareSpec | None = None) -> tuple[float, float]:
         """(latency s, bus bandwidth bytes/s) of `kind` over p GPUs on a GPU whose datasheet
-        link is `link_bytes_s` (the topology's bus efficiency x that link)."""
+        link is `link_bytes_s` (the topology's bus efficiency x that link). With `hw` and
+        measured tables: the engine's measured collective, across nodes beyond the NVLink
+        domain (`measured_attention.domain_collective`)."""
+        if self.measured_attention is not None and hw is not None:
+            from ridgeline.perf.measured_attention import domain_collective
+
+            got = domain_collective(self.measured_attention, kind, p, hw)
+            if got is not None:
+                return got
         key = "send_recv" if kind == "send_recv" and "send_recv" in self.collectives \
             and not self.topology_gpus else "all_reduce"
         rows = self.collectives[key]
@@ -149,6 +170,8 @@ class KernelProfile:
 def load_profile(name: str, engine: str = DEFAULT_ENGINE) -> KernelProfile:
     """The kernel profile a `kernel_profile` name selects (catalog GPU names; error if none);
     `engine` picks which engine's measured GEMM/MoE kernel tables apply."""
+    from ridgeline.perf.measured_attention import measured_for
+
     cat = kernel_catalog()
     hw = cat["hardware"].get(name)
     if hw is None:
@@ -179,7 +202,11 @@ def load_profile(name: str, engine: str = DEFAULT_ENGINE) -> KernelProfile:
             vllm.get("attention_decode_scale", {}).get("value", 1.0)),
         attention_decode_grouped_scale=float(grouped.get("value", 1.0))
         if hw["kernels"] in grouped.get("kernel_profiles", ()) else 1.0,
-        measured=load_measured(name, engine))
+        measured=load_measured(name, engine),
+        engine=engine, measured_attention=measured_for(name, engine),
+        measured_decode_scale=float(
+            vllm.get("measured_decode_grouped_scale", {}).get("value", 1.0))
+        if engine == "vllm" else 1.0)
 
 
 def profile_for(hardware: HardwareSpec, engine: str = DEFAULT_ENGINE) -> KernelProfile | None:
@@ -236,9 +263,21 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
     fs = prof.floor_scale * 1e-6  # fitted floors are in microseconds
     e_pre, e_dec = attention_efficiencies(prof, hw)
     gemm_fits, moe_fit = measured_choice(prof, precision)
+    is_mla = "kv_b_proj" in table.names  # MLA's own attention kernels (perf/ops.py)
     for j, (name, kind) in enumerate(zip(table.names, table.kinds, strict=True)):
         f, d, lay = table.flops[j], table.bytes[j], table.layers[j]
         drv = var[table.drivers[j]]
+        if kind == ATTENTION and prof.measured_attention is not None:
+            from ridgeline.perf.measured_attention import attention_rows
+
+            rows = attention_rows(prof.measured_attention, name, is_mla, f, d, lay, drv, var, hw,
+                                  precision.kv_bytes, prof.floor_scale,
+                                  prof.measured_decode_scale
+                                  if table.query_heads_per_kv_head > 1.0 else 1.0,
+                                  getattr(table, "kv_heads_per_gpu", 0.0))
+            if rows is not None:
+                comp[j], mem[j] = rows
+                continue
         if name in _EXPERTS and kind in (GEMM, GEMM16) and moe_fit is not None:
             k, n = table.in_dims[j], table.out_dims[j]
             comp[j], mem[j] = measured_expert_rows(moe_fit, f, d, k, n, lay, hw, var)
@@ -317,7 +356,7 @@ def _fit_line(fit: dict[str, Any]) -> str:
 
 
 def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
-                tp: int) -> list[str]:
+                tp: int, is_mla: bool = False) -> list[str]:
     """What the fitted kernel model assumed, with each constant's provenance."""
     g, v, pre, dec = prof.gemm, prof.vector, prof.attention_prefill, prof.attention_decode
     e_pre, e_dec = attention_efficiencies(prof, hw)
@@ -354,9 +393,18 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
             att += (f"grouped-query decode attention at {prof.attention_decode_grouped_scale:g} "
                     f"x the carried bandwidth efficiency (fitted for the {kp} kernel profile; "
                     "1 on the others); ")
+        if prof.measured_attention is not None:  # the measured custom all-reduce needs no scale
+            ar = "all-reduce as measured; "
+            if "measured_decode_grouped_scale" in vllm and prof.engine == "vllm":
+                att = (f"grouped-query decode attention at {prof.measured_decode_scale:g} x "
+                       "the measured kernel's bandwidth (fitted "
+                       f"{vllm['measured_decode_grouped_scale']['_fit']['date']} on 6 runs, "
+                       "2-point grid, no CV); ")
+        else:
+            ar = (f"NVLink all-reduce latency {prof.allreduce_latency_scale:g} x NCCL's "
+                  "(custom all-reduce); ")
         out.append(f"vLLM steps (CUDA graphs): {prof.floor_scale:g} x the fitted floors; "
-                   f"NVLink all-reduce latency {prof.allreduce_latency_scale:g} x NCCL's "
-                   f"(custom all-reduce); {att}fitted on {fit_source(fit['files'])}, "
+                   f"{ar}{att}fitted on {fit_source(fit['files'])}, "
                    f"{fit['date']}: ITL "
                    f"residual median {100 * fit['residual']['median_ape']:.1f}%, "
                    f"leave-one-model-out CV median {100 * fit['cv']['median_ape']:.1f}%")
@@ -370,7 +418,14 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
                    f"{r:.3g}x peak by rule (the 16-bit fit's non-math time stays; not fitted, "
                    "the profiles are fp16)")
     out += measured_assumptions(prof, precision)
-    if tp > 1:
+    if prof.measured_attention is not None:
+        from ridgeline.perf import measured_attention
+
+        # The measured tables replace the carried attention fit and the NCCL topology rows;
+        # the GEMM/vector lines above still hold.
+        out = [a for a in out if not a.startswith(("prefill attention:", "decode attention:"))]
+        out += measured_attention.assumptions(prof.measured_attention, precision.kv_bytes, is_mla, tp)
+    if tp > 1 and prof.measured_attention is None:
         lat, bw = prof.collective("all_reduce", tp, hw.interconnect_bandwidth_bytes_s)
         key = str(prof.topology_gpus or tp)
         rows = prof.collectives["all_reduce"]

@@ -61,6 +61,9 @@ class OpTable:
     # Query heads per KV head on one GPU (1: MHA, or MLA's own kernels): grouped (GQA) decode
     # attention is priced with its own fitted bandwidth scale (perf/kernels.py).
     query_heads_per_kv_head: float = 1.0
+    # KV heads each GPU holds (0: MLA's latent): measured attention tables price only the
+    # head counts they measured (perf/measured_attention.py).
+    kv_heads_per_gpu: float = 0.0
 
 
 def _linear(name: str, in_dim: float, out_dim: float, layers: int, b_w: float, b_a: float,
@@ -296,5 +299,7 @@ def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
                    drivers=[o.driver for o in ops],
                    in_dims=np.array([o.in_dim for o in ops], dtype=np.float64),
                    out_dims=np.array([o.out_dim for o in ops], dtype=np.float64),
+                   kv_heads_per_gpu=0.0 if model.is_mla else
+                   float(kv_heads_per_gpu(model, parallel.tp)),
                    query_heads_per_kv_head=1.0 if model.is_mla else
                    (model.num_heads // parallel.tp) / kv_heads_per_gpu(model, parallel.tp))

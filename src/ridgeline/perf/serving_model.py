@@ -106,7 +106,7 @@ class RooflineStepTime:
         collectives = None
         if prof is not None:
             def collectives(kind: str, p: int) -> tuple[float, float]:
-                return prof.collective(kind, p, hw.interconnect_bandwidth_bytes_s)
+                return prof.collective(kind, p, hw.interconnect_bandwidth_bytes_s, hw)
         self.table: OpTable = build(model, self.precision, self.parallel,
                                     self.link_eff_bytes_s, hw.interconnect_latency_s,
                                     collectives)
@@ -351,7 +351,7 @@ class RooflineStepTime:
                    "per kernel launch (plain roofline: no fitted kernel model)"]
         else:
             eff = [
-                *kernels.assumptions(prof, hw, pr, par.tp),
+                *kernels.assumptions(prof, hw, pr, par.tp, self.model.is_mla),
                 f"peaks: {pr.gemm_compute_dtype} GEMM {self.gemm_peak_flops / 1e12:g} TFLOP/s, "
                 f"{hw.memory_bandwidth_bytes_s / 1e12:g} TB/s (datasheet); "
                 f"{hw.kernel_overhead_us:g} us launch gap per kernel on top of the fitted "

@@ -119,4 +119,5 @@ def build_ext_table(model: ModelSpec, precision: Precision, parallel: Parallelis
                    drivers=base.drivers + [o.driver for o in extra],
                    in_dims=np.concatenate([base.in_dims, [o.in_dim for o in extra]]),
                    out_dims=np.concatenate([base.out_dims, [o.out_dim for o in extra]]),
-                   query_heads_per_kv_head=base.query_heads_per_kv_head)
+                   query_heads_per_kv_head=base.query_heads_per_kv_head,
+                   kv_heads_per_gpu=base.kv_heads_per_gpu)

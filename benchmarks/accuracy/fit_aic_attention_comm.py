@@ -1,0 +1,595 @@
+"""Fit attention, MLA and collective costs on NVIDIA AIConfigurator's measured kernel tables.
+
+Per (GPU, engine, KV dtype) this fits a few constants of each operator class in the form
+ridgeline's step model evaluates (`ridgeline.perf.measured_attention`): every operator is
+max(compute row . w, memory row . w) with rows affine in the work.
+
+- decode attention (one layer, a batch of B sequences of context S, window w caps S):
+  compute  compute_floor + B S_w 4 h_q d / (C e_c)
+  memory   floor + B per_seq + B S_w 2 h_kv d b_kv / (beta e_b)
+- prefill attention (B sequences of S new tokens, causal pairs P, banded by the window):
+  compute  compute_floor + (P + k_w B S) 4 h_q d / (C e_c)
+  memory   floor + B S serial + B S (2 h_q + 2 h_kv) d b_a / (beta e_b)
+  (serial: one CTA's walk over the keys, what a low-occupancy causal prefill waits on)
+- MLA decode (absorbed: each token reads its compressed latent, kv_lora_rank + rope dims):
+  compute  compute_floor + B S 2 h (576 + 512) / (C e_c)
+  memory   floor + B per_seq + B S 576 b_kv / (beta e_b)
+- MLA prefill: as prefill (with the serial term) with 2 h (192 + 128) FLOPs per pair and
+  h (192 + 128) 2 b_a bytes per token.
+- collectives: alpha + f(p) bytes / bus_bandwidth per GPU count p (all-reduce f = 2(p-1)/p,
+  all-gather and all-to-all f = (p-1)/p; DeepEP dispatch + combine: alpha + bytes / bw).
+
+C and beta are the GPU's datasheet 16-bit peak and HBM bandwidth (ridgeline's hardware
+catalog), so the efficiencies are fractions of the datasheet (bounded by 1). Each class is
+fitted by relative least squares with non-negative coefficients; the max form by
+alternating which side each row is on, from two starts (the compute side's own floor lets a
+kernel that waits on a fixed cost while it streams be max(floor, stream)). The "additive"
+variant (the compute term also in the memory row, so the two add) is kept where its
+training error is lower.
+
+Rows: contexts of at least MIN_CONTEXT tokens (serving contexts). Cross-validation:
+leave-one-model-shape-out (each distinct (h_q, h_kv, d), or MLA's heads per GPU, held out in
+turn and predicted by the fit on the others); collectives: leave one message-size decade
+out, and leave one GPU count out (its rows predicted from the nearest measured count).
+Writes src/ridgeline/specs/data/kernels_measured_attention_comm.json and
+benchmarks/results/aic_kernel_fits_attention_comm.json.
+
+    .venv/bin/python benchmarks/accuracy/fit_aic_attention_comm.py   # ~3 CPU-minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:
+    import pyarrow.parquet as pq
+except ImportError:  # pragma: no cover - the test extra installs it
+    print("error: pyarrow: not installed; allowed: pip install -e '.[test]'", file=sys.stderr)
+    sys.exit(2)
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "src"))
+
+from ridgeline.specs.hardware import load_hardware  # noqa: E402
+
+# AIConfigurator's system folder -> ridgeline's catalog GPU (datasheet peaks).
+GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200",
+        "a100_sxm": "a100-80gb", "l40s": "l40s"}
+ENGINES = ("vllm", "sglang", "trtllm")
+KV_DTYPES = ("bfloat16", "fp8")
+# DeepSeek-V3/R1's MLA dimensions (the tables' shape): latent, rope, nope and value dims.
+KV_LORA, ROPE, NOPE, V_DIM = 512, 64, 128, 128
+ACT_BYTES = 2.0
+DTYPE_BYTES = {"half": 2.0, "bfloat16": 2.0, "float16": 2.0, "int8": 1.0, "fp8": 1.0}
+MIN_ROWS = 30
+# Serving contexts: a prompt and its output are rarely under this many tokens, and the tables'
+# tiny contexts (2-64 tokens at batch 2048) measure launch grids, not attention.
+MIN_CONTEXT = 128
+
+
+def shared_data() -> Path:
+    env = os.environ.get("RIDGELINE_SHARED_DATA")
+    return Path(env) if env else REPO.parent / "shared" / "data"
+
+
+def read(path: Path) -> dict[str, np.ndarray]:
+    t = pq.read_table(path)
+    d = {c: np.asarray(t.column(c).to_pylist()) for c in t.schema.names}
+    n = t.num_rows
+    for col in ("window_size", "step"):  # older tables: no window, no decode step column
+        if col not in d and "latency" in d:
+            d[col] = np.zeros(n, dtype=np.int64)
+    return d
+
+
+def one_version(root: Path, gpu: str, family: str, engine: str) -> Path | None:
+    """The version folder of `family`/`engine` (the data keeps one per family and engine)."""
+    base = root / gpu / family / engine
+    if not base.is_dir():
+        return None
+    dirs = sorted(p for p in base.iterdir() if p.is_dir())
+    return dirs[-1] if dirs else None
+
+
+# --- fitting --------------------------------------------------------------------------------
+def nnls_rel(x: np.ndarray, t: np.ndarray, lower: np.ndarray | None = None) -> np.ndarray:
+    """min sum ((x w - t) / t)^2 with w >= lower (0 by default; active set: drop the most
+    negative column). A column normalized by a datasheet peak gets lower bound 1: no kernel
+    beats the datasheet."""
+    lb = np.zeros(x.shape[1]) if lower is None else np.asarray(lower, dtype=float)
+    return lb + _nnls_rel(x, t - x @ lb, t)
+
+
+def _nnls_rel(x: np.ndarray, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+    a = x / t[:, None]
+    b = y / t
+    active = [j for j in range(x.shape[1]) if np.any(x[:, j] != 0)]
+    w = np.zeros(x.shape[1])
+    while active:
+        sol, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
+        if np.all(sol >= 0):
+            w[:] = 0.0
+            w[active] = sol
+            return w
+        active.pop(int(np.argmin(sol)))
+    return w
+
+
+def predict(model: dict[str, Any], xc: np.ndarray, xm: np.ndarray) -> np.ndarray:
+    c = xc @ model["wc"]
+    m = xm @ model["wm"]
+    if model["additive"]:
+        m = m + c
+    return np.maximum(c, m)
+
+
+def fit_max_affine(xc: np.ndarray, xm: np.ndarray, t: np.ndarray,
+                   lc: np.ndarray, lm: np.ndarray, init: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """The better (training median APE) of max(xc wc, xm wm) and xc wc + xm wm, with lower
+    bounds lc, lm on the coefficients. `init` (a fit on more rows, for the CV folds): its
+    form only, from its own coefficients."""
+    nc = xc.shape[1]
+    if init is not None and init["additive"]:
+        both = nnls_rel(np.hstack([xc, xm]), t, np.concatenate([lc, lm]))
+        return {"wc": both[:nc], "wm": both[nc:], "additive": True}
+    if init is not None:
+        starts = [{"wc": init["wc"].copy(), "wm": init["wm"].copy()}]
+        best: dict[str, Any] | None = None
+        best_err = np.inf
+    else:
+        both = nnls_rel(np.hstack([xc, xm]), t, np.concatenate([lc, lm]))
+        best = {"wc": both[:nc], "wm": both[nc:], "additive": True}
+        best_err = float(np.median(np.abs(predict(best, xc, xm) / t - 1.0)))
+        # The max form by alternating sides, from two starts: the additive split, and each
+        # side fitted alone on all rows (the larger prediction takes the row).
+        starts = [{"wc": both[:nc].copy(), "wm": both[nc:].copy()},
+                  {"wc": nnls_rel(xc, t, lc), "wm": nnls_rel(xm, t, lm)}]
+    for start in starts:
+        mx = {**start, "additive": False}
+        side = xc @ mx["wc"] > xm @ mx["wm"]
+        for _ in range(25):
+            if side.sum() >= MIN_ROWS:
+                mx["wc"] = nnls_rel(xc[side], t[side], lc)
+            if (~side).sum() >= MIN_ROWS:
+                mx["wm"] = nnls_rel(xm[~side], t[~side], lm)
+            new = xc @ mx["wc"] > xm @ mx["wm"]
+            if np.array_equal(new, side):
+                break
+            side = new
+        err = float(np.median(np.abs(predict(mx, xc, xm) / t - 1.0)))
+        if err < best_err:
+            best, best_err = mx, err
+    assert best is not None
+    return best
+
+
+def cv_groups(fit: Callable[[np.ndarray], Any], pred: Callable[..., np.ndarray],
+              groups: np.ndarray, t: np.ndarray, min_train: int = MIN_ROWS) -> np.ndarray:
+    """APE of every row predicted by the fit on the other groups."""
+    out = np.full(t.shape, np.nan)
+    for g in np.unique(groups):
+        held = groups == g
+        if held.all() or (~held).sum() < min_train:
+            continue
+        model = fit(~held)
+        out[held] = np.abs(pred(model, held) / t[held] - 1.0)
+    return out[~np.isnan(out)]
+
+
+def summary(ape: np.ndarray) -> dict[str, float]:
+    if not ape.size:
+        return {"median_ape": float("nan"), "mean_ape": float("nan"), "rows": 0}
+    return {"median_ape": round(float(np.median(ape)), 4),
+            "mean_ape": round(float(np.mean(ape)), 4),
+            "p90_ape": round(float(np.quantile(ape, 0.9)), 4), "rows": int(ape.size)}
+
+
+def fit_class(xc: np.ndarray, xm: np.ndarray, t: np.ndarray, groups: np.ndarray,
+              cv_kind: str, lc: list[float], lm: list[float]
+              ) -> tuple[dict[str, Any], dict[str, Any]]:
+    lcv, lmv = np.asarray(lc, dtype=float), np.asarray(lm, dtype=float)
+    model = fit_max_affine(xc, xm, t, lcv, lmv)
+    resid = np.abs(predict(model, xc, xm) / t - 1.0)
+    # Each fold refits the form the full fit chose, from its coefficients (the held-out
+    # shape's rows never enter the fold's fit).
+    cv = cv_groups(lambda keep: fit_max_affine(xc[keep], xm[keep], t[keep], lcv, lmv, model),
+                   lambda mdl, held: predict(mdl, xc[held], xm[held]), groups, t)
+    return model, {"residual": summary(resid), "cv": {"kind": cv_kind, **summary(cv)}}
+
+
+# --- attention ---------------------------------------------------------------------------------
+def banded_pairs(s: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """sum_{k=1}^{S} min(k, w) (w = 0: no window)."""
+    full = s * (s + 1) / 2.0
+    ww = np.where(w > 0, w, s)
+    banded = np.where(s <= ww, full, ww * (ww + 1) / 2.0 + (s - ww) * ww)
+    return np.where(w > 0, banded, full)
+
+
+def pick_source(d: dict[str, np.ndarray], mask: np.ndarray) -> str | None:
+    """The kernel the engine runs for these rows: the source with the most measured rows."""
+    src, cnt = np.unique(d["kernel_source"][mask], return_counts=True)
+    return str(src[np.argmax(cnt)]) if src.size else None
+
+
+def attention_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[str, Any]:
+    d = read(path)
+    out: dict[str, Any] = {}
+    c16, bw = hw.peak("bf16"), hw.memory_bandwidth_bytes_s
+    for kv in KV_DTYPES:
+        m0 = d["kv_cache_dtype"] == kv
+        src = pick_source(d, m0)
+        if src is None:
+            continue
+        m = m0 & (d["kernel_source"] == src) & (d["num_heads"] % d["num_key_value_heads"] == 0)
+        m &= (d["latency"] > 0) & (d["isl"] + d["step"] >= MIN_CONTEXT)
+        if m.sum() < MIN_ROWS:
+            continue
+        b = d["batch_size"][m].astype(float)
+        hq = d["num_heads"][m].astype(float)
+        hkv = d["num_key_value_heads"][m].astype(float)
+        hd = d["head_dim"][m].astype(float)
+        w = d["window_size"][m].astype(float)
+        t = d["latency"][m].astype(float) * 1e-3
+        b_kv = DTYPE_BYTES[kv]
+        shape = (hq * 1e6 + hkv * 1e3 + hd).astype(np.int64)
+        if decode:
+            s = d["isl"][m].astype(float) + d["step"][m].astype(float)
+            s_w = np.where(w > 0, np.minimum(s, w), s)
+            xc = np.column_stack([b * s_w * 4.0 * hq * hd / c16, np.ones_like(t)])
+            xm = np.column_stack([np.ones_like(t), b, b * s_w * 2.0 * hkv * hd * b_kv / bw])
+        else:
+            s = d["isl"][m].astype(float)
+            pairs = b * banded_pairs(s, w)
+            fpp = 4.0 * hq * hd
+            xc = np.column_stack([pairs * fpp / c16, b * s * fpp / c16, np.ones_like(t)])
+            xm = np.column_stack([np.ones_like(t), b * s,
+                                  b * s * (2 * hq + 2 * hkv) * hd * ACT_BYTES / bw])
+        # Efficiency columns (normalized by the peaks) >= 1: at most the datasheet.
+        model, stats = fit_class(xc, xm, t, shape, "leave-one-model-shape-out",
+                                 [1.0] + [0.0] * (xc.shape[1] - 1),
+                                 [0.0] * (xm.shape[1] - 1) + [1.0])
+        wc, wm = model["wc"], model["wm"]
+        if decode:
+            const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
+                     "floor_us": _us(wm[0]), "per_seq_us": _us(wm[1]),
+                     "bandwidth_efficiency": _inv(wm[2])}
+        else:
+            const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
+                     "key_waste_per_new_token": round(float(wc[1] / wc[0]), 3) if wc[0] else 0.0,
+                     "floor_us": _us(wm[0]), "serial_ns_per_token": round(float(wm[1]) * 1e9, 4),
+                     "bandwidth_efficiency": _inv(wm[2])}
+        const["additive"] = bool(model["additive"])
+        # The most KV heads per GPU measured: more is an extrapolation ridgeline refuses.
+        const["max_kv_heads"] = int(hkv.max())
+        const["_fit"] = {"files": files, "kernel_source": src, "rows": int(m.sum()),
+                         "shapes": int(np.unique(shape).size), **stats}
+        out[kv] = const
+    return out
+
+
+def _inv(x: float) -> float:
+    """An efficiency from a seconds-per-unit coefficient (0 coefficient: the term is unused)."""
+    return round(float(1.0 / x), 4) if x > 0 else 0.0
+
+
+def _us(x: float) -> float:
+    return round(float(x) * 1e6, 4)
+
+
+def mla_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[str, Any]:
+    d = read(path)
+    out: dict[str, Any] = {}
+    c16, bw = hw.peak("bf16"), hw.memory_bandwidth_bytes_s
+    lat = KV_LORA + ROPE
+    for kv in KV_DTYPES:
+        m0 = d["kv_cache_dtype"] == kv
+        src = pick_source(d, m0)
+        if src is None:
+            continue
+        m = m0 & (d["kernel_source"] == src) & (d["latency"] > 0)
+        m &= d["isl"] + d["step"] >= MIN_CONTEXT
+        if m.sum() < MIN_ROWS:
+            continue
+        b = d["batch_size"][m].astype(float)
+        # num_heads is per GPU already (x tp_size = the model's 128 or 64 heads).
+        h = d["num_heads"][m].astype(float)
+        t = d["latency"][m].astype(float) * 1e-3
+        b_kv = DTYPE_BYTES[kv]
+        if decode:
+            s = d["isl"][m].astype(float) + d["step"][m].astype(float)
+            xc = np.column_stack([b * s * 2.0 * h * (lat + KV_LORA) / c16, np.ones_like(t)])
+            xm = np.column_stack([np.ones_like(t), b, b * s * lat * b_kv / bw])
+        else:
+            s = d["isl"][m].astype(float)
+            fpp = 2.0 * h * (NOPE + ROPE + V_DIM)
+            xc = np.column_stack([b * s * (s + 1) / 2.0 * fpp / c16, b * s * fpp / c16,
+                                  np.ones_like(t)])
+            xm = np.column_stack([np.ones_like(t), b * s,
+                                  b * s * h * (NOPE + ROPE + V_DIM) * 2 * ACT_BYTES / bw])
+        model, stats = fit_class(xc, xm, t, h.astype(np.int64), "leave-one-heads-per-gpu-out",
+                                 [1.0] + [0.0] * (xc.shape[1] - 1),
+                                 [0.0] * (xm.shape[1] - 1) + [1.0])
+        wc, wm = model["wc"], model["wm"]
+        if decode:
+            const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
+                     "floor_us": _us(wm[0]), "per_seq_us": _us(wm[1]),
+                     "bandwidth_efficiency": _inv(wm[2])}
+        else:
+            const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
+                     "key_waste_per_new_token": round(float(wc[1] / wc[0]), 3) if wc[0] else 0.0,
+                     "floor_us": _us(wm[0]), "serial_ns_per_token": round(float(wm[1]) * 1e9, 4),
+                     "bandwidth_efficiency": _inv(wm[2])}
+        const["additive"] = bool(model["additive"])
+        const["_fit"] = {"files": files, "kernel_source": src, "rows": int(m.sum()),
+                         "shapes": int(np.unique(h).size), **stats}
+        out[kv] = const
+    return out
+
+
+# --- collectives -------------------------------------------------------------------------------
+def bus_factor(op: str, p: np.ndarray) -> np.ndarray:
+    return np.where(p > 1, (2.0 if op == "all_reduce" else 1.0) * (p - 1) / p, 0.0)
+
+
+def alpha_beta(size_bytes: np.ndarray, factor: np.ndarray, t: np.ndarray
+               ) -> tuple[dict[str, float], dict[str, Any]]:
+    x = np.column_stack([np.ones_like(t), factor * size_bytes])
+    w = nnls_rel(x, t)
+    resid = np.abs(x @ w / t - 1.0)
+    dec = np.floor(np.log10(size_bytes)).astype(np.int64)
+    cv = cv_groups(lambda keep: nnls_rel(x[keep], t[keep]),
+                   lambda wv, held: x[held] @ wv, dec, t, min_train=4)
+    small = size_bytes < 1 << 20
+    return ({"latency_us": _us(w[0]),
+             "bus_bandwidth_bytes_s": float(f"{1.0 / w[1]:.4g}") if w[1] > 0 else 0.0},
+            {"rows": int(t.size), "residual": summary(resid),
+             "cv": {"kind": "leave-one-size-decade-out", **summary(cv)},
+             "residual_small_msg": summary(resid[small]),
+             "residual_large_msg": summary(resid[~small])})
+
+
+def collective_fits(table: dict[str, np.ndarray], ops: list[str], op_col: str,
+                    dtype_col: str, files: list[str], source: str | None = None
+                    ) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for op in ops:
+        m = table[op_col] == op
+        if source is not None:
+            m &= table["kernel_source"] == source
+        if not m.any():
+            continue
+        key = {"alltoall": "all_to_all"}.get(op, op)
+        # NCCL's half and int8 rows time the same collective: fit the 16-bit ones (activations).
+        dt = table[dtype_col][m]
+        m &= np.isin(table[dtype_col], ["half", "bfloat16", "float16"]) if \
+            np.isin(dt, ["half", "bfloat16", "float16"]).any() else m
+        rows: dict[str, Any] = {}
+        for p in sorted(set(table["num_gpus"][m].tolist())):
+            mp = m & (table["num_gpus"] == p)
+            size = table["message_size"][mp].astype(float) * np.array(
+                [DTYPE_BYTES[str(x)] for x in table[dtype_col][mp]])
+            t = table["latency"][mp].astype(float) * 1e-3
+            const, stats = alpha_beta(size, bus_factor(op, np.full_like(t, p)), t)
+            rows[str(int(p))] = {**const, "_fit": {"files": files, "source": source or "NCCL",
+                                                   **stats}}
+        # Leave one GPU count out: its rows predicted from the nearest other count's fit.
+        lo: list[float] = []
+        counts = sorted(rows, key=int)
+        for p in counts:
+            others = [q for q in counts if q != p]
+            if not others:
+                break
+            q = min(others, key=lambda x: abs(int(x) - int(p)))
+            mp = m & (table["num_gpus"] == int(p))
+            size = table["message_size"][mp].astype(float) * np.array(
+                [DTYPE_BYTES[str(x)] for x in table[dtype_col][mp]])
+            t = table["latency"][mp].astype(float) * 1e-3
+            r = rows[q]
+            pred = r["latency_us"] * 1e-6 + bus_factor(op, np.full_like(t, int(p))) * size \
+                / r["bus_bandwidth_bytes_s"]
+            lo += list(np.abs(pred / t - 1.0))
+        out[key] = {"by_gpus": rows,
+                    "cv_leave_one_gpu_count_out": summary(np.asarray(lo))}
+    return out
+
+
+def deepep_fits(path: Path, files: list[str], low_latency: bool) -> dict[str, Any]:
+    """Dispatch + combine time of one MoE layer: alpha + tokens topk hidden b / bw, per phase
+    (low-latency: fp8 dispatch, bf16 combine; normal: bf16 both, the fastest SM setting)."""
+    d = read(path)
+    tok, k, h = (d[c].astype(float) for c in ("num_token", "num_topk", "hidden_size"))
+    out: dict[str, Any] = {}
+    for phase, col_ll, col_n, b in (("dispatch", "dispatch_avg_t_us", "dispatch_transmit_us",
+                                     1.0 if low_latency else 2.0),
+                                    ("combine", "combine_avg_t_us", "combine_transmit_us", 2.0)):
+        t = d[col_ll if low_latency else col_n].astype(float) * 1e-6
+        keep = t > 0
+        if not low_latency:  # the best SM count for each shape (what a tuned engine picks)
+            key = np.column_stack([tok, k, h, d["num_experts"].astype(float)])
+            _, inv = np.unique(key, axis=0, return_inverse=True)
+            inv = inv.ravel()
+            best = np.full(inv.max() + 1, np.inf)
+            np.minimum.at(best, inv, t)
+            keep &= t == best[inv]
+        byts = tok[keep] * k[keep] * h[keep] * b
+        x = np.column_stack([np.ones(keep.sum()), byts])
+        tt = t[keep]
+        w = nnls_rel(x, tt)
+        dec = np.floor(np.log10(np.maximum(byts, 1.0))).astype(np.int64)
+        cv = cv_groups(lambda kp, x=x, tt=tt: nnls_rel(x[kp], tt[kp]),
+                       lambda wv, held, x=x: x[held] @ wv, dec, tt, min_train=4)
+        out[phase] = {"latency_us": _us(w[0]), "bytes_per_element": b,
+                      "bandwidth_bytes_s": float(f"{1.0 / w[1]:.4g}") if w[1] > 0 else 0.0,
+                      "_fit": {"files": files, "rows": int(tt.size),
+                               "residual": summary(np.abs(x @ w / tt - 1.0)),
+                               "cv": {"kind": "leave-one-size-decade-out", **summary(cv)}}}
+    return out
+
+
+# --- driver ------------------------------------------------------------------------------------
+def rel(path: Path, root: Path) -> str:
+    return "aic-kernels/" + str(path.relative_to(root))
+
+
+def fit_gpu(root: Path, gpu: str) -> dict[str, Any]:
+    hw = load_hardware(GPUS[gpu])
+    res: dict[str, Any] = {"hardware": GPUS[gpu], "engines": {}}
+    for eng in ENGINES:
+        e: dict[str, Any] = {}
+        v = one_version(root, gpu, "attention", eng)
+        if v is not None:
+            for fname, key, dec in (("generation_attention_perf.parquet", "decode", True),
+                                    ("context_attention_perf.parquet", "prefill", False)):
+                p = v / fname
+                if p.exists():
+                    e[key] = attention_fits(p, hw, dec, [rel(p, root)])
+        v = one_version(root, gpu, "mla", eng)
+        if v is not None:
+            for fname, key, dec in (("generation_mla_perf.parquet", "mla_decode", True),
+                                    ("context_mla_perf.parquet", "mla_prefill", False)):
+                p = v / fname
+                if p.exists():
+                    e[key] = mla_fits(p, hw, dec, [rel(p, root)])
+        v = one_version(root, gpu, "comm", eng)
+        if v is not None and (v / "custom_allreduce_perf.parquet").exists():
+            p = v / "custom_allreduce_perf.parquet"
+            tab = read(p)
+            srcs = sorted(set(tab["kernel_source"].tolist()))
+            # vLLM's CUDA-graph variant is what its decode steps run.
+            src = next((s for s in srcs if "graph" in s), srcs[0])
+            e["custom_all_reduce"] = collective_fits(tab, ["all_reduce"], "op_name",
+                                                     "allreduce_dtype", [rel(p, root)],
+                                                     source=src)["all_reduce"]
+        if v is not None and eng == "sglang":
+            for fname, key, ll in (("wideep_deepep_ll_perf.parquet", "deepep_low_latency", True),
+                                   ("wideep_deepep_normal_perf.parquet", "deepep_normal",
+                                    False)):
+                if (v / fname).exists():
+                    e[key] = deepep_fits(v / fname, [rel(v / fname, root)], ll)
+        if e:
+            res["engines"][eng] = e
+    v = one_version(root, gpu, "comm", "nccl")
+    if v is not None:
+        p = v / "nccl_perf.parquet"
+        res["nccl"] = collective_fits(read(p), ["all_reduce", "all_gather", "alltoall",
+                                                "reduce_scatter"], "op_name", "nccl_dtype",
+                                      [rel(p, root)])
+    # Substitutes: an engine without a kernel-only MLA table takes another engine's on the
+    # same GPU (vLLM there has whole-module tables only, GEMMs included).
+    for e in res["engines"].values():
+        for key in ("mla_decode", "mla_prefill"):
+            if key not in e:
+                for other in ("trtllm", "sglang", "vllm"):
+                    o = res["engines"].get(other, {})
+                    if o.get(key):
+                        e[key] = {kv: {**c, "_substitute_engine": other}
+                                  for kv, c in o[key].items()}
+                        e[key]["_substitute_engine"] = other
+                        break
+    return res
+
+
+def cv_table(catalog: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for gpu, g in catalog["gpus"].items():
+        for eng, e in g["engines"].items():
+            for cls in ("decode", "prefill", "mla_decode", "mla_prefill"):
+                for kv, c in e.get(cls, {}).items():
+                    if kv.startswith("_"):
+                        continue
+                    if "_substitute_engine" in e[cls]:
+                        continue
+                    f = c["_fit"]
+                    rows.append({"gpu": gpu, "engine": eng, "class": f"{cls}/{kv}",
+                                 "rows": f["rows"], "train_median_ape": f["residual"]["median_ape"],
+                                 "cv_median_ape": f["cv"]["median_ape"],
+                                 "cv_kind": f["cv"]["kind"],
+                                 "meets_bar": bool(f["cv"]["median_ape"] <= 0.10)})
+            ar = e.get("custom_all_reduce")
+            if ar:
+                rows += _coll_rows(gpu, eng, "custom_all_reduce", ar)
+            for key in ("deepep_low_latency", "deepep_normal"):
+                for ph, c in e.get(key, {}).items():
+                    f = c["_fit"]
+                    rows.append({"gpu": gpu, "engine": eng, "class": f"{key}/{ph}",
+                                 "rows": f["rows"], "train_median_ape": f["residual"]["median_ape"],
+                                 "cv_median_ape": f["cv"]["median_ape"], "cv_kind": f["cv"]["kind"],
+                                 "meets_bar": bool(f["cv"]["median_ape"] <= 0.10)})
+        for op, c in g.get("nccl", {}).items():
+            rows += _coll_rows(gpu, "nccl", op, c)
+    return rows
+
+
+def _coll_rows(gpu: str, eng: str, op: str, c: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for p, r in c["by_gpus"].items():
+        f = r["_fit"]
+        out.append({"gpu": gpu, "engine": eng, "class": f"{op}/p{p}", "rows": f["rows"],
+                    "train_median_ape": f["residual"]["median_ape"],
+                    "cv_median_ape": f["cv"]["median_ape"], "cv_kind": f["cv"]["kind"],
+                    "meets_bar": bool(f["cv"]["median_ape"] <= 0.10)})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=None, help="the aic-kernels folder")
+    ap.add_argument("--gpus", default=",".join(GPUS), help="comma list of system folders")
+    ap.add_argument("--catalog", type=Path,
+                    default=REPO / "src/ridgeline/specs/data/kernels_measured_attention_comm.json")
+    ap.add_argument("--results", type=Path,
+                    default=REPO / "benchmarks/results/aic_kernel_fits_attention_comm.json")
+    a = ap.parse_args()
+    root = a.data or shared_data() / "aic-kernels"
+    if not root.is_dir():
+        print(f"error: --data: got {root}; allowed: the aic-kernels folder", file=sys.stderr)
+        sys.exit(2)
+    gpus = [g for g in a.gpus.split(",") if g]
+    bad = [g for g in gpus if g not in GPUS]
+    if bad:
+        print(f"error: --gpus: got {','.join(bad)}; allowed: {','.join(GPUS)}", file=sys.stderr)
+        sys.exit(2)
+    date = _dt.date.today().isoformat()
+    catalog: dict[str, Any] = {
+        "_about": ("Attention (decode, prefill), MLA and collective constants fitted on NVIDIA "
+                   "AIConfigurator's measured kernel tables (ai-dynamo/aiconfigurator, "
+                   "Apache-2.0, commit 095f58a51, aic-core/src/aiconfigurator_core/systems/"
+                   "data) by benchmarks/accuracy/fit_aic_attention_comm.py; the forms are in "
+                   "its docstring and src/ridgeline/perf/measured_attention.py. Efficiencies "
+                   "are fractions of ridgeline's datasheet peaks of the named hardware."),
+        "date": date,
+        "objective": ("relative least squares, non-negative; residual and cv are APE "
+                      "|pred-measured|/measured"),
+        "mla_dims": {"kv_lora_rank": KV_LORA, "qk_rope_head_dim": ROPE,
+                     "qk_nope_head_dim": NOPE, "v_head_dim": V_DIM},
+        "hardware": {GPUS[g]: g for g in gpus},
+        "gpus": {},
+    }
+    for g in gpus:
+        print(f"fitting {g} ...", file=sys.stderr, flush=True)
+        catalog["gpus"][g] = fit_gpu(root, g)
+    table = cv_table(catalog)
+    a.catalog.write_text(json.dumps(catalog, indent=1) + "\n")
+    a.results.parent.mkdir(parents=True, exist_ok=True)
+    a.results.write_text(json.dumps({"date": date, "bar": "leave-one-model-shape-out median "
+                                     "APE <= 10% per operator class per GPU", "rows": table},
+                                    indent=1) + "\n")
+    for r in table:
+        print(f"{r['gpu']:9s} {r['engine']:7s} {r['class']:32s} rows {r['rows']:6d} "
+              f"train {100 * r['train_median_ape']:5.1f}%  cv {100 * r['cv_median_ape']:5.1f}%"
+              f"{'' if r['meets_bar'] else '  > 10%'}")
+
+
+if __name__ == "__main__":
+    main()
