@@ -36,7 +36,7 @@ def _per_layer_us(model: str, hardware: str, tp: int, work: BatchWork,
     # measured=None: the Vidur fit itself, not NVIDIA's measured attention/collective tables
     # (tests/test_perf_measured_attention.py checks those).
     prof = replace(kernels.load_profile(hardware), floor_scale=1.0, attention_decode_scale=1.0,
-                   attention_decode_grouped_scale=1.0, measured=None)
+                   attention_decode_grouped_scale=1.0, measured=None, measured_attention=None)
     comp, mem = kernels.time_rows(table, hw, pr, prof)
     m = RooflineStepTime(spec, replace(hw, kernel_profile=""), pr, par)
     v, _ = m.work_vars(work)
@@ -389,7 +389,7 @@ def test_decode_attention_charges_each_sequence_its_fitted_kv_token_reads() -> N
     assert 5.0 < per_seq_tokens < 20.0
     for hardware in ("h20", "h100-sxm", "a100-80gb"):
         hw = load_hardware(hardware)
-        prof = replace(kernels.load_profile(hardware), measured=None)
+        prof = replace(kernels.load_profile(hardware), measured=None, measured_attention=None)
         _, e_dec = kernels.attention_efficiencies(prof, hw)
         pr = resolve_precision("bf16", None, "bf16")
         table = build_table(load_model("llama-3.1-70b"), pr, Parallelism(tp=2), 1.0, 0.0)

@@ -216,13 +216,13 @@ def test_deepep_low_latency_dispatch_and_combine() -> None:
 
 
 def test_engine_selects_its_own_tables() -> None:
-    assert kernels.load_profile("h100-sxm").measured.engine == "vllm"
+    assert kernels.load_profile("h100-sxm").measured_attention.engine == "vllm"
     sg = kernels.load_profile("h100-sxm", "sglang")
-    assert sg.engine == "sglang" and sg.measured.engine == "sglang"
+    assert sg.engine == "sglang" and sg.measured_attention.engine == "sglang"
     with pytest.raises(RidgelineError, match="engine: got 'bogus'"):
         kernels.load_profile("h100-sxm", "bogus")
     # A GPU without measured tables keeps the carried-over fit.
-    assert kernels.load_profile("mi300x").measured is None
+    assert kernels.load_profile("mi300x").measured_attention is None
 
 
 def test_tp_beyond_the_nvlink_domain_is_refused_without_a_network() -> None:

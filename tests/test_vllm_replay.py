@@ -389,7 +389,8 @@ def test_engine_presets_on_the_command_line(tmp_path: Path) -> None:
     assert any("engine vllm: per request" in a for a in runs["vllm"]["assumptions"])
     r = subprocess.run([cli, "estimate", "-m", "llama-2-7b", "--json"], capture_output=True,
                        text=True, timeout=120)
-    assert any("engine vllm: per step" in a for a in json.loads(r.stdout)["assumptions"])
+    assert any(a.startswith("engine vllm:") and "per step" in a
+               for a in json.loads(r.stdout)["assumptions"])
 
 
 @needs_data

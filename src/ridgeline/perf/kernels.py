@@ -424,7 +424,8 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
         # The measured tables replace the carried attention fit and the NCCL topology rows;
         # the GEMM/vector lines above still hold.
         out = [a for a in out if not a.startswith(("prefill attention:", "decode attention:"))]
-        out += measured_attention.assumptions(prof.measured_attention, precision.kv_bytes, is_mla, tp)
+        out += measured_attention.assumptions(prof.measured_attention, precision.kv_bytes,
+                                              is_mla, tp)
     if tp > 1 and prof.measured_attention is None:
         lat, bw = prof.collective("all_reduce", tp, hw.interconnect_bandwidth_bytes_s)
         key = str(prof.topology_gpus or tp)

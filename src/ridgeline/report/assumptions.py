@@ -53,6 +53,9 @@ def engine_line(step_model: Any, err: ModelError) -> str | None:
     fixed = getattr(costs, "request_overhead_s", 0.0) * 1e3
     serving = (f"; serving error TTFT {pm(err.ttft_ape)}, ITL {pm(err.itl_ape)}, E2E "
                f"{pm(err.e2e_ape)} ({err.serving_basis})" if err.ttft_ape is not None else "")
+    if not serving:   # a fitted costs file says why it has no held-out error
+        why = (getattr(costs, "provenance", None) or {}).get("cv_error")
+        serving = f"; cross-validated: {why}" if why else "; serving error not cross-validated"
     return (f"engine: {costs.engine} preset{chunk}, {fixed:.1f} ms per request outside the "
             f"GPU{serving}")
 
