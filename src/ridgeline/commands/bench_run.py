@@ -22,7 +22,7 @@ WHOLE_RUN_NOTE = ("vLLM's block: whole run, as vLLM computes it (completed reque
 
 def run_command(a: BenchArgs) -> None:
     from ridgeline.bench.peer_flags import translate
-    from ridgeline.bench.validate import build_plan
+    from ridgeline.commands.bench_validate import build_plan
 
     peer = translate(a)
     for note in peer.notes:
