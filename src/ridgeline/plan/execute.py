@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.plan.wilson import wilson_interval
 from ridgeline.sim.scenario import Scenario
 
 # Plan reads point values only (attainment, percentiles, throughput): the analysis keeps no
@@ -49,8 +50,6 @@ class Outcome:
     def could_meet(self, target: float) -> bool:
         """The screen: not ruled out, i.e. the upper end of the 95% Wilson interval of this
         (short) run's attainment reaches the target."""
-        from ridgeline.plan.verify import wilson_interval
-
         if self.error is not None or self.rejected or not math.isfinite(self.attainment):
             return False
         n = self.judged_requests or self.requests

@@ -44,9 +44,10 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.plan.execute import LEAN, built_for
+from ridgeline.plan.wilson import Z_95, wilson_interval
 from ridgeline.sim.scenario import Scenario
 
-Z_95 = 1.959963984540054           # two-sided 95%
 VERIFY_RUNS = 2                    # independent replications per verified candidate
 TAIL_SAMPLES = 10                  # requests beyond the judged percentile, at least
 TAIL_PRECISION = 4                 # the percentile within 1/4 of its tail (+-0.25 for P99)
@@ -68,20 +69,6 @@ def verify_requests(target: float, tail_samples: int = TAIL_SAMPLES) -> int:
 def verify_seeds(seed: int, runs: int = VERIFY_RUNS) -> tuple[int, ...]:
     """Seeds of the verification runs: the screen's seed + 1, + 2, ..."""
     return tuple(seed + k for k in range(1, runs + 1))
-
-
-def wilson_interval(successes: float, n: float, z: float = Z_95) -> tuple[float, float]:
-    """Wilson's score interval for a proportion (n may be an effective, non-integer size)."""
-    if not n > 0:
-        return (math.nan, math.nan)
-    p = successes / n
-    z2 = z * z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    # At p = 0 or 1 one end is exactly 0 or 1 (rounding would leave 0.9999999999999999).
-    lo = 0.0 if p <= 0 else max(0.0, centre - half)
-    hi = 1.0 if p >= 1 else min(1.0, centre + half)
-    return (lo, hi)
 
 
 def design_effect(good_in_order: np.ndarray) -> float:
@@ -160,7 +147,6 @@ class VerifyRun:
 
 def verify(sc: Scenario) -> VerifyRun:
     """Simulate `sc` as given (its rate, requests, seed) and judge its attainment."""
-    from ridgeline.plan.execute import LEAN, built_for
     from ridgeline.sim.scenario import run_scenario
 
     nan = math.nan
