@@ -217,10 +217,10 @@ def _finish(cp: Any, outcome: Any) -> None:
         from ridgeline.commands.report import write_report_for_traces
 
         try:
-            path = write_report_for_traces([r["trace"] for r in results], cp.report,
-                                           sweep=cp.sweep_rates, slos=plan.slos,
-                                           seed=plan.run.seed)
-            typer.echo(f"report: {path}", err=cp.out_format != "table")
+            report_path = write_report_for_traces([r["trace"] for r in results], cp.report,
+                                                  sweep=cp.sweep_rates, slos=plan.slos,
+                                                  seed=plan.run.seed)
+            typer.echo(f"report: {report_path}", err=cp.out_format != "table")
         except RidgelineError as exc:  # e.g. nothing succeeded: the run's own code stands
             typer.echo(f"report: not written ({exc})", err=True)
     if outcome.exit_code:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import glob
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ridgeline.errors import RidgelineError
 from ridgeline.inputs import write_text_atomic
@@ -138,10 +138,10 @@ def collect(inputs: list[str], *, sweep: list[str] | None = None,
         rate, conc = load.get("rate_req_s"), load.get("concurrency")
         if _positive(rate):
             data.sweeps.setdefault(_series_name(run.header), []).append(
-                load_point(rate, run.analysis))
+                load_point(cast(float, rate), run.analysis))
         elif _positive(conc) and load.get("pattern", "closed") == "closed":
             data.concurrency_sweeps.setdefault(_series_name(run.header), []).append(
-                concurrency_point(conc, run.analysis))
+                concurrency_point(cast(float, conc), run.analysis))
         else:
             raise RidgelineError(f"--sweep: {path} records neither an arrival rate nor a "
                                  "closed-loop concurrency (header load.rate_req_s, "

@@ -58,7 +58,8 @@ MAX_THINNING_ROUNDS = 1000   # diurnal: batches of candidates before giving up
 # The schema of an arrival spec: the keys each kind takes ("value": a positional path).
 ARRIVAL_KEYS: dict[str, tuple[str, ...]] = {
     "poisson": ("rate",), "gamma": ("rate", "cv"), "constant": ("rate",),
-    "ramp": ("start", "end"), "replay": ("path", "value", "speedup"),
+    "ramp": ("start", "end"),
+    "replay": ("path", "value", "speedup", "format", "tokenizer", "seed", "cv"),
     "diurnal": ("peak", "trough", "period", "phase")}
 RATE_TEXT = f"a rate from {MIN_RATE_REQ_S:g} to {MAX_RATE_REQ_S:g} req/s"
 

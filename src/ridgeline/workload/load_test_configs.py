@@ -249,7 +249,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting (exit_on_error=False misses some errors,
     e.g. a flag at the end without its value)."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise ValueError(message)
 
 
@@ -420,10 +420,9 @@ def vllm_result_trace(path_text: str, field: str) -> Any:
             or not ins:
         raise _bad(path_text, "input_lens/output_lens", type(ins).__name__,
                    "two lists of equal length (saved with --save-detailed)")
-    starts = data.get("start_times")
-    timed = isinstance(starts, list) and len(starts) == len(ins)
-    if not timed:
-        starts = [0.0] * len(ins)
+    given = data.get("start_times")
+    timed = isinstance(given, list) and len(given) == len(ins)
+    starts: list[Any] = given if isinstance(given, list) and timed else [0.0] * len(ins)
     where = f"{field}: {path_text!r}"
     p = np.array([_count(x, f"input_lens[{i}]", where) for i, x in enumerate(ins)], np.int64)
     o = np.array([_count(x, f"output_lens[{i}]", where) for i, x in enumerate(outs)], np.int64)

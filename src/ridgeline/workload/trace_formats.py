@@ -118,6 +118,7 @@ def read_rows(fmt: str, path: Path, path_text: str, field: str,
     if fmt == "sharegpt":
         yield from _sharegpt_rows(path, path_text, field, tokenizer)
         return
+    t: float | None
     for lineno, row in _csv_rows(path, field, path_text):
         where = f"{field}: {path_text!r} line {lineno}"
         if None in row or any(v is None for v in row.values()):
