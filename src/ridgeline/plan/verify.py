@@ -44,9 +44,17 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.distribution import PERCENTILES, pct_key
+from ridgeline.metrics.slo import parse_slos
 from ridgeline.plan.execute import LEAN, built_for
 from ridgeline.plan.wilson import Z_95, wilson_interval
-from ridgeline.sim.scenario import Scenario
+from ridgeline.sim.scenario import Scenario, run_scenario
+from ridgeline.theory.stats import (
+    block_bootstrap_variance,
+    block_length,
+    min_samples_for_percentile,
+    samples_for_rank_precision,
+)
 
 VERIFY_RUNS = 2                    # independent replications per verified candidate
 TAIL_SAMPLES = 10                  # requests beyond the judged percentile, at least
@@ -55,8 +63,6 @@ TAIL_PRECISION = 4                 # the percentile within 1/4 of its tail (+-0.
 
 def verify_requests(target: float, tail_samples: int = TAIL_SAMPLES) -> int:
     """Requests a verification run needs for an attainment target in (0, 1)."""
-    from ridgeline.theory.stats import min_samples_for_percentile, samples_for_rank_precision
-
     if not 0 < target < 1:
         raise RidgelineError(f"--goodput-target: got {target}; allowed: strictly between 0 "
                              "and 1 (no finite run can show that 100% of requests meet the "
@@ -73,8 +79,6 @@ def verify_seeds(seed: int, runs: int = VERIFY_RUNS) -> tuple[int, ...]:
 
 def design_effect(good_in_order: np.ndarray) -> float:
     """Long-run variance / variance of the 0/1 series (>= 1; 1 when it is constant)."""
-    from ridgeline.theory.stats import block_bootstrap_variance, block_length
-
     x = np.asarray(good_in_order, dtype=np.float64)
     var = float(np.var(x)) if x.size else 0.0
     if not var > 0:
@@ -147,8 +151,6 @@ class VerifyRun:
 
 def verify(sc: Scenario) -> VerifyRun:
     """Simulate `sc` as given (its rate, requests, seed) and judge its attainment."""
-    from ridgeline.sim.scenario import run_scenario
-
     nan = math.nan
     try:
         run = run_scenario(sc, built=built_for(sc), **LEAN)
@@ -172,8 +174,6 @@ def verify(sc: Scenario) -> VerifyRun:
 
 
 def _slack_percentiles() -> tuple[float, ...]:
-    from ridgeline.metrics.distribution import PERCENTILES
-
     return tuple(q for q in PERCENTILES if q >= 90.0)
 
 
@@ -184,9 +184,6 @@ _SLACK_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "queue": "
 def slo_slack(analysis: Any, slos: tuple[str, ...], q: float) -> float:
     """min over the upper-bound SLOs of 1 - P_q(metric) / bound (NaN when none applies):
     0.4 means the tightest SLO's P_q is at 60% of its bound."""
-    from ridgeline.metrics.distribution import pct_key
-    from ridgeline.metrics.slo import parse_slos
-
     out = math.inf
     for slo in parse_slos(list(slos)):
         key = _SLACK_KEYS.get(slo.metric)
