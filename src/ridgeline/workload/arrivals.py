@@ -37,7 +37,6 @@ import numpy as np
 
 from ridgeline.errors import RidgelineError
 from ridgeline.inputs import check_input_file, decode_errors, open_text
-from ridgeline.workload.replay import FORMATS, MAX_REPLAY_ROWS, read_timed_trace, sniff_format
 from ridgeline.workload.spec_syntax import (
     check_keys,
     reject_unknown,
@@ -133,6 +132,10 @@ def _read_replay(path_text: str, speedup: float = 1.0, fmt: str | None = None,
 def _read_replay_cached(path_text: str, _size: int, _mtime_ns: int, speedup: float,
                         fmt: str | None, tokenizer: str | None, seed: int,
                         rate_req_s: float | None, cv: float) -> ArrivalProcess:
+    # the replay readers load only when a spec names a file (simulate's default path
+    # never does)
+    from ridgeline.workload.replay import read_timed_trace, sniff_format
+
     path = check_input_file(path_text, "--arrival")
     if fmt is None and sniff_format(path) == "other":
         return ArrivalProcess("replay", replay_times_s=_read_replay_times(path_text, speedup))
@@ -151,6 +154,8 @@ def _read_replay_cached(path_text: str, _size: int, _mtime_ns: int, speedup: flo
 
 def _read_replay_times(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
     from array import array
+
+    from ridgeline.workload.replay import MAX_REPLAY_ROWS
 
     path = check_input_file(path_text, "--arrival")
     if _is_ridgeline_trace(path):
@@ -253,6 +258,7 @@ def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
             raise RidgelineError(f"{field}: replay needs path=FILE")
         speedup = take_float(params, "speedup", field, default=1.0, positive=True)
         fmt = params.pop("format", None)
+        from ridgeline.workload.replay import FORMATS
 
         if fmt is not None and fmt not in FORMATS:
             raise RidgelineError(f"{field}: format: got {fmt!r}; allowed: {', '.join(FORMATS)}")
