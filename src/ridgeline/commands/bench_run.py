@@ -114,13 +114,14 @@ def _spawn_emulator(a: BenchArgs) -> Any:
 
 
 def _run(cp: Any, emulator: Any = None) -> Any:
-    from rich.console import Console
     from rich.markup import escape
 
     from ridgeline.bench.session import SessionHooks, run_plan
+    from ridgeline.report.tables import out_for
 
     plan = cp.plan
-    console = Console(stderr=cp.out_format != "table")
+    # the page in the default format: rich tables on a terminal, whole plain ones in a log
+    console = out_for(stderr=cp.out_format != "table")
     # Say what runs and for how long before the first request: a run that shows no
     # progress (stderr not a terminal) must still say it is working, and on what.
     bound = " or ".join(b for b in (f"{cp.requests} requests" if cp.requests else "",
