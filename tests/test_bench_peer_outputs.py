@@ -182,7 +182,7 @@ def test_prespawned_emulator_is_used_only_for_the_same_server(monkeypatch: pytes
     options ask for the same server; otherwise it is stopped and a new one started."""
     import atexit
 
-    from ridgeline.bench import command
+    from ridgeline.commands import bench_run as command
 
     class Fake:
         def __init__(self, kwargs: dict) -> None:

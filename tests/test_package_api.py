@@ -19,7 +19,7 @@ PINNED: dict[str, list[str]] = {
     ],
     "ridgeline.calibrate": [
         "engine", "engine_fit", "engine_runs", "fit", "gguf_model", "host", "inference_perf",
-        "llama_server", "microbench", "presets", "probe", "real_loop", "replay", "report",
+        "llama_server", "microbench", "presets", "probe", "real_loop", "replay",
         "slot_state", "verify",
     ],
     "ridgeline.commands": [
@@ -48,7 +48,7 @@ PINNED: dict[str, list[str]] = {
     "ridgeline.sim": [
         "calibrated_profile", "cluster", "core", "engine", "engine_costs", "fleet", "kv_cache",
         "result", "runner", "scenario", "scheduler", "sequence", "slots", "step_model", "sweep",
-        "sweep_table", "workload",
+        "workload",
     ],
     "ridgeline.specs": [
         "HardwareSpec", "ModelSpec", "Parallelism", "Precision", "from_hf_config",

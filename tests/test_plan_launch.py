@@ -159,5 +159,6 @@ def test_a_plan_on_trtllm_launches_trtllm_and_an_unknown_engine_is_refused():
     assert [x["family"] for x in out["families"]] == [
         "llama-3.1-8b on h100-sxm, bf16, tp=1, trtllm"]
     assert out["chosen"]["engine"] == "trtllm"
-    bad = subprocess.run([*args, "--engine", "sglang"], capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: --engine: got 'sglang'")
+    # sglang is an engine preset now (sim/engine_presets.py): the unknown one is another
+    bad = subprocess.run([*args, "--engine", "lmdeploy"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --engine: got 'lmdeploy'")

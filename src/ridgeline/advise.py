@@ -41,7 +41,18 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.analysis import analyze
 from ridgeline.metrics.per_request import event_gaps, request_metrics
+from ridgeline.metrics.slo import parse_slos
+from ridgeline.perf.estimate import decode_work, prefill_work
+from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.whatif import WhatIf, WhatIfStepTime
+from ridgeline.specs.parallel import Parallelism
+from ridgeline.specs.precision import resolve_precision
+from ridgeline.theory.queueing import amdahl_speedup, little_kv_bytes
+from ridgeline.trace.importers import load_trace
+from ridgeline.trace.reader import open_text
+from ridgeline.trace.table import Trace
 
 DEFAULT_BUDGETS_MS = {"ttft": 1000.0, "tpot": 50.0}
 DEFAULT_BUDGET_OPS = {"ttft": "<", "tpot": "<"}     # TTFT < 1 s and TPOT < 50 ms
@@ -134,8 +145,6 @@ def _clean(x: Any) -> Any:
 
 def amdahl_time_factor(share: float, speedup: float) -> float:
     """New time / old time when a share of it gets `speedup` (Amdahl)."""
-    from ridgeline.theory.queueing import amdahl_speedup
-
     return 1.0 / amdahl_speedup(min(max(share, 0.0), 1.0), speedup)
 
 
@@ -181,8 +190,6 @@ class _Specs:
 
 def _specs(header: Any, model: str | None, hardware: str | None, weights: str | None,
            kv: str | None, tp: int | None) -> _Specs | None:
-    from ridgeline.perf.serving_model import RooflineStepTime
-
     model = model or header.model
     hardware = hardware or header.hardware
     if not model or not hardware:
@@ -218,8 +225,6 @@ def _preemptions_from_file(path: str | None) -> tuple[int, int] | None:
     if not path or not Path(path).is_file():
         return None
     import re
-
-    from ridgeline.trace.reader import open_text
 
     pat = re.compile(rb'"preemptions"\s*:\s*(\d+)')
     reqs = total = 0
@@ -274,8 +279,6 @@ class _Facts:
 def _budgets(slos: list[str] | tuple[str, ...] | None) -> tuple[dict[str, float],
                                                                dict[str, str]]:
     """The TTFT/TPOT budgets (ms) and their operators: the defaults, or the SLOs given."""
-    from ridgeline.metrics.slo import parse_slos
-
     budgets = dict(DEFAULT_BUDGETS_MS)
     ops = dict(DEFAULT_BUDGET_OPS)
     for s in parse_slos(list(slos or ())):
@@ -325,13 +328,8 @@ def advise(trace: Any, *, model: str | None = None, hardware: str | None = None,
 
     First the facts (`_gather_facts`), then the diagnosis in the metrics chapter's order:
     memory, TTFT, TPOT, tails; each stage adds its finding when its symptom shows."""
-    from ridgeline.metrics.analysis import analyze
-    from ridgeline.trace.table import Trace
-
     path = None
     if not isinstance(trace, Trace):
-        from ridgeline.trace.importers import load_trace
-
         path = str(trace)
         trace = load_trace(path)
     else:
@@ -378,8 +376,6 @@ def _diagnose_memory(fx: _Facts) -> list[Finding]:
         if kv_usage >= KV_PRESSURE:
             ev.append(f"KV cache usage {kv_usage:.0%} (Prometheus vllm:kv_cache_usage_perc)")
     if specs and math.isfinite(fx.per_rep_inflight):
-        from ridgeline.theory.queueing import little_kv_bytes
-
         w_s = fx.analysis.little.w_s
         demand_tok = fx.per_rep_inflight * fx.ctx
         f.update(kv_capacity_tokens=specs.kv_capacity_tokens,
@@ -509,8 +505,6 @@ def _diagnose_load_sensitivity(fx: _Facts, adv: Advice) -> None:
 
 
 def _prefill_alone_ms(specs: _Specs, prompts: np.ndarray) -> np.ndarray:
-    from ridgeline.perf.estimate import prefill_work
-
     return np.asarray(specs.step_model.step_time_s(prefill_work(1.0, np.maximum(prompts, 1))),
                       dtype=np.float64) * 1e3
 
@@ -518,8 +512,6 @@ def _prefill_alone_ms(specs: _Specs, prompts: np.ndarray) -> np.ndarray:
 def _utilization(specs: _Specs, lam: float, s_mean: float, n_mean: float, inflight: float,
                  replicas: int) -> float:
     """lambda x (busy seconds per request at the observed batch) / replicas."""
-    from ridgeline.perf.estimate import decode_work, prefill_work
-
     if not math.isfinite(lam) or s_mean <= 0:
         return math.nan
     sm = specs.step_model
@@ -533,8 +525,6 @@ def _utilization(specs: _Specs, lam: float, s_mean: float, n_mean: float, inflig
 
 
 def _decode_intensity(specs: _Specs, b: float, ctx: float) -> tuple[float, float, float]:
-    from ridgeline.perf.estimate import decode_work
-
     sm = specs.step_model
     w = decode_work(b, ctx)
     bd = sm.breakdown(w)
@@ -545,10 +535,6 @@ def _decode_intensity(specs: _Specs, b: float, ctx: float) -> tuple[float, float
 
 def _variant(specs: _Specs, **changes: Any) -> Any:
     """The step-time model with changed weights/kv/tp/max_num_seqs; None if it is invalid."""
-    from ridgeline.perf.serving_model import RooflineStepTime
-    from ridgeline.specs.parallel import Parallelism
-    from ridgeline.specs.precision import resolve_precision
-
     sm = specs.step_model
     pr = sm.precision
     weights = changes.get("weights", specs.weights)
@@ -569,8 +555,6 @@ def _variant(specs: _Specs, **changes: Any) -> Any:
 
 def _variant_decode_ms(specs: _Specs, b: float, ctx: float, **changes: Any) -> float | None:
     """Predicted decode step (ms) with changed weights/kv/tp; None if it does not fit."""
-    from ridgeline.perf.estimate import decode_work
-
     v = _variant(specs, **changes)
     if v is None or not v.memory().fits:
         return None
@@ -665,8 +649,6 @@ def _prefill_recs(specs: _Specs | None, header: Any, prompt_mean_tokens: float
 
 def _tpot_recs(specs: _Specs, b: float, ctx: float, share: float,
                limited: bool, tpot_ms: float) -> list[Recommendation]:
-    from ridgeline.perf.whatif import WhatIf, WhatIfStepTime
-
     old = _variant_decode_ms(specs, b, ctx) or 0.0
     recs = []
     if specs.weights in ("bf16", "fp16"):
@@ -702,7 +684,6 @@ def _tpot_recs(specs: _Specs, b: float, ctx: float, share: float,
                                    "cap while decode is below the ridge", pred,
                                    "needs KV room: check memory first", effect))
     spec = WhatIfStepTime(specs.step_model, WhatIf(spec_k=SPEC_K, spec_alpha=SPEC_ALPHA))
-    from ridgeline.perf.estimate import decode_work
 
     t_spec = float(spec.step_time_s(decode_work(b, ctx))) * 1e3
     recs.append(_effect_rec(

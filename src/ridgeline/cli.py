@@ -181,7 +181,7 @@ def run(args: list[str] | None = None) -> int:
             peer_argv, notes = normalize_argv(argv[1:])  # vLLM's option shapes (nargs="+")
             args = ["bench", *peer_argv]
             if "emulator" in peer_argv or "--target=emulator" in peer_argv:
-                from ridgeline.bench.command import prespawn
+                from ridgeline.commands.bench_run import prespawn
 
                 prespawn(peer_argv)  # the emulator starts while the parser is built
             for note in notes:

@@ -34,7 +34,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ridgeline.errors import RidgelineError
 
@@ -355,7 +355,8 @@ def open_capped(path: str | os.PathLike[str], field: str) -> CappedInput:
     if p.suffix == ".gz":
         import gzip
 
-        return CappedInput(gzip.open(p, "rb"), os.fspath(path), field, compressed=True)
+        return CappedInput(cast(IO[bytes], gzip.open(p, "rb")), os.fspath(path), field,
+                           compressed=True)
     return CappedInput(open(p, "rb"), os.fspath(path), field, compressed=False)
 
 

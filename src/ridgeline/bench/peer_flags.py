@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.workload.vllm_lengths import random_lengths
 
 # vLLM's ASYNC_REQUEST_FUNCS keys that speak OpenAI's text APIs (the others — tgi,
 # deepspeed-mii, tensorrt-llm, audio and pooling backends — have their own protocols).
@@ -125,18 +126,6 @@ def backend_api(backend: str | None, endpoint: str | None) -> str | None:
         else:
             api = by_path[path]
     return api
-
-
-def random_lengths(length: int, range_ratio: float) -> str:
-    """vLLM's random dataset length: uniform on [floor(L(1-r)), ceil(L(1+r))], as vLLM's
-    `--random-range-ratio` help says; fixed when r = 0."""
-    if not 0 <= range_ratio < 1:
-        raise RidgelineError(f"--random-range-ratio: got {range_ratio:g}; allowed: [0, 1)")
-    if range_ratio == 0:
-        return f"fixed:{length}"
-    lo = max(1, math.floor(length * (1 - range_ratio)))
-    hi = max(lo, math.ceil(length * (1 + range_ratio)))
-    return f"uniform:min={lo},max={hi}"
 
 
 def parse_key_values(items: list[str] | None, flag: str) -> dict[str, str]:

@@ -15,7 +15,6 @@ __all__ = [
     "probe",
     "real_loop",
     "replay",
-    "report",
     "slot_state",
     "verify",
 ]

@@ -37,9 +37,15 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.calibrate.fit import StepSample
+from ridgeline.bench.load import LoadSpec
+from ridgeline.bench.run import BenchConfig, run_bench
+from ridgeline.calibrate.fit import StepSample, fit_profile
+from ridgeline.calibrate.probe_trace import read_probe_trace
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.step_time import BatchWork
 from ridgeline.sim.calibrated_profile import TraceRef
+from ridgeline.workload.arrivals import parse_arrival
+from ridgeline.workload.lengths import parse_lengths
 
 # Below this median gap between output events the client's read timestamps no longer
 # resolve single steps (chunks coalesce in one read): use the engine's own timings.
@@ -146,8 +152,6 @@ def open_rate_req_s(design: ProbeDesign, samples: list[StepSample]) -> float:
     lockstep/prefill probes: a request lasts T(P) + N * T(B) at B = slots/2)."""
     if design.open_rate_req_s:
         return design.open_rate_req_s
-    from ridgeline.calibrate.fit import fit_profile
-    from ridgeline.perf.step_time import BatchWork
 
     prof = fit_profile(samples)
     b = max(1, (design.slots or design.max_batch) // 2)
@@ -162,16 +166,11 @@ def run_probe(endpoint: Any, design: ProbeDesign, out_dir: str | Path, *,
               engine: str = "llama.cpp", seed: int = 0,
               log: Any = None) -> list[ProbePoint]:
     """Run every probe point against `endpoint` (an EndpointConfig); traces go to out_dir."""
-    from ridgeline.bench.load import LoadSpec
-    from ridgeline.bench.run import BenchConfig, run_bench
-    from ridgeline.workload.lengths import parse_lengths
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if engine == "llama.cpp":
         endpoint = type(endpoint)(**{**endpoint.__dict__, "extra_body": {
             **endpoint.extra_body, "cache_prompt": False}})
-    from ridgeline.workload.arrivals import parse_arrival
 
     points = plan_points(design)
     for i, pt in enumerate(points):
@@ -230,8 +229,6 @@ def term_as_interrupt() -> None:
 def read_jsonl(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(header, ok request records) of a probe trace, read and checked by its schema
     (`calibrate/probe_trace.py`)."""
-    from ridgeline.calibrate.probe_trace import read_probe_trace
-
     return read_probe_trace(path)
 
 

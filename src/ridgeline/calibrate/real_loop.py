@@ -13,7 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ridgeline.bench.client import EndpointConfig
+from ridgeline.bench.load import LoadSpec
+from ridgeline.bench.run import BenchConfig, run_bench
+from ridgeline.calibrate.engine import calibrate_engine
+from ridgeline.calibrate.gguf_model import ensure_model
+from ridgeline.calibrate.llama_server import LlamaServer
+from ridgeline.calibrate.probe import ProbeDesign, term_as_interrupt
+from ridgeline.calibrate.verify import verify
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.step_time import BatchWork
+from ridgeline.report.calibrate_text import print_verify
+from ridgeline.sim.slots import check_log
+from ridgeline.workload.arrivals import parse_arrival
+from ridgeline.workload.lengths import parse_lengths
 
 
 @dataclass(frozen=True)
@@ -31,8 +44,6 @@ class LoadPoint:
 def capacity_req_s(profile: Any, slots: int, prompt_tokens: int, output_tokens: int) -> float:
     """Saturated request rate of a llama.cpp-like engine by the profile: every request costs
     its prefill step (everyone waits) plus its share of full-batch decode steps."""
-    from ridgeline.perf.step_time import BatchWork
-
     p = prompt_tokens + 1
     t_p = float(profile.step_time_s(BatchWork(prefill_tokens=p,
                                                prefill_attn_pairs=p * (p + 1) / 2)))
@@ -95,13 +106,6 @@ def binary_or_error() -> Path:
 
 def run_real_loop(cfg: RealLoopConfig, log: Callable[[str], None] = print) -> RealLoopResult:
     """Start llama-server, calibrate on closed-loop probes, bench `cfg.points`, verify."""
-    from ridgeline.bench.client import EndpointConfig
-    from ridgeline.calibrate.engine import calibrate_engine
-    from ridgeline.calibrate.gguf_model import ensure_model
-    from ridgeline.calibrate.llama_server import LlamaServer
-    from ridgeline.calibrate.probe import ProbeDesign, term_as_interrupt
-    from ridgeline.calibrate.verify import verify
-
     exe = binary_or_error()
     term_as_interrupt()   # a SIGTERM still stops the server (the `with` below)
     model = ensure_model(cfg.shape, seed=cfg.seed)
@@ -166,8 +170,6 @@ def server_slot_order(log_file: Any, slots: int) -> list[int] | None:
     None when the log cannot be read."""
     import time
 
-    from ridgeline.sim.slots import check_log
-
     time.sleep(0.2)          # the server's log thread writes the last release lines
     try:
         return check_log(Path(log_file).read_text(errors="replace").splitlines(), slots)[2]
@@ -178,12 +180,6 @@ def server_slot_order(log_file: Any, slots: int) -> list[int] | None:
 def bench_point(endpoint: Any, pt: LoadPoint, out: Path, prompt: str, output: str, seed: int,
                 log: Callable[[str], None]) -> Path:
     """One held-out load point through the bench client (cache_prompt off for llama.cpp)."""
-    from ridgeline.bench.load import LoadSpec
-    from ridgeline.bench.run import BenchConfig, run_bench
-    from ridgeline.calibrate.probe import term_as_interrupt
-    from ridgeline.workload.arrivals import parse_arrival
-    from ridgeline.workload.lengths import parse_lengths
-
     ep = type(endpoint)(**{**endpoint.__dict__,
                            "extra_body": {**endpoint.extra_body, "cache_prompt": False}})
     tag = pt.label.replace(" ", "-").replace("=", "").replace("/", "")
@@ -211,8 +207,6 @@ __all__ = ["LoadPoint", "RealLoopConfig", "RealLoopResult", "bench_point", "bina
 def demo_real(out_dir: str) -> None:
     """`ridgeline demo --real`: the loop on the tiny model, then the per-point table."""
     from rich.console import Console
-
-    from ridgeline.report.calibrate_text import print_verify
 
     con = Console(highlight=False)
     cfg = RealLoopConfig(

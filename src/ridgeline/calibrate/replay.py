@@ -42,23 +42,12 @@ from typing import Any
 import numpy as np
 
 from ridgeline.calibrate.inference_perf import InferencePerfRun, quantile_lengths
+from ridgeline.workload.load_test_configs import constant_load_arrivals_s
 
 METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99", "itl")
 INFERENCE_PERF_CLIENT_TIMEOUT_S = 300.0   # aiohttp.ClientTimeout's default total
 # arrival draws averaged per prediction (benchmarks/accuracy/bench_vllm_replay.py)
 REPLICATIONS = 8
-
-
-def constant_load_arrivals_s(rate_req_s: float, duration_s: float,
-                             rng: np.random.Generator) -> np.ndarray:
-    """inference-perf's `constant` load: int(rate x duration) exponential gaps, rescaled so
-    they sum to the stage's duration; the send times are their running sums."""
-    n = int(rate_req_s * duration_s)
-    if n < 1:
-        return np.zeros(0)
-    gaps = rng.exponential(1.0 / rate_req_s, n)
-    gaps *= duration_s / gaps.sum()
-    return np.cumsum(gaps)
 
 
 @dataclass

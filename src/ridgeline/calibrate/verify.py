@@ -23,6 +23,12 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.analysis import analyze
+from ridgeline.sim.runner import Workload, simulate
+from ridgeline.sim.slots import replay_requests
+from ridgeline.trace.importers import load_trace
+from ridgeline.trace.schema import TraceHeader
+from ridgeline.trace.table import STATUS_CODE
 
 METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "itl": "itl_ms"}
 DEFAULT_METRICS = ("ttft_p50", "tpot_p50", "e2e_p50")
@@ -142,9 +148,6 @@ def point_label(trace: Any) -> str:
 def replay_workload(trace: Any, closed_loop: bool = False) -> Any:
     """The trace's successful requests as a simulator workload: their lengths, and their
     measured send times (`closed_loop`: a closed-loop trace as C users instead)."""
-    from ridgeline.sim.runner import Workload
-    from ridgeline.trace.table import STATUS_CODE
-
     ok = (trace.status == STATUS_CODE["ok"]) & (trace.prompt_tokens > 0) & \
         (trace.output_tokens > 0)
     if not np.any(ok):
@@ -165,8 +168,6 @@ def replay_workload(trace: Any, closed_loop: bool = False) -> Any:
 def occupancy(trace: Any) -> tuple[float, float]:
     """(mean requests in flight, mean requests decoding) of a trace's successful requests,
     time-averaged over [first send, last completion]; NaN when it has no span."""
-    from ridgeline.trace.table import STATUS_CODE
-
     ok = np.flatnonzero((trace.status == STATUS_CODE["ok"]) & (trace.event_counts > 0))
     if ok.size == 0:
         return math.nan, math.nan
@@ -195,10 +196,6 @@ def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str,
                  loads: list[PointLoad] | None = None) -> list[VerifyRow]:
     """Rows for one trace; `profile` is any step-time model (`config`: its EngineConfig,
     default the profile's own scheduling)."""
-    from ridgeline.metrics.analysis import analyze
-    from ridgeline.sim.runner import simulate
-    from ridgeline.trace.schema import TraceHeader
-
     wl = replay_workload(trace, closed_loop)
     res = simulate(wl, config if config is not None else profile.engine_config(), profile)
     sim_header = TraceHeader(source="simulate", clock="virtual", engine="ridgeline-sim",
@@ -240,8 +237,6 @@ def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None
     wall-clock start (in the order given when one has no wall clock), and after each the
     order advances by replaying that trace's measured send and end times
     (`calibrate.slot_state`): the server's state, not the latencies being predicted."""
-    from ridgeline.trace.importers import load_trace
-
     bounds = bounds or {}
     metrics = list(dict.fromkeys([*DEFAULT_METRICS, *bounds]))
     report = VerifyReport(bounds=bounds)
@@ -277,7 +272,6 @@ def chain_slot_orders(traces: list[Any], profile: Any, start: list[int] | str | 
         trace_requests,
         trace_start_unix_s,
     )
-    from ridgeline.sim.slots import replay_requests
 
     sched = profile.scheduling
     n = sched.max_num_seqs

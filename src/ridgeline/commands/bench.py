@@ -257,7 +257,7 @@ def bench(
     """Load-test an OpenAI-compatible endpoint; write one trace per load point."""
     options = dict(locals())  # first: exactly the parameters
     from ridgeline.bench.args import BenchArgs
-    from ridgeline.bench.command import run_command
+    from ridgeline.commands.bench_run import run_command
 
     run_command(BenchArgs(**options))
 

@@ -111,7 +111,7 @@ def engine_cmd(
                          batches=tuple(_ints(batches, "--batches")) if batches else (),
                          open_requests=open_requests, open_prompt_tokens=open_prompt_tokens,
                          open_output_tokens=open_output_tokens, open_rate_req_s=open_rate)
-    from ridgeline.bench.validate import check_base_url
+    from ridgeline.commands.bench_validate import check_base_url
 
     check_base_url(base_url)  # `http://[::1` reached aiohttp and exited 70
     endpoint = EndpointConfig(base_url=base_url, model=model, timeout_s=timeout_s,

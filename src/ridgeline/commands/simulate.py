@@ -494,26 +494,26 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
 
     s = summary
     core = "C" if s["engine_core"] == "c" else s["engine_core"]
-    with out_for(fmt) as out:
+    with out_for(fmt) as page:
         if pr is not None:
-            out.print(f"{step_model.model.name} on {step_model.hardware.name} · {pr.scheme} · "
-                      f"KV {pr.kv}", markup=False)
+            page.print(f"{step_model.model.name} on {step_model.hardware.name} · {pr.scheme} · "
+                       f"KV {pr.kv}", markup=False)
         for line in sched:
-            out.print(line, markup=False)
-        print_analysis(run.analysis, out, model_errors=model_error_cells(step_model),
+            page.print(line, markup=False)
+        print_analysis(run.analysis, page, model_errors=model_error_cells(step_model),
                        what="ridgeline simulate")
-        out.print("model error (nominal 80% interval of the measured value, from held-out "
-                  "replay residuals; the [CI] columns above are sampling CIs of this "
-                  "simulation):", markup=False)
+        page.print("model error (nominal 80% interval of the measured value, from held-out "
+                   "replay residuals; the [CI] columns above are sampling CIs of this "
+                   "simulation):", markup=False)
         for line in model_error_lines(analysis["latency"]):
-            out.print(line, markup=False)
-        out.print(
+            page.print(line, markup=False)
+        page.print(
             f"simulated {s['requests']:,} requests ({s['finished']:,} finished, "
             f"{s['rejected']:,} rejected) over {s['simulated_s']:,.1f} simulated s in "
             f"{s['wall_s']:.2f} wall s; {s['engine_steps']:,} engine steps, mean batch "
             f"{s['mean_batch_size']:.1f}, {s['preemptions']:,} preemptions, peak KV "
             f"{s['max_kv_blocks_used']:,} blocks ({core} engine loop)", markup=False)
-        print_assumptions(out, step_model, all_assumptions, TTFT_DEFINITION)
+        print_assumptions(page, step_model, all_assumptions, TTFT_DEFINITION)
 
 
 def _scheduler_lines(run: Any) -> list[str]:

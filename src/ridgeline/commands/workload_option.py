@@ -51,7 +51,7 @@ def _context() -> Any:
     try:
         from typer._click.globals import get_current_context
     except ImportError:
-        from click import get_current_context
+        from click import get_current_context  # type: ignore[no-redef]
     return get_current_context(silent=True)
 
 

@@ -667,7 +667,7 @@ def _latency(trace: Trace, rm: RequestMetrics, pop: np.ndarray, seed: int,
             if not same:
                 # The previous pooled sample's per-request arrays go first (not held
                 # while this one is built).
-                rs = xs = None  # type: ignore[assignment]
+                rs = xs = None
                 per_token = key == "itl_per_token_ms"
                 vals = (_itl_into(trace, pop, per_token, buf) if header.has_event_tokens
                         or not per_token else buf[:0])

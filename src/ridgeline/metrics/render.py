@@ -165,11 +165,11 @@ def _summary_lines(result: AnalysisResult) -> list[str]:
 
 def _little_status(lt: Any) -> str:
     if lt.ok or lt.status == "unavailable":
-        return lt.status
+        return str(lt.status)
     if getattr(lt, "edge_effect", False):
         return (f"off by {abs(lt.ratio - 1):.0%}, which edge effects explain (the arrival "
                 "window is shorter than 10 mean latencies)")
-    return lt.status.upper()
+    return str(lt.status).upper()
 
 
 def window_line(cut: AnalysisResult, whole: AnalysisResult) -> str | None:
@@ -192,16 +192,16 @@ def print_analysis(result: AnalysisResult, console: Any = None,
                    what: str = "ridgeline analyze", whole: AnalysisResult | None = None
                    ) -> None:
     """Print the analysis (to `console`: a report.tables.Out or a rich Console; default a
-    new stdout page in the default format). `model_errors`: per metric key, the model's
-    cross-validated error, shown as a column beside a simulated (predicted) metric.
+    rich Console on stdout: the commands pass their page, in the format the user asked).
+    `model_errors`: per metric key, the model's cross-validated error, shown as a column
+    beside a simulated (predicted) metric.
     `whole`: the same trace analyzed over the whole run (`--window all`), for one line on
     what the default window cut."""
+    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    from ridgeline.report.tables import out_for
-
-    con = console if console is not None else out_for()
+    con = console if console is not None else Console()
     if getattr(con, "fmt", None) == "csv":
         con.print(numeric_table(result, model_errors))  # numbers, one per cell
         return

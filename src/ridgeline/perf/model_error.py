@@ -69,7 +69,7 @@ def model_error(step_model: Any) -> ModelError:
     derived = " (derived for this GPU from another's kernels)" if prof.derived else ""
     step_basis = (f"kernel model '{prof.kernels}' cross-validated: median APE of held-out "
                   f"kernels and of real vLLM step times{derived}")
-    costs = getattr(base, "engine_costs", None)
+    costs: Any = getattr(base, "engine_costs", None)
     cv = ((getattr(costs, "provenance", None) or {}).get("cv_ape") or {}) if costs else {}
     serving_basis = "not cross-validated"
     if cv:

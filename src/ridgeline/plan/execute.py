@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ridgeline.errors import RidgelineError
-from ridgeline.sim.scenario import Scenario
+from ridgeline.plan.wilson import wilson_interval
+from ridgeline.ray_stop import stop_ray_now
+from ridgeline.sim.scenario import Built, Scenario, probe_capacity, run_scenario
 
 # Plan reads point values only (attainment, percentiles, throughput): the analysis keeps no
 # pooled samples, draws no bootstrap intervals (~85% of a screening run's time) and leaves
@@ -49,8 +51,6 @@ class Outcome:
     def could_meet(self, target: float) -> bool:
         """The screen: not ruled out, i.e. the upper end of the 95% Wilson interval of this
         (short) run's attainment reaches the target."""
-        from ridgeline.plan.verify import wilson_interval
-
         if self.error is not None or self.rejected or not math.isfinite(self.attainment):
             return False
         n = self.judged_requests or self.requests
@@ -71,8 +71,6 @@ BUILT_CACHE_SIZE = 256
 def built_for(sc: Scenario) -> Any:
     """`Built.of(sc)`, its step model and engine configuration shared with every scenario
     that differs from `sc` only in what they do not read."""
-    from ridgeline.sim.scenario import Built
-
     key = sc.replace(replicas=1, pd=None, router="round-robin", kv_transfer_latency_us=0.0,
                      requests=1, rate_req_s=None, arrival="poisson", concurrency=None,
                      think_time="0", prompt="", output="", prefix_groups=0, prefix_tokens=0,
@@ -89,8 +87,6 @@ def built_for(sc: Scenario) -> Any:
 
 def evaluate(sc: Scenario) -> Outcome:
     """Simulate one scenario at its own rate; never raises for a bad configuration."""
-    from ridgeline.sim.scenario import run_scenario
-
     try:
         run = run_scenario(sc, built=built_for(sc), **LEAN)
     except RidgelineError as exc:
@@ -107,8 +103,6 @@ def evaluate(sc: Scenario) -> Outcome:
 
 def capacity(sc: Scenario) -> float:
     """`probe_capacity` of a scenario (NaN when it cannot run)."""
-    from ridgeline.sim.scenario import probe_capacity
-
     try:
         return probe_capacity(sc, built_for(sc))
     except RidgelineError:
@@ -117,8 +111,6 @@ def capacity(sc: Scenario) -> float:
 
 def sweep_point(sc: Scenario) -> Any:
     """One run of a rate sweep: `run_scenario(sc).sweep_point()`."""
-    from ridgeline.sim.scenario import run_scenario
-
     return run_scenario(sc, built=built_for(sc), **LEAN).sweep_point()
 
 
@@ -274,8 +266,6 @@ class Jobs:
         (ray.shutdown's graceful stop alone took ~2 s, past a Ctrl-C's budget)."""
         if self._ray_started:
             import ray
-
-            from ridgeline.ray_stop import stop_ray_now
 
             (stop_ray_now if now else lambda r: r.shutdown())(ray)
             self._ray_started = False

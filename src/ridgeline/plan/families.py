@@ -130,7 +130,7 @@ def _family(fam: str, sims: list[Evaluated], result: PlanResult, target: float,
                     f"${best.candidate.usd_per_hour:.2f}/hour, dearer than the chosen "
                     f"${chosen.candidate.usd_per_hour:.2f}/hour, so not verified{note}")
     if failed:
-        best = max(failed, key=lambda e: e.verification.ci_low  # type: ignore[union-attr]
+        best = max(failed, key=lambda e: e.verification.ci_low
                    if e.verification and math.isfinite(e.verification.ci_low) else -1.0)
         assert best.verification is not None
         runs = ", ".join(f"{r.attainment:.1%}" for r in best.verification.runs)

@@ -40,6 +40,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ridgeline.sim.scenario import Scenario
+from ridgeline.specs import load_model
+from ridgeline.specs.model import model_catalog
+from ridgeline.specs.precision import resolve_model_precision
+from ridgeline.workload.lengths import parse_lengths
 
 ENGINES = ("vllm", "trtllm", "sglang")
 GPUS_PER_NODE = 8
@@ -113,8 +117,6 @@ class Launch:
 def model_id(model: str) -> str:
     """What the engine loads: the Hugging Face id a catalog entry was read from (its
     `_source`), else the name or path as given."""
-    from ridgeline.specs.model import model_catalog
-
     entry = model_catalog().get(model.lower())
     if entry is not None:
         m = re.search(r"config\.json of (\S+/\S+?)(?:\s|$|,)", str(entry.get("_source", "")))
@@ -126,9 +128,6 @@ def model_id(model: str) -> str:
 def max_model_len(sc: Scenario) -> int:
     """The longest prompt + output the workload can draw; the model's context window when
     either length has no upper bound (or when the sum exceeds it)."""
-    from ridgeline.specs import load_model
-    from ridgeline.workload.lengths import parse_lengths
-
     window = int(load_model(sc.model).max_position_embeddings or 0)
     p = parse_lengths(sc.prompt, "--prompt")
     o = parse_lengths(sc.output, "--output")
@@ -153,9 +152,6 @@ def _max_tokens(d: Any) -> int | None:
 
 def launch_commands(sc: Scenario) -> Launch:
     """The command line(s) that serve `sc` on its engine (vllm, trtllm or sglang)."""
-    from ridgeline.specs import load_model
-    from ridgeline.specs.precision import resolve_model_precision
-
     spec = load_model(sc.model)
     prec = resolve_model_precision(spec, sc.weights, sc.kv, sc.activations)
     model = model_id(sc.model)

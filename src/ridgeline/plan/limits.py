@@ -17,7 +17,9 @@ import math
 import resource
 
 from ridgeline.errors import RidgelineError
+from ridgeline.plan.execute import default_workers
 from ridgeline.plan.space import PlanRequest
+from ridgeline.workload.lengths import parse_lengths
 
 BYTES_PER_REQUEST = 700
 BYTES_PER_OUTPUT_TOKEN = 48
@@ -79,8 +81,6 @@ def mean_output_tokens(spec: str, seed: int = 0) -> float:
     and clipped): exact for fixed lengths, else the mean of 200,000 draws (< 0.5% off)."""
     import numpy as np
 
-    from ridgeline.workload.lengths import parse_lengths
-
     dist = parse_lengths(spec, "--output")
     if dist.kind == "fixed":
         return float(dist.sample(1, np.random.default_rng(seed))[0])
@@ -91,8 +91,6 @@ def check_plan_fits(req: PlanRequest, workers: int | None, verify_requests: int,
                     available_bytes: float | None = None) -> None:
     """RidgelineError (one line) when `workers` simulations of the plan's longest run do not
     fit in memory; it says how many requests would."""
-    from ridgeline.plan.execute import default_workers
-
     n_workers = max(1, workers or default_workers())
     mean_out = mean_output_tokens(req.output, req.seed)
     budget = (available_memory_bytes() if available_bytes is None else available_bytes)

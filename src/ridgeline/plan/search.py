@@ -40,13 +40,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ridgeline.errors import RidgelineError
 from ridgeline.plan.execute import Interrupted, Jobs, Outcome, capacity, evaluate, sweep_point
 from ridgeline.plan.families import FamilyRow, family_rows, markdown_table, rejected
+from ridgeline.plan.launch import launch_commands
 
 # The workload's mean output (plan/limits.py sizes memory with it too), re-exported.
 from ridgeline.plan.limits import check_plan_fits, mean_output_tokens
 from ridgeline.plan.space import Candidate, PlanRequest, enumerate_space
 from ridgeline.plan.verify import Verification, verify, verify_seeds
+from ridgeline.sim.scenario import summarize_sweep
+from ridgeline.sim.sweep import sweep_rates
+from ridgeline.theory.stats import samples_for_rank_precision
 
 if TYPE_CHECKING:
     from ridgeline.plan.launch import Launch
@@ -286,8 +291,6 @@ class PlanResult:
 
     def launch(self) -> Launch:
         """The chosen configuration's engine command line(s) (ridgeline.plan.launch)."""
-        from ridgeline.plan.launch import launch_commands
-
         assert self.chosen is not None
         return launch_commands(self.chosen.candidate.scenario)
 
@@ -441,10 +444,6 @@ def _headroom_key(e: Evaluated, target: float) -> tuple[Any, ...]:
 def _details(jobs: Jobs, cand: Candidate, req: PlanRequest, stage: str,
              progress: Callable[[str, int, int], None] | None) -> Details:
     """Stage 3: capacity, utilization and knee of `cand` (simulate's definitions), cost."""
-    from ridgeline.sim.scenario import summarize_sweep
-    from ridgeline.sim.sweep import sweep_rates
-    from ridgeline.theory.stats import samples_for_rank_precision
-
     seed = verify_seeds(req.seed)[0]
     sc = cand.scenario.replace(seed=seed)
     cap = float(_map(jobs, capacity, [sc], stage, progress)[0])
@@ -469,8 +468,6 @@ def _details(jobs: Jobs, cand: Candidate, req: PlanRequest, stage: str,
 
 def plot_pareto(result: PlanResult, path: str) -> None:
     """Scatter of every simulated configuration, the frontier as a line (needs matplotlib)."""
-    from ridgeline.errors import RidgelineError
-
     try:
         import matplotlib
 

@@ -33,7 +33,18 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.slo import parse_slos
+from ridgeline.perf.estimate import decode_work, prefill_work
+from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.plan.verify import verify_requests
+from ridgeline.sim.engine_costs import ENGINES
 from ridgeline.sim.scenario import Scenario
+from ridgeline.specs import load_hardware, load_model
+from ridgeline.specs.hardware import catalog_name, hardware_catalog
+from ridgeline.specs.precision import KV_DTYPES, WEIGHT_DTYPES, resolve_precision
+from ridgeline.theory.queueing import little_in_system, little_kv_bytes
+from ridgeline.workload.lengths import parse_lengths
+from ridgeline.workload.streams import workload_streams
 
 CEILING_SLACK = 1.25
 MAX_GPUS_PER_REPLICA = 8
@@ -76,9 +87,6 @@ class PlanRequest:
         return dataclasses.replace(self, **changes)
 
     def validate(self) -> PlanRequest:
-        from ridgeline.metrics.slo import parse_slos
-        from ridgeline.workload.lengths import parse_lengths
-
         if not self.slos:
             raise RidgelineError("--slo: give at least one SLO (e.g. --slo ttft_ms<=1000)")
         parse_slos(list(self.slos))
@@ -105,10 +113,7 @@ class PlanRequest:
         for hw in self.hardware:
             self.price_of(hw)
         if self.activations is not None:
-            from ridgeline.specs.precision import resolve_precision
-
             resolve_precision("bf16", self.kv, self.activations)  # one line if unknown
-        from ridgeline.sim.engine_costs import ENGINES
 
         for engine in self.engines:
             if engine not in ENGINES:
@@ -120,9 +125,6 @@ class PlanRequest:
         """Every element of every comma list, before any work: a dtype, GPU or model the
         search cannot use is an error naming it (`--weights bf16,int3`), not a candidate
         dropped later among the pruned."""
-        from ridgeline.specs import load_hardware, load_model
-        from ridgeline.specs.precision import KV_DTYPES, WEIGHT_DTYPES
-
         for w in self.weights:
             if w.lower() not in WEIGHT_DTYPES:
                 raise RidgelineError(f"--weights: got {w!r} (in {','.join(self.weights)}); "
@@ -153,8 +155,6 @@ class PlanRequest:
 
     @property
     def needed_verify_requests(self) -> int:
-        from ridgeline.plan.verify import verify_requests
-
         return verify_requests(self.goodput_target)
 
     @property
@@ -186,7 +186,6 @@ class PlanRequest:
         for name, price in self.prices:
             if name == hardware or _gpu_key(name, strict=False) == key:
                 return price
-        from ridgeline.specs.hardware import hardware_catalog
 
         entry = hardware_catalog().get(key)
         price = entry.get("price_usd_per_gpu_hour") if entry else None
@@ -200,8 +199,6 @@ def _gpu_key(name: str, strict: bool = True) -> str:
     """The catalog entry a GPU name means; a JSON path (or, not strict, any name the
     catalog does not know) stays as given."""
     from pathlib import Path
-
-    from ridgeline.specs.hardware import catalog_name
 
     if name.endswith(".json") or Path(name).is_file():
         return name
@@ -267,9 +264,6 @@ class _Bounds:
 
 
 def _lengths(req: PlanRequest) -> tuple[np.ndarray, np.ndarray]:
-    from ridgeline.workload.lengths import parse_lengths
-    from ridgeline.workload.streams import workload_streams
-
     s = workload_streams(req.seed).lengths
     n = min(req.requests, 4000)
     return (parse_lengths(req.prompt, "--prompt").sample(n, s).astype(np.float64),
@@ -279,9 +273,6 @@ def _lengths(req: PlanRequest) -> tuple[np.ndarray, np.ndarray]:
 def _floors(sm: Any, req: PlanRequest, prompts: np.ndarray, outputs: np.ndarray,
             mbt: int, chunked: bool) -> str | None:
     """TTFT and TPOT floors: reasons an SLO cannot be met even on an idle replica (None: fine)."""
-    from ridgeline.metrics.slo import parse_slos
-    from ridgeline.perf.estimate import decode_work, prefill_work
-
     allowed = 1.0 - req.goodput_target
     first_chunk = np.minimum(prompts, mbt) if chunked else prompts
     for slo in parse_slos(list(req.slos)):
@@ -305,8 +296,6 @@ def _floors(sm: Any, req: PlanRequest, prompts: np.ndarray, outputs: np.ndarray,
 
 def _bounds(sm: Any, req: PlanRequest, s_mean: float, n_mean: float, mns: int,
             mbt: int) -> _Bounds:
-    from ridgeline.perf.estimate import decode_work, prefill_work
-
     kv_tokens = int(sm.kv_capacity_tokens(req.gpu_memory_utilization))
     ctx = s_mean + max(n_mean - 2.0, 0.0) / 2.0
     b_star = max(1.0, min(float(mns), math.floor(kv_tokens / max(s_mean + n_mean, 1.0))))
@@ -334,10 +323,6 @@ def _ep_options(model: Any, tp: int, allow: bool) -> list[int]:
 
 def enumerate_space(req: PlanRequest) -> Space:
     """Every candidate of the space, pruned analytically (see the module docstring)."""
-    from ridgeline.perf.serving_model import RooflineStepTime
-    from ridgeline.specs import load_model
-    from ridgeline.theory.queueing import little_in_system, little_kv_bytes
-
     prompts, outputs = _lengths(req)
     s_mean, n_mean = float(prompts.mean()), float(outputs.mean())
     lam = req.planning_rate_req_s

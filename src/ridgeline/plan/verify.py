@@ -44,9 +44,18 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
-from ridgeline.sim.scenario import Scenario
+from ridgeline.metrics.distribution import PERCENTILES, pct_key
+from ridgeline.metrics.slo import parse_slos
+from ridgeline.plan.execute import LEAN, built_for
+from ridgeline.plan.wilson import Z_95, wilson_interval
+from ridgeline.sim.scenario import Scenario, run_scenario
+from ridgeline.theory.stats import (
+    block_bootstrap_variance,
+    block_length,
+    min_samples_for_percentile,
+    samples_for_rank_precision,
+)
 
-Z_95 = 1.959963984540054           # two-sided 95%
 VERIFY_RUNS = 2                    # independent replications per verified candidate
 TAIL_SAMPLES = 10                  # requests beyond the judged percentile, at least
 TAIL_PRECISION = 4                 # the percentile within 1/4 of its tail (+-0.25 for P99)
@@ -54,8 +63,6 @@ TAIL_PRECISION = 4                 # the percentile within 1/4 of its tail (+-0.
 
 def verify_requests(target: float, tail_samples: int = TAIL_SAMPLES) -> int:
     """Requests a verification run needs for an attainment target in (0, 1)."""
-    from ridgeline.theory.stats import min_samples_for_percentile, samples_for_rank_precision
-
     if not 0 < target < 1:
         raise RidgelineError(f"--goodput-target: got {target}; allowed: strictly between 0 "
                              "and 1 (no finite run can show that 100% of requests meet the "
@@ -70,24 +77,8 @@ def verify_seeds(seed: int, runs: int = VERIFY_RUNS) -> tuple[int, ...]:
     return tuple(seed + k for k in range(1, runs + 1))
 
 
-def wilson_interval(successes: float, n: float, z: float = Z_95) -> tuple[float, float]:
-    """Wilson's score interval for a proportion (n may be an effective, non-integer size)."""
-    if not n > 0:
-        return (math.nan, math.nan)
-    p = successes / n
-    z2 = z * z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    # At p = 0 or 1 one end is exactly 0 or 1 (rounding would leave 0.9999999999999999).
-    lo = 0.0 if p <= 0 else max(0.0, centre - half)
-    hi = 1.0 if p >= 1 else min(1.0, centre + half)
-    return (lo, hi)
-
-
 def design_effect(good_in_order: np.ndarray) -> float:
     """Long-run variance / variance of the 0/1 series (>= 1; 1 when it is constant)."""
-    from ridgeline.theory.stats import block_bootstrap_variance, block_length
-
     x = np.asarray(good_in_order, dtype=np.float64)
     var = float(np.var(x)) if x.size else 0.0
     if not var > 0:
@@ -160,9 +151,6 @@ class VerifyRun:
 
 def verify(sc: Scenario) -> VerifyRun:
     """Simulate `sc` as given (its rate, requests, seed) and judge its attainment."""
-    from ridgeline.plan.execute import LEAN, built_for
-    from ridgeline.sim.scenario import run_scenario
-
     nan = math.nan
     try:
         run = run_scenario(sc, built=built_for(sc), **LEAN)
@@ -186,8 +174,6 @@ def verify(sc: Scenario) -> VerifyRun:
 
 
 def _slack_percentiles() -> tuple[float, ...]:
-    from ridgeline.metrics.distribution import PERCENTILES
-
     return tuple(q for q in PERCENTILES if q >= 90.0)
 
 
@@ -198,9 +184,6 @@ _SLACK_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "queue": "
 def slo_slack(analysis: Any, slos: tuple[str, ...], q: float) -> float:
     """min over the upper-bound SLOs of 1 - P_q(metric) / bound (NaN when none applies):
     0.4 means the tightest SLO's P_q is at 60% of its bound."""
-    from ridgeline.metrics.distribution import pct_key
-    from ridgeline.metrics.slo import parse_slos
-
     out = math.inf
     for slo in parse_slos(list(slos)):
         key = _SLACK_KEYS.get(slo.metric)

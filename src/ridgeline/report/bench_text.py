@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ridgeline.metrics.knee import NO_KNEE, POWER_LABEL
+from ridgeline.metrics.render import print_analysis
+from ridgeline.report.tables import out_for
+
 
 def print_summary(result: Any | None, book: dict[str, Any], notes: list[str],
                   console: Any = None) -> None:
     """The metrics table (from ridgeline.metrics.render) and the bench's own lines."""
-    from ridgeline.report.tables import out_for
-
     console = console or out_for()
     if result is not None:
-        from ridgeline.metrics.render import print_analysis
-
         print_analysis(result, console=console)
     else:
         console.print("statuses: " + ", ".join(f"{k} {v}" for k, v in book["statuses"].items()))
@@ -35,9 +35,6 @@ def print_summary(result: Any | None, book: dict[str, Any], notes: list[str],
 
 def print_sweep(rows: list[dict[str, Any]], knee: int | None, console: Any = None) -> None:
     from rich.table import Table
-
-    from ridgeline.metrics.knee import NO_KNEE, POWER_LABEL
-    from ridgeline.report.tables import out_for
 
     console = console or out_for()
     table = Table(title="sweep (one trace per point)")

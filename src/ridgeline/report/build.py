@@ -12,14 +12,25 @@ from __future__ import annotations
 import glob
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from ridgeline.advise import advise
 from ridgeline.errors import RidgelineError
 from ridgeline.inputs import write_text_atomic
+from ridgeline.metrics.analysis import analyze
+from ridgeline.metrics.compare import DEFAULT_ROWS, compare
+from ridgeline.metrics.per_request import request_metrics
+from ridgeline.metrics.slo import parse_slos
 
 # What a report holds (report/data.py), used here and re-exported.
 from ridgeline.report.data import ReportData, Run
-from ridgeline.report.load import concurrency_point, load_point
+from ridgeline.report.estimate_view import estimate_view
+from ridgeline.report.html import render_html, render_markdown
+from ridgeline.report.load import concurrency_point, load_point, sweep_csv_rows
+from ridgeline.report.roofline import load_measured_points
+from ridgeline.report.timeline import is_timeline_csv, read_timeline_csv, telemetry_rows
+from ridgeline.trace.importers import load_trace
+from ridgeline.trace.table import STATUSES
 
 
 def _positive(x: Any) -> bool:
@@ -40,8 +51,6 @@ def _check_reportable(label: str, trace: Any) -> None:
     line instead of empty plots and NaN tables."""
     from collections import Counter
 
-    from ridgeline.trace.table import STATUSES
-
     n = len(trace)
     if n == 0:
         raise RidgelineError(f"trace: {label} holds no requests (a header only); nothing to "
@@ -59,10 +68,6 @@ def run_from_trace(label: str, trace: Any, slos: list[str] | None = None,
     """Analyze a loaded trace exactly as `ridgeline analyze` does."""
     import numpy as np
 
-    from ridgeline.metrics.analysis import analyze
-    from ridgeline.metrics.slo import parse_slos
-    from ridgeline.report.timeline import telemetry_rows
-
     _check_reportable(label, trace)
     if not slos:  # the run's own SLOs, recorded by `bench --slo`
         slos = list(getattr(trace.header, "slos", None) or ()) or None
@@ -71,8 +76,6 @@ def run_from_trace(label: str, trace: Any, slos: list[str] | None = None,
     lat: dict[str, tuple[Any, Any]] = {}
     telemetry = telemetry_rows(trace)
     if telemetry:
-        from ridgeline.metrics.per_request import request_metrics
-
         rm = request_metrics(trace)
         ok = np.isfinite(rm.ttft_s)
         lat["TTFT"] = (trace.sent_s[ok], rm.ttft_s[ok] * 1e3)
@@ -97,9 +100,6 @@ def _expand(patterns: list[str], what: str) -> list[str]:
 def advice_markdown(runs: list[Run], slos: list[str] | None = None) -> str | None:
     """The advice of `ridgeline.advise` for the last run that has its trace; None when no run
     has one. A trace that advise cannot read (it says why) leaves the section out."""
-    from ridgeline.advise import advise
-    from ridgeline.errors import RidgelineError
-
     run = next((r for r in reversed(runs) if r.trace is not None), None)
     if run is None:
         return None
@@ -117,12 +117,6 @@ def collect(inputs: list[str], *, sweep: list[str] | None = None,
     """Read and analyze every input. `inputs`: traces or peer result files (any format
     `ridgeline analyze` reads) and timeline CSVs; `sweep`: traces (or glob patterns) of a
     rate sweep; `estimate`: keyword arguments of `estimate_view`."""
-    from ridgeline.metrics.compare import DEFAULT_ROWS, compare
-    from ridgeline.report.estimate_view import estimate_view
-    from ridgeline.report.roofline import load_measured_points
-    from ridgeline.report.timeline import is_timeline_csv, read_timeline_csv
-    from ridgeline.trace.importers import load_trace
-
     data = ReportData(title=title or "ridgeline report")
     for path in _expand(list(inputs), "input"):
         data.inputs.append(path)
@@ -138,10 +132,10 @@ def collect(inputs: list[str], *, sweep: list[str] | None = None,
         rate, conc = load.get("rate_req_s"), load.get("concurrency")
         if _positive(rate):
             data.sweeps.setdefault(_series_name(run.header), []).append(
-                load_point(rate, run.analysis))
+                load_point(cast(float, rate), run.analysis))
         elif _positive(conc) and load.get("pattern", "closed") == "closed":
             data.concurrency_sweeps.setdefault(_series_name(run.header), []).append(
-                concurrency_point(conc, run.analysis))
+                concurrency_point(cast(float, conc), run.analysis))
         else:
             raise RidgelineError(f"--sweep: {path} records neither an arrival rate nor a "
                                  "closed-loop concurrency (header load.rate_req_s, "
@@ -171,8 +165,6 @@ def simulation_report_data(runs: list[dict[str, Any]], step_model: Any,
     metrics, the latency-vs-load sweep, the engine timeline, and the estimate of the same
     configuration at the run's mean batch, prompt and output."""
     import numpy as np
-
-    from ridgeline.report.estimate_view import estimate_view
 
     desc = step_model.describe()
     data = ReportData(title=title or f"ridgeline simulate: {desc['model']} on "
@@ -211,8 +203,6 @@ def simulation_report_data(runs: list[dict[str, Any]], step_model: Any,
 
 def write(data: ReportData, out: str | Path, markdown: bool = False) -> Path:
     """Write the report (HTML, or markdown with PNGs beside it) and return its path."""
-    from ridgeline.report.html import render_html, render_markdown
-
     p = Path(out)
     if p.exists() and p.is_dir():
         raise RidgelineError(f"--out: {p} is a directory; give a file name")
@@ -224,8 +214,6 @@ def write(data: ReportData, out: str | Path, markdown: bool = False) -> Path:
     if data.sweeps or data.concurrency_sweeps:  # the sweep's summary, one row per point
         import csv
         import io
-
-        from ridgeline.report.load import sweep_csv_rows
 
         buf = io.StringIO()
         csv.writer(buf, lineterminator="\n").writerows(

@@ -9,15 +9,16 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.perf.estimate import estimate
+from ridgeline.perf.grid import parse_grid
+from ridgeline.report.tables import out_for
+from ridgeline.sim.step_model import load_step_model
+
 
 def estimate_calibrated(calibration: str, batch: str, prompt: str, output: str,
                         context: str | None, prefix: int, as_json: bool,
                         fmt: str | None = None) -> None:
     """`ridgeline estimate --calibration FILE`: the phase timings from the measured profile."""
-    from ridgeline.perf.estimate import estimate
-    from ridgeline.perf.grid import parse_grid
-    from ridgeline.sim.step_model import load_step_model
-
     prof = load_step_model(calibration, lambda: None)
     grids = [np.array(parse_grid(x, f)) for x, f in ((batch, "batch"), (prompt, "prompt"),
                                                      (output, "output"))]
@@ -37,8 +38,6 @@ def estimate_calibrated(calibration: str, batch: str, prompt: str, output: str,
         return
     from rich.table import Table
 
-    from ridgeline.report.tables import out_for
-
     con = out_for(fmt)
     tab = Table(title=f"calibrated estimate ({calibration})", title_justify="left")
     for c in ("B", "S", "N", "T", "TTFT (ms)", "TPOT (ms)", "E2E (ms)", "decode tok/s"):
@@ -56,8 +55,6 @@ def estimate_calibrated(calibration: str, batch: str, prompt: str, output: str,
 def print_verify(report: Any, fmt: str | None = None) -> None:
     """The per-point table of `ridgeline verify`."""
     from rich.table import Table
-
-    from ridgeline.report.tables import out_for
 
     con = out_for(fmt)
     tab = Table(title="ridgeline verify — predicted vs measured", title_justify="left")

@@ -27,7 +27,7 @@ class ReportData:
     title: str
     runs: list[Run] = field(default_factory=list)
     sweeps: dict[str, list[LoadPoint]] = field(default_factory=dict)
-    # closed-loop sweeps (`bench --concurrency 1,8,32`): latency against concurrency
+    # closed-loop sweeps: one point per concurrency (LoadPoint.concurrency)
     concurrency_sweeps: dict[str, list[LoadPoint]] = field(default_factory=dict)
     estimate: dict[str, Any] | None = None
     measured: list[dict[str, Any]] | None = None

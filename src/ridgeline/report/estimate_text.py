@@ -213,7 +213,7 @@ def interval_line(r: dict[str, Any]) -> str | None:
     """The model's 80% error interval beside the serving TTFT, TPOT, E2E and decode rate
     (held-out replay residuals; None when the result carries none)."""
     keys = (("serving_ttft", "s"), ("tpot", "s"), ("e2e", "s"), ("decode_aggregate", "tok_s"))
-    iv = {k: r.get(f"{k}_interval80_{u}") for k, u in keys}
+    iv: dict[str, Any] = {k: r.get(f"{k}_interval80_{u}") for k, u in keys}
     if not all(v and None not in v for v in iv.values()):
         return None
     return (f"model error 80% (nominal; held-out replay residuals, below the knee): TTFT "

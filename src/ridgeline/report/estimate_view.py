@@ -15,8 +15,12 @@ import math
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.ops import ATTENTION, GEMM, GEMM16
+from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.specs import Parallelism, load_hardware, load_model
 from ridgeline.specs.hardware import HardwareSpec
 from ridgeline.specs.model import ModelSpec
+from ridgeline.specs.precision import resolve_model_precision
 
 # Roofs drawn per dtype. fp16 duplicates bf16 and tf32/int8 add clutter without a question
 # they answer for LLM serving, so they are left out.
@@ -47,8 +51,6 @@ def roofline_data(step_model: Any, ops: dict[str, list[dict[str, Any]]]) -> dict
     under the dense peak of the dtype it computes in (GEMMs: the activation dtype;
     attention: 16-bit; vector ops: fp32), as the roofline is usually drawn.
     """
-    from ridgeline.perf.ops import ATTENTION, GEMM, GEMM16
-
     hw = step_model.hardware
     bw = hw.memory_bandwidth_bytes_s
     roofs = [{"dtype": d, "peak_flops_per_s": float(hw.peak_flops[d]),
@@ -97,9 +99,6 @@ def estimate_view(model: str | ModelSpec, hardware: str | HardwareSpec, *,
         op_rows,
         prefill_work,
     )
-    from ridgeline.perf.serving_model import RooflineStepTime
-    from ridgeline.specs import Parallelism, load_hardware, load_model
-    from ridgeline.specs.precision import resolve_model_precision
 
     if not 0 < gpu_memory_utilization <= 1:
         raise RidgelineError(f"gpu-memory-utilization: got {gpu_memory_utilization}; "

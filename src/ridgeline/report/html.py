@@ -16,8 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline import __version__
-from ridgeline.metrics.render import HEADERS, SHOWN, _summary_lines, fmt
+from ridgeline.metrics.compare import comparison_markdown
+from ridgeline.metrics.render import HEADERS, SHOWN, _summary_lines, analysis_markdown, fmt
+from ridgeline.report import interactive as ia
+from ridgeline.report.breakdown import plot_op_breakdown
+from ridgeline.report.cdf import plot_cdfs
 from ridgeline.report.data import ReportData, Run
+from ridgeline.report.load import knee_rate, plot_latency_vs_concurrency, plot_latency_vs_load
+from ridgeline.report.roofline import plot_roofline
+from ridgeline.report.style import close, png_data_uri, save_figure
+from ridgeline.report.timeline import plot_engine_timeline, plot_run_series
 
 GIB = 1024**3
 STATS = ("p50", "p90", "p95", "p99")
@@ -88,12 +96,6 @@ def short_label(label: str) -> str:
 
 def figures(data: ReportData) -> Iterator[tuple[str, str, Any]]:
     """(file stem, caption, Figure) for every plot the data supports, in report order."""
-    from ridgeline.report.breakdown import plot_op_breakdown
-    from ridgeline.report.cdf import plot_cdfs
-    from ridgeline.report.load import plot_latency_vs_load
-    from ridgeline.report.roofline import plot_roofline
-    from ridgeline.report.timeline import plot_engine_timeline, plot_run_series
-
     if data.estimate is not None:
         e = data.estimate
         cfg = e["config"]
@@ -106,8 +108,6 @@ def figures(data: ReportData) -> Iterator[tuple[str, str, Any]]:
     if data.sweeps:
         yield ("latency_vs_load", "Latency vs load", plot_latency_vs_load(data.sweeps))
     if data.concurrency_sweeps:
-        from ridgeline.report.load import plot_latency_vs_concurrency
-
         yield ("latency_vs_concurrency", "Latency vs concurrency",
                plot_latency_vs_concurrency(data.concurrency_sweeps))
     if data.runs:
@@ -215,8 +215,6 @@ def _estimate_html(e: dict[str, Any]) -> str:
 
 
 def _sweep_rows(data: ReportData) -> list[list[str]]:
-    from ridgeline.report.load import knee_rate
-
     rows = []
     for name, pts in data.sweeps.items():
         knee = knee_rate(pts)
@@ -297,8 +295,6 @@ def _markdown_to_html(md: str) -> str:
 
 def render_html(data: ReportData) -> str:
     """The whole report as one HTML document."""
-    from ridgeline.report.style import close, png_data_uri
-
     figs: dict[str, tuple[str, str]] = {}
     for stem, caption, fig in figures(data):
         figs[stem] = (caption, png_data_uri(fig))
@@ -308,8 +304,6 @@ def render_html(data: ReportData) -> str:
         cap, uri = figs[stem]
         return f'<figure><img alt="{esc(cap)}" src="{uri}" data-plot="{esc(stem)}">' \
                f'<figcaption class="muted">{esc(cap)}</figcaption></figure>'
-
-    from ridgeline.report import interactive as ia
 
     load_specs = ia.latency_chart_specs(data.sweeps) if data.sweeps else []
     pct_specs = ia.percentile_chart_specs([(short_label(r.label), r.analysis)
@@ -379,10 +373,6 @@ def render_html(data: ReportData) -> str:
 
 def render_markdown(data: ReportData, out_path: Path) -> str:
     """Markdown for a pull request; PNGs go to `<stem>_files/` beside `out_path`."""
-    from ridgeline.metrics.compare import comparison_markdown
-    from ridgeline.metrics.render import analysis_markdown
-    from ridgeline.report.style import close, save_figure
-
     img_dir = out_path.parent / f"{out_path.stem}_files"
     imgs: dict[str, str] = {}
     for stem, caption, fig in figures(data):

@@ -9,6 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.analysis import analyze
+from ridgeline.metrics.slo import parse_slos
+from ridgeline.sim.cluster import ClusterConfig
+from ridgeline.sim.engine import EngineConfig, kv_blocks_from_memory
+from ridgeline.sim.engine_costs import request_overhead_fields
+from ridgeline.sim.runner import simulate
+from ridgeline.sim.workload import build_workload
+from ridgeline.trace.schema import TraceHeader
 
 MAX_RATES = 16
 MAX_REQUESTS = 20_000
@@ -24,15 +32,6 @@ def simulate_sweep(step_model: Any, rates: list[float], *, requests: int = 500,
     The engine's costs are the step model's (`engine_costs=` of the roofline): its per-step
     terms are compiled into the step, and its per-request shift is applied here, as
     `ridgeline simulate` applies both (`Scenario.engine_config`)."""
-    from ridgeline.metrics.analysis import analyze
-    from ridgeline.metrics.slo import parse_slos
-    from ridgeline.sim.cluster import ClusterConfig
-    from ridgeline.sim.engine import EngineConfig, kv_blocks_from_memory
-    from ridgeline.sim.engine_costs import request_overhead_fields
-    from ridgeline.sim.runner import simulate
-    from ridgeline.sim.workload import build_workload
-    from ridgeline.trace.schema import TraceHeader
-
     if not rates or len(rates) > MAX_RATES or any(not (r > 0) for r in rates):
         raise RidgelineError(f"rates: got {rates!r}; allowed: 1 to {MAX_RATES} rates > 0")
     if not 1 <= requests <= MAX_REQUESTS:

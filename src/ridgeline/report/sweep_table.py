@@ -7,6 +7,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ridgeline.metrics.knee import KNEE_FACTOR, KNEE_LABEL, NO_KNEE
+from ridgeline.metrics.render import fmt
+from ridgeline.report.tables import out_for
 from ridgeline.sim.scenario import SweepResult
 
 
@@ -21,10 +24,6 @@ def print_sweep_table(sweep: SweepResult,
     instead of all of them unless `full_assumptions`. `model_error`: a line on the model's
     cross-validated error (simulated points)."""
     from rich.table import Table
-
-    from ridgeline.metrics.knee import KNEE_FACTOR, KNEE_LABEL, NO_KNEE
-    from ridgeline.metrics.render import fmt
-    from ridgeline.report.tables import out_for
 
     points, knee, best, rates = sweep.points, sweep.knee, sweep.best, sweep.rates
     slos, target = sweep.slos, sweep.attainment_target

@@ -17,7 +17,10 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import decode_errors, non_regular_kind, open_text
+from ridgeline.metrics.telemetry import telemetry_series
 from ridgeline.report.style import color, new_figure
+from ridgeline.sim.runner import TIMELINE_COLUMNS
 
 TIMELINE_PANELS = (("batch_size", "batch size (seqs)"), ("prefill_tokens", "prefill tokens"),
                    ("kv_blocks_used", "KV blocks in use"), ("num_waiting", "queue length"))
@@ -33,9 +36,6 @@ def read_timeline_csv(path: str | Path) -> dict[str, np.ndarray]:
     """A timeline CSV as columns; RidgelineError naming the file, row and column of what is
     missing or out of range (every value finite, >= 0; start_s <= end_s)."""
     from array import array
-
-    from ridgeline.inputs import decode_errors, open_text
-    from ridgeline.sim.runner import TIMELINE_COLUMNS
 
     p = Path(path)
     cols = {c: array("d") for c in TIMELINE_COLUMNS}
@@ -76,7 +76,6 @@ def is_timeline_csv(path: str | Path) -> bool:
     p = Path(path)
     if p.suffix.lower() != ".csv":
         return False
-    from ridgeline.inputs import non_regular_kind
 
     if non_regular_kind(p):
         return False
@@ -203,8 +202,6 @@ def plot_run_series(telemetry: Iterable[tuple[float, str, float]],
 def telemetry_rows(trace: Any) -> list[tuple[float, str, float]]:
     """The server/GPU telemetry `bench` sampled beside a trace (its sidecar file), as
     (t_s, name, value) rows on the trace's clock; [] when there is none."""
-    from ridgeline.metrics.telemetry import telemetry_series
-
     path = getattr(trace, "path", None)
     header = getattr(trace, "header", None)
     if not path or header is None:

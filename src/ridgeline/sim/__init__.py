@@ -19,6 +19,5 @@ __all__ = [
     "slots",
     "step_model",
     "sweep",
-    "sweep_table",
     "workload",
 ]

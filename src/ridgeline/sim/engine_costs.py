@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -290,7 +290,12 @@ def apply_request_overhead(res: Any, costs: EngineCosts | None) -> Any:
     return res
 
 
-def request_overhead_fields(costs: EngineCosts | None) -> dict[str, float]:
+class RequestOverheadFields(TypedDict):
+    request_overhead_s: float
+    request_overhead_steps: float
+
+
+def request_overhead_fields(costs: EngineCosts | None) -> RequestOverheadFields:
     """`EngineConfig`'s per-request shift fields of `costs` (zeros for none): how every
     engine built from a step model and its costs takes them."""
     return {"request_overhead_s": costs.request_overhead_s if costs else 0.0,

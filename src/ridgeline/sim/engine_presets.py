@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ridgeline.errors import RidgelineError
 
@@ -82,7 +82,7 @@ def load_scheduler(engine: str = "vllm") -> dict[str, Any]:
         if not ok:
             raise RidgelineError(f"--engine: {name}: scheduler.{key}: got {value!r:.100}; "
                                  f"allowed: {{\"value\": {allowed}}}")
-        out[key] = float(value) if kind is float else value
+        out[key] = float(cast(float, value)) if kind is float else value
     return out
 
 

@@ -91,7 +91,8 @@ def build_workload(
         prompt_tokens, output_tokens = _replay_lengths(
             proc, n, prompt_tokens, output_tokens, prompt_from_replay, output_from_replay,
             prefix_tokens if prefix_groups else 0, dataset)
-        if prompt_from_replay and not prefix_groups and proc.replay_prefix_group is not None:
+        if prompt_from_replay and not prefix_groups and proc.replay_prefix_group is not None \
+                and proc.replay_prefix_tokens is not None:  # both set together, or neither
             # the file's own shared prefixes (Mooncake hash_ids, a load-test config's groups)
             group = np.asarray(proc.replay_prefix_group[:n], dtype=np.int64)
             ptoks = np.minimum(np.asarray(proc.replay_prefix_tokens[:n], dtype=np.int64),

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ridgeline.errors import RidgelineError
-from ridgeline.specs.model import (
+from ridgeline.specs.model_spec import (
     _TIED_BY_DEFAULT,
     SUPPORTED_TYPES,
     TYPE_ALIASES,

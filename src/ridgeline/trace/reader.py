@@ -105,7 +105,7 @@ def open_text(path: str | Path) -> IO[bytes]:
     from ridgeline.inputs import open_capped
 
     # /dev/zero or a FIFO never ends; a gzip bomb or one endless line is refused at its cap
-    return open_capped(p, "trace")  # type: ignore[return-value]
+    return open_capped(p, "trace")
 
 
 def _pydantic_message(exc: ValidationError) -> tuple[str, str]:
@@ -860,7 +860,7 @@ def _read_trace(path: str | Path, *, fast: bool = True, parallel: bool = True) -
     `parallel=False`: no worker process."""
     spath = str(path)
     with open_text(path) as fh:  # the not-found / directory errors first
-        gz = fh.compressed  # type: ignore[attr-defined]
+        gz = fh.compressed
         size = 0 if gz else os.fstat(fh.fileno()).st_size
         rd: _Reader | None = None
         min_bytes = PARALLEL_MIN_BYTES if _cscan is None else PARALLEL_MIN_BYTES_COMPILED

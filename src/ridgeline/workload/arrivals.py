@@ -36,12 +36,14 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import check_input_file, decode_errors, open_text
 from ridgeline.workload.spec_syntax import (
     check_keys,
     reject_unknown,
     split_spec,
     take_float,
 )
+from ridgeline.workload.timed_trace import MAX_TIMESTAMP_S
 
 KINDS = "poisson, gamma, constant, ramp, replay, diurnal"
 # Sensible ranges: outside them the times overflow or the thinning never ends.
@@ -55,7 +57,8 @@ MAX_THINNING_ROUNDS = 1000   # diurnal: batches of candidates before giving up
 # The schema of an arrival spec: the keys each kind takes ("value": a positional path).
 ARRIVAL_KEYS: dict[str, tuple[str, ...]] = {
     "poisson": ("rate",), "gamma": ("rate", "cv"), "constant": ("rate",),
-    "ramp": ("start", "end"), "replay": ("path", "value", "speedup"),
+    "ramp": ("start", "end"),
+    "replay": ("path", "value", "speedup", "format", "tokenizer", "seed", "cv"),
     "diurnal": ("peak", "trough", "period", "phase")}
 RATE_TEXT = f"a rate from {MIN_RATE_REQ_S:g} to {MAX_RATE_REQ_S:g} req/s"
 
@@ -120,8 +123,6 @@ def _read_replay(path_text: str, speedup: float = 1.0, fmt: str | None = None,
     """A replay process: the file's times, and its lengths where its format has them.
     Kept per file version (path, size, modification time): `simulate` reads the spec for
     its stderr note and again for the run, and a ShareGPT file is tokenized each time."""
-    from ridgeline.inputs import check_input_file
-
     st = check_input_file(path_text, "--arrival").stat()
     return _read_replay_cached(path_text, st.st_size, st.st_mtime_ns, speedup, fmt, tokenizer,
                                seed, rate_req_s, cv)
@@ -131,7 +132,8 @@ def _read_replay(path_text: str, speedup: float = 1.0, fmt: str | None = None,
 def _read_replay_cached(path_text: str, _size: int, _mtime_ns: int, speedup: float,
                         fmt: str | None, tokenizer: str | None, seed: int,
                         rate_req_s: float | None, cv: float) -> ArrivalProcess:
-    from ridgeline.inputs import check_input_file
+    # the replay readers load only when a spec names a file (simulate's default path
+    # never does)
     from ridgeline.workload.replay import read_timed_trace, sniff_format
 
     path = check_input_file(path_text, "--arrival")
@@ -153,8 +155,7 @@ def _read_replay_cached(path_text: str, _size: int, _mtime_ns: int, speedup: flo
 def _read_replay_times(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
     from array import array
 
-    from ridgeline.inputs import check_input_file, decode_errors, open_text
-    from ridgeline.workload.replay import MAX_REPLAY_ROWS, MAX_TIMESTAMP_S
+    from ridgeline.workload.replay import MAX_REPLAY_ROWS
 
     path = check_input_file(path_text, "--arrival")
     if _is_ridgeline_trace(path):
@@ -200,8 +201,6 @@ def _read_replay_times(path_text: str, speedup: float = 1.0) -> tuple[float, ...
 
 
 def _is_ridgeline_trace(path: Any) -> bool:
-    from ridgeline.inputs import decode_errors, open_text
-
     with open_text(path, "--arrival") as fh, decode_errors("--arrival", path):
         first = fh.readline(1 << 20).strip()
     try:
@@ -216,8 +215,6 @@ def _trace_times(path_text: str, speedup: float) -> tuple[float, ...]:
     and its rules (types, order, finite numbers, unique ids, .gz caps): a trace that
     `analyze` refuses is not replayed either."""
     from ridgeline.trace.reader import read_trace
-    from ridgeline.workload.replay import MAX_TIMESTAMP_S
-
     try:
         trace = read_trace(path_text)
     except RidgelineError as exc:

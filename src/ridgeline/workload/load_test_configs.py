@@ -45,6 +45,10 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import check_input_file, load_json, read_text
+from ridgeline.workload.mini_yaml import mini_yaml
+from ridgeline.workload.timed_trace import TimedTrace, _count, _time
+from ridgeline.workload.vllm_lengths import random_lengths
 
 FIELD = "--workload"
 # vLLM's `vllm bench serve` defaults (vllm/benchmarks/serve.py and datasets.py)
@@ -96,9 +100,6 @@ def _number(d: dict[str, Any], key: str, path: str, what: str, *, lo: float = 0.
 # ---- inference-perf ----------------------------------------------------------------------
 
 def _read_mapping(path_text: str) -> dict[str, Any]:
-    from ridgeline.calibrate.inference_perf import _mini_yaml
-    from ridgeline.inputs import read_text
-
     text = read_text(path_text, FIELD, max_bytes=MAX_CONFIG_BYTES)
     try:
         import json
@@ -106,7 +107,7 @@ def _read_mapping(path_text: str) -> dict[str, Any]:
         out = json.loads(text)
     except ValueError:
         try:
-            out = _mini_yaml(text)
+            out = mini_yaml(text)
         except Exception as exc:  # the YAML subset reader, or PyYAML when installed
             raise RidgelineError(f"{FIELD}: {path_text!r}: not YAML the reader understands "
                                  f"({' '.join(str(exc).split())[:120]}); allowed: an "
@@ -141,11 +142,20 @@ def inference_perf_stages(cfg: dict[str, Any], path: str) -> tuple[str, list[tup
     return str(kind), out
 
 
+def constant_load_arrivals_s(rate_req_s: float, duration_s: float,
+                             rng: np.random.Generator) -> np.ndarray:
+    """inference-perf's `constant` load: int(rate x duration) exponential gaps, rescaled so
+    they sum to the stage's duration; the send times are their running sums."""
+    n = int(rate_req_s * duration_s)
+    if n < 1:
+        return np.zeros(0)
+    gaps = rng.exponential(1.0 / rate_req_s, n)
+    gaps *= duration_s / gaps.sum()
+    return np.cumsum(gaps)
+
+
 def inference_perf_trace(path_text: str, seed: int) -> Any:
     """An inference-perf config as a timed trace (see the module docstring)."""
-    from ridgeline.calibrate.replay import constant_load_arrivals_s
-    from ridgeline.workload.replay import TimedTrace
-
     cfg = _read_mapping(path_text)
     kind, stages = inference_perf_stages(cfg, path_text)
     rng = np.random.default_rng(seed)
@@ -239,7 +249,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting (exit_on_error=False misses some errors,
     e.g. a flag at the end without its value)."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise ValueError(message)
 
 
@@ -262,8 +272,6 @@ def _vllm_parser() -> argparse.ArgumentParser:
 
 
 def _vllm_command(text: str, origin: str) -> LoadTestWorkload:
-    from ridgeline.bench.peer_flags import random_lengths
-
     try:
         words = shlex.split(text.replace("\\\n", " "), comments=True)
         if "serve" in words:
@@ -403,9 +411,6 @@ def _vllm_result(path_text: str, data: dict[str, Any]) -> LoadTestWorkload:
 def vllm_result_trace(path_text: str, field: str) -> Any:
     """A detailed `vllm bench serve` result as a trace: input_lens, output_lens (a failed
     request's 0 generated tokens kept as 0) and start_times (seconds) when saved."""
-    from ridgeline.inputs import load_json
-    from ridgeline.workload.replay import TimedTrace, _count, _time
-
     data = load_json(path_text, field)
     if not isinstance(data, dict):
         raise _bad(path_text, "top level", type(data).__name__, "a vllm bench serve result "
@@ -415,10 +420,9 @@ def vllm_result_trace(path_text: str, field: str) -> Any:
             or not ins:
         raise _bad(path_text, "input_lens/output_lens", type(ins).__name__,
                    "two lists of equal length (saved with --save-detailed)")
-    starts = data.get("start_times")
-    timed = isinstance(starts, list) and len(starts) == len(ins)
-    if not timed:
-        starts = [0.0] * len(ins)
+    given = data.get("start_times")
+    timed = isinstance(given, list) and len(given) == len(ins)
+    starts: list[Any] = given if isinstance(given, list) and timed else [0.0] * len(ins)
     where = f"{field}: {path_text!r}"
     p = np.array([_count(x, f"input_lens[{i}]", where) for i, x in enumerate(ins)], np.int64)
     o = np.array([_count(x, f"output_lens[{i}]", where) for i, x in enumerate(outs)], np.int64)
@@ -436,8 +440,6 @@ def peer_result_trace(path_text: str, tool: str) -> Any:
     importers (trace/importers). Requests whose lengths the file does not give (an errored
     request's, in AIPerf) are left out; `skipped` counts them."""
     from ridgeline.trace.importers import load_trace
-    from ridgeline.workload.replay import TimedTrace
-
     tr = load_trace(path_text, tool)
     t = np.where(np.isfinite(tr.scheduled_s), tr.scheduled_s, tr.sent_s)
     keep = np.flatnonzero((tr.prompt_tokens >= 0) & (tr.output_tokens >= 0) & np.isfinite(t))
@@ -482,8 +484,6 @@ def config_trace(fmt: str, path_text: str, seed: int, field: str) -> Any:
 def read_workload(value: str, seed: int = 0) -> LoadTestWorkload:
     """`--workload`: a file (inference-perf YAML, a vllm command line, a vllm result JSON)
     or the `vllm bench serve ...` command line itself."""
-    from ridgeline.inputs import check_input_file, read_text
-
     text = value.strip()
     if text.startswith(("vllm ", "python")) or " bench serve" in text:
         return _vllm_command(text, "the command line")
@@ -502,8 +502,6 @@ def read_workload(value: str, seed: int = 0) -> LoadTestWorkload:
     if tool in ("guidellm", "aiperf"):
         return _peer_result(value, tool)
     if tool == "vllm":
-        from ridgeline.inputs import load_json
-
         data = load_json(value, FIELD)
         if isinstance(data, dict) and "num_prompts" in data:
             return _vllm_result(value, data)

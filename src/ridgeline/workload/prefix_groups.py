@@ -25,7 +25,8 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def shared_prefix_groups(hash_ids: Sequence[Sequence[int]], prompt_tokens: Sequence[int],
+def shared_prefix_groups(hash_ids: Sequence[Sequence[int]],
+                         prompt_tokens: Sequence[int] | np.ndarray,
                          block_tokens: int) -> tuple[np.ndarray, np.ndarray]:
     """(group per request, -1 for none; shared prefix tokens per request)."""
     children: dict[tuple[int, int], int] = {}   # (parent node, block id) -> node

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +33,19 @@ import msgspec
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import check_input_file, decode_errors, loads_json, open_text
+from ridgeline.workload.load_test_configs import config_trace
+from ridgeline.workload.prefix_groups import shared_prefix_groups
+from ridgeline.workload.timed_trace import (
+    TimedTrace,
+    _count,
+    _time,
+)
+from ridgeline.workload.trace_formats import read_rows, sniff_header
 
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 # Bounds on a replay file: rows beyond these are corrupt, not traffic.
 MAX_REPLAY_ROWS = 20_000_000       # BurstGPT's whole release is 5.3 M rows
-MAX_RECORD_TOKENS = 10_000_000     # the largest context of any served model
-MAX_TIMESTAMP_S = 1e10             # 317 years after the epoch (or the trace's start)
 MAX_HASH_IDS = 20_000              # a 10 M-token prompt's 512-token blocks
 MIN_SPEEDUP, MAX_SPEEDUP = 1e-6, 1e9
 MOONCAKE_BLOCK_TOKENS = 512        # the prompt tokens one Mooncake hash id stands for
@@ -50,30 +56,10 @@ CONFIG_FORMATS = ("inference-perf", "vllm-result", "guidellm", "aiperf")
 FORMATS = ("burstgpt", "mooncake", *OTHER_FORMATS, *CONFIG_FORMATS)
 
 
-@dataclass
-class TimedTrace:
-    times_s: np.ndarray          # float64, sorted, first at 0
-    prompt_tokens: np.ndarray    # int64 (-1: unknown)
-    output_tokens: np.ndarray    # int64 (-1: unknown)
-    format: str
-    # Mooncake: ids of each prompt's blocks (equal ids = equal content), in the same order
-    hash_ids: list[tuple[int, ...]] | None = None
-    # shared prefixes for the simulator's prefix cache (Mooncake's hash_ids mapped by
-    # workload/prefix_groups.py; a load-test config's prompt groups): group id (-1: none)
-    # and shared leading tokens per request
-    prefix_group: np.ndarray | None = None
-    prefix_tokens: np.ndarray | None = None
-    # formats without timestamps (ShareGPT, Vidur length files): False, times_s all 0
-    timed: bool = True
-
-
 def sniff_format(path: Path, field: str = "--arrival") -> str:
     """'burstgpt', 'mooncake', a format of workload/trace_formats.py ('azure', 'vidur',
     'vidur-lengths', 'vidur-arrivals', 'sharegpt'), or 'other' (a trace or a column of
     seconds)."""
-    from ridgeline.inputs import decode_errors, open_text
-    from ridgeline.workload.trace_formats import sniff_header
-
     with open_text(path, field) as fh, decode_errors(field, path):
         first = fh.readline(1 << 20).strip()
     if first.startswith("{"):
@@ -86,37 +72,6 @@ def sniff_format(path: Path, field: str = "--arrival") -> str:
     if all(c in cols for c in BURSTGPT_COLUMNS):
         return "burstgpt"
     return sniff_header(first) or "other"
-
-
-def _count(value: object, what: str, where: str) -> int:
-    """A token count: a whole number from 0 to MAX_RECORD_TOKENS (-1 when absent)."""
-    if value is None:
-        return -1
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        x = float("nan")
-    if not (0 <= x <= MAX_RECORD_TOKENS and x == int(x)):
-        raise RidgelineError(f"{where}: {what}: got {_short(value)}; allowed: a whole number of "
-                             f"tokens from 0 to {MAX_RECORD_TOKENS:,}")
-    return int(x)
-
-
-def _time(value: object, what: str, where: str, scale: float = 1.0) -> float:
-    """A timestamp: finite, from 0 to MAX_TIMESTAMP_S seconds (after `scale`)."""
-    try:
-        x = float(value) * scale  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        x = float("nan")
-    if not 0 <= x <= MAX_TIMESTAMP_S:
-        raise RidgelineError(f"{where}: {what}: got {_short(value)}; allowed: a finite time >= 0 "
-                             f"(at most {MAX_TIMESTAMP_S:g} s)")
-    return x
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _too_many(field: str, path_text: str) -> RidgelineError:
@@ -136,16 +91,12 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
     MAX_REPLAY_ROWS rows); a bad one is one error line naming the file, line and field."""
     from array import array
 
-    from ridgeline.inputs import check_input_file, decode_errors, loads_json, open_text
-
     path = check_input_file(path_text, field)
     if not (MIN_SPEEDUP <= speedup <= MAX_SPEEDUP):
         raise RidgelineError(f"{field}: speedup={speedup:g}; allowed: {MIN_SPEEDUP:g} to "
                              f"{MAX_SPEEDUP:g}")
     fmt = fmt or sniff_format(path, field)
     if fmt in CONFIG_FORMATS:
-        from ridgeline.workload.load_test_configs import config_trace
-
         tr = config_trace(fmt, path_text, seed, field)
         tr.times_s = tr.times_s / speedup
         return tr  # type: ignore[no-any-return]
@@ -181,8 +132,6 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
                 o.append(_count(rec.output_length, "output_length", where))
                 h.append(_hash_ids(rec.hash_ids, n_in, where))
     elif fmt in OTHER_FORMATS:
-        from ridgeline.workload.trace_formats import read_rows
-
         for row_t, n_in, n_out in read_rows(fmt, path, path_text, field, tokenizer):
             if len(t) >= MAX_REPLAY_ROWS:
                 raise _too_many(field, path_text)
@@ -202,8 +151,6 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
                      np.frombuffer(o, dtype=np.int64)[order], fmt, hashes,
                      timed=fmt not in UNTIMED_FORMATS)
     if hashes is not None:
-        from ridgeline.workload.prefix_groups import shared_prefix_groups
-
         out.prefix_group, out.prefix_tokens = shared_prefix_groups(
             hashes, out.prompt_tokens, MOONCAKE_BLOCK_TOKENS)
     return out

@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import decode_errors, open_text
+from ridgeline.tokenizers import load_tokenizer
+from ridgeline.workload.timed_trace import _count, _time
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 VIDUR_LENGTH_COLUMNS = ("num_prefill_tokens", "num_decode_tokens")
@@ -97,8 +100,6 @@ def _short(value: object) -> str:
 
 
 def _csv_rows(path: Path, field: str, path_text: str) -> Iterator[tuple[int, dict[str, str]]]:
-    from ridgeline.inputs import decode_errors, open_text
-
     with open_text(path, field, newline="") as fh, decode_errors(field, path_text):
         reader = csv.DictReader(fh)
         try:
@@ -114,11 +115,10 @@ def _csv_rows(path: Path, field: str, path_text: str) -> Iterator[tuple[int, dic
 def read_rows(fmt: str, path: Path, path_text: str, field: str,
               tokenizer: str | None = None) -> Iterator[Row]:
     """The rows of a file in one of this module's formats (see the module docstring)."""
-    from ridgeline.workload.replay import _count, _time
-
     if fmt == "sharegpt":
         yield from _sharegpt_rows(path, path_text, field, tokenizer)
         return
+    t: float | None
     for lineno, row in _csv_rows(path, field, path_text):
         where = f"{field}: {path_text!r} line {lineno}"
         if None in row or any(v is None for v in row.values()):
@@ -149,8 +149,6 @@ def read_rows(fmt: str, path: Path, path_text: str, field: str,
 def _json_items(path: Path, path_text: str, field: str) -> Iterator[tuple[int, Any]]:
     """The items of a JSON list file, one at a time (with the line each starts on), reading
     1 MiB at a time: a 2 GB ShareGPT dump is never held whole."""
-    from ridgeline.inputs import decode_errors, open_text
-
     dec = json.JSONDecoder()
     with open_text(path, field) as fh, decode_errors(field, path_text):
         buf = fh.read(_READ_CHARS).lstrip()
@@ -207,8 +205,6 @@ def _sharegpt_rows(path: Path, path_text: str, field: str, tokenizer: str | None
                    ) -> Iterator[Row]:
     """Prompt = the first human turn, output = the gpt turn right after it; conversations
     without such a pair are skipped (vLLM's benchmark skips them too)."""
-    from ridgeline.bench.tokens import load_tokenizer
-
     tok = load_tokenizer(tokenizer or "tiktoken:cl100k_base")
     assert tok is not None
     for line, obj in _json_items(path, path_text, field):

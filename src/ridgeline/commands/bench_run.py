@@ -22,7 +22,7 @@ WHOLE_RUN_NOTE = ("vLLM's block: whole run, as vLLM computes it (completed reque
 
 def run_command(a: BenchArgs) -> None:
     from ridgeline.bench.peer_flags import translate
-    from ridgeline.bench.validate import build_plan
+    from ridgeline.commands.bench_validate import build_plan
 
     peer = translate(a)
     for note in peer.notes:
@@ -114,13 +114,14 @@ def _spawn_emulator(a: BenchArgs) -> Any:
 
 
 def _run(cp: Any, emulator: Any = None) -> Any:
-    from rich.console import Console
     from rich.markup import escape
 
     from ridgeline.bench.session import SessionHooks, run_plan
+    from ridgeline.report.tables import out_for
 
     plan = cp.plan
-    console = Console(stderr=cp.out_format != "table")
+    # the page in the default format: rich tables on a terminal, whole plain ones in a log
+    console = out_for(stderr=cp.out_format != "table")
     # Say what runs and for how long before the first request: a run that shows no
     # progress (stderr not a terminal) must still say it is working, and on what.
     bound = " or ".join(b for b in (f"{cp.requests} requests" if cp.requests else "",
@@ -217,10 +218,10 @@ def _finish(cp: Any, outcome: Any) -> None:
         from ridgeline.commands.report import write_report_for_traces
 
         try:
-            path = write_report_for_traces([r["trace"] for r in results], cp.report,
-                                           sweep=cp.sweep_rates, slos=plan.slos,
-                                           seed=plan.run.seed)
-            typer.echo(f"report: {path}", err=cp.out_format != "table")
+            report_path = write_report_for_traces([r["trace"] for r in results], cp.report,
+                                                  sweep=cp.sweep_rates, slos=plan.slos,
+                                                  seed=plan.run.seed)
+            typer.echo(f"report: {report_path}", err=cp.out_format != "table")
         except RidgelineError as exc:  # e.g. nothing succeeded: the run's own code stands
             typer.echo(f"report: not written ({exc})", err=True)
     if outcome.exit_code:
