@@ -42,8 +42,9 @@ PINNED: dict[str, list[str]] = {
         "sweep", "timeline",
     ],
     "ridgeline.serve": [
-        "app", "driver", "factory", "header_timeout", "launcher", "prometheus", "prompt_blocks",
-        "protocol", "responses", "tokenizer",
+        "app", "driver", "embeddings", "factory", "failures", "fixed_timing", "header_timeout",
+        "launcher", "lora", "modes", "prometheus", "prompt_blocks", "protocol", "responses",
+        "structured", "tokenizer",
     ],
     "ridgeline.sim": [
         "calibrated_profile", "cluster", "core", "engine", "engine_costs", "fleet", "kv_cache",

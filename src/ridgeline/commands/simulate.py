@@ -467,7 +467,11 @@ def model_error_cells(step_model: Any) -> dict[str, str]:
 
 def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
                 all_assumptions: bool, workload: dict[str, Any] | None = None) -> None:
-    from ridgeline.sim.model_error import add_model_error, model_error_lines
+    from ridgeline.sim.model_error import (
+        add_model_error,
+        model_error_cells_80,
+        model_error_lines,
+    )
 
     summary = run.summary()
     analysis = run.analysis.to_dict()
@@ -500,13 +504,16 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
                        f"KV {pr.kv}", markup=False)
         for line in sched:
             page.print(line, markup=False)
-        print_analysis(run.analysis, page, model_errors=model_error_cells(step_model),
-                       what="ridgeline simulate")
-        page.print("model error (nominal 80% interval of the measured value, from held-out "
-                   "replay residuals; the [CI] columns above are sampling CIs of this "
-                   "simulation):", markup=False)
-        for line in model_error_lines(analysis["latency"]):
-            page.print(line, markup=False)
+        # The model's error beside each prediction: its nominal 80% interval (held-out
+        # replay residuals) where the metric has one, else its cross-validated error.
+        cells = model_error_cells(step_model) | model_error_cells_80(analysis["latency"])
+        print_analysis(run.analysis, page, model_errors=cells, what="ridgeline simulate",
+                       model_error_header="model error (80% interval / CV)")
+        if all_assumptions:   # every statistic's interval, on request
+            page.print("model error, nominal 80% interval of the measured value (held-out "
+                       "replay residuals):", markup=False)
+            for line in model_error_lines(analysis["latency"]):
+                page.print(line, markup=False)
         page.print(
             f"simulated {s['requests']:,} requests ({s['finished']:,} finished, "
             f"{s['rejected']:,} rejected) over {s['simulated_s']:,.1f} simulated s in "

@@ -189,8 +189,8 @@ def window_line(cut: AnalysisResult, whole: AnalysisResult) -> str | None:
 
 def print_analysis(result: AnalysisResult, console: Any = None,
                    model_errors: dict[str, str] | None = None,
-                   what: str = "ridgeline analyze", whole: AnalysisResult | None = None
-                   ) -> None:
+                   what: str = "ridgeline analyze", whole: AnalysisResult | None = None,
+                   model_error_header: str = MODEL_ERROR_HEADER) -> None:
     """Print the analysis (to `console`: a report.tables.Out or a rich Console; default a
     rich Console on stdout: the commands pass their page, in the format the user asked).
     `model_errors`: per metric key, the model's cross-validated error, shown as a column
@@ -209,7 +209,7 @@ def print_analysis(result: AnalysisResult, console: Any = None,
     name = src.get("path") or src.get("source")
     title = what if name and name in what else f"{what} — {name}"
     table = Table(title=title, title_justify="left")
-    heads = HEADERS + ([MODEL_ERROR_HEADER] if model_errors is not None else [])
+    heads = HEADERS + ([model_error_header] if model_errors is not None else [])
     for h in heads:
         table.add_column(escape(h), justify="left" if h == "metric" else "right")
     for row in _rows(result, model_errors):

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.perf import measured_attention as attention_tables
 from ridgeline.perf.measured_kernels import (
     DEFAULT_ENGINE,
     MeasuredKernels,
@@ -56,6 +57,7 @@ from ridgeline.perf.measured_kernels import (
     measured_gemm_rows,
 )
 from ridgeline.perf.ops import ATTENTION, GEMM, GEMM16, VAR, OpTable
+from ridgeline.perf.window import EXT_VAR
 from ridgeline.specs.hardware import HardwareSpec
 from ridgeline.specs.precision import Precision
 
@@ -142,11 +144,9 @@ class KernelProfile:
         """(latency s, bus bandwidth bytes/s) of `kind` over p GPUs on a GPU whose datasheet
         link is `link_bytes_s` (the topology's bus efficiency x that link). With `hw` and
         measured tables: the engine's measured collective, across nodes beyond the NVLink
-        domain (`measured_attention.domain_collective`)."""
+        domain (`perf/measured_attention.py` domain_collective)."""
         if self.measured_attention is not None and hw is not None:
-            from ridgeline.perf.measured_attention import domain_collective
-
-            got = domain_collective(self.measured_attention, kind, p, hw)
+            got = attention_tables.domain_collective(self.measured_attention, kind, p, hw)
             if got is not None:
                 return got
         key = "send_recv" if kind == "send_recv" and "send_recv" in self.collectives \
@@ -170,8 +170,6 @@ class KernelProfile:
 def load_profile(name: str, engine: str = DEFAULT_ENGINE) -> KernelProfile:
     """The kernel profile a `kernel_profile` name selects (catalog GPU names; error if none);
     `engine` picks which engine's measured GEMM/MoE kernel tables apply."""
-    from ridgeline.perf.measured_attention import measured_for
-
     cat = kernel_catalog()
     hw = cat["hardware"].get(name)
     if hw is None:
@@ -203,7 +201,7 @@ def load_profile(name: str, engine: str = DEFAULT_ENGINE) -> KernelProfile:
         attention_decode_grouped_scale=float(grouped.get("value", 1.0))
         if hw["kernels"] in grouped.get("kernel_profiles", ()) else 1.0,
         measured=load_measured(name, engine),
-        engine=engine, measured_attention=measured_for(name, engine),
+        engine=engine, measured_attention=attention_tables.measured_for(name, engine),
         measured_decode_scale=float(
             vllm.get("measured_decode_grouped_scale", {}).get("value", 1.0))
         if engine == "vllm" else 1.0)
@@ -249,7 +247,6 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
     nv = table.flops.shape[1]
     var = dict(VAR)
     if nv > len(VAR):
-        from ridgeline.perf.window import EXT_VAR
         var = dict(EXT_VAR)
     comp = np.zeros((len(table.names), nv))
     mem = np.zeros((len(table.names), nv))
@@ -268,13 +265,11 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
         f, d, lay = table.flops[j], table.bytes[j], table.layers[j]
         drv = var[table.drivers[j]]
         if kind == ATTENTION and prof.measured_attention is not None:
-            from ridgeline.perf.measured_attention import attention_rows
-
-            rows = attention_rows(prof.measured_attention, name, is_mla, f, d, lay, drv, var, hw,
-                                  precision.kv_bytes, prof.floor_scale,
-                                  prof.measured_decode_scale
-                                  if table.query_heads_per_kv_head > 1.0 else 1.0,
-                                  getattr(table, "kv_heads_per_gpu", 0.0))
+            rows = attention_tables.attention_rows(
+                prof.measured_attention, name, is_mla, f, d, lay, drv, var, hw,
+                precision.kv_bytes, prof.floor_scale,
+                prof.measured_decode_scale if table.query_heads_per_kv_head > 1.0 else 1.0,
+                getattr(table, "kv_heads_per_gpu", 0.0))
             if rows is not None:
                 comp[j], mem[j] = rows
                 continue
@@ -419,13 +414,11 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
                    "the profiles are fp16)")
     out += measured_assumptions(prof, precision)
     if prof.measured_attention is not None:
-        from ridgeline.perf import measured_attention
-
         # The measured tables replace the carried attention fit and the NCCL topology rows;
         # the GEMM/vector lines above still hold.
         out = [a for a in out if not a.startswith(("prefill attention:", "decode attention:"))]
-        out += measured_attention.assumptions(prof.measured_attention, precision.kv_bytes,
-                                              is_mla, tp)
+        out += attention_tables.assumptions(prof.measured_attention, precision.kv_bytes,
+                                            is_mla, tp)
     if tp > 1 and prof.measured_attention is None:
         lat, bw = prof.collective("all_reduce", tp, hw.interconnect_bandwidth_bytes_s)
         key = str(prof.topology_gpus or tp)

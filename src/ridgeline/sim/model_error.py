@@ -148,6 +148,23 @@ def add_model_error(run: Any, latency_json: dict[str, Any]) -> None:
             d["interval_source"]["regime_predicted"] = regime
 
 
+def model_error_cells_80(latency_json: dict[str, Any]) -> dict[str, str]:
+    """Per metric key, its mean's and P99's nominal 80% model-error intervals as one table
+    cell: 'mean [25.7, 32.2], P99 [42.5, 77.6]' (only the metrics that carry them)."""
+    from ridgeline.metrics.render import fmt
+
+    cells = {}
+    for m in METRICS:
+        d = latency_json.get(m) or {}
+        parts = [f"{name} [{fmt(iv[0])}, {fmt(iv[1])}]"
+                 for name, iv in (("mean", d.get("mean_interval80")),
+                                  ("P99", d.get("p99_interval80")))
+                 if iv and None not in iv]
+        if parts:
+            cells[m] = ", ".join(parts)
+    return cells
+
+
 def model_error_lines(latency_json: dict[str, Any]) -> list[str]:
     """Text lines: 'TTFT (ms): mean 27.8 model error 80%: [25.7, 30.9]; P50 ...'."""
     from ridgeline.metrics.render import fmt
