@@ -37,6 +37,9 @@ RICH_ALLOWED = frozenset({
 # dependency each, kept where it saves start-up time or isolates an optional one. This count
 # may go down (lower it here), never up.
 FUNCTION_LEVEL_IMPORTS_RATCHET = 198
+# The longest a function may be, in lines from its `def` to its last line (decorators left
+# out): past it, a function holds more than one idea.
+MAX_FUNCTION_LINES = 150
 
 
 def _module_name(path: Path) -> str:
@@ -264,3 +267,27 @@ def test_the_check_skips_type_checking_blocks_and_finds_cycles(tmp_path: Path) -
     assert _module_imports(f) == [(4, "ridgeline.perf.ops", False)]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _long_functions(path: Path, limit: int) -> list[tuple[str, int]]:
+    """(name, lines) of every function or method in `path` longer than `limit` lines."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno is not None and node.end_lineno - node.lineno + 1 > limit]
+
+
+def test_no_function_is_longer_than_the_limit() -> None:
+    long = [f"{p.relative_to(SRC)}::{name} ({lines} lines)" for p in MODULES.values()
+            for name, lines in _long_functions(p, MAX_FUNCTION_LINES)]
+    assert not long, (f"functions over {MAX_FUNCTION_LINES} lines: {', '.join(long)}; split "
+                      "them (option aliases at module level, helpers for natural units)")
+
+
+def test_the_length_check_counts_from_def_to_the_last_line(tmp_path: Path) -> None:
+    f = tmp_path / "m.py"
+    # a decorated method of 3 + 148 lines: 151 in all; its decorator does not count
+    f.write_text("class C:\n    @staticmethod\n    def long(\n        x: int,\n    ) -> None:\n"
+                 + "        x += 1\n" * 148 + "\n\ndef short() -> None:\n    pass\n")
+    assert _long_functions(f, 150) == [("long", 151)]
+    assert _long_functions(f, 151) == []

@@ -45,6 +45,104 @@ def _ms(flag: str, text: str) -> Any:
     return typer.Option(flag, callback=number(ge=0), help=f"{text} ({_FIXED}).")
 
 
+# The options of `serve` (one alias per option, so the command reads as a list).
+HostOpt = Annotated[str, typer.Option(
+    "--host", help="Address to bind. Default loopback only; anything else exposes the "
+    "emulator to the network.")]
+PortOpt = Annotated[int, typer.Option(
+    "--port", min=0, max=65535, help="TCP port; 0 picks a free one (printed).")]
+SpeedOpt = Annotated[float, typer.Option(
+    "--speed", callback=number(gt=0),
+    help="Run the emulated timeline this many times faster than "
+    "real time (tests); latencies in /metrics stay on the emulated timeline.")]
+MaxNumSeqsOpt = Annotated[int, typer.Option(
+    "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
+    help="Most sequences in one engine step (vLLM's).")]
+MaxNumBatchedTokensOpt = Annotated[int, typer.Option(
+    "--max-num-batched-tokens", min=1, help="Token budget of one engine step.")]
+GpuMemoryUtilizationOpt = Annotated[float, typer.Option(
+    "--gpu-memory-utilization", callback=number(gt=0, le=1),
+    help="Fraction of GPU memory the engine may use (sets the KV-cache size).")]
+BlockSizeOpt = Annotated[int, typer.Option(
+    "--block-size", min=1, help="KV-cache block size in tokens.")]
+MaxWaitingOpt = Annotated[int, typer.Option(
+    "--max-waiting", min=0, help="Waiting-queue bound; a request past it is refused "
+    "with --overload-status and Retry-After.")]
+OverloadStatusOpt = Annotated[int, typer.Option(
+    "--overload-status", help="HTTP status for a full queue: 429 or 503.")]
+RetryAfterOpt = Annotated[float, typer.Option(
+    "--retry-after", callback=number(ge=0),
+    help="Retry-After seconds sent with the overload status.")]
+ApiKeyOpt = Annotated[str | None, typer.Option(
+    "--api-key", envvar="RIDGELINE_API_KEY", show_envvar=True,
+    help="Require 'Authorization: Bearer KEY' on every endpoint but /health.")]
+DefaultMaxTokensOpt = Annotated[int | None, typer.Option(
+    "--default-max-tokens", min=1, help="Output length of chat requests that set no "
+    "max_tokens (default: the rest of the context, as vLLM).")]
+EosLengthsOpt = Annotated[str | None, typer.Option(
+    "--eos-lengths", help="Distribution of natural output lengths for requests without "
+    "ignore_eos (same syntax as --output, e.g. lognormal:mean=200,sigma=0.8); default: "
+    "every request runs to max_tokens.")]
+ShutdownGraceOpt = Annotated[float, typer.Option(
+    "--shutdown-grace", callback=number(ge=0),
+    help="Seconds in-flight streams get to finish on "
+    "SIGTERM/SIGINT before they are ended with an error event.")]
+HeaderTimeoutOpt = Annotated[float, typer.Option(
+    "--header-timeout", callback=number(gt=0), help="Close a connection whose request "
+    "headers are not complete this many seconds after it opens or its request starts "
+    "(nginx's client_header_timeout).")]
+TokenizerOpt = Annotated[str | None, typer.Option(
+    "--tokenizer", help="Count prompt tokens with the served model's tokenizer: a "
+    "tokenizer.json, a folder holding one, a Hugging Face model id (needs "
+    "huggingface_hub and network or its cache) or tiktoken:<encoding>; default "
+    "cl100k_base.")]
+LogLevelOpt = Annotated[str, typer.Option(
+    "--log-level", help="uvicorn log level.")]
+AccessLogOpt = Annotated[bool, typer.Option(
+    "--access-log/--no-access-log", help="Log every request (slows the server).")]
+ModeOpt = Annotated[str, typer.Option(
+    "--mode", help="Output text: timing (filler words), echo (the prompt or last user "
+    "message, cut to max_tokens), random (seeded random words).")]
+TimeToFirstTokenMsOpt = Annotated[float | None, _ms(
+    "--time-to-first-token", "Fixed time to first token")]
+TimeToFirstTokenStdDevMsOpt = Annotated[float, _ms(
+    "--time-to-first-token-std-dev", "Standard deviation of the TTFT")]
+InterTokenLatencyMsOpt = Annotated[float | None, _ms(
+    "--inter-token-latency", "Fixed time between output tokens")]
+InterTokenLatencyStdDevMsOpt = Annotated[float, _ms(
+    "--inter-token-latency-std-dev", "Standard deviation of the inter-token time")]
+PrefillTimePerTokenMsOpt = Annotated[float | None, _ms(
+    "--prefill-time-per-token", "TTFT added per prompt token")]
+KvCacheTransferLatencyMsOpt = Annotated[float | None, _ms(
+    "--kv-cache-transfer-latency", "TTFT of a request whose prefill ran elsewhere "
+    "(kv_transfer_params.do_remote_prefill)")]
+KvCacheTransferLatencyStdDevMsOpt = Annotated[float, _ms(
+    "--kv-cache-transfer-latency-std-dev", "Its standard deviation")]
+TimeFactorUnderLoadOpt = Annotated[float, typer.Option(
+    "--time-factor-under-load", callback=number(ge=1, le=1000),
+    help="With fixed latencies: every latency x this factor when --max-num-seqs "
+    "requests run, less in proportion when fewer do (1: no slowdown).")]
+FailureInjectionRatePctOpt = Annotated[float, typer.Option(
+    "--failure-injection-rate", callback=number(ge=0, le=100),
+    help="Percent of requests that fail on purpose (see --failure-types).")]
+FailureTypesOpt = Annotated[str | None, typer.Option(
+    "--failure-types", help="Comma list of injected failures: rate_limit, "
+    "invalid_request, context_length, model_not_found, server_error, unavailable, "
+    "stream_cut, stall (default: all).")]
+FailureStallTimeMsOpt = Annotated[float, typer.Option(
+    "--failure-stall-time", callback=number(ge=0),
+    help="Milliseconds of silence before a `stall` failure ends its stream.")]
+LoraModulesOpt = Annotated[list[str] | None, typer.Option(
+    "--lora-modules", help="A LoRA adapter served as its own model name: name=path or "
+    'JSON {"name": ..., "path": ...}; several after one flag, as vLLM, or the flag '
+    "repeated.")]
+MaxLorasOpt = Annotated[int, typer.Option(
+    "--max-loras", min=1, help="Most LoRA adapters loaded at once.")]
+EmbeddingDimOpt = Annotated[int | None, typer.Option(
+    "--embedding-dim", min=1, max=65536, help="Length of /v1/embeddings vectors "
+    "(default: the model's hidden size).")]
+
+
 def serve(
     model_arg: ModelArg = None,
     model: ModelOpt = "llama-3.1-8b",
@@ -61,107 +159,44 @@ def serve(
     calibration: CalibrationOpt = None,
     engine: EngineOpt = "vllm",
     engine_costs: EngineCostsOpt = True,
-    host: Annotated[str, typer.Option(
-        "--host", help="Address to bind. Default loopback only; anything else exposes the "
-        "emulator to the network.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(
-        "--port", min=0, max=65535, help="TCP port; 0 picks a free one (printed).")] = 8000,
-    speed: Annotated[float, typer.Option(
-        "--speed", callback=number(gt=0),
-        help="Run the emulated timeline this many times faster than "
-        "real time (tests); latencies in /metrics stay on the emulated timeline.")] = 1.0,
-    max_num_seqs: Annotated[int, typer.Option(
-        "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
-        help="Most sequences in one engine step (vLLM's).")] = 256,
-    max_num_batched_tokens: Annotated[int, typer.Option(
-        "--max-num-batched-tokens", min=1, help="Token budget of one engine step.")] = 8192,
-    gpu_memory_utilization: Annotated[float, typer.Option(
-        "--gpu-memory-utilization", callback=number(gt=0, le=1),
-        help="Fraction of GPU memory the engine may use (sets the KV-cache size).")] = 0.9,
-    block_size: Annotated[int, typer.Option(
-        "--block-size", min=1, help="KV-cache block size in tokens.")] = 16,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8000,
+    speed: SpeedOpt = 1.0,
+    max_num_seqs: MaxNumSeqsOpt = 256,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = 8192,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.9,
+    block_size: BlockSizeOpt = 16,
     enable_prefix_caching: PrefixCachingOpt = True,
     chunked_prefill: ChunkedPrefillOpt = True,
     max_model_len: MaxModelLenOpt = None,
     served_model_name: ServedModelNameOpt = None,
-    max_waiting: Annotated[int, typer.Option(
-        "--max-waiting", min=0, help="Waiting-queue bound; a request past it is refused "
-        "with --overload-status and Retry-After.")] = 1024,
-    overload_status: Annotated[int, typer.Option(
-        "--overload-status", help="HTTP status for a full queue: 429 or 503.")] = 429,
-    retry_after_s: Annotated[float, typer.Option(
-        "--retry-after", callback=number(ge=0),
-        help="Retry-After seconds sent with the overload status.")
-    ] = 1.0,
-    api_key: Annotated[str | None, typer.Option(
-        "--api-key", envvar="RIDGELINE_API_KEY", show_envvar=True,
-        help="Require 'Authorization: Bearer KEY' on every endpoint but /health.")] = None,
-    default_max_tokens: Annotated[int | None, typer.Option(
-        "--default-max-tokens", min=1, help="Output length of chat requests that set no "
-        "max_tokens (default: the rest of the context, as vLLM).")] = None,
-    eos_lengths: Annotated[str | None, typer.Option(
-        "--eos-lengths", help="Distribution of natural output lengths for requests without "
-        "ignore_eos (same syntax as --output, e.g. lognormal:mean=200,sigma=0.8); default: "
-        "every request runs to max_tokens.")] = None,
+    max_waiting: MaxWaitingOpt = 1024,
+    overload_status: OverloadStatusOpt = 429,
+    retry_after_s: RetryAfterOpt = 1.0,
+    api_key: ApiKeyOpt = None,
+    default_max_tokens: DefaultMaxTokensOpt = None,
+    eos_lengths: EosLengthsOpt = None,
     seed: SeedOpt = 0,
-    shutdown_grace_s: Annotated[float, typer.Option(
-        "--shutdown-grace", callback=number(ge=0),
-        help="Seconds in-flight streams get to finish on "
-        "SIGTERM/SIGINT before they are ended with an error event.")] = 10.0,
-    header_timeout_s: Annotated[float, typer.Option(
-        "--header-timeout", callback=number(gt=0), help="Close a connection whose request "
-        "headers are not complete this many seconds after it opens or its request starts "
-        "(nginx's client_header_timeout).")] = 30.0,
-    tokenizer: Annotated[str | None, typer.Option(
-        "--tokenizer", help="Count prompt tokens with the served model's tokenizer: a "
-        "tokenizer.json, a folder holding one, a Hugging Face model id (needs "
-        "huggingface_hub and network or its cache) or tiktoken:<encoding>; default "
-        "cl100k_base.")] = None,
-    log_level: Annotated[str, typer.Option(
-        "--log-level", help="uvicorn log level.")] = "warning",
-    access_log: Annotated[bool, typer.Option(
-        "--access-log/--no-access-log", help="Log every request (slows the server).")] = False,
-    mode: Annotated[str, typer.Option(
-        "--mode", help="Output text: timing (filler words), echo (the prompt or last user "
-        "message, cut to max_tokens), random (seeded random words).")] = "timing",
-    time_to_first_token_ms: Annotated[float | None, _ms(
-        "--time-to-first-token", "Fixed time to first token")] = None,
-    time_to_first_token_std_dev_ms: Annotated[float, _ms(
-        "--time-to-first-token-std-dev", "Standard deviation of the TTFT")] = 0.0,
-    inter_token_latency_ms: Annotated[float | None, _ms(
-        "--inter-token-latency", "Fixed time between output tokens")] = None,
-    inter_token_latency_std_dev_ms: Annotated[float, _ms(
-        "--inter-token-latency-std-dev", "Standard deviation of the inter-token time")] = 0.0,
-    prefill_time_per_token_ms: Annotated[float | None, _ms(
-        "--prefill-time-per-token", "TTFT added per prompt token")] = None,
-    kv_cache_transfer_latency_ms: Annotated[float | None, _ms(
-        "--kv-cache-transfer-latency", "TTFT of a request whose prefill ran elsewhere "
-        "(kv_transfer_params.do_remote_prefill)")] = None,
-    kv_cache_transfer_latency_std_dev_ms: Annotated[float, _ms(
-        "--kv-cache-transfer-latency-std-dev", "Its standard deviation")] = 0.0,
-    time_factor_under_load: Annotated[float, typer.Option(
-        "--time-factor-under-load", callback=number(ge=1, le=1000),
-        help="With fixed latencies: every latency x this factor when --max-num-seqs "
-        "requests run, less in proportion when fewer do (1: no slowdown).")] = 1.0,
-    failure_injection_rate_pct: Annotated[float, typer.Option(
-        "--failure-injection-rate", callback=number(ge=0, le=100),
-        help="Percent of requests that fail on purpose (see --failure-types).")] = 0.0,
-    failure_types: Annotated[str | None, typer.Option(
-        "--failure-types", help="Comma list of injected failures: rate_limit, "
-        "invalid_request, context_length, model_not_found, server_error, unavailable, "
-        "stream_cut, stall (default: all).")] = None,
-    failure_stall_time_ms: Annotated[float, typer.Option(
-        "--failure-stall-time", callback=number(ge=0),
-        help="Milliseconds of silence before a `stall` failure ends its stream.")] = 30000.0,
-    lora_modules: Annotated[list[str] | None, typer.Option(
-        "--lora-modules", help="A LoRA adapter served as its own model name: name=path or "
-        'JSON {"name": ..., "path": ...}; several after one flag, as vLLM, or the flag '
-        "repeated.")] = None,
-    max_loras: Annotated[int, typer.Option(
-        "--max-loras", min=1, help="Most LoRA adapters loaded at once.")] = 1,
-    embedding_dim: Annotated[int | None, typer.Option(
-        "--embedding-dim", min=1, max=65536, help="Length of /v1/embeddings vectors "
-        "(default: the model's hidden size).")] = None,
+    shutdown_grace_s: ShutdownGraceOpt = 10.0,
+    header_timeout_s: HeaderTimeoutOpt = 30.0,
+    tokenizer: TokenizerOpt = None,
+    log_level: LogLevelOpt = "warning",
+    access_log: AccessLogOpt = False,
+    mode: ModeOpt = "timing",
+    time_to_first_token_ms: TimeToFirstTokenMsOpt = None,
+    time_to_first_token_std_dev_ms: TimeToFirstTokenStdDevMsOpt = 0.0,
+    inter_token_latency_ms: InterTokenLatencyMsOpt = None,
+    inter_token_latency_std_dev_ms: InterTokenLatencyStdDevMsOpt = 0.0,
+    prefill_time_per_token_ms: PrefillTimePerTokenMsOpt = None,
+    kv_cache_transfer_latency_ms: KvCacheTransferLatencyMsOpt = None,
+    kv_cache_transfer_latency_std_dev_ms: KvCacheTransferLatencyStdDevMsOpt = 0.0,
+    time_factor_under_load: TimeFactorUnderLoadOpt = 1.0,
+    failure_injection_rate_pct: FailureInjectionRatePctOpt = 0.0,
+    failure_types: FailureTypesOpt = None,
+    failure_stall_time_ms: FailureStallTimeMsOpt = 30000.0,
+    lora_modules: LoraModulesOpt = None,
+    max_loras: MaxLorasOpt = 1,
+    embedding_dim: EmbeddingDimOpt = None,
 ) -> None:
     """Serve the OpenAI API with the timing of MODEL on HARDWARE (emulated, no GPU).
 
@@ -202,22 +237,7 @@ def serve(
             kv_cache_transfer_latency_ms=kv_cache_transfer_latency_ms or 0.0,
             kv_cache_transfer_latency_std_dev_ms=kv_cache_transfer_latency_std_dev_ms,
             time_factor_under_load=time_factor_under_load, max_num_seqs=max_num_seqs)
-    from ridgeline.serve.lora import parse_lora_module
-
-    adapters: list[tuple[str, str]] = []
-    for entry in lora_modules or []:
-        try:
-            adapters.append(parse_lora_module(entry))
-        except ValueError:
-            raise field_error("--lora-modules", entry,
-                              'name=path or {"name": ..., "path": ...}') from None
-    names = [n for n, _ in adapters]
-    if len(set(names)) != len(names) or (served_model_name or model) in names:
-        raise field_error("--lora-modules", " ".join(names),
-                          "distinct names, none the served model's")
-    if len(adapters) > max_loras:
-        raise field_error("--lora-modules", f"{len(adapters)} adapters",
-                          f"at most --max-loras={max_loras}")
+    adapters = _lora_adapters(lora_modules, served_model_name or model, max_loras)
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise field_error("--log-level", log_level, "critical, error, warning, info, debug")
     built, sched = _build_engine(
@@ -265,6 +285,30 @@ def serve(
         serve_app(app, host, port, log_level=log_level, access_log=access_log)
     except OSError as exc:
         raise RidgelineError(f"--port: cannot bind {host}:{port} ({exc.strerror})") from None
+
+
+def _lora_adapters(lora_modules: list[str] | None, served: str, max_loras: int
+                   ) -> list[tuple[str, str]]:
+    """The --lora-modules adapters as (name, path): distinct names, none the served model's
+    name, at most --max-loras of them."""
+    from ridgeline.errors import field_error
+    from ridgeline.serve.lora import parse_lora_module
+
+    adapters: list[tuple[str, str]] = []
+    for entry in lora_modules or []:
+        try:
+            adapters.append(parse_lora_module(entry))
+        except ValueError:
+            raise field_error("--lora-modules", entry,
+                              'name=path or {"name": ..., "path": ...}') from None
+    names = [n for n, _ in adapters]
+    if len(set(names)) != len(names) or served in names:
+        raise field_error("--lora-modules", " ".join(names),
+                          "distinct names, none the served model's")
+    if len(adapters) > max_loras:
+        raise field_error("--lora-modules", f"{len(adapters)} adapters",
+                          f"at most --max-loras={max_loras}")
+    return adapters
 
 
 def _build_engine(model: str, hardware: str, calibration: str | None, engine: str,

@@ -219,7 +219,7 @@ def simulate_cmd(
     from ridgeline.errors import RidgelineError
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.sim.cluster import parse_pd
-    from ridgeline.sim.scenario import Built, Scenario, sweep_rates_for
+    from ridgeline.sim.scenario import Built, Scenario
     from ridgeline.sim.sweep import parse_rates
 
     load_test = None
@@ -278,12 +278,7 @@ def simulate_cmd(
         _check_batch_memory(requests * len(listed if listed is not None else SWEEP_FRACTIONS),
                             memory_output or output, stream)
     built = Built.of(sc)
-    rates: list[float | None]
-    if concurrency is not None or rate is None:
-        rates = [None]
-    else:
-        parsed = parse_rates(rate)
-        rates = list(parsed if parsed is not None else sweep_rates_for(sc, built))
+    rates = _rates(sc, built, rate, concurrency)
     from ridgeline.commands.simulate_streamed import check_streamed, run_streamed_command
 
     if streamed:
@@ -308,6 +303,19 @@ def simulate_cmd(
 
 
 # ---- running ----------------------------------------------------------------------------
+
+def _rates(sc: Any, built: Any, rate: str | None, concurrency: int | None
+           ) -> list[float | None]:
+    """The arrival rates to run: [None] for a closed loop or a process that sets its own
+    rate, the listed rates, or for 'sweep' rates around the simulated capacity."""
+    from ridgeline.sim.scenario import sweep_rates_for
+    from ridgeline.sim.sweep import parse_rates
+
+    if concurrency is not None or rate is None:
+        return [None]
+    parsed = parse_rates(rate)
+    return list(parsed if parsed is not None else sweep_rates_for(sc, built))
+
 
 def _replay_lengths(arrival: str, concurrency: int | None, prompt: str | None,
                     output: str | None, requests: int) -> tuple[bool, bool, str | None]:

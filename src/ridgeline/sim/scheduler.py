@@ -516,78 +516,11 @@ class Scheduler:
         offset = -1.0
 
         # 2. Running prefills (only with chunked prefill can one be part-way).
-        for seq in list(self.prefilling):
-            if budget <= 0:
-                break
-            if seq.state != PREFILL:
-                continue   # preempted just now, in this loop
-            chunk = min(seq.num_tokens - seq.num_computed, budget)
-            c0 = seq.num_computed
-            new_blocks = (self._held(seq, c0 + chunk, c0) - self._held(seq, c0, c0)
-                          if self.win else _cdiv(c0 + chunk, bs) - _cdiv(c0, bs))
-            scheduled = True
-            while new_blocks > pool.free_blocks:
-                victim = next(reversed(self.running))
-                if victim.state == DECODE:
-                    scheduled = False       # see the module note: wait, do not un-schedule
-                    break
-                out.preempted.append(self._preempt_tail(n))
-                if victim is seq:
-                    scheduled = False
-                    break
-            if not scheduled:
-                break
-            pool.allocate(new_blocks)
-            budget -= chunk
-            chunks.append((seq, chunk))
-            if reserve:
-                if offset < 0:
-                    offset = self.reserved_new_tokens(n)
-                offset += chunk + self._output_reserve(seq, chunk)
+        budget, offset = self._continue_prefills(n, out, budget, chunks, reserve, offset)
 
         # 3. Admit waiting requests (not in a step that had to preempt).
         if not out.preempted:
-            waiting = self.waiting
-            while waiting and len(self.running) < self.max_num_seqs and budget > 0:
-                seq = waiting[0]
-                plan = self._admission_plan(seq, budget, bool(chunks) or n_dec > 0)
-                if plan is None:
-                    break
-                if self.no_evict and seq not in self.reserved:
-                    life = _cdiv(seq.req.prompt_tokens + seq.req.output_tokens - 1, bs)
-                    if self.reserved_blocks + life > pool.num_blocks:
-                        break
-                    self.reserved[seq] = life
-                    self.reserved_blocks += life
-                hits, computed, chunk, new_blocks = plan
-                if reserve:
-                    # SGLang's PrefillAdder: the whole rest of the prompt plus its output
-                    # (clipped) must fit in what the reservations leave.
-                    if offset < 0:
-                        offset = self.reserved_new_tokens(n)
-                    left = seq.num_tokens - computed
-                    if left + min(seq.output_tokens - seq.g, self.clip_tokens) \
-                            >= avail_tokens - offset:
-                        break
-                    offset += chunk + self._output_reserve(seq, chunk, computed)
-                waiting.popleft()
-                if seq.max_prefix_blocks and seq.num_computed == 0:
-                    self.prefix_queries_tokens += seq.num_tokens
-                    self.prefix_hits_tokens += computed
-                    if seq.req.cached_tokens is None:
-                        seq.req.cached_tokens = computed
-                if hits:
-                    pool.acquire(hits)
-                    seq.shared = hits
-                seq.num_computed = computed
-                pool.allocate(new_blocks)
-                seq.state = PREFILL
-                seq.admit_order = self.admit_counter
-                self.admit_counter += 1
-                self.running[seq] = None
-                self.prefilling.append(seq)
-                budget -= chunk
-                chunks.append((seq, chunk))
+            self._admit_waiting(n, budget, chunks, n_dec > 0, reserve, avail_tokens, offset)
 
         if prefill_first:
             if chunks:
@@ -647,23 +580,112 @@ class Scheduler:
         self._finish_decodes(n, out)
         self.step_index = n + 1
         # Time the step (its effects above do not depend on its duration).
+        out.duration_s = self._step_duration(time_fn, n, graphs, bool(chunks), pf_tokens,
+                                             pf_pairs, pf_ctx, pf_seqs, n_dec, dec_ctx)
+        return out
+
+    def _continue_prefills(self, n: int, out: StepOutcome, budget: int,
+                           chunks: list[tuple[Sequence, int]], reserve: bool, offset: float
+                           ) -> tuple[int, float]:
+        """Step n's chunks of the prefills already running, in order, while the token budget
+        and the KV blocks last (preempting the latest admitted prefills for blocks, never a
+        decode). Appends to `chunks`; returns (budget left, SGLang's reservation offset)."""
+        bs, pool = self.bs, self.pool
+        for seq in list(self.prefilling):
+            if budget <= 0:
+                break
+            if seq.state != PREFILL:
+                continue   # preempted just now, in this loop
+            chunk = min(seq.num_tokens - seq.num_computed, budget)
+            c0 = seq.num_computed
+            new_blocks = (self._held(seq, c0 + chunk, c0) - self._held(seq, c0, c0)
+                          if self.win else _cdiv(c0 + chunk, bs) - _cdiv(c0, bs))
+            scheduled = True
+            while new_blocks > pool.free_blocks:
+                victim = next(reversed(self.running))
+                if victim.state == DECODE:
+                    scheduled = False       # see the module note: wait, do not un-schedule
+                    break
+                out.preempted.append(self._preempt_tail(n))
+                if victim is seq:
+                    scheduled = False
+                    break
+            if not scheduled:
+                break
+            pool.allocate(new_blocks)
+            budget -= chunk
+            chunks.append((seq, chunk))
+            if reserve:
+                if offset < 0:
+                    offset = self.reserved_new_tokens(n)
+                offset += chunk + self._output_reserve(seq, chunk)
+        return budget, offset
+
+    def _admit_waiting(self, n: int, budget: int, chunks: list[tuple[Sequence, int]],
+                       has_decodes: bool, reserve: bool, avail_tokens: int, offset: float
+                       ) -> None:
+        """Admit waiting requests in queue order while seats, the token budget, the KV
+        blocks and (SGLang) the admission reservations allow; appends their chunks."""
+        bs, pool = self.bs, self.pool
+        waiting = self.waiting
+        while waiting and len(self.running) < self.max_num_seqs and budget > 0:
+            seq = waiting[0]
+            plan = self._admission_plan(seq, budget, bool(chunks) or has_decodes)
+            if plan is None:
+                break
+            if self.no_evict and seq not in self.reserved:
+                life = _cdiv(seq.req.prompt_tokens + seq.req.output_tokens - 1, bs)
+                if self.reserved_blocks + life > pool.num_blocks:
+                    break
+                self.reserved[seq] = life
+                self.reserved_blocks += life
+            hits, computed, chunk, new_blocks = plan
+            if reserve:
+                # SGLang's PrefillAdder: the whole rest of the prompt plus its output
+                # (clipped) must fit in what the reservations leave.
+                if offset < 0:
+                    offset = self.reserved_new_tokens(n)
+                left = seq.num_tokens - computed
+                if left + min(seq.output_tokens - seq.g, self.clip_tokens) \
+                        >= avail_tokens - offset:
+                    break
+                offset += chunk + self._output_reserve(seq, chunk, computed)
+            waiting.popleft()
+            if seq.max_prefix_blocks and seq.num_computed == 0:
+                self.prefix_queries_tokens += seq.num_tokens
+                self.prefix_hits_tokens += computed
+                if seq.req.cached_tokens is None:
+                    seq.req.cached_tokens = computed
+            if hits:
+                pool.acquire(hits)
+                seq.shared = hits
+            seq.num_computed = computed
+            pool.allocate(new_blocks)
+            seq.state = PREFILL
+            seq.admit_order = self.admit_counter
+            self.admit_counter += 1
+            self.running[seq] = None
+            self.prefilling.append(seq)
+            budget -= chunk
+            chunks.append((seq, chunk))
+
+    def _step_duration(self, time_fn: TimeFn, n: int, graphs: list[int] | None,
+                       has_chunks: bool, pf_tokens: int, pf_pairs: int, pf_ctx: int,
+                       pf_seqs: int, n_dec: int, dec_ctx: int) -> float:
+        """The duration of step n, from its work."""
         if graphs is not None:
-            out.duration_s = self.slots.duration_s(  # type: ignore[union-attr]
+            return self.slots.duration_s(  # type: ignore[union-attr]
                 graphs, pf_pairs, dec_ctx)
-            return out
         if self._pq is not None and n_dec < len(self._dec_p):
-            out.duration_s = self._time_scalar(pf_tokens, pf_pairs, pf_ctx, pf_seqs, n_dec,
-                                               dec_ctx)
-            return out
+            return self._time_scalar(pf_tokens, pf_pairs, pf_ctx, pf_seqs, n_dec, dec_ctx)
         # Other models: a decode-only step may already be timed; otherwise one call times it
         # together with the decode steps that follow if the batch stays as it now is.
-        cached = None if chunks else self._cached_decode_time(n, n_dec, dec_ctx - n_dec * n)
+        cached = (None if has_chunks
+                  else self._cached_decode_time(n, n_dec, dec_ctx - n_dec * n))
         if cached is not None:
-            out.duration_s = cached
-        else:
-            out.duration_s = self._time_with_spec(time_fn, n, pf_tokens, pf_pairs, pf_ctx,
-                                                  pf_seqs, n_dec, dec_ctx)
-        return out
+            return cached
+        return self._time_with_spec(time_fn, n, pf_tokens, pf_pairs, pf_ctx, pf_seqs, n_dec,
+                                    dec_ctx)
 
     def _cached_decode_time(self, n: int, n_dec: int, a_sum: int) -> float | None:
         e = self._dcache.get((n_dec, a_sum))
