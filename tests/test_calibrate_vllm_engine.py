@@ -120,3 +120,13 @@ def test_explicit_preset_wins_over_recognition(tmp_path: Path, preset: str) -> N
     # llama.cpp's behaviour: slots from --max-batch's default (8), n_batch 2048.
     assert (sched["preset"], sched["max_num_seqs"], sched["max_num_batched_tokens"]) == \
         ("llama.cpp", 8, 2048)
+
+
+def test_odd_labels_take_the_defaults() -> None:
+    # Labels a profile could not hold (too large, fractional, not numbers) are not read.
+    odd = ('vllm:cache_config_info{max_num_seqs="1e12",max_num_batched_tokens="2.5",'
+           'block_size="abc",num_gpu_blocks="nan"} 1\n')
+    e = recognise({"version": 3}, odd, {})
+    assert e.engine == "vllm" and e.version is None
+    assert (e.max_num_seqs, e.max_num_batched_tokens, e.block_size_tokens) == (256, 8192, 16)
+    assert e.num_gpu_blocks is None and e.read == []

@@ -19,6 +19,7 @@ prefill, 16-token blocks), and the result says which values were read and which 
 from __future__ import annotations
 
 import json
+import math
 import re
 import urllib.request
 from dataclasses import dataclass, field
@@ -95,12 +96,16 @@ def metric_samples(text: str) -> list[tuple[str, dict[str, str]]]:
     return out
 
 
-def _positive_int(text: str | None) -> int | None:
+def _positive_int(text: str | None, most: int) -> int | None:
+    """The label as an integer in 1..most; None (the default is used) for anything else,
+    so a server's odd label can never reach the profile's checks."""
     try:
-        v = int(float(text)) if text not in (None, "", "None") else None
+        v = float(text) if text not in (None, "", "None") else None
     except (TypeError, ValueError):
         return None
-    return v if v is not None and v > 0 else None
+    if v is None or not math.isfinite(v) or v != int(v) or not 1 <= v <= most:
+        return None
+    return int(v)
 
 
 def recognise(version_obj: Any, metrics_text: str, props: dict[str, Any]) -> DetectedEngine:
@@ -125,18 +130,29 @@ def recognise(version_obj: Any, metrics_text: str, props: dict[str, Any]) -> Det
         if name == "vllm:cache_config_info":
             info.update(labels)
     eng = DetectedEngine(engine="vllm", version=version, evidence=evidence)
-    wanted = (("max_num_seqs", "max_num_seqs", VLLM_DEFAULT_MAX_NUM_SEQS),
+    from ridgeline.sim.calibrated_profile import (
+        MAX_BLOCK_SIZE_TOKENS,
+        MAX_KV_CAPACITY_TOKENS,
+        MAX_NUM_SEQS,
+        MAX_STEP_TOKENS,
+    )
+
+    # The upper limits are the profile's own.
+    wanted = (("max_num_seqs", "max_num_seqs", VLLM_DEFAULT_MAX_NUM_SEQS, MAX_NUM_SEQS),
               ("max_num_batched_tokens", "max_num_batched_tokens",
-               VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS),
-              ("block_size", "block_size_tokens", VLLM_DEFAULT_BLOCK_SIZE_TOKENS))
-    for label, attr, default in wanted:
-        got = _positive_int(info.get(label))
+               VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, MAX_STEP_TOKENS),
+              ("block_size", "block_size_tokens", VLLM_DEFAULT_BLOCK_SIZE_TOKENS,
+               MAX_BLOCK_SIZE_TOKENS))
+    for label, attr, default, most in wanted:
+        got = _positive_int(info.get(label), most)
         if got is None:
             eng.defaulted.append(f"{label} {default}")
         else:
             eng.read.append(f"{label} {got}")
         setattr(eng, attr, got if got is not None else default)
-    eng.num_gpu_blocks = _positive_int(info.get("num_gpu_blocks"))
+    block = eng.block_size_tokens or VLLM_DEFAULT_BLOCK_SIZE_TOKENS
+    eng.num_gpu_blocks = _positive_int(info.get("num_gpu_blocks"),
+                                       MAX_KV_CAPACITY_TOKENS // block)
     if eng.num_gpu_blocks is not None:
         eng.read.append(f"num_gpu_blocks {eng.num_gpu_blocks}")
     return eng
