@@ -130,3 +130,17 @@ def test_odd_labels_take_the_defaults() -> None:
     assert e.engine == "vllm" and e.version is None
     assert (e.max_num_seqs, e.max_num_batched_tokens, e.block_size_tokens) == (256, 8192, 16)
     assert e.num_gpu_blocks is None and e.read == []
+
+
+def test_gpu_probe_sizes_follow_the_servers_slots_and_budget() -> None:
+    from ridgeline.commands.calibrate import _vllm_probe_defaults
+
+    e = recognise({"version": "0.10.1"}, VLLM_METRICS, {})      # 48 slots, 4096 tokens
+    d = _vllm_probe_defaults("vllm", e, None, None, None, None)
+    assert d is not None
+    assert d["batches"] == [1, 2, 4, 8, 16, 32, 48]             # powers of two, then the slots
+    assert d["prefill_tokens"] == [128, 512, 1024, 2048, 4096]  # none above the budget
+    d = _vllm_probe_defaults("vllm", e, 200, 1024, None, None)  # --slots, --n-batch given
+    assert d is not None and d["batches"][-1] == 64 and d["prefill_tokens"][-1] == 1024
+    assert "--slots and --n-batch given" in d["line"]
+    assert _vllm_probe_defaults("llama.cpp", e, None, None, None, None) is None
