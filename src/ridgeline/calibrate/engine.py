@@ -12,6 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline import __version__
+from ridgeline.calibrate.engine_detect import (
+    VLLM_DEFAULT_BLOCK_SIZE_TOKENS,
+    VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    VLLM_DEFAULT_MAX_NUM_SEQS,
+    DetectedEngine,
+)
 from ridgeline.calibrate.fit import fit_profile
 from ridgeline.calibrate.presets import preset_scheduling
 from ridgeline.calibrate.probe import (
@@ -68,7 +74,9 @@ def calibrate_from_traces(paths: list[str], *, preset: str = "llama.cpp",
                           kv_capacity_tokens: int = 1 << 20, config_path: str | None = None,
                           design: dict[str, Any] | None = None,
                           facts: dict[str, Any] | None = None,
-                          kv_unified: bool = False) -> CalibrationProfile:
+                          kv_unified: bool = False,
+                          max_num_batched_tokens: int | None = None,
+                          block_size_tokens: int = 16) -> CalibrationProfile:
     """Fit a profile from probe traces (`ridgeline calibrate fit`). With llama.cpp's per-slot
     KV (no `kv_unified`) the profile is a slot model: its decode probes must have been
     pinned to slots 0..B-1 (`calibrate engine` does that), so each T(B) is one graph."""
@@ -77,7 +85,9 @@ def calibrate_from_traces(paths: list[str], *, preset: str = "llama.cpp",
     batches = [s.tokens for s in samples
                if not s.point.startswith(("prefill", "context", "open"))]
     sched = preset_scheduling(preset, slots or (max(batches) if batches else None), n_batch,
-                              n_ubatch, kv_unified=kv_unified)
+                              n_ubatch, kv_unified=kv_unified,
+                              max_num_batched_tokens=max_num_batched_tokens,
+                              block_size_tokens=block_size_tokens)
     prov = Provenance(engine=preset if ef.engine in ("unknown", "None") else ef.engine,
                       engine_version=ef.engine_version, base_url=ef.base_url, model=ef.model,
                       model_config_path=config_path, host=host_facts(),
@@ -92,14 +102,29 @@ def calibrate_engine(endpoint: Any, design: ProbeDesign, probe_dir: str | Path, 
                      n_ubatch: int = 512, kv_capacity_tokens: int | None = None,
                      config_path: str | None = None, seed: int = 0,
                      log: Callable[[str], None] | None = None,
-                     kv_unified: bool = False) -> CalibrationProfile:
+                     kv_unified: bool = False,
+                     detected: DetectedEngine | None = None,
+                     max_num_batched_tokens: int | None = None) -> CalibrationProfile:
     """Probe a live endpoint through the bench client, then fit (`ridgeline calibrate
     engine`). llama.cpp's /props, when it answers, gives the slots and the KV capacity
-    (slots x per-slot context) unless they are given."""
+    (slots x per-slot context) unless they are given. With the vllm preset, a vLLM server
+    (`detected`, see engine_detect.py) gives max_num_seqs, max_num_batched_tokens, the
+    block size and the KV capacity (blocks x block size) where its /metrics state them,
+    else vLLM's defaults."""
     props = engine_props(endpoint.base_url) if preset == "llama.cpp" else {}
+    vllm = detected if preset == "vllm" and detected is not None and \
+        detected.engine == "vllm" else None
+    block_size_tokens = VLLM_DEFAULT_BLOCK_SIZE_TOKENS
+    if preset == "vllm":
+        slots = slots or (vllm.max_num_seqs if vllm else None) or VLLM_DEFAULT_MAX_NUM_SEQS
+        max_num_batched_tokens = (max_num_batched_tokens
+                                  or (vllm.max_num_batched_tokens if vllm else None)
+                                  or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
+        block_size_tokens = (vllm.block_size_tokens if vllm else None) or block_size_tokens
     slots = slots or props.get("total_slots") or design.max_batch
     if kv_capacity_tokens is None:
-        kv_capacity_tokens = slots * props["slot_n_ctx"] if "slot_n_ctx" in props else 1 << 20
+        kv_capacity_tokens = slots * props["slot_n_ctx"] if "slot_n_ctx" in props else \
+            (vllm.kv_capacity_tokens if vllm else None) or 1 << 20
     import dataclasses
 
     slot_model = preset_scheduling(preset, slots, n_batch, n_ubatch,
@@ -110,11 +135,17 @@ def calibrate_engine(endpoint: Any, design: ProbeDesign, probe_dir: str | Path, 
     facts = {"engine_props": props} if props else {}
     if props.get("build_info"):
         facts["engine_version"] = str(props["build_info"])
+    if vllm is not None:
+        facts["engine_detected"] = vllm.facts()
+        if vllm.version:
+            facts["engine_version"] = vllm.version
     prof = calibrate_from_traces([p.trace_path for p in points], preset=preset, slots=slots,
                                  n_batch=n_batch, n_ubatch=n_ubatch,
                                  kv_capacity_tokens=kv_capacity_tokens,
                                  config_path=config_path, design=design.describe(),
-                                 kv_unified=kv_unified)
+                                 kv_unified=kv_unified,
+                                 max_num_batched_tokens=max_num_batched_tokens,
+                                 block_size_tokens=block_size_tokens)
     for k, v in facts.items():
         setattr(prof.provenance, k, v)
     if prof.scheduling.slot_graphs:

@@ -23,9 +23,12 @@ PRESETS = ("vllm", "llama.cpp")
 
 
 def preset_scheduling(preset: str, slots: int | None = None, n_batch: int = 2048,
-                      n_ubatch: int = 512, kv_unified: bool = False) -> Scheduling:
+                      n_ubatch: int = 512, kv_unified: bool = False,
+                      max_num_batched_tokens: int | None = None,
+                      block_size_tokens: int = 16) -> Scheduling:
     """Scheduling of a named engine; `slots` is llama.cpp's -np / vLLM's max_num_seqs;
-    `kv_unified`: llama.cpp runs with -kvu (one KV stream: one graph per ubatch)."""
+    `kv_unified`: llama.cpp runs with -kvu (one KV stream: one graph per ubatch);
+    `max_num_batched_tokens` and `block_size_tokens`: vLLM's (default 8192 and 16)."""
     if preset == "llama.cpp":
         np_slots = slots or 1
         per_slot = not kv_unified and np_slots > 1
@@ -47,8 +50,9 @@ def preset_scheduling(preset: str, slots: int | None = None, n_batch: int = 2048
                    "n_ctx/np (ridgeline: one shared pool)"])
     if preset == "vllm":
         return Scheduling(preset="vllm", max_num_seqs=slots or 256,
-                          max_num_batched_tokens=8192, chunked_prefill=True,
-                          enable_prefix_caching=True, block_size_tokens=16,
+                          max_num_batched_tokens=max_num_batched_tokens or 8192,
+                          chunked_prefill=True, enable_prefix_caching=True,
+                          block_size_tokens=block_size_tokens,
                           notes=["vLLM V1 defaults: chunked prefill, prefix caching"])
     raise RidgelineError(f"--preset: got {preset!r}; allowed: {', '.join(PRESETS)}")
 

@@ -183,6 +183,40 @@ def occupancy(trace: Any) -> tuple[float, float]:
     return in_flight, decoding
 
 
+def peak_in_flight(trace: Any) -> int:
+    """Most successful requests in flight at once (sent, not yet complete) in a trace: the
+    concurrency the measured server was under. A request ending when another is sent is
+    counted out first."""
+    from ridgeline.trace.table import STATUS_CODE
+
+    ok = np.flatnonzero(trace.status == STATUS_CODE["ok"])
+    if ok.size == 0:
+        return 0
+    sent = trace.sent_s[ok]
+    end = trace.end_s[ok].copy()
+    has_events = trace.event_counts[ok] > 0
+    last = np.full(ok.size, np.nan)
+    last[has_events] = trace.event_times_s[trace.event_offsets[ok[has_events] + 1] - 1]
+    end = np.where(np.isfinite(end), end, last)
+    keep = np.isfinite(sent) & np.isfinite(end)
+    if not np.any(keep):
+        return 0
+    times = np.concatenate([end[keep], sent[keep]])
+    steps = np.concatenate([-np.ones(int(keep.sum())), np.ones(int(keep.sum()))])
+    order = np.lexsort((steps, times))      # at equal times the -1 (an end) comes first
+    return int(np.max(np.cumsum(steps[order])))
+
+
+def slots_exceeded_line(label: str, concurrency: int, slots: int) -> str | None:
+    """The line saying a point ran above the profile's slots, or None when it did not."""
+    if concurrency <= slots:
+        return None
+    return (f"{label}: measured concurrency {concurrency} exceeds the profile's {slots} "
+            "slots: the profile was calibrated for another server or setting (or the "
+            f"server queued this load); predictions beyond the slots queue: requests above "
+            f"{slots} wait in the simulated queue, which dominates this point's errors")
+
+
 def _pct(analysis: Any, key: str, q: str) -> tuple[float, float, float]:
     d = analysis.latency.get(key)
     if d is None or d.unavailable or q not in d.percentiles:
@@ -258,6 +292,12 @@ def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None
                 else list(range(n - 1, -1, -1)), source))
         report.rows.extend(verify_trace(trace, prof, metrics, bounds, seed, config,
                                         closed_loop, report.loads))
+        sched = config if config is not None else getattr(profile, "scheduling", None)
+        slots = getattr(sched, "max_num_seqs", None)
+        if isinstance(slots, int):
+            over = slots_exceeded_line(point_label(trace), peak_in_flight(trace), slots)
+            if over:
+                report.warnings.append(over)
     if getattr(profile, "extrapolated_steps", 0):
         report.warnings.append(profile.assumptions()[-1])
     return report
@@ -311,5 +351,5 @@ def chain_slot_orders(traces: list[Any], profile: Any, start: list[int] | str | 
 
 
 __all__ = ["DEFAULT_METRICS", "METRICS", "PointLoad", "PointSlotOrder", "VerifyReport",
-           "VerifyRow", "chain_slot_orders",
-           "occupancy", "parse_bounds", "point_label", "replay_workload", "verify", "verify_trace"]
+           "VerifyRow", "chain_slot_orders", "occupancy", "parse_bounds", "peak_in_flight",
+           "point_label", "replay_workload", "slots_exceeded_line", "verify", "verify_trace"]

@@ -45,45 +45,54 @@ def engine_cmd(
     model: Annotated[str, typer.Option("--model", "-m", help="Model name sent in requests "
                                        "(default: the server's first).")] = "",
     config: ConfigOpt = None,
-    max_batch: Annotated[int, typer.Option("--max-batch", min=1, max=4096,
-                                           help="Decode probes at batch "
-                                           "1..N.")] = 8,
+    max_batch: Annotated[int | None, typer.Option(
+        "--max-batch", min=1, max=4096, help="Decode probes at batch 1..N (default 8; vLLM: "
+        "1, 2, 4, ... up to min(slots, 64)).")] = None,
     batches: Annotated[str | None, typer.Option("--batches", help="Decode batch sizes instead "
                                                 "of 1..N, e.g. 1,2,4,8.")] = None,
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, max=10_000_000,
-                                               help="Decode probes' "
-                                               "prompt length.")] = 32,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=3, max=10_000_000,
-                                               help="Decode probes' "
-                                               "output length.")] = 32,
+    prompt_tokens: Annotated[int | None, typer.Option(
+        "--prompt-tokens", min=1, max=10_000_000, help="Decode probes' prompt length "
+        "(default 32; vLLM: 128).")] = None,
+    output_tokens: Annotated[int | None, typer.Option(
+        "--output-tokens", min=3, max=10_000_000, help="Decode probes' output length "
+        "(default 32; vLLM: 64).")] = None,
     rounds: Annotated[int, typer.Option("--rounds", min=1, max=1000,
                                         help="Lockstep rounds per batch "
                                         "size.")] = 2,
-    context_tokens: Annotated[int, typer.Option("--context-tokens", min=0, max=10_000_000,
-                                                help="Prompt of the "
-                                                "long-context probes, at 1 stream and at the "
-                                                "largest batch (0: none).")] = 384,
-    prefill_tokens: Annotated[str, typer.Option("--prefill-tokens", help="Prefill probe "
-                                                "prompt lengths.")] = "16,64,128,256,512",
+    context_tokens: Annotated[int | None, typer.Option(
+        "--context-tokens", min=0, max=10_000_000, help="Prompt of the long-context probes, "
+        "at 1 stream and at the largest batch (0: none; default 384; vLLM: 1024).")] = None,
+    prefill_tokens: Annotated[str | None, typer.Option(
+        "--prefill-tokens", help="Prefill probe prompt lengths (default 16,64,128,256,512; "
+        "vLLM: 128,512,1024,2048,4096 up to the token budget).")] = None,
     prefill_repeats: Annotated[int, typer.Option("--prefill-repeats", min=1, max=1000)] = 3,
     open_requests: Annotated[int | None, typer.Option(
         "--open-requests", min=0, max=100_000, help="Requests of the open-loop (Poisson) probe "
         "whose steps replace the lockstep decode steps (0: none; default 40, or 0 for "
         "llama.cpp with per-slot KV, whose slot model times each layout itself).")] = None,
-    open_prompt_tokens: Annotated[int, typer.Option("--open-prompt-tokens", min=1,
-                                                    max=10_000_000)] = 64,
+    open_prompt_tokens: Annotated[int | None, typer.Option(
+        "--open-prompt-tokens", min=1, max=10_000_000, help="(default 64; vLLM: 256)")
+                                  ] = None,
     open_output_tokens: Annotated[int, typer.Option("--open-output-tokens", min=3,
                                                     max=10_000_000)] = 64,
     open_rate: Annotated[float | None, typer.Option("--open-rate", min=0.001, max=1e7,
                                                     help="Its rate, req/s (default: about "
                                                     "half the slots in flight).")] = None,
-    preset: PresetOpt = "llama.cpp",
-    slots: SlotsOpt = None,
-    n_batch: NBatchOpt = 2048,
+    preset: Annotated[str | None, typer.Option(
+        "--preset", help="Engine scheduling: llama.cpp or vllm (default: the engine the "
+        "server is recognised as, else llama.cpp).")] = None,
+    slots: Annotated[int | None, typer.Option(
+        "--slots", min=1, max=65_536, help="Engine slots (llama.cpp -np, vLLM max_num_seqs); "
+        "default: what the server states (/props, vLLM's /metrics), else --max-batch "
+        "(llama.cpp) or 256 (vLLM).")] = None,
+    n_batch: Annotated[int | None, typer.Option(
+        "--n-batch", min=1, max=10_000_000, help="Token budget of a step: llama.cpp n_batch "
+        "(default 2048), vLLM max_num_batched_tokens (default: the server's, else 8192).")
+                       ] = None,
     n_ubatch: NUbatchOpt = 512,
     kv_capacity_tokens: Annotated[int | None, typer.Option(
         "--kv-capacity-tokens", min=1, max=10**11, help="The engine's KV cache in tokens (default: "
-        "llama.cpp's /props slots x n_ctx, else 1048576).")] = None,
+        "llama.cpp's /props slots x n_ctx, vLLM's blocks x block size, else 1048576).")] = None,
     probe_dir: Annotated[str | None, typer.Option("--probe-dir", help="Where the probe traces "
                                                   "go (default: beside --out).")] = None,
     timeout_s: Annotated[float, typer.Option("--timeout", callback=number(gt=0, le=86400),
@@ -99,18 +108,45 @@ def engine_cmd(
     from ridgeline.calibrate.presets import preset_scheduling
     from ridgeline.calibrate.probe import ProbeDesign
 
-    slot_model = preset_scheduling(preset, slots or max_batch,  # a bad name fails here
+    if preset is not None:
+        preset_scheduling(preset)  # a bad name fails before any request
+    prefill_list = _ints(prefill_tokens, "--prefill-tokens") if prefill_tokens else None
+    batch_list = _ints(batches, "--batches") if batches else None
+    from ridgeline.bench.validate import check_base_url
+    from ridgeline.calibrate.engine_detect import detect_engine
+
+    check_base_url(base_url)  # `http://[::1` reached aiohttp and exited 70
+    detected = detect_engine(base_url)
+    typer.echo(detected.line(), err=True)
+    if preset is None:
+        preset = "vllm" if detected.engine == "vllm" else "llama.cpp"
+    gpu = _vllm_probe_defaults(preset, detected, slots, n_batch, max_batch, batch_list)
+    if gpu:
+        typer.echo(gpu.pop("line"), err=True)
+        prompt_tokens = prompt_tokens or gpu["prompt_tokens"]
+        output_tokens = output_tokens or gpu["output_tokens"]
+        context_tokens = gpu["context_tokens"] if context_tokens is None else context_tokens
+        prefill_list = prefill_list or gpu["prefill_tokens"]
+        batch_list = batch_list or gpu["batches"]
+        open_prompt_tokens = open_prompt_tokens or gpu["open_prompt_tokens"]
+    max_batch = max_batch or 8
+    slot_model = preset_scheduling(preset, slots or max_batch,
                                    kv_unified=kv_unified).slot_graphs
     if open_requests is None:
         open_requests = 0 if slot_model else 40
-    design = ProbeDesign(max_batch=max_batch, decode_prompt_tokens=prompt_tokens,
-                         decode_output_tokens=output_tokens, rounds=rounds,
-                         context_prompt_tokens=context_tokens,
-                         prefill_tokens=tuple(_ints(prefill_tokens, "--prefill-tokens")),
+    design = ProbeDesign(max_batch=max_batch, decode_prompt_tokens=prompt_tokens or 32,
+                         decode_output_tokens=output_tokens or 32, rounds=rounds,
+                         context_prompt_tokens=384 if context_tokens is None
+                         else context_tokens,
+                         prefill_tokens=tuple(prefill_list or (16, 64, 128, 256, 512)),
                          prefill_repeats=prefill_repeats,
-                         batches=tuple(_ints(batches, "--batches")) if batches else (),
-                         open_requests=open_requests, open_prompt_tokens=open_prompt_tokens,
-                         open_output_tokens=open_output_tokens, open_rate_req_s=open_rate)
+                         batches=tuple(batch_list or ()),
+                         open_requests=open_requests,
+                         open_prompt_tokens=open_prompt_tokens or 64,
+                         open_output_tokens=open_output_tokens, open_rate_req_s=open_rate,
+                         # vLLM: the open-loop probe aims at half the largest probed batch
+                         # (not half of 256 slots), inside the measured range.
+                         slots=max(batch_list) if gpu and batch_list else None)
     from ridgeline.commands.bench_validate import check_base_url
 
     check_base_url(base_url)  # `http://[::1` reached aiohttp and exited 70
@@ -118,10 +154,11 @@ def engine_cmd(
                               ignore_eos=True)
     pdir = probe_dir or str(Path(out).with_suffix("")) + "-probe"
     profile = calibrate_engine(endpoint, design, pdir, preset=preset, slots=slots,
-                               n_batch=n_batch, n_ubatch=n_ubatch,
+                               n_batch=n_batch or 2048, n_ubatch=n_ubatch,
                                kv_capacity_tokens=kv_capacity_tokens, config_path=config,
                                seed=seed, log=lambda m: typer.echo(m, err=True),
-                               kv_unified=kv_unified)
+                               kv_unified=kv_unified, detected=detected,
+                               max_num_batched_tokens=n_batch if preset == "vllm" else None)
     _finish(profile, out)
 
 
@@ -261,6 +298,41 @@ def _fit_engine(paths: list[str], out: str, engine: str, model: str | None, hard
     for note in fit.notes:
         typer.echo(note)
     typer.echo(f"engine costs written to {out} (use: --engine {out})")
+
+
+def _vllm_probe_defaults(preset: str, detected: Any, slots: int | None, n_batch: int | None,
+                         max_batch: int | None, batches: list[int] | None
+                         ) -> dict[str, Any] | None:
+    """Probe sizes for a GPU engine (the vllm preset), or None for llama.cpp: decode batches
+    1, 2, 4, ... up to min(slots, 64) (or 1..--max-batch), longer prompts, and prefill
+    lengths up to the step's token budget (a longer prompt is chunked over several steps,
+    and a prefill probe times one). Also the line saying what was read and defaulted."""
+    from ridgeline.calibrate.engine_detect import (
+        VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        VLLM_DEFAULT_MAX_NUM_SEQS,
+    )
+
+    if preset != "vllm":
+        return None
+    is_vllm = detected.engine == "vllm"
+    n_slots = slots or (detected.max_num_seqs if is_vllm else None) or VLLM_DEFAULT_MAX_NUM_SEQS
+    budget = n_batch or (detected.max_num_batched_tokens if is_vllm else None) or \
+        VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
+    if batches is None and max_batch is None:
+        top = min(n_slots, 64)
+        batches = sorted({*(1 << k for k in range(7) if 1 << k <= top), top})
+    elif batches is None:
+        batches = list(range(1, min(max_batch or 8, n_slots) + 1))
+    prefill = [p for p in (128, 512, 1024, 2048, 4096) if p <= budget] or [budget]
+    line = (detected.settings_line() if is_vllm else
+            "vllm preset on a server not recognised as vLLM: vLLM defaults used: "
+            f"max_num_seqs {VLLM_DEFAULT_MAX_NUM_SEQS}, max_num_batched_tokens "
+            f"{VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS}, block_size 16")
+    given = [f for f, v in (("--slots", slots), ("--n-batch", n_batch)) if v]
+    if given:
+        line += f" ({' and '.join(given)} given: used instead)"
+    return {"line": line, "prompt_tokens": 128, "output_tokens": 64, "context_tokens": 1024,
+            "prefill_tokens": prefill, "batches": batches, "open_prompt_tokens": 256}
 
 
 def _ints(text: str, option: str) -> list[int]:

@@ -288,7 +288,11 @@ def _cache_info(engine_cfg: Any) -> dict[str, str] | None:
     if engine_cfg is None:
         return None
     fields = {"block_size": "block_size_tokens", "enable_prefix_caching":
-              "enable_prefix_caching", "num_gpu_blocks": "num_kv_blocks"}
+              "enable_prefix_caching", "num_gpu_blocks": "num_kv_blocks",
+              # Not CacheConfig's in vLLM; stated so `calibrate engine` can read the
+              # emulated scheduler (it defaults them when a real server omits them).
+              "max_num_seqs": "max_num_seqs",
+              "max_num_batched_tokens": "max_num_batched_tokens"}
     info = {k: str(getattr(engine_cfg, v)) for k, v in fields.items()
             if hasattr(engine_cfg, v)}
     info["engine"] = "0"
