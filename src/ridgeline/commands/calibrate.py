@@ -112,7 +112,7 @@ def engine_cmd(
         preset_scheduling(preset)  # a bad name fails before any request
     prefill_list = _ints(prefill_tokens, "--prefill-tokens") if prefill_tokens else None
     batch_list = _ints(batches, "--batches") if batches else None
-    from ridgeline.bench.validate import check_base_url
+    from ridgeline.commands.bench_validate import check_base_url
     from ridgeline.calibrate.engine_detect import detect_engine
 
     check_base_url(base_url)  # `http://[::1` reached aiohttp and exited 70
@@ -147,9 +147,6 @@ def engine_cmd(
                          # vLLM: the open-loop probe aims at half the largest probed batch
                          # (not half of 256 slots), inside the measured range.
                          slots=max(batch_list) if gpu and batch_list else None)
-    from ridgeline.commands.bench_validate import check_base_url
-
-    check_base_url(base_url)  # `http://[::1` reached aiohttp and exited 70
     endpoint = EndpointConfig(base_url=base_url, model=model, timeout_s=timeout_s,
                               ignore_eos=True)
     pdir = probe_dir or str(Path(out).with_suffix("")) + "-probe"
