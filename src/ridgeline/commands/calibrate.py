@@ -112,8 +112,8 @@ def engine_cmd(
         preset_scheduling(preset)  # a bad name fails before any request
     prefill_list = _ints(prefill_tokens, "--prefill-tokens") if prefill_tokens else None
     batch_list = _ints(batches, "--batches") if batches else None
-    from ridgeline.commands.bench_validate import check_base_url
     from ridgeline.calibrate.engine_detect import detect_engine
+    from ridgeline.commands.bench_validate import check_base_url
 
     check_base_url(base_url)  # `http://[::1` reached aiohttp and exited 70
     detected = detect_engine(base_url)
