@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -126,9 +127,10 @@ def test_simulate_single_point_is_short_with_model_error() -> None:
     text = ok("simulate", "--rate", "5", "-n", "300")
     assert_uncut(text)
     assert len(text.splitlines()) <= 20, text
-    assert "sampling CI" in text and "model error (CV)" in text
+    assert "sampling CI" in text and "model error (80% interval / CV)" in text
     ttft = next(ln for ln in text.splitlines() if ln.startswith("TTFT (ms)"))
-    assert "±" in ttft  # the model's error on the TTFT row itself
+    # the model's error on the TTFT row itself: its mean's and P99's 80% intervals
+    assert re.search(r"mean \[[0-9.]+, [0-9.]+\], P99 \[[0-9.]+, [0-9.]+\]", ttft), ttft
     assert "shared/data" not in text and "0.000 ms" not in text
 
 
@@ -136,7 +138,10 @@ def test_simulate_csv_has_the_model_error_column() -> None:
     rows = list(csv.DictReader(io.StringIO(ok("simulate", "--rate", "5", "-n", "200",
                                               "--format", "csv"))))
     ttft = next(r for r in rows if r["metric"] == "ttft_ms")
-    assert float(ttft["p50"]) > 0 and ttft["model_error"].startswith("±")
+    assert float(ttft["p50"]) > 0
+    lo, hi = map(float, re.match(r"mean \[([0-9.,]+), ([0-9.,]+)\]",
+                                 ttft["model_error"]).groups())  # type: ignore[union-attr]
+    assert lo < float(ttft["mean"]) < hi   # the mean's 80% model-error interval holds it
 
 
 def test_simulate_sweep_csv_and_knee_names() -> None:

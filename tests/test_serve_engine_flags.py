@@ -45,7 +45,10 @@ def test_fp8_kv_cache_doubles_the_kv_pool() -> None:
     t16, kv16 = _decode_step_s()
     t8, kv8 = _decode_step_s(kv="fp8")
     assert kv8 / kv16 == pytest.approx(2.0, rel=1e-3)   # same memory, half the bytes a token
-    assert t8 <= t16                                     # and less KV to read
+    # One sequence of 1,000 tokens reads 131 MB of bf16 KV against 16 GB of weights: the
+    # fp8 cache changes the step by well under 5% either way (the measured fp8-KV decode
+    # kernel has its own floor, so at batch 1 it need not be faster).
+    assert t8 == pytest.approx(t16, rel=0.05)
 
 
 def test_serve_accepts_vllms_engine_flags() -> None:

@@ -119,7 +119,8 @@ def test_estimate_spec_ceiling_is_speculative_and_above_the_throughput():
         assert out["decode_ceiling_tok_s"] >= out["decode_aggregate_tok_s"]
         assert "speculative" in out["decode_ceiling_formula"]
     # b = 1 is memory-bound (~521 tok/s), b = 256 compute-bound (~24,600 tok/s).
-    text = runner.invoke(app, ["estimate", "-b", "1", "--spec-k", "4"]).stdout
+    # the decode ceiling is a --details row (the decode roofline terms)
+    text = runner.invoke(app, ["estimate", "-b", "1", "--spec-k", "4", "--details"]).stdout
     assert "(speculative)" in text
 
 

@@ -349,7 +349,11 @@ def fitted_constants() -> dict[str, float]:
             "floor_scale": float(k["vllm"]["floor_scale"]["value"]),
             "decode_bandwidth_efficiency":
                 float(k["attention"]["attention_decode"]["bandwidth_efficiency"]),
-            "grouped_scale": float(k["vllm"]["attention_decode_grouped_scale"]["value"])}
+            # grouped-query decode in vLLM's steps as a share of the measured kernel's
+            # bandwidth (the older catalog held it as a share of the carried A100 fit)
+            "grouped_scale": float(k["vllm"].get("measured_decode_grouped_scale",
+                                                 k["vllm"].get("attention_decode_grouped_scale",
+                                                               {"value": 1.0}))["value"])}
 
 
 def summarize(out: Path, hardware: str) -> dict[str, Any]:

@@ -216,6 +216,9 @@ def collective(mk: MeasuredKernels, kind: str, p: int) -> tuple[float, float] | 
     return r["latency_us"] * 1e-6, float(r["bus_bandwidth_bytes_s"])
 
 
+PCIE_SERVER_GPUS = 8
+
+
 def domain_collective(mk: MeasuredKernels, kind: str, p: int, hw: Any
                       ) -> tuple[float, float] | None:
     """`collective` over p GPUs of `hw`: within its NVLink domain (`nvlink_domain_gpus`, 8
@@ -223,6 +226,9 @@ def domain_collective(mk: MeasuredKernels, kind: str, p: int, hw: Any
     per-GPU bandwidth (`network_bandwidth_bytes_s` of the hardware file) then bounds the bus
     bandwidth, at one more network latency. Error where the file gives none."""
     domain = int(getattr(hw, "nvlink_domain_gpus", 8) or 8)
+    # A PCIe-only part (a domain of 1) still joins up to a server's 8 GPUs over PCIe, the
+    # links its own collective tables were measured on; past the server is the network.
+    domain = domain if domain > 1 else PCIE_SERVER_GPUS
     inner = collective(mk, kind, min(p, domain))
     if inner is None or p <= domain:
         return inner

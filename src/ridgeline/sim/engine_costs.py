@@ -239,6 +239,9 @@ class EngineCostsFile(BaseModel):
     description: _Text | None = None
     costs: CostsTable
     provenance: CostsProvenance | None = None
+    # An engine preset's scheduler (SGLang's), checked field by field by its own reader
+    # (sim/engine_presets.py).
+    scheduler: dict[str, Any] | None = None
 
 
 def run_mean_step_s(n_tokens: np.ndarray, mean_gap_s: np.ndarray) -> float:
