@@ -17,6 +17,7 @@ from ridgeline.calibrate.engine_detect import (
     VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
     VLLM_DEFAULT_MAX_NUM_SEQS,
     DetectedEngine,
+    engine_props,
 )
 from ridgeline.calibrate.fit import fit_profile
 from ridgeline.calibrate.presets import preset_scheduling
@@ -46,27 +47,6 @@ def kv_bytes_per_token_of(config_path: str | None, kv_bytes: float = 2.0) -> flo
 
     m = load_model(config_path)
     return float(2 * m.num_layers * m.num_kv_heads * m.head_dim * kv_bytes)
-
-
-def engine_props(base_url: str, timeout_s: float = 5.0) -> dict[str, Any]:
-    """llama.cpp's GET /props (slots, per-slot context, build); {} when the engine has none."""
-    import json
-    import urllib.request
-
-    url = base_url.rstrip("/").removesuffix("/v1") + "/props"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            obj = json.loads(resp.read().decode("utf-8", errors="replace"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(obj, dict):
-        return {}
-    gen = obj.get("default_generation_settings") or {}
-    out = {k: obj[k] for k in ("total_slots", "build_info", "model_path", "model_ftype")
-           if k in obj}
-    if isinstance(gen, dict) and isinstance(gen.get("n_ctx"), int):
-        out["slot_n_ctx"] = gen["n_ctx"]
-    return out
 
 
 def calibrate_from_traces(paths: list[str], *, preset: str = "llama.cpp",

@@ -25,6 +25,13 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from ridgeline.sim.calibrated_profile import (
+    MAX_BLOCK_SIZE_TOKENS,
+    MAX_KV_CAPACITY_TOKENS,
+    MAX_NUM_SEQS,
+    MAX_STEP_TOKENS,
+)
+
 VLLM_DEFAULT_MAX_NUM_SEQS = 256
 VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192   # V1 with chunked prefill
 VLLM_DEFAULT_BLOCK_SIZE_TOKENS = 16
@@ -130,13 +137,6 @@ def recognise(version_obj: Any, metrics_text: str, props: dict[str, Any]) -> Det
         if name == "vllm:cache_config_info":
             info.update(labels)
     eng = DetectedEngine(engine="vllm", version=version, evidence=evidence)
-    from ridgeline.sim.calibrated_profile import (
-        MAX_BLOCK_SIZE_TOKENS,
-        MAX_KV_CAPACITY_TOKENS,
-        MAX_NUM_SEQS,
-        MAX_STEP_TOKENS,
-    )
-
     # The upper limits are the profile's own.
     wanted = (("max_num_seqs", "max_num_seqs", VLLM_DEFAULT_MAX_NUM_SEQS, MAX_NUM_SEQS),
               ("max_num_batched_tokens", "max_num_batched_tokens",
@@ -166,12 +166,31 @@ def _get(url: str, timeout_s: float) -> str | None:
         return None
 
 
+def engine_props(base_url: str, timeout_s: float = 5.0) -> dict[str, Any]:
+    """llama.cpp's GET /props (slots, per-slot context, build); {} when the engine has none."""
+    import json
+    import urllib.request
+
+    url = base_url.rstrip("/").removesuffix("/v1") + "/props"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            obj = json.loads(resp.read().decode("utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(obj, dict):
+        return {}
+    gen = obj.get("default_generation_settings") or {}
+    out = {k: obj[k] for k in ("total_slots", "build_info", "model_path", "model_ftype")
+           if k in obj}
+    if isinstance(gen, dict) and isinstance(gen.get("n_ctx"), int):
+        out["slot_n_ctx"] = gen["n_ctx"]
+    return out
+
+
 def detect_engine(base_url: str, props: dict[str, Any] | None = None,
                   timeout_s: float = 5.0) -> DetectedEngine:
-    """Ask the server (`props`: llama.cpp's /props already read, see engine.engine_props)."""
+    """Ask the server (`props`: llama.cpp's /props already read, see engine_props)."""
     if props is None:
-        from ridgeline.calibrate.engine import engine_props
-
         props = engine_props(base_url, timeout_s)
     if props.get("total_slots"):
         return recognise(None, "", props)

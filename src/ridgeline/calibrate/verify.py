@@ -187,7 +187,6 @@ def peak_in_flight(trace: Any) -> int:
     """Most successful requests in flight at once (sent, not yet complete) in a trace: the
     concurrency the measured server was under. A request ending when another is sent is
     counted out first."""
-    from ridgeline.trace.table import STATUS_CODE
 
     ok = np.flatnonzero(trace.status == STATUS_CODE["ok"])
     if ok.size == 0:

@@ -220,12 +220,17 @@ def _sweep_rows(data: ReportData) -> list[list[str]]:
         knee = knee_rate(pts)
         for p in sorted(pts, key=lambda q: q.rate_req_s):
             rows.append([name, f"{p.rate_req_s:g}" + (" (knee)" if p.rate_req_s == knee else ""),
-                         f"{fmt(p.ttft_p50_ms)} [{fmt(p.ttft_p50_ci[0])}, {fmt(p.ttft_p50_ci[1])}]",
-                         f"{fmt(p.ttft_p99_ms)} [{fmt(p.ttft_p99_ci[0])}, {fmt(p.ttft_p99_ci[1])}]",
-                         f"{fmt(p.tpot_p50_ms)} [{fmt(p.tpot_p50_ci[0])}, {fmt(p.tpot_p50_ci[1])}]",
-                         f"{fmt(p.tpot_p99_ms)} [{fmt(p.tpot_p99_ci[0])}, {fmt(p.tpot_p99_ci[1])}]",
-                         fmt(p.throughput_req_s), fmt(p.output_tok_s), fmt(p.goodput_req_s)])
+                         *_point_cells(p)])
     return rows
+
+
+def _point_cells(p: Any) -> list[str]:
+    """A sweep point's latency percentiles with their CIs, then its throughputs."""
+    return [f"{fmt(p.ttft_p50_ms)} [{fmt(p.ttft_p50_ci[0])}, {fmt(p.ttft_p50_ci[1])}]",
+            f"{fmt(p.ttft_p99_ms)} [{fmt(p.ttft_p99_ci[0])}, {fmt(p.ttft_p99_ci[1])}]",
+            f"{fmt(p.tpot_p50_ms)} [{fmt(p.tpot_p50_ci[0])}, {fmt(p.tpot_p50_ci[1])}]",
+            f"{fmt(p.tpot_p99_ms)} [{fmt(p.tpot_p99_ci[0])}, {fmt(p.tpot_p99_ci[1])}]",
+            fmt(p.throughput_req_s), fmt(p.output_tok_s), fmt(p.goodput_req_s)]
 
 
 def _concurrency_rows(data: ReportData) -> list[list[str]]:
@@ -233,11 +238,7 @@ def _concurrency_rows(data: ReportData) -> list[list[str]]:
     for name, pts in data.concurrency_sweeps.items():
         for p in sorted(pts, key=lambda q: q.concurrency):
             rows.append([name, f"{p.concurrency:g}",
-                         f"{fmt(p.ttft_p50_ms)} [{fmt(p.ttft_p50_ci[0])}, {fmt(p.ttft_p50_ci[1])}]",
-                         f"{fmt(p.ttft_p99_ms)} [{fmt(p.ttft_p99_ci[0])}, {fmt(p.ttft_p99_ci[1])}]",
-                         f"{fmt(p.tpot_p50_ms)} [{fmt(p.tpot_p50_ci[0])}, {fmt(p.tpot_p50_ci[1])}]",
-                         f"{fmt(p.tpot_p99_ms)} [{fmt(p.tpot_p99_ci[0])}, {fmt(p.tpot_p99_ci[1])}]",
-                         fmt(p.throughput_req_s), fmt(p.output_tok_s), fmt(p.goodput_req_s)])
+                         *_point_cells(p)])
     return rows
 
 

@@ -28,6 +28,7 @@ from ridgeline.metrics.prediction_interval import (
     regime_of,
     step_scales,
 )
+from ridgeline.metrics.render import fmt
 
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 STATS = ("mean", "median", "p90", "p99")
@@ -151,8 +152,6 @@ def add_model_error(run: Any, latency_json: dict[str, Any]) -> None:
 def model_error_cells_80(latency_json: dict[str, Any]) -> dict[str, str]:
     """Per metric key, its mean's and P99's nominal 80% model-error intervals as one table
     cell: 'mean [25.7, 32.2], P99 [42.5, 77.6]' (only the metrics that carry them)."""
-    from ridgeline.metrics.render import fmt
-
     cells = {}
     for m in METRICS:
         d = latency_json.get(m) or {}
@@ -167,8 +166,6 @@ def model_error_cells_80(latency_json: dict[str, Any]) -> dict[str, str]:
 
 def model_error_lines(latency_json: dict[str, Any]) -> list[str]:
     """Text lines: 'TTFT (ms): mean 27.8 model error 80%: [25.7, 30.9]; P50 ...'."""
-    from ridgeline.metrics.render import fmt
-
     names = {"mean": "mean", "median": "P50", "p90": "P90", "p99": "P99"}
     lines = []
     for m in METRICS:
