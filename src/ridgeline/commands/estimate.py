@@ -16,10 +16,14 @@ import typer
 from ridgeline.commands.options import (
     ActivationsOpt,
     AssumptionsOpt,
+    AttentionDpOpt,
     BandwidthEffOpt,
     CalibrationOpt,
     ComputeEffOpt,
+    DataParallelSizeOpt,
     DpOpt,
+    EnableDpAttentionOpt,
+    EnableExpertParallelOpt,
     EngineCostsOpt,
     EngineOpt,
     EpOpt,
@@ -119,6 +123,10 @@ def estimate_cmd(
     pp: PpOpt = 1,
     ep: EpOpt = 1,
     dp: DpOpt = 1,
+    attention_dp: AttentionDpOpt = 1,
+    data_parallel_size: DataParallelSizeOpt = None,
+    enable_expert_parallel: EnableExpertParallelOpt = False,
+    enable_dp_attention: EnableDpAttentionOpt = False,
     compute_efficiency: ComputeEffOpt = None,
     bandwidth_efficiency: BandwidthEffOpt = None,
     kernel_overhead_us: KernelOverheadOpt = None,
@@ -179,6 +187,10 @@ def estimate_cmd(
     from ridgeline.specs import load_model
 
     spec = load_model(model)
+    from ridgeline.specs.parallel import resolve_layout
+
+    lay = resolve_layout(spec, tp, ep, dp, attention_dp, data_parallel_size,
+                         enable_expert_parallel, enable_dp_attention)
     grids = {
         "batch": _capped(parse_grid(batch, "--batch"), "--batch", batch, MAX_BATCH),
         "prompt": _capped(parse_grid(prompt, "--prompt"), "--prompt", prompt, MAX_TOKENS),
@@ -200,7 +212,8 @@ def estimate_cmd(
 
     results, b = _run_estimates(spec, hw_names, grids, context is not None, prefix,
                                 gpu_memory_utilization, wi, (weights, kv, activations),
-                                (tp, pp, ep, dp), (compute_efficiency, bandwidth_efficiency,
+                                (lay.tp, pp, lay.ep, lay.replicas, lay.attn_dp),
+                                (compute_efficiency, bandwidth_efficiency,
                                                    kernel_overhead_us),
                                 engine if engine_costs else None,
                                 kernel_engine_for(engine if not engine.endswith(".json")
@@ -216,7 +229,7 @@ def estimate_cmd(
 def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]],
                    has_context: bool, prefix: int, util: float, wi: Any,
                    dtypes: tuple[str | None, str | None, str | None],
-                   degrees: tuple[int, int, int, int],
+                   degrees: tuple[int, int, int, int, int],
                    eff: tuple[float | None, float | None, float | None],
                    engine: str | None, kernel_engine: str = "vllm"
                    ) -> tuple[list[Any], Any]:
@@ -231,8 +244,8 @@ def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]]
     from ridgeline.specs.precision import resolve_model_precision
 
     precision = resolve_model_precision(spec, *dtypes)
-    tp, pp, ep, dp = degrees
-    parallel = Parallelism(tp=tp, pp=pp, ep=ep, dp=dp).validate(spec)
+    tp, pp, ep, dp, attn_dp = degrees
+    parallel = Parallelism(tp=tp, pp=pp, ep=ep, dp=dp, attn_dp=attn_dp).validate(spec)
     mesh = np.meshgrid(*(np.array(v) for v in grids.values()), indexing="ij")
     b, s, n, t = (x.ravel() for x in mesh)
     costs = load_engine_costs(engine) if engine else None

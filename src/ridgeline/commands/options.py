@@ -250,8 +250,25 @@ TpOpt = Annotated[int, typer.Option("--tp", "--tensor-parallel-size", "-tp", min
                                     help="Tensor-parallel degree.")]
 PpOpt = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", "-pp", min=1,
                                     help="Pipeline-parallel degree.")]
-EpOpt = Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel degree (MoE).")]
-DpOpt = Annotated[int, typer.Option("--dp", min=1, help="Data-parallel replicas.")]
+EpOpt = Annotated[int, typer.Option("--ep", "--ep-size", min=1, help="Expert-parallel "
+                                    "degree (MoE): the experts are spread over this many GPUs "
+                                    "of the instance (a divisor of tp x attention-dp).")]
+DpOpt = Annotated[int, typer.Option("--dp", min=1, help="Data-parallel replicas (with "
+                                    "--enable-dp-attention, SGLang's: attention ranks).")]
+# Attention data-parallelism with expert parallelism, as each engine spells it
+# (ridgeline.specs.parallel.resolve_layout reads them together).
+AttentionDpOpt = Annotated[int, typer.Option(
+    "--attention-dp", min=1, help="Attention data-parallel ranks in one instance (MoE): each "
+    "runs attention with --tp GPUs on its own sequences; the MoE layers span all ranks.")]
+DataParallelSizeOpt = Annotated[int | None, typer.Option(
+    "--data-parallel-size", min=1, help="vLLM's: on a MoE model attention data-parallel "
+    "ranks (the MoE layers span DP x TP GPUs); on a dense model replicas.")]
+EnableExpertParallelOpt = Annotated[bool, typer.Option(
+    "--enable-expert-parallel", help="vLLM's: experts spread over all DP x TP GPUs "
+    "(EP = DP x TP) instead of split among them.")]
+EnableDpAttentionOpt = Annotated[bool, typer.Option(
+    "--enable-dp-attention", help="SGLang's: --dp N attention ranks inside one instance of "
+    "--tp GPUs (tp/dp per rank).")]
 ComputeEffOpt = Annotated[
     float | None,
     typer.Option("--compute-efficiency", callback=number(gt=0, le=1),

@@ -65,7 +65,7 @@ def weight_bytes_read(model: RooflineStepTime, tokens: ArrayLike) -> ArrayLike:
     per_any = t.bytes[:, VAR["any"]].sum() + t.bytes[:, VAR["dec"]].sum()
     if model.model.is_moe:
         m = model.model
-        u = m.num_experts * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** n)
+        u = model.experts_per_gpu * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** n)
         return per_any + t.bytes[:, VAR["u"]].sum() * u
     return per_any + 0.0 * n
 
@@ -170,12 +170,16 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
     # Decode reads T + 1 tokens of KV in full-attention layers, min(T, w) + 1 in windowed
     # ones, and reads and writes the constant state of linear-attention layers.
     win_ctx = np.minimum(ctx, mdl.sliding_window) if mdl.is_windowed else ctx
-    kv_dec = b * (mdl.num_full_attention_layers * (ctx + 1)
+    # Attention data-parallel ranks each cache and read their own sequences: the busiest
+    # GPU holds ceil(B / attn_dp) of them; the instance holds attn_dp GPUs' worth of KV.
+    ranks = model.parallel.attn_dp
+    b_rank = np.ceil(b / ranks)
+    kv_dec = b_rank * (mdl.num_full_attention_layers * (ctx + 1)
                   + mdl.num_window_layers * (win_ctx + 1)) * per_layer
     if mdl.num_linear_layers:
         from ridgeline.perf.linear_attention import state_bytes_per_sequence_per_gpu
 
-        kv_dec = kv_dec + b * 2.0 * state_bytes_per_sequence_per_gpu(mdl, pr,
+        kv_dec = kv_dec + b_rank * 2.0 * state_bytes_per_sequence_per_gpu(mdl, pr,
                                                                      model.parallel.tp)
     # Memory (per GPU of the busiest stage), sized as the engine sizes it: its activation
     # workspace is that of its largest step (max_num_batched_tokens, chunked prefill), not
@@ -183,10 +187,10 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
     mem = model.memory(gpu_memory_utilization)
     ws = np.full(b.shape, mem.workspace_bytes)
     kv_budget = mem.budget_bytes - mem.weight_bytes - ws - RUNTIME_RESERVE_BYTES
-    kv_cap = np.floor(np.maximum(kv_budget, 0.0) / mem.kv_bytes_per_token_per_gpu)
+    kv_cap = ranks * np.floor(np.maximum(kv_budget, 0.0) / mem.kv_bytes_per_token_per_gpu)
     # A sequence of S + N tokens: windowed layers hold min(S + N, w), linear ones a state.
     per_seq = np.asarray(kv_bytes_per_sequence_per_gpu(mdl, pr, model.parallel, s + n))
-    need_kv = b * per_seq
+    need_kv = b_rank * per_seq
     shortfall = np.maximum(0.0, need_kv - kv_budget)
     out.update({
         "prefill_flops": f_pre, "prefill_bytes": d_pre,
@@ -202,14 +206,14 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
         "decode_ceiling_tok_s": np.minimum(b * c_eff / f_dec, b * beta_eff / d_dec),
         "decode_ceiling_formula": "min(B·C/F_dec, B·β/D_dec)",
         # The KV/weight crossover: the context where old-KV reads equal the weight reads.
-        "kv_crossover_context_tokens": d_w / (b * kv_tok_rank),
+        "kv_crossover_context_tokens": d_w / (b_rank * kv_tok_rank),
         "weights_per_gpu_bytes": np.full(b.shape, mem.weight_bytes),
         "kv_bytes_per_token": np.full(b.shape, mem.kv_bytes_per_token),
         "kv_bytes_per_token_per_gpu": np.full(b.shape, mem.kv_bytes_per_token_per_gpu),
         "workspace_bytes": ws,
         "kv_capacity_tokens": kv_cap,
         "kv_per_seq_per_gpu_bytes": per_seq,
-        "max_concurrent_seqs": np.floor(np.maximum(kv_budget, 0.0) / per_seq),
+        "max_concurrent_seqs": ranks * np.floor(np.maximum(kv_budget, 0.0) / per_seq),
         "memory_fits": shortfall <= 0,
         "memory_shortfall_bytes": shortfall,
     })

@@ -3,7 +3,10 @@
 The budget follows vLLM's `gpu_memory_utilization`: of util * memory, the weights, the peak
 activation workspace of one forward pass and a fixed runtime reserve come first; what is left
 holds the KV cache. Per GPU, the largest pipeline stage decides (the embedding sits on the
-first stage, the LM head on the last).
+first stage, the LM head on the last). With attention data-parallelism each of the attn_dp
+ranks holds the attention (and dense-MLP, shared-expert) weights split tp ways and caches its
+own sequences, while the routed experts are divided over all tp x attn_dp GPUs: the engine
+instance's KV capacity is attn_dp times one GPU's.
 
 >>> from ridgeline.specs import load_model, resolve_precision, Parallelism
 >>> kv_bytes_per_token(load_model("qwen2.5-7b"), resolve_precision("bf16"))
@@ -95,7 +98,9 @@ def weight_bytes_per_gpu(model: ModelSpec, precision: Precision, parallel: Paral
         attn += (d if m.o_bias else 0) * b_a + (hq if m.attention_sinks else 0) * b_a
     norms = m.norms_per_layer * d * b_a
     dense_mlp = 3 * d * m.intermediate_size / tp * precision.mlp_weight_bytes
-    moe_mlp = (m.num_experts * m.expert_params / tp * precision.expert_weight_bytes
+    # E/ep experts per GPU, each split moe_tp ways (ep x moe_tp = tp x attn_dp).
+    expert_split = parallel.ep * parallel.moe_tp
+    moe_mlp = (m.num_experts * m.expert_params / expert_split * precision.expert_weight_bytes
                + m.shared_expert_params / tp * precision.shared_expert_weight_bytes
                + m.router_params * b_a) if m.is_moe else 0.0
     lin = sum(o.weight_bytes for o in linear_attention_ops(m, precision, tp))
@@ -122,7 +127,7 @@ def workspace_bytes(model: ModelSpec, precision: Precision, parallel: Parallelis
     mlp = 3 * m.intermediate_size / tp if m.num_dense_layers else 0.0
     if m.is_moe:
         k = m.experts_per_token
-        mlp = max(mlp, k * (m.hidden_size + 3 * m.moe_intermediate_size / tp))
+        mlp = max(mlp, k * (m.hidden_size + 3 * m.moe_intermediate_size / parallel.moe_tp))
     per_token = (2 * m.hidden_size + qkv + m.attn_out_dim / tp + mlp) * b_a
     return max_tokens * per_token + max_seqs * m.vocab_size / tp * 4.0
 
@@ -141,6 +146,8 @@ class MemoryPlan:
     # Linear-attention state of max_num_seqs sequences (constant per sequence; 0 for
     # models without linear attention), set aside before the KV cache.
     state_bytes: float = 0.0
+    # Attention data-parallel ranks of the instance: each caches its own sequences.
+    attn_dp: int = 1
 
     @property
     def kv_budget_bytes(self) -> float:
@@ -157,10 +164,16 @@ class MemoryPlan:
         return max(0.0, self.kv_bytes_per_token_per_gpu - self.kv_budget_bytes)
 
     @property
-    def kv_capacity_tokens(self) -> int:
+    def kv_capacity_tokens_per_rank(self) -> int:
+        """Tokens of KV cache one attention rank (one GPU's budget) holds."""
         if self.kv_bytes_per_token_per_gpu <= 0:
             return 0
         return max(0, math.floor(self.kv_budget_bytes / self.kv_bytes_per_token_per_gpu))
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """Tokens of KV cache the engine instance holds: attn_dp ranks' worth."""
+        return self.attn_dp * self.kv_capacity_tokens_per_rank
 
     def max_sequences(self, tokens_per_sequence: float) -> int:
         """Sequences of this length whose KV fits at once."""
@@ -181,6 +194,7 @@ def plan_memory(model: ModelSpec, hardware: HardwareSpec, precision: Precision,
         kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(model, precision, parallel),
         kv_bytes_per_token=kv_bytes_per_token(model, precision),
         state_bytes=max_seqs * _state_per_seq(model, precision, parallel),
+        attn_dp=parallel.attn_dp,
     )
 
 

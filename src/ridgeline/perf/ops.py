@@ -17,13 +17,18 @@ Work variables (columns; see `WORK_VARS`) for one step of the whole replica:
     pc       cached context tokens the prefill chunks attend to
     dq       decode sequences (one query token each)
     dc       KV tokens the decode sequences read (sum of their contexts T_j)
-    u        expected distinct experts touched per MoE layer, E(1-(1-k/E)^n)
+    u        expected distinct experts touched per MoE layer on one GPU, (E/ep)(1-(1-k/E)^n)
     pre      1 if the step has prefill tokens (drives prefill-attention kernels)
     dec      1 if the step has decode sequences (drives decode-attention kernels)
 
 Attention follows the decode KV read: decode reads each sequence's unique KV once (GQA heads share
 it) and writes the new token's KV, so its bytes are 2 L (T+1) d_kv b_kv per sequence;
 prefill is FlashAttention-style (no S x S matrix in HBM), causal pairs only.
+
+With attention data-parallelism (attn_dp ranks) the work variables stay those of the whole
+engine instance: every operator but the routed experts runs on one rank's share, so its
+per-token coefficients are divided by attn_dp (the weights it reads are not); the routed
+experts see every token of the step, k/ep of the routed pairs landing on each GPU.
 """
 
 from __future__ import annotations
@@ -169,7 +174,14 @@ def _attention_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
     return ops
 
 
-def _mlp_ops(m: ModelSpec, pr: Precision, tp: int, ep: int) -> list[Op]:
+# The routed-expert operators: they run on the tokens of every attention rank, spread over
+# the expert-parallel GPUs; all others run per attention rank.
+EXPERT_OPS = frozenset({"experts_gate_up", "experts_act", "experts_down"})
+# Indicator work variables (0 or 1 per step): never divided among attention ranks.
+INDICATOR_VARS = frozenset({"any", "pre", "dec"})
+
+
+def _mlp_ops(m: ModelSpec, pr: Precision, tp: int, ep: int, moe_tp: int) -> list[Op]:
     d, b_a, b_w = m.hidden_size, pr.activation_bytes, pr.mlp_weight_bytes
     b_x, b_sh = pr.expert_weight_bytes, pr.shared_expert_weight_bytes
     ops: list[Op] = [_elementwise("mlp_norm", 4 * d * b_a, m.num_layers, flops_per_token=5 * d)]
@@ -181,20 +193,24 @@ def _mlp_ops(m: ModelSpec, pr: Precision, tp: int, ep: int) -> list[Op]:
             _linear("down_proj", ff, d, Ld, b_w, b_a, kind=gemm_kind(pr, "mlp")),
         ]
     if m.is_moe:
-        Lm, k, ffe = m.num_moe_layers, m.experts_per_token, m.moe_intermediate_size / tp
+        Lm, k = m.num_moe_layers, m.experts_per_token
+        ffe = m.moe_intermediate_size / moe_tp
         ops.append(_linear("router", d, m.num_experts, Lm, b_a, b_a))
         ops.append(_elementwise("moe_dispatch", (m.num_experts + 2 * d + 2 * k * d) * b_a, Lm,
                                 kernels=2))
-        # Weights of the E[U] touched experts (this GPU's 1/tp share), read once each.
+        # Each GPU holds E/ep experts, each split moe_tp ways: k/ep of a token's routed pairs
+        # land on it (uniform routing), and the u experts it touches are read once each.
+        kg = k / ep
         gx = gemm_kind(pr, "experts")
         ops.append(Op("experts_gate_up", gx, Lm,
-                      flops={"n": 2.0 * k * d * 2 * ffe},
-                      bytes={"n": k * (d + 2 * ffe) * b_a, "u": d * 2 * ffe * b_x},
+                      flops={"n": 2.0 * kg * d * 2 * ffe},
+                      bytes={"n": kg * (d + 2 * ffe) * b_a, "u": d * 2 * ffe * b_x},
                       in_dim=d, out_dim=2 * ffe))
-        ops.append(_elementwise("experts_act", 3 * k * ffe * b_a, Lm, flops_per_token=5 * k * ffe))
+        ops.append(_elementwise("experts_act", 3 * kg * ffe * b_a, Lm,
+                                flops_per_token=5 * kg * ffe))
         ops.append(Op("experts_down", gx, Lm,
-                      flops={"n": 2.0 * k * ffe * d},
-                      bytes={"n": k * (ffe + d) * b_a, "u": ffe * d * b_x},
+                      flops={"n": 2.0 * kg * ffe * d},
+                      bytes={"n": kg * (ffe + d) * b_a, "u": ffe * d * b_x},
                       in_dim=ffe, out_dim=d))
         if m.num_shared_experts:
             sh = m.num_shared_experts * m.shared_expert_intermediate_size / tp
@@ -227,7 +243,8 @@ def build_ops(model: ModelSpec, precision: Precision, parallel: Parallelism) -> 
     tp = parallel.tp
     return (_model_ops(model, precision, tp)[:1] + _attention_ops(model, precision, tp)
             + linear_attention_ops(model, precision, tp)
-            + _mlp_ops(model, precision, tp, parallel.ep) + _model_ops(model, precision, tp)[1:])
+            + _mlp_ops(model, precision, tp, parallel.ep, parallel.moe_tp)
+            + _model_ops(model, precision, tp)[1:])
 
 
 # (latency s, bandwidth bytes/s) of a collective over p GPUs: "all_reduce" (bus bandwidth of
@@ -248,18 +265,19 @@ def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_by
     coef = np.zeros(len(WORK_VARS))
     terms: list[str] = []
     d, b_a, L = model.hidden_size, precision.activation_bytes, model.num_layers
-    tp, pp, ep = parallel.tp, parallel.pp, parallel.ep
+    tp, pp, ep, a = parallel.tp, parallel.pp, parallel.ep, parallel.attn_dp
     if tp > 1:
-        # After o_proj and after the MLP in each layer, plus the vocab-parallel embedding.
+        # After o_proj and after the MLP in each layer, plus the vocab-parallel embedding,
+        # on one attention rank's tokens.
         count = 2 * L + 1
         lat, bw = link("all_reduce", tp)
-        coef[VAR["n"]] += count * ring_allreduce_bytes_factor(tp) * d * b_a / bw
+        coef[VAR["n"]] += count * ring_allreduce_bytes_factor(tp) * d * b_a / bw / a
         coef[VAR["any"]] += count * lat
         terms.append(f"TP ring all-reduce x{count}: 2(p-1)/p * n*d*b_a / {bw / 1e9:.4g} GB/s + "
                      f"{lat * 1e6:.3g} us, p={tp}")
     if pp > 1:
         lat, bw = link("send_recv", 2)
-        coef[VAR["n"]] += (pp - 1) * d * b_a / bw
+        coef[VAR["n"]] += (pp - 1) * d * b_a / bw / a
         coef[VAR["any"]] += (pp - 1) * lat
         terms.append(f"PP activations x{pp - 1}: n*d*b_a / {bw / 1e9:.4g} GB/s + "
                      f"{lat * 1e6:.3g} us")
@@ -269,7 +287,8 @@ def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_by
         lat, bw = link("all_to_all", ep)
         coef[VAR["n"]] += (count * all_to_all_bytes_factor(ep) * k * d * b_a / ep / bw)
         coef[VAR["any"]] += count * lat
-        terms.append(f"EP all-to-all x{count}: (p-1)/p * n*k*d*b_a/p / {bw / 1e9:.4g} GB/s + "
+        terms.append(f"EP all-to-all x{count} (dispatch + combine per MoE layer): each GPU "
+                     f"sends (p-1)/p of its n/p tokens x k*d*b_a / {bw / 1e9:.4g} GB/s + "
                      f"{lat * 1e6:.3g} us, p={ep}")
     return coef, terms
 
@@ -280,14 +299,20 @@ def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
     """Compile the operator list to coefficient matrices (whole-model sums over layers)."""
     ops = build_ops(model, precision, parallel)
     nv = len(WORK_VARS)
+    # One attention rank's share of the step's tokens and sequences (the step's padding to
+    # the slowest rank is applied to the work: perf/serving_model.py).
+    share = 1.0 / parallel.attn_dp
     flops = np.zeros((len(ops), nv))
     byts = np.zeros((len(ops), nv))
     kern = np.zeros((len(ops), nv))
     for i, op in enumerate(ops):
+        per_rank = op.name not in EXPERT_OPS
         for v, c in op.flops.items():
-            flops[i, VAR[v]] += c * op.layers
+            flops[i, VAR[v]] += c * op.layers * (share if per_rank and v not in
+                                                 INDICATOR_VARS else 1.0)
         for v, c in op.bytes.items():
-            byts[i, VAR[v]] += c * op.layers
+            byts[i, VAR[v]] += c * op.layers * (share if per_rank and v not in
+                                                INDICATOR_VARS else 1.0)
         # Weights are read once per step on the op's driver (a decode-only step does not
         # run the prefill kernels and vice versa).
         byts[i, VAR[op.driver]] += op.weight_bytes * op.layers

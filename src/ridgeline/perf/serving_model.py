@@ -66,6 +66,20 @@ class StepBreakdown:
     total_s: np.ndarray
 
 
+def _check_domain(hw: HardwareSpec, par: Parallelism) -> None:
+    """Refuse a TP or EP group wider than the NVLink domain (a PCIe part: a server's 8 GPUs)
+    when the hardware file gives no network bandwidth to cost the links between nodes."""
+    domain = hw.nvlink_domain_gpus if hw.nvlink_domain_gpus > 1 else 8
+    if hw.network_bandwidth_bytes_s > 0:
+        return
+    for flag, p in (("--tp", par.tp), ("--ep", par.ep)):
+        if p > domain:
+            raise RidgelineError(
+                f"{flag}: got {p}; allowed: at most {domain} on {hw.name} (its NVLink domain; "
+                "the hardware file gives no network bandwidth to cost the links between "
+                "nodes)")
+
+
 class RooflineStepTime:
     """Per-operator roofline step time for one model on one replica (TP x PP GPUs)."""
 
@@ -107,6 +121,7 @@ class RooflineStepTime:
         if prof is not None:
             def collectives(kind: str, p: int) -> tuple[float, float]:
                 return prof.collective(kind, p, hw.interconnect_bandwidth_bytes_s, hw)
+        _check_domain(hw, self.parallel)
         self.table: OpTable = build(model, self.precision, self.parallel,
                                     self.link_eff_bytes_s, hw.interconnect_latency_s,
                                     collectives)
@@ -132,25 +147,29 @@ class RooflineStepTime:
             self._linear = self._linear.copy()
             self._linear[:extra.size] += extra
         self._moe = model.is_moe
-        self._E = float(model.num_experts)
+        # Experts on one GPU: u counts the touched ones among them (perf/ops.py).
+        self._E = float(model.num_experts) / self.parallel.ep
         self._miss = 1.0 - model.experts_per_token / model.num_experts if self._moe else 1.0
         self._memory = plan_memory(model, hw, self.precision, self.parallel, 0.9,
                                    max_num_batched_tokens, max_num_seqs)
+        self._ranks = self.parallel.attn_dp
         # The same sum, compiled for calls of a few steps (the simulator's pattern).
         nw = len(WORK_VARS)
         self._fast = CompiledStep(self._stack[:k, :nw], self._stack[k:, :nw],
                                   self._linear[:nw], self._moe, self._E, self._miss,
                                   table_seqs=max_num_seqs)
-        if self._window:
-            # min(T, w) is not a linear form of the step's sums: the C core and the compiled
-            # path do not apply; steps go through `_times_exact` (Python engine).
+        if self._window or self._ranks > 1:
+            # min(T, w) is not a linear form of the step's sums, nor is the slowest attention
+            # rank's share ceil(B / attn_dp): the C core and the compiled path do not apply;
+            # steps go through `_times_exact` (Python engine).
             self._fast.applicable = False
 
     # --- construction by name ------------------------------------------------------------
     @classmethod
     def from_names(cls, model: str, hardware: str, weights: str | None = None,
                    kv: str | None = None, activations: str | None = None, tp: int = 1,
-                   pp: int = 1, ep: int = 1, compute_efficiency: float | None = None,
+                   pp: int = 1, ep: int = 1, attn_dp: int = 1,
+                   compute_efficiency: float | None = None,
                    bandwidth_efficiency: float | None = None,
                    kernel_overhead_us: float | None = None,
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
@@ -172,15 +191,52 @@ class RooflineStepTime:
         if not kernel_model:
             hw = replace(hw, kernel_profile="")
         out = cls(spec, hw, resolve_model_precision(spec, weights, kv, activations),
-                  Parallelism(tp=tp, pp=pp, ep=ep), max_num_batched_tokens, max_num_seqs,
+                  Parallelism(tp=tp, pp=pp, ep=ep, attn_dp=attn_dp), max_num_batched_tokens,
+                  max_num_seqs,
                   engine_costs, engine)
         if check_fit and not out.memory().fits:
             raise RidgelineError(out.no_fit_message())
         return out
 
     # --- the step time -------------------------------------------------------------------
+    @property
+    def experts_per_gpu(self) -> float:
+        """Routed experts each GPU holds (E / ep; 0 for a dense model)."""
+        return self._E if self._moe else 0.0
+
+    def lockstep_work(self, work: BatchWork) -> BatchWork:
+        """The step as the attention ranks run it in lockstep: each rank takes its share of
+        the sequences and the step lasts as long as the busiest rank, ceil(B / attn_dp)
+        sequences with their mean tokens and context; the others are padded to it (as the
+        engines pad their ranks' batches for the MoE collectives). Identity for attn_dp = 1."""
+        a = self._ranks
+        if a == 1:
+            return work
+        ps, dq = (np.asarray(x, dtype=np.float64) for x in (work.prefill_seqs,
+                                                           work.decode_seqs))
+        # A prefill with tokens but no sequence count is one sequence.
+        ps_eff = np.where((ps <= 0) & (np.asarray(work.prefill_tokens) > 0), 1.0, ps)
+        ps_pad = a * np.ceil(ps_eff / a)
+        dq_pad = a * np.ceil(dq / a)
+        fp = np.divide(ps_pad, ps_eff, out=np.zeros_like(ps_pad), where=ps_eff > 0)
+        fd = np.divide(dq_pad, dq, out=np.zeros_like(dq_pad), where=dq > 0)
+
+        def out(x: np.ndarray) -> ArrayLike:
+            return float(x) if x.ndim == 0 else x
+
+        return BatchWork(
+            prefill_tokens=out(np.asarray(work.prefill_tokens, dtype=np.float64) * fp),
+            prefill_attn_pairs=out(np.asarray(work.prefill_attn_pairs, dtype=np.float64) * fp),
+            prefill_context_tokens=out(np.asarray(work.prefill_context_tokens,
+                                                  dtype=np.float64) * fp),
+            prefill_seqs=out(np.where(ps > 0, ps_pad, ps)),
+            decode_seqs=out(dq_pad),
+            decode_context_tokens=out(np.asarray(work.decode_context_tokens,
+                                                 dtype=np.float64) * fd))
+
     def work_vars(self, work: BatchWork) -> tuple[np.ndarray, tuple[int, ...]]:
         """The work variables (WORK_VARS, M) of a BatchWork and the grid shape."""
+        work = self.lockstep_work(work)
         vals = [getattr(work, f) for f in _FIELDS]
         if not any(isinstance(v, np.ndarray) and v.ndim for v in vals):
             pt, pairs, pc, ps, dq, dc = (float(v) for v in vals)
@@ -273,7 +329,7 @@ class RooflineStepTime:
         if t is not None:
             return t
         v, shape = self.work_vars(work)
-        t = self._times_exact(v) if self._window else self._times(v)
+        t = self._times_exact(v) if self._window or self._ranks > 1 else self._times(v)
         return float(t[0]) if shape == () else t.reshape(shape)
 
     def breakdown(self, work: BatchWork) -> StepBreakdown:
@@ -331,7 +387,10 @@ class RooflineStepTime:
         mem = self.memory(gpu_memory_utilization)
         gib = 1024**3
         return (f"{self.model.name} does not fit on {self.hardware.name} with "
-                f"tp={self.parallel.tp} pp={self.parallel.pp} weights={self.precision.weights}"
+                f"tp={self.parallel.tp} pp={self.parallel.pp}"
+                + (f" attention-dp={self.parallel.attn_dp}" if self.parallel.attn_dp > 1
+                   else "") + (f" ep={self.parallel.ep}" if self.parallel.ep > 1 else "")
+                + f" weights={self.precision.weights}"
                 f": needs {(mem.weight_bytes + mem.workspace_bytes + mem.reserve_bytes) / gib:.1f}"
                 f" GiB/GPU (weights {mem.weight_bytes / gib:.1f} GiB) of "
                 f"{mem.budget_bytes / gib:.1f} GiB usable, short by "
@@ -410,7 +469,7 @@ class RooflineStepTime:
         if self.model.is_mla:
             out.append("MLA: the latent (kv_lora_rank + rope dim) is cached and replicated on "
                        "every TP rank; prefill expands it to K/V, decode absorbs W_UK/W_UV")
-        if par.tp > 1 or par.pp > 1 or par.ep > 1:
+        if par.tp > 1 or par.pp > 1 or par.ep > 1 or par.attn_dp > 1:
             out.extend(f"communication (exposed, not overlapped): {t}"
                        for t in self.table.comm_terms)
             if prof is None:
@@ -423,6 +482,7 @@ class RooflineStepTime:
                            f"{prof.topology}; bus bandwidth = its measured fraction of the "
                            f"datasheet link x {hw.interconnect or 'interconnect'} "
                            f"{hw.interconnect_bandwidth_bytes_s / 1e9:g} GB/s")
+        out.extend(self._layout_assumptions())
         if par.pp > 1:
             out.append("pipeline: a step's time is its latency through all stages "
                        "(no micro-batch overlap)")
@@ -433,6 +493,37 @@ class RooflineStepTime:
                    "is KV cache")
         if self.engine_costs is not None:
             out.extend(self.engine_costs.assumptions())
+        return out
+
+    def _layout_assumptions(self) -> list[str]:
+        """What attention data-parallelism, expert parallelism and groups wider than the
+        NVLink domain assumed."""
+        hw, par, m = self.hardware, self.parallel, self.model
+        out = []
+        if par.attn_dp > 1:
+            out.append(
+                f"attention data-parallel: {par.attn_dp} ranks of tp={par.tp} in lockstep; "
+                "attention, dense MLP, shared experts, norms and the LM head run per rank on "
+                f"ceil(B/{par.attn_dp}) sequences (the busiest rank; the others are padded to "
+                "it), the routed experts on every rank's tokens; each rank caches its own "
+                f"sequences (KV capacity {par.attn_dp} x one GPU's; max_num_seqs and "
+                f"max_num_batched_tokens are per rank, x{par.attn_dp} for the instance)")
+        if par.ep > 1 and m.is_moe:
+            out.append(
+                f"expert parallel: ep={par.ep}, {m.num_experts // par.ep} of {m.num_experts} "
+                f"experts per GPU" + (f", each split {par.moe_tp} ways" if par.moe_tp > 1
+                                      else "")
+                + f"; k/ep = {m.experts_per_token / par.ep:g} routed pairs per token per GPU; "
+                "expert weights read for the touched experts of that GPU, "
+                f"(E/ep)(1-(1-k/E)^n)")
+        domain = hw.nvlink_domain_gpus if hw.nvlink_domain_gpus > 1 else 8
+        wide = [f"{name}={p}" for name, p in (("tp", par.tp), ("ep", par.ep)) if p > domain]
+        if wide and hw.network_bandwidth_bytes_s > 0:
+            out.append(
+                f"inter-node: {', '.join(wide)} spans more than the {domain}-GPU NVLink "
+                f"domain of {hw.name}: collectives crossing nodes run at most at the network's "
+                f"{hw.network_bandwidth_bytes_s / 1e9:g} GB/s per GPU (one NIC per GPU) plus "
+                f"{(hw.network_latency_s or hw.interconnect_latency_s) * 1e6:g} us")
         return out
 
     def describe(self) -> dict[str, Any]:

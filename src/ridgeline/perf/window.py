@@ -32,7 +32,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ridgeline.perf.ops import ATTENTION, WORK_VARS, Collectives, Op, OpTable, build_table
+from ridgeline.perf.ops import (
+    ATTENTION,
+    INDICATOR_VARS,
+    WORK_VARS,
+    Collectives,
+    Op,
+    OpTable,
+    build_table,
+)
 from ridgeline.perf.ops import kv_heads_per_gpu as _kv_heads
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.parallel import Parallelism
@@ -102,12 +110,13 @@ def build_ext_table(model: ModelSpec, precision: Precision, parallel: Parallelis
 
     flops, byts, kern = (np.vstack([pad(a), np.zeros((k, nv))])
                          for a in (base.flops, base.bytes, base.kernels))
+    share = 1.0 / parallel.attn_dp  # windowed attention runs on one attention rank's share
     for i, op in enumerate(extra):
         r = len(base.names) + i
         for v, c in op.flops.items():
-            flops[r, EXT_VAR[v]] += c * op.layers
+            flops[r, EXT_VAR[v]] += c * op.layers * (1.0 if v in INDICATOR_VARS else share)
         for v, c in op.bytes.items():
-            byts[r, EXT_VAR[v]] += c * op.layers
+            byts[r, EXT_VAR[v]] += c * op.layers * (1.0 if v in INDICATOR_VARS else share)
         byts[r, EXT_VAR[op.driver]] += op.weight_bytes * op.layers
         kern[r, EXT_VAR[op.driver]] += op.kernels * op.layers
     comm = np.concatenate([base.comm_s, np.zeros(len(WINDOW_VARS))])

@@ -95,9 +95,11 @@ def key_assumptions(step_model: Any, ttft_definition: str | None = None) -> list
     # The model's structure and the parallelism share a line (6 lines at most).
     parts = [x for x in (model_structure_line(getattr(step_model, "model", None)),) if x]
     par = getattr(step_model, "parallel", None)
-    if par is not None and (par.tp > 1 or par.pp > 1 or par.ep > 1):
-        parts.append(f"parallelism: tp={par.tp} pp={par.pp} ep={par.ep}; communication is "
-                     "exposed (not overlapped with compute)")
+    if par is not None and (par.tp > 1 or par.pp > 1 or par.ep > 1 or par.attn_dp > 1):
+        adp = (f" attention-dp={par.attn_dp} ({par.gpus_per_replica} GPUs per instance, "
+               "ranks in lockstep, each caching its own sequences)" if par.attn_dp > 1 else "")
+        parts.append(f"parallelism: tp={par.tp} pp={par.pp} ep={par.ep}{adp}; communication "
+                     "is exposed (not overlapped with compute)")
     if parts:
         out.append("; ".join(parts))
     return out

@@ -29,9 +29,10 @@ def header_line(m: Any, r: dict[str, Any]) -> str:
     pr, par = m.precision, m.parallel
     replicas = f" (x{par.dp} replicas)" if par.dp > 1 else ""
     prefix = f" prefix={r['prefix_tokens']:g}" if r["prefix_tokens"] else ""
-    return (f"{m.model.name} on {m.hardware.name} x{par.tp * par.pp}{replicas} · "
+    adp = f" attention-dp={par.attn_dp}" if par.attn_dp > 1 else ""
+    return (f"{m.model.name} on {m.hardware.name} x{par.gpus_per_replica}{replicas} · "
             f"{pr.scheme} · weights {pr.weights} · KV {pr.kv} · activations {pr.activations} · "
-            f"tp={par.tp} pp={par.pp} ep={par.ep} · B={r['batch_seqs']:g} "
+            f"tp={par.tp} pp={par.pp}{adp} ep={par.ep} · B={r['batch_seqs']:g} "
             f"S={r['prompt_tokens']:g} N={r['output_tokens']:g}{prefix}")
 
 

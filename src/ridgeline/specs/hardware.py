@@ -53,6 +53,8 @@ class HardwareFile(BaseModel):
     kernel_overhead_us: float | None = Field(None, ge=0, le=1e6)
     price_usd_per_gpu_hour: float | None = Field(None, ge=0, le=1e6)
     nvlink_domain_gpus: int | None = Field(None, ge=1, le=576)
+    network_bandwidth_bytes_s: float | None = Field(None, ge=0, le=1e16)
+    network_latency_s: float | None = Field(None, ge=0, le=1.0)
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,11 @@ class HardwareSpec:
     # boards, 72 on NVL72 racks, 1 on PCIe-only cards (collectives beyond it cross PCIe or
     # the network).
     nvlink_domain_gpus: int = 8
+    # Scale-out network bandwidth per GPU, per direction (its NIC's share: 0 = not known),
+    # and the start-up latency of a collective crossing it (0 = the interconnect's). A TP or
+    # EP group larger than the NVLink domain crosses it; without a bandwidth it is refused.
+    network_bandwidth_bytes_s: float = 0.0
+    network_latency_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def peak(self, dtype: str) -> float:
@@ -132,6 +139,8 @@ class HardwareSpec:
             "kernel_overhead_us": self.kernel_overhead_us,
             "kernel_profile": self.kernel_profile,
             "nvlink_domain_gpus": self.nvlink_domain_gpus,
+            "network_bandwidth_bytes_per_s": self.network_bandwidth_bytes_s,
+            "network_latency_s": self.network_latency_s,
         }
 
 
@@ -159,6 +168,8 @@ def from_dict(data: dict[str, Any], name: str) -> HardwareSpec:
             source=str(data.get("_source", "")),
             kernel_profile=str(data.get("kernel_profile", "")),
             nvlink_domain_gpus=_domain_gpus(data.get("nvlink_domain_gpus", 8), name),
+            network_bandwidth_bytes_s=float(data.get("network_bandwidth_bytes_s") or 0.0),
+            network_latency_s=float(data.get("network_latency_s") or 0.0),
         )
     except (TypeError, ValueError) as exc:
         raise RidgelineError(f"hardware {name}: a numeric field is not a number ({exc})") from None
@@ -166,10 +177,12 @@ def from_dict(data: dict[str, Any], name: str) -> HardwareSpec:
     # B/s, 1e15 bytes; NaN or 1e308 would make every estimate garbage without a word.
     bounds = {"memory_bandwidth_bytes_s": 1e16, "memory_bytes": 1e15,
               "interconnect_bandwidth_bytes_s": 1e16, "interconnect_latency_s": 1.0,
-              "kernel_overhead_us": 1e6}
+              "kernel_overhead_us": 1e6, "network_bandwidth_bytes_s": 1e16,
+              "network_latency_s": 1.0}
     for key, hi in bounds.items():
         v = getattr(spec, key)
-        zero_ok = key in ("interconnect_latency_s", "kernel_overhead_us")
+        zero_ok = key in ("interconnect_latency_s", "kernel_overhead_us",
+                          "network_bandwidth_bytes_s", "network_latency_s")
         if not ((v >= 0 if zero_ok else v > 0) and v <= hi):
             raise RidgelineError(f"hardware {name}: field '{key}': got {v!r}; allowed: a "
                                  f"finite number {'>= 0' if zero_ok else '> 0'} and at most "
