@@ -491,3 +491,20 @@ def guard_command_line(args: list[str]) -> None:
         if non_regular_kind(path) == "a character device":
             continue  # /dev/null: writing is discarding, as the user asked
         check_writable(path, field, directory=is_dir[field])
+
+
+def layout_from_flags(model: str, tp: int, ep: int, dp: int, attention_dp: int,
+                      data_parallel_size: int | None, enable_expert_parallel: bool,
+                      enable_dp_attention: bool) -> tuple[int, int, int, int]:
+    """(tp, ep, attn_dp, replicas) the parallel-layout flags ask for, read as each engine
+    spells them (ridgeline.specs.parallel.resolve_layout); the flags as given when none of
+    the attention-DP or vLLM/SGLang layout flags is used (no model is loaded)."""
+    if attention_dp == 1 and data_parallel_size is None and not enable_expert_parallel \
+            and not enable_dp_attention:
+        return tp, ep, 1, dp
+    from ridgeline.specs import load_model
+    from ridgeline.specs.parallel import resolve_layout
+
+    lay = resolve_layout(load_model(model), tp, ep, dp, attention_dp, data_parallel_size,
+                         enable_expert_parallel, enable_dp_attention)
+    return lay.tp, lay.ep, lay.attn_dp, lay.replicas

@@ -101,7 +101,8 @@ PlanPromptOpt = Annotated[str, typer.Option("--prompt", help="Prompt lengths (as
 PlanOutputOpt = Annotated[str, typer.Option("--output", help="Output lengths (as simulate).")]
 TpListOpt = Annotated[str, typer.Option(
     "--tp", "--tensor-parallel-size", "-tp", help="TP degrees to try.")]
-NoEpOpt = Annotated[bool, typer.Option("--no-ep", help="MoE: do not try EP = TP.")]
+NoEpOpt = Annotated[bool, typer.Option("--no-ep", help="MoE: do not try EP = TP, nor "
+                                        "attention-DP ranks with EP over all GPUs.")]
 MaxNumSeqsListOpt = Annotated[str, typer.Option("--max-num-seqs", help="Batch caps to try.")]
 MaxNumBatchedTokensListOpt = Annotated[str, typer.Option(
     "--max-num-batched-tokens", help="Token budgets per step to try.")]

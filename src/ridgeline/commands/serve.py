@@ -14,10 +14,15 @@ import typer
 from ridgeline.commands.options import (
     MAX_NUM_SEQS,
     ActivationsOpt,
+    AttentionDpOpt,
     BandwidthEffOpt,
     CalibrationOpt,
     ChunkedPrefillOpt,
     ComputeEffOpt,
+    DataParallelSizeOpt,
+    DpOpt,
+    EnableDpAttentionOpt,
+    EnableExpertParallelOpt,
     EngineCostsOpt,
     EngineOpt,
     EpOpt,
@@ -33,6 +38,7 @@ from ridgeline.commands.options import (
     ServedModelNameOpt,
     TpOpt,
     WeightsOpt,
+    layout_from_flags,
     model_from,
     number,
 )
@@ -153,6 +159,11 @@ def serve(
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     ep: EpOpt = 1,
+    dp: DpOpt = 1,
+    attention_dp: AttentionDpOpt = 1,
+    data_parallel_size: DataParallelSizeOpt = None,
+    enable_expert_parallel: EnableExpertParallelOpt = False,
+    enable_dp_attention: EnableDpAttentionOpt = False,
     compute_efficiency: ComputeEffOpt = None,
     bandwidth_efficiency: BandwidthEffOpt = None,
     kernel_overhead_us: KernelOverheadOpt = None,
@@ -240,9 +251,17 @@ def serve(
     adapters = _lora_adapters(lora_modules, served_model_name or model, max_loras)
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise field_error("--log-level", log_level, "critical, error, warning, info, debug")
+    tp, ep, attn_dp, replicas = layout_from_flags(
+        model, tp, ep, dp, attention_dp, data_parallel_size, enable_expert_parallel,
+        enable_dp_attention)
+    if replicas > 1:
+        raise field_error("--dp" if data_parallel_size is None else "--data-parallel-size",
+                          replicas, "1 replica (serve emulates one engine instance; start "
+                          "one server per replica, or use simulate --replicas)")
     built, sched = _build_engine(
         model, hardware, calibration, engine, engine_costs,
         dict(weights=weights, kv=kv, activations=activations, tp=tp, pp=pp, ep=ep,
+             attn_dp=attn_dp,
              compute_efficiency=compute_efficiency, bandwidth_efficiency=bandwidth_efficiency,
              kernel_overhead_us=kernel_overhead_us,
              gpu_memory_utilization=gpu_memory_utilization),

@@ -15,10 +15,15 @@ from ridgeline.commands.options import (
     MAX_NUM_SEQS,
     ActivationsOpt,
     AssumptionsOpt,
+    AttentionDpOpt,
     BandwidthEffOpt,
     CalibrationOpt,
     ChunkedPrefillOpt,
     ComputeEffOpt,
+    DataParallelSizeOpt,
+    DpOpt,
+    EnableDpAttentionOpt,
+    EnableExpertParallelOpt,
     EngineCostsOpt,
     EngineOpt,
     EpOpt,
@@ -39,6 +44,7 @@ from ridgeline.commands.options import (
     TraceOutOpt,
     WeightsOpt,
     check_max_model_len,
+    layout_from_flags,
     model_from,
     number,
     writable_file,
@@ -187,6 +193,11 @@ def simulate_cmd(
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     ep: EpOpt = 1,
+    dp: DpOpt = 1,
+    attention_dp: AttentionDpOpt = 1,
+    data_parallel_size: DataParallelSizeOpt = None,
+    enable_expert_parallel: EnableExpertParallelOpt = False,
+    enable_dp_attention: EnableDpAttentionOpt = False,
     compute_efficiency: ComputeEffOpt = None,
     bandwidth_efficiency: BandwidthEffOpt = None,
     kernel_overhead_us: KernelOverheadOpt = None,
@@ -248,9 +259,12 @@ def simulate_cmd(
         prompt_from_replay, output_from_replay = prompt is None, output is None
     prompt = prompt or DEFAULT_PROMPT
     output = output or DEFAULT_OUTPUT
+    tp, ep, attn_dp, dp_replicas = layout_from_flags(
+        model, tp, ep, dp, attention_dp, data_parallel_size, enable_expert_parallel,
+        enable_dp_attention)
     sc = Scenario(
         model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,
-        tp=tp, pp=pp, ep=ep, compute_efficiency=compute_efficiency,
+        tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, compute_efficiency=compute_efficiency,
         bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
         calibration=calibration, engine=engine, engine_costs=engine_costs,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
@@ -259,7 +273,8 @@ def simulate_cmd(
         requests=requests, arrival=arrival, concurrency=concurrency, think_time=think_time,
         prompt=prompt, output=output, prefix_groups=prefix_groups,
         prefix_tokens=prefix_tokens, prompt_from_replay=prompt_from_replay,
-        output_from_replay=output_from_replay, replicas=replicas, router=router, pd=parse_pd(pd),
+        output_from_replay=output_from_replay, replicas=replicas * dp_replicas, router=router,
+        pd=parse_pd(pd),
         kv_transfer_latency_us=kv_transfer_latency_us,
         slos=tuple(x.text for x in parse_slos(slo)), seed=seed,
         mode="step" if step_by_step else "fast", whatif=whatif_from_options(
@@ -496,6 +511,9 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
                "assumptions": sched + step_model.assumptions()}
         if pr is not None:
             out["precision"] = pr.describe()
+        par = getattr(step_model, "parallel", None)
+        if par is not None:
+            out["parallelism"] = par.describe()
         if workload is not None:
             out["workload"] = workload
         typer.echo(json.dumps(out, indent=2))
@@ -508,8 +526,13 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
     core = "C" if s["engine_core"] == "c" else s["engine_core"]
     with out_for(fmt) as page:
         if pr is not None:
-            page.print(f"{step_model.model.name} on {step_model.hardware.name} · {pr.scheme} · "
-                       f"KV {pr.kv}", markup=False)
+            par = getattr(step_model, "parallel", None)
+            layout = "" if par is None or par.gpus_per_replica == 1 else (
+                f" x{par.gpus_per_replica} (tp={par.tp} pp={par.pp}"
+                + (f" attention-dp={par.attn_dp}" if par.attn_dp > 1 else "")
+                + (f" ep={par.ep}" if par.ep > 1 else "") + ")")
+            page.print(f"{step_model.model.name} on {step_model.hardware.name}{layout} · "
+                       f"{pr.scheme} · KV {pr.kv}", markup=False)
         for line in sched:
             page.print(line, markup=False)
         # The model's error beside each prediction: its nominal 80% interval (held-out

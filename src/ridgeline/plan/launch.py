@@ -24,6 +24,12 @@ SGLang (`engine="sglang"`): `python -m sglang.launch_server --model-path MODEL` 
 (-1: off), `--context-length`, `--mem-fraction-static`, `--quantization`, `--kv-cache-dtype`,
 `--disable-radix-cache` when prefix caching is off.
 
+Attention data-parallel layouts (a MoE model's attention on attn_dp ranks, its experts over
+ep GPUs): vLLM `--data-parallel-size N --enable-expert-parallel` (per-rank batch limits, EP =
+DP x TP), SGLang `--tp-size GPUS --dp-size N --enable-dp-attention --ep-size EP`
+(`--max-running-requests` for all ranks), TensorRT-LLM `--tp_size GPUS --ep_size EP` with
+`enable_attention_dp: true` in its YAML.
+
 >>> from ridgeline.sim.scenario import Scenario
 >>> cmd = launch_commands(Scenario(tp=2, max_num_seqs=64, prompt="fixed:1000",
 ...                                output="fixed:200"))
@@ -178,11 +184,16 @@ def launch_commands(sc: Scenario) -> Launch:
                      "instance that receives its KV cache (the simulation routes round-robin "
                      "within each pool)")
     elif sc.replicas > 1:
-        one_node = engine == "vllm" and sc.replicas * sc.tp * sc.pp <= GPUS_PER_NODE
+        one_node = engine == "vllm" and sc.replicas * sc.tp * sc.pp <= GPUS_PER_NODE \
+            and sc.attn_dp == 1
         notes.append(f"{sc.replicas} replicas behind a load balancer (the simulation routes "
                      "round-robin)" + (f"; on one node, `--data-parallel-size {sc.replicas}` "
                                        "in one command does the same" if one_node else ""))
-    return Launch(engine, commands, tuple(notes), sc.tp * sc.pp)
+    if sc.attn_dp > 1:
+        notes.append(f"attention data-parallel: {sc.attn_dp} ranks of tp={sc.tp} in one "
+                     f"instance of {sc.tp * sc.pp * sc.attn_dp} GPUs, experts over ep={sc.ep}; "
+                     "batch limits are per rank")
+    return Launch(engine, commands, tuple(notes), sc.tp * sc.pp * sc.attn_dp)
 
 
 def _vllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: str | None,
@@ -200,6 +211,9 @@ def _vllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: str 
         argv += ["--quantization", quant]
     if kv_fp8:
         argv += ["--kv-cache-dtype", "fp8"]
+    if sc.attn_dp > 1:
+        # vLLM: DP ranks of one MoE model form one instance; EP spans DP x TP.
+        argv += ["--data-parallel-size", str(sc.attn_dp)]
     if sc.ep > 1:
         argv.append("--enable-expert-parallel")
     if sc.block_size != 16:
@@ -214,7 +228,9 @@ def _trtllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: st
             kv_fp8: bool) -> LaunchCommand:
     name = f"extra-llm-api-{role}.yaml"
     argv = ["trtllm-serve", model, "--backend", "pytorch",
-            "--tp_size", str(sc.tp), "--pp_size", str(sc.pp), "--ep_size", str(sc.ep),
+            # With attention DP, tp_size counts every GPU of the stage (one rank each).
+            "--tp_size", str(sc.tp * sc.attn_dp), "--pp_size", str(sc.pp),
+            "--ep_size", str(sc.ep),
             "--max_batch_size", str(sc.max_num_seqs),
             "--max_num_tokens", str(sc.max_num_batched_tokens),
             "--max_seq_len", str(mml),
@@ -225,6 +241,8 @@ def _trtllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: st
             f"  enable_block_reuse: {str(sc.prefix_caching).lower()}"]
     if kv_fp8:
         yaml.append("  dtype: fp8")
+    if sc.attn_dp > 1:
+        yaml.append("enable_attention_dp: true")
     if role != "replica":
         yaml += ["cache_transceiver_config:", "  backend: DEFAULT"]
     if quant:
@@ -247,12 +265,16 @@ def trtllm_kv_fraction(sc: Scenario) -> float:
 def _sglang(sc: Scenario, role: str, count: int, model: str, mml: int, quant: str | None,
             kv_fp8: bool) -> LaunchCommand:
     argv = ["python", "-m", "sglang.launch_server", "--model-path", model,
-            "--tp-size", str(sc.tp), "--pp-size", str(sc.pp),
-            "--max-running-requests", str(sc.max_num_seqs),
+            # SGLang: --tp-size counts the instance's GPUs; with DP attention each of
+            # --dp-size ranks runs attention on tp/dp of them.
+            "--tp-size", str(sc.tp * sc.attn_dp), "--pp-size", str(sc.pp),
+            "--max-running-requests", str(sc.max_num_seqs * sc.attn_dp),
             "--chunked-prefill-size",
             str(sc.max_num_batched_tokens) if sc.chunked_prefill else "-1",
             "--context-length", str(mml),
             "--mem-fraction-static", f"{sc.gpu_memory_utilization:g}"]
+    if sc.attn_dp > 1:
+        argv += ["--dp-size", str(sc.attn_dp), "--enable-dp-attention"]
     if sc.ep > 1:
         argv += ["--ep-size", str(sc.ep)]
     if not sc.prefix_caching:

@@ -93,6 +93,7 @@ class Evaluated:
         sc = c.scenario
         return {"config": c.label, "family": c.family, "engine": sc.engine, "gpus": c.gpus,
                 "usd_per_hour": c.usd_per_hour, "tp": sc.tp, "ep": sc.ep,
+                "attn_dp": sc.attn_dp,
                 "max_num_seqs": sc.max_num_seqs,
                 "max_num_batched_tokens": sc.max_num_batched_tokens,
                 "chunked_prefill": sc.chunked_prefill, "replicas": sc.replicas,

@@ -315,10 +315,13 @@ def _bounds(sm: Any, req: PlanRequest, s_mean: float, n_mean: float, mns: int,
         prefill_share=pre_s / (pre_s + dec_s))
 
 
-def _ep_options(model: Any, tp: int, allow: bool) -> list[int]:
-    if not model.is_moe or not allow or tp == 1:
-        return [1]
-    return [1, tp] if model.num_experts % tp == 0 else [1]
+def _layouts(model: Any, tp: int, allow: bool) -> list[tuple[int, int, int]]:
+    """(tp, ep, attention-dp) layouts of an instance of `tp` GPUs: TP alone; for a MoE model
+    also the experts spread over the tp GPUs (EP = TP), and attention data-parallel over
+    all of them with TP 1 per rank and EP over all (how DeepSeek-class models are served)."""
+    if not model.is_moe or not allow or tp == 1 or model.num_experts % tp:
+        return [(tp, 1, 1)]
+    return [(tp, 1, 1), (tp, tp, 1), (1, tp, tp)]
 
 
 def enumerate_space(req: PlanRequest) -> Space:
@@ -332,17 +335,18 @@ def enumerate_space(req: PlanRequest) -> Space:
         for hw in req.hardware:
             price = req.price_of(hw)
             for weights in req.weights:
-                for tp in req.tp:
-                    for ep in _ep_options(model, tp, req.ep):
+                for gpus in req.tp:
+                    for tp, ep, adp in _layouts(model, gpus, req.ep):
                         for engine in req.engines:
                             family = f"{model.name} on {hw}, {weights}, tp={tp}" + \
+                                (f", attention-dp={adp}" if adp > 1 else "") + \
                                 (f", ep={ep}" if ep > 1 else "") + \
                                 (f", {engine}" if req.engines != ("vllm",) else "")
                             space.families.append(family)
                             _enumerate_family(req, space, family, model_name, hw, price,
                                               weights, tp, ep, prompts, outputs, s_mean,
                                               n_mean, lam, RooflineStepTime, little_in_system,
-                                              little_kv_bytes, engine)
+                                              little_kv_bytes, engine, adp)
     return space
 
 
@@ -350,8 +354,9 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
                       price: float, weights: str, tp: int, ep: int, prompts: np.ndarray,
                       outputs: np.ndarray, s_mean: float, n_mean: float, lam: float,
                       roofline: Any, little_in_system: Any, little_kv_bytes: Any,
-                      engine: str = "vllm") -> None:
+                      engine: str = "vllm", attn_dp: int = 1) -> None:
     base = Scenario(model=model_name, hardware=hw, weights=weights, kv=req.kv, tp=tp, ep=ep,
+                    attn_dp=attn_dp,
                     activations=req.activations, prompt=req.prompt, output=req.output,
                     requests=req.requests,
                     rate_req_s=lam, slos=req.slos, seed=req.seed,
@@ -362,12 +367,15 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
     def reject_all(reason: str) -> None:
         space.pruned.append((None, family, f"{reason} (all {len(combos)} batching settings)"))
 
-    if tp > MAX_GPUS_PER_REPLICA:
-        reject_all(f"tp={tp} exceeds {MAX_GPUS_PER_REPLICA} GPUs per node")
+    gpus = tp * attn_dp  # GPUs of one instance
+    if gpus > MAX_GPUS_PER_REPLICA:
+        reject_all(f"tp={tp}" + (f" x attention-dp={attn_dp}" if attn_dp > 1 else "")
+                   + f" exceeds {MAX_GPUS_PER_REPLICA} GPUs per node")
         return
     try:
         sm = roofline.from_names(model=model_name, hardware=hw, weights=weights, kv=req.kv,
-                                 activations=req.activations, tp=tp, ep=ep, check_fit=False)
+                                 activations=req.activations, tp=tp, ep=ep, attn_dp=attn_dp,
+                                 check_fit=False)
     except RidgelineError as exc:
         reject_all(str(exc))
         return
@@ -393,15 +401,16 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
         if floor:
             space.pruned.append((None, family, f"SLO floor: {floor}"))
             continue
-        bd = _bounds(smc, req, s_mean, n_mean, mns, mbt)
+        # max_num_seqs and max_num_batched_tokens are per attention rank.
+        bd = _bounds(smc, req, s_mean, n_mean, mns * attn_dp, mbt * attn_dp)
         n_min = max(1, math.ceil(lam / bd.mu_req_s - 1e-9))
-        if n_min > req.max_replicas or n_min * tp > req.max_gpus:
+        if n_min > req.max_replicas or n_min * gpus > req.max_gpus:
             space.pruned.append((None, family, f"throughput ceiling: needs >= {n_min} "
                                  f"replicas for {lam:g} req/s (ceiling {bd.mu_req_s:.3g} "
                                  f"req/s each), over --max-replicas/--max-gpus"))
             continue
         for n in range(n_min, n_min + req.extra_replicas + 1):
-            if n > req.max_replicas or n * tp > req.max_gpus:
+            if n > req.max_replicas or n * gpus > req.max_gpus:
                 break
             shapes: list[tuple[int, tuple[int, int] | None]] = [(n, None)]
             if req.pd and n >= 2:
@@ -411,7 +420,7 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
                     shapes.append((n, (p, n - p)))
             for n_inst, pd in shapes:
                 cand = Candidate(sc.replace(replicas=n_inst if pd is None else 1, pd=pd),
-                                 family, n_inst * tp * price)
+                                 family, n_inst * gpus * price)
                 reason = _little_reason(req, bd, lam, n_inst, pd, s_mean, n_mean, smc,
                                         little_in_system, little_kv_bytes)
                 if reason:

@@ -57,6 +57,7 @@ def build_engine(
     tp: int = 1,
     pp: int = 1,
     ep: int = 1,
+    attn_dp: int = 1,
     compute_efficiency: float | None = None,
     bandwidth_efficiency: float | None = None,
     kernel_overhead_us: float | None = None,
@@ -93,7 +94,7 @@ def build_engine(
 
         step_model = RooflineStepTime.from_names(
             model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,
-            tp=tp, pp=pp, ep=ep, compute_efficiency=compute_efficiency,
+            tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, compute_efficiency=compute_efficiency,
             bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
             engine=engine_name,
@@ -101,8 +102,11 @@ def build_engine(
     num_kv_blocks = kv_blocks_from_memory(step_model, gpu_memory_utilization,
                                           block_size_tokens, f"{model} on {hardware}")
     kv_tokens = int(step_model.kv_capacity_tokens(gpu_memory_utilization))
+    # Attention data-parallel ranks step in lockstep: one engine holds every rank's batch
+    # (each rank's limits are the flags', as the engines' DP ranks schedule their own).
+    ranks = int(getattr(getattr(step_model, "parallel", None), "attn_dp", 1))
     config = EngineConfig(
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs * ranks, max_num_batched_tokens=max_num_batched_tokens * ranks,
         chunked_prefill=chunked_prefill, block_size_tokens=block_size_tokens,
         num_kv_blocks=num_kv_blocks,
         enable_prefix_caching=enable_prefix_caching,

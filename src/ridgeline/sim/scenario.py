@@ -61,6 +61,9 @@ class Scenario:
     tp: int = 1
     pp: int = 1
     ep: int = 1
+    # attention data-parallel ranks in one engine instance (MoE): max_num_seqs and
+    # max_num_batched_tokens are per rank, as each engine's DP ranks schedule their own
+    attn_dp: int = 1
     compute_efficiency: float | None = None
     bandwidth_efficiency: float | None = None
     kernel_overhead_us: float | None = None
@@ -112,7 +115,7 @@ class Scenario:
     def gpus(self) -> int:
         """GPUs the scenario occupies (all instances x TP x PP)."""
         inst = self.pd[0] + self.pd[1] if self.pd else self.replicas
-        return inst * self.tp * self.pp
+        return inst * self.tp * self.pp * self.attn_dp
 
     def step_model(self, costs: Any = None) -> Any:
         """The step-time model (roofline, with the what-ifs applied; or the calibrated profile).
@@ -133,6 +136,7 @@ class Scenario:
         base = RooflineStepTime.from_names(
             model=self.model, hardware=self.hardware, weights=self.weights, kv=self.kv,
             activations=self.activations, tp=self.tp, pp=self.pp, ep=self.ep,
+            attn_dp=self.attn_dp,
             compute_efficiency=self.compute_efficiency,
             bandwidth_efficiency=self.bandwidth_efficiency,
             kernel_overhead_us=kernel_overhead_for(self.hardware, self.kernel_overhead_us,
@@ -160,6 +164,11 @@ class Scenario:
                   "max_num_batched_tokens": self.max_num_batched_tokens,
                   "block_size_tokens": self.block_size,
                   "enable_prefix_caching": self.prefix_caching, **sched}
+        if self.attn_dp > 1:
+            # One engine steps all attention ranks in lockstep: its batch holds every rank's
+            # sequences (the KV blocks are already attn_dp ranks' worth).
+            for name in ("max_num_seqs", "max_num_batched_tokens"):
+                fields[name] = int(fields[name]) * self.attn_dp
         if sched.get("overlap_schedule") and costs is not None:
             fields["step_cpu_s"] = costs.step_overhead_s   # hidden behind the GPU's step
         return engine_config_for(step_model, EngineConfig(
