@@ -251,13 +251,8 @@ def serve(
     adapters = _lora_adapters(lora_modules, served_model_name or model, max_loras)
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise field_error("--log-level", log_level, "critical, error, warning, info, debug")
-    tp, ep, attn_dp, replicas = layout_from_flags(
-        model, tp, ep, dp, attention_dp, data_parallel_size, enable_expert_parallel,
-        enable_dp_attention)
-    if replicas > 1:
-        raise field_error("--dp" if data_parallel_size is None else "--data-parallel-size",
-                          replicas, "1 replica (serve emulates one engine instance; start "
-                          "one server per replica, or use simulate --replicas)")
+    tp, ep, attn_dp = _one_instance(model, tp, ep, dp, attention_dp, data_parallel_size,
+                                    enable_expert_parallel, enable_dp_attention)
     built, sched = _build_engine(
         model, hardware, calibration, engine, engine_costs,
         dict(weights=weights, kv=kv, activations=activations, tp=tp, pp=pp, ep=ep,
@@ -328,6 +323,22 @@ def _lora_adapters(lora_modules: list[str] | None, served: str, max_loras: int
         raise field_error("--lora-modules", f"{len(adapters)} adapters",
                           f"at most --max-loras={max_loras}")
     return adapters
+
+
+def _one_instance(model: str, tp: int, ep: int, dp: int, attention_dp: int,
+                  data_parallel_size: int | None, enable_expert_parallel: bool,
+                  enable_dp_attention: bool) -> tuple[int, int, int]:
+    """(tp, ep, attn_dp) of the one engine instance serve emulates (replicas refused)."""
+    from ridgeline.errors import field_error
+
+    tp, ep, attn_dp, replicas = layout_from_flags(
+        model, tp, ep, dp, attention_dp, data_parallel_size, enable_expert_parallel,
+        enable_dp_attention)
+    if replicas > 1:
+        raise field_error("--dp" if data_parallel_size is None else "--data-parallel-size",
+                          replicas, "1 replica (serve emulates one engine instance; start "
+                          "one server per replica, or use simulate --replicas)")
+    return tp, ep, attn_dp
 
 
 def _build_engine(model: str, hardware: str, calibration: str | None, engine: str,

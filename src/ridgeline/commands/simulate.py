@@ -160,6 +160,21 @@ SketchErrorOpt = Annotated[float, typer.Option(
     help="Streamed: relative error of sketch percentiles.")]
 
 
+def _check_load(arrival: str, rate: str | None, concurrency: int | None,
+                slo_attainment: float) -> None:
+    """An open or a closed loop, not both, and an attainment in (0, 1]."""
+    from ridgeline.errors import RidgelineError
+
+    if concurrency is None and rate is None and not arrival.startswith(("ramp", "replay",
+                                                                             "diurnal")):
+        raise RidgelineError("--rate: give an arrival rate (req/s), a list, 'sweep', or "
+                             "--concurrency for a closed loop")
+    if concurrency is not None and rate is not None:
+        raise RidgelineError("--rate/--concurrency: give one (open loop or closed loop)")
+    if not 0 < slo_attainment <= 1:
+        raise RidgelineError(f"--slo-attainment: got {slo_attainment}; allowed: (0, 1]")
+
+
 def simulate_cmd(
     model_arg: ModelArg = None,
     model: ModelOpt = "llama-3.1-8b",
@@ -227,7 +242,6 @@ def simulate_cmd(
     report: ReportOpt = None,
 ) -> None:
     """Simulate an LLM serving engine under load; print the metrics of `analyze`."""
-    from ridgeline.errors import RidgelineError
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.sim.cluster import parse_pd
     from ridgeline.sim.scenario import Built, Scenario
@@ -244,14 +258,7 @@ def simulate_cmd(
     del served_model_name  # the API name: no effect on the simulated timings
     model = model_from(model_arg, model, "llama-3.1-8b")
     check_max_model_len(max_model_len, prompt or DEFAULT_PROMPT, output or DEFAULT_OUTPUT)
-    if concurrency is None and rate is None and not arrival.startswith(("ramp", "replay",
-                                                                             "diurnal")):
-        raise RidgelineError("--rate: give an arrival rate (req/s), a list, 'sweep', or "
-                             "--concurrency for a closed loop")
-    if concurrency is not None and rate is not None:
-        raise RidgelineError("--rate/--concurrency: give one (open loop or closed loop)")
-    if not 0 < slo_attainment <= 1:
-        raise RidgelineError(f"--slo-attainment: got {slo_attainment}; allowed: (0, 1]")
+    _check_load(arrival, rate, concurrency, slo_attainment)
     check_report_path(report)
     prompt_from_replay, output_from_replay, memory_output = _replay_lengths(
         arrival, concurrency, prompt, output, requests)
