@@ -199,18 +199,20 @@ def _mlp_ops(m: ModelSpec, pr: Precision, tp: int, ep: int, moe_tp: int) -> list
         ops.append(_elementwise("moe_dispatch", (m.num_experts + 2 * d + 2 * k * d) * b_a, Lm,
                                 kernels=2))
         # Each GPU holds E/ep experts, each split moe_tp ways: k/ep of a token's routed pairs
-        # land on it (uniform routing), and the u experts it touches are read once each.
+        # land on it (uniform routing), and the u experts it touches are read once each. The
+        # grouped kernel still walks the input row of every routed pair of the step (the
+        # gathered tokens, other GPUs' experts masked), as the measured EP kernels do.
         kg = k / ep
         gx = gemm_kind(pr, "experts")
         ops.append(Op("experts_gate_up", gx, Lm,
                       flops={"n": 2.0 * kg * d * 2 * ffe},
-                      bytes={"n": kg * (d + 2 * ffe) * b_a, "u": d * 2 * ffe * b_x},
+                      bytes={"n": (kg * (d + 2 * ffe) + (k - kg) * d) * b_a, "u": d * 2 * ffe * b_x},
                       in_dim=d, out_dim=2 * ffe))
         ops.append(_elementwise("experts_act", 3 * kg * ffe * b_a, Lm,
                                 flops_per_token=5 * kg * ffe))
         ops.append(Op("experts_down", gx, Lm,
                       flops={"n": 2.0 * kg * ffe * d},
-                      bytes={"n": kg * (ffe + d) * b_a, "u": ffe * d * b_x},
+                      bytes={"n": (kg * (ffe + d) + (k - kg) * d) * b_a, "u": ffe * d * b_x},
                       in_dim=ffe, out_dim=d))
         if m.num_shared_experts:
             sh = m.num_shared_experts * m.shared_expert_intermediate_size / tp
