@@ -13,7 +13,8 @@ from ridgeline.errors import RidgelineError
 from ridgeline.perf.grid import parse_grid
 
 # Keys whose numbers are counts or ratios named by what they count.
-UNITLESS_OK = {"tp", "pp", "ep", "dp", "m", "k", "n", "num_layers", "compute_efficiency",
+UNITLESS_OK = {"tp", "pp", "ep", "dp", "attn_dp", "gpus_per_instance", "m", "k", "n",
+               "num_layers", "compute_efficiency",
                "bandwidth_efficiency", "bytes_per_element", "num_heads", "num_kv_heads",
                "head_dim", "hidden_size", "num_experts", "experts_per_token", "vocab_size",
                "bf16", "fp16", "fp32", "tf32", "fp8", "int8", "fp4", "m_at_ridge",
