@@ -224,6 +224,7 @@ def test_wide_ep_crosses_nodes_at_the_network_bandwidth() -> None:
     b_a = sm.precision.activation_bytes
     want = 2 * ds.num_moe_layers * (15 / 16) * 8 * 7168 * b_a / 16 / bw
     assert sm.table.comm_s[VAR["n"]] == pytest.approx(want)
+    assert sm.table.comm_s[VAR["any"]] == pytest.approx(2 * ds.num_moe_layers * lat_s)
     assert any("inter-node" in a and "50 GB/s" in a for a in sm.assumptions())
 
 

@@ -206,7 +206,8 @@ def _mlp_ops(m: ModelSpec, pr: Precision, tp: int, ep: int, moe_tp: int) -> list
         gx = gemm_kind(pr, "experts")
         ops.append(Op("experts_gate_up", gx, Lm,
                       flops={"n": 2.0 * kg * d * 2 * ffe},
-                      bytes={"n": (kg * (d + 2 * ffe) + (k - kg) * d) * b_a, "u": d * 2 * ffe * b_x},
+                      bytes={"n": (kg * (d + 2 * ffe) + (k - kg) * d) * b_a,
+                             "u": d * 2 * ffe * b_x},
                       in_dim=d, out_dim=2 * ffe))
         ops.append(_elementwise("experts_act", 3 * kg * ffe * b_a, Lm,
                                 flops_per_token=5 * kg * ffe))
