@@ -309,3 +309,27 @@ def test_ep_moe_layer_lands_near_the_measured_rows() -> None:
     assert all(0.5 <= q <= 2.0 for q in ratios)
     # Median |error| over the 60 rows (measured: about 7%).
     assert float(np.median(np.abs(np.array(ratios) - 1.0))) <= 0.12
+
+
+# --- serve ---------------------------------------------------------------------------------------
+def test_serve_emulates_one_instance_of_every_ranks_kv() -> None:
+    refused = _cli("serve", "--model", "llama-3.1-8b", "--data-parallel-size", "2",
+                   "--port", "0")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().startswith("error: --data-parallel-size: got 2; allowed: 1")
+    est = _cli("estimate", "--model", "qwen3-30b-a3b", "--weights", "bf16", "--attention-dp",
+               "2", "--ep", "2", "--json")
+    per_rank = json.loads(est.stdout)["vllm_kv_log"]["kv_cache_tokens"]
+    proc = subprocess.Popen([str(RIDGELINE), "serve", "--model", "qwen3-30b-a3b", "--weights",
+                             "bf16", "--attention-dp", "2", "--ep", "2", "--port", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert line.startswith("ridgeline serve: qwen3-30b-a3b on h100-sxm"), line
+    capacity = int(line.split("KV capacity ")[1].split(" tokens")[0])
+    # Two ranks' KV (vLLM's start-up line is one rank's), in whole 16-token blocks.
+    assert abs(capacity - 2 * per_rank) <= 2 * 16
