@@ -179,8 +179,11 @@ def print_sweep(out: Any, results: list[Any], rows: list[dict[str, Any]],
     from rich.table import Table
 
     m0 = results[0][0]
+    par = m0.parallel
+    adp = f" attention-dp={par.attn_dp}" if par.attn_dp > 1 else ""
     out.print(f"{m0.model.name} · weights {m0.precision.weights} · KV {m0.precision.kv} · "
-              f"tp={m0.parallel.tp} pp={m0.parallel.pp} ep={m0.parallel.ep}", markup=False)
+              f"x{par.gpus_per_replica} GPUs: tp={par.tp} pp={par.pp}{adp} ep={par.ep}",
+              markup=False)
     tab = Table(title=f"Sweep ({len(rows)} points)", title_justify="left")
     cols = ("hardware", "scheme", "B", "S", "N", "T", "TTFT serving ms", "static prefill ms",
             "TPOT ms", "E2E s", "agg tok/s", "seq tok/s", "decode bound", "fits")
