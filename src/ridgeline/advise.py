@@ -206,7 +206,8 @@ def _specs(header: Any, model: str | None, hardware: str | None, weights: str | 
         sm = RooflineStepTime.from_names(
             model=model, hardware=hardware, weights=weights, kv=kv,
             activations=prec.get("activations", "bf16"), tp=tp, pp=int(par.get("pp", 1)),
-            ep=int(par.get("ep", 1)), max_num_batched_tokens=mbt,
+            ep=int(par.get("ep", 1)), attn_dp=int(par.get("attn_dp", 1)),
+            max_num_batched_tokens=mbt,
             max_num_seqs=int(mns or 256), check_fit=False,
             # a trace priced with the plain roofline says so (engine_config.kernel_model)
             kernel_model=bool(ec.get("kernel_model", True)))
@@ -545,7 +546,7 @@ def _variant(specs: _Specs, **changes: Any) -> Any:
                              resolve_precision(weights, kv, None if pr.activations_default
                                                else pr.activations),
                              Parallelism(tp=changes.get("tp", specs.tp), pp=sm.parallel.pp,
-                                         ep=sm.parallel.ep),
+                                         ep=sm.parallel.ep, attn_dp=sm.parallel.attn_dp),
                              specs.max_num_batched_tokens,
                              changes.get("max_num_seqs", specs.max_num_seqs or 256))
     except RidgelineError:
