@@ -329,7 +329,8 @@ def test_serve_emulates_one_instance_of_every_ranks_kv() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    assert line.startswith("ridgeline serve: qwen3-30b-a3b on h100-sxm"), line
+    assert line.startswith("ridgeline serve: qwen3-30b-a3b on h100-sxm x2 (tp=1 pp=1 "
+                           "attention-dp=2 ep=2)"), line
     capacity = int(line.split("KV capacity ")[1].split(" tokens")[0])
     # Two ranks' KV (vLLM's start-up line is one rank's), in whole 16-token blocks.
     assert abs(capacity - 2 * per_rank) <= 2 * 16

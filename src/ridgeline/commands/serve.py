@@ -374,6 +374,11 @@ def _build_engine(model: str, hardware: str, calibration: str | None, engine: st
 
 def _say_startup(built: Any, app: Any, model: str, hardware: str, speed: float,
                  context: int, engine: str, sched: dict[str, Any]) -> None:
+    par = getattr(built.step_model, "parallel", None)
+    if par is not None and par.gpus_per_replica > 1:
+        hardware = (f"{hardware} x{par.gpus_per_replica} (tp={par.tp} pp={par.pp}"
+                    + (f" attention-dp={par.attn_dp}" if par.attn_dp > 1 else "")
+                    + (f" ep={par.ep}" if par.ep > 1 else "") + ")")
     typer.echo(f"ridgeline serve: {model} on {hardware}, speed x{speed:g}, "
                f"KV capacity {built.kv_capacity_tokens} tokens, max_model_len {context}, "
                f"tokenizer {app.state.emulator.tokenizer.name}", err=True)
