@@ -27,8 +27,8 @@ SGLang (`engine="sglang"`): `python -m sglang.launch_server --model-path MODEL` 
 Attention data-parallel layouts (a MoE model's attention on attn_dp ranks, its experts over
 ep GPUs): vLLM `--data-parallel-size N --enable-expert-parallel` (per-rank batch limits, EP =
 DP x TP), SGLang `--tp-size GPUS --dp-size N --enable-dp-attention --ep-size EP`
-(`--max-running-requests` for all ranks), TensorRT-LLM `--tp_size GPUS --ep_size EP` with
-`enable_attention_dp: true` in its YAML.
+(`--max-running-requests` for all ranks), TensorRT-LLM `--tp_size GPUS --enable_attention_dp
+--ep_size EP`.
 
 >>> from ridgeline.sim.scenario import Scenario
 >>> cmd = launch_commands(Scenario(tp=2, max_num_seqs=64, prompt="fixed:1000",
@@ -236,13 +236,13 @@ def _trtllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: st
             "--max_seq_len", str(mml),
             "--kv_cache_free_gpu_memory_fraction", f"{trtllm_kv_fraction(sc):.3f}",
             "--extra_llm_api_options", name]
+    if sc.attn_dp > 1:
+        argv.insert(argv.index("--ep_size"), "--enable_attention_dp")
     yaml = [f"enable_chunked_prefill: {str(sc.chunked_prefill).lower()}",
             "kv_cache_config:",
             f"  enable_block_reuse: {str(sc.prefix_caching).lower()}"]
     if kv_fp8:
         yaml.append("  dtype: fp8")
-    if sc.attn_dp > 1:
-        yaml.append("enable_attention_dp: true")
     if role != "replica":
         yaml += ["cache_transceiver_config:", "  backend: DEFAULT"]
     if quant:
