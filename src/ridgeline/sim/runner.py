@@ -402,7 +402,9 @@ class _Sim:
         t0 = r.busy_until_s
         n_before = sch.step_index
         res = eng.step(t0)
-        if self.unscheduled:
+        # A request's first scheduling computes some of its prompt: only a step with a
+        # prefill can have scheduled one.
+        if self.unscheduled and res.prefill_seqs:
             for i in [i for i, seq in self.unscheduled.items() if seq.state != WAITING]:
                 self.scheduled[i] = t0      # type: ignore[index]
                 del self.unscheduled[i]
