@@ -68,3 +68,20 @@ def test_loop_detection_without_a_header() -> None:
     assert not plan_replay(sent, end, {"pattern": "open", "rate": 5.0}, "auto", 2).closed
     with pytest.raises(RidgelineError, match="--closed-loop"):
         plan_replay(late, end, {}, "closed", in_flight_peak=2)
+
+
+def test_predicted_side_is_exact_with_a_per_request_overhead() -> None:
+    from ridgeline.calibrate.explain import predicted_side
+
+    rep = replay_measured(_trace({"pattern": "closed", "concurrency": 2}),
+                          LinearStepTime(base_s=0.01),
+                          EngineConfig(num_kv_blocks=64, request_overhead_s=0.005))
+    m = predicted_side(rep).means_s
+    # The engine is as above (the overhead shifts token times, never the batching): no
+    # request waits for the engine, each prefill is one 10 ms step, two more 10 ms steps
+    # decode, and the 5 ms overhead comes before the first token (the tail is empty).
+    assert m["queue"] == pytest.approx(0.0, abs=1e-12)
+    assert m["prefill"] == pytest.approx(0.010)
+    assert m["steps"] == pytest.approx(0.020) and m["stalls"] == pytest.approx(0.0, abs=1e-12)
+    assert m["front_overhead"] == pytest.approx(0.005) and m["overhead"] == pytest.approx(0.005)
+    assert m["e2e"] == pytest.approx(0.035)
