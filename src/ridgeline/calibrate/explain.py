@@ -116,6 +116,10 @@ def measured_side(trace: Any, rows: np.ndarray | None = None) -> Side:
     if phases and phases.get("requests") != side.requests and out.split:
         out.sources.append(f"the server finished {phases.get('requests')} requests in the "
                            f"run, the trace holds {side.requests}: its means cover those")
+    if out.split and phases and phases.get("decode_s") is not None:
+        client = out.means_s["steps"] + out.means_s["stalls"]
+        out.sources.append(f"the server's own mean decode {phases['decode_s'] * 1e3:.2f} ms "
+                           f"(the client saw {client * 1e3:.2f} ms first to last token)")
     if not out.split:
         out.sources.append("queueing and prefill not apart: no server phase histograms "
                            "(bench samples them from a vLLM-compatible /metrics)")
