@@ -48,6 +48,17 @@ SERVER_METRICS: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
         "preemptions_total": (("vllm:num_preemptions_total",), "sum"),
         "prefix_hits_tokens_total": (("vllm:prefix_cache_hits_total",), "sum"),
         "prefix_queries_tokens_total": (("vllm:prefix_cache_queries_total",), "sum"),
+        # The request-phase histograms' sums and counts: their increase over a run gives
+        # the mean queueing, prefill and decode time of its requests (`verify`).
+        **{f"{key}_{part}": ((f"vllm:{name}_{part}",), "sum")
+           for key, name in (("queue_time_s", "request_queue_time_seconds"),
+                             ("prefill_time_s", "request_prefill_time_seconds"),
+                             ("decode_time_s", "request_decode_time_seconds"),
+                             ("tpot_s", "request_time_per_output_token_seconds"),
+                             ("tpot_v0_s", "time_per_output_token_seconds"),
+                             ("ttft_s", "time_to_first_token_seconds"),
+                             ("e2e_s", "e2e_request_latency_seconds"))
+           for part in ("sum", "count")},
     },
     "sglang": {
         "running": (("sglang:num_running_reqs",), "sum"),
@@ -247,17 +258,21 @@ def sample_loop(url: str | None, out: TextIO, interval_s: float, gpu: bool,
     state["startup_cpu_s"] = round(time.process_time(), 4)
     perf = time.perf_counter
     next_t = perf()
+
+    def scrape(t: float) -> None:
+        try:
+            code, text = _fetch(url, max(interval_s, 1.0))  # type: ignore[arg-type]
+            if code == 200:
+                rec = {"type": "telemetry", "source": "server", "t_perf_s": round(t, 6),
+                       **server_sample(engine, parse_prometheus(text))}  # type: ignore[arg-type]
+                out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        except Exception:  # a missed scrape is a gap in the series, not a failure
+            pass
+
     while not stop.is_set() and (engine or handles):
         t = perf()
         if engine is not None:
-            try:
-                code, text = _fetch(url, max(interval_s, 1.0))  # type: ignore[arg-type]
-                if code == 200:
-                    rec = {"type": "telemetry", "source": "server", "t_perf_s": round(t, 6),
-                           **server_sample(engine, parse_prometheus(text))}
-                    out.write(json.dumps(rec, separators=(",", ":")) + "\n")
-            except Exception:  # a missed scrape is a gap in the series, not a failure
-                pass
+            scrape(t)
         for rec in gpu_sample(nvml, handles):
             out.write(json.dumps({"type": "telemetry", "source": "gpu",
                                   "t_perf_s": round(t, 6), **rec}, separators=(",", ":"))
@@ -266,6 +281,10 @@ def sample_loop(url: str | None, out: TextIO, interval_s: float, gpu: bool,
         samples += 1
         next_t += interval_s
         stop.wait(max(next_t - perf(), 0.0))
+    if engine is not None:
+        # One scrape after the run: counters and histograms then hold every request of it.
+        scrape(perf())
+        out.flush()
     if nvml is not None:
         with contextlib.suppress(Exception):
             nvml.nvmlShutdown()

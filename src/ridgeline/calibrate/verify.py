@@ -1,13 +1,15 @@
 """Predicted vs measured: replay a measured trace through the simulator with a profile.
 
-For each trace (any format `analyze` reads): the requests' prompt and output lengths and
-their measured send times are replayed through `ridgeline.sim.runner.simulate` with the
-profile as the step-time model and its scheduling as the engine config. With
-`closed_loop=True` a closed-loop trace (header load pattern closed, concurrency C) is
-simulated as C users with no think time instead (all start at t=0, so they stay in
-lockstep, which a real client rarely does). Both traces go through the one metrics
-implementation (`analyze`); per metric the error is (predicted - measured) / measured and
-`in_ci` says whether the prediction lies inside the measurement's own bootstrap 95% CI.
+For each trace (any format `analyze` reads): the requests' prompt and output lengths are
+replayed through `ridgeline.sim.runner.simulate` with the profile as the step-time model and
+its scheduling as the engine config. A closed-loop trace (the header says so, or its sends
+follow its replies' ends) is replayed as its users by default, each sending when its
+previous reply ended in the simulation (`calibrate/closed_loop.py`); otherwise, or with
+`loop="open"`, the measured send times are the schedule. Both traces go through the one
+metrics implementation (`analyze`); per metric the error is (predicted - measured) /
+measured and `in_ci` says whether the prediction lies inside the measurement's own
+bootstrap 95% CI. Each point's miss is split into queueing, prefill, decode and overhead
+(`calibrate/explain.py`), naming the component that differs most.
 
 >>> parse_bounds(["tpot_p50=10%", "ttft_p90=0.2"])
 {'tpot_p50': 0.1, 'ttft_p90': 0.2}
@@ -22,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.calibrate.explain import explain, replay_measured
 from ridgeline.errors import RidgelineError
 from ridgeline.metrics.analysis import analyze
-from ridgeline.sim.runner import Workload, simulate
+from ridgeline.sim.runner import Workload
 from ridgeline.sim.slots import replay_requests
 from ridgeline.trace.importers import load_trace
 from ridgeline.trace.schema import TraceHeader
@@ -101,6 +104,9 @@ class VerifyReport:
     slot_orders: list[PointSlotOrder] = field(default_factory=list)
     bounds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Per point: how it was replayed (`ReplayPlan.to_dict`) and its miss by component.
+    replays: list[dict[str, Any]] = field(default_factory=list)
+    decompositions: list[tuple[str, Any]] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -131,7 +137,9 @@ class VerifyReport:
                 "loads": [{k: clean(v) for k, v in asdict(x).items()} for x in self.loads],
                 "slot_orders": [asdict(x) for x in self.slot_orders],
                 "bounds": self.bounds, "failed": self.failed, "warnings": self.warnings,
-                "median_abs_error": {m: clean(self.median_abs_error(m)) for m in metrics}}
+                "median_abs_error": {m: clean(self.median_abs_error(m)) for m in metrics},
+                "replay": self.replays,
+                "decomposition": [{"point": p, **d.to_dict()} for p, d in self.decompositions]}
 
 
 def point_label(trace: Any) -> str:
@@ -226,11 +234,16 @@ def _pct(analysis: Any, key: str, q: str) -> tuple[float, float, float]:
 
 def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str, float],
                  seed: int = 0, config: Any = None, closed_loop: bool = False,
-                 loads: list[PointLoad] | None = None) -> list[VerifyRow]:
+                 loads: list[PointLoad] | None = None, loop: str = "auto",
+                 report: VerifyReport | None = None) -> list[VerifyRow]:
     """Rows for one trace; `profile` is any step-time model (`config`: its EngineConfig,
-    default the profile's own scheduling)."""
-    wl = replay_workload(trace, closed_loop)
-    res = simulate(wl, config if config is not None else profile.engine_config(), profile)
+    default the profile's own scheduling). `loop`: auto (a closed loop replayed as its
+    users), closed or open (`closed_loop=True` is loop="closed"). With `report`, the replay
+    and the miss's decomposition go there."""
+    rep = replay_measured(trace, profile,
+                          config if config is not None else profile.engine_config(),
+                          "closed" if closed_loop else loop, peak_in_flight(trace))
+    res = rep.result
     sim_header = TraceHeader(source="simulate", clock="virtual", engine="ridgeline-sim",
                              load=dict(trace.header.load or {}))
     sim_trace = res.to_trace(sim_header)
@@ -240,6 +253,9 @@ def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str,
     if loads is not None:
         (fp, dp), (fm, dm) = occupancy(sim_trace), occupancy(trace)
         loads.append(PointLoad(label, fp, fm, dp, dm))
+    if report is not None:
+        report.replays.append({"point": label, **rep.plan.to_dict()})
+        report.decompositions.append((label, explain(trace, rep)))
     rows = []
     for m in metrics:
         name, _, q = m.partition("_p")
@@ -259,7 +275,8 @@ def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None
            fmt: str = "auto", seed: int = 0, config: Any = None,
            closed_loop: bool = False,
            slot_orders: list[list[int] | None] | None = None,
-           start_slot_order: list[int] | str | None = None) -> VerifyReport:
+           start_slot_order: list[int] | str | None = None,
+           loop: str = "auto") -> VerifyReport:
     """Predicted vs measured for every trace (one load point each).
 
     A slot-model profile (`scheduling.slot_graphs`) needs llama-server's LRU slot order at
@@ -290,7 +307,7 @@ def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None
                 point_label(trace), list(order) if order is not None
                 else list(range(n - 1, -1, -1)), source))
         report.rows.extend(verify_trace(trace, prof, metrics, bounds, seed, config,
-                                        closed_loop, report.loads))
+                                        closed_loop, report.loads, loop, report))
         sched = config if config is not None else getattr(profile, "scheduling", None)
         slots = getattr(sched, "max_num_seqs", None)
         if isinstance(slots, int):

@@ -43,6 +43,13 @@ WindowOpt = Annotated[
                  "'auto' (default: warm-up and cool-down cut)."),
 ]
 MarkdownOpt = Annotated[bool, typer.Option("--markdown", help="Markdown output.")]
+AgainstOpt = Annotated[
+    str | None,
+    typer.Option("--against", metavar="PREDICTED_TRACE",
+                 help="A trace of a simulation of the same workload: also split the miss "
+                 "into queueing, prefill, decode and overhead, naming the component that "
+                 "differs most (`verify` does this with a calibration profile)."),
+]
 
 
 def _load(path: str, fmt: str, select: int | None):
@@ -77,6 +84,7 @@ def analyze_cmd(
     input_fmt: InputFormatOpt = None,
     select: SelectOpt = None,
     seed: SeedOpt = 0,
+    against: AgainstOpt = None,
 ) -> None:
     """Metrics of one trace: latency percentiles with 95% CIs, throughput, goodput,
     concurrency and the Little's-law check."""
@@ -93,10 +101,17 @@ def analyze_cmd(
     # The pooled samples are not printed: left out, so analyze holds one event-sized array.
     result = analyze(loaded, slos=slos, window=window, seed=seed, keep_samples=False)
     telemetry = trace_telemetry_of(trace, loaded)  # server/GPU samples of a bench run
+    decomposition = None
+    if against is not None:
+        from ridgeline.calibrate.explain import explain_traces
+
+        decomposition = explain_traces(loaded, _load(against, "auto", None))
     if json_out:
         payload = result.to_dict()
         if telemetry is not None:
             payload["telemetry"] = telemetry
+        if decomposition is not None:
+            payload["decomposition"] = {"against": against, **decomposition.to_dict()}
         typer.echo(json.dumps(payload, indent=2))
     elif markdown:
         from ridgeline.metrics.render import analysis_markdown
@@ -104,6 +119,8 @@ def analyze_cmd(
         typer.echo(analysis_markdown(result))
         for line in telemetry_lines(telemetry):
             typer.echo(f"- {line}")
+        if decomposition is not None:
+            typer.echo("\n".join(["", *decomposition.lines()]))
     else:
         from ridgeline.metrics.render import print_analysis
 
@@ -114,6 +131,11 @@ def analyze_cmd(
             print_analysis(result, out, whole=whole)
             for line in telemetry_lines(telemetry):
                 out.print(line, markup=False)
+            if decomposition is not None:
+                from ridgeline.report.calibrate_text import print_decomposition
+
+                print_decomposition(decomposition, out, f"against {against}: where the "
+                                    "miss comes from (means per request)")
 
 
 def compare_cmd(

@@ -24,8 +24,13 @@ def verify_cmd(
         "--input-format", help="Trace format (auto, ridgeline, vllm, aiperf, guidellm, "
         "llmperf; default auto).")] = None,
     closed_loop: Annotated[bool, typer.Option(
-        "--closed-loop", help="Simulate a closed-loop trace as C users starting together "
-        "instead of replaying its measured send times.")] = False,
+        "--closed-loop", help="Replay as a closed loop even without a header saying so "
+        "(refused when the sends do not follow replies' ends). A closed-loop trace is "
+        "replayed as its users by default: each sends when its previous reply ended in the "
+        "simulation, from its measured first send.")] = False,
+    open_loop: Annotated[bool, typer.Option(
+        "--open-loop", help="Replay the measured send times as an open-loop schedule, even "
+        "for a closed-loop trace.")] = False,
     slot_order: Annotated[str | None, typer.Option(
         "--slot-order", help="llama.cpp per-slot profiles: the server's LRU slot order when "
         "the first trace starts, e.g. 3,4,0,5,6,1,2,7 (`ridgeline.sim.slots.check_log` reads "
@@ -40,9 +45,12 @@ def verify_cmd(
 
     from ridgeline.calibrate.verify import parse_bounds, verify
     from ridgeline.commands.analyze import split_formats
+    from ridgeline.errors import RidgelineError
     from ridgeline.report.calibrate_text import print_verify
     from ridgeline.sim.calibrated_profile import CalibrationProfile
 
+    if closed_loop and open_loop:
+        raise RidgelineError("--closed-loop/--open-loop: got both; allowed: one of them")
     out_fmt, in_fmt = split_formats(fmt, input_fmt)
     bounds = parse_bounds(bound)
     profile = CalibrationProfile.load(calibration)
@@ -53,13 +61,12 @@ def verify_cmd(
         try:
             start = [int(x) for x in slot_order.split(",")]
         except ValueError:
-            from ridgeline.errors import RidgelineError
-
             raise RidgelineError(f"--slot-order: got {slot_order!r}; allowed: comma-separated "
                                  "slot ids, or fresh") from None
         profile.with_slot_order(start)     # checks it lists each slot once
-    report = verify(list(traces), profile, bounds, in_fmt, seed, closed_loop=closed_loop,
-                    start_slot_order=start)
+    loop = "closed" if closed_loop else ("open" if open_loop else "auto")
+    report = verify(list(traces), profile, bounds, in_fmt, seed, start_slot_order=start,
+                    loop=loop)
     if json_out or out_fmt == "json":
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:

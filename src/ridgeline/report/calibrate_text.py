@@ -80,6 +80,38 @@ def print_verify(report: Any, fmt: str | None = None) -> None:
         con.print(lt)
     for so in getattr(report, "slot_orders", []):
         con.print(so.line())
+    for rp in getattr(report, "replays", []):
+        con.print(f"{rp['point']}: replayed as {rp['how']}", markup=False)
+    for point, dec in getattr(report, "decompositions", []):
+        print_decomposition(dec, con, f"{point}: where the miss comes from (means per "
+                            "request)")
     for line in report.summary_lines():
         con.print(line)
     con.close()
+
+
+def print_decomposition(dec: Any, con: Any, title: str) -> None:
+    """The per-component table of a miss (`metrics/decomposition.py`) and its sentence."""
+    from rich.table import Table
+
+    tab = Table(title=title, title_justify="left")
+    for c in ("component", "predicted ms", "measured ms", "difference ms",
+              "share of E2E difference"):
+        tab.add_column(c, justify="left" if c == "component" else "right")
+
+    def share(x: float) -> str:
+        return f"{x:.0%}" if x == x else "-"
+
+    for r in dec.rows:
+        tab.add_row(r.component, f"{r.predicted_ms:.2f}", f"{r.measured_ms:.2f}",
+                    f"{r.difference_ms:+.2f}", share(r.share_of_e2e_difference))
+    tab.add_row("E2E (the sum)", f"{dec.e2e_predicted_ms:.2f}", f"{dec.e2e_measured_ms:.2f}",
+                f"{dec.e2e_predicted_ms - dec.e2e_measured_ms:+.2f}", "100%")
+    tab.add_row(f"decode step per token (mean batch {dec.batch_predicted:.1f} predicted, "
+                f"{dec.batch_measured:.1f} measured)", f"{dec.step_predicted_ms:.3f}",
+                f"{dec.step_measured_ms:.3f}",
+                f"{dec.step_predicted_ms - dec.step_measured_ms:+.3f}", "")
+    con.print(tab)
+    con.print(dec.sentence, markup=False)
+    for side, src in dec.sources.items():
+        con.print(f"{side} side: " + "; ".join(src), markup=False)

@@ -88,6 +88,8 @@ def blocker(wl: Any, config: Any, step_model: Any, cluster: Any, mode: str) -> s
         return "the step-by-step reference mode"
     if getattr(wl, "timeout_s", None) is not None:
         return "a client timeout (aborts run on the Python engine, step mode)"
+    if getattr(wl, "user_of", None) is not None:
+        return "closed-loop users with their own start times (a replayed measurement)"
     if cluster.replicas > 1 and cluster.router not in _ROUTERS:
         return f"router {cluster.router}"
     if len(wl) and (int(wl.prompt_tokens.min()) < 1 or int(wl.output_tokens.min()) < 1):

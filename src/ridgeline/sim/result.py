@@ -41,6 +41,9 @@ class SimResult:
     request_ids: np.ndarray | None = None   # a chunk of a streamed run: the global ids
     stream_stats: dict[str, Any] | None = None   # a streamed run's totals (see _Stream)
     core: str = "python"      # the engine that ran: "python" or "c" (ridgeline.sim.core)
+    # When the engine first scheduled each request (vLLM's "scheduled" event, where its
+    # queueing ends; NaN: never scheduled). Only when `simulate(record_scheduled=True)`.
+    scheduled_engine_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.sent_s.size)

@@ -50,7 +50,7 @@ from ridgeline.sim.result import (  # noqa: F401
     stream_summary,
 )
 from ridgeline.sim.result import expand_segments as _expand_segments
-from ridgeline.sim.sequence import REJECTED, EngineRequest, Sequence
+from ridgeline.sim.sequence import REJECTED, WAITING, EngineRequest, Sequence
 
 _NEW, _HANDOFF = 0, 1
 HEAP_MIN_REPLICAS = 2   # static arrivals over this many replicas: `_run_heap`
@@ -64,6 +64,9 @@ class Workload:
 
     Open loop: `arrival_s` (sorted). Closed loop: `concurrency` users, each sending its next
     request `think_s[i]` seconds after its previous one ended (all users start at t=0).
+    Closed loop by named users (a measured closed-loop run replayed as it ran): `user_of[i]`
+    is request i's user, `user_start_s[u]` when user u sends its first request; each user
+    sends its own requests in index order, the next `think_s[j]` after its previous ended.
     `prefix_group[i] >= 0` puts the first `prefix_tokens[i]` prompt tokens in a shared group.
     """
 
@@ -77,12 +80,25 @@ class Workload:
     # A client timeout: a request unfinished this long after it was sent is aborted (the
     # engine frees it; status "error", error_kind "timeout"). Step mode, one replica.
     timeout_s: float | None = None
+    user_of: np.ndarray | None = None
+    user_start_s: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.prompt_tokens = np.asarray(self.prompt_tokens, dtype=np.int64)
         self.output_tokens = np.asarray(self.output_tokens, dtype=np.int64)
         if (self.arrival_s is None) == (self.concurrency is None):
             raise ValueError("give arrival_s (open loop) or concurrency (closed loop)")
+        if (self.user_of is None) != (self.user_start_s is None):
+            raise ValueError("give user_of and user_start_s together")
+        if self.user_of is not None and self.user_start_s is not None:
+            self.user_of = np.asarray(self.user_of, dtype=np.int64)
+            self.user_start_s = np.asarray(self.user_start_s, dtype=np.float64)
+            users = self.user_start_s.size
+            if self.user_of.size != self.prompt_tokens.size or self.concurrency != users or \
+                    (self.user_of.size and (self.user_of.min() < 0
+                                            or self.user_of.max() >= users)):
+                raise ValueError("user_of: one user in [0, concurrency) per request, "
+                                 "user_start_s: one start per user")
         if self.arrival_s is not None:
             self.arrival_s = np.asarray(self.arrival_s, dtype=np.float64)
             if np.any(np.diff(self.arrival_s) < 0):
@@ -125,7 +141,7 @@ class _Sim:
                  cluster: ClusterConfig, mode: str,
                  progress: Callable[[int], None] | None,
                  sink: Callable[[SimResult], None] | None = None,
-                 chunk_requests: int = 5_000) -> None:
+                 chunk_requests: int = 5_000, record_scheduled: bool = False) -> None:
         if mode not in ("fast", "step"):
             raise ValueError("mode must be 'fast' or 'step'")
         self.fast = mode == "fast"
@@ -192,7 +208,23 @@ class _Sim:
                                            or self.stream is not None):
             raise ValueError("a client timeout needs the step mode, one replica, no P/D "
                              "and no streaming")
-        if wl.concurrency is not None:
+        # Step mode only: each request's first scheduling is read off its sequence after
+        # every step (`_advance_step`), as the emulator's driver does.
+        self.scheduled: list[float] | None = [math.nan] * n if record_scheduled else None
+        self.unscheduled: dict[int, Sequence] = {}
+        if record_scheduled and (self.fast or self.stream is not None):
+            raise ValueError("recording scheduled times needs the step mode, no streaming")
+        self.user_next: list[list[int]] | None = None
+        if wl.user_of is not None and wl.user_start_s is not None:
+            per_user: list[list[int]] = [[] for _ in range(wl.user_start_s.size)]
+            for i, u in enumerate(wl.user_of.tolist()):
+                per_user[u].append(i)
+            for u, reqs in enumerate(per_user):
+                if reqs:
+                    self._push(float(wl.user_start_s[u]), _NEW, reqs[0])
+            self.user_next = [reqs[:0:-1] for reqs in per_user]   # the rest, reversed: pop()
+            self.user_of = wl.user_of.tolist()
+        elif wl.concurrency is not None:
             for i in range(min(wl.concurrency, n)):
                 self._push(0.0, _NEW, i)
             self.next_req = min(wl.concurrency, n)
@@ -245,6 +277,8 @@ class _Sim:
             self._request_done(i, t)
             return None
         self.replica[i] = r.index
+        if self.scheduled is not None and kind == _NEW:
+            self.unscheduled[i] = seq
         if self.timeout_s is not None:
             heapq.heappush(self.deadlines, (t + self.timeout_s, i))
         if r.busy_until_s < t:
@@ -271,6 +305,11 @@ class _Sim:
             j = self.next_req
             self.next_req += 1
             self._push(end_s + self.think[j], _NEW, j)
+        elif self.user_next is not None:               # named users: this user's next one
+            rest = self.user_next[self.user_of[i]]
+            if rest:
+                j = rest.pop()
+                self._push(end_s + self.think[j], _NEW, j)
         if self.progress is not None and self.done >= self._progress_next:
             self._progress_next += 1000
             self.progress(self.done)
@@ -363,6 +402,12 @@ class _Sim:
         t0 = r.busy_until_s
         n_before = sch.step_index
         res = eng.step(t0)
+        # A request's first scheduling computes some of its prompt: only a step with a
+        # prefill can have scheduled one.
+        if self.unscheduled and res.prefill_seqs:
+            for i in [i for i, seq in self.unscheduled.items() if seq.state != WAITING]:
+                self.scheduled[i] = t0      # type: ignore[index]
+                del self.unscheduled[i]
         for rid in res.preempted:
             self.preempt[int(rid)] += 1
         end = self._close_step(r, t0, n_before, res)
@@ -551,6 +596,8 @@ class _Sim:
             event_offsets=offsets, event_times_s=events, timeline=timeline,
             engine_stats=[r.engine.stats().to_dict() for r in self.reps],
             mode=self.mode, roles=[r.role for r in self.reps],
+            scheduled_engine_s=(None if self.scheduled is None
+                                else np.asarray(self.scheduled, dtype=np.float64)),
         )
 
 
@@ -671,8 +718,11 @@ def simulate(workload: Workload, config: EngineConfig, step_model: StepTimeModel
              cluster: ClusterConfig | None = None, *, mode: str = "fast",
              progress: Callable[[int], None] | None = None,
              sink: Callable[[SimResult], None] | None = None,
-             chunk_requests: int = 5_000) -> SimResult:
+             chunk_requests: int = 5_000, record_scheduled: bool = False) -> SimResult:
     """Run the workload through the engine(s) on a virtual clock (t=0: the first arrival).
+
+    `record_scheduled`: also record when each request was first scheduled
+    (`SimResult.scheduled_engine_s`); the run takes the reference step mode (the same trace).
 
     `progress(done)` is called about every 1000 completed requests. With `sink`, finished
     requests go to `sink` in chunks of about `chunk_requests` (a `SimResult` whose
@@ -685,7 +735,7 @@ def simulate(workload: Workload, config: EngineConfig, step_model: StepTimeModel
     from ridgeline.sim.engine_costs import EngineCosts, apply_request_overhead
 
     cluster = cluster or ClusterConfig()
-    if workload.timeout_s is not None:
+    if workload.timeout_s is not None or record_scheduled:
         mode = "step"     # aborts at deadlines: the reference engine (same trace either way)
     costs = None
     if config.request_overhead_s or config.request_overhead_steps:
@@ -698,7 +748,7 @@ def simulate(workload: Workload, config: EngineConfig, step_model: StepTimeModel
         res = core.run(workload, config, step_model, cluster, progress, sink, chunk_requests)
     else:
         res = _Sim(workload, config, step_model, cluster, mode, progress, sink,
-                   chunk_requests).run()
+                   chunk_requests, record_scheduled).run()
     # The per-request costs shift token times only (no feedback into batching): applied
     # here, after either engine, so the Python engine and the C core stay identical.
     return res if sink is not None else apply_request_overhead(res, costs)
