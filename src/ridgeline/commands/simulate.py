@@ -539,7 +539,11 @@ def _scheduler_lines(run: Any) -> list[str]:
     if sc is None or not sc.scheduler_fields():
         return []
     cfg = run.built.config
-    return describe(sc.engine, {k: getattr(cfg, k) for k in FIELDS if hasattr(cfg, k)})
+    lines = describe(sc.engine, {k: getattr(cfg, k) for k in FIELDS if hasattr(cfg, k)})
+    memory = sc.kv_memory(run.built.step_model)
+    if memory is not None:
+        lines.append(f"engine {sc.engine}: {memory.line()}")
+    return lines
 
 
 def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], target: float,

@@ -169,6 +169,8 @@ class Scheduler:
         self.clip_tokens = 4096
         self.ratio_base = 0.0       # the ratio when the decay last restarted
         self.ratio_steps = 0        # decode steps since then
+        # SGLang's retraction order (`_retract_fewest_outputs`) in place of vLLM's newest-first
+        self.retract_fewest_outputs = False
 
     def configure_sglang(self, config: object) -> None:
         """Take SGLang's scheduling options from an `EngineConfig` (all off for vLLM)."""
@@ -408,6 +410,8 @@ class Scheduler:
         bs, pool = self.bs, self.pool
         groups = self.kv_groups
         need = groups * self.dec_residue[(-n) % bs] if self.dec_count else 0
+        if need > pool.free_blocks and self.retract_fewest_outputs:
+            need = self._retract_fewest_outputs(n, out, need)
         while need > pool.free_blocks:
             victim = next(reversed(self.running))
             if victim.state == DECODE and (victim.a + n) % bs == 0:
@@ -417,6 +421,33 @@ class Scheduler:
             pool.allocate(need)
         if out.preempted and self.ratio_init:
             self._ratio_after_retract(n)
+
+    def _retract_fewest_outputs(self, n: int, out: StepOutcome, need: int) -> int:
+        """SGLang's retraction when the decodes lack KV: order the decoding requests by output
+        tokens so far (most first), the shorter prompt first among equals, and retract from
+        the end of that order (fewest outputs, then the longest prompt) at least one, and on
+        until RETRACT_DECODE_STEPS tokens per remaining request are free or one is left.
+        A retracted request frees its KV and waits at the back of the queue (its prompt and
+        outputs are recomputed when it is admitted again). Returns the blocks this step's
+        decodes still need."""
+        bs, groups = self.bs, self.kv_groups
+        decs = [s for s in self.running if s.state == DECODE]
+        decs.sort(key=lambda s: (s.g_join + (n - 1 - s.join_step), -s.prompt_tokens),
+                  reverse=True)
+        first = True
+        while len(decs) > 1 and (first or self.pool.free_blocks * bs
+                                 < len(decs) * RETRACT_DECODE_STEPS):
+            first = False
+            victim = decs.pop()
+            if (victim.a + n) % bs == 0:
+                need -= groups
+            self._evict(victim, n)
+            victim.state = WAITING
+            victim.preemptions += 1
+            self.num_preemptions += 1
+            self.waiting.append(victim)
+            out.preempted.append(victim)
+        return need
 
     def _ratio_after_retract(self, n: int) -> None:
         """SGLang's estimate after a retraction: (tokens decoded + RETRACT_DECODE_STEPS per
