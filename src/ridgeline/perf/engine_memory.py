@@ -176,6 +176,8 @@ def engine_memory(rule: str, step_model: Any, fraction: float | None = None,
     if rule == "sglang":
         mib = cap / MIB
         chunk, graph_bs = sglang_gpu_defaults(mib, par.tp)
+        # the reserve follows the chunked-prefill size the engine runs (its own when set)
+        chunk = int(getattr(step_model, "max_num_batched_tokens", chunk))
         source = "set" if fraction is not None else "default"
         if fraction is None:
             fraction = sglang_mem_fraction_static(mib, par.tp, par.pp, chunk, graph_bs)

@@ -30,7 +30,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.metrics.knee import KNEE_FACTOR
 from ridgeline.metrics.knee import ttft_knee_index as knee_index
 from ridgeline.perf.whatif import WhatIf
-from ridgeline.sim.engine import engine_memory_for
+from ridgeline.sim.engine import engine_memory_for, kv_tokens_for
 from ridgeline.sim.engine_presets import AUTO, SCENARIO_NAMES, load_scheduler, resolve, resolve_auto
 from ridgeline.sim.sweep import SweepPoint, best_rate_index
 from ridgeline.specs import load_hardware, load_model
@@ -188,6 +188,12 @@ class Scenario:
         ctx = load_model(self.model).max_position_embeddings if kv_tokens is not None else 0
         return resolve_auto(fields, load_hardware(self.hardware).memory_bytes, self.tp,
                             kv_tokens, ctx)
+
+    def kv_capacity_tokens(self, step_model: Any) -> int:
+        """KV tokens this scenario's engine sizes on one GPU of `step_model` (its rule:
+        ridgeline.perf.engine_memory)."""
+        rule = self.scheduler_fields().get("kv_memory_rule", "vllm")
+        return kv_tokens_for(step_model, self.gpu_memory_utilization, rule)
 
     def kv_memory(self, step_model: Any) -> Any:
         """How this scenario's engine sized its KV pool (an `EngineMemory`; None for a

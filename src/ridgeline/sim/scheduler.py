@@ -288,7 +288,8 @@ class Scheduler:
         if req.request_id in self.seqs:
             raise ValueError(f"request id {req.request_id!r} is already in the engine")
         seq = Sequence(req, self.bs)
-        too_long = self._life_blocks(req) > self.pool.num_blocks or (
+        need = self._reserve_blocks(req) if self.no_evict else self._life_blocks(req)
+        too_long = need > self.pool.num_blocks or (
             not self.chunked_prefill
             and req.prompt_tokens - req.kv_ready_tokens > self.max_num_batched_tokens
         )
@@ -322,6 +323,14 @@ class Scheduler:
             return _cdiv(tokens, self.bs)
         chunk = self.max_num_batched_tokens if self.chunked_prefill else req.prompt_tokens
         return self.layout.max_held(tokens, chunk)
+
+    def _reserve_blocks(self, req: EngineRequest) -> int:
+        """The blocks GUARANTEED_NO_EVICT reserves for a request: TensorRT-LLM's
+        getRemainingBlocksToCompletion, ceil((prompt + max new tokens) / block) (the output
+        length stands for max new tokens, as a benchmark run with ignore_eos has it)."""
+        if self.win:
+            return self._life_blocks(req)
+        return _cdiv(req.prompt_tokens + req.output_tokens, self.bs)
 
     def _retire(self, seq: Sequence) -> None:
         if self.no_evict:
@@ -510,7 +519,7 @@ class Scheduler:
             return False
         head = self.waiting[0]
         if self.no_evict and head not in self.reserved and self.reserved_blocks + \
-                self._life_blocks(head.req) > self.pool.num_blocks:
+                self._reserve_blocks(head.req) > self.pool.num_blocks:
             return False
         return self._admission_plan(head, budget, self.dec_count > 0 and not self.prefill_first
                                     ) is not None
@@ -657,7 +666,7 @@ class Scheduler:
                        ) -> None:
         """Admit waiting requests in queue order while seats, the token budget, the KV
         blocks and (SGLang) the admission reservations allow; appends their chunks."""
-        bs, pool = self.bs, self.pool
+        pool = self.pool
         waiting = self.waiting
         while waiting and len(self.running) < self.max_num_seqs and budget > 0:
             seq = waiting[0]
@@ -665,7 +674,7 @@ class Scheduler:
             if plan is None:
                 break
             if self.no_evict and seq not in self.reserved:
-                life = _cdiv(seq.req.prompt_tokens + seq.req.output_tokens - 1, bs)
+                life = self._reserve_blocks(seq.req)
                 if self.reserved_blocks + life > pool.num_blocks:
                     break
                 self.reserved[seq] = life
