@@ -496,6 +496,9 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
                "assumptions": sched + step_model.assumptions()}
         if pr is not None:
             out["precision"] = pr.describe()
+        engine = _engine_block(run)
+        if engine is not None:
+            out["engine"] = engine
         if workload is not None:
             out["workload"] = workload
         typer.echo(json.dumps(out, indent=2))
@@ -529,6 +532,20 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
             f"{s['mean_batch_size']:.1f}, {s['preemptions']:,} preemptions, peak KV "
             f"{s['max_kv_blocks_used']:,} blocks ({core} engine loop)", markup=False)
         print_assumptions(page, step_model, all_assumptions, TTFT_DEFINITION)
+
+
+def _engine_block(run: Any) -> dict[str, Any] | None:
+    """`--json`'s engine: its name, the limits and policies the run used (the engine config)
+    and how it sized its KV pool."""
+    sc = getattr(run, "scenario", None)
+    built = getattr(run, "built", None)
+    if sc is None or built is None:
+        return None
+    cfg = built.config
+    memory = sc.kv_memory(built.step_model)
+    return {"name": sc.engine_name, "config": dict(cfg.__dict__),
+            "kv_capacity_tokens": cfg.kv_capacity_tokens,
+            "kv_memory": memory.describe() if memory is not None else None}
 
 
 def _scheduler_lines(run: Any) -> list[str]:
