@@ -49,6 +49,13 @@ FIELDS: dict[str, tuple[type, str]] = {
     "preemption_order": (str, "newest or fewest_outputs"),
     "kv_memory_rule": (str, "vllm, sglang or trtllm"),
 }
+# The values a text field allows.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "schedule_policy": ("fcfs", "lpm"),
+    "capacity_policy": ("vllm", "guaranteed_no_evict", "max_utilization"),
+    "preemption_order": ("newest", "fewest_outputs"),
+    "kv_memory_rule": ("vllm", "sglang", "trtllm"),
+}
 # Limits an engine derives at start-up (SGLang: the chunked-prefill size from the GPU's
 # memory, the request pool from the KV pool): a preset may give them as "auto".
 AUTO_FIELDS = ("max_num_seqs", "max_num_batched_tokens")
@@ -102,6 +109,8 @@ def load_scheduler(engine: str = "vllm") -> dict[str, Any]:
               else isinstance(value, int) and not isinstance(value, bool) if kind is int
               else isinstance(value, (int, float)) and not isinstance(value, bool)
               and math.isfinite(value))
+        if ok and key in CHOICES and value not in CHOICES[key]:
+            ok = False
         if not ok:
             raise RidgelineError(f"--engine: {name}: scheduler.{key}: got {value!r:.100}; "
                                  f"allowed: {{\"value\": {allowed}}}")
