@@ -185,3 +185,22 @@ def test_simulate_engine_sglang_names_its_kv_pool() -> None:
     l4_tokens = math.floor((24_152_899_584 * 0.837 - QWEN7_W) / QWEN7_KV)
     assert "mem_fraction_static 0.837 (default)" in t.stdout
     assert f"-> {l4_tokens:,} KV tokens" in t.stdout
+
+
+def test_serve_engine_sglang_sizes_its_pool_as_sglang() -> None:
+    import httpx
+
+    from ridgeline.serve.launcher import EmulatorProcess
+
+    tokens = math.floor((H100_B * 0.835 - LLAMA8_W) / LLAMA8_KV)
+    with EmulatorProcess(command=[RIDGELINE, "serve", "--model", "llama-3.1-8b",
+                                  "--hardware", "h100-sxm", "--engine", "sglang", "--host",
+                                  "127.0.0.1", "--port", "0", "--speed", "20"]) as emu, \
+            httpx.Client(timeout=60) as client:
+        cfg = client.get(emu.base_url + "/ridgeline/stats").json()["engine_config"]
+        stderr = emu.stderr_text()
+    assert (cfg["num_kv_blocks"], cfg["block_size_tokens"], cfg["max_num_seqs"],
+            cfg["preemption_order"], cfg["kv_memory_rule"]) == (
+        tokens, 1, 2048, "fewest_outputs", "sglang")
+    assert "mem_fraction_static 0.835 (default) x 79.65 GiB" in stderr
+    assert f"-> {tokens:,} KV tokens" in stderr

@@ -160,3 +160,29 @@ def test_max_utilization_through_an_engine_file(tmp_path: Path) -> None:
     assert bad.returncode != 0
     assert bad.stderr.strip().splitlines()[-1].startswith("error:")
     assert "scheduler.capacity_policy" in bad.stderr and "max_utilization" in bad.stderr
+
+
+def test_serve_engine_trtllm_sizes_and_admits_as_trtllm() -> None:
+    """`ridgeline serve --engine trtllm` builds the engine with TensorRT-LLM's pool and limits
+    (as /ridgeline/stats reports them) and says the pool on start."""
+    import httpx
+
+    from ridgeline.serve.launcher import EmulatorProcess
+
+    weights, per_tok, act = LLAMA8
+    tokens = math.floor((H100_B - weights - act) * 0.9 / per_tok)
+    with EmulatorProcess(command=[RIDGELINE, "serve", "--model", "llama-3.1-8b",
+                                  "--hardware", "h100-sxm", "--engine", "trtllm", "--host",
+                                  "127.0.0.1", "--port", "0", "--speed", "20"]) as emu, \
+            httpx.Client(timeout=60) as client:
+        cfg = client.get(emu.base_url + "/ridgeline/stats").json()["engine_config"]
+        body = {"model": "llama-3.1-8b", "prompt": list(range(300)), "max_tokens": 8,
+                "ignore_eos": True}
+        resp = client.post(emu.base_url + "/v1/completions", json=body)
+        stderr = emu.stderr_text()
+    assert resp.status_code == 200 and resp.json()["usage"]["completion_tokens"] == 8
+    assert (cfg["capacity_policy"], cfg["max_num_seqs"], cfg["block_size_tokens"],
+            cfg["chunked_prefill"], cfg["num_kv_blocks"]) == (
+        "guaranteed_no_evict", 2048, 32, False, tokens // 32)
+    assert "admission GUARANTEED_NO_EVICT" in stderr
+    assert f"-> {tokens:,} KV tokens" in stderr
