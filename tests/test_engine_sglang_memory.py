@@ -11,6 +11,7 @@ x head dim x 2 (K, V) x 2 bytes (Llama-3.1-8B 32 x 8 x 128 x 4 = 131,072; Qwen2.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -204,3 +205,19 @@ def test_serve_engine_sglang_sizes_its_pool_as_sglang() -> None:
         tokens, 1, 2048, "fewest_outputs", "sglang")
     assert "mem_fraction_static 0.835 (default) x 79.65 GiB" in stderr
     assert f"-> {tokens:,} KV tokens" in stderr
+
+
+def test_plan_engine_sglang_launches_with_the_fraction_it_sized_with() -> None:
+    """plan --engine sglang simulates SGLang's pool and launches SGLang with that pool's
+    fraction: a 2048 chunk on an H100 at TP1 reserves 512 + 3072 + 512 + 128 = 4,224 MiB,
+    raised to the 10 GiB floor: round((81559 - 10240) / 81559, 3) = 0.874."""
+    p = _run("plan", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1",
+             "--max-num-seqs", "128", "--max-num-batched-tokens", "2048", "--rate", "4",
+             "--prompt", "fixed:500", "--output", "fixed:100", "--slo", "ttft_ms<=1000",
+             "-n", "100", "--workers", "1", "--max-replicas", "1", "--no-pd",
+             "--goodput-target", "0.95", "--json", "--engine", "sglang")
+    assert p.returncode == 0, p.stderr
+    argv = json.loads(p.stdout)["launch"]["argv"]
+    flags = dict(itertools.pairwise(argv))
+    assert flags["--mem-fraction-static"] == str(round((81559 - 10240) / 81559, 3)) == "0.874"
+    assert flags["--max-running-requests"] == "128"

@@ -11,6 +11,7 @@ attention out + 3 x intermediate) x 2 B; plus one fp32 logits row per profiling 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -186,3 +187,18 @@ def test_serve_engine_trtllm_sizes_and_admits_as_trtllm() -> None:
         "guaranteed_no_evict", 2048, 32, False, tokens // 32)
     assert "admission GUARANTEED_NO_EVICT" in stderr
     assert f"-> {tokens:,} KV tokens" in stderr
+
+
+def test_plan_engine_trtllm_launches_with_its_default_fraction() -> None:
+    p = _cli("plan", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1",
+             "--max-num-seqs", "128", "--max-num-batched-tokens", "2048", "--rate", "4",
+             "--prompt", "fixed:500", "--output", "fixed:100", "--slo", "ttft_ms<=1000",
+             "-n", "100", "--workers", "1", "--max-replicas", "1", "--no-pd",
+             "--goodput-target", "0.95", "--json", "--engine", "trtllm")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    argv = out["launch"]["argv"]
+    flags = dict(itertools.pairwise(argv))
+    assert flags["--kv_cache_free_gpu_memory_fraction"] == "0.900"
+    assert flags["--max_batch_size"] == "128" and flags["--max_num_tokens"] == "2048"
+    assert out["chosen"]["sim_preemptions"] == 0
