@@ -258,11 +258,13 @@ def test_overlap_step_is_max_of_gpu_and_cpu(cpu_s: float, step_s: float) -> None
 
 def test_the_sglang_preset_file() -> None:
     s = load_scheduler("sglang")
-    assert s["max_num_batched_tokens"] == 8192 and s["block_size_tokens"] == 1
+    # chunked prefill and the request pool: derived per GPU (test_engine_sglang_memory.py)
+    assert s["max_num_batched_tokens"] == "auto" and s["block_size_tokens"] == 1
     assert s["prefill_first"] and s["overlap_schedule"] and s["enable_prefix_caching"]
     assert s["new_token_ratio_init"] == 0.7
     assert s["new_token_ratio_min"] == pytest.approx(0.7 * 0.14)
-    assert load_scheduler("vllm") == {} and load_scheduler("trtllm") == {}
+    assert load_scheduler("vllm") == {}
+    assert load_scheduler("trtllm")["capacity_policy"] == "guaranteed_no_evict"
     from ridgeline.sim.engine_costs import load_engine_costs
 
     c = load_engine_costs("sglang")    # CPU costs not fitted: 0; the overlap lag: 1 step
@@ -339,7 +341,9 @@ def test_simulate_engine_sglang_command() -> None:
     p = _run("simulate", "--engine", "sglang", "--requests", "40", "--rate", "4",
              "--prompt", "fixed:200", "--output", "fixed:40")
     assert p.returncode == 0, p.stderr
-    assert ("engine sglang: scheduler chunked prefill 8192 tokens; at most 4096 running "
+    # the request pool: Llama-3.1-8B's ~422k KV tokens / 131072 context x 512 = 1649 ->
+    # at least 2048 (SGLang's clamp)
+    assert ("engine sglang: scheduler chunked prefill 8192 tokens; at most 2048 running "
             "requests; page size 1 token(s) (radix cache on); prefill-first batches"
             in p.stdout)
     assert "new-token ratio 0.7 decaying to 0.098 over 600 decode steps" in p.stdout
@@ -383,7 +387,8 @@ def test_serve_engine_sglang_runs_the_sglang_scheduler() -> None:
     assert "engine sglang: scheduler chunked prefill 8192 tokens" in stderr
     assert resp.status_code == 200
     assert resp.json()["usage"]["completion_tokens"] == 8
+    # the request pool from the KV pool: 2048 (SGLang's clamp) for an 8B on an H100
     assert (cfg["block_size_tokens"], cfg["max_num_seqs"], cfg["max_num_batched_tokens"]) == \
-        (1, 4096, 8192)
+        (1, 2048, 8192)
     assert cfg["prefill_first"] and cfg["overlap_schedule"] and cfg["enable_prefix_caching"]
     assert cfg["new_token_ratio_init"] == 0.7 and cfg["schedule_policy"] == "fcfs"

@@ -356,11 +356,16 @@ def _build_engine(model: str, hardware: str, calibration: str | None, engine: st
     max_num_seqs, max_num_batched_tokens, block_size, prefix_caching = limits
     costs = Scenario(engine=engine, engine_costs=engine_costs, calibration=calibration).costs()
     policy = capacity_policy_for(engine)
-    sched = Scenario(engine=engine, calibration=calibration, max_num_seqs=max_num_seqs,
-                     max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-                     prefix_caching=prefix_caching).scheduler_fields()
+    sc = Scenario(engine=engine, calibration=calibration, max_num_seqs=max_num_seqs,
+                  max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
+                  prefix_caching=prefix_caching, model=model, hardware=hardware,
+                  tp=int(specs.get("tp", 1)))
+    sched = sc.scheduler_fields()
     engine_kw = dict(engine_kw)
     engine_kw.update({k: sched.pop(k) for k in list(sched) if k in SCENARIO_NAMES})
+    if "max_num_seqs" in sc.auto_fields():   # the engine derives it from its KV pool
+        engine_kw["max_num_seqs"] = "auto"
+    policy = sched.pop("capacity_policy", policy)
     if calibration:   # the measured engine's step times and scheduling
         from ridgeline.sim.step_model import engine_kwargs, load_step_model
 
@@ -394,6 +399,9 @@ def _say_startup(built: Any, app: Any, model: str, hardware: str, speed: float,
 
         for line in describe(engine, {k: getattr(cfg, k) for k in FIELDS}):
             typer.echo(line, err=True)
+        memory = built.description.get("kv_memory")
+        if memory and memory.get("rule") != "vllm":
+            typer.echo(f"engine {engine}: {memory['summary']}", err=True)
     if hasattr(built.step_model, "assumptions"):   # the key lines `simulate` prints
         from ridgeline.report.assumptions import key_assumptions
 

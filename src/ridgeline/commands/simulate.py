@@ -521,6 +521,9 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
         par = getattr(step_model, "parallel", None)
         if par is not None:
             out["parallelism"] = par.describe()
+        engine = _engine_block(run)
+        if engine is not None:
+            out["engine"] = engine
         if workload is not None:
             out["workload"] = workload
         typer.echo(json.dumps(out, indent=2))
@@ -561,6 +564,20 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
         print_assumptions(page, step_model, all_assumptions, TTFT_DEFINITION)
 
 
+def _engine_block(run: Any) -> dict[str, Any] | None:
+    """`--json`'s engine: its name, the limits and policies the run used (the engine config)
+    and how it sized its KV pool."""
+    sc = getattr(run, "scenario", None)
+    built = getattr(run, "built", None)
+    if sc is None or built is None:
+        return None
+    cfg = built.config
+    memory = sc.kv_memory(built.step_model)
+    return {"name": sc.engine_name, "config": dict(cfg.__dict__),
+            "kv_capacity_tokens": cfg.kv_capacity_tokens,
+            "kv_memory": memory.describe() if memory is not None else None}
+
+
 def _scheduler_lines(run: Any) -> list[str]:
     """The engine preset's scheduler as the run used it (none for vLLM's default loop)."""
     from ridgeline.sim.engine_presets import FIELDS, describe
@@ -569,7 +586,11 @@ def _scheduler_lines(run: Any) -> list[str]:
     if sc is None or not sc.scheduler_fields():
         return []
     cfg = run.built.config
-    return describe(sc.engine, {k: getattr(cfg, k) for k in FIELDS if hasattr(cfg, k)})
+    lines = describe(sc.engine, {k: getattr(cfg, k) for k in FIELDS if hasattr(cfg, k)})
+    memory = sc.kv_memory(run.built.step_model)
+    if memory is not None:
+        lines.append(f"engine {sc.engine}: {memory.line()}")
+    return lines
 
 
 def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], target: float,

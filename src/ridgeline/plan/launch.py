@@ -14,15 +14,18 @@ prefill and a decode command joined by a KV connector.
 
 TensorRT-LLM (`engine="trtllm"`): `trtllm-serve MODEL` with `--tp_size`, `--pp_size`,
 `--ep_size`, `--max_batch_size`, `--max_num_tokens`, `--max_seq_len`,
-`--kv_cache_free_gpu_memory_fraction` (the plan's KV bytes as a share of what the weights and
+`--kv_cache_free_gpu_memory_fraction` (the fraction TensorRT-LLM's own sizing rule used when
+the plan simulated its preset, else the plan's KV bytes as a share of what the weights and
 workspace leave: not the same number as vLLM's --gpu-memory-utilization); chunked prefill,
-block reuse and the KV dtype go in the YAML file `--extra_llm_api_options` reads, printed
-beside the command.
+block reuse, a capacity policy other than GUARANTEED_NO_EVICT and the KV dtype go in the YAML
+file `--extra_llm_api_options` reads, printed beside the command. The batch limits are those
+the plan simulated (the engine preset's where the plan left them at their defaults).
 
 SGLang (`engine="sglang"`): `python -m sglang.launch_server --model-path MODEL` with
 `--tp-size`, `--pp-size`, `--ep-size`, `--max-running-requests`, `--chunked-prefill-size`
 (-1: off), `--context-length`, `--mem-fraction-static`, `--quantization`, `--kv-cache-dtype`,
-`--disable-radix-cache` when prefix caching is off.
+`--disable-radix-cache` when prefix caching is off; `--mem-fraction-static` is the fraction
+SGLang's own rule derived (ridgeline.perf.engine_memory) when the plan simulated its preset.
 
 Attention data-parallel layouts (a MoE model's attention on attn_dp ranks, its experts over
 ep GPUs): vLLM `--data-parallel-size N --enable-expert-parallel` (per-rank batch limits, EP =
@@ -227,20 +230,25 @@ def _vllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: str 
 def _trtllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: str | None,
             kv_fp8: bool) -> LaunchCommand:
     name = f"extra-llm-api-{role}.yaml"
+    cfg, fraction = _as_simulated(sc)
     argv = ["trtllm-serve", model, "--backend", "pytorch",
-            # With attention DP, tp_size counts every GPU of the stage (one rank each).
+            # With attention DP, tp_size counts every GPU of the stage (one rank each) and
+            # the batch limits are each rank's.
             "--tp_size", str(sc.tp * sc.attn_dp), "--pp_size", str(sc.pp),
             "--ep_size", str(sc.ep),
-            "--max_batch_size", str(sc.max_num_seqs),
-            "--max_num_tokens", str(sc.max_num_batched_tokens),
+            "--max_batch_size", str(cfg.max_num_seqs // sc.attn_dp),
+            "--max_num_tokens", str(cfg.max_num_batched_tokens // sc.attn_dp),
             "--max_seq_len", str(mml),
-            "--kv_cache_free_gpu_memory_fraction", f"{trtllm_kv_fraction(sc):.3f}",
+            "--kv_cache_free_gpu_memory_fraction", f"{fraction:.3f}",
             "--extra_llm_api_options", name]
     if sc.attn_dp > 1:
         argv.insert(argv.index("--ep_size"), "--enable_attention_dp")
-    yaml = [f"enable_chunked_prefill: {str(sc.chunked_prefill).lower()}",
+    yaml = [f"enable_chunked_prefill: {str(cfg.chunked_prefill).lower()}",
             "kv_cache_config:",
-            f"  enable_block_reuse: {str(sc.prefix_caching).lower()}"]
+            f"  enable_block_reuse: {str(cfg.enable_prefix_caching).lower()}"]
+    if cfg.capacity_policy != "guaranteed_no_evict":
+        yaml += ["scheduler_config:", f"  capacity_scheduler_policy: "
+                 f"{cfg.capacity_policy.upper()}"]
     if kv_fp8:
         yaml.append("  dtype: fp8")
     if role != "replica":
@@ -249,6 +257,21 @@ def _trtllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: st
         yaml += ["# fp8 weights: serve an fp8 checkpoint (TensorRT-LLM does not quantize "
                  "at load)"]
     return LaunchCommand(role, count, tuple(argv), (name, "\n".join(yaml) + "\n"))
+
+
+def _as_simulated(sc: Scenario) -> tuple[Any, float]:
+    """The engine config the plan simulated for `sc` and the engine's own KV fraction: the
+    one its sizing rule used where `sc` runs that engine's preset (TensorRT-LLM's
+    free_gpu_memory_fraction, SGLang's mem_fraction_static), else the plan's vLLM budget
+    expressed in the engine's terms."""
+    sm = sc.step_model()
+    cfg = sc.engine_config(sm)
+    memory = sc.kv_memory(sm)
+    if memory is not None and memory.rule != "vllm":
+        return cfg, memory.fraction
+    if sc.engine == "trtllm" or cfg.kv_memory_rule == "trtllm":
+        return cfg, trtllm_kv_fraction(sc)
+    return cfg, sc.gpu_memory_utilization
 
 
 def trtllm_kv_fraction(sc: Scenario) -> float:
@@ -264,15 +287,16 @@ def trtllm_kv_fraction(sc: Scenario) -> float:
 
 def _sglang(sc: Scenario, role: str, count: int, model: str, mml: int, quant: str | None,
             kv_fp8: bool) -> LaunchCommand:
+    cfg, fraction = _as_simulated(sc)
     argv = ["python", "-m", "sglang.launch_server", "--model-path", model,
             # SGLang: --tp-size counts the instance's GPUs; with DP attention each of
-            # --dp-size ranks runs attention on tp/dp of them.
+            # --dp-size ranks runs attention on tp/dp of them (the request limit is all ranks').
             "--tp-size", str(sc.tp * sc.attn_dp), "--pp-size", str(sc.pp),
-            "--max-running-requests", str(sc.max_num_seqs * sc.attn_dp),
+            "--max-running-requests", str(cfg.max_num_seqs),
             "--chunked-prefill-size",
-            str(sc.max_num_batched_tokens) if sc.chunked_prefill else "-1",
+            str(cfg.max_num_batched_tokens) if cfg.chunked_prefill else "-1",
             "--context-length", str(mml),
-            "--mem-fraction-static", f"{sc.gpu_memory_utilization:g}"]
+            "--mem-fraction-static", f"{fraction:g}"]
     if sc.attn_dp > 1:
         argv += ["--dp-size", str(sc.attn_dp), "--enable-dp-attention"]
     if sc.ep > 1:

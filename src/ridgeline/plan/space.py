@@ -295,8 +295,10 @@ def _floors(sm: Any, req: PlanRequest, prompts: np.ndarray, outputs: np.ndarray,
 
 
 def _bounds(sm: Any, req: PlanRequest, s_mean: float, n_mean: float, mns: int,
-            mbt: int) -> _Bounds:
-    kv_tokens = int(sm.kv_capacity_tokens(req.gpu_memory_utilization))
+            mbt: int, kv_tokens: int | None = None) -> _Bounds:
+    """`kv_tokens`: the engine's KV pool (its own sizing rule); vLLM's rule when None."""
+    if kv_tokens is None:
+        kv_tokens = int(sm.kv_capacity_tokens(req.gpu_memory_utilization))
     ctx = s_mean + max(n_mean - 2.0, 0.0) / 2.0
     b_star = max(1.0, min(float(mns), math.floor(kv_tokens / max(s_mean + n_mean, 1.0))))
     chunk = max(1.0, min(float(mbt), s_mean))
@@ -389,7 +391,7 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
                           chunked_prefill=chunked)
         try:
             smc = sc.step_model()
-            kv_tokens = int(smc.kv_capacity_tokens(req.gpu_memory_utilization))
+            kv_tokens = sc.kv_capacity_tokens(smc)    # sized by the engine's own rule
         except RidgelineError as exc:
             space.pruned.append((None, family, str(exc)))
             continue
@@ -402,7 +404,7 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
             space.pruned.append((None, family, f"SLO floor: {floor}"))
             continue
         # max_num_seqs and max_num_batched_tokens are per attention rank.
-        bd = _bounds(smc, req, s_mean, n_mean, mns * attn_dp, mbt * attn_dp)
+        bd = _bounds(smc, req, s_mean, n_mean, mns * attn_dp, mbt * attn_dp, kv_tokens)
         n_min = max(1, math.ceil(lam / bd.mu_req_s - 1e-9))
         if n_min > req.max_replicas or n_min * gpus > req.max_gpus:
             space.pruned.append((None, family, f"throughput ceiling: needs >= {n_min} "

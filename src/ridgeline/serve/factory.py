@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ridgeline.perf.engine_memory import SGLANG_MAX_RUNNING_REQUESTS, sglang_max_running_requests
+from ridgeline.sim.engine_presets import AUTO
+
 # Context limit when the model's config does not say (Llama 3.1's is 131072).
 DEFAULT_MAX_MODEL_LEN = 131072
 
@@ -61,7 +64,7 @@ def build_engine(
     compute_efficiency: float | None = None,
     bandwidth_efficiency: float | None = None,
     kernel_overhead_us: float | None = None,
-    max_num_seqs: int = 256,
+    max_num_seqs: int | str = 256,
     max_num_batched_tokens: int = 8192,
     gpu_memory_utilization: float = 0.9,
     block_size_tokens: int = 16,
@@ -82,10 +85,22 @@ def build_engine(
     `scheduler_options`: the engine preset's other `EngineConfig` fields (SGLang's
     scheduler, ridgeline.sim.engine_presets); with overlap scheduling the per-step CPU cost
     is the engine's floor, not a term of the step."""
-    from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest, kv_blocks_from_memory
+    from ridgeline.sim.engine import (
+        Engine,
+        EngineConfig,
+        EngineRequest,
+        engine_memory_for,
+        kv_blocks_from_memory,
+        kv_tokens_for,
+    )
     from ridgeline.sim.engine_costs import request_overhead_fields
 
     options = dict(scheduler_options or {})
+    capacity_policy = options.pop("capacity_policy", capacity_policy)
+    rule = str(options.get("kv_memory_rule", "vllm"))
+    # SGLang's request pool follows from its KV pool: sized below, once the pool is known.
+    auto_seqs = max_num_seqs == AUTO
+    seqs = SGLANG_MAX_RUNNING_REQUESTS if auto_seqs else int(max_num_seqs)
     if options.get("overlap_schedule") and engine_costs is not None:
         options["step_cpu_s"] = engine_costs.step_overhead_s
         engine_costs = engine_costs.with_values(step_overhead_s=0.0)
@@ -96,17 +111,24 @@ def build_engine(
             model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,
             tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, compute_efficiency=compute_efficiency,
             bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
-            max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=seqs,
             engine=engine_name,
             **({"engine_costs": engine_costs} if engine_costs is not None else {}))
     num_kv_blocks = kv_blocks_from_memory(step_model, gpu_memory_utilization,
-                                          block_size_tokens, f"{model} on {hardware}")
-    kv_tokens = int(step_model.kv_capacity_tokens(gpu_memory_utilization))
+                                          block_size_tokens, f"{model} on {hardware}", rule)
+    kv_tokens = kv_tokens_for(step_model, gpu_memory_utilization, rule)
     # Attention data-parallel ranks step in lockstep: one engine holds every rank's batch
     # (each rank's limits are the flags', as the engines' DP ranks schedule their own).
     ranks = int(getattr(getattr(step_model, "parallel", None), "attn_dp", 1))
+    if auto_seqs:
+        # SGLang's request pool follows from the whole instance's KV pool.
+        seqs = sglang_max_running_requests(
+            num_kv_blocks * block_size_tokens,
+            getattr(getattr(step_model, "model", None), "max_position_embeddings", 0))
+    else:
+        seqs *= ranks
     config = EngineConfig(
-        max_num_seqs=max_num_seqs * ranks, max_num_batched_tokens=max_num_batched_tokens * ranks,
+        max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens * ranks,
         chunked_prefill=chunked_prefill, block_size_tokens=block_size_tokens,
         num_kv_blocks=num_kv_blocks,
         enable_prefix_caching=enable_prefix_caching,
@@ -119,7 +141,7 @@ def build_engine(
                       else {"weights": weights or "auto", "kv": kv or "auto",
                             "activations": activations or "auto"}),
         "parallelism": {"tp": tp, "pp": pp, "ep": ep},
-        "engine_config": {"max_num_seqs": max_num_seqs,
+        "engine_config": {"max_num_seqs": seqs,
                           "max_num_batched_tokens": max_num_batched_tokens,
                           "chunked_prefill": chunked_prefill,
                           "block_size_tokens": block_size_tokens,
@@ -128,6 +150,8 @@ def build_engine(
                           "enable_prefix_caching": enable_prefix_caching,
                           "capacity_policy": capacity_policy, **options},
         "kv_capacity_tokens": kv_tokens,
+        "kv_memory": (engine_memory_for(step_model, gpu_memory_utilization, rule).describe()
+                      if hasattr(step_model, "parallel") else None),
         "engine_costs": engine_costs.describe() if engine_costs is not None else None,
     }
     if assumptions is not None:

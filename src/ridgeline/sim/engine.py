@@ -22,14 +22,16 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.engine_memory import EngineMemory, engine_memory
 from ridgeline.perf.fast_step import CompiledStep
 from ridgeline.perf.step_time import BatchWork, StepTimeModel
 from ridgeline.sim.kv_cache import BlockPool, kv_layout
 from ridgeline.sim.scheduler import Scheduler, StepOutcome
 from ridgeline.sim.sequence import EngineRequest, Sequence
 
-CAPACITY_POLICIES = ("vllm", "guaranteed_no_evict")
+CAPACITY_POLICIES = ("vllm", "guaranteed_no_evict", "max_utilization")
 SCHEDULE_POLICIES = ("fcfs", "lpm")
+PREEMPTION_ORDERS = ("newest", "fewest_outputs")
 
 __all__ = ["Engine", "EngineConfig", "EngineRequest", "EngineStats", "StepResult"]
 
@@ -48,9 +50,20 @@ class EngineConfig:
     # request's token times after the engine ran; 0 for a bare engine.
     request_overhead_s: float = 0.0
     request_overhead_steps: float = 0.0
-    # "vllm" (preempt the newest request when KV runs out) or "guaranteed_no_evict"
-    # (TensorRT-LLM's default: reserve a request's whole KV at admission, never preempt)
+    # "vllm" (preempt the newest request when KV runs out), "guaranteed_no_evict"
+    # (TensorRT-LLM's default: reserve a request's whole KV at admission, never preempt) or
+    # "max_utilization" (TensorRT-LLM's other policy: admit on the KV of the moment and
+    # pause the newest request when it runs out, as vLLM does)
     capacity_policy: str = "vllm"
+    # Which running requests give their KV back when decode runs out: "newest" (vLLM: the
+    # most recently admitted, one at a time, to the head of the queue) or "fewest_outputs"
+    # (SGLang's retract_decode: fewest output tokens first, the longer prompt first among
+    # equals, until RETRACT_DECODE_STEPS tokens per remaining request are free; to the back
+    # of the queue)
+    preemption_order: str = "newest"
+    # How the KV pool was sized (ridgeline.perf.engine_memory): vllm, sglang or trtllm.
+    # Informational here: the builder sized num_kv_blocks with it.
+    kv_memory_rule: str = "vllm"
     # SGLang's scheduler (the sglang preset, docs/engine.md); the defaults keep vLLM V1's.
     # prefill_first: a step runs a prefill batch whenever one can be formed and decodes
     # only otherwise (SGLang without --enable-mixed-chunk); False mixes both as vLLM does.
@@ -79,6 +92,12 @@ class EngineConfig:
         if self.capacity_policy not in CAPACITY_POLICIES:
             raise RidgelineError(f"capacity_policy: got {self.capacity_policy!r}; allowed: "
                                  + ", ".join(CAPACITY_POLICIES))
+        if self.kv_memory_rule not in ("vllm", "sglang", "trtllm"):
+            raise RidgelineError(f"kv_memory_rule: got {self.kv_memory_rule!r}; allowed: "
+                                 "vllm, sglang, trtllm")
+        if self.preemption_order not in PREEMPTION_ORDERS:
+            raise RidgelineError(f"preemption_order: got {self.preemption_order!r}; allowed: "
+                                 + ", ".join(PREEMPTION_ORDERS))
         if self.schedule_policy not in SCHEDULE_POLICIES:
             raise RidgelineError(f"schedule_policy: got {self.schedule_policy!r}; allowed: "
                                  + ", ".join(SCHEDULE_POLICIES))
@@ -105,21 +124,44 @@ class EngineConfig:
     def vllm_loop(self) -> bool:
         """True where the step loop is vLLM V1's (the C core implements only that one)."""
         return not (self.prefill_first or self.new_token_ratio_init
-                    or self.schedule_policy != "fcfs" or self.overlap_schedule)
+                    or self.schedule_policy != "fcfs" or self.overlap_schedule
+                    or self.preemption_order != "newest")
 
     @property
     def kv_capacity_tokens(self) -> int:
         return self.num_kv_blocks * self.block_size_tokens
 
 
+def kv_tokens_for(step_model: Any, gpu_memory_utilization: float, rule: str = "vllm"
+                  ) -> int:
+    """KV tokens the engine's sizing rule (ridgeline.perf.engine_memory) gives this step
+    model. For SGLang and TensorRT-LLM, a `gpu_memory_utilization` other than vLLM's 0.9
+    default is read as the engine's own fraction (mem_fraction_static,
+    free_gpu_memory_fraction); 0.9 leaves the engine's default rule. A calibrated profile
+    (no roofline model behind it) keeps its own capacity."""
+    if rule == "vllm" or not hasattr(step_model, "parallel"):
+        return int(step_model.kv_capacity_tokens(gpu_memory_utilization))
+    return engine_memory_for(step_model, gpu_memory_utilization, rule).kv_capacity_tokens
+
+
+def engine_memory_for(step_model: Any, gpu_memory_utilization: float, rule: str
+                      ) -> EngineMemory:
+    """`engine_memory` with the fraction rule of `kv_tokens_for`."""
+    fraction = None if rule == "vllm" or gpu_memory_utilization == 0.9 \
+        else gpu_memory_utilization
+    return engine_memory(rule, step_model, fraction, gpu_memory_utilization)
+
+
 def kv_blocks_from_memory(step_model: Any, gpu_memory_utilization: float,
-                          block_size_tokens: int, what: str = "the model") -> int:
-    """KV blocks that fit beside the weights: the memory model's capacity in whole blocks.
+                          block_size_tokens: int, what: str = "the model",
+                          rule: str = "vllm") -> int:
+    """KV blocks that fit beside the weights: the memory model's capacity in whole blocks,
+    sized by the engine's rule (`kv_tokens_for`).
 
     Used by both `simulate` and `serve`, so the emulator and the simulator size the KV pool
     identically. Raises a one-line error when not even one block fits.
     """
-    kv_tokens = int(step_model.kv_capacity_tokens(gpu_memory_utilization))
+    kv_tokens = kv_tokens_for(step_model, gpu_memory_utilization, rule)
     if kv_tokens < block_size_tokens:
         raise RidgelineError(
             f"--gpu-memory-utilization: {what} leaves no room for the KV cache "
@@ -210,6 +252,7 @@ class Engine:
                                    config.chunked_prefill, pool,
                                    no_evict=config.capacity_policy == "guaranteed_no_evict",
                                    layout=layout)
+        self.scheduler.retract_fewest_outputs = config.preemption_order == "fewest_outputs"
         self.scheduler.configure_sglang(config)
         # keep_finished: retired sequences (with their emission segments) are kept in
         # `scheduler.done` for the simulator to turn into trace records.

@@ -44,7 +44,8 @@ FIT_ENGINES = ("vllm", "trtllm")
 # (not fitted): vLLM V1 schedules step n+1 while step n runs, so a request joins one step
 # later than a synchronous scheduler would take it. An engine not named here gets the steps
 # fitted with the fixed seconds.
-SCHEDULING_LAG_STEPS = {"vllm": 1.0, "sglang": 1.0}   # SGLang: its overlap scheduling
+# SGLang and TensorRT-LLM: their overlap schedulers.
+SCHEDULING_LAG_STEPS = {"vllm": 1.0, "sglang": 1.0, "trtllm": 1.0}
 FIELDS = ("request_overhead_s", "request_overhead_steps", "step_overhead_s", "mixed_step_s")
 
 

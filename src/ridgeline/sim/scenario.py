@@ -30,7 +30,10 @@ from ridgeline.errors import RidgelineError
 from ridgeline.metrics.knee import KNEE_FACTOR
 from ridgeline.metrics.knee import ttft_knee_index as knee_index
 from ridgeline.perf.whatif import WhatIf
+from ridgeline.sim.engine import engine_memory_for, kv_tokens_for
+from ridgeline.sim.engine_presets import AUTO, SCENARIO_NAMES, load_scheduler, resolve, resolve_auto
 from ridgeline.sim.sweep import SweepPoint, best_rate_index
+from ridgeline.specs import load_hardware, load_model
 
 DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
 DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
@@ -152,10 +155,13 @@ class Scenario:
 
         sched = self.scheduler_fields()
         block_size = sched.get("block_size_tokens", self.block_size)
+        rule = sched.get("kv_memory_rule", "vllm")
         blocks = self.num_kv_blocks
         if blocks is None:
             blocks = kv_blocks_from_memory(step_model, self.gpu_memory_utilization,
-                                           block_size, f"{self.model} on {self.hardware}")
+                                           block_size, f"{self.model} on {self.hardware}",
+                                           rule)
+        sched = self.scheduler_fields(kv_tokens=blocks * block_size)
         from ridgeline.sim.engine_costs import request_overhead_fields
         from ridgeline.sim.step_model import engine_config_for
 
@@ -171,26 +177,55 @@ class Scenario:
                 fields[name] = int(fields[name]) * self.attn_dp
         if sched.get("overlap_schedule") and costs is not None:
             fields["step_cpu_s"] = costs.step_overhead_s   # hidden behind the GPU's step
+        fields = {"chunked_prefill": self.chunked_prefill,
+                  "capacity_policy": self.capacity_policy, **fields}
         return engine_config_for(step_model, EngineConfig(
-            chunked_prefill=self.chunked_prefill, num_kv_blocks=blocks,
-            **request_overhead_fields(costs), capacity_policy=self.capacity_policy, **fields))
+            num_kv_blocks=blocks, **request_overhead_fields(costs), **fields))
 
-    def scheduler_fields(self) -> dict[str, Any]:
+    def scheduler_fields(self, kv_tokens: int | None = None) -> dict[str, Any]:
         """The engine preset's scheduler settings (`EngineConfig` fields; {} for vLLM, whose
-        loop is the default), less those this scenario set away from its defaults."""
-        from ridgeline.sim.engine_presets import load_scheduler, resolve
-
+        loop is the default), less those this scenario set away from its defaults; the
+        preset's "auto" limits as the engine derives them on this GPU (the running-request
+        limit from `kv_tokens` once the KV pool is sized, its cap before)."""
         if self.calibration:
             return {}    # a calibrated profile brings the measured engine's scheduling
         own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         defaults = {f.name: f.default for f in dataclasses.fields(Scenario)}
-        return resolve(load_scheduler(self.engine), own, defaults)
+        fields = resolve(load_scheduler(self.engine), own, defaults)
+        if AUTO not in fields.values():
+            return fields
+        ctx = load_model(self.model).max_position_embeddings if kv_tokens is not None else 0
+        return resolve_auto(fields, load_hardware(self.hardware).memory_bytes, self.tp,
+                            kv_tokens, ctx)
+
+    def kv_capacity_tokens(self, step_model: Any) -> int:
+        """KV tokens this scenario's engine sizes on one GPU of `step_model` (its rule:
+        ridgeline.perf.engine_memory)."""
+        rule = self.scheduler_fields().get("kv_memory_rule", "vllm")
+        return kv_tokens_for(step_model, self.gpu_memory_utilization, rule)
+
+    def kv_memory(self, step_model: Any) -> Any:
+        """How this scenario's engine sized its KV pool (an `EngineMemory`; None for a
+        calibrated profile, which measured its pool, or a fixed --num-kv-blocks)."""
+        if self.calibration or self.num_kv_blocks is not None or \
+                not hasattr(step_model, "parallel"):
+            return None
+        rule = self.scheduler_fields().get("kv_memory_rule", "vllm")
+        return engine_memory_for(step_model, self.gpu_memory_utilization, rule)
+
+    def auto_fields(self) -> set[str]:
+        """The preset's limits left for the engine to derive ("auto" after this scenario's
+        own settings)."""
+        if self.calibration:
+            return set()
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        defaults = {f.name: f.default for f in dataclasses.fields(Scenario)}
+        return {k for k, v in resolve(load_scheduler(self.engine), own, defaults).items()
+                if v == AUTO}
 
     def setting(self, name: str) -> Any:
         """A vLLM-named engine setting (max_num_seqs, max_num_batched_tokens, block_size) as
         the run uses it: the engine preset's unless this scenario set its own."""
-        from ridgeline.sim.engine_presets import SCENARIO_NAMES
-
         field = {v: k for k, v in SCENARIO_NAMES.items()}[name]
         return self.scheduler_fields().get(field, getattr(self, name))
 
@@ -218,7 +253,8 @@ class Scenario:
         (GUARANTEED_NO_EVICT) reserves each request's whole KV at admission."""
         from ridgeline.sim.engine_costs import capacity_policy_for
 
-        return capacity_policy_for(self.engine)
+        return str(self.scheduler_fields().get("capacity_policy",
+                                               capacity_policy_for(self.engine)))
 
     def costs(self) -> Any:
         """The engine's fitted CPU costs (None: off, or a calibrated profile, which measured
@@ -405,6 +441,9 @@ def trace_header(sc: Scenario, built: Built, load: dict[str, Any],
     cfg = built.config
     engine_config = {**cfg.__dict__, "kv_capacity_tokens": cfg.kv_capacity_tokens,
                      **built.cluster.describe(), "mode": sc.mode}
+    memory = sc.kv_memory(built.step_model)
+    if memory is not None:
+        engine_config["kv_memory"] = memory.describe()
     if sc.whatif is not None and not sc.whatif.is_identity:
         engine_config["whatif"] = sc.whatif.describe()
     return TraceHeader(

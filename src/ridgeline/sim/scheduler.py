@@ -169,6 +169,8 @@ class Scheduler:
         self.clip_tokens = 4096
         self.ratio_base = 0.0       # the ratio when the decay last restarted
         self.ratio_steps = 0        # decode steps since then
+        # SGLang's retraction order (`_retract_fewest_outputs`) in place of vLLM's newest-first
+        self.retract_fewest_outputs = False
 
     def configure_sglang(self, config: object) -> None:
         """Take SGLang's scheduling options from an `EngineConfig` (all off for vLLM)."""
@@ -286,7 +288,8 @@ class Scheduler:
         if req.request_id in self.seqs:
             raise ValueError(f"request id {req.request_id!r} is already in the engine")
         seq = Sequence(req, self.bs)
-        too_long = self._life_blocks(req) > self.pool.num_blocks or (
+        need = self._reserve_blocks(req) if self.no_evict else self._life_blocks(req)
+        too_long = need > self.pool.num_blocks or (
             not self.chunked_prefill
             and req.prompt_tokens - req.kv_ready_tokens > self.max_num_batched_tokens
         )
@@ -320,6 +323,14 @@ class Scheduler:
             return _cdiv(tokens, self.bs)
         chunk = self.max_num_batched_tokens if self.chunked_prefill else req.prompt_tokens
         return self.layout.max_held(tokens, chunk)
+
+    def _reserve_blocks(self, req: EngineRequest) -> int:
+        """The blocks GUARANTEED_NO_EVICT reserves for a request: TensorRT-LLM's
+        getRemainingBlocksToCompletion, ceil((prompt + max new tokens) / block) (the output
+        length stands for max new tokens, as a benchmark run with ignore_eos has it)."""
+        if self.win:
+            return self._life_blocks(req)
+        return _cdiv(req.prompt_tokens + req.output_tokens, self.bs)
 
     def _retire(self, seq: Sequence) -> None:
         if self.no_evict:
@@ -408,6 +419,8 @@ class Scheduler:
         bs, pool = self.bs, self.pool
         groups = self.kv_groups
         need = groups * self.dec_residue[(-n) % bs] if self.dec_count else 0
+        if need > pool.free_blocks and self.retract_fewest_outputs:
+            need = self._retract_fewest_outputs(n, out, need)
         while need > pool.free_blocks:
             victim = next(reversed(self.running))
             if victim.state == DECODE and (victim.a + n) % bs == 0:
@@ -417,6 +430,33 @@ class Scheduler:
             pool.allocate(need)
         if out.preempted and self.ratio_init:
             self._ratio_after_retract(n)
+
+    def _retract_fewest_outputs(self, n: int, out: StepOutcome, need: int) -> int:
+        """SGLang's retraction when the decodes lack KV: order the decoding requests by output
+        tokens so far (most first), the shorter prompt first among equals, and retract from
+        the end of that order (fewest outputs, then the longest prompt) at least one, and on
+        until RETRACT_DECODE_STEPS tokens per remaining request are free or one is left.
+        A retracted request frees its KV and waits at the back of the queue (its prompt and
+        outputs are recomputed when it is admitted again). Returns the blocks this step's
+        decodes still need."""
+        bs, groups = self.bs, self.kv_groups
+        decs = [s for s in self.running if s.state == DECODE]
+        decs.sort(key=lambda s: (s.g_join + (n - 1 - s.join_step), -s.prompt_tokens),
+                  reverse=True)
+        first = True
+        while len(decs) > 1 and (first or self.pool.free_blocks * bs
+                                 < len(decs) * RETRACT_DECODE_STEPS):
+            first = False
+            victim = decs.pop()
+            if (victim.a + n) % bs == 0:
+                need -= groups
+            self._evict(victim, n)
+            victim.state = WAITING
+            victim.preemptions += 1
+            self.num_preemptions += 1
+            self.waiting.append(victim)
+            out.preempted.append(victim)
+        return need
 
     def _ratio_after_retract(self, n: int) -> None:
         """SGLang's estimate after a retraction: (tokens decoded + RETRACT_DECODE_STEPS per
@@ -479,7 +519,7 @@ class Scheduler:
             return False
         head = self.waiting[0]
         if self.no_evict and head not in self.reserved and self.reserved_blocks + \
-                self._life_blocks(head.req) > self.pool.num_blocks:
+                self._reserve_blocks(head.req) > self.pool.num_blocks:
             return False
         return self._admission_plan(head, budget, self.dec_count > 0 and not self.prefill_first
                                     ) is not None
@@ -626,7 +666,7 @@ class Scheduler:
                        ) -> None:
         """Admit waiting requests in queue order while seats, the token budget, the KV
         blocks and (SGLang) the admission reservations allow; appends their chunks."""
-        bs, pool = self.bs, self.pool
+        pool = self.pool
         waiting = self.waiting
         while waiting and len(self.running) < self.max_num_seqs and budget > 0:
             seq = waiting[0]
@@ -634,7 +674,7 @@ class Scheduler:
             if plan is None:
                 break
             if self.no_evict and seq not in self.reserved:
-                life = _cdiv(seq.req.prompt_tokens + seq.req.output_tokens - 1, bs)
+                life = self._reserve_blocks(seq.req)
                 if self.reserved_blocks + life > pool.num_blocks:
                     break
                 self.reserved[seq] = life
