@@ -155,7 +155,8 @@ class RooflineStepTime:
                    kernel_overhead_us: float | None = None,
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
                    check_fit: bool = True, engine_costs: Any = None,
-                   kernel_model: bool = True, engine: str = "vllm") -> RooflineStepTime:
+                   kernel_model: bool = True, engine: str = "vllm",
+                   attn_dp: int = 1) -> RooflineStepTime:
         """Build from catalog names or file paths; RidgelineError on bad input or no fit.
         Weights/activations None: the checkpoint's quantization_config, else bf16.
 
@@ -172,7 +173,8 @@ class RooflineStepTime:
         if not kernel_model:
             hw = replace(hw, kernel_profile="")
         out = cls(spec, hw, resolve_model_precision(spec, weights, kv, activations),
-                  Parallelism(tp=tp, pp=pp, ep=ep), max_num_batched_tokens, max_num_seqs,
+                  Parallelism(tp=tp, pp=pp, ep=ep, attn_dp=attn_dp), max_num_batched_tokens,
+                  max_num_seqs,
                   engine_costs, engine)
         if check_fit and not out.memory().fits:
             raise RidgelineError(out.no_fit_message())

@@ -41,6 +41,10 @@ class SimResult:
     request_ids: np.ndarray | None = None   # a chunk of a streamed run: the global ids
     stream_stats: dict[str, Any] | None = None   # a streamed run's totals (see _Stream)
     core: str = "python"      # the engine that ran: "python" or "c" (ridgeline.sim.core)
+    # P/D: each request's wait for the prefill instance's KV link and its transfer time
+    # (NaN: not transferred); None without a P/D split or in a streamed run
+    kv_transfer_wait_s: np.ndarray | None = None
+    kv_transfer_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.sent_s.size)

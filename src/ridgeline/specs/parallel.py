@@ -23,6 +23,7 @@ class Parallelism:
     pp: int = 1
     ep: int = 1
     dp: int = 1
+    attn_dp: int = 1
 
     @property
     def gpus_per_replica(self) -> int:
