@@ -282,8 +282,10 @@ def simulate_cmd(
     from ridgeline.commands.simulate_streamed import STREAM_AUTO_REQUESTS
     from ridgeline.sim.sweep import SWEEP_FRACTIONS
 
+    # pools of their own layout run on the Python engine, which keeps every request
     streamed = bool(stream or (stream is None and (workers > 1 or ray_address is not None
-                                                   or requests > STREAM_AUTO_REQUESTS)))
+                                                   or (requests > STREAM_AUTO_REQUESTS
+                                                       and not sc.own_pools()))))
     # Sizes first: before the step-time tables, the capacity probe or the workload.
     if streamed:
         _check_streamed_memory(requests)
