@@ -282,10 +282,7 @@ def simulate_cmd(
     from ridgeline.commands.simulate_streamed import STREAM_AUTO_REQUESTS
     from ridgeline.sim.sweep import SWEEP_FRACTIONS
 
-    # pools of their own layout run on the Python engine, which keeps every request
-    streamed = bool(stream or (stream is None and (workers > 1 or ray_address is not None
-                                                   or (requests > STREAM_AUTO_REQUESTS
-                                                       and not sc.own_pools()))))
+    streamed = _is_streamed(sc, stream, workers, ray_address, STREAM_AUTO_REQUESTS)
     # Sizes first: before the step-time tables, the capacity probe or the workload.
     if streamed:
         _check_streamed_memory(requests)
@@ -319,6 +316,15 @@ def simulate_cmd(
 
 
 # ---- running ----------------------------------------------------------------------------
+
+def _is_streamed(sc: Any, stream: bool | None, workers: int, ray_address: str | None,
+                 auto_requests: int) -> bool:
+    """Whether the run streams: asked, or workers / Ray, or past `auto_requests` requests
+    (not with pools of their own layout: the Python engine keeps every request)."""
+    return bool(stream or (stream is None and (
+        workers > 1 or ray_address is not None
+        or (sc.requests > auto_requests and not sc.own_pools()))))
+
 
 def _rates(sc: Any, built: Any, rate: str | None, concurrency: int | None
            ) -> list[float | None]:
