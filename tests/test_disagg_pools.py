@@ -259,6 +259,22 @@ def test_launch_prints_each_pools_command() -> None:
     assert "--tp-size 8 " in dec and "--disaggregation-mode decode" in dec
 
 
+def test_launch_of_an_attention_dp_decode_pool() -> None:
+    """tp=8 with 8 attention-DP ranks: SGLang's --dp-size 8 --enable-dp-attention inside
+    --tp-size 8; vLLM's 8 data-parallel ranks of 1 GPU, each scheduling 1/8 of the batch."""
+    sc = Scenario(model="deepseek-v3", hardware="h200", tp=8, weights="fp8", pd=(1, 2),
+                  decode_pool="tp=8,ep=8,attention-dp=8,max-batch=512",
+                  prompt="fixed:1000", output="fixed:100").validate()
+    dec = " ".join(launch_commands(sc.replace(engine="sglang")).commands[1].argv)
+    assert "--tp-size 8 " in dec and "--ep-size 8 " in dec
+    assert "--dp-size 8 --enable-dp-attention" in dec and "--max-running-requests 512" in dec
+    vllm = launch_commands(sc).commands[1]
+    dec = " ".join(vllm.argv)
+    assert vllm.gpus == 8 and vllm.count == 2
+    assert "--tensor-parallel-size 1 " in dec and "--data-parallel-size 8 " in dec
+    assert "--max-num-seqs 64 " in dec and "--enable-expert-parallel" in dec
+
+
 def test_plan_tries_a_prefill_pool_at_another_tp() -> None:
     run = _cli("plan", "--model", MODEL, "--hardware", "h100-sxm", "--tp", "4,8",
                "--rate", "4", "--slo", "ttft_ms<=2000", "--slo", "tpot_ms<=60",

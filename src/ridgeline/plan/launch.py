@@ -10,7 +10,10 @@ draw, or the model's context window when a length has no upper bound),
 weights on a 16-bit checkpoint (vLLM quantizes it at load), `--kv-cache-dtype fp8` for an fp8
 KV cache, `--enable-expert-parallel` for EP > 1. Replicas are one such server each (a comment
 says how many, and that `--data-parallel-size` does the same on one node); a P/D split is a
-prefill and a decode command joined by a KV connector.
+prefill and a decode command joined by a KV connector, each with its pool's own layout and
+batch limits. A pool with attention-DP ranks (tp=8, attention-dp=8) is vLLM's
+`--data-parallel-size 8` of `--tensor-parallel-size 1` ranks, each rank scheduling 1/8 of
+the worker's batch limits; SGLang's `--dp-size 8 --enable-dp-attention` inside `--tp-size 8`.
 
 TensorRT-LLM (`engine="trtllm"`): `trtllm-serve MODEL` with `--tp_size`, `--pp_size`,
 `--ep_size`, `--max_batch_size`, `--max_num_tokens`, `--max_seq_len`,
@@ -197,13 +200,14 @@ def launch_commands(sc: Scenario) -> Launch:
 def _vllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: str | None,
           kv_fp8: bool) -> LaunchCommand:
     # attention-DP ranks inside a TP group (SGLang's reading) are vLLM's data-parallel
-    # ranks of tp / attn_dp GPUs each, the MoE layers spread over all of them
+    # ranks of tp / attn_dp GPUs each, the MoE layers spread over all of them; each rank
+    # runs its own scheduler, so the worker's batch limits are split over the ranks
     dp = sc.attn_dp if sc.attn_dp > 1 and sc.tp % sc.attn_dp == 0 else 1
     argv = ["vllm", "serve", model,
             "--tensor-parallel-size", str(sc.tp // dp),
             "--pipeline-parallel-size", str(sc.pp),
-            "--max-num-seqs", str(sc.max_num_seqs),
-            "--max-num-batched-tokens", str(sc.max_num_batched_tokens),
+            "--max-num-seqs", str(math.ceil(sc.max_num_seqs / dp)),
+            "--max-num-batched-tokens", str(math.ceil(sc.max_num_batched_tokens / dp)),
             "--max-model-len", str(mml),
             "--gpu-memory-utilization", f"{sc.gpu_memory_utilization:g}",
             "--enable-prefix-caching" if sc.prefix_caching else "--no-enable-prefix-caching"]

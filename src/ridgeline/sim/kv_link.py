@@ -64,8 +64,9 @@ class KvLink:
         if self.kind == "given":
             return (f"KV transfer link: {self.bandwidth_bytes_s / 1e9:g} GB/s per transfer "
                     f"(--kv-link), {self.latency_s * 1e6:g} us latency")
+        n = self.parallel_gpus
         return (f"KV transfer link: {self.kind}, {self.per_gpu_bytes_s / 1e9:g} GB/s per GPU "
-                f"({self.source}) x {self.parallel_gpus} GPUs sending in parallel (the "
+                f"({self.source}) x {n} GPU{'s' if n != 1 else ''} sending in parallel (the "
                 f"smaller worker's) = {self.bandwidth_bytes_s / 1e9:g} GB/s per transfer, "
                 f"{self.latency_s * 1e6:g} us latency; each prefill worker sends one KV at a "
                 "time (later ones queue)")

@@ -226,7 +226,7 @@ def pool_lines(stats: dict[str, object]) -> list[str]:
         p = stats[role]
         assert isinstance(p, dict)
         lines.append(f"{role} pool: {p['workers']} worker{'s' if p['workers'] != 1 else ''} "
-                     f"x {p['layout']} ({p['gpus']} GPUs, {p['gpus_per_worker']} each), "
+                     f"x {p['layout']} ({_gpus(p['gpus'])}, {p['gpus_per_worker']} each), "
                      f"max batch {p['max_num_seqs']}, {p['max_num_batched_tokens']} batched "
                      f"tokens; busy {p['utilisation']:.0%}, mean batch "
                      f"{p['mean_batch_size']:.1f}")
@@ -242,6 +242,10 @@ def pool_lines(stats: dict[str, object]) -> list[str]:
     lines.append(text)
     lines.append(f"GPUs: {stats['gpus']} in all")
     return lines
+
+
+def _gpus(n: object) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
 
 
 __all__ = ["POOL_KEYS", "TTFT_CONVENTION", "Pool", "PoolDefaults", "PoolSpecModel",
