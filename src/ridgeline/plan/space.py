@@ -152,8 +152,8 @@ class PlanRequest:
             self.max_num_batched_tokens, self.chunked_prefill))
         counts = min(self.extra_replicas + 1, self.max_replicas)
         # colocated; two P/D splits of one layout; P/D with the prefill pool at half and
-        # at twice the family's TP (`_mixed_pd`)
-        return families * counts * (5 if self.pd else 1)
+        # at twice the family's TP, two worker ratios each (`_mixed_pd`)
+        return families * counts * (7 if self.pd else 1)
 
     @property
     def needed_verify_requests(self) -> int:
@@ -442,8 +442,9 @@ def _mixed_pd(req: PlanRequest, space: Space, family: str, sc: Scenario, bd: _Bo
     """Disaggregated candidates whose prefill pool runs at another TP than the decode pool
     (the family's): half and twice the family's TP, where --tp lists them. Within the GPUs
     of n colocated replicas, the fewest prefill workers whose throughput ceiling carries
-    the rate, and as many decode workers as the rest of the GPUs hold. Each such pairing
-    is a family of its own in the table (`... P/D prefill tp=4 + decode tp=8`)."""
+    the rate (and one more), and as many decode workers as the rest of the GPUs hold.
+    Each such pairing is a family of its own in the table
+    (`... P/D prefill tp=4 + decode tp=8`)."""
     tp = sc.tp
     budget = n * tp
     for tp_p in (tp // 2, tp * 2):
@@ -461,20 +462,23 @@ def _mixed_pd(req: PlanRequest, space: Space, family: str, sc: Scenario, bd: _Bo
                                  if "memory" in str(exc).lower() else str(exc)))
             continue
         bd_p = _bounds(sm_p, req, s_mean, n_mean, sc.max_num_seqs, sc.max_num_batched_tokens)
-        p = max(1, math.ceil(lam / bd_p.prefill_mu_req_s - 1e-9))
-        d = (budget - p * tp_p) // tp
-        if d < 1:
-            space.pruned.append((None, fam, f"throughput ceiling: {p} prefill workers of "
-                                 f"{tp_p} GPUs leave no decode worker within {budget} GPUs"))
-            continue
-        scp = sc.replace(replicas=1, pd=(p, d), prefill_pool=f"workers={p},{spec}")
-        cand = Candidate(scp, fam, (p * tp_p + d * tp) * price)
-        cap = d * bd.decode_mu_req_s
-        if lam > cap:
-            space.pruned.append((cand, fam, f"throughput ceiling: {d} decode workers carry "
-                                 f"<= {cap:.3g} req/s < {lam:g}"))
-        else:
-            space.candidates.append(cand)
+        p_min = max(1, math.ceil(lam / bd_p.prefill_mu_req_s - 1e-9))
+        for p in (p_min, p_min + 1):   # the fewest that carry the rate, and one more
+            d = (budget - p * tp_p) // tp
+            if d < 1:
+                space.pruned.append((None, fam, f"throughput ceiling: {p} prefill "
+                                     f"worker{'s' if p > 1 else ''} of {tp_p} GPUs "
+                                     f"leave{'' if p > 1 else 's'} no decode worker within "
+                                     f"{budget} GPUs"))
+                break
+            scp = sc.replace(replicas=1, pd=(p, d), prefill_pool=f"workers={p},{spec}")
+            cand = Candidate(scp, fam, (p * tp_p + d * tp) * price)
+            cap = d * bd.decode_mu_req_s
+            if lam > cap:
+                space.pruned.append((cand, fam, f"throughput ceiling: {d} decode workers "
+                                     f"carry <= {cap:.3g} req/s < {lam:g}"))
+            else:
+                space.candidates.append(cand)
 
 
 def _little_reason(req: PlanRequest, bd: _Bounds, lam: float, n: int,
