@@ -117,7 +117,17 @@ PdOpt = Annotated[str | None, typer.Option(
     "replaces --replicas).")]
 KvTransferLatencyUsOpt = Annotated[float, typer.Option(
     "--kv-transfer-latency-us", callback=number(ge=0, le=1e9),
-    help="Fixed latency per P/D KV transfer.")]
+    help="Fixed latency per P/D KV transfer, added to the link's own.")]
+PrefillPoolOpt = Annotated[str | None, typer.Option(
+    "--prefill-pool", help="Disaggregated prefill workers, e.g. 'workers=2,tp=4,max-batched-"
+    "tokens=16384' (keys: workers, tp, pp, ep, attention-dp, max-batch, max-batched-tokens; "
+    "a key left out takes the main flag's value).")]
+DecodePoolOpt = Annotated[str | None, typer.Option(
+    "--decode-pool", help="Disaggregated decode workers, e.g. 'workers=4,tp=8,max-batch=256' "
+    "(the keys of --prefill-pool).")]
+KvLinkOpt = Annotated[str | None, typer.Option(
+    "--kv-link", help="The link the KV crosses from prefill to decode: auto (NVLink when both "
+    "pools fit one NVLink domain, else the network), nvlink, network, or GB/s per transfer.")]
 MaxNumSeqsOpt = Annotated[int, typer.Option(
     "--max-num-seqs", min=1, max=MAX_NUM_SEQS,
     help="Most sequences in one engine step (vLLM's).")]
@@ -193,6 +203,9 @@ def simulate_cmd(
     router: RouterOpt = "round-robin",
     pd: PdOpt = None,
     kv_transfer_latency_us: KvTransferLatencyUsOpt = 0.0,
+    prefill_pool: PrefillPoolOpt = None,
+    decode_pool: DecodePoolOpt = None,
+    kv_link: KvLinkOpt = None,
     max_num_seqs: MaxNumSeqsOpt = 256,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = 8192,
     chunked_prefill: ChunkedPrefillOpt = True,
@@ -282,7 +295,8 @@ def simulate_cmd(
         prefix_tokens=prefix_tokens, prompt_from_replay=prompt_from_replay,
         output_from_replay=output_from_replay, replicas=replicas * dp_replicas, router=router,
         pd=parse_pd(pd),
-        kv_transfer_latency_us=kv_transfer_latency_us,
+        kv_transfer_latency_us=kv_transfer_latency_us, prefill_pool=prefill_pool,
+        decode_pool=decode_pool, kv_link=kv_link,
         slos=tuple(x.text for x in parse_slos(slo)), seed=seed,
         mode="step" if step_by_step else "fast", whatif=whatif_from_options(
             spec_k, spec_alpha, spec_draft_model, enforce_eager, cpu_tokenize_us_per_token,
@@ -290,8 +304,7 @@ def simulate_cmd(
     from ridgeline.commands.simulate_streamed import STREAM_AUTO_REQUESTS
     from ridgeline.sim.sweep import SWEEP_FRACTIONS
 
-    streamed = bool(stream or (stream is None and (workers > 1 or ray_address is not None
-                                                   or requests > STREAM_AUTO_REQUESTS)))
+    streamed = _is_streamed(sc, stream, workers, ray_address, STREAM_AUTO_REQUESTS)
     # Sizes first: before the step-time tables, the capacity probe or the workload.
     if streamed:
         _check_streamed_memory(requests)
@@ -325,6 +338,15 @@ def simulate_cmd(
 
 
 # ---- running ----------------------------------------------------------------------------
+
+def _is_streamed(sc: Any, stream: bool | None, workers: int, ray_address: str | None,
+                 auto_requests: int) -> bool:
+    """Whether the run streams: asked, or workers / Ray, or past `auto_requests` requests
+    (not with pools of their own layout: the Python engine keeps every request)."""
+    return bool(stream or (stream is None and (
+        workers > 1 or ray_address is not None
+        or (sc.requests > auto_requests and not sc.own_pools()))))
+
 
 def _rates(sc: Any, built: Any, rate: str | None, concurrency: int | None
            ) -> list[float | None]:
@@ -507,7 +529,12 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
     analysis = run.analysis.to_dict()
     add_model_error(run, analysis["latency"])   # model-error intervals beside each latency
     pr = getattr(step_model, "precision", None)  # a calibrated profile has none
+    from ridgeline.sim.pools import pool_lines
+
+
     sched = _scheduler_lines(run)
+    pools = run.pools_summary() if hasattr(run, "pools_summary") else None
+    pd_notes = _pd_notes(run) if pools is not None else []
     if json_out:
         from ridgeline.perf.model_error import model_error
         from ridgeline.report.assumptions import key_assumptions
@@ -515,7 +542,7 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
         out = {"simulation": summary, "analysis": analysis,
                "model_error": model_error(step_model).describe(),
                "key_assumptions": key_assumptions(step_model, TTFT_DEFINITION),
-               "assumptions": sched + step_model.assumptions()}
+               "assumptions": sched + pd_notes + step_model.assumptions()}
         if pr is not None:
             out["precision"] = pr.describe()
         par = getattr(step_model, "parallel", None)
@@ -524,6 +551,9 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
         engine = _engine_block(run)
         if engine is not None:
             out["engine"] = engine
+        if pools is not None:
+            out["pools"] = pools
+            out["gpus"] = pools["gpus"]
         if workload is not None:
             out["workload"] = workload
         typer.echo(json.dumps(out, indent=2))
@@ -561,6 +591,9 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
             f"{s['wall_s']:.2f} wall s; {s['engine_steps']:,} engine steps, mean batch "
             f"{s['mean_batch_size']:.1f}, {s['preemptions']:,} preemptions, peak KV "
             f"{s['max_kv_blocks_used']:,} blocks ({core} engine loop)", markup=False)
+        if pools is not None:
+            for line in pool_lines(pools) + pd_notes:
+                page.print(line, markup=False)
         print_assumptions(page, step_model, all_assumptions, TTFT_DEFINITION)
 
 
@@ -576,6 +609,17 @@ def _engine_block(run: Any) -> dict[str, Any] | None:
     return {"name": sc.engine_name, "config": dict(cfg.__dict__),
             "kv_capacity_tokens": cfg.kv_capacity_tokens,
             "kv_memory": memory.describe() if memory is not None else None}
+def _pd_notes(run: Any) -> list[str]:
+    """What a disaggregated run assumed: the KV link, where TTFT is counted, and which
+    model the step-time assumptions below describe."""
+    from ridgeline.sim.pools import TTFT_CONVENTION
+
+    sc = run.scenario
+    notes = [sc.kv_link_spec().assumption(), TTFT_CONVENTION]
+    if sc.own_pools():
+        notes.append("each pool's step times and KV capacity come from its own layout; the "
+                     "step-time assumptions listed are the decode pool's")
+    return notes
 
 
 def _scheduler_lines(run: Any) -> list[str]:

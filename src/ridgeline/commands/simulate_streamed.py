@@ -67,6 +67,10 @@ def check_streamed(rates: list[float | None], timeline: str | None, step_by_step
         raise RidgelineError("--step-by-step: not with --stream/--workers/--ray")
     why = "no engine given" if built is None else engine_blocker(built.step_model,
                                                                  built.config)
+    if pd and built is not None and built.cluster.own_pools:
+        raise RidgelineError("--prefill-pool/--decode-pool: not with --stream/--workers/--ray "
+                             "(pools with their own layout run on the Python engine, which "
+                             "does not stream P/D hand-offs)")
     if pd and why:
         raise RidgelineError("--pd: not with --stream/--workers/--ray here (P/D hand-offs "
                              f"stream only on the C engine core: {why})")

@@ -69,20 +69,25 @@ BUILT_CACHE_SIZE = 256
 
 
 def built_for(sc: Scenario) -> Any:
-    """`Built.of(sc)`, its step model and engine configuration shared with every scenario
-    that differs from `sc` only in what they do not read."""
+    """`Built.of(sc)`, its step model and engine configuration (each pool's, for P/D pools
+    of their own layout) shared with every scenario that differs from `sc` only in what
+    they do not read."""
+    return Built.of(sc, build=_cached_engine)
+
+
+def _cached_engine(sc: Scenario) -> tuple[Any, Any]:
     key = sc.replace(replicas=1, pd=None, router="round-robin", kv_transfer_latency_us=0.0,
                      requests=1, rate_req_s=None, arrival="poisson", concurrency=None,
                      think_time="0", prompt="", output="", prefix_groups=0, prefix_tokens=0,
-                     slos=(), seed=0)
+                     slos=(), seed=0, prefill_pool=None, decode_pool=None, kv_link=None)
     base = _BUILT.get(key)
     if base is None:
         sm = sc.step_model()
-        base = Built(sm, sc.engine_config(sm), None)
+        base = (sm, sc.engine_config(sm))
         if len(_BUILT) >= BUILT_CACHE_SIZE:
             _BUILT.pop(next(iter(_BUILT)))
         _BUILT[key] = base
-    return Built(base.step_model, base.config, sc.cluster_config(base.step_model))
+    return base
 
 
 def evaluate(sc: Scenario) -> Outcome:

@@ -50,8 +50,7 @@ class FamilyRow:
 
 
 def shape_of(c: Candidate) -> str:
-    sc = c.scenario
-    return f"pd={sc.pd[0]}:{sc.pd[1]}" if sc.pd else f"replicas={sc.replicas}"
+    return c.shape
 
 
 def _row(family: str, verdict: str, reason: str, c: Candidate | None = None,

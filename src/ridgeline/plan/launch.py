@@ -10,7 +10,11 @@ draw, or the model's context window when a length has no upper bound),
 weights on a 16-bit checkpoint (vLLM quantizes it at load), `--kv-cache-dtype fp8` for an fp8
 KV cache, `--enable-expert-parallel` for EP > 1. Replicas are one such server each (a comment
 says how many, and that `--data-parallel-size` does the same on one node); a P/D split is a
-prefill and a decode command joined by a KV connector.
+prefill and a decode command joined by a KV connector, each with its pool's own layout and
+batch limits. A pool with attention-DP ranks (tp=1, attention-dp=8: tp counts one rank's
+GPUs) is vLLM's `--data-parallel-size 8` of `--tensor-parallel-size 1` ranks, each rank
+scheduling the pool's per-rank batch limits; SGLang's `--dp-size 8 --enable-dp-attention`
+inside `--tp-size 8`.
 
 TensorRT-LLM (`engine="trtllm"`): `trtllm-serve MODEL` with `--tp_size`, `--pp_size`,
 `--ep_size`, `--max_batch_size`, `--max_num_tokens`, `--max_seq_len`,
@@ -45,7 +49,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ridgeline.sim.scenario import Scenario
@@ -69,6 +73,7 @@ class LaunchCommand:
     count: int
     argv: tuple[str, ...]
     config_file: tuple[str, str] | None = None     # (file name, its text), trtllm's YAML
+    gpus: int = 0                  # per instance (0: the launch's gpus_per_instance)
 
     @property
     def shell(self) -> str:
@@ -76,7 +81,7 @@ class LaunchCommand:
 
     def to_dict(self) -> dict[str, Any]:
         return {"role": self.role, "count": self.count, "argv": list(self.argv),
-                "shell": self.shell,
+                "shell": self.shell, "gpus_per_instance": self.gpus or None,
                 "config_file": ({"name": self.config_file[0], "text": self.config_file[1]}
                                 if self.config_file else None)}
 
@@ -110,7 +115,7 @@ class Launch:
         for c in self.commands:
             what = {"replica": "replica", "prefill": "prefill instance",
                     "decode": "decode instance"}[c.role]
-            gpus = self.gpus_per_instance
+            gpus = c.gpus or self.gpus_per_instance
             lines.append(f"# {c.count} {what}{'s' if c.count > 1 else ''} of {gpus} "
                          f"GPU{'s' if gpus > 1 else ''}"
                          + (f": run this on each of {c.count} GPU groups" if c.count > 1
@@ -178,15 +183,23 @@ def launch_commands(sc: Scenario) -> Launch:
         notes.append(f"a {prec.kv} KV cache was planned; the engine may not offer it")
     engine = sc.engine if sc.engine in ENGINES else "vllm"
     build = {"vllm": _vllm, "trtllm": _trtllm, "sglang": _sglang}[engine]
-    roles = ([("prefill", sc.pd[0]), ("decode", sc.pd[1])] if sc.pd else
-             [("replica", sc.replicas)])
-    commands = tuple(build(sc, role, count, model, mml, quant, kv_fp8)
-                     for role, count in roles)
-    if sc.pd:
+    pools = sc.pools()
+    if pools is None:
+        commands: tuple[LaunchCommand, ...] = (
+            build(sc, "replica", sc.replicas, model, mml, quant, kv_fp8),)
+    else:   # each pool's command with its own layout and batch limits
+        commands = tuple(
+            replace(build(sc.pool_scenario(p), p.role, p.workers, model, mml, quant, kv_fp8),
+                    gpus=p.gpus_per_worker) for p in pools)
         notes.append("P/D: a proxy sends each request to a prefill instance, then to a decode "
                      "instance that receives its KV cache (the simulation routes round-robin "
                      "within each pool)")
-    elif sc.replicas > 1:
+        if engine == "sglang":
+            notes.append("SGLang P/D: the mini load balancer joins the pools "
+                         "(python -m sglang.srt.disaggregation.mini_lb --prefill URL "
+                         "--decode URL); --disaggregation-transfer-backend picks mooncake "
+                         "or nixl")
+    if pools is None and sc.replicas > 1:
         one_node = engine == "vllm" and sc.replicas * sc.tp * sc.pp <= GPUS_PER_NODE \
             and sc.attn_dp == 1
         notes.append(f"{sc.replicas} replicas behind a load balancer (the simulation routes "
@@ -201,8 +214,11 @@ def launch_commands(sc: Scenario) -> Launch:
 
 def _vllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: str | None,
           kv_fp8: bool) -> LaunchCommand:
+    # attention-DP ranks: vLLM's data-parallel ranks of tp GPUs each, the MoE layers spread
+    # over all of them (EP = DP x TP); each rank runs its own scheduler with these limits
     argv = ["vllm", "serve", model,
-            "--tensor-parallel-size", str(sc.tp), "--pipeline-parallel-size", str(sc.pp),
+            "--tensor-parallel-size", str(sc.tp),
+            "--pipeline-parallel-size", str(sc.pp),
             "--max-num-seqs", str(sc.max_num_seqs),
             "--max-num-batched-tokens", str(sc.max_num_batched_tokens),
             "--max-model-len", str(mml),

@@ -98,10 +98,16 @@ class Evaluated:
                 "max_num_batched_tokens": sc.max_num_batched_tokens,
                 "chunked_prefill": sc.chunked_prefill, "replicas": sc.replicas,
                 "pd": list(sc.pd) if sc.pd else None,
+                "pools": _pools_of(sc),
                 "tok_s_per_gpu": _clean(self.tok_s_per_gpu),
                 "tok_s_per_user": _clean(self.tok_s_per_user),
                 **{f"sim_{k}": v for k, v in self.outcome.to_dict().items()},
                 "verification": self.verification.to_dict() if self.verification else None}
+
+
+def _pools_of(sc: Any) -> dict[str, Any] | None:
+    pools = sc.pools()
+    return None if pools is None else {p.role: p.describe() for p in pools}
 
 
 def _clean(x: float | None) -> float | None:

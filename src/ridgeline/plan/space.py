@@ -151,7 +151,9 @@ class PlanRequest:
             self.models, self.hardware, self.weights, self.tp, self.max_num_seqs,
             self.max_num_batched_tokens, self.chunked_prefill))
         counts = min(self.extra_replicas + 1, self.max_replicas)
-        return families * counts * (3 if self.pd else 1)
+        # colocated; two P/D splits of one layout; P/D with the prefill pool at half and
+        # at twice the family's TP, two worker ratios each (`_mixed_pd`)
+        return families * counts * (7 if self.pd else 1)
 
     @property
     def needed_verify_requests(self) -> int:
@@ -223,9 +225,22 @@ class Candidate:
         return self.scenario.gpus
 
     @property
+    def shape(self) -> str:
+        """`replicas=2`, `pd=1:1`, or with pools of their own layout
+        `pd=2:3 (prefill tp=4, decode tp=8)`."""
+        sc = self.scenario
+        if not sc.pd:
+            return f"replicas={sc.replicas}"
+        text = f"pd={sc.pd[0]}:{sc.pd[1]}"
+        pools = sc.pools() if sc.own_pools() else None
+        if pools is not None:
+            text += f" (prefill {pools[0].layout}, decode {pools[1].layout})"
+        return text
+
+    @property
     def label(self) -> str:
         sc = self.scenario
-        shape = f"pd={sc.pd[0]}:{sc.pd[1]}" if sc.pd else f"replicas={sc.replicas}"
+        shape = self.shape
         return (f"{self.family}, max_num_seqs={sc.max_num_seqs}, "
                 f"max_num_batched_tokens={sc.max_num_batched_tokens}"
                 f"{'' if sc.chunked_prefill else ', no chunked prefill'}, {shape}")
@@ -233,8 +248,8 @@ class Candidate:
     def sort_key(self) -> tuple[Any, ...]:
         sc = self.scenario
         return (round(self.usd_per_hour, 9), self.gpus, self.family, sc.pd is not None,
-                sc.pd or (0, 0), -sc.max_num_seqs, -sc.max_num_batched_tokens,
-                not sc.chunked_prefill)
+                sc.pd or (0, 0), sc.prefill_pool or "", -sc.max_num_seqs,
+                -sc.max_num_batched_tokens, not sc.chunked_prefill)
 
 
 @dataclass
@@ -429,6 +444,52 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
                     space.pruned.append((cand, family, reason))
                 else:
                     space.candidates.append(cand)
+            if req.pd and n >= 2:
+                _mixed_pd(req, space, family, sc, bd, n, price, s_mean, n_mean, lam)
+
+
+def _mixed_pd(req: PlanRequest, space: Space, family: str, sc: Scenario, bd: _Bounds,
+              n: int, price: float, s_mean: float, n_mean: float, lam: float) -> None:
+    """Disaggregated candidates whose prefill pool runs at another TP than the decode pool
+    (the family's): half and twice the family's TP, where --tp lists them. Within the GPUs
+    of n colocated replicas, the fewest prefill workers whose throughput ceiling carries
+    the rate (and one more), and as many decode workers as the rest of the GPUs hold.
+    Each such pairing is a family of its own in the table
+    (`... P/D prefill tp=4 + decode tp=8`)."""
+    tp = sc.tp
+    budget = n * tp
+    for tp_p in (tp // 2, tp * 2):
+        if tp_p < 1 or tp_p == tp or tp_p not in req.tp or tp_p > MAX_GPUS_PER_REPLICA:
+            continue
+        ep_p = sc.ep if tp_p % sc.ep == 0 else 1
+        fam = family.replace(f", tp={tp}", f", P/D prefill tp={tp_p} + decode tp={tp}", 1)
+        if fam not in space.families:
+            space.families.append(fam)
+        spec = f"tp={tp_p}" + (f",ep={ep_p}" if ep_p > 1 else "")
+        try:
+            sm_p = sc.replace(tp=tp_p, ep=ep_p).step_model()
+        except RidgelineError as exc:
+            space.pruned.append((None, fam, f"memory: prefill {spec}: {exc}"
+                                 if "memory" in str(exc).lower() else str(exc)))
+            continue
+        bd_p = _bounds(sm_p, req, s_mean, n_mean, sc.max_num_seqs, sc.max_num_batched_tokens)
+        p_min = max(1, math.ceil(lam / bd_p.prefill_mu_req_s - 1e-9))
+        for p in (p_min, p_min + 1):   # the fewest that carry the rate, and one more
+            d = (budget - p * tp_p) // tp
+            if d < 1:
+                space.pruned.append((None, fam, f"throughput ceiling: {p} prefill "
+                                     f"worker{'s' if p > 1 else ''} of {tp_p} GPUs "
+                                     f"leave{'' if p > 1 else 's'} no decode worker within "
+                                     f"{budget} GPUs"))
+                break
+            scp = sc.replace(replicas=1, pd=(p, d), prefill_pool=f"workers={p},{spec}")
+            cand = Candidate(scp, fam, (p * tp_p + d * tp) * price)
+            cap = d * bd.decode_mu_req_s
+            if lam > cap:
+                space.pruned.append((cand, fam, f"throughput ceiling: {d} decode workers "
+                                     f"carry <= {cap:.3g} req/s < {lam:g}"))
+            else:
+                space.candidates.append(cand)
 
 
 def _little_reason(req: PlanRequest, bd: _Bounds, lam: float, n: int,

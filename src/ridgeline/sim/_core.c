@@ -68,6 +68,7 @@ typedef struct {
     int64_t admit_counter, num_pre, prompt_total, gen_total, num_finished, num_rejected;
     double *ends; int64_t ends_base, ends_len, ends_cap;
     int64_t version;
+    double link_free;       /* a prefill replica's outbound KV link: free from this time */
 } Rep;
 
 typedef struct {
@@ -87,6 +88,8 @@ typedef struct {
     int64_t pd_p;           /* prefill replicas (0: no P/D split) */
     int64_t dynamic, concurrency;   /* arrivals made during the run; closed-loop users */
     double kv_lat, kv_bpt, link_bw;
+    int64_t link_queue;     /* each prefill replica's link sends one KV at a time */
+    double *xfer_wait, *xfer_s; int64_t n_xfer;   /* per request (rl_set_xfer), or NULL */
     DynEnt *dyn; int64_t dyn_len, dyn_cap, dyn_seq;
     int64_t next_req;       /* closed loop: the next user request (0: open loop) */
     int64_t ptr, tag_counter, done;
@@ -884,8 +887,18 @@ static int advance(Core *c, int64_t ri) {
         tree_set(c, ri, r->nseqs);
         if (c->pd_p && ri < c->pd_p && c->in_output[q->id] > 1) {
             /* A prefill instance emitted the first token: the KV travels to a decode one. */
-            double transfer = c->kv_lat + ((double)q->prompt * c->kv_bpt / c->link_bw);
-            DynEnt e = { fin_end + transfer, fin_end, q->sent, 0, KIND_HANDOFF, q->id, pre, ri };
+            double busy = (double)q->prompt * c->kv_bpt / c->link_bw;
+            double start = fin_end;
+            if (c->link_queue) {   /* the link is held for the bytes; later ones queue */
+                if (r->link_free > start) start = r->link_free;
+                r->link_free = start + busy;
+            }
+            double arrive = start + (c->kv_lat + busy);
+            if (c->xfer_wait && q->id < c->n_xfer) {
+                c->xfer_wait[q->id] = start - fin_end;
+                c->xfer_s[q->id] = arrive - start;
+            }
+            DynEnt e = { arrive, fin_end, q->sent, 0, KIND_HANDOFF, q->id, pre, ri };
             dyn_push(c, e);
             seq_free(c, s);
             continue;
@@ -1000,7 +1013,8 @@ Core *rl_new(const int64_t *cfg, const double *fcfg, const double *dec_p, const 
     /* cfg: R, router, mns, mnbt, chunked, bs, num_blocks, record_timeline, ndec, nrows,
      *      has_jd, has_lin, moe_u, prefix_caching, prefill replicas (P/D; 0: none),
      *      closed-loop users (0: open loop);
-     * fcfg: c_dc, m_dc, num_experts, miss, KV transfer latency s, bytes/token, link B/s;
+     * fcfg: c_dc, m_dc, num_experts, miss, KV transfer latency s, bytes/token, link B/s,
+     *       link queue (1: each prefill replica's link sends one KV at a time);
      * vecs: lin, jd_c, jd_m (NVARS each). */
     Core *c = calloc(1, sizeof(Core));
     if (!c) return NULL;
@@ -1009,6 +1023,7 @@ Core *rl_new(const int64_t *cfg, const double *fcfg, const double *dec_p, const 
     c->nrows = cfg[9]; c->has_jd = cfg[10]; c->has_lin = cfg[11]; c->moe_u = cfg[12];
     c->prefix_caching = cfg[13]; c->pd_p = cfg[14]; c->concurrency = cfg[15];
     c->kv_lat = fcfg[4]; c->kv_bpt = fcfg[5]; c->link_bw = fcfg[6];
+    c->link_queue = fcfg[7] != 0.0;
     c->dynamic = c->pd_p > 0 || c->concurrency > 0;
     c->next_req = c->concurrency > 0 ? -1 : 0;
     c->c_dc = fcfg[0]; c->m_dc = fcfg[1]; c->num_experts = fcfg[2]; c->miss = fcfg[3];
@@ -1238,6 +1253,12 @@ void rl_drain(Core *c, int64_t *ids, int64_t *rep, int64_t *pre, int64_t *status
  * (a rejection) leaves the rest of its slot unwritten. The arrays must outlive the run. */
 void rl_set_direct(Core *c, double *events, const int64_t *offsets, int64_t n) {
     c->ev_direct = events; c->ev_off = offsets; c->n_direct = n;
+}
+
+/* P/D: each handed-off request's wait for its prefill replica's link and its transfer
+ * time, written to wait[id] and dur[id] (n entries; the caller's, kept alive by it). */
+void rl_set_xfer(Core *c, double *wait, double *dur, int64_t n) {
+    c->xfer_wait = wait; c->xfer_s = dur; c->n_xfer = n;
 }
 
 /* Per replica: running, waiting, blocks used, preemptions, prompt tokens, generation tokens,

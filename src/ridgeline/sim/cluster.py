@@ -17,9 +17,15 @@ sharded (`ridgeline.sim.fleet`).
 With `pd=(P, D)` the first P replicas only prefill and the last D only decode. A request is
 prefilled on a prefill instance, which emits its first token; its prompt KV then travels to a
 decode instance, taking `latency + prompt_tokens * kv_bytes_per_token / link_bandwidth`
-seconds, and the decode instance generates the rest. Choices: the prefill instance frees the
-KV when the first token is out (the transfer is modelled as a delay, not as held memory), and
-each pool has its own router of the same kind.
+seconds, and the decode instance generates the rest. With `link_queue` each prefill
+instance's link carries one transfer at a time: a transfer starts when the link is free and
+holds it for `bytes / link_bandwidth`, so transfers under load queue (the wait and the
+transfer time of each request are kept in the result). `prefill_engine` / `decode_engine`
+give a pool its own engine configuration and step-time model (its own parallelism, KV
+capacity and batch limits); None: the run's. Choices: the prefill instance frees the KV
+when the first token is out (the transfer holds the link, not prefill memory), the decode
+instance is picked by the router when the KV arrives, and each pool has its own router of
+the same kind.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +66,11 @@ class ClusterConfig:
     kv_bytes_per_token: float = 0.0
     link_bandwidth_bytes_s: float = math.inf
     kv_transfer_latency_s: float = 0.0
+    link_queue: bool = False
+    link_kind: str = ""
+    # (EngineConfig, step-time model) of a pool with its own configuration
+    prefill_engine: tuple[Any, Any] | None = None
+    decode_engine: tuple[Any, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
@@ -80,13 +92,28 @@ class ClusterConfig:
         return self.kv_transfer_latency_s + (
             prompt_tokens * self.kv_bytes_per_token / self.link_bandwidth_bytes_s)
 
+    def link_busy_s(self, prompt_tokens: int) -> float:
+        """Seconds a transfer holds its link (the bytes; the latency overlaps the next)."""
+        return prompt_tokens * self.kv_bytes_per_token / self.link_bandwidth_bytes_s
+
+    @property
+    def own_pools(self) -> bool:
+        """Whether a pool has its own engine configuration (the Python engine runs it)."""
+        return self.prefill_engine is not None or self.decode_engine is not None
+
+    def engine_for(self, role: str, config: Any, model: Any) -> tuple[Any, Any]:
+        """The (EngineConfig, step-time model) of an instance of this role."""
+        own = {"prefill": self.prefill_engine, "decode": self.decode_engine}.get(role)
+        return own if own is not None else (config, model)
+
     def describe(self) -> dict[str, object]:
         out: dict[str, object] = {"router": self.router}
         if self.pd:
             out.update(prefill_instances=self.pd[0], decode_instances=self.pd[1],
                        kv_bytes_per_token=self.kv_bytes_per_token,
                        link_bandwidth_bytes_s=self.link_bandwidth_bytes_s,
-                       kv_transfer_latency_s=self.kv_transfer_latency_s)
+                       kv_transfer_latency_s=self.kv_transfer_latency_s,
+                       kv_link=self.link_kind or "given", kv_link_queue=self.link_queue)
         else:
             out["replicas"] = self.replicas
         return out
@@ -108,13 +135,14 @@ def parse_pd(text: str | None) -> tuple[int, int] | None:
 class Replica:
     """One engine instance and where its clock stands (the start of its next step)."""
 
-    __slots__ = ("busy_until_s", "engine", "index", "role", "step_end_s", "tl")
+    __slots__ = ("busy_until_s", "engine", "index", "link_free_s", "role", "step_end_s", "tl")
 
     def __init__(self, index: int, role: str, engine: Engine) -> None:
         self.index = index
         self.role = role                   # "mixed", "prefill" or "decode"
         self.engine = engine
         self.busy_until_s = 0.0
+        self.link_free_s = 0.0             # a prefill instance's outbound KV link
         self.step_end_s: list[float] = []  # end time of every step, by step index
         # Timeline columns: start_s, batch_size, prefill_tokens, decode_seqs, kv_blocks_used,
         # num_waiting (one entry per step; end times are step_end_s).

@@ -64,6 +64,7 @@ def _load() -> Any:
     lib.rl_drain.argtypes = [ctypes.c_void_p, _I64P, _I64P, _I64P, _I64P, _I64P, _F64P,
                              _F64P, _F64P, _I64P, _F64P]
     lib.rl_set_direct.argtypes = [ctypes.c_void_p, _F64P, _I64P, ctypes.c_int64]
+    lib.rl_set_xfer.argtypes = [ctypes.c_void_p, _F64P, _F64P, ctypes.c_int64]
     lib.rl_stats.argtypes = [ctypes.c_void_p, _I64P]
     lib.rl_step_seconds.restype = ctypes.c_double
     lib.rl_step_seconds.argtypes = [ctypes.c_void_p] + [ctypes.c_int64] * 6
@@ -90,6 +91,9 @@ def blocker(wl: Any, config: Any, step_model: Any, cluster: Any, mode: str) -> s
         return "a client timeout (aborts run on the Python engine, step mode)"
     if getattr(wl, "user_of", None) is not None:
         return "closed-loop users with their own start times (a replayed measurement)"
+    if getattr(cluster, "own_pools", False):
+        return ("prefill and decode pools with their own engine configurations (the C core "
+                "holds one)")
     if cluster.replicas > 1 and cluster.router not in _ROUTERS:
         return f"router {cluster.router}"
     if len(wl) and (int(wl.prompt_tokens.min()) < 1 or int(wl.output_tokens.min()) < 1):
@@ -159,7 +163,8 @@ class Core:
                         cluster.pd[0] if cluster is not None and cluster.pd else 0,
                         concurrency], dtype=np.int64)
         kv = ((cluster.kv_transfer_latency_s, cluster.kv_bytes_per_token,
-               cluster.link_bandwidth_bytes_s) if cluster is not None else (0.0, 0.0, 1.0))
+               cluster.link_bandwidth_bytes_s, float(cluster.link_queue))
+              if cluster is not None else (0.0, 0.0, 1.0, 0.0))
         fcfg = np.array([compiled.c_dc, compiled.m_dc, prog["num_experts"], prog["miss"], *kv],
                         dtype=np.float64)
         vecs = np.concatenate([prog["lin"], prog["jd_comp"], prog["jd_mem"]]).astype(
@@ -240,6 +245,14 @@ class Core:
         self.lib.rl_set_direct(self.handle, _ptr(events, _F64P), _ptr(offsets, _I64P),
                                offsets.size - 1)
 
+    def set_xfer(self, wait_s: np.ndarray, transfer_s: np.ndarray) -> None:
+        """P/D: write each handed-off request's link wait and transfer time to its entry
+        (float64, one per request). Kept alive with the core."""
+        assert wait_s.dtype == np.float64 and transfer_s.dtype == np.float64
+        self._xfer = (wait_s, transfer_s)
+        self.lib.rl_set_xfer(self.handle, _ptr(wait_s, _F64P), _ptr(transfer_s, _F64P),
+                             min(wait_s.size, transfer_s.size))
+
     def stats(self) -> tuple[np.ndarray, tuple[int, int, int]]:
         out = np.zeros(_STAT_COLUMNS * self.replicas + 3, dtype=np.int64)
         self.lib.rl_stats(self.handle, _ptr(out, _I64P))
@@ -316,6 +329,9 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
         np.cumsum(output, out=slots[1:])
         direct = np.empty(int(slots[-1]), dtype=np.float64)
         core.set_direct(direct, slots)
+        if cluster.pd:
+            xfer = (np.full(n, np.nan), np.full(n, np.nan))
+            core.set_xfer(*xfer)
     parts: list[dict[str, np.ndarray]] = []
     totals = {"finished": 0, "rejected": 0, "preemptions": 0, "chunks": 0}
     next_progress = 1000
@@ -371,7 +387,10 @@ def run(wl: Any, config: Any, step_model: Any, cluster: Any,
     if ids.size != n or (n and not np.array_equal(np.sort(ids), np.arange(n))):
         raise RuntimeError(f"the C engine core returned {ids.size} outcomes for {n} requests")
     assert slots is not None
-    return _result(cat, *_from_slots(direct, slots, cat["ntok"], ids), wl, engine_stats, roles)
+    res = _result(cat, *_from_slots(direct, slots, cat["ntok"], ids), wl, engine_stats, roles)
+    if cluster.pd:
+        res.kv_transfer_wait_s, res.kv_transfer_s = xfer
+    return res
 
 
 def _from_slots(events: np.ndarray, slots: np.ndarray, ntok: np.ndarray, ids: np.ndarray

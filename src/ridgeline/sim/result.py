@@ -44,6 +44,10 @@ class SimResult:
     # When the engine first scheduled each request (vLLM's "scheduled" event, where its
     # queueing ends; NaN: never scheduled). Only when `simulate(record_scheduled=True)`.
     scheduled_engine_s: np.ndarray | None = None
+    # P/D: each request's wait for the prefill instance's KV link and its transfer time
+    # (NaN: not transferred); None without a P/D split or in a streamed run
+    kv_transfer_wait_s: np.ndarray | None = None
+    kv_transfer_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.sent_s.size)

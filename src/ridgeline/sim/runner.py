@@ -155,7 +155,8 @@ class _Sim:
             roles = ["prefill"] * p + ["decode"] * d
         else:
             roles = ["mixed"] * cluster.replicas
-        self.reps = [Replica(i, role, Engine(config, model)) for i, role in enumerate(roles)]
+        self.reps = [Replica(i, role, Engine(*cluster.engine_for(role, config, model)))
+                     for i, role in enumerate(roles)]
         entry = [r for r in self.reps if r.role != "decode"]
         self.entry_router = Router(cluster.router, entry)
         self.decode_router = Router(cluster.router, [r for r in self.reps if r.role == "decode"])
@@ -181,6 +182,10 @@ class _Sim:
         self.status = [STATUS_OK] * n
         self.replica = [-1] * n
         self.preempt = [0] * n
+        # P/D: each handed-off request's wait for its prefill instance's link, and the
+        # transfer itself (NaN: not transferred)
+        self.xfer_wait: list[float] | None = [math.nan] * n if cluster.pd else None
+        self.xfer: list[float] | None = [math.nan] * n if cluster.pd else None
         self.seg_req: list[int] = []
         self.seg_rep: list[int] = []
         self.seg_a: list[int] = []
@@ -317,7 +322,16 @@ class _Sim:
     def _seq_done(self, r: Replica, i: int, end_s: float) -> None:
         (self.decode_router if r.role == "decode" else self.entry_router).note_finished(r)
         if r.role == "prefill" and self.output[i] > 1:
-            self._push(end_s + self.cluster.transfer_s(self.prompt[i]), _HANDOFF, i)
+            cl = self.cluster
+            start = end_s
+            if cl.link_queue:   # the instance's link sends one KV at a time
+                start = max(end_s, r.link_free_s)
+                r.link_free_s = start + cl.link_busy_s(self.prompt[i])
+            arrive = start + cl.transfer_s(self.prompt[i])
+            if self.xfer is not None and self.xfer_wait is not None:
+                self.xfer_wait[i] = start - end_s
+                self.xfer[i] = arrive - start
+            self._push(arrive, _HANDOFF, i)
         else:
             self._request_done(i, end_s)
 
@@ -598,6 +612,10 @@ class _Sim:
             mode=self.mode, roles=[r.role for r in self.reps],
             scheduled_engine_s=(None if self.scheduled is None
                                 else np.asarray(self.scheduled, dtype=np.float64)),
+            kv_transfer_wait_s=(None if self.xfer_wait is None else
+                                np.asarray(self.xfer_wait, dtype=np.float64)),
+            kv_transfer_s=(None if self.xfer is None else
+                           np.asarray(self.xfer, dtype=np.float64)),
         )
 
 

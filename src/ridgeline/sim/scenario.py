@@ -32,6 +32,8 @@ from ridgeline.metrics.knee import ttft_knee_index as knee_index
 from ridgeline.perf.whatif import WhatIf
 from ridgeline.sim.engine import engine_memory_for, kv_tokens_for
 from ridgeline.sim.engine_presets import AUTO, SCENARIO_NAMES, load_scheduler, resolve, resolve_auto
+from ridgeline.sim.kv_link import resolve_kv_link
+from ridgeline.sim.pools import Pool, PoolDefaults, pool_stats, resolve_pools
 from ridgeline.sim.sweep import SweepPoint, best_rate_index
 from ridgeline.specs import load_hardware, load_model
 
@@ -104,6 +106,12 @@ class Scenario:
     router: str = "round-robin"
     pd: tuple[int, int] | None = None
     kv_transfer_latency_us: float = 0.0
+    # disaggregated pools with their own layout and batch limits (`--prefill-pool`,
+    # `--decode-pool` spec strings; ridgeline.sim.pools) and the KV link between them
+    # (`--kv-link`: auto, nvlink, network or GB/s; ridgeline.sim.kv_link)
+    prefill_pool: str | None = None
+    decode_pool: str | None = None
+    kv_link: str | None = None
     # SLOs (texts as `--slo` takes them) and the run
     slos: tuple[str, ...] = ()
     seed: int = 0
@@ -116,9 +124,38 @@ class Scenario:
 
     @property
     def gpus(self) -> int:
-        """GPUs the scenario occupies (all instances x TP x PP)."""
-        inst = self.pd[0] + self.pd[1] if self.pd else self.replicas
-        return inst * self.tp * self.pp * self.attn_dp
+        """GPUs the scenario occupies (all instances x their GPUs each)."""
+        pools = self.pools()
+        if pools is not None:
+            return pools[0].gpus + pools[1].gpus
+        return self.replicas * self.tp * self.pp * self.attn_dp
+
+    def pools(self) -> tuple[Pool, Pool] | None:
+        """The prefill and decode pools (None: not disaggregated)."""
+        if self.pd is None and self.prefill_pool is None and self.decode_pool is None:
+            return None
+        main = PoolDefaults(tp=self.tp, pp=self.pp, ep=self.ep, attn_dp=self.attn_dp,
+                            max_num_seqs=self.max_num_seqs,
+                            max_num_batched_tokens=self.max_num_batched_tokens)
+        return resolve_pools(main, self.pd, self.prefill_pool, self.decode_pool)
+
+    def own_pools(self) -> bool:
+        """Whether a pool's layout or batch limits differ from the main flags' (each pool
+        then gets its own step-time model and engine configuration)."""
+        pools = self.pools()
+        return pools is not None and any(
+            (p.parallel.tp, p.parallel.pp, p.parallel.ep, p.parallel.attn_dp, p.max_num_seqs,
+             p.max_num_batched_tokens) != (self.tp, self.pp, self.ep, self.attn_dp,
+                                           self.max_num_seqs, self.max_num_batched_tokens)
+            for p in pools)
+
+    def pool_scenario(self, pool: Pool) -> Scenario:
+        """One worker of `pool` as a scenario of its own (its layout and batch limits)."""
+        par = pool.parallel
+        return self.replace(tp=par.tp, pp=par.pp, ep=par.ep, attn_dp=par.attn_dp,
+                            max_num_seqs=pool.max_num_seqs,
+                            max_num_batched_tokens=pool.max_num_batched_tokens, pd=None,
+                            prefill_pool=None, decode_pool=None, replicas=1)
 
     def step_model(self, costs: Any = None) -> Any:
         """The step-time model (roofline, with the what-ifs applied; or the calibrated profile).
@@ -146,6 +183,7 @@ class Scenario:
                                                    self.whatif),
             max_num_batched_tokens=self.setting("max_num_batched_tokens"),
             max_num_seqs=self.setting("max_num_seqs"), engine=self.engine_name,
+            attn_dp=self.attn_dp,
             **_engine_costs_kwarg(self._gpu_costs(costs if costs is not None
                                                   else self.costs())))
         return apply_whatif(base, self.whatif)
@@ -265,14 +303,32 @@ class Scenario:
             return None
         return load_engine_costs(self.engine)
 
-    def cluster_config(self, step_model: Any) -> Any:
+    def kv_link_spec(self) -> Any:
+        """The KV link between the pools (a `KvLink`; None: not disaggregated)."""
+        pools = self.pools()
+        if pools is None:
+            return None
+        return resolve_kv_link(self.kv_link, load_hardware(self.hardware), *pools,
+                               extra_latency_s=self.kv_transfer_latency_us * 1e-6)
+
+    def cluster_config(self, step_model: Any,
+                       pool_engines: dict[str, tuple[Any, Any]] | None = None) -> Any:
+        """Replicas and router, or the P/D pools and their KV link; `pool_engines`: each
+        pool's own (EngineConfig, step-time model) where its layout differs."""
         from ridgeline.sim.cluster import ClusterConfig
 
+        pools = self.pools()
+        if pools is None:
+            return ClusterConfig(replicas=self.replicas, router=self.router)
+        link = self.kv_link_spec()
+        engines = pool_engines or {}
         return ClusterConfig(
-            replicas=self.replicas, router=self.router, pd=self.pd,
+            replicas=self.replicas, router=self.router,
+            pd=(pools[0].workers, pools[1].workers),
             kv_bytes_per_token=step_model.kv_bytes_per_token,
-            link_bandwidth_bytes_s=step_model.interconnect_bandwidth_bytes_s,
-            kv_transfer_latency_s=self.kv_transfer_latency_us * 1e-6)
+            link_bandwidth_bytes_s=link.bandwidth_bytes_s,
+            kv_transfer_latency_s=link.latency_s, link_queue=True, link_kind=link.kind,
+            prefill_engine=engines.get("prefill"), decode_engine=engines.get("decode"))
 
     def validate(self) -> Scenario:
         """Check the texts (lengths, think time, SLOs) early, with one-line errors."""
@@ -284,6 +340,18 @@ class Scenario:
         parse_lengths(self.prompt, "--prompt")
         parse_lengths(self.output, "--output")
         parse_think_time(self.think_time)
+        pools = self.pools()
+        if pools is not None:
+            spec = load_model(self.model)
+            for pool in pools:
+                pool.validate(spec)
+            self.kv_link_spec()   # --kv-link checked before any work
+            # P and D as the pools resolved them: every reader of `pd` sees the same counts
+            if (pools[0].workers, pools[1].workers) != self.pd:
+                return self.replace(pd=(pools[0].workers, pools[1].workers))._checked()
+        return self._checked()
+
+    def _checked(self) -> Scenario:
         self._check_instances()
         if self.mode not in ("fast", "step"):
             raise RidgelineError(f"mode: got {self.mode!r}; allowed: fast, step")
@@ -292,8 +360,9 @@ class Scenario:
     def _check_instances(self) -> None:
         from ridgeline.sizes import check_fits
 
-        field = "--pd" if self.pd else "--replicas"
-        inst = self.pd[0] + self.pd[1] if self.pd else self.replicas
+        pools = self.pools()
+        field = "--pd" if pools else "--replicas"
+        inst = pools[0].workers + pools[1].workers if pools else self.replicas
         if not 1 <= inst <= MAX_INSTANCES:
             raise RidgelineError(f"{field}: {inst:,} engine instances; allowed: 1 to "
                                  f"{MAX_INSTANCES:,}")
@@ -315,10 +384,34 @@ class Built:
     config: Any
     cluster: Any
 
+    # P/D pools with their own layout: each pool's (EngineConfig, step-time model)
+    pool_engines: dict[str, tuple[Any, Any]] | None = None
+
     @classmethod
-    def of(cls, sc: Scenario) -> Built:
-        sm = sc.step_model()
-        return cls(sm, sc.engine_config(sm), sc.cluster_config(sm))
+    def of(cls, sc: Scenario,
+           build: Callable[[Scenario], tuple[Any, Any]] | None = None) -> Built:
+        """The step-time model, engine configuration and cluster of `sc`; `build(sc)` ->
+        (step model, engine config) replaces building them (a cache, say)."""
+        build = build or _build_engine
+        if not sc.own_pools():
+            sm, cfg = build(sc)
+            return cls(sm, cfg, sc.cluster_config(sm))
+        pools = sc.pools()
+        assert pools is not None
+        engines: dict[str, tuple[Any, Any]] = {}
+        for pool in pools:
+            try:
+                sm, cfg = build(sc.pool_scenario(pool))
+            except RidgelineError as exc:
+                raise RidgelineError(f"--{pool.role}-pool: {exc}") from None
+            engines[pool.role] = (cfg, sm)
+        cfg, sm = engines["decode"]   # the decode pool's model speaks for the run
+        return cls(sm, cfg, sc.cluster_config(sm, engines), engines)
+
+
+def _build_engine(sc: Scenario) -> tuple[Any, Any]:
+    sm = sc.step_model()
+    return sm, sc.engine_config(sm)
 
 
 @dataclass
@@ -355,6 +448,18 @@ class ScenarioRun:
             "instances": res.roles,
             "engine_stats": res.engine_stats,
         }
+
+    def pools_summary(self) -> dict[str, Any] | None:
+        """Disaggregated runs: each pool's workers, layout, GPUs, utilisation and mean
+        batch, and the KV transfers' statistics (`ridgeline.sim.pools.pool_stats`)."""
+        sc = self.scenario
+        pools = sc.pools()
+        if pools is None:
+            return None
+        res = self.result
+        return pool_stats(pools, res.roles, res.timeline, res.kv_transfer_s,
+                          res.kv_transfer_wait_s, sc.kv_link_spec().describe(),
+                          float(self.built.cluster.kv_bytes_per_token))
 
     def sweep_point(self) -> SweepPoint:
         """This run's headline numbers as one row of a sweep."""
@@ -446,6 +551,10 @@ def trace_header(sc: Scenario, built: Built, load: dict[str, Any],
         engine_config["kv_memory"] = memory.describe()
     if sc.whatif is not None and not sc.whatif.is_identity:
         engine_config["whatif"] = sc.whatif.describe()
+    pools = sc.pools()
+    if pools is not None:
+        engine_config["pools"] = {p.role: p.describe() for p in pools}
+        engine_config["kv_link_detail"] = sc.kv_link_spec().describe()
     return TraceHeader(
         source="simulate", clock="virtual (simulated seconds; t=0 is the first arrival)",
         model=desc.get("model", sc.model), hardware=desc.get("hardware", sc.hardware),
@@ -501,7 +610,8 @@ def capacity_probe_users(sc: Scenario, built: Built) -> int:
     kv_tokens = float(built.config.kv_capacity_tokens)
     per_instance = max(1.0, min(float(sc.setting("max_num_seqs")),
                                 math.ceil(kv_tokens / max(context, 1.0))))
-    instances = sc.pd[0] + sc.pd[1] if sc.pd else sc.replicas
+    pools = sc.pools()
+    instances = pools[0].workers + pools[1].workers if pools else sc.replicas
     users = math.ceil(CAPACITY_PROBE_USERS_PER_SLOT * per_instance * instances) + 8
     return int(min(users, CAPACITY_PROBE_MAX_USERS))
 
