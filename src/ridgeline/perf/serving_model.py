@@ -174,8 +174,7 @@ class RooflineStepTime:
                    kernel_overhead_us: float | None = None,
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
                    check_fit: bool = True, engine_costs: Any = None,
-                   kernel_model: bool = True, engine: str = "vllm",
-                   attn_dp: int = 1) -> RooflineStepTime:
+                   kernel_model: bool = True, engine: str = "vllm") -> RooflineStepTime:
         """Build from catalog names or file paths; RidgelineError on bad input or no fit.
         Weights/activations None: the checkpoint's quantization_config, else bf16.
 

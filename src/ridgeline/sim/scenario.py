@@ -183,7 +183,6 @@ class Scenario:
                                                    self.whatif),
             max_num_batched_tokens=self.setting("max_num_batched_tokens"),
             max_num_seqs=self.setting("max_num_seqs"), engine=self.engine_name,
-            attn_dp=self.attn_dp,
             **_engine_costs_kwarg(self._gpu_costs(costs if costs is not None
                                                   else self.costs())))
         return apply_whatif(base, self.whatif)
