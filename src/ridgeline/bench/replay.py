@@ -54,12 +54,24 @@ class ReplayTrace:
     output_tokens: tuple[int, ...]
     hash_ids: tuple[tuple[int, ...], ...] | None = None
     skipped: int = 0
+    # `--workload` (bench/workload_plan.py): shared prefixes as the simulator's groups (the
+    # first prefix_tokens[i] prompt tokens of request i are group prefix_group[i]'s text;
+    # -1: none), a closed loop of `users` (times unused), and the workload's description
+    prefix_group: tuple[int, ...] | None = None
+    prefix_tokens: tuple[int, ...] | None = None
+    users: int | None = None
+    workload: dict[str, object] | None = None
 
     def describe(self) -> dict[str, object]:
         out: dict[str, object] = {"kind": f"replay:{self.kind}", "path": self.path,
                                   "replay_speed": self.speed, "requests": len(self.times_s)}
         if self.skipped:
             out["skipped_rows"] = self.skipped
+        if self.workload is not None:
+            out["kind"] = "workload"
+            out["workload"] = self.workload
+            if self.prefix_group is not None:
+                out["prefix_groups"] = len({g for g in self.prefix_group if g >= 0})
         return out
 
 
@@ -114,7 +126,8 @@ def check_replay_gaps(trace: ReplayTrace, requests: int | None,
 def replay_requests(trace: ReplayTrace, n: int, nonce: int, tokenizer: object = None
                     ) -> list[BenchRequest]:
     """The first n requests: prompts of the recorded lengths (shared blocks where the
-    Mooncake hash_ids say so), max_tokens = recorded output length."""
+    Mooncake hash_ids say so, a group's shared text where prefix groups say so),
+    max_tokens = recorded output length."""
     from ridgeline.bench.dataset import exact_text
     from ridgeline.bench.prompts import text_rng
 
@@ -130,10 +143,19 @@ def replay_requests(trace: ReplayTrace, n: int, nonce: int, tokenizer: object = 
                 [nonce, h, 0xB10C]), tokenizer)  # type: ignore[arg-type]
         return blocks[h]
 
+    prefixes: dict[tuple[int, int], str] = {}
+
+    def prefix(group: int, k: int) -> str:
+        if (group, k) not in prefixes:
+            prefixes[group, k] = exact_text(k, np.random.default_rng(
+                [nonce, group, k, 0x9F1C]), tokenizer)  # type: ignore[arg-type]
+        return prefixes[group, k]
+
     out = []
     for i in range(n):
         n_in = trace.prompt_tokens[i]
         hashes = trace.hash_ids[i] if trace.hash_ids is not None else ()
+        group = trace.prefix_group[i] if trace.prefix_group is not None else -1
         if hashes:
             # Full blocks from the shared table; the last block is this request's own tail.
             n_full = min(len(hashes), n_in // MOONCAKE_BLOCK_TOKENS)
@@ -143,6 +165,13 @@ def replay_requests(trace: ReplayTrace, n: int, nonce: int, tokenizer: object = 
                 parts.append(exact_text(tail, rng, tokenizer))  # type: ignore[arg-type]
             prompt = " ".join(parts)
             tag_at = len(prompt) - len(parts[-1]) if tail > 0 else len(prompt)
+        elif group >= 0 and trace.prefix_tokens is not None and trace.prefix_tokens[i] > 0:
+            # the group's shared text, then this request's own tail
+            k = min(trace.prefix_tokens[i], n_in)
+            prompt = prefix(group, k)
+            if n_in > k:
+                prompt += " " + exact_text(n_in - k, rng, tokenizer)  # type: ignore[arg-type]
+            tag_at = len(prompt)
         else:
             prompt, tag_at = exact_text(n_in, rng, tokenizer), 0  # type: ignore[arg-type]
         out.append(BenchRequest(f"r{i}", prompt, trace.output_tokens[i], n_in, tag_at=tag_at))
