@@ -61,6 +61,8 @@ class ReplayTrace:
     prefix_tokens: tuple[int, ...] | None = None
     users: int | None = None
     workload: dict[str, object] | None = None
+    # the prompt tokens one hash id stands for (Mooncake 512, a session trace 16)
+    block_tokens: int = MOONCAKE_BLOCK_TOKENS
 
     def describe(self) -> dict[str, object]:
         out: dict[str, object] = {"kind": f"replay:{self.kind}", "path": self.path,
@@ -96,7 +98,7 @@ def load_replay(path: str, speed: float = 1.0) -> ReplayTrace:
         tuple(int(x) for x in tt.prompt_tokens[keep]),
         tuple(int(x) for x in tt.output_tokens[keep]),
         tuple(tt.hash_ids[i] for i in keep) if tt.hash_ids is not None else None,
-        int(tt.times_s.size - keep.size))
+        int(tt.times_s.size - keep.size), block_tokens=tt.block_tokens)
 
 
 def check_replay_gaps(trace: ReplayTrace, requests: int | None,
@@ -139,7 +141,7 @@ def replay_requests(trace: ReplayTrace, n: int, nonce: int, tokenizer: object = 
 
     def block(h: int) -> str:
         if h not in blocks:
-            blocks[h] = exact_text(MOONCAKE_BLOCK_TOKENS, np.random.default_rng(
+            blocks[h] = exact_text(trace.block_tokens, np.random.default_rng(
                 [nonce, h, 0xB10C]), tokenizer)  # type: ignore[arg-type]
         return blocks[h]
 
@@ -158,9 +160,9 @@ def replay_requests(trace: ReplayTrace, n: int, nonce: int, tokenizer: object = 
         group = trace.prefix_group[i] if trace.prefix_group is not None else -1
         if hashes:
             # Full blocks from the shared table; the last block is this request's own tail.
-            n_full = min(len(hashes), n_in // MOONCAKE_BLOCK_TOKENS)
+            n_full = min(len(hashes), n_in // trace.block_tokens)
             parts = [block(h) for h in hashes[:n_full]]
-            tail = n_in - n_full * MOONCAKE_BLOCK_TOKENS
+            tail = n_in - n_full * trace.block_tokens
             if tail > 0:
                 parts.append(exact_text(tail, rng, tokenizer))  # type: ignore[arg-type]
             prompt = " ".join(parts)

@@ -5,8 +5,8 @@ workload builder (`sim.workload.build_workload`, same seed), and its requests be
 request plan, in order: the same prompt and output lengths (the output as max_tokens), the
 same send times (open loop) or the same closed loop of users, the same shared-prefix groups
 (each group one shared text, so a repeated inference-perf prompt is the same text each time
-it comes round; a Mooncake file's blocks as its hash_ids say). Nothing about a workload's
-format is read here.
+it comes round; a Mooncake or session trace's blocks as its hash_ids say). Nothing about a
+workload's format is read here.
 
 >>> from ridgeline.workload.load_test_configs import read_workload
 >>> w = read_workload("vllm bench serve --random-input-len 64 --random-output-len 8 "
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ridgeline.bench.replay import ReplayTrace
+from ridgeline.bench.replay import MOONCAKE_BLOCK_TOKENS, ReplayTrace
 from ridgeline.sim.runner import Workload
 from ridgeline.sim.scenario import DEFAULT_OUTPUT, DEFAULT_PROMPT
 from ridgeline.sim.workload import build_workload
@@ -49,18 +49,20 @@ def workload_replay(w: LoadTestWorkload, seed: int, requests: int | None = None,
     times = wl.arrival_s if wl.arrival_s is not None else np.zeros(n)
     group = wl.prefix_group
     ptoks = wl.prefix_tokens
-    hashes = None
-    if w.described.get("format") == "mooncake":
+    hashes, block_tokens = None, MOONCAKE_BLOCK_TOKENS
+    fmt = w.described.get("format")
+    if fmt in ("mooncake", "session"):
         # the file's own blocks: the server's cache sees what the trace says is shared
-        tr = read_timed_trace(str(w.described["path"]), field="--workload", fmt="mooncake")
+        tr = read_timed_trace(str(w.described["path"]), field="--workload", fmt=str(fmt))
         hashes = tuple(tr.hash_ids[:n]) if tr.hash_ids is not None else None
+        block_tokens = tr.block_tokens
     return ReplayTrace(
         str(w.described.get("path") or w.described.get("origin") or w.source), w.source, 1.0,
         tuple(float(x) for x in times), tuple(int(x) for x in wl.prompt_tokens),
         tuple(int(x) for x in wl.output_tokens), hashes,
         prefix_group=None if group is None else tuple(int(x) for x in group),
         prefix_tokens=None if ptoks is None else tuple(int(x) for x in ptoks),
-        users=wl.concurrency,
+        users=wl.concurrency, block_tokens=block_tokens,
         workload={**w.described, "summary": w.summary, "requests_sent": n,
                   "max_in_flight": w.max_in_flight})
 

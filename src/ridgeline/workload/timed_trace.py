@@ -33,6 +33,10 @@ class TimedTrace:
     prefix_tokens: np.ndarray | None = None
     # formats without timestamps (ShareGPT, Vidur length files): False, times_s all 0
     timed: bool = True
+    # the prompt tokens one hash id stands for (Mooncake 512, a session trace 16)
+    block_tokens: int = 512
+    # a session trace: each request's session (its root request's chat id), in time order
+    session: np.ndarray | None = None
 
 
 def _count(value: object, what: str, where: str) -> int:

@@ -23,7 +23,8 @@ from ridgeline.workload.load_test_configs import FIELD, LoadTestWorkload, read_w
 from ridgeline.workload.replay import read_timed_trace, sniff_format
 
 TRACE_NAMES = {"burstgpt": "BurstGPT trace", "mooncake": "Mooncake trace",
-               "azure": "Azure LLM inference trace", "vidur": "Vidur trace"}
+               "azure": "Azure LLM inference trace", "vidur": "Vidur trace",
+               "session": "session trace (Qwen-Bailian)"}
 NOT_WHOLE = {"sharegpt": "has no timestamps", "vidur-lengths": "has no timestamps",
              "vidur-arrivals": "has no request lengths"}
 
@@ -58,10 +59,16 @@ def trace_workload(path_text: str, fmt: str) -> LoadTestWorkload:
                                "requests": n, "span_s": span_s,
                                "zero_output_requests": zeros}
     groups = tr.prefix_group is not None and bool(np.any(tr.prefix_group >= 0))
-    summary = (f"workload: {name} {path_text}: {n:,} requests at the file's timestamps over "
-               f"{span_s:,.1f} s\nworkload: each request's own lengths: prompt mean "
-               f"{tr.prompt_tokens.mean():.1f}, output mean {tr.output_tokens.mean():.1f} "
-               "tokens" + (f" ({zeros} zero-token responses asked as 1)" if zeros else "")
+    sessions = ""
+    if tr.session is not None:
+        n_sessions = int(np.unique(tr.session).size)
+        desc.update(sessions=n_sessions, mean_requests_per_session=n / n_sessions)
+        sessions = f" in {n_sessions:,} sessions ({n / n_sessions:.1f} requests each)"
+    summary = (f"workload: {name} {path_text}: {n:,} requests{sessions} at the file's "
+               f"timestamps over {span_s:,.1f} s\nworkload: each request's own lengths: "
+               f"prompt mean {tr.prompt_tokens.mean():.1f}, output mean "
+               f"{tr.output_tokens.mean():.1f} tokens"
+               + (f" ({zeros} zero-token responses asked as 1)" if zeros else "")
                + ("; shared prefixes from its hash_ids" if groups else ""))
     return LoadTestWorkload(name, n, f"replay:path={path_text},format={fmt}", from_file=True,
                             described=desc, summary=summary)
