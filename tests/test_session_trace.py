@@ -104,3 +104,15 @@ def test_a_bad_session_line_is_one_error(tmp_path: Path, line: str, message: str
     errors = [x for x in out.stderr.splitlines() if x.startswith("error:")]
     assert out.returncode != 0 and len(errors) == 1, out.stderr
     assert f"{str(path)!r} {message}" in errors[0], errors[0]
+
+
+def test_a_line_past_the_cap_is_refused_before_it_is_read_whole(tmp_path: Path) -> None:
+    from ridgeline.workload.trace_formats import bounded_lines
+
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"chat_id": 0}\n' + "x" * 5000 + "\n")
+    with path.open() as fh:
+        lines = bounded_lines(fh, "f", limit=1000)
+        assert next(lines) == (1, '{"chat_id": 0}\n')
+        with pytest.raises(Exception, match="f line 2: longer than 1,000 characters"):
+            next(lines)

@@ -45,6 +45,7 @@ from ridgeline.workload.timed_trace import (
 )
 from ridgeline.workload.trace_formats import (
     SESSION_BLOCK_TOKENS,
+    bounded_lines,
     read_rows,
     session_ids,
     session_rows,
@@ -133,7 +134,7 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
                                          "tokens, Response tokens)") from None
     elif fmt == "mooncake":
         with open_text(path, field) as fh, decode_errors(field, path_text):
-            for lineno, line in enumerate(fh, 1):
+            for lineno, line in bounded_lines(fh, f"{field}: {path_text!r}"):
                 if not line.strip():
                     continue
                 where = f"{field}: {path_text!r} line {lineno}"

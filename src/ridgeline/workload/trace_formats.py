@@ -55,6 +55,8 @@ _ZERO = datetime(2020, 1, 1)
 Row = tuple[float | None, int, int]
 SESSION_BLOCK_TOKENS = 16          # the Qwen-Bailian traces' hash block
 MAX_SESSION_HASH_IDS = 700_000     # a 10 M-token prompt's 16-token blocks
+# a line of a JSONL trace longer than this is not a request (700k ids of 8 digits: 6 MB)
+MAX_JSONL_LINE_CHARS = 16 << 20
 
 
 class SessionRecord(msgspec.Struct):
@@ -81,7 +83,7 @@ def session_rows(path: Path, path_text: str, field: str) -> Iterator[SessionRow]
     """(time s, prompt tokens, output tokens, hash ids, chat id, parent chat id) per line of
     a session trace, in file order; a bad line is one error naming the line and field."""
     with open_text(path, field) as fh, decode_errors(field, path_text):
-        for lineno, line in enumerate(fh, 1):
+        for lineno, line in bounded_lines(fh, f"{field}: {path_text!r}"):
             if not line.strip():
                 continue
             where = f"{field}: {path_text!r} line {lineno}"
@@ -90,6 +92,22 @@ def session_rows(path: Path, path_text: str, field: str) -> Iterator[SessionRow]
             yield (_time(rec.timestamp, "timestamp", where), n_in,
                    _count(rec.output_length, "output_length", where),
                    _block_ids(rec.hash_ids, n_in, where), rec.chat_id, rec.parent_chat_id)
+
+
+def bounded_lines(fh: Any, where: str, limit: int = MAX_JSONL_LINE_CHARS
+                  ) -> Iterator[tuple[int, str]]:
+    """(line number, line) of a text file, refusing a line past `limit` characters before
+    it is read whole (a corrupt or binary file can be one multi-gigabyte line)."""
+    lineno = 0
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        lineno += 1
+        if len(line) > limit:
+            raise RidgelineError(f"{where} line {lineno}: longer than {limit:,} characters; "
+                                 "allowed: one JSON record a line")
+        yield lineno, line
 
 
 def _session_record(line: str, where: str) -> SessionRecord:
@@ -319,5 +337,5 @@ def _sharegpt_rows(path: Path, path_text: str, field: str, tokenizer: str | None
                 break
 
 
-__all__ = ["AZURE_COLUMNS", "SESSION_BLOCK_TOKENS", "read_rows", "session_ids", "session_rows",
-           "sniff_header"]
+__all__ = ["AZURE_COLUMNS", "SESSION_BLOCK_TOKENS", "bounded_lines", "read_rows", "session_ids",
+           "session_rows", "sniff_header"]
