@@ -13,6 +13,9 @@ Formats (detected from the content):
                    `hash_ids` (ids of the prompt's 512-token blocks; equal ids = equal
                    content, so the trace's own prefix sharing is reproduced: block h is the
                    same text in every request that lists it)
+    Session JSONL  the Qwen-Bailian traces: `chat_id`, `parent_chat_id`, `timestamp` (s),
+                   lengths, `hash_ids` of 16-token blocks (shared the same way)
+    and the Azure and Vidur traces (the one parser, ridgeline.workload.replay).
 
 Prompt texts: unique per request except where a Mooncake trace says blocks are shared (the
 header records `prompt_reuse: "trace hash_ids"`).
