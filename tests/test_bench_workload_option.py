@@ -212,3 +212,16 @@ def test_bad_row_in_a_trace_workload_names_file_line_and_field(tmp_path: Path) -
     errors = [x for x in out.stderr.splitlines() if x.startswith("error:")]
     assert out.returncode != 0 and len(errors) == 1, out.stderr
     assert f"{str(path)!r} line 3: ContextTokens: got '-3'" in errors[0]
+
+
+def test_a_long_gap_in_a_workload_names_the_way_out(tmp_path: Path) -> None:
+    path = tmp_path / "burst.csv"
+    path.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                    "5,ChatGPT,40,3,43,Conversation log\n"
+                    "7,ChatGPT,40,3,43,Conversation log\n"
+                    "1807,GPT-4,40,3,43,API log\n")
+    out = run("bench", "--base-url", "http://127.0.0.1:9", "--workload", str(path))
+    errors = [x for x in out.stderr.splitlines() if x.startswith("error:")]
+    assert out.returncode != 0 and len(errors) == 1, out.stderr
+    assert "--workload: " in errors[0] and "waits 1,800 s between requests 1 and 2" in errors[0]
+    assert "pass --duration to bound the run, or --requests 2" in errors[0]

@@ -105,7 +105,7 @@ def load_replay(path: str, speed: float = 1.0) -> ReplayTrace:
 
 
 def check_replay_gaps(trace: ReplayTrace, requests: int | None,
-                      duration_s: float | None) -> list[str]:
+                      duration_s: float | None, field: str = "--replay") -> list[str]:
     """Refuse a replay of the first `requests` requests with a gap over MAX_REPLAY_GAP_S
     (unless `duration_s` bounds the run); warning lines when the replay outlasts it."""
     times = np.asarray(trace.times_s[:requests or len(trace.times_s)], dtype=np.float64)
@@ -116,14 +116,16 @@ def check_replay_gaps(trace: ReplayTrace, requests: int | None,
     span_s = float(times[-1])
     if duration_s is None and gaps[i] > MAX_REPLAY_GAP_S:
         speed = trace.speed * gaps[i] / 60.0
+        fix = (f"pass --replay-speed {speed:.3g} (1 minute) or --duration to bound the run"
+               if field == "--replay" else f"pass --duration to bound the run, or --requests "
+               f"{i + 1} to stop before it")
         raise RidgelineError(
-            f"--replay: {trace.path!r} waits {gaps[i]:,.0f} s between requests {i} and "
-            f"{i + 1} (at --replay-speed {trace.speed:g}); allowed: gaps up to "
-            f"{MAX_REPLAY_GAP_S:g} s: pass --replay-speed {speed:.3g} (1 minute) or "
-            "--duration to bound the run")
+            f"{field}: {trace.path!r} waits {gaps[i]:,.0f} s between requests {i} and "
+            f"{i + 1}" + (f" (at --replay-speed {trace.speed:g})" if field == "--replay"
+                          else "") + f"; allowed: gaps up to {MAX_REPLAY_GAP_S:g} s: {fix}")
     # The schedule keeps arrivals before the duration (bench/load.py): one at it is not sent.
     if duration_s is not None and span_s >= duration_s:
-        return [f"warning: --replay: the {times.size:,} requests span {span_s:,.0f} s, "
+        return [f"warning: {field}: the {times.size:,} requests span {span_s:,.0f} s, "
                 f"reaching --duration {duration_s:g} s: those at or after it are not sent"]
     return []
 

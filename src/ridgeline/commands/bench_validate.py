@@ -166,7 +166,7 @@ def check_workload_gaps(trace: Any, requests: int | None, duration_s: float | No
     """The replay's gap check, for an open-loop workload (a closed loop has no gaps)."""
     from ridgeline.bench.replay import check_replay_gaps
 
-    return [] if trace.users else check_replay_gaps(trace, requests, duration_s)
+    return [] if trace.users else check_replay_gaps(trace, requests, duration_s, "--workload")
 
 
 def _points(a: Any, rate_inf: bool, requests: int | None) -> tuple[list, bool, list, list]:
