@@ -116,3 +116,20 @@ def test_a_line_past_the_cap_is_refused_before_it_is_read_whole(tmp_path: Path) 
         assert next(lines) == (1, '{"chat_id": 0}\n')
         with pytest.raises(Exception, match="f line 2: longer than 1,000 characters"):
             next(lines)
+
+
+def test_burstgpt_3_session_ids_are_sessions(tmp_path: Path) -> None:
+    # BurstGPT_3's columns: Session ID and Elapsed time inserted after Timestamp; API log
+    # rows carry no session
+    path = tmp_path / "BurstGPT_3.csv"
+    path.write_text("Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,"
+                    "Total tokens,Log Type\n"
+                    "0,a1f,2.5,ChatGPT,100,20,120,Conversation log\n"
+                    "1,,1.0,GPT-4,50,10,60,API log\n"
+                    "3,b2e,2.0,ChatGPT,80,15,95,Conversation log\n"
+                    "6,a1f,3.1,ChatGPT,230,40,270,Conversation log\n")
+    out = run("simulate", "--workload", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    assert "4 requests in 2 sessions (1.5 requests each; 1 outside any)" in out.stderr
+    w = json.loads(out.stdout)["workload"]
+    assert w["sessions"] == 2 and w["requests_outside_sessions"] == 1

@@ -3,7 +3,8 @@
 One parser for every consumer (simulate's `--arrival replay:`, bench datasets):
 
 - BurstGPT CSV (header ``Timestamp,Model,Request tokens,Response tokens,Total tokens,
-  Log Type``): Timestamp in seconds.
+  Log Type``): Timestamp in seconds; BurstGPT_3's ``Session ID`` column, where present,
+  gives each conversation's requests one session (API log rows have none).
 - Mooncake JSONL (one object per line: ``timestamp`` in milliseconds, ``input_length``,
   ``output_length``, ``hash_ids``: shared leading ids become prefix groups,
   workload/prefix_groups.py).
@@ -119,6 +120,7 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
     h: list[tuple[int, ...]] = []
     chats: list[int] = []
     parents: list[int] = []
+    session_names: dict[str, int] = {}
     if fmt == "burstgpt":
         with open_text(path, field, newline="") as fh, decode_errors(field, path_text):
             for lineno, row in enumerate(csv.DictReader(fh), 2):
@@ -129,6 +131,12 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
                     t.append(_time(row["Timestamp"], "Timestamp", where))
                     p.append(_count(row["Request tokens"] or None, "Request tokens", where))
                     o.append(_count(row["Response tokens"] or None, "Response tokens", where))
+                    # BurstGPT_3's conversations (empty on API log rows: no session)
+                    named = (row.get("Session ID") or "").strip()
+                    if named:
+                        chats.append(session_names.setdefault(named, len(session_names)))
+                    elif "Session ID" in row:
+                        chats.append(-1)
                 except KeyError:
                     raise RidgelineError(f"{where}: not a BurstGPT row (Timestamp, Request "
                                          "tokens, Response tokens)") from None
@@ -181,6 +189,8 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
             hashes, out.prompt_tokens, block)
     if fmt == "session":
         out.session = np.asarray(session_ids(chats, parents), dtype=np.int64)[order]
+    elif chats and len(chats) == len(t):   # BurstGPT_3's Session ID column
+        out.session = np.asarray(chats, dtype=np.int64)[order]
     return out
 
 

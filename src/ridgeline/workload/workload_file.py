@@ -60,10 +60,14 @@ def trace_workload(path_text: str, fmt: str) -> LoadTestWorkload:
                                "zero_output_requests": zeros}
     groups = tr.prefix_group is not None and bool(np.any(tr.prefix_group >= 0))
     sessions = ""
-    if tr.session is not None:
-        n_sessions = int(np.unique(tr.session).size)
-        desc.update(sessions=n_sessions, mean_requests_per_session=n / n_sessions)
-        sessions = f" in {n_sessions:,} sessions ({n / n_sessions:.1f} requests each)"
+    if tr.session is not None and bool(np.any(tr.session >= 0)):
+        in_session = tr.session[tr.session >= 0]
+        n_sessions = int(np.unique(in_session).size)
+        each = in_session.size / n_sessions
+        desc.update(sessions=n_sessions, mean_requests_per_session=each,
+                    requests_outside_sessions=int(n - in_session.size))
+        sessions = f" in {n_sessions:,} sessions ({each:.1f} requests each" + (
+            f"; {n - in_session.size:,} outside any)" if in_session.size < n else ")")
     summary = (f"workload: {name} {path_text}: {n:,} requests{sessions} at the file's "
                f"timestamps over {span_s:,.1f} s\nworkload: each request's own lengths: "
                f"prompt mean {tr.prompt_tokens.mean():.1f}, output mean "
