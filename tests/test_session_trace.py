@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
@@ -36,6 +37,11 @@ def test_sessions_lengths_and_times_as_the_file(tmp_path: Path) -> None:
               str(tmp_path / "s.jsonl"))
     assert out.returncode == 0, out.stderr
     assert f"40 requests in {sessions} sessions (5.0 requests each)" in out.stderr
+    at = {r["chat_id"]: r["timestamp"] for r in recs}
+    gaps = [r["timestamp"] - at[r["parent_chat_id"]] for r in recs if r["parent_chat_id"] >= 0]
+    assert len(gaps) == 32
+    assert (f"a turn arrives {np.median(gaps):.2f} s after its parent's arrival (median; "
+            f"p90 {np.percentile(gaps, 90):.2f} s)") in out.stderr
     assert json.loads(out.stdout)["workload"]["sessions"] == sessions
     sim = [json.loads(x) for x in (tmp_path / "s.jsonl").read_text().splitlines()]
     sim = sorted((r for r in sim if r.get("type") == "request"), key=lambda r: int(r["id"]))

@@ -189,6 +189,10 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
             hashes, out.prompt_tokens, block)
     if fmt == "session":
         out.session = np.asarray(session_ids(chats, parents), dtype=np.int64)[order]
+        arrived = dict(zip(chats, t, strict=True))
+        gaps = np.array([t[i] - arrived[q] if q in arrived else np.nan
+                         for i, q in enumerate(parents)], dtype=np.float64)
+        out.parent_gap_s = gaps[order] / speedup
     elif chats and len(chats) == len(t):   # BurstGPT_3's Session ID column
         out.session = np.asarray(chats, dtype=np.int64)[order]
     return out

@@ -68,12 +68,21 @@ def trace_workload(path_text: str, fmt: str) -> LoadTestWorkload:
                     requests_outside_sessions=int(n - in_session.size))
         sessions = f" in {n_sessions:,} sessions ({each:.1f} requests each" + (
             f"; {n - in_session.size:,} outside any)" if in_session.size < n else ")")
+    gaps = tr.parent_gap_s[np.isfinite(tr.parent_gap_s)] if tr.parent_gap_s is not None \
+        else np.zeros(0)
+    think = ""
+    if gaps.size:
+        desc.update(parent_gap_median_s=float(np.median(gaps)),
+                    parent_gap_p90_s=float(np.percentile(gaps, 90)))
+        think = (f"\nworkload: a turn arrives {np.median(gaps):.2f} s after its parent's "
+                 f"arrival (median; p90 {np.percentile(gaps, 90):.2f} s): think time plus "
+                 "the parent's serving time, replayed as recorded")
     summary = (f"workload: {name} {path_text}: {n:,} requests{sessions} at the file's "
                f"timestamps over {span_s:,.1f} s\nworkload: each request's own lengths: "
                f"prompt mean {tr.prompt_tokens.mean():.1f}, output mean "
                f"{tr.output_tokens.mean():.1f} tokens"
                + (f" ({zeros} zero-token responses asked as 1)" if zeros else "")
-               + ("; shared prefixes from its hash_ids" if groups else ""))
+               + ("; shared prefixes from its hash_ids" if groups else "") + think)
     return LoadTestWorkload(name, n, f"replay:path={path_text},format={fmt}", from_file=True,
                             described=desc, summary=summary)
 
