@@ -8,6 +8,7 @@ them and builds the `BenchPlan`. Field names are the command function's paramete
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(kw_only=True)
@@ -123,6 +124,9 @@ class BenchArgs:
     json_out: bool
     seed: int
     report: str | None
+    # `--workload` (commands/bench_workload.py) and the request plan read from it
+    workload: str | None = None
+    workload_trace: Any = None
 
 
 __all__ = ["BenchArgs"]

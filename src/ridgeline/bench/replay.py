@@ -13,6 +13,9 @@ Formats (detected from the content):
                    `hash_ids` (ids of the prompt's 512-token blocks; equal ids = equal
                    content, so the trace's own prefix sharing is reproduced: block h is the
                    same text in every request that lists it)
+    Session JSONL  the Qwen-Bailian traces: `chat_id`, `parent_chat_id`, `timestamp` (s),
+                   lengths, `hash_ids` of 16-token blocks (shared the same way)
+    and the Azure and Vidur traces (the one parser, ridgeline.workload.replay).
 
 Prompt texts: unique per request except where a Mooncake trace says blocks are shared (the
 header records `prompt_reuse: "trace hash_ids"`).
@@ -54,12 +57,26 @@ class ReplayTrace:
     output_tokens: tuple[int, ...]
     hash_ids: tuple[tuple[int, ...], ...] | None = None
     skipped: int = 0
+    # `--workload` (bench/workload_plan.py): shared prefixes as the simulator's groups (the
+    # first prefix_tokens[i] prompt tokens of request i are group prefix_group[i]'s text;
+    # -1: none), a closed loop of `users` (times unused), and the workload's description
+    prefix_group: tuple[int, ...] | None = None
+    prefix_tokens: tuple[int, ...] | None = None
+    users: int | None = None
+    workload: dict[str, object] | None = None
+    # the prompt tokens one hash id stands for (Mooncake 512, a session trace 16)
+    block_tokens: int = MOONCAKE_BLOCK_TOKENS
 
     def describe(self) -> dict[str, object]:
         out: dict[str, object] = {"kind": f"replay:{self.kind}", "path": self.path,
                                   "replay_speed": self.speed, "requests": len(self.times_s)}
         if self.skipped:
             out["skipped_rows"] = self.skipped
+        if self.workload is not None:
+            out["kind"] = "workload"
+            out["workload"] = self.workload
+            if self.prefix_group is not None:
+                out["prefix_groups"] = len({g for g in self.prefix_group if g >= 0})
         return out
 
 
@@ -84,11 +101,11 @@ def load_replay(path: str, speed: float = 1.0) -> ReplayTrace:
         tuple(int(x) for x in tt.prompt_tokens[keep]),
         tuple(int(x) for x in tt.output_tokens[keep]),
         tuple(tt.hash_ids[i] for i in keep) if tt.hash_ids is not None else None,
-        int(tt.times_s.size - keep.size))
+        int(tt.times_s.size - keep.size), block_tokens=tt.block_tokens)
 
 
 def check_replay_gaps(trace: ReplayTrace, requests: int | None,
-                      duration_s: float | None) -> list[str]:
+                      duration_s: float | None, field: str = "--replay") -> list[str]:
     """Refuse a replay of the first `requests` requests with a gap over MAX_REPLAY_GAP_S
     (unless `duration_s` bounds the run); warning lines when the replay outlasts it."""
     times = np.asarray(trace.times_s[:requests or len(trace.times_s)], dtype=np.float64)
@@ -99,14 +116,16 @@ def check_replay_gaps(trace: ReplayTrace, requests: int | None,
     span_s = float(times[-1])
     if duration_s is None and gaps[i] > MAX_REPLAY_GAP_S:
         speed = trace.speed * gaps[i] / 60.0
+        fix = (f"pass --replay-speed {speed:.3g} (1 minute) or --duration to bound the run"
+               if field == "--replay" else f"pass --duration to bound the run, or --requests "
+               f"{i + 1} to stop before it")
         raise RidgelineError(
-            f"--replay: {trace.path!r} waits {gaps[i]:,.0f} s between requests {i} and "
-            f"{i + 1} (at --replay-speed {trace.speed:g}); allowed: gaps up to "
-            f"{MAX_REPLAY_GAP_S:g} s: pass --replay-speed {speed:.3g} (1 minute) or "
-            "--duration to bound the run")
+            f"{field}: {trace.path!r} waits {gaps[i]:,.0f} s between requests {i} and "
+            f"{i + 1}" + (f" (at --replay-speed {trace.speed:g})" if field == "--replay"
+                          else "") + f"; allowed: gaps up to {MAX_REPLAY_GAP_S:g} s: {fix}")
     # The schedule keeps arrivals before the duration (bench/load.py): one at it is not sent.
     if duration_s is not None and span_s >= duration_s:
-        return [f"warning: --replay: the {times.size:,} requests span {span_s:,.0f} s, "
+        return [f"warning: {field}: the {times.size:,} requests span {span_s:,.0f} s, "
                 f"reaching --duration {duration_s:g} s: those at or after it are not sent"]
     return []
 
@@ -114,7 +133,8 @@ def check_replay_gaps(trace: ReplayTrace, requests: int | None,
 def replay_requests(trace: ReplayTrace, n: int, nonce: int, tokenizer: object = None
                     ) -> list[BenchRequest]:
     """The first n requests: prompts of the recorded lengths (shared blocks where the
-    Mooncake hash_ids say so), max_tokens = recorded output length."""
+    Mooncake hash_ids say so, a group's shared text where prefix groups say so),
+    max_tokens = recorded output length."""
     from ridgeline.bench.dataset import exact_text
     from ridgeline.bench.prompts import text_rng
 
@@ -126,23 +146,39 @@ def replay_requests(trace: ReplayTrace, n: int, nonce: int, tokenizer: object = 
 
     def block(h: int) -> str:
         if h not in blocks:
-            blocks[h] = exact_text(MOONCAKE_BLOCK_TOKENS, np.random.default_rng(
+            blocks[h] = exact_text(trace.block_tokens, np.random.default_rng(
                 [nonce, h, 0xB10C]), tokenizer)  # type: ignore[arg-type]
         return blocks[h]
+
+    prefixes: dict[tuple[int, int], str] = {}
+
+    def prefix(group: int, k: int) -> str:
+        if (group, k) not in prefixes:
+            prefixes[group, k] = exact_text(k, np.random.default_rng(
+                [nonce, group, k, 0x9F1C]), tokenizer)  # type: ignore[arg-type]
+        return prefixes[group, k]
 
     out = []
     for i in range(n):
         n_in = trace.prompt_tokens[i]
         hashes = trace.hash_ids[i] if trace.hash_ids is not None else ()
+        group = trace.prefix_group[i] if trace.prefix_group is not None else -1
         if hashes:
             # Full blocks from the shared table; the last block is this request's own tail.
-            n_full = min(len(hashes), n_in // MOONCAKE_BLOCK_TOKENS)
+            n_full = min(len(hashes), n_in // trace.block_tokens)
             parts = [block(h) for h in hashes[:n_full]]
-            tail = n_in - n_full * MOONCAKE_BLOCK_TOKENS
+            tail = n_in - n_full * trace.block_tokens
             if tail > 0:
                 parts.append(exact_text(tail, rng, tokenizer))  # type: ignore[arg-type]
             prompt = " ".join(parts)
             tag_at = len(prompt) - len(parts[-1]) if tail > 0 else len(prompt)
+        elif group >= 0 and trace.prefix_tokens is not None and trace.prefix_tokens[i] > 0:
+            # the group's shared text, then this request's own tail
+            k = min(trace.prefix_tokens[i], n_in)
+            prompt = prefix(group, k)
+            if n_in > k:
+                prompt += " " + exact_text(n_in - k, rng, tokenizer)  # type: ignore[arg-type]
+            tag_at = len(prompt)
         else:
             prompt, tag_at = exact_text(n_in, rng, tokenizer), 0  # type: ignore[arg-type]
         out.append(BenchRequest(f"r{i}", prompt, trace.output_tokens[i], n_in, tag_at=tag_at))

@@ -151,7 +151,8 @@ def _header(cfg: BenchConfig, info: ServerInfo, t0_perf: float, n_pool: int,
         dataset["multi_turn"] = cfg.multi_turn.describe()
     if cfg.replay is not None:
         dataset = {**cfg.replay.describe(), "distinct_prompts": n_pool,
-                   "prompt_reuse": "trace hash_ids" if cfg.replay.hash_ids else "none"}
+                   "prompt_reuse": "trace hash_ids" if cfg.replay.hash_ids else
+                   "prefix-groups" if cfg.replay.prefix_group else "none"}
     dataset["prompt_nonce"] = cfg.prompt_nonce
     dataset["point_index"] = cfg.point_index
     unix_now, perf_now = time.time(), time.perf_counter()
@@ -266,7 +267,7 @@ def run_bench(cfg: BenchConfig, *, warn: Callable[[str], None] = _warn_stderr,
                                                               sampler.header())))
 
     cache = CacheWatch(asked=bool(cfg.prefix_groups or cfg.multi_turn or (
-        cfg.replay is not None and cfg.replay.hash_ids) or (
+        cfg.replay is not None and (cfg.replay.hash_ids or cfg.replay.prefix_group)) or (
         cfg.dataset.kind == "sonnet" and cfg.dataset.prefix_tokens)))
 
     def emit(rec: dict) -> None:

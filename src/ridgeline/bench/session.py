@@ -190,7 +190,9 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None, *,
                     not plan.rate_sweep:
                 # an arrival spec that carries its own rate (ramp, replay) makes it open loop
                 arrival_proc = parse_arrival(plan.arrival, None)
-            if plan.run.replay is not None:
+            if plan.run.replay is not None and plan.run.replay.users:
+                arrival_proc, conc = None, plan.run.replay.users  # a workload's closed loop
+            elif plan.run.replay is not None:
                 arrival_proc = ArrivalProcess("replay", replay_times_s=plan.run.replay.times_s)
                 conc = plan.replay_concurrency
             cfg = replace(plan.run, endpoint=endpoint,

@@ -115,6 +115,7 @@ from ridgeline.commands.bench_options import (
     WarmupOpt,
     WorkersOpt,
 )
+from ridgeline.commands.bench_workload import WorkloadOpt
 from ridgeline.commands.options import (
     CalibrationOpt,
     JsonOpt,
@@ -253,6 +254,8 @@ def bench(
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
     report: ReportOpt = None,
+    # a load test's own workload (commands/bench_workload.py)
+    workload: WorkloadOpt = None,
 ) -> None:
     """Load-test an OpenAI-compatible endpoint; write one trace per load point."""
     options = dict(locals())  # first: exactly the parameters

@@ -23,7 +23,9 @@ WHOLE_RUN_NOTE = ("vLLM's block: whole run, as vLLM computes it (completed reque
 def run_command(a: BenchArgs) -> None:
     from ridgeline.bench.peer_flags import translate
     from ridgeline.commands.bench_validate import build_plan
+    from ridgeline.commands.bench_workload import apply_bench_workload
 
+    apply_bench_workload(a)
     peer = translate(a)
     for note in peer.notes:
         typer.echo(f"note: {note}", err=True)

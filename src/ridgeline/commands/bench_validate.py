@@ -126,7 +126,13 @@ def _check_outputs(a: Any) -> None:
 def _load_inputs(a: Any, requests: int | None) -> tuple[Any, Any, int | None]:
     """--replay and --multi-turn: (replay trace, multi-turn spec, requests)."""
     replay_trace = turns = None
-    if a.replay is not None:
+    if a.workload_trace is not None:  # `--workload`: its requests, as simulate plans them
+        replay_trace = a.workload_trace
+        if a.duration_s is None:
+            requests = len(replay_trace.times_s)
+        for line in check_workload_gaps(replay_trace, requests, a.duration_s):
+            print(line, file=sys.stderr)
+    elif a.replay is not None:
         from ridgeline.bench.replay import check_replay_gaps, load_replay
 
         if a.rate is not None or a.dataset != "synthetic" or a.prefix_groups:
@@ -153,6 +159,14 @@ def _load_inputs(a: Any, requests: int | None) -> tuple[Any, Any, int | None]:
     elif a.think_time != "0":
         raise RidgelineError("--think-time: only with --multi-turn")
     return replay_trace, turns, requests
+
+
+def check_workload_gaps(trace: Any, requests: int | None, duration_s: float | None
+                        ) -> list[str]:
+    """The replay's gap check, for an open-loop workload (a closed loop has no gaps)."""
+    from ridgeline.bench.replay import check_replay_gaps
+
+    return [] if trace.users else check_replay_gaps(trace, requests, duration_s, "--workload")
 
 
 def _points(a: Any, rate_inf: bool, requests: int | None) -> tuple[list, bool, list, list]:

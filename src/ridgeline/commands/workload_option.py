@@ -20,29 +20,35 @@ def apply_workload(value: str, seed: int, options: dict[str, Any], json_out: boo
                    ) -> tuple[dict[str, Any], Any]:
     """simulate's settings from `--workload value` (the given `options` overridden) and the
     workload read; says on stderr which workload was read (one or two lines)."""
-    from ridgeline.workload.load_test_configs import read_workload
+    from ridgeline.workload.load_test_configs import workload_settings
+    from ridgeline.workload.workload_file import read_workload_file
 
     ctx = _context()
-    given = []
-    if ctx is not None:
-        for name in REPLACED:
-            src = ctx.get_parameter_source(name)
-            if src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP"):
-                given.append("--" + name.replace("_", "-"))
+    given = flags_given(REPLACED)
     if given:
         raise RidgelineError(f"--workload: sets the load itself; allowed: without "
                              f"{', '.join(given)}")
-    w = read_workload(value, seed)
+    w = read_workload_file(value, seed)
     requests_given = ctx is not None and (src := ctx.get_parameter_source("requests")) \
         is not None and src.name not in ("DEFAULT", "DEFAULT_MAP")
-    n = min(int(options["requests"]), w.requests) if requests_given else w.requests
-    out = dict(options, arrival=w.arrival, rate=None if w.rate_req_s is None else
-               f"{w.rate_req_s:.17g}", concurrency=w.concurrency, prompt=w.prompt,
-               output=w.output, prefix_groups=w.prefix_groups, prefix_tokens=w.prefix_tokens,
-               requests=n)
+    settings = workload_settings(w, int(options["requests"]) if requests_given else None)
+    n = settings["requests"]
+    out = dict(options, **{k: v for k, v in settings.items() if not k.endswith("_replay")})
     typer.echo(w.summary + (f" (the first {n:,} simulated: --requests)" if n < w.requests
                             else ""), err=True)
     return out, w
+
+
+def flags_given(names: tuple[str, ...]) -> list[str]:
+    """The options among `names` (parameter names) the user gave, as `--flag` spellings."""
+    ctx = _context()
+    given = []
+    if ctx is not None:
+        for name in names:
+            src = ctx.get_parameter_source(name)
+            if src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP"):
+                given.append("--" + name.replace("_", "-"))
+    return given
 
 
 def _context() -> Any:
@@ -55,4 +61,4 @@ def _context() -> Any:
     return get_current_context(silent=True)
 
 
-__all__ = ["apply_workload"]
+__all__ = ["apply_workload", "flags_given"]

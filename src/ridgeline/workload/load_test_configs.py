@@ -78,6 +78,28 @@ class LoadTestWorkload:
     from_file: bool = False
     described: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
+    # vLLM's --max-concurrency beside a finite rate: a cap on requests in flight, which a
+    # load generator honours and the open-loop simulation does not
+    max_in_flight: int | None = None
+
+
+def workload_settings(w: LoadTestWorkload, requests: int | None = None) -> dict[str, Any]:
+    """The scenario a workload sets (arrival, rate, concurrency, lengths, prefix groups,
+    requests: the first `requests` of it when given) and which lengths come from its file:
+    what `simulate --workload` simulates and `bench --workload` sends, one reading for both.
+
+    >>> w = read_workload("vllm bench serve --random-input-len 64 --num-prompts 9", seed=0)
+    >>> s = workload_settings(w, 4)
+    >>> s["requests"], s["arrival"], s["rate"], s["prompt"], s["prompt_from_replay"]
+    (4, 'constant', '10000000', 'fixed:64', False)
+    """
+    n = w.requests if requests is None else min(int(requests), w.requests)
+    return {"arrival": w.arrival, "rate": None if w.rate_req_s is None else
+            f"{w.rate_req_s:.17g}", "concurrency": w.concurrency, "prompt": w.prompt,
+            "output": w.output, "prefix_groups": w.prefix_groups,
+            "prefix_tokens": w.prefix_tokens, "requests": n,
+            "prompt_from_replay": w.from_file and w.prompt is None,
+            "output_from_replay": w.from_file and w.output is None}
 
 
 def _bad(path: str, what: str, got: object, allowed: str) -> RidgelineError:
@@ -306,6 +328,8 @@ def _vllm_command(text: str, origin: str) -> LoadTestWorkload:
                             "burstiness": args.burstiness,
                             "max_concurrency": args.max_concurrency}
     w = LoadTestWorkload("vllm bench serve", n, arrival, rate_req_s, conc, described=desc)
+    if not math.isinf(rate) and args.max_concurrency:
+        w.max_in_flight = int(args.max_concurrency)
     if args.dataset_name == "random":
         rr = args.random_range_ratio
         w.prompt = random_lengths(args.random_input_len, rr)
@@ -383,6 +407,8 @@ def _vllm_result(path_text: str, data: dict[str, Any]) -> LoadTestWorkload:
                             "max_concurrency": conc}
     w = LoadTestWorkload("vllm bench serve result", n, arrival, rate_req_s, users,
                          described=desc)
+    if not math.isinf(rate) and conc:
+        w.max_in_flight = int(conc)
     if isinstance(data.get("input_lens"), list) and isinstance(data.get("output_lens"), list):
         w.arrival = f"replay:path={path_text},format=vllm-result" + (
             f",cv={cv:g}" if cv != 1.0 and users is None else "")
@@ -515,4 +541,4 @@ def read_workload(value: str, seed: int = 0) -> LoadTestWorkload:
     return _inference_perf(value, seed)
 
 
-__all__ = ["LoadTestWorkload", "config_trace", "read_workload"]
+__all__ = ["LoadTestWorkload", "config_trace", "read_workload", "workload_settings"]

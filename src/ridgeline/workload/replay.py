@@ -3,10 +3,13 @@
 One parser for every consumer (simulate's `--arrival replay:`, bench datasets):
 
 - BurstGPT CSV (header ``Timestamp,Model,Request tokens,Response tokens,Total tokens,
-  Log Type``): Timestamp in seconds.
+  Log Type``): Timestamp in seconds; BurstGPT_3's ``Session ID`` column, where present,
+  gives each conversation's requests one session (API log rows have none).
 - Mooncake JSONL (one object per line: ``timestamp`` in milliseconds, ``input_length``,
   ``output_length``, ``hash_ids``: shared leading ids become prefix groups,
   workload/prefix_groups.py).
+- session traces (Qwen-Bailian JSONL: ``chat_id``, ``parent_chat_id``, ``timestamp`` in
+  seconds, lengths, 16-token ``hash_ids``): sessions kept, blocks as prefix groups.
 - the Azure LLM inference traces, Vidur's CSVs and ShareGPT JSON (workload/trace_formats.py)
   and load-test configs and results read as traces (workload/load_test_configs.py).
 
@@ -41,7 +44,14 @@ from ridgeline.workload.timed_trace import (
     _count,
     _time,
 )
-from ridgeline.workload.trace_formats import read_rows, sniff_header
+from ridgeline.workload.trace_formats import (
+    SESSION_BLOCK_TOKENS,
+    bounded_lines,
+    read_rows,
+    session_ids,
+    session_rows,
+    sniff_header,
+)
 
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 # Bounds on a replay file: rows beyond these are corrupt, not traffic.
@@ -53,7 +63,7 @@ MOONCAKE_BLOCK_TOKENS = 512        # the prompt tokens one Mooncake hash id stan
 OTHER_FORMATS = ("azure", "vidur", "vidur-lengths", "vidur-arrivals", "sharegpt")
 UNTIMED_FORMATS = ("vidur-lengths", "sharegpt")
 CONFIG_FORMATS = ("inference-perf", "vllm-result", "guidellm", "aiperf")
-FORMATS = ("burstgpt", "mooncake", *OTHER_FORMATS, *CONFIG_FORMATS)
+FORMATS = ("burstgpt", "mooncake", "session", *OTHER_FORMATS, *CONFIG_FORMATS)
 
 
 def sniff_format(path: Path, field: str = "--arrival") -> str:
@@ -67,6 +77,10 @@ def sniff_format(path: Path, field: str = "--arrival") -> str:
             obj = json.loads(first)
         except json.JSONDecodeError:
             return "other"
+        if not isinstance(obj, dict):
+            return "other"
+        if "chat_id" in obj and "input_length" in obj:
+            return "session"
         return "mooncake" if "timestamp" in obj and "input_length" in obj else "other"
     cols = [c.strip() for c in first.split(",")]
     if all(c in cols for c in BURSTGPT_COLUMNS):
@@ -104,6 +118,9 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
     p = array("q")
     o = array("q")
     h: list[tuple[int, ...]] = []
+    chats: list[int] = []
+    parents: list[int] = []
+    session_names: dict[str, int] = {}
     if fmt == "burstgpt":
         with open_text(path, field, newline="") as fh, decode_errors(field, path_text):
             for lineno, row in enumerate(csv.DictReader(fh), 2):
@@ -114,12 +131,18 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
                     t.append(_time(row["Timestamp"], "Timestamp", where))
                     p.append(_count(row["Request tokens"] or None, "Request tokens", where))
                     o.append(_count(row["Response tokens"] or None, "Response tokens", where))
+                    # BurstGPT_3's conversations (empty on API log rows: no session)
+                    named = (row.get("Session ID") or "").strip()
+                    if named:
+                        chats.append(session_names.setdefault(named, len(session_names)))
+                    elif "Session ID" in row:
+                        chats.append(-1)
                 except KeyError:
                     raise RidgelineError(f"{where}: not a BurstGPT row (Timestamp, Request "
                                          "tokens, Response tokens)") from None
     elif fmt == "mooncake":
         with open_text(path, field) as fh, decode_errors(field, path_text):
-            for lineno, line in enumerate(fh, 1):
+            for lineno, line in bounded_lines(fh, f"{field}: {path_text!r}"):
                 if not line.strip():
                     continue
                 where = f"{field}: {path_text!r} line {lineno}"
@@ -131,6 +154,16 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
                 p.append(n_in)
                 o.append(_count(rec.output_length, "output_length", where))
                 h.append(_hash_ids(rec.hash_ids, n_in, where))
+    elif fmt == "session":
+        for when_s, n_in, n_out, ids, chat, parent in session_rows(path, path_text, field):
+            if len(t) >= MAX_REPLAY_ROWS:
+                raise _too_many(field, path_text)
+            t.append(when_s)
+            p.append(n_in)
+            o.append(n_out)
+            h.append(ids)
+            chats.append(chat)
+            parents.append(parent)
     elif fmt in OTHER_FORMATS:
         for row_t, n_in, n_out in read_rows(fmt, path, path_text, field, tokenizer):
             if len(t) >= MAX_REPLAY_ROWS:
@@ -146,13 +179,22 @@ def read_timed_trace(path_text: str, speedup: float = 1.0, field: str = "--arriv
     times = np.frombuffer(t, dtype=np.float64)
     order = np.argsort(times, kind="stable")
     times = (times[order] - times[order[0]]) / speedup
-    hashes = [h[i] for i in order] if fmt == "mooncake" else None
+    hashes = [h[i] for i in order] if fmt in ("mooncake", "session") else None
+    block = SESSION_BLOCK_TOKENS if fmt == "session" else MOONCAKE_BLOCK_TOKENS
     out = TimedTrace(times, np.frombuffer(p, dtype=np.int64)[order],
                      np.frombuffer(o, dtype=np.int64)[order], fmt, hashes,
-                     timed=fmt not in UNTIMED_FORMATS)
+                     timed=fmt not in UNTIMED_FORMATS, block_tokens=block)
     if hashes is not None:
         out.prefix_group, out.prefix_tokens = shared_prefix_groups(
-            hashes, out.prompt_tokens, MOONCAKE_BLOCK_TOKENS)
+            hashes, out.prompt_tokens, block)
+    if fmt == "session":
+        out.session = np.asarray(session_ids(chats, parents), dtype=np.int64)[order]
+        arrived = dict(zip(chats, t, strict=True))
+        gaps = np.array([t[i] - arrived[q] if q in arrived else np.nan
+                         for i, q in enumerate(parents)], dtype=np.float64)
+        out.parent_gap_s = gaps[order] / speedup
+    elif chats and len(chats) == len(t):   # BurstGPT_3's Session ID column
+        out.session = np.asarray(chats, dtype=np.int64)[order]
     return out
 
 

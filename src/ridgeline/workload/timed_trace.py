@@ -33,6 +33,13 @@ class TimedTrace:
     prefix_tokens: np.ndarray | None = None
     # formats without timestamps (ShareGPT, Vidur length files): False, times_s all 0
     timed: bool = True
+    # the prompt tokens one hash id stands for (Mooncake 512, a session trace 16)
+    block_tokens: int = 512
+    # a session trace: each request's session (its root request's chat id), in time order,
+    # and the seconds from its parent request's arrival to its own (NaN for a session's
+    # first request): the user's or agent's think time plus the parent's serving time
+    session: np.ndarray | None = None
+    parent_gap_s: np.ndarray | None = None
 
 
 def _count(value: object, what: str, where: str) -> int:

@@ -11,6 +11,13 @@ what it held and what is allowed.
 - Vidur's CSVs: request lengths ``num_prefill_tokens,num_decode_tokens``, with an arrival
   column ``arrived_at`` (seconds) when the file is a full trace (its ``splitwise_*.csv``);
   or an arrival trace with an ``arrival_time`` column (a date and time, or seconds).
+- Session traces: the Qwen-Bailian KVCache traces (Alibaba, an agentic coder service among
+  them: JSONL ``chat_id, parent_chat_id, timestamp, input_length, output_length, type,
+  turn, hash_ids``): ``timestamp`` in seconds from the trace's start, ``parent_chat_id``
+  -1 for a session's first request and otherwise the request it follows (a session is a
+  chain from its root), ``hash_ids`` the prompt's 16-token blocks (equal ids, equal text).
+  Each request keeps its session (the root's chat_id) and the gap after its parent's
+  arrival (the think time plus the parent's own serving time, as the trace recorded it).
 - ShareGPT JSON (a list of ``{"conversations": [{"from": "human", "value": ...},
   {"from": "gpt", "value": ...}, ...]}``): the first human turn is the prompt and the gpt
   turn after it the output, both counted with a tokenizer (cl100k by default). ShareGPT has
@@ -29,8 +36,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ridgeline.errors import RidgelineError
-from ridgeline.inputs import decode_errors, open_text
+from ridgeline.inputs import decode_errors, loads_json, open_text
 from ridgeline.tokenizers import load_tokenizer
 from ridgeline.workload.timed_trace import _count, _time
 
@@ -44,12 +53,117 @@ _READ_CHARS = 1 << 20
 _ZERO = datetime(2020, 1, 1)
 
 Row = tuple[float | None, int, int]
+SESSION_BLOCK_TOKENS = 16          # the Qwen-Bailian traces' hash block
+MAX_SESSION_HASH_IDS = 700_000     # a 10 M-token prompt's 16-token blocks
+# a line of a JSONL trace longer than this is not a request (700k ids of 8 digits: 6 MB)
+MAX_JSONL_LINE_CHARS = 16 << 20
+
+
+class SessionRecord(msgspec.Struct):
+    """One request of a session trace (Qwen-Bailian): the fields read, of their JSON types;
+    other fields are kept out (the files add some, e.g. a time to the parent chat)."""
+
+    chat_id: int
+    timestamp: int | float
+    input_length: int | float
+    output_length: int | float
+    parent_chat_id: int = -1
+    turn: int | None = None
+    type: str | None = None
+    hash_ids: list[Any] | None = None
+
+
+_SESSION = msgspec.json.Decoder(SessionRecord)
+SESSION_FIELDS = ("chat_id", "parent_chat_id", "timestamp", "input_length",
+                  "output_length", "turn", "type", "hash_ids")
+SessionRow = tuple[float, int, int, tuple[int, ...], int, int]
+
+
+def session_rows(path: Path, path_text: str, field: str) -> Iterator[SessionRow]:
+    """(time s, prompt tokens, output tokens, hash ids, chat id, parent chat id) per line of
+    a session trace, in file order; a bad line is one error naming the line and field."""
+    with open_text(path, field) as fh, decode_errors(field, path_text):
+        for lineno, line in bounded_lines(fh, f"{field}: {path_text!r}"):
+            if not line.strip():
+                continue
+            where = f"{field}: {path_text!r} line {lineno}"
+            rec = _session_record(line, where)
+            n_in = _count(rec.input_length, "input_length", where)
+            yield (_time(rec.timestamp, "timestamp", where), n_in,
+                   _count(rec.output_length, "output_length", where),
+                   _block_ids(rec.hash_ids, n_in, where), rec.chat_id, rec.parent_chat_id)
+
+
+def bounded_lines(fh: Any, where: str, limit: int = MAX_JSONL_LINE_CHARS
+                  ) -> Iterator[tuple[int, str]]:
+    """(line number, line) of a text file, refusing a line past `limit` characters before
+    it is read whole (a corrupt or binary file can be one multi-gigabyte line)."""
+    lineno = 0
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        lineno += 1
+        if len(line) > limit:
+            raise RidgelineError(f"{where} line {lineno}: longer than {limit:,} characters; "
+                                 "allowed: one JSON record a line")
+        yield lineno, line
+
+
+def _session_record(line: str, where: str) -> SessionRecord:
+    try:
+        return _SESSION.decode(line)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        if text.startswith("Expected `object`") or "missing required field" in text:
+            missing = text.split("`")[1] if "missing required field" in text else "record"
+            raise RidgelineError(f"{where}: {missing}: missing; allowed: a session record "
+                                 f"({', '.join(SESSION_FIELDS)})") from None
+        at = text.rsplit(" - at `$.", 1)
+        name = at[1].rstrip("`").split("[")[0] if len(at) == 2 else "record"
+        allowed = {"hash_ids": "a list of integer block ids", "type": "a string",
+                   "chat_id": "an integer", "parent_chat_id": "an integer (-1: a root)",
+                   "turn": "an integer"}.get(name, "a number")
+        raise RidgelineError(f"{where}: {name}: {at[0]}; allowed: {allowed}") from None
+    except msgspec.DecodeError:
+        loads_json(line, where)  # the JSON error, in its usual words
+        raise RidgelineError(f"{where}: NaN, Infinity or a number past 64 bits; allowed: "
+                             "finite JSON numbers") from None
+
+
+def _block_ids(value: list[Any] | None, input_length: int, where: str) -> tuple[int, ...]:
+    """Block ids: integers, no more than the prompt's 16-token blocks (+1)."""
+    if not value:
+        return ()
+    limit = min(MAX_SESSION_HASH_IDS, input_length // SESSION_BLOCK_TOKENS + 2)
+    if len(value) > limit or not all(
+            isinstance(x, int) and not isinstance(x, bool) and abs(x) < 2**63 for x in value):
+        raise RidgelineError(f"{where}: hash_ids: got {len(value):,} ids; allowed: a list of "
+                             f"at most {limit:,} integer block ids (one per "
+                             f"{SESSION_BLOCK_TOKENS} prompt tokens)")
+    return tuple(value)
+
+
+def session_ids(chat_ids: list[int], parents: list[int]) -> list[int]:
+    """The session (root chat_id) of each request, following parent_chat_id chains in file
+    order; a parent that is not an earlier request of the file starts its own session (a
+    trace cut from a longer one)."""
+    root_of: dict[int, int] = {}
+    out = []
+    for chat, parent in zip(chat_ids, parents, strict=True):
+        root = root_of.get(parent, chat) if parent >= 0 else chat
+        root_of[chat] = root
+        out.append(root)
+    return out
 
 
 def sniff_header(first_line: str) -> str | None:
     """The format a CSV header line or the start of a JSON file names, or None."""
     if first_line.lstrip().startswith("["):
         return "sharegpt"
+    if first_line.lstrip().startswith("{"):
+        return "session" if '"chat_id"' in first_line and '"input_length"' in first_line \
+            else None
     cols = [c.strip().strip('"') for c in first_line.split(",")]
     if all(c in cols for c in AZURE_COLUMNS):
         return "azure"
@@ -223,4 +337,5 @@ def _sharegpt_rows(path: Path, path_text: str, field: str, tokenizer: str | None
                 break
 
 
-__all__ = ["AZURE_COLUMNS", "read_rows", "sniff_header"]
+__all__ = ["AZURE_COLUMNS", "SESSION_BLOCK_TOKENS", "bounded_lines", "read_rows", "session_ids",
+           "session_rows", "sniff_header"]
