@@ -261,7 +261,7 @@ def annotate_latency(latency: dict[str, dict[str, Any]], regime: str, distance: 
             continue
         srcs = {}
         for stat in ("mean", "median", "p90", "p99"):
-            v = _stat(d, stat)
+            v = json_stat(d, stat)
             if v is None:
                 continue
             iv = predict_interval(v, METRIC_RESIDUAL[(metric, stat)], regime, distance,
@@ -276,7 +276,9 @@ def annotate_latency(latency: dict[str, dict[str, Any]], regime: str, distance: 
                                 "by_statistic": srcs}
 
 
-def _stat(d: dict[str, Any], stat: str) -> float | None:
+def json_stat(d: dict[str, Any], stat: str) -> float | None:
+    """Statistic `stat` (mean, median, p90, p99) of one metric's JSON object (an analysis's
+    or a streamed run's `latency.<metric>`): None where absent, not finite or not positive."""
     if stat == "mean":
         v = d.get("mean")
     else:
@@ -323,6 +325,6 @@ def annotate_estimate(result: dict[str, Any], distance: Distance,
 
 __all__ = ["CATALOG_PATH", "COVERAGE_NOTE", "ESTIMATE_KEYS", "LEVELS", "MIN_RUNS", "REGIMES",
            "Distance", "Interval", "annotate_estimate", "annotate_latency",
-           "distance_from_data", "interval_fields", "load_catalog", "predict_interval",
-           "regime_of", "residual_entry", "residual_interval", "step_scales", "t_quantile",
-           "widen_by_propagation"]
+           "distance_from_data", "interval_fields", "json_stat", "load_catalog",
+           "predict_interval", "regime_of", "residual_entry", "residual_interval",
+           "step_scales", "t_quantile", "widen_by_propagation"]
