@@ -194,6 +194,9 @@ def main() -> None:
     if len(gq_grid) > 1:
         att_name += " x attention_decode_grouped_scale"
         att_vals += f" x {list(gq_grid)}"
+    if len(mq_grid) > 1:
+        att_name += " x measured_decode_grouped_scale"
+        att_vals += f" x {list(mq_grid)}"
     fit = {"files": ["shared/data/vllm-inference-perf (16 experiments, H100 SXM)"],
            "rows": len(exps), "date": dt.date.today().isoformat(),
            "method": f"grid floor_scale x allreduce_latency_scale{att_name} = "
@@ -209,16 +212,26 @@ def main() -> None:
           f"{100 * np.median(held):.1f}%; folds {folds}")
     if args.write:
         cat = json.loads(CATALOG.read_text())
-        cat["vllm"] = {
+        old = cat.get("vllm", {})
+        fitted = {"floor_scale": (floor_grid, best[0]),
+                  "allreduce_latency_scale": (ar_grid, best[1]),
+                  "attention_decode_scale": (att_grid, best[2]),
+                  "attention_decode_grouped_scale": (gq_grid, best[3]),
+                  "measured_decode_grouped_scale": (mq_grid, best[4])}
+        vllm: dict[str, Any] = {
             "_about": "vLLM-side scales of the kernel model (CUDA-graph steps, custom "
-                      "all-reduce); fitted on real vLLM runs, not on Vidur's kernels",
-            "floor_scale": {"value": best[0], "_fit": fit},
-            "allreduce_latency_scale": {"value": best[1], "_fit": fit}}
-        if len(att_grid) > 1:   # only a fitted attention scale ships
-            cat["vllm"]["attention_decode_scale"] = {"value": best[2], "_fit": fit}
-        if len(gq_grid) > 1:
-            cat["vllm"]["attention_decode_grouped_scale"] = {
-                "value": best[3], "kernel_profiles": grouped_kernel_profiles(cat), "_fit": fit}
+                      "all-reduce, grouped-query decode in serving); fitted on real vLLM "
+                      "runs, not on the kernel tables"}
+        for name, (grid, value) in fitted.items():
+            if len(grid) > 1:
+                vllm[name] = {**{k: v for k, v in old.get(name, {}).items()
+                                 if k not in ("value", "_fit")}, "value": value, "_fit": fit}
+            elif name in old:   # not explored here: the catalog's own fit stays
+                vllm[name] = old[name]
+        if "attention_decode_grouped_scale" in vllm:
+            vllm["attention_decode_grouped_scale"]["kernel_profiles"] = \
+                grouped_kernel_profiles(cat)
+        cat["vllm"] = vllm
         CATALOG.write_text(json.dumps(cat, indent=1) + "\n")
         print(f"wrote {CATALOG}")
 

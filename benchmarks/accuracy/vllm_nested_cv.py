@@ -29,14 +29,19 @@ from fit_vllm_kernel_scales import CATALOG, _model, harness_pass  # type: ignore
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "benchmarks" / "results" / "bench_vllm_replay.json"
 OUT = ROOT / "benchmarks" / "results" / "vllm_nested_cv.json"
-SCALES = ("floor_scale", "allreduce_latency_scale", "attention_decode_grouped_scale")
+SCALES = ("floor_scale", "allreduce_latency_scale", "attention_decode_grouped_scale",
+          "measured_decode_grouped_scale")
 METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99", "itl")
 
 
 def main() -> int:
     vllm = json.loads(CATALOG.read_text())["vllm"]
     shipped_scales = {k: float(vllm[k]["value"]) for k in SCALES if k in vllm}
-    folds = vllm["floor_scale"]["_fit"]["cv"]["folds"]
+    # The folds of the latest grid fit: the one that explored the measured grouped-query
+    # scale where it ships, else the floor scale's.
+    fitted = next(vllm[k] for k in ("measured_decode_grouped_scale", "floor_scale")
+                  if k in vllm and "folds" in (vllm[k].get("_fit", {}).get("cv") or {}))
+    folds = fitted["_fit"]["cv"]["folds"]
     shipped = json.loads(SHIPPED.read_text())
     nested: dict[str, dict[str, float]] = {}
     fold_runs: dict[str, Any] = {}
