@@ -16,6 +16,7 @@ scores) and writes benchmarks/results/vllm_nested_cv.json.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -35,6 +36,11 @@ METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99"
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fold-dir", type=Path, default=None,
+                    help="keep each fold's harness pass here and reuse one already there "
+                         "(default: a temporary folder)")
+    args = ap.parse_args()
     vllm = json.loads(CATALOG.read_text())["vllm"]
     shipped_scales = {k: float(vllm[k]["value"]) for k in SCALES if k in vllm}
     # The folds of the latest grid fit: the one that explored the measured grouped-query
@@ -46,14 +52,18 @@ def main() -> int:
     nested: dict[str, dict[str, float]] = {}
     fold_runs: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        fold_dir = args.fold_dir or Path(tmp)
+        fold_dir.mkdir(parents=True, exist_ok=True)
         for model, pick in sorted(folds.items()):
             scales = {k: float(pick.get(k, 1.0)) for k in shipped_scales}
             if scales == shipped_scales:
                 res, how = shipped, "the shipped scales (results/bench_vllm_replay.json)"
             else:
-                print(f"fold without {model}: harness with {scales} ...", flush=True)
-                out = Path(tmp) / f"{model}.json"
-                harness_pass(scales, out, [])
+                out = fold_dir / ("fold_" + "_".join(f"{k}{v:g}" for k, v in
+                                                     sorted(scales.items())) + ".json")
+                if not out.exists():
+                    print(f"fold without {model}: harness with {scales} ...", flush=True)
+                    harness_pass(scales, out, [])
                 res, how = json.loads(out.read_text()), "own pass"
             held = {n: v for n, v in res["per_run"]["cv"].items() if _model(n) == model}
             nested.update(held)
