@@ -89,7 +89,7 @@ def entry(values: list[float], runs: list[str], groups: list[str]) -> dict[str, 
                                   "q90": round(float(q[2]), 6), "q97.5": round(float(q[3]), 6)},
     }
     for lv in LEVELS:
-        lo, hi = residual_interval(values, lv, groups=groups)
+        lo, hi = residual_interval(values, lv, families)
         e[f"interval{lv}"] = [round(lo, 6), round(hi, 6)]
     return e
 
@@ -158,15 +158,15 @@ def main() -> int:
         "date": date.today().isoformat(),
         "log_ratio": "ln(predicted / measured); the measured value lies in "
                      "[pred * exp(-r_high), pred * exp(-r_low)]",
-        "interval_method": "t prediction interval mean +- t(floor(k)-1, level) * sd * "
-                           "sqrt(1 + 1/k) on the log-ratios (sd over the n runs; k = the "
-                           "runs' effective number of independent draws, n / (1 + (n/f - 1) "
-                           "rho) with f model families and rho the intraclass correlation "
-                           "of the log-ratios within families, one-way ANOVA, clipped to "
-                           "[0, 1]: between f and n), widened to cover the empirical "
-                           "percentiles (10/90 for 80%, 2.5/97.5 for 95%; numpy linear); a "
-                           "regime with fewer than 4 runs or 2 families uses all regimes "
-                           "pooled",
+        "interval_method": "t prediction interval mean +- t(k-1, level) * sd * sqrt(1 + 1/k) "
+                           "on the log-ratios (sd over the n runs, k = model families among "
+                           "them: a new family's shift is one draw of k), widened to cover "
+                           "the empirical percentiles (10/90 for 80%, 2.5/97.5 for 95%; "
+                           "numpy linear); a regime with fewer than 4 runs or 2 families uses "
+                           "all regimes pooled. effective_units (n / (1 + (n/f - 1) rho), "
+                           "rho the within-family intraclass correlation) is recorded, not "
+                           "used: intervals with it under-covered held-out families at 95% "
+                           "(docs/BENCHMARKS.md)",
         "regime_rule": "overloaded: TTFT mean > 25 x ITL; near_knee: TTFT P99 > 2.5 x TTFT "
                        "mean; else below_knee (measured values for the catalog, predicted "
                        "values when applied)",

@@ -8,12 +8,12 @@ without its model). For a new prediction p the measured value lies in
 is the residuals' interval (`residual_interval`):
 
 - the t-based prediction interval of a normal sample, mean +- t(k-1) * sd * sqrt(1 + 1/k),
-  where sd is over the n runs and k is their effective number of independent draws: a
-  family's runs share part of its error, so k = n / (1 + (m - 1) rho) with rho the runs'
-  intraclass correlation within families (`effective_units`; k = the number of families
-  when a family's runs agree, n when they are as scattered within as between families),
-  enveloped with (widened to cover) the empirical 10/90 or 2.5/97.5 percentiles (numpy
-  linear), the residuals' own quantiles, which keep skew;
+  where sd is over the n runs but k is the number of model families among them (a new
+  family's shift is one draw among k: the held-out unit is a family), enveloped with
+  (widened to cover) the empirical 10/90 or 2.5/97.5 percentiles (numpy linear), the
+  residuals' own quantiles, which keep skew. The effective number of draws from the runs'
+  within-family correlation (`effective_units`, between k and n) gives narrower intervals
+  that under-covered held-out families at 95%, so it is reported, not used;
 - a regime with fewer than MIN_RUNS runs or two families uses all regimes pooled.
 
 Out-of-data cases widen in log space, each half-width combined in quadrature with
@@ -245,10 +245,9 @@ def predict_interval(value: float, residual: str, regime: str, distance: Distanc
         bounds[level] = (value * math.exp(-r_hi), value * math.exp(-r_lo))
     src = {"residual": residual, "table": table, "regime": used, "n": entry["n"],
            "families": entry.get("families"),
-           "effective_units": entry.get("effective_units"),
-           "method": "t prediction interval on ln(pred/measured) with the runs' effective "
-                     "number of independent draws (intraclass correlation within model "
-                     "families), enveloped with the residuals' empirical percentiles",
+           "method": "t prediction interval on ln(pred/measured) with model families as the "
+                     "independent units, enveloped with the residuals' empirical "
+                     "percentiles",
            **distance.describe()}
     return Interval(value, bounds, src)
 
