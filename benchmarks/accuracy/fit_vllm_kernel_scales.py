@@ -12,7 +12,17 @@ own custom all-reduce over NVLink, not NCCL, and its decode attention is its own
 - attention_decode_scale: vLLM's decode-attention bandwidth efficiency as a share of the one
   carried from Vidur's A100 kernel (docs/model.md: 0.91 of HBM bandwidth on H100 by rule);
 - attention_decode_grouped_scale: the same for grouped-query models only (more query heads
-  than KV heads per GPU), on GPUs whose attention is carried (`--grouped-grid`).
+  than KV heads per GPU), on GPUs whose attention is carried (`--grouped-grid`);
+- measured_decode_grouped_scale: grouped-query decode bandwidth as a share of the measured
+  kernel's, on GPUs with measured attention tables (H100 SXM, where the runs are:
+  `--measured-grouped-grid`). Shipped 2026-12-07 with the floor held at 0.5:
+
+    .venv/bin/python benchmarks/accuracy/fit_vllm_kernel_scales.py --run --floor-grid 0.5 \
+        --allreduce-grid 0.1 --measured-grouped-grid 1,0.9,0.85,0.8,0.75,0.7,0.65,0.6 --write
+
+A grid point sets the scales it names over a copy of the catalog; the catalog's other vLLM
+scales keep their shipped values, and `--write` replaces only the scales the grid explored
+(more than one value).
 
 All are picked from a grid by the mean ITL APE of the replay harness
 (benchmarks/accuracy/bench_vllm_replay.py over shared/data/vllm-inference-perf, H100), with
