@@ -222,7 +222,9 @@ def test_near_the_knee_the_interval_widens_beyond_the_residuals() -> None:
     rel = []
     for out in (lo_load, hi_load):
         t = out["analysis"]["latency"]["ttft_ms"]
-        rel.append(t["mean_interval80"][1] / t["mean"])
+        # the 95% end: a step time ~9% longer (the decode residual's 95% end) tips the
+        # 44 req/s run past saturation; the 80% end (~3%) only bends it
+        rel.append(t["mean_interval95"][1] / t["mean"])
         assert "reruns" in t["interval_source"]["step_time_propagation"]
     assert rel[1] > 2 * rel[0]
 
@@ -249,8 +251,9 @@ def test_shipped_catalog_is_consistent_with_its_runs() -> None:
         for e in by_regime.values():
             if "interval80" not in e:
                 continue
-            fams = {runs[name]["family"] for name in e["runs"]}
-            assert e["families"] == len(fams)
+            groups = [runs[name]["family"] for name in e["runs"]]
+            assert e["run_families"] == groups and e["families"] == len(set(groups))
             for lv in (80, 95):
                 assert e[f"interval{lv}"] == pytest.approx(
-                    list(residual_interval(e["log_ratios"], lv, len(fams))), abs=5e-5)
+                    list(residual_interval(e["log_ratios"], lv, len(set(groups)))),
+                    abs=5e-5)

@@ -12,7 +12,17 @@ own custom all-reduce over NVLink, not NCCL, and its decode attention is its own
 - attention_decode_scale: vLLM's decode-attention bandwidth efficiency as a share of the one
   carried from Vidur's A100 kernel (docs/model.md: 0.91 of HBM bandwidth on H100 by rule);
 - attention_decode_grouped_scale: the same for grouped-query models only (more query heads
-  than KV heads per GPU), on GPUs whose attention is carried (`--grouped-grid`).
+  than KV heads per GPU), on GPUs whose attention is carried (`--grouped-grid`);
+- measured_decode_grouped_scale: grouped-query decode bandwidth as a share of the measured
+  kernel's, on GPUs with measured attention tables (H100 SXM, where the runs are:
+  `--measured-grouped-grid`). Shipped 2026-12-07 with the floor held at 0.5:
+
+    .venv/bin/python benchmarks/accuracy/fit_vllm_kernel_scales.py --run --floor-grid 0.5 \
+        --allreduce-grid 0.1 --measured-grouped-grid 1,0.9,0.85,0.8,0.75,0.7,0.65,0.6 --write
+
+A grid point sets the scales it names over a copy of the catalog; the catalog's other vLLM
+scales keep their shipped values, and `--write` replaces only the scales the grid explored
+(more than one value).
 
 All are picked from a grid by the mean ITL APE of the replay harness
 (benchmarks/accuracy/bench_vllm_replay.py over shared/data/vllm-inference-perf, H100), with
@@ -57,10 +67,12 @@ FLOOR_GRID = (0.0, 0.25, 0.5, 0.75)
 ALLREDUCE_GRID = (0.2, 0.35)
 ATTENTION_GRID = (1.0,)
 GROUPED_GRID = (1.0,)
+MEASURED_GRID = (1.0,)
 # what a grid point is scored by (per_run keys of bench_vllm_replay.py's JSON)
 CRITERIA = {"itl": "ITL", "stage_itl": "stage ITL"}
-# (floor_scale, allreduce_latency_scale, attention_decode, attention_decode_grouped)
-Point = tuple[float, float, float, float]
+# (floor_scale, allreduce_latency_scale, attention_decode, attention_decode_grouped,
+#  measured_decode_grouped)
+Point = tuple[float, float, float, float, float]
 
 
 def _model(exp: str) -> str:
@@ -97,7 +109,11 @@ def harness_pass(scales: dict[str, float], out: Path, harness_args: list[str]) -
         src = Path(tmp) / "src"
         shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
         cat = json.loads(CATALOG.read_text())
-        cat["vllm"] = {k: {"value": v} for k, v in scales.items()}
+        # The scales given replace the catalog's; the others keep their shipped values (a
+        # GPU with measured attention tables prices grouped decode with the measured scale).
+        kept = {k: v for k, v in cat.get("vllm", {}).items()
+                if k not in scales and isinstance(v, dict) and "value" in v}
+        cat["vllm"] = {**kept, **{k: {"value": v} for k, v in scales.items()}}
         if "attention_decode_grouped_scale" in cat["vllm"]:
             cat["vllm"]["attention_decode_grouped_scale"]["kernel_profiles"] = \
                 grouped_kernel_profiles(cat)
@@ -108,10 +124,12 @@ def harness_pass(scales: dict[str, float], out: Path, harness_args: list[str]) -
                        capture_output=True)
 
 
-def run_point(fs: float, ar: float, at: float, gq: float, out: Path, replications: int) -> None:
-    """One harness pass, no engine costs, with the vLLM scales set to (fs, ar, at, gq)."""
+def run_point(pt: Point, out: Path, replications: int) -> None:
+    """One harness pass, no engine costs, with the vLLM scales set to `pt`."""
+    fs, ar, at, gq, mq = pt
     harness_pass({"floor_scale": fs, "allreduce_latency_scale": ar,
-                  "attention_decode_scale": at, "attention_decode_grouped_scale": gq},
+                  "attention_decode_scale": at, "attention_decode_grouped_scale": gq,
+                  "measured_decode_grouped_scale": mq},
                  out, ["--no-step-fit", "--replications", str(replications)])
 
 
@@ -126,6 +144,11 @@ def main() -> None:
     ap.add_argument("--grouped-grid", default=",".join(f"{x:g}" for x in GROUPED_GRID),
                     help="comma list of attention_decode_grouped_scale values (grouped-query "
                          "decode attention only) to explore, e.g. 1,0.8,0.7,0.6")
+    ap.add_argument("--measured-grouped-grid",
+                    default=",".join(f"{x:g}" for x in MEASURED_GRID),
+                    help="comma list of measured_decode_grouped_scale values (grouped-query "
+                         "decode bandwidth as a share of the measured kernel's, on GPUs with "
+                         "measured attention tables), e.g. 1,0.9,0.8,0.7")
     ap.add_argument("--floor-grid", default=",".join(f"{x:g}" for x in FLOOR_GRID))
     ap.add_argument("--allreduce-grid", default=",".join(f"{x:g}" for x in ALLREDUCE_GRID))
     ap.add_argument("--criterion", choices=sorted(CRITERIA), default="itl",
@@ -138,19 +161,22 @@ def main() -> None:
     args = ap.parse_args()
     att_grid = tuple(float(x) for x in args.attention_grid.split(","))
     gq_grid = tuple(float(x) for x in args.grouped_grid.split(","))
+    mq_grid = tuple(float(x) for x in args.measured_grouped_grid.split(","))
     floor_grid = tuple(float(x) for x in args.floor_grid.split(","))
     ar_grid = tuple(float(x) for x in args.allreduce_grid.split(","))
     args.results.mkdir(parents=True, exist_ok=True)
-    points: list[Point] = [(fs, ar, at, gq) for gq in gq_grid for at in att_grid
-                           for fs in floor_grid for ar in ar_grid]
+    points: list[Point] = [(fs, ar, at, gq, mq) for mq in mq_grid for gq in gq_grid
+                           for at in att_grid for fs in floor_grid for ar in ar_grid]
     ape: dict[Point, dict[str, float]] = {}
-    for fs, ar, at, gq in points:
-        suffix = "" if gq == 1.0 else f"_g{gq}"
+    for pt in points:
+        fs, ar, at, gq, mq = pt
+        suffix = ("" if gq == 1.0 else f"_g{gq}") + ("" if mq == 1.0 else f"_m{mq}")
         path = args.results / f"grid_{fs}_{ar}_{at}{suffix}_r{args.replications}.json"
         if args.run and not path.exists():
-            run_point(fs, ar, at, gq, path, args.replications)
+            print(f"point {pt} ...", flush=True)
+            run_point(pt, path, args.replications)
         runs = json.loads(path.read_text())["per_run"]["baseline"]
-        ape[(fs, ar, at, gq)] = {exp: r[args.criterion] for exp, r in runs.items()}
+        ape[pt] = {exp: r[args.criterion] for exp, r in runs.items()}
     exps = sorted(next(iter(ape.values())))
     best, fold_points = lomo_picks(ape)
     train = [ape[best][e] for e in exps]
@@ -162,20 +188,25 @@ def main() -> None:
             folds[m]["attention_decode_scale"] = pick[2]
         if len(gq_grid) > 1:
             folds[m]["attention_decode_grouped_scale"] = pick[3]
+        if len(mq_grid) > 1:
+            folds[m]["measured_decode_grouped_scale"] = pick[4]
         held += [ape[pick][e] for e in exps if _model(e) == m]
     print("| floor_scale | allreduce_latency_scale | attention_decode_scale | "
-          f"attention_decode_grouped_scale | mean {CRITERIA[args.criterion]} APE | "
-          f"median {CRITERIA[args.criterion]} APE |")
-    print("|---|---|---|---|---|---|")
+          "attention_decode_grouped_scale | measured_decode_grouped_scale | "
+          f"mean {CRITERIA[args.criterion]} APE | median {CRITERIA[args.criterion]} APE |")
+    print("|---|---|---|---|---|---|---|")
     for pt in points:
         v = list(ape[pt].values())
-        print(f"| {pt[0]:g} | {pt[1]:g} | {pt[2]:g} | {pt[3]:g} | {100 * np.mean(v):.2f}% | "
-              f"{100 * np.median(v):.2f}% |")
+        print(f"| {pt[0]:g} | {pt[1]:g} | {pt[2]:g} | {pt[3]:g} | {pt[4]:g} | "
+              f"{100 * np.mean(v):.2f}% | {100 * np.median(v):.2f}% |")
     att_name = " x attention_decode_scale" if len(att_grid) > 1 else ""
     att_vals = f" x {list(att_grid)}" if len(att_grid) > 1 else ""
     if len(gq_grid) > 1:
         att_name += " x attention_decode_grouped_scale"
         att_vals += f" x {list(gq_grid)}"
+    if len(mq_grid) > 1:
+        att_name += " x measured_decode_grouped_scale"
+        att_vals += f" x {list(mq_grid)}"
     fit = {"files": ["shared/data/vllm-inference-perf (16 experiments, H100 SXM)"],
            "rows": len(exps), "date": dt.date.today().isoformat(),
            "method": f"grid floor_scale x allreduce_latency_scale{att_name} = "
@@ -191,16 +222,26 @@ def main() -> None:
           f"{100 * np.median(held):.1f}%; folds {folds}")
     if args.write:
         cat = json.loads(CATALOG.read_text())
-        cat["vllm"] = {
+        old = cat.get("vllm", {})
+        fitted = {"floor_scale": (floor_grid, best[0]),
+                  "allreduce_latency_scale": (ar_grid, best[1]),
+                  "attention_decode_scale": (att_grid, best[2]),
+                  "attention_decode_grouped_scale": (gq_grid, best[3]),
+                  "measured_decode_grouped_scale": (mq_grid, best[4])}
+        vllm: dict[str, Any] = {
             "_about": "vLLM-side scales of the kernel model (CUDA-graph steps, custom "
-                      "all-reduce); fitted on real vLLM runs, not on Vidur's kernels",
-            "floor_scale": {"value": best[0], "_fit": fit},
-            "allreduce_latency_scale": {"value": best[1], "_fit": fit}}
-        if len(att_grid) > 1:   # only a fitted attention scale ships
-            cat["vllm"]["attention_decode_scale"] = {"value": best[2], "_fit": fit}
-        if len(gq_grid) > 1:
-            cat["vllm"]["attention_decode_grouped_scale"] = {
-                "value": best[3], "kernel_profiles": grouped_kernel_profiles(cat), "_fit": fit}
+                      "all-reduce, grouped-query decode in serving); fitted on real vLLM "
+                      "runs, not on the kernel tables"}
+        for name, (grid, value) in fitted.items():
+            if len(grid) > 1:
+                vllm[name] = {**{k: v for k, v in old.get(name, {}).items()
+                                 if k not in ("value", "_fit")}, "value": value, "_fit": fit}
+            elif name in old:   # not explored here: the catalog's own fit stays
+                vllm[name] = old[name]
+        if "attention_decode_grouped_scale" in vllm:
+            vllm["attention_decode_grouped_scale"]["kernel_profiles"] = \
+                grouped_kernel_profiles(cat)
+        cat["vllm"] = vllm
         CATALOG.write_text(json.dumps(cat, indent=1) + "\n")
         print(f"wrote {CATALOG}")
 

@@ -1,11 +1,11 @@
 """Build src/ridgeline/specs/data/prediction_error.json: ridgeline's held-out residuals.
 
 Inputs (held-out errors only, nothing fitted here):
-- benchmarks/results_vllm_nested_cv.json "per_run": each of the 16 real vLLM runs on H100 SXM
+- benchmarks/results/vllm_nested_cv.json "per_run": each of the 16 real vLLM runs on H100 SXM
   predicted with kernel scales and engine costs fitted without its model (nested
   leave-one-model-out); the measured values come from the run's own files
   (<shared data>/vllm-inference-perf/experiments/<run>);
-- benchmarks/results_vllm_replay.json "per_run"."baseline": the same runs predicted with no
+- benchmarks/results/bench_vllm_replay.json "per_run"."baseline": the same runs predicted with no
   engine costs, standing for an engine whose costs were never fitted;
 - the kernel fits' cross-validated errors: specs/data/kernels_measured_gemm_moe.json (GEMM and
   MoE per GPU, engine and dtype, leave-shapes-out) and specs/data/kernels.json (older per-
@@ -39,13 +39,14 @@ from ridgeline.metrics.prediction_interval import (
     CATALOG_PATH,
     LEVELS,
     REGIMES,
+    effective_units,
     regime_of,
     residual_interval,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-NESTED = ROOT / "benchmarks" / "results_vllm_nested_cv.json"
-REPLAY = ROOT / "benchmarks" / "results_vllm_replay.json"
+NESTED = ROOT / "benchmarks" / "results" / "vllm_nested_cv.json"
+REPLAY = ROOT / "benchmarks" / "results" / "bench_vllm_replay.json"
 KERNELS = ROOT / "src" / "ridgeline" / "specs" / "data" / "kernels.json"
 MEASURED = ROOT / "src" / "ridgeline" / "specs" / "data" / "kernels_measured_gemm_moe.json"
 HARDWARE_DIR = ROOT / "src" / "ridgeline" / "specs" / "data" / "hardware"
@@ -70,7 +71,8 @@ def run_records(per_run: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     return out
 
 
-def entry(values: list[float], runs: list[str], families: int) -> dict[str, Any] | None:
+def entry(values: list[float], runs: list[str], groups: list[str]) -> dict[str, Any] | None:
+    families = len(set(groups))
     if len(values) < 2 or families < 2:
         return {"n": len(values), "families": families, "runs": runs,
                 "log_ratios": values} if values else None
@@ -78,6 +80,8 @@ def entry(values: list[float], runs: list[str], families: int) -> dict[str, Any]
     q = np.percentile(r, [2.5, 10, 90, 97.5])
     e: dict[str, Any] = {
         "n": len(values), "families": families, "runs": runs,
+        "run_families": groups,
+        "effective_units": round(effective_units(values, groups), 4),
         "log_ratios": [round(v, 6) for v in values],
         "mean": round(float(r.mean()), 6), "sd": round(float(r.std(ddof=1)), 6),
         "median_abs": round(float(np.median(np.abs(r))), 6),
@@ -98,7 +102,7 @@ def table(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for reg in (*REGIMES, "all"):
             rs = [r for r in records if reg in ("all", r["regime"])]
             e = entry([r["log_ratio"][m] for r in rs], [r["run"] for r in rs],
-                      len({r["family"] for r in rs}))
+                      [r["family"] for r in rs])
             if e is not None:
                 by[reg] = e
         out[m] = by
@@ -149,17 +153,20 @@ def main() -> int:
                   "(ridgeline.metrics.prediction_interval). Built by "
                   "benchmarks/accuracy/prediction_error_catalog.py from the nested leave-one-"
                   "model-out replay of 16 real vLLM runs on H100 SXM "
-                  "(benchmarks/results_vllm_nested_cv.json, measured values from the runs' "
+                  "(benchmarks/results/vllm_nested_cv.json, measured values from the runs' "
                   "inference-perf reports) and the kernel fits' cross-validated errors.",
         "date": date.today().isoformat(),
         "log_ratio": "ln(predicted / measured); the measured value lies in "
                      "[pred * exp(-r_high), pred * exp(-r_low)]",
         "interval_method": "t prediction interval mean +- t(k-1, level) * sd * sqrt(1 + 1/k) "
                            "on the log-ratios (sd over the n runs, k = model families among "
-                           "them: a family's runs share its error), widened to cover the "
-                           "empirical percentiles (10/90 for 80%, 2.5/97.5 for 95%; numpy "
-                           "linear); a regime with fewer than 4 runs or 2 families uses all "
-                           "regimes pooled",
+                           "them: a new family's shift is one draw of k), widened to cover "
+                           "the empirical percentiles (10/90 for 80%, 2.5/97.5 for 95%; "
+                           "numpy linear); a regime with fewer than 4 runs or 2 families uses "
+                           "all regimes pooled. effective_units (n / (1 + (n/f - 1) rho), "
+                           "rho the within-family intraclass correlation) is recorded, not "
+                           "used: intervals with it under-covered held-out families at 95% "
+                           "(docs/BENCHMARKS.md)",
         "regime_rule": "overloaded: TTFT mean > 25 x ITL; near_knee: TTFT P99 > 2.5 x TTFT "
                        "mean; else below_knee (measured values for the catalog, predicted "
                        "values when applied)",
@@ -168,7 +175,7 @@ def main() -> int:
         "runs": recs,
         "residuals": table(recs),
         "engine_unfitted": table(base_recs),
-        "engine_unfitted_source": "benchmarks/results_vllm_replay.json per_run.baseline: the "
+        "engine_unfitted_source": "benchmarks/results/bench_vllm_replay.json per_run.baseline: the "
                                   "perf model with no engine costs (kernel scales fitted on "
                                   "all runs)",
         "kernel_fit_cv": kernel_fit_cv(),

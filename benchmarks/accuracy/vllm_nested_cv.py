@@ -16,6 +16,7 @@ scores) and writes benchmarks/results/vllm_nested_cv.json.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -29,26 +30,40 @@ from fit_vllm_kernel_scales import CATALOG, _model, harness_pass  # type: ignore
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "benchmarks" / "results" / "bench_vllm_replay.json"
 OUT = ROOT / "benchmarks" / "results" / "vllm_nested_cv.json"
-SCALES = ("floor_scale", "allreduce_latency_scale", "attention_decode_grouped_scale")
+SCALES = ("floor_scale", "allreduce_latency_scale", "attention_decode_grouped_scale",
+          "measured_decode_grouped_scale")
 METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99", "itl")
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fold-dir", type=Path, default=None,
+                    help="keep each fold's harness pass here and reuse one already there "
+                         "(default: a temporary folder)")
+    args = ap.parse_args()
     vllm = json.loads(CATALOG.read_text())["vllm"]
     shipped_scales = {k: float(vllm[k]["value"]) for k in SCALES if k in vllm}
-    folds = vllm["floor_scale"]["_fit"]["cv"]["folds"]
+    # The folds of the latest grid fit: the one that explored the measured grouped-query
+    # scale where it ships, else the floor scale's.
+    fitted = next(vllm[k] for k in ("measured_decode_grouped_scale", "floor_scale")
+                  if k in vllm and "folds" in (vllm[k].get("_fit", {}).get("cv") or {}))
+    folds = fitted["_fit"]["cv"]["folds"]
     shipped = json.loads(SHIPPED.read_text())
     nested: dict[str, dict[str, float]] = {}
     fold_runs: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        fold_dir = args.fold_dir or Path(tmp)
+        fold_dir.mkdir(parents=True, exist_ok=True)
         for model, pick in sorted(folds.items()):
             scales = {k: float(pick.get(k, 1.0)) for k in shipped_scales}
             if scales == shipped_scales:
                 res, how = shipped, "the shipped scales (results/bench_vllm_replay.json)"
             else:
-                print(f"fold without {model}: harness with {scales} ...", flush=True)
-                out = Path(tmp) / f"{model}.json"
-                harness_pass(scales, out, [])
+                out = fold_dir / ("fold_" + "_".join(f"{k}{v:g}" for k, v in
+                                                     sorted(scales.items())) + ".json")
+                if not out.exists():
+                    print(f"fold without {model}: harness with {scales} ...", flush=True)
+                    harness_pass(scales, out, [])
                 res, how = json.loads(out.read_text()), "own pass"
             held = {n: v for n, v in res["per_run"]["cv"].items() if _model(n) == model}
             nested.update(held)

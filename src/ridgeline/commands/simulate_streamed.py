@@ -45,7 +45,7 @@ def run_streamed_command(sc: Any, built: Any, rate: float | None, trace: str | N
                         ray_address=ray_address, exact_max=exact_max,
                         relative_error=sketch_error,
                         progress=lambda d: progress.update(task, completed=d))
-    report_fleet(run, sc.seed, json_out, built.step_model)
+    report_fleet(run, sc.seed, json_out, built.step_model, sc, built, rate)
     if run.interrupted:
         # SystemExit, not typer.Exit: click's non-standalone mode returns an Exit's code
         # instead of exiting with it.
@@ -84,8 +84,16 @@ def _fmt(x: Any) -> str:
     return f"{x:,.3g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
-def report_fleet(run: FleetRun, seed: int, json_out: bool, step_model: Any) -> None:
+def report_fleet(run: FleetRun, seed: int, json_out: bool, step_model: Any,
+                 sc: Any = None, built: Any = None, rate: float | None = None) -> None:
+    """Print a streamed run's metrics; with its scenario `sc` and `built`, each latency
+    carries its model-error intervals (`latency.<metric>.<stat>_interval80`, as
+    `analysis.latency` does in a batch run's JSON)."""
+    from ridgeline.sim.model_error import add_model_error_for, model_error_lines
+
     s = run.summary(seed)
+    if sc is not None and built is not None and not run.interrupted:
+        add_model_error_for(sc, built, rate, s["latency"])
     if json_out:
         typer.echo(json.dumps({**s, "assumptions": step_model.assumptions()}, indent=2,
                               default=float))
@@ -109,6 +117,12 @@ def report_fleet(run: FleetRun, seed: int, json_out: bool, step_model: Any) -> N
                       *(_fmt(p[k]["value"]) for k in ("p50", "p90", "p99", "p99.9")),
                       _fmt(d["max"]), method.split(" (")[0])
     con.print(table)
+    lines = model_error_lines(s["latency"])
+    if lines:
+        con.print("model error, nominal 80% interval of the measured value (held-out replay "
+                  "residuals, step-time error propagated):", highlight=False, markup=False)
+        for line in lines:
+            con.print(line, highlight=False, markup=False)
     sketched = [k for k, m in s["percentile_method"].items() if m.startswith("sketch")]
     exact = [k for k in s["percentile_method"] if k not in sketched]
     if exact:

@@ -132,7 +132,9 @@ class KernelProfile:
     measured_attention: Any = None
     # vLLM's grouped-query decode attention bandwidth in its serving steps as a share of the
     # measured kernel's (kernels.json "vllm" measured_decode_grouped_scale, fitted on the real
-    # vLLM runs; 1 where not fitted, for MHA and for other engines).
+    # vLLM runs with leave-one-model-out CV; 1 where not fitted, for MHA and for other
+    # engines). The kernel table prices these shapes within a few percent; the scale stands
+    # for a serving cost that grows with context (long-output runs need it, short ones not).
     measured_decode_scale: float = 1.0
 
     @property
@@ -391,10 +393,11 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
         if prof.measured_attention is not None:  # the measured custom all-reduce needs no scale
             ar = "all-reduce as measured; "
             if "measured_decode_grouped_scale" in vllm and prof.engine == "vllm":
+                gfit = vllm["measured_decode_grouped_scale"]["_fit"]
                 att = (f"grouped-query decode attention at {prof.measured_decode_scale:g} x "
-                       "the measured kernel's bandwidth (fitted "
-                       f"{vllm['measured_decode_grouped_scale']['_fit']['date']} on 6 runs, "
-                       "2-point grid, no CV); ")
+                       "the measured kernel's bandwidth (a serving cost growing with context "
+                       f"that the uniform-batch kernel table does not see; {_fit_line(gfit)} "
+                       "ITL APE); ")
         else:
             ar = (f"NVLink all-reduce latency {prof.allreduce_latency_scale:g} x NCCL's "
                   "(custom all-reduce); ")

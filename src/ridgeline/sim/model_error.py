@@ -25,6 +25,7 @@ from typing import Any
 from ridgeline.metrics.prediction_interval import (
     annotate_latency,
     distance_from_data,
+    json_stat,
     regime_of,
     step_scales,
 )
@@ -36,18 +37,19 @@ RESCALABLE_ARRIVALS = ("poisson", "constant", "gamma")
 PROPAGATION_MAX_REQUESTS = 10_000
 
 
-def _stats(latency: dict[str, Any], scale: float) -> dict[str, dict[str, float]]:
+def _stats(latency_json: dict[str, Any], scale: float) -> dict[str, dict[str, float]]:
+    """Per metric, its mean, median, P90 and P99 (the analysis's JSON form) x `scale`."""
     out: dict[str, dict[str, float]] = {}
     for m in METRICS:
-        d = latency.get(m)
-        if d is None or d.unavailable:
+        d = latency_json.get(m)
+        if not d or d.get("available") is False:
             continue
-        vals = {"mean": d.mean}
-        for stat, key in (("median", "p50"), ("p90", "p90"), ("p99", "p99")):
-            p = d.percentiles.get(key)
-            if p is not None:
-                vals[stat] = p.value
-        out[m] = {k: v * scale for k, v in vals.items()}
+        vals = {}
+        for stat in STATS:
+            v = json_stat(d, stat)
+            if v is not None:
+                vals[stat] = v * scale
+        out[m] = vals
     return out
 
 
@@ -81,18 +83,25 @@ def _rerun_stats(sc: Any, built: Any, rate_req_s: float, scale: float
     return out
 
 
-def run_regime(latency: dict[str, Any]) -> str:
-    """The run's regime from its predicted TTFT mean and P99 and ITL."""
-    t, i = latency.get("ttft_ms"), latency.get("itl_ms")
-    if t is None or i is None or t.unavailable or i.unavailable or "p99" not in t.percentiles:
+def run_regime(latency_json: dict[str, Any]) -> str:
+    """The run's regime from its predicted TTFT mean and P99 and ITL (the JSON form)."""
+    t, i = latency_json.get("ttft_ms") or {}, latency_json.get("itl_ms") or {}
+    vals = (json_stat(t, "mean"), json_stat(t, "p99"), json_stat(i, "mean"))
+    if any(v is None for v in vals):
         return "below_knee"
-    return regime_of(t.mean, t.percentiles["p99"].value, i.mean)
+    return regime_of(*(float(v) for v in vals if v is not None))
 
 
 def add_model_error(run: Any, latency_json: dict[str, Any]) -> None:
     """Annotate `latency_json` (the run's analysis `to_dict()["latency"]`) in place."""
-    sc = run.scenario
-    hw = getattr(run.built.step_model, "hardware", None)   # the catalog name, also for a path
+    add_model_error_for(run.scenario, run.built, run.rate_req_s, latency_json)
+
+
+def add_model_error_for(sc: Any, built: Any, rate_req_s: float | None,
+                        latency_json: dict[str, Any]) -> None:
+    """Annotate `latency_json` (a run's `latency` in JSON form: the analysis's, or a streamed
+    run's summary) of scenario `sc` built as `built`, run at `rate_req_s`, in place."""
+    hw = getattr(built.step_model, "hardware", None)   # the catalog name, also for a path
     distance = distance_from_data(
         getattr(hw, "name", sc.hardware), sc.engine if sc.engine_costs else "none", sc.model,
         memory_bandwidth_bytes_s=getattr(hw, "memory_bandwidth_bytes_s", None))
@@ -101,7 +110,7 @@ def add_model_error(run: Any, latency_json: dict[str, Any]) -> None:
             distance, hardware_kind="calibrated profile", kernel_sigma_log=0.0,
             kernel_source="a calibration profile times the steps; the fitted model's "
                           "held-out residuals stand in (the profile's own fit error is in it)")
-    regime = run_regime(run.analysis.latency)
+    regime = run_regime(latency_json)
     scales = step_scales(regime, distance)
     kind = sc.arrival.split(":", 1)[0]
     closed = sc.concurrency is not None
@@ -109,9 +118,9 @@ def add_model_error(run: Any, latency_json: dict[str, Any]) -> None:
     how = "not propagated (think time, or an arrival process that cannot be time-rescaled)"
     if closed and str(sc.think_time).strip() in ("0", "0.0", ""):
         how = "closed loop without think time: latencies scale with the step time"
-        reruns = {lv: (_stats(run.analysis.latency, a), _stats(run.analysis.latency, b))
+        reruns = {lv: (_stats(latency_json, a), _stats(latency_json, b))
                   for lv, (a, b) in scales.items()}
-    elif not closed and run.rate_req_s and kind in RESCALABLE_ARRIVALS:
+    elif not closed and rate_req_s and kind in RESCALABLE_ARRIVALS:
         how = ("reruns at rate x s, latencies x s, s at the step-time residual's interval "
                f"ends (first {min(sc.requests, PROPAGATION_MAX_REQUESTS):,} requests; the "
                "run's figures times the scaled/unscaled rerun ratio)")
@@ -119,10 +128,10 @@ def add_model_error(run: Any, latency_json: dict[str, Any]) -> None:
 
         def at(s: float) -> dict[str, dict[str, float]]:
             if s not in cache:
-                cache[s] = _rerun_stats(sc, run.built, float(run.rate_req_s), s)
+                cache[s] = _rerun_stats(sc, built, float(rate_req_s), s)
             return cache[s]
 
-        main, base = _stats(run.analysis.latency, 1.0), at(1.0)
+        main, base = _stats(latency_json, 1.0), at(1.0)
 
         def scaled(s: float) -> dict[str, dict[str, float]]:
             got = at(s)
@@ -147,6 +156,33 @@ def add_model_error(run: Any, latency_json: dict[str, Any]) -> None:
             d["interval_source"]["step_time_scales"] = {
                 str(lv): [round(a, 4), round(b, 4)] for lv, (a, b) in scales.items()}
             d["interval_source"]["regime_predicted"] = regime
+
+
+def annotated_latency(run: Any) -> dict[str, Any]:
+    """A run's analysis `latency` in JSON form with its model-error intervals (one point of
+    a rate sweep as `simulate --json` prints it)."""
+    lat: dict[str, Any] = run.analysis.to_dict()["latency"]
+    add_model_error(run, lat)
+    return lat
+
+
+def sweep_model_error_lines(rates: list[float], latencies: list[dict[str, Any]]) -> list[str]:
+    """Per sweep point, its TTFT and TPOT P50/P99 nominal 80% model-error intervals:
+    '  4 req/s: TTFT P50 [25.7, 32.2], P99 [42.5, 77.6]; TPOT P50 [..], P99 [..]'."""
+    lines = []
+    for rate, lat in zip(rates, latencies, strict=True):
+        parts = []
+        for m, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")):
+            d = lat.get(m) or {}
+            cells = [f"{label} [{fmt(iv[0])}, {fmt(iv[1])}]"
+                     for label, iv in (("P50", d.get("median_interval80")),
+                                       ("P99", d.get("p99_interval80")))
+                     if iv and None not in iv]
+            if cells:
+                parts.append(f"{name} " + ", ".join(cells))
+        if parts:
+            lines.append(f"  {rate:g} req/s: " + "; ".join(parts))
+    return lines
 
 
 def model_error_cells_80(latency_json: dict[str, Any]) -> dict[str, str]:
