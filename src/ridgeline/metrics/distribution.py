@@ -203,8 +203,8 @@ def std_into(xs: np.ndarray, scratch: np.ndarray | None = None) -> float:
     % 8`` and adds the two halves' sums; `_pairwise_sq_dev_sum` follows that tree down to
     leaves of at most STD_LEAF values, whose deviations are squared in `scratch` (float64,
     at least min(len(xs), STD_LEAF) long; allocated when None) and summed by numpy itself,
-    so every addition is the one numpy makes. tests/test_metrics_analysis_fast.py and
-    tests/test_metrics_analysis_speed.py check equality (sizes across the leaf size)."""
+    so every addition is the one numpy makes. tests/metrics/test_metrics_analysis_fast.py and
+    tests/metrics/test_metrics_analysis_speed.py check equality (sizes across the leaf size)."""
     n = np.intp(xs.size)
     mean = np.add.reduce(xs, keepdims=True)
     np.true_divide(mean, n, out=mean, casting="unsafe")
