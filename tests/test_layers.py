@@ -17,7 +17,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "ridgeline"
 # imports no model. trace/ (schema, writer, reader, importers of other tools' results) needs
 # only errors and inputs: it is the record of a run, which a workload replays (`--arrival
 # replay:` of a trace, `--workload` of a GuideLLM or AIPerf result) and metrics/ analyzes.
-BASE = ("errors", "inputs", "sizes", "tokenizers", "specs", "theory", "trace", "workload")
+BASE = ("errors", "inputs", "jsonsafe", "sizes", "tokenizers", "specs", "theory", "trace",
+        "workload")
 MODEL = ("perf", "metrics", "sim")
 # Model and data floors: they must not reach up to the tools built on them.
 LOW = ("specs", "perf", "theory", "trace", "metrics", "workload", "sim")

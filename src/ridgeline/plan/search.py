@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.jsonsafe import finite_or_none
 from ridgeline.plan.execute import Interrupted, Jobs, Outcome, capacity, evaluate, sweep_point
 from ridgeline.plan.families import FamilyRow, family_rows, markdown_table, rejected
 from ridgeline.plan.launch import launch_commands
@@ -97,14 +98,10 @@ class Evaluated:
                 "max_num_batched_tokens": sc.max_num_batched_tokens,
                 "chunked_prefill": sc.chunked_prefill, "replicas": sc.replicas,
                 "pd": list(sc.pd) if sc.pd else None,
-                "tok_s_per_gpu": _clean(self.tok_s_per_gpu),
-                "tok_s_per_user": _clean(self.tok_s_per_user),
+                "tok_s_per_gpu": finite_or_none(self.tok_s_per_gpu),
+                "tok_s_per_user": finite_or_none(self.tok_s_per_user),
                 **{f"sim_{k}": v for k, v in self.outcome.to_dict().items()},
                 "verification": self.verification.to_dict() if self.verification else None}
-
-
-def _clean(x: float | None) -> float | None:
-    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
 @dataclass
@@ -128,7 +125,7 @@ class Details:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in self.__dict__.items():
-            out[k] = _clean(v) if isinstance(v, float) else v
+            out[k] = finite_or_none(v) if isinstance(v, float) else v
         return out
 
 

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.jsonsafe import finite_or_none, json_safe
 from ridgeline.metrics.distribution import PERCENTILES, pct_key
 from ridgeline.metrics.slo import parse_slos
 from ridgeline.plan.execute import LEAN, built_for
@@ -135,10 +136,8 @@ class VerifyRun:
         return self.slo_slacks[-1][1] if self.slo_slacks else math.nan
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-             for k, v in asdict(self).items()}
-        d["slo_slacks"] = {f"p{q:g}": (v if math.isfinite(v) else None)
-                           for q, v in self.slo_slacks}
+        d: dict[str, Any] = json_safe(asdict(self))
+        d["slo_slacks"] = {f"p{q:g}": finite_or_none(v) for q, v in self.slo_slacks}
         return d
 
     def text(self) -> str:
