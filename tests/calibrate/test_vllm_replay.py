@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ridgeline.calibrate.inference_perf import load_run, quantile_lengths
-from ridgeline.calibrate.replay import constant_load_arrivals_s, plan_replay, replay
+from ridgeline.calibrate.inference_perf_replay import constant_load_arrivals_s, plan_replay, replay
 from ridgeline.perf.step_time import LinearStepTime
 from ridgeline.sim.engine import EngineConfig
 from ridgeline.sim.engine_costs import EngineCosts, apply_request_overhead, load_engine_costs
@@ -172,7 +172,7 @@ def test_free_request_overhead_fit_recovers_a_known_seconds_and_steps() -> None:
 
     from ridgeline.calibrate.engine_fit import fit_request_overhead
     from ridgeline.calibrate.inference_perf import Measured
-    from ridgeline.calibrate.replay import score_raw
+    from ridgeline.calibrate.inference_perf_replay import score_raw
     from ridgeline.sim.scenario import Built, Scenario
 
     true_s, true_steps = 0.0125, 1.325
@@ -442,7 +442,7 @@ def test_replay_averages_independent_arrival_draws() -> None:
     """A prediction is the mean over `replications` arrival draws (seeds seed, seed + 1, ...):
     each metric of a 2-draw replay is the mean of the two 1-draw replays, and the draws
     differ (inference-perf's exponential gaps are random)."""
-    from ridgeline.calibrate.replay import REPLICATIONS, score_raw
+    from ridgeline.calibrate.inference_perf_replay import REPLICATIONS, score_raw
     from ridgeline.sim.scenario import Built, Scenario
 
     r = load_run(CODEGEN)

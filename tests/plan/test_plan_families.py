@@ -16,9 +16,9 @@ import pytest
 from ridgeline.plan import PlanRequest, plan
 from ridgeline.plan.execute import Outcome
 from ridgeline.plan.families import VERDICTS, pruned_kind
+from ridgeline.plan.recheck import Verification, VerifyRun
 from ridgeline.plan.search import Evaluated, PlanResult, _verify
 from ridgeline.plan.space import Candidate
-from ridgeline.plan.verify import Verification, VerifyRun
 from ridgeline.sim.scenario import Scenario
 
 CLI = str(Path(sys.executable).parent / "ridgeline")

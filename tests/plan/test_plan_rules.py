@@ -9,9 +9,9 @@ import math
 import pytest
 
 from ridgeline.plan.limits import probe_requests_bound
+from ridgeline.plan.recheck import verify
 from ridgeline.plan.search import usd_per_million_output_tokens
 from ridgeline.plan.space import PlanRequest, enumerate_space
-from ridgeline.plan.verify import verify
 from ridgeline.sim.scenario import Scenario
 
 ONE = dict(models=("llama-3.1-8b",), weights=("bf16",), tp=(1,), max_num_seqs=(256,),

@@ -1,4 +1,4 @@
-"""plan's verification (ridgeline.plan.verify) and its choice rule: Wilson's interval against
+"""plan's verification (ridgeline.plan.recheck) and its choice rule: Wilson's interval against
 published values, the design effect against series of known correlation, coverage of the
 interval on correlated pass/fail series, the request count against `ridgeline theory
 samples`, and the cheapest-verified choice with a failing screen winner."""
@@ -16,9 +16,7 @@ import pytest
 
 from ridgeline.plan import PlanRequest
 from ridgeline.plan.execute import Outcome
-from ridgeline.plan.search import Evaluated, PlanResult, _verify
-from ridgeline.plan.space import Candidate
-from ridgeline.plan.verify import (
+from ridgeline.plan.recheck import (
     Verification,
     VerifyRun,
     attainment_interval,
@@ -26,6 +24,8 @@ from ridgeline.plan.verify import (
     verify_requests,
     wilson_interval,
 )
+from ridgeline.plan.search import Evaluated, PlanResult, _verify
+from ridgeline.plan.space import Candidate
 from ridgeline.sim.scenario import Scenario
 
 CLI = str(Path(sys.executable).parent / "ridgeline")

@@ -26,7 +26,7 @@ from ridgeline.sim.fleet import run_fleet, shard_blocker
 from ridgeline.sim.runner import simulate
 from ridgeline.sim.workload import build_workload
 from ridgeline.workload.arrivals import arrival_times_s, parse_arrival
-from ridgeline.workload.replay import read_timed_trace
+from ridgeline.workload.timed_trace_reader import read_timed_trace
 
 RIDGELINE = Path(sys.executable).parent / "ridgeline"
 STEP = LinearStepTime(base_s=0.005, per_prefill_token_s=2e-5, per_decode_seq_s=1e-4)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ridgeline.errors import RidgelineError
-from ridgeline.workload.replay import MAX_SPEEDUP, MIN_SPEEDUP, read_timed_trace
+from ridgeline.workload.timed_trace_reader import MAX_SPEEDUP, MIN_SPEEDUP, read_timed_trace
 
 
 def _mooncake(tmp_path: Path, rows: list[dict[str, object]]) -> str:

@@ -225,7 +225,7 @@ def test_sharegpt_streamed_across_reads(tmp_path: Path, monkeypatch) -> None:
     """Items cut by the 1 MiB read boundary are joined (the reader never loads the whole
     file): a small read size forces many cuts."""
     from ridgeline.workload import trace_formats
-    from ridgeline.workload.replay import read_timed_trace
+    from ridgeline.workload.timed_trace_reader import read_timed_trace
 
     monkeypatch.setattr(trace_formats, "_READ_CHARS", 7)
     tr = read_timed_trace(str(TRACES / "sharegpt.json"), fmt="sharegpt")

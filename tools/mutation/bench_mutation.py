@@ -62,7 +62,8 @@ AREAS = {
     "plan": ["src/ridgeline/plan/*.py"],
     # the fit of real vLLM runs: the replay, its scores and fits, the kernel model's
     # vLLM scales, vLLM's KV accounting and the engine costs
-    "vllm_fit": ["src/ridgeline/calibrate/engine_fit.py", "src/ridgeline/calibrate/replay.py",
+    "vllm_fit": ["src/ridgeline/calibrate/engine_fit.py",
+                 "src/ridgeline/calibrate/inference_perf_replay.py",
                  "src/ridgeline/calibrate/inference_perf.py",
                  "src/ridgeline/calibrate/engine_runs.py", "src/ridgeline/perf/kernels.py",
                  "src/ridgeline/perf/vllm_kv_log.py", "src/ridgeline/sim/engine_costs.py"],
@@ -203,7 +204,7 @@ FILE_TESTS = {
     "src/ridgeline/workload/arrivals.py": ["tests/bench/test_bench_workloads.py"],
     "src/ridgeline/workload/think.py": ["tests/bench/test_bench_workloads.py"],
     "src/ridgeline/workload/spec_syntax.py": ["tests/bench/test_bench_workloads.py"],
-    "src/ridgeline/workload/replay.py": ["tests/sim/test_fleet.py"],
+    "src/ridgeline/workload/timed_trace_reader.py": ["tests/sim/test_fleet.py"],
     # vLLM's --result-dir/--result-filename path goes through results_peer too.
     "src/ridgeline/bench/results_peer.py": ["tests/bench/test_bench_results.py",
                                             "tests/bench/test_bench_vllm_flags.py",

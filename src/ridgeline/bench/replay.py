@@ -64,9 +64,9 @@ class ReplayTrace:
 
 
 def load_replay(path: str, speed: float = 1.0) -> ReplayTrace:
-    """The file through the one parser (`ridgeline.workload.replay`), without the rows that
-    cannot be replayed (no prompt or no response tokens: BurstGPT's failed requests)."""
-    from ridgeline.workload.replay import MAX_SPEEDUP, MIN_SPEEDUP, read_timed_trace
+    """The file through the one parser (`ridgeline.workload.timed_trace_reader`), without the
+    rows that cannot be replayed (no prompt or no response tokens: BurstGPT's failed requests)."""
+    from ridgeline.workload.timed_trace_reader import MAX_SPEEDUP, MIN_SPEEDUP, read_timed_trace
 
     if not (MIN_SPEEDUP <= speed <= MAX_SPEEDUP):
         raise RidgelineError(f"--replay-speed: got {speed:g}; allowed: {MIN_SPEEDUP:g} to "

@@ -165,7 +165,7 @@ class Goodput:
     attainment_ci: tuple[float, float] = (math.nan, math.nan)
     unavailable: str | None = None
     # Per judged request in send order, whether it met every SLO (not serialized): for an
-    # interval that allows for correlated neighbours (ridgeline.plan.verify).
+    # interval that allows for correlated neighbours (ridgeline.plan.recheck).
     good_in_send_order: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ Stages (each a set of jobs on `execute.Jobs`, so Ctrl-C stops within a second):
    saturation"; default headroom 0.2). A short run cannot confirm a 99% target, so
    the screen only rules out: a candidate stays when the upper end of the 95% Wilson interval
    of its attainment reaches the target (`Outcome.could_meet`).
-2. verify (`ridgeline.plan.verify`): the survivors, cheapest first, three at a time, are
+2. verify (`ridgeline.plan.recheck`): the survivors, cheapest first, three at a time, are
    simulated again at the planning rate with `verify_requests(target)` requests (6,086 for
    99%) on two new seeds; the choice is the cheapest whose every run has the lower end of its
    95% interval >= the target. Verification goes on until the first that passes, every
@@ -48,8 +48,8 @@ from ridgeline.plan.launch import launch_commands
 
 # The workload's mean output (plan/limits.py sizes memory with it too), re-exported.
 from ridgeline.plan.limits import check_plan_fits, mean_output_tokens
+from ridgeline.plan.recheck import Verification, verify, verify_seeds
 from ridgeline.plan.space import Candidate, PlanRequest, enumerate_space
-from ridgeline.plan.verify import Verification, verify, verify_seeds
 from ridgeline.sim.scenario import summarize_sweep
 from ridgeline.sim.sweep import sweep_rates
 from ridgeline.theory.stats import samples_for_rank_precision

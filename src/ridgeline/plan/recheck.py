@@ -1,4 +1,5 @@
-"""Verification of plan's choice: long runs on new seeds, an interval on their attainment.
+"""The recheck of plan's choice (its "verification"): long runs on new seeds, an interval on
+their attainment.
 
 A short screening run cannot tell 99% from 97%: the attainment target is a percentile (99% of
 requests within the SLOs is "P99 within the bound"), and a stable P99 needs
