@@ -52,6 +52,7 @@ from ridgeline.commands.whatif_options import (
     whatif_from_options,
 )
 from ridgeline.errors import RidgelineError
+from ridgeline.jsonsafe import json_safe
 from ridgeline.perf.grid import GRID_HELP, MAX_GRID_VALUES, parse_grid
 from ridgeline.report.tables import out_for
 
@@ -68,24 +69,8 @@ def _capped(values: list[float], field: str, text: str, hi: float) -> list[float
     return values
 
 
-def _jsonable(x: Any) -> Any:
-    import numpy as np
-
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, float) and x != x:
-        return None
-    return x
-
-
 def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(_jsonable(data), indent=2) + "\n")
+    sys.stdout.write(json.dumps(json_safe(data), indent=2) + "\n")
 
 
 def register(app: typer.Typer) -> None:
