@@ -74,6 +74,8 @@ def test_sglang_estimate_sizes_kv_as_sglang(model: str, hw: str, cap: int, mib: 
     out = _json(model, hw, "sglang")
     assert out["result"]["kv_capacity_tokens"] == tokens
     assert out["kv_memory"]["rule"] == "sglang"
+    assert out["kv_memory"]["memory_fraction"] == round((mib - 13440) / mib, 3)
+    assert out["kv_memory"]["fraction_name"] == "mem_fraction_static"
     log = out["engine_kv_log"]
     assert log["kv_cache_tokens"] == tokens
     half_gb = tokens * m["kv"] / 2 / GIB

@@ -297,6 +297,21 @@ def _engine_kv_log(m: Any, util: float, rule: str) -> Any:
                          tuple(vlog.lines()), vlog.kv_cache_tokens)
 
 
+# estimate's JSON names every number with its unit: the engine's own setting names become
+# fields of their own.
+_KV_MEMORY_UNITS = {"chunked_prefill_size": "chunked_prefill_tokens",
+                    "cuda_graph_max_bs": "cuda_graph_max_batch_seqs",
+                    "max_running_requests": "max_running_seqs"}
+
+
+def _kv_memory_json(em: Any) -> dict[str, Any]:
+    """`EngineMemory.describe()` with unit-named keys (the setting's name beside its value)."""
+    out = {_KV_MEMORY_UNITS.get(k, k): v for k, v in em.describe().items()
+           if k != em.fraction_name}
+    out.update(memory_fraction=em.fraction, fraction_name=em.fraction_name)
+    return out
+
+
 def _report_single(res: Any, spec: Any, ops: bool, as_json: bool, fmt: str | None,
                    util: float, details: bool, all_assumptions: bool,
                    error_engine: str = "vllm", kv_rule: str = "vllm") -> None:
@@ -335,7 +350,8 @@ def _report_single(res: Any, spec: Any, ops: bool, as_json: bool, fmt: str | Non
 
         out: dict[str, Any] = {"config": m.describe(), "constants": const, "result": scalar,
                                "model_error": model_error(m).describe(),
-                               "kv_memory": engine_memory_at(kv_rule, m, util).describe(),
+                               "kv_memory": _kv_memory_json(engine_memory_at(kv_rule, m,
+                                                                             util)),
                                "engine_kv_log": _engine_kv_log(m, util, kv_rule).describe(),
                                "key_assumptions": key_assumptions(m, TTFT_DEFINITION),
                                "assumptions": m.assumptions()}
