@@ -671,7 +671,7 @@ def main() -> None:
     }
     if a.only_collectives:
         old = json.loads(a.catalog.read_text())
-        catalog["gpus"] = old["gpus"]
+        catalog["gpus"], catalog["hardware"] = old["gpus"], old["hardware"]
         catalog["date"] = date
     for g in gpus:
         print(f"fitting {g} ...", file=sys.stderr, flush=True)
