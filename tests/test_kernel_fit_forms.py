@@ -148,3 +148,21 @@ def test_fit_script_refits_collectives_through_the_command(tmp_path: Path) -> No
     bad = subprocess.run([sys.executable, str(SCRIPT), "--only-collectives", "--gpus", "x9"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error: --gpus: got x9")
+
+
+def test_least_absolute_refit_lands_on_the_median() -> None:
+    """The GEMM/MoE fits' L1 refit (reweighted Levenberg-Marquardt): a constant fitted to
+    log errors 0 (seven rows) and 2 (three rows, a kernel's slow path) is their median 0,
+    where least squares gives their mean 0.6."""
+    sys.path.insert(0, str(REPO / "benchmarks" / "accuracy"))
+    import fit_aic_kernels as fk
+
+    y = np.array([0.0] * 7 + [2.0] * 3)
+
+    def resid(theta: np.ndarray) -> np.ndarray:
+        return theta[0] - y
+
+    l2 = fk.lm_fit(resid, np.array([1.0]), 60)
+    l1 = fk.lm_fit_l1(resid, np.array([1.0]), 60, 8)
+    assert l2[0] == pytest.approx(0.6, abs=1e-4)
+    assert abs(l1[0]) < 0.02

@@ -18,10 +18,10 @@ engine, dtype), the two models ridgeline's operator rows evaluate (perf/measured
   bookkeeping, activation kernel, launches).
 
 Efficiencies are kept in (0, 1] and every other constant >= 0 (logistic / exponential
-parameters), so a fitted time is never below the roofline. GEMM fits minimise the mean
-squared log error (Levenberg-Marquardt); MoE fits then the mean absolute log error (the
-same solver, reweighted: the bar is a median APE, and squared errors let a few shapes on a
-kernel's slow path pull the fit off the rest; RIDGELINE_MOE_LOSS=l2 keeps squares). The
+parameters), so a fitted time is never below the roofline. Fits minimise the mean squared
+log error (Levenberg-Marquardt), then the mean absolute log error (the same solver,
+reweighted: the bar is a median APE, and squared errors let a few shapes on a kernel's slow
+path pull the fit off the rest; RIDGELINE_GEMM_LOSS=l2 / RIDGELINE_MOE_LOSS=l2 keep squares). The
 reported errors are APE |pred - measured|/measured. `--only-moe` refits the MoE layers
 alone, keeping the GEMM fits of the catalog and results files. RIDGELINE_MOE_HELD_EXPERT_COST=1
 adds a cost per expert the GPU holds (touched or not) to the layer's floor: a diagnosis
@@ -96,6 +96,7 @@ QUANTIZED_ACTIVATIONS = ("fp8", "fp8_block", "fp4")
 # The MoE fits' loss on log(pred/measured): "l1" (least absolute, what the median-APE bar
 # scores) or "l2" (least squares).
 MOE_LOSS = os.environ.get("RIDGELINE_MOE_LOSS", "l1")
+GEMM_LOSS = os.environ.get("RIDGELINE_GEMM_LOSS", "l1")
 # A cost per expert the GPU holds, touched or not (routing tables, per-expert scales).
 MOE_HELD_EXPERT_COST = os.environ.get("RIDGELINE_MOE_HELD_EXPERT_COST", "0") == "1"
 
@@ -256,6 +257,8 @@ def fit_gemm(rows: dict[str, np.ndarray], peak: float, bw: float, b_w: float,
     r_a, r_b = make(allrows)(theta), make(allrows)(theta_b)
     if float(r_b @ r_b) < float(r_a @ r_a):
         theta = theta_b
+    if GEMM_LOSS == "l1":
+        theta = lm_fit_l1(make(allrows), theta, 60)
     p = gemm_params(theta)
     pred = gemm_predict_s(p, m, n, k, peak, bw, b_w)
     info: dict[str, Any] = {"rows": len(y), "shapes": 0, "residual": ape_stats(pred, y)}
@@ -273,7 +276,8 @@ def fit_gemm(rows: dict[str, np.ndarray], peak: float, bw: float, b_w: float,
         group = np.random.default_rng(0).permutation(len(shapes))[shape_id] % CV_GROUPS
         for g in range(CV_GROUPS):
             out = group == g
-            th = lm_fit(make(~out & thin), theta, 8)
+            th = lm_fit_l1(make(~out & thin), theta, 8, 2) if GEMM_LOSS == "l1" else \
+                lm_fit(make(~out & thin), theta, 8)
             held[out] = gemm_predict_s(gemm_params(th), m[out], n[out], k[out], peak, bw, b_w)
         info["cv"] = {"kind": f"{CV_GROUPS}-fold leave-(n,k)-shapes-out", **ape_stats(held, y)}
     return p, info
