@@ -31,7 +31,7 @@ from ridgeline.perf.measured_attention import (
     measured_for,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "aic_kernels"
 SCRIPT = REPO / "benchmarks" / "accuracy" / "fit_aic_attention_comm.py"
 
