@@ -46,6 +46,17 @@ VLLM_COMPLETIONS_BACKENDS = ("openai", "vllm", "lmdeploy", "sglang", "scalellm",
                              "cserve")
 VLLM_CHAT_BACKENDS = ("openai-chat", "cserve-chat")
 VLLM_DATASETS = ("random", "sharegpt", "sonnet", "hf", "custom", "prefix_repetition")
+# vLLM's other `--dataset-name` choices, each refused with its reason.
+VLLM_DATASETS_REFUSED = {
+    "burstgpt": "vLLM samples BurstGPT's lengths without its times; replay the CSV with "
+                "--replay FILE (its arrival times and lengths)",
+    "random-mm": "multimodal prompts are not generated",
+    "random-rerank": "reranker workloads are not a text-generation load",
+    "spec_bench": "its prompt set is not shipped; give the prompts with --dataset-name "
+                  "custom --dataset-path FILE",
+    "txt-slices": "text-file slices are not generated; use --dataset-name custom "
+                  "--dataset-path FILE",
+}
 # vLLM's `--percentile-metrics` names we have (client queue time needs vLLM's client).
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"  # ridgeline's --base-url default (vLLM's too)
@@ -446,6 +457,8 @@ def vllm_dataset(a: Any) -> tuple[str, str | None, str | None, int, int]:
     """vLLM's `--dataset-name` and its options as (--dataset, --prompt, --output,
     prefix groups, prefix tokens)."""
     name, path, out = a.dataset_name, a.dataset_path, a.output_len
+    if name in VLLM_DATASETS_REFUSED:
+        raise RidgelineError(f"--dataset-name {name}: refused: {VLLM_DATASETS_REFUSED[name]}")
     if name not in VLLM_DATASETS:
         raise RidgelineError(f"--dataset-name: got {name!r}; allowed: "
                              f"{', '.join(VLLM_DATASETS)}")
