@@ -79,6 +79,8 @@ def test_plain_rows_whole_then_vllms_block_and_vllm_alone(tmp_path: Path) -> Non
     only = bench(tmp_path, *POINT, "--format", "vllm").stdout.splitlines()
     assert only[0] == VLLM_HEAD and only[-1] == "=" * 50
     assert not any(ln.startswith("TTFT (ms)") for ln in only)
+    # Nothing asked for (no --trace, --save-result, --result-dir): nothing written here.
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_sweep_csv_one_row_per_point_in_order(tmp_path: Path) -> None:
