@@ -60,6 +60,17 @@ VLLM_DATASETS_REFUSED = {
 # vLLM's `--percentile-metrics` names we have (client queue time needs vLLM's client).
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"  # ridgeline's --base-url default (vLLM's too)
+# AIPerf's spellings of options ridgeline has under another name.
+AIPERF_RENAMES = {"--random-seed": "--seed"}
+# AIPerf and GuideLLM options that change nothing ridgeline measures, each dropped with a
+# note saying what the user does not get.
+AIPERF_IGNORED = {
+    "--profile-export-file": "ridgeline writes AIPerf's files under their default names in "
+                             "--artifact-dir (profile_export.jsonl, "
+                             "profile_export_aiperf.json, profile_export_aiperf.csv)",
+    "--output-extras": "GuideLLM's extra tags are not written into ridgeline's GuideLLM "
+                       "report (--output-path); the run is the same",
+}
 GUIDELLM_PROFILES = ("synchronous", "concurrent", "throughput", "constant", "poisson", "sweep")
 
 
@@ -97,6 +108,12 @@ def normalize_argv(args: list[str]) -> tuple[list[str], list[str]]:
         elif a == "--profile" and nxt is not None and not nxt.startswith("-"):
             out.extend(["--rate-type", nxt])  # GuideLLM's --profile NAME
             i += 1
+        elif name in AIPERF_RENAMES:
+            out.append(AIPERF_RENAMES[name] + a[len(name):])
+        elif name in AIPERF_IGNORED:
+            notes.append(f"{name}: ignored ({AIPERF_IGNORED[name]})")
+            if "=" not in a and nxt is not None and not nxt.startswith("-"):
+                i += 1  # its value
         elif flag is not None and flag.status == "refused":
             raise RidgelineError(f"{name}: vLLM's flag is not supported by ridgeline bench: "
                                  f"{flag.reason}")
@@ -578,7 +595,8 @@ def parse_extra_inputs(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-__all__ = ["GUIDELLM_PROFILES", "PERCENTILE_METRICS", "VLLM_DATASETS", "PeerOptions",
+__all__ = ["AIPERF_IGNORED", "AIPERF_RENAMES", "GUIDELLM_PROFILES", "PERCENTILE_METRICS",
+           "VLLM_DATASETS", "VLLM_DATASETS_REFUSED", "PeerOptions",
            "ResultFileSpec", "backend_api", "goodput_slo", "guidellm_data", "normal_lengths",
            "normalize_argv", "parse_extra_inputs", "parse_key_values",
            "parse_percentile_metrics", "random_lengths", "translate", "vllm_dataset",
