@@ -120,7 +120,7 @@ class BenchArgs:
     artifact_dir: str | None
     data: str | None
     output_path: str | None
-    out_format: str
+    out_format: str | None
     json_out: bool
     seed: int
     report: str | None

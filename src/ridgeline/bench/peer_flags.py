@@ -46,9 +46,31 @@ VLLM_COMPLETIONS_BACKENDS = ("openai", "vllm", "lmdeploy", "sglang", "scalellm",
                              "cserve")
 VLLM_CHAT_BACKENDS = ("openai-chat", "cserve-chat")
 VLLM_DATASETS = ("random", "sharegpt", "sonnet", "hf", "custom", "prefix_repetition")
+# vLLM's other `--dataset-name` choices, each refused with its reason.
+VLLM_DATASETS_REFUSED = {
+    "burstgpt": "vLLM samples BurstGPT's lengths without its times; replay the CSV with "
+                "--replay FILE (its arrival times and lengths)",
+    "random-mm": "multimodal prompts are not generated",
+    "random-rerank": "reranker workloads are not a text-generation load",
+    "spec_bench": "its prompt set is not shipped; give the prompts with --dataset-name "
+                  "custom --dataset-path FILE",
+    "txt-slices": "text-file slices are not generated; use --dataset-name custom "
+                  "--dataset-path FILE",
+}
 # vLLM's `--percentile-metrics` names we have (client queue time needs vLLM's client).
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"  # ridgeline's --base-url default (vLLM's too)
+# AIPerf's spellings of options ridgeline has under another name.
+AIPERF_RENAMES = {"--random-seed": "--seed"}
+# AIPerf and GuideLLM options that change nothing ridgeline measures, each dropped with a
+# note saying what the user does not get.
+AIPERF_IGNORED = {
+    "--profile-export-file": "ridgeline writes AIPerf's files under their default names in "
+                             "--artifact-dir (profile_export.jsonl, "
+                             "profile_export_aiperf.json, profile_export_aiperf.csv)",
+    "--output-extras": "GuideLLM's extra tags are not written into ridgeline's GuideLLM "
+                       "report (--output-path); the run is the same",
+}
 GUIDELLM_PROFILES = ("synchronous", "concurrent", "throughput", "constant", "poisson", "sweep")
 
 
@@ -86,6 +108,12 @@ def normalize_argv(args: list[str]) -> tuple[list[str], list[str]]:
         elif a == "--profile" and nxt is not None and not nxt.startswith("-"):
             out.extend(["--rate-type", nxt])  # GuideLLM's --profile NAME
             i += 1
+        elif name in AIPERF_RENAMES:
+            out.append(AIPERF_RENAMES[name] + a[len(name):])
+        elif name in AIPERF_IGNORED:
+            notes.append(f"{name}: ignored ({AIPERF_IGNORED[name]})")
+            if "=" not in a and nxt is not None and not nxt.startswith("-"):
+                i += 1  # its value
         elif flag is not None and flag.status == "refused":
             raise RidgelineError(f"{name}: vLLM's flag is not supported by ridgeline bench: "
                                  f"{flag.reason}")
@@ -446,6 +474,8 @@ def vllm_dataset(a: Any) -> tuple[str, str | None, str | None, int, int]:
     """vLLM's `--dataset-name` and its options as (--dataset, --prompt, --output,
     prefix groups, prefix tokens)."""
     name, path, out = a.dataset_name, a.dataset_path, a.output_len
+    if name in VLLM_DATASETS_REFUSED:
+        raise RidgelineError(f"--dataset-name {name}: refused: {VLLM_DATASETS_REFUSED[name]}")
     if name not in VLLM_DATASETS:
         raise RidgelineError(f"--dataset-name: got {name!r}; allowed: "
                              f"{', '.join(VLLM_DATASETS)}")
@@ -565,7 +595,8 @@ def parse_extra_inputs(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-__all__ = ["GUIDELLM_PROFILES", "PERCENTILE_METRICS", "VLLM_DATASETS", "PeerOptions",
+__all__ = ["AIPERF_IGNORED", "AIPERF_RENAMES", "GUIDELLM_PROFILES", "PERCENTILE_METRICS",
+           "VLLM_DATASETS", "VLLM_DATASETS_REFUSED", "PeerOptions",
            "ResultFileSpec", "backend_api", "goodput_slo", "guidellm_data", "normal_lengths",
            "normalize_argv", "parse_extra_inputs", "parse_key_values",
            "parse_percentile_metrics", "random_lengths", "translate", "vllm_dataset",

@@ -65,7 +65,7 @@ def sweep_summary(capacity: float, points: list[SweepPoint], slos: list[Any]
 
 
 def print_rate_sweep(capacity: float, runs: list[dict[str, Any]], slos: list[Any],
-                     notes: list[str]) -> None:
+                     notes: list[str], out: Any = None) -> None:
     """simulate's sweep table (`report.sweep_table`) for measured runs.
 
     runs: {"rate", "analysis", "book", "telemetry"} per rate. The preemption column comes
@@ -77,11 +77,13 @@ def print_rate_sweep(capacity: float, runs: list[dict[str, Any]], slos: list[Any
 
     points = [sweep_point(r["rate"], r["analysis"], r["book"], r.get("telemetry"))
               for r in runs]
-    with out_for() as out:
-        out.print(f"saturation (closed loop): {capacity:.3g} req/s", markup=False)
-        print_sweep_table(summarize_sweep(points, tuple(str(s) for s in slos),
-                                          SLO_ATTAINMENT, notes),
-                          title="ridgeline bench — latency vs load", out=out)
+    page = out if out is not None else out_for()
+    page.print(f"saturation (closed loop): {capacity:.3g} req/s", markup=False)
+    print_sweep_table(summarize_sweep(points, tuple(str(s) for s in slos),
+                                      SLO_ATTAINMENT, notes),
+                      title="ridgeline bench — latency vs load", out=page)
+    if out is None:
+        page.close()
 
 
 __all__ = ["SATURATION_CONCURRENCY", "capacity_req_s", "print_rate_sweep", "rates_below",

@@ -114,6 +114,7 @@ _TABLE: tuple[VllmFlag, ...] = (
     VllmFlag("--random-output-len", 1, _A),
     VllmFlag("--random-range-ratio", 1, _A),
     VllmFlag("--random-prefix-len", 1, _A),
+    VllmFlag("--common-prefix-len", 1, _A, "the same option as --random-prefix-len"),
     VllmFlag("--random-batch-size", 1, _R, "batched (embedding-style) prompts are not a "
              "text-generation workload"),
     VllmFlag("--no-reranker", 0, _R, "reranker workloads are not generated"),

@@ -199,9 +199,8 @@ def gate_cmd(
         typer.Option("--summary-file", callback=writable_file, help="Also append the markdown "
                      "summary here (e.g. $GITHUB_STEP_SUMMARY)."),
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", "--input-format", "-f", help="Input format: "
-                                     "auto, ridgeline, vllm, aiperf, guidellm, llmperf.")
-                   ] = "auto",
+    fmt: FormatOpt = None,
+    input_fmt: InputFormatOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
     """Exit 1 when a regression beyond its threshold is established (the 95% CI of the
@@ -210,15 +209,20 @@ def gate_cmd(
     from ridgeline.metrics.analysis import analyze
     from ridgeline.metrics.gate import gate, gate_markdown, parse_rule
 
+    out_fmt, in_fmt = split_formats(fmt, input_fmt)
     rules = [parse_rule(r) for r in max_regression]
-    rb = analyze(_load(baseline, fmt, None), window=window, seed=seed)
-    rc = analyze(_load(candidate, fmt, None), window=window, seed=seed + 1)
+    rb = analyze(_load(baseline, in_fmt, None), window=window, seed=seed)
+    rc = analyze(_load(candidate, in_fmt, None), window=window, seed=seed + 1)
     result = gate(rb, rc, rules)
     md = gate_markdown(result, baseline, candidate)
-    if json_out:
+    if json_out or out_fmt == "json":
         typer.echo(json.dumps(result.to_dict(), indent=2))
+    elif out_fmt is None:
+        typer.echo(md)  # markdown reads as text in a log and renders in a step summary
     else:
-        typer.echo(md)
+        from ridgeline.report.tables import print_markdown_document
+
+        print_markdown_document(md, out_fmt)
     if summary_file:
         with open(summary_file, "a", encoding="utf-8") as fh:
             fh.write(md)

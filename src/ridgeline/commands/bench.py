@@ -250,7 +250,7 @@ def bench(
     artifact_dir: ArtifactDirOpt = None,
     data: DataOpt = None,
     output_path: OutputPathOpt = None,
-    out_format: OutFormatOpt = "table",
+    out_format: OutFormatOpt = None,
     json_out: JsonOpt = False,
     seed: SeedOpt = 0,
     report: ReportOpt = None,

@@ -386,8 +386,10 @@ RandomPrefixLenOpt = Annotated[
     int,
     typer.Option(
         "--random-prefix-len",
+        "--common-prefix-len",
         min=0,
-        help="vLLM's random dataset: tokens of one prefix every prompt shares.",
+        help="vLLM's random dataset: tokens of one prefix every prompt shares "
+        "(--common-prefix-len: vLLM's newer name).",
     ),
 ]
 SharegptOutputLenOpt = Annotated[
@@ -664,11 +666,13 @@ OutputPathOpt = Annotated[
     ),
 ]
 OutFormatOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--format",
-        help="table (ridgeline's table, then vLLM's result block), vllm (only "
-        "vLLM's block, as `vllm bench serve` prints it) or json.",
+        help="table (rich tables; the default in a terminal), plain (full-width text; the "
+        "default when piped), markdown: ridgeline's tables, then vLLM's result block; csv "
+        "(the tables only), json (the results as one document), vllm (only vLLM's block, "
+        "as `vllm bench serve` prints it).",
     ),
 ]
 

@@ -115,15 +115,24 @@ def _spawn_emulator(a: BenchArgs) -> Any:
     return _spawn(wanted)
 
 
+# The formats that print ridgeline's own tables on stdout (json prints the results as one
+# document, vllm only vLLM's block).
+PAGE_FORMATS = ("table", "plain", "markdown", "csv")
+
+
 def _run(cp: Any, emulator: Any = None) -> Any:
     from rich.markup import escape
 
     from ridgeline.bench.session import SessionHooks, run_plan
-    from ridgeline.report.tables import out_for
+    from ridgeline.report.tables import Out, out_for
 
     plan = cp.plan
-    # the page in the default format: rich tables on a terminal, whole plain ones in a log
-    console = out_for(stderr=cp.out_format != "table")
+    fmt = cp.out_format
+    # ridgeline's tables, in the format asked (rich tables on a terminal, whole plain ones
+    # in a log); the lines around them go there too unless stdout must parse (csv, json)
+    # or hold vLLM's block alone (vllm): then they go to stderr.
+    page = Out(fmt) if fmt in PAGE_FORMATS else None
+    console = out_for(stderr=True) if page is None or fmt == "csv" else page
     # Say what runs and for how long before the first request: a run that shows no
     # progress (stderr not a terminal) must still say it is working, and on what.
     bound = " or ".join(b for b in (f"{cp.requests} requests" if cp.requests else "",
@@ -136,19 +145,17 @@ def _run(cp: Any, emulator: Any = None) -> Any:
                    f"{cfg.trace_path}{where}", err=True)
 
     def done(p: Any) -> None:
-        if cp.out_format == "json":
-            return
-        if cp.out_format == "table" and not plan.sweeping:
+        if page is not None and not plan.sweeping:
             from ridgeline.bench.summary import print_summary
             from ridgeline.metrics.telemetry import telemetry_lines
 
             print_summary(p.analysis, p.book, [*p.run.notes, f"trace: {p.run.trace_path}"],
-                          console)
+                          console, table_out=page)
             for line in telemetry_lines(p.telemetry):
                 console.print(line, highlight=False)
             console.print(WINDOWED_NOTE, highlight=False)
             console.print(WHOLE_RUN_NOTE, highlight=False)
-        if cp.out_format == "vllm" or not plan.sweeping:
+        if fmt == "vllm" or (fmt in ("table", "plain", "markdown") and not plan.sweeping):
             _print_vllm_block(cp, p)
 
     hooks = SessionHooks(
@@ -158,21 +165,23 @@ def _run(cp: Any, emulator: Any = None) -> Any:
         on_done=done, on_file=lambda path: console.print(f"result: {path}", highlight=False),
         on_error=lambda m: console.print(f"[red]error:[/] {m}"))
     outcome = run_plan(plan, hooks, emulator=emulator)
-    if plan.sweeping and cp.out_format == "table":
+    if plan.sweeping and page is not None:
         from ridgeline.bench.summary import print_sweep
 
-        print_sweep([p.row for p in outcome.points], outcome.knee, console)
+        print_sweep([p.row for p in outcome.points], outcome.knee, page)
         if outcome.sweep_runs:
             from ridgeline.bench.rate_sweep import print_rate_sweep
 
             print_rate_sweep(outcome.capacity_req_s, outcome.sweep_runs, plan.slos,
-                             [f"measured against {outcome.base_url}"])
+                             [f"measured against {outcome.base_url}"], out=page)
+    if page is not None:
+        page.close()
     return outcome
 
 
 def _print_vllm_block(cp: Any, p: Any) -> None:
     """vLLM's fixed result block for one point, on stdout, from the same numbers as its
-    --save-result file."""
+    --save-result file (in a text block under `--format markdown`)."""
     from ridgeline.bench.results_peer import vllm_result, vllm_result_block
 
     if p.run.ok == 0 and cp.out_format != "vllm":
@@ -180,8 +189,10 @@ def _print_vllm_block(cp: Any, p: Any) -> None:
     plan = cp.plan
     result = vllm_result(p.run.trace_path, plan.slos, plan.percentiles, plan.result_spec)
     metrics = (plan.result_spec.percentile_metrics if plan.result_spec is not None else None)
-    typer.echo("\n".join(vllm_result_block(result, plan.percentiles, metrics,
-                                           goodput=bool(plan.slos))))
+    block = vllm_result_block(result, plan.percentiles, metrics, goodput=bool(plan.slos))
+    if cp.out_format == "markdown":
+        block = ["", "```text", *block, "```"]
+    typer.echo("\n".join(block))
 
 
 def _finish(cp: Any, outcome: Any) -> None:
@@ -223,7 +234,8 @@ def _finish(cp: Any, outcome: Any) -> None:
             report_path = write_report_for_traces([r["trace"] for r in results], cp.report,
                                                   sweep=cp.sweep_rates, slos=plan.slos,
                                                   seed=plan.run.seed)
-            typer.echo(f"report: {report_path}", err=cp.out_format != "table")
+            typer.echo(f"report: {report_path}",
+                       err=cp.out_format not in ("table", "plain", "markdown"))
         except RidgelineError as exc:  # e.g. nothing succeeded: the run's own code stands
             typer.echo(f"report: not written ({exc})", err=True)
     if outcome.exit_code:

@@ -18,9 +18,10 @@ from typing import Any
 
 from ridgeline.commands.options import check_writable, parse_number
 from ridgeline.errors import RidgelineError, field_error
+from ridgeline.report.tables import FORMATS, default_format
 
 DEFAULT_REQUESTS = 100
-OUT_FORMATS = ("table", "vllm", "json")
+OUT_FORMATS = (*FORMATS, "vllm")
 AIPERF_TRACE_NAME = "profile_export_ridgeline.jsonl"
 
 
@@ -29,7 +30,7 @@ class CommandPlan:
     """The plan and what the command does around it."""
 
     plan: Any  # session.BenchPlan
-    out_format: str  # table | vllm | json
+    out_format: str  # table | plain | markdown | csv | json | vllm (resolved)
     requests: int | None
     duration_s: float | None
     trace_asked: bool  # False: the trace lives in the cache folder (its path is printed)
@@ -195,7 +196,7 @@ def _points(a: Any, rate_inf: bool, requests: int | None) -> tuple[list, bool, l
 
 
 def _check_simple(a: Any) -> None:
-    if a.out_format not in OUT_FORMATS:
+    if a.out_format is not None and a.out_format not in OUT_FORMATS:
         raise field_error("--format", a.out_format, ", ".join(OUT_FORMATS))
     if a.api not in ("completions", "chat"):
         raise field_error("--api", a.api, "completions, chat")
@@ -297,7 +298,8 @@ def build_plan(a: Any, peer: Any) -> CommandPlan:
         result_formats=result_formats, percentiles=pcts, result_spec=peer.result_spec,
         result_folder=None if asked else ".",
         ready_check_timeout_s=a.ready_check_timeout_s)
-    return CommandPlan(plan=plan, out_format="json" if a.json_out else a.out_format,
+    out_format = "json" if a.json_out else a.out_format or default_format()
+    return CommandPlan(plan=plan, out_format=out_format,
                        requests=requests, duration_s=a.duration_s, trace_asked=asked,
                        sweep_rates=len(rates) > 1 or len(concs) > 1, report=a.report,
                        artifact_dir=a.artifact_dir, output_path=a.output_path,

@@ -29,6 +29,10 @@ def demo_cmd(
     report: Annotated[str | None, typer.Option(
         "--report", help="Where to write the HTML report (default: <out-dir>/report.html).")
     ] = None,
+    assumptions: Annotated[
+        bool, typer.Option("--assumptions", help="Print every assumption with its provenance "
+                           "(default: the few that change the answer), each once.")
+    ] = False,
     real: Annotated[
         bool, typer.Option("--real", help="Instead: the whole loop on a local llama.cpp "
                            "llama-server (probe, calibrate, bench, simulate, verify); needs "
@@ -42,6 +46,17 @@ def demo_cmd(
 
         demo_real(out_dir if out_dir != "ridgeline-demo" else "ridgeline-demo-real")
         return
+    from ridgeline.report.assumptions import each_printed_once
+
+    # The steps share the model, the GPU and the engine: each assumption is printed once,
+    # by the first step that makes it; a later step adds only its own (its TTFT's meaning).
+    with each_printed_once():
+        _pipeline(out_dir, model, hardware, quick, report,
+                  ["--assumptions"] if assumptions else [])
+
+
+def _pipeline(out_dir: str, model: str, hardware: str, quick: bool, report: str | None,
+              all_assumptions: list[str]) -> None:
     import os
     import sys
     from pathlib import Path
@@ -74,13 +89,14 @@ def demo_cmd(
             raise typer.Exit(130)
 
     run("1. Predict: roofline estimate (batch 32, prompt 1024, output 256)",
-        ["estimate", *common, "--batch", "32", "--prompt", "1024", "--output", "256"])
+        ["estimate", *common, "--batch", "32", "--prompt", "1024", "--output", "256",
+         *all_assumptions])
     report_path = report or str(out / "report.html")
     for stale in out.glob("sweep.rate*.jsonl"):  # an earlier demo's rates would mix in
         stale.unlink()
     run("2. Simulate: latency vs load, with the knee and the SLO-feasible rate",
         ["simulate", *common, "--rate", "sweep", "--requests", "2000", *workload, *slos,
-         "--trace", str(out / "sweep.jsonl")])
+         "--trace", str(out / "sweep.jsonl"), *all_assumptions])
     estimate_args = ["--estimate-model", model, "--hardware", hardware, "--batch", "32",
                      "--prompt", "1024", "--output", "256"]
     sweep_args = ["--sweep", str(out / "sweep.rate*.jsonl")]
@@ -101,7 +117,7 @@ def demo_cmd(
     # construction, up to the HTTP round trip and the wall clock's noise.
     run("4. Simulate the same workload on the virtual clock",
         ["simulate", *common, *load, *workload, *slos, "--trace", sim_trace,
-         "--timeline", timeline])
+         "--timeline", timeline, *all_assumptions])
     run("5. Does the measurement agree? compare (simulation vs measurement)",
         ["compare", sim_trace, bench_trace])
     run("6. Report: prediction, latency vs load, both runs, comparison, engine timeline",

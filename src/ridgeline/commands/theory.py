@@ -35,7 +35,7 @@ def _emit(rows: list[tuple[str, Any]], as_json: bool, title: str,
     t.add_column("quantity")
     t.add_column("value", justify="right")
     for k, v in rows:
-        t.add_row(k, _fmt(v))
+        t.add_row(k, str(v) if fmt == "csv" else _fmt(v))  # csv: numbers a program reads
     with out_for(fmt) as out:
         out.print(t)
 
@@ -97,7 +97,7 @@ def amdahl_cmd(
     from ridgeline.theory.queueing import amdahl_limit, amdahl_speedup
 
     _emit([("overall speedup (×)", amdahl_speedup(fraction, speedup)),
-           ("ceiling as s → ∞ (×)", amdahl_limit(fraction))], json_out, "Amdahl")
+           ("ceiling as s → ∞ (×)", amdahl_limit(fraction))], json_out, "Amdahl", fmt)
 
 
 @theory_app.command("little")

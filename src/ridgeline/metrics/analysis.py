@@ -382,9 +382,15 @@ def _little(sent: np.ndarray, end_s: np.ndarray, w: Window) -> LittleCheck:
     lw = lc.lambda_req_s * lc.w_s
     lc.ratio = lc.l_in_flight / lw if lw > 0 else math.nan
     deficit = 1.0 - lc.completed_req_s / lc.lambda_req_s
+    # The deficit a server shows from the window's edge alone: a request sent in the last
+    # `stay` seconds of the window cannot finish inside it. It is allowed for only while
+    # no queue builds (W within twice the shortest stay): an overload's stays grow with
+    # its queue, a short run's do not (a window shorter than one stay judges nothing).
+    min_stay_s = float(np.min(end[arrive] - sent[arrive]))
+    edge_deficit = min_stay_s / d if lc.w_s <= 2.0 * min_stay_s else 0.0
     grew = lc.backlog_growth > OVERLOAD_SIGMAS * math.sqrt(lc.l_in_flight + 1.0)
     censored = int(np.count_nonzero(arrive & ~finite_end))
-    if deficit > OVERLOAD_DEFICIT and grew:
+    if deficit - edge_deficit > OVERLOAD_DEFICIT and grew:
         lc.status, lc.ok = "overloaded", False
         lc.note = (f"overloaded: offered {lc.lambda_req_s:.4g} req/s, completed "
                    f"{lc.completed_req_s:.4g} req/s ({deficit:.0%} not served in the arrival "

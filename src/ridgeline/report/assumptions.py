@@ -8,6 +8,8 @@ cross-validated error.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ridgeline.perf.model_error import ModelError, model_error, pm
@@ -105,6 +107,37 @@ def key_assumptions(step_model: Any, ttft_definition: str | None = None) -> list
     return out
 
 
+# The assumption lines printed so far, while several commands run in one process and each
+# line should appear once (the demo runs estimate, simulate and more in a row); None: every
+# command prints its own list whole.
+_printed: set[str] | None = None
+
+
+@contextmanager
+def each_printed_once() -> Iterator[None]:
+    """Within this block an assumption line already printed is not printed again (a list
+    says how many it left out)."""
+    global _printed
+    saved, _printed = _printed, set()
+    try:
+        yield
+    finally:
+        _printed = saved
+
+
+def not_yet_printed(items: list[str]) -> tuple[list[str], int]:
+    """(the items to print, how many were left out as printed before), recording them."""
+    if _printed is None:
+        return items, 0
+    fresh = [a for a in items if a not in _printed]
+    _printed.update(fresh)
+    return fresh, len(items) - len(fresh)
+
+
+def as_above_line(n: int) -> str:
+    return f"  - (and {n} as printed above)"
+
+
 def print_assumptions(out: Any, step_model: Any, full: bool,
                       ttft_definition: str | None = None, extra: list[str] | None = None
                       ) -> None:
@@ -117,8 +150,12 @@ def print_assumptions(out: Any, step_model: Any, full: bool,
         items = key_assumptions(step_model, ttft_definition)
         out.print("Assumptions (the ones that change the answer; --assumptions for all)",
                   style="bold")
+    items, seen = not_yet_printed(items)
     for a in items:
         out.print(f"  - {a}", markup=False)
+    if seen:
+        out.print(as_above_line(seen), markup=False)
 
 
-__all__ = ["key_assumptions", "precision_label", "print_assumptions"]
+__all__ = ["as_above_line", "each_printed_once", "key_assumptions", "not_yet_printed",
+           "precision_label", "print_assumptions"]

@@ -13,11 +13,13 @@ from ridgeline.report.tables import out_for
 
 
 def print_summary(result: Any | None, book: dict[str, Any], notes: list[str],
-                  console: Any = None) -> None:
-    """The metrics table (from ridgeline.metrics.render) and the bench's own lines."""
+                  console: Any = None, table_out: Any = None) -> None:
+    """The metrics table (from ridgeline.metrics.render) and the bench's own lines.
+    `table_out`: where the table goes when not to `console` (a csv page on stdout while
+    the lines go to stderr)."""
     console = console or out_for()
     if result is not None:
-        print_analysis(result, console=console)
+        print_analysis(result, console=table_out if table_out is not None else console)
     else:
         console.print("statuses: " + ", ".join(f"{k} {v}" for k, v in book["statuses"].items()))
     sources = book["token_count_sources"]

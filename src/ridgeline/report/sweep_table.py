@@ -9,6 +9,7 @@ from typing import Any
 
 from ridgeline.metrics.knee import KNEE_FACTOR, KNEE_LABEL, NO_KNEE
 from ridgeline.metrics.render import fmt
+from ridgeline.report.assumptions import as_above_line, not_yet_printed
 from ridgeline.report.tables import out_for
 from ridgeline.sim.scenario import SweepResult
 
@@ -62,8 +63,11 @@ def print_sweep_table(sweep: SweepResult,
     con.print("assumptions" + ("" if full_assumptions or key_assumptions is None else
                                " (the ones that change the answer; --assumptions for all)")
               + ":", style="dim", markup=False)
+    items, seen = not_yet_printed(list(items))
     for a in items:
         con.print(f"  - {a}", style="dim", markup=False, highlight=False)
+    if seen:
+        con.print(as_above_line(seen), style="dim", markup=False, highlight=False)
 
 
 __all__ = ["print_sweep_table"]

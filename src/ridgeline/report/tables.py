@@ -217,6 +217,14 @@ class Out:
             self.close()
 
 
+def _data_headers(headers: list[str], show_header: bool) -> list[str]:
+    """The column names of a table as data: its headers, even where the text hides them
+    (a two-column quantity/value table), else column1, column2, ..."""
+    if show_header or (all(headers) and len(set(headers)) == len(headers)):
+        return headers
+    return [f"column{i + 1}" for i in range(len(headers))]
+
+
 def csv_text(tables: list[Any]) -> str:
     """One table: a CSV with its header. Several: blocks separated by an empty line, each
     column led by `table` (the table's title)."""
@@ -227,7 +235,7 @@ def csv_text(tables: list[Any]) -> str:
         title, headers, _right, rows, show_header = table_data(t)
         if k:
             buf.write("\n")
-        heads = headers if show_header else [f"column{i + 1}" for i in range(len(headers))]
+        heads = _data_headers(headers, show_header)
         w.writerow((["table"] if many else []) + heads)
         for r in rows:
             w.writerow(([title] if many else []) + r)
@@ -238,7 +246,7 @@ def json_page(tables: list[Any], lines: list[str]) -> dict[str, Any]:
     out = []
     for t in tables:
         title, headers, _right, rows, show_header = table_data(t)
-        heads = headers if show_header else [f"column{i + 1}" for i in range(len(headers))]
+        heads = _data_headers(headers, show_header)
         out.append({"title": title, "columns": heads,
                     "rows": [dict(zip(heads, r, strict=True)) for r in rows]})
     return {"tables": out, "lines": [x for x in lines if x]}
