@@ -16,7 +16,7 @@ import typer
 
 from ridgeline.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).with_name("ridgeline")
 RIDGELINE = str(BIN) if BIN.exists() else shutil.which("ridgeline") or "ridgeline"
 INTERNAL = re.compile(r"\bissues? #?[0-9]+|\bseeds? 0[0-9]{2}|§ ?[0-9]|\bchapter [0-9]+|"

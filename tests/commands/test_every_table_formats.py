@@ -17,7 +17,7 @@ import pytest
 
 BIN = Path(sys.executable).with_name("ridgeline")
 RIDGELINE = str(BIN) if BIN.exists() else shutil.which("ridgeline") or "ridgeline"
-AIPERF = Path(__file__).parent / "data" / "peers" / "aiperf" / "clean" / "profile_export.jsonl"
+AIPERF = Path(__file__).parents[1] / "data" / "peers" / "aiperf" / "clean" / "profile_export.jsonl"
 
 THEORY = {
     "amdahl": ["--fraction", "0.5", "--speedup", "4"],

@@ -19,7 +19,7 @@ from ridgeline.errors import RidgelineError
 
 BIN = Path(sys.executable).with_name("ridgeline")
 RIDGELINE = str(BIN) if BIN.exists() else shutil.which("ridgeline") or "ridgeline"
-LISTING = Path(__file__).parent / "data" / "vllm_bench_serve" / "flags.txt"
+LISTING = Path(__file__).parents[1] / "data" / "vllm_bench_serve" / "flags.txt"
 LINES = [ln.strip() for ln in LISTING.read_text().splitlines()]
 CURRENT = [ln for ln in LINES if ln.startswith("--")]
 DATASETS = next(ln for ln in LINES if ln.startswith("dataset-name:")).split()[1:]
