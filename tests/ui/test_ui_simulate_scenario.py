@@ -67,13 +67,18 @@ def test_sglang_without_engine_costs_matches_simulate(client):
          cli_sweep("--engine", "sglang", "--no-engine-costs"))
 
 
-def test_uploaded_config_is_simulate_with_that_config_file(client, tmp_path):
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_uploaded_config_is_simulate_with_that_config_file(client, tmp_path, engine):
+    """An uploaded config.json (a parsed spec, no name to load) runs as `--model FILE`;
+    SGLang's automatic limits read the model's context length from it."""
     text = resources.files("ridgeline.specs").joinpath(
         "data", "models", "qwen2.5-7b.json").read_text()
     path = tmp_path / "config.json"
     path.write_text(text)
-    ui = ui_sweep(client, config=json.loads(text), hardware="l40s", weights="fp8")
-    same(ui, cli_sweep("--model", str(path), "--hardware", "l40s", "--weights", "fp8"))
+    ui = ui_sweep(client, config=json.loads(text), hardware="l40s", weights="fp8",
+                  engine=engine)
+    same(ui, cli_sweep("--model", str(path), "--hardware", "l40s", "--weights", "fp8",
+                       "--engine", engine))
 
 
 @pytest.mark.parametrize("engine", ["tensorrt", "../engine.json"])
