@@ -39,7 +39,7 @@ PINNED: dict[str, list[str]] = {
     "ridgeline.plan": ["PlanRequest", "PlanResult", "plan"],
     "ridgeline.report": [
         "breakdown", "build", "cdf", "data", "estimate_view", "html", "load", "roofline", "style",
-        "sweep", "timeline",
+        "timeline",
     ],
     "ridgeline.serve": [
         "app", "driver", "embeddings", "factory", "failures", "fixed_timing", "header_timeout",

@@ -109,10 +109,12 @@ def test_batch_slider_moves_tpot_to_the_estimate_of_that_batch(ui_server, tmp_pa
             capture_output=True, text=True, check=True).stdout)["result"]["tpot_s"] * 1e3
         _wait(driver, "return Math.abs(Number(document.getElementById('tpot').dataset.value) - "
                       f"{want}) < 1e-9 * {want}")
-        # The simulation tab: a small sweep draws latency vs load and marks the knee.
+        # The simulation tab: a small sweep (SGLang's preset) draws latency vs load and marks
+        # the knee.
         driver.execute_script("document.getElementById('tab-sim').click();"
                               "document.getElementById('sim-rates').value = '4,16,32';"
                               "document.getElementById('sim-requests').value = '120';"
+                              "document.getElementById('sim-engine').value = 'sglang';"
                               "document.getElementById('sim-run').click();")
         _wait(driver, "return document.querySelector('#sim-ttft .ttft-p99') !== null", 120)
         assert "req/s" in driver.find_element("id", "sim-status").text

@@ -12,6 +12,5 @@ __all__ = [
     "load",
     "roofline",
     "style",
-    "sweep",
     "timeline",
 ]

@@ -35,7 +35,8 @@ from ridgeline.sim.engine_presets import AUTO, SCENARIO_NAMES, load_scheduler, r
 from ridgeline.sim.kv_link import resolve_kv_link
 from ridgeline.sim.pools import Pool, PoolDefaults, pool_stats, resolve_pools
 from ridgeline.sim.sweep import SweepPoint, best_rate_index
-from ridgeline.specs import load_hardware, load_model
+from ridgeline.specs import ModelSpec, Parallelism, load_hardware, load_model
+from ridgeline.specs.precision import resolve_model_precision
 
 DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
 DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
@@ -59,6 +60,9 @@ class Scenario:
 
     # what runs, where
     model: str = "llama-3.1-8b"
+    # a model spec parsed elsewhere (the UI's uploaded config.json) in place of loading
+    # `model`, which then only names it
+    model_spec: ModelSpec | None = None
     hardware: str = "h100-sxm"
     weights: str | None = None  # None: the checkpoint's quantization_config, else bf16
     kv: str | None = None
@@ -173,19 +177,37 @@ class Scenario:
                                      "model; a calibrated profile is a measurement (drop one)")
             return load_step_model(self.calibration, lambda: None)
 
-        base = RooflineStepTime.from_names(
-            model=self.model, hardware=self.hardware, weights=self.weights, kv=self.kv,
-            activations=self.activations, tp=self.tp, pp=self.pp, ep=self.ep,
-            attn_dp=self.attn_dp,
-            compute_efficiency=self.compute_efficiency,
-            bandwidth_efficiency=self.bandwidth_efficiency,
-            kernel_overhead_us=kernel_overhead_for(self.hardware, self.kernel_overhead_us,
-                                                   self.whatif),
-            max_num_batched_tokens=self.setting("max_num_batched_tokens"),
-            max_num_seqs=self.setting("max_num_seqs"), engine=self.engine_name,
-            **_engine_costs_kwarg(self._gpu_costs(costs if costs is not None
-                                                  else self.costs())))
+        kernel_overhead_us = kernel_overhead_for(self.hardware, self.kernel_overhead_us,
+                                                 self.whatif)
+        engine_costs = _engine_costs_kwarg(self._gpu_costs(costs if costs is not None
+                                                           else self.costs()))
+        limits = {"max_num_batched_tokens": self.setting("max_num_batched_tokens"),
+                  "max_num_seqs": self.setting("max_num_seqs")}
+        if self.model_spec is None:
+            base = RooflineStepTime.from_names(
+                model=self.model, hardware=self.hardware, weights=self.weights, kv=self.kv,
+                activations=self.activations, tp=self.tp, pp=self.pp, ep=self.ep,
+                attn_dp=self.attn_dp,
+                compute_efficiency=self.compute_efficiency,
+                bandwidth_efficiency=self.bandwidth_efficiency,
+                kernel_overhead_us=kernel_overhead_us, engine=self.engine_name,
+                **limits, **engine_costs)
+        else:
+            # what `from_names` does after loading the model by name
+            spec = self.model_spec
+            hw = load_hardware(self.hardware).with_efficiency(
+                self.compute_efficiency, self.bandwidth_efficiency, kernel_overhead_us)
+            base = RooflineStepTime(
+                spec, hw, resolve_model_precision(spec, self.weights, self.kv, self.activations),
+                Parallelism(tp=self.tp, pp=self.pp, ep=self.ep, attn_dp=self.attn_dp),
+                engine=self.engine_name, **limits, **engine_costs)
+            if not base.memory().fits:
+                raise RidgelineError(base.no_fit_message())
         return apply_whatif(base, self.whatif)
+
+    def spec(self) -> ModelSpec:
+        """The model's spec: `model_spec` when given, else `model` loaded by name or path."""
+        return self.model_spec if self.model_spec is not None else load_model(self.model)
 
     def engine_config(self, step_model: Any) -> Any:
         from ridgeline.sim.engine import EngineConfig, kv_blocks_from_memory
@@ -231,7 +253,7 @@ class Scenario:
         fields = resolve(load_scheduler(self.engine), own, defaults)
         if AUTO not in fields.values():
             return fields
-        ctx = load_model(self.model).max_position_embeddings if kv_tokens is not None else 0
+        ctx = self.spec().max_position_embeddings if kv_tokens is not None else 0
         return resolve_auto(fields, load_hardware(self.hardware).memory_bytes, self.tp,
                             kv_tokens, ctx)
 
@@ -341,7 +363,7 @@ class Scenario:
         parse_think_time(self.think_time)
         pools = self.pools()
         if pools is not None:
-            spec = load_model(self.model)
+            spec = self.spec()
             for pool in pools:
                 pool.validate(spec)
             self.kv_link_spec()   # --kv-link checked before any work

@@ -38,6 +38,7 @@ from starlette.routing import Route
 
 from ridgeline.errors import RidgelineError
 from ridgeline.jsonsafe import json_safe
+from ridgeline.sim.engine_costs import ENGINES
 
 GIB = 1024**3
 DTYPES = {"weights": ["bf16", "fp16", "fp8", "int8", "int4", "fp4", "fp32"],
@@ -213,6 +214,7 @@ class SimulateBody(_CommonBody):
     output: Any = None
     seed: Any = None
     slos: Any = None
+    engine: Any = None
     engine_costs: Any = None
 
 
@@ -248,11 +250,8 @@ def estimate_api(body: dict[str, Any]) -> dict[str, Any]:
 
 def simulate_api(body: dict[str, Any]) -> dict[str, Any]:
     """POST /api/simulate: a small simulated rate sweep (at most 16 rates x 5,000 requests)."""
-    from ridgeline.perf.serving_model import RooflineStepTime
     from ridgeline.report.load import knee_rate, load_point
-    from ridgeline.report.sweep import simulate_sweep
-    from ridgeline.sim.engine_costs import load_engine_costs
-    from ridgeline.specs import Parallelism, load_hardware, load_model, resolve_precision
+    from ridgeline.sim.scenario import Scenario, rate_sweep
 
     _checked(SimulateBody, body)
     c = _common(body)
@@ -281,20 +280,24 @@ def simulate_api(body: dict[str, Any]) -> dict[str, Any]:
                              f"{MAX_SLOS} SLO texts such as 'ttft_ms:500'")
     engine_costs = body.get("engine_costs", True)
     if not isinstance(engine_costs, bool):
-        raise RidgelineError(f"engine_costs: got {_short(engine_costs)}; allowed: true (vLLM's "
-                             "fitted CPU costs, as `ridgeline simulate`) or false (GPU work "
-                             "only, as --no-engine-costs)")
-    spec = c["model"] if not isinstance(c["model"], str) else load_model(c["model"])
-    # The same engine costs `ridgeline simulate` applies by default (its --engine vllm).
-    m = RooflineStepTime(spec, load_hardware(c["hardware"]),
-                         resolve_precision(c["weights"], c["kv"], c["activations"]),
-                         Parallelism(tp=c["tp"], pp=c["pp"], ep=c["ep"]),
-                         engine_costs=load_engine_costs("vllm") if engine_costs else None)
-    if not m.memory().fits:
-        raise RidgelineError(m.no_fit_message())
-    runs = simulate_sweep(m, [float(x) for x in rates], requests=requests, prompt=prompt,
-                          output=output, seed=seed, slos=list(slos))
-    pts = [load_point(rate, a) for rate, a, _ in runs]
+        raise RidgelineError(f"engine_costs: got {_short(engine_costs)}; allowed: true (the "
+                             "engine's fitted CPU costs, as `ridgeline simulate`) or false "
+                             "(GPU work only, as --no-engine-costs)")
+    engine = _text(body, "engine", "vllm")
+    if engine not in ENGINES:   # no costs file: the server would read a path it is sent
+        raise RidgelineError(f"engine: got {_short(engine)}; allowed: {', '.join(ENGINES)}")
+    # The scenario `ridgeline simulate --rate a,b,c` runs for the same flags (its vLLM
+    # engine preset and costs, prefix caching and KV pool), through the same library call,
+    # so the two give the same numbers; an uploaded config.json stands in for the name.
+    model = c["model"]
+    sc = Scenario(model=model if isinstance(model, str) else model.name,
+                  model_spec=None if isinstance(model, str) else model,
+                  hardware=c["hardware"], weights=c["weights"], kv=c["kv"],
+                  activations=c["activations"], tp=c["tp"], pp=c["pp"], ep=c["ep"],
+                  engine=engine, engine_costs=engine_costs, requests=requests,
+                  prompt=prompt, output=output, seed=seed, slos=tuple(slos)).validate()
+    sweep = rate_sweep(sc, sorted(float(x) for x in rates))
+    pts = [load_point(run.rate_req_s, run.analysis) for run in sweep.runs]
     return {"points": [p.to_dict() for p in pts], "knee_rate_req_s": knee_rate(pts),
             "knee_rule": "highest rate whose P99 TTFT is at most 3x its value at the lowest "
                          "rate", "requests": requests}

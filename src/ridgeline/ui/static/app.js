@@ -263,7 +263,7 @@ function drawLoad(svg, pts, key, label, knee) {
 async function runSimulation() {
   const rates = $("sim-rates").value.split(",").map((x) => Number(x.trim())).filter((x) => x > 0);
   const body = Object.assign(params(), {rates, requests: Number($("sim-requests").value),
-    prompt: $("sim-prompt").value, output: $("sim-output").value});
+    prompt: $("sim-prompt").value, output: $("sim-output").value, engine: $("sim-engine").value});
   delete body.batch;  // an estimate field: /api/simulate refuses fields it does not take
   $("sim-status").textContent = "simulating…";
   $("sim-status").className = "muted";
