@@ -19,7 +19,7 @@ PINNED: dict[str, list[str]] = {
     ],
     "ridgeline.calibrate": [
         "engine", "engine_fit", "engine_runs", "fit", "gguf_model", "host", "inference_perf",
-        "llama_server", "microbench", "presets", "probe", "real_loop", "replay",
+        "inference_perf_replay", "llama_server", "microbench", "presets", "probe", "real_loop",
         "slot_state", "verify",
     ],
     "ridgeline.commands": [
@@ -62,7 +62,8 @@ PINNED: dict[str, list[str]] = {
         "load_trace",
     ],
     "ridgeline.ui": ["app"],
-    "ridgeline.workload": ["arrivals", "lengths", "replay", "spec_syntax", "streams", "think"],
+    "ridgeline.workload": ["arrivals", "lengths", "spec_syntax", "streams", "think",
+                           "timed_trace_reader"],
 }
 # Packages whose __all__ lists their public modules: every name must be a module of it.
 MODULE_LISTS = ["bench", "calibrate", "commands", "metrics", "perf", "report", "serve", "sim",

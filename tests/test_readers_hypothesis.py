@@ -421,7 +421,7 @@ def mooncake_rows(draw: Any) -> list[dict[str, Any]]:
 
 
 def _read_mooncake(rows: list[dict[str, Any]], tmp: Path) -> Any:
-    from ridgeline.workload.replay import read_timed_trace
+    from ridgeline.workload.timed_trace_reader import read_timed_trace
 
     p = tmp / "m.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))

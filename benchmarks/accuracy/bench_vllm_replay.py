@@ -1,9 +1,10 @@
 """Replay every real vLLM run of the shared vllm-inference-perf data and score ridgeline on it.
 
-Each experiment is replayed as it ran (ridgeline.calibrate.replay: the shared-prefix workload
-with its measured prompt lengths, inference-perf's staged constant-load arrivals, the vLLM
-flags, the client's 300 s timeout) through `ridgeline.sim.runner.simulate`, the function
-`ridgeline simulate` calls, on the H100 SXM catalog entry with the run's HF config.json.
+Each experiment is replayed as it ran (ridgeline.calibrate.inference_perf_replay: the
+shared-prefix workload with its measured prompt lengths, inference-perf's staged constant-load
+arrivals, the vLLM flags, the client's 300 s timeout) through `ridgeline.sim.runner.simulate`,
+the function `ridgeline simulate` calls, on the H100 SXM catalog entry with the run's HF
+config.json.
 
 Scores: APE = |pred - actual| / actual per experiment over the whole run, for E2E and TTFT
 mean/p90/p99 and ITL = (E2E_mean - TTFT_mean)/(out_mean - 1); mean and median over the
@@ -34,7 +35,7 @@ import numpy as np
 from _paths import shared_data_dir
 from ridgeline.calibrate.engine_fit import fit_engine_document, make_build, score_runs
 from ridgeline.calibrate.inference_perf import InferencePerfRun, load_run
-from ridgeline.calibrate.replay import METRICS, REPLICATIONS, actual_values
+from ridgeline.calibrate.inference_perf_replay import METRICS, REPLICATIONS, actual_values
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = shared_data_dir() / "vllm-inference-perf"

@@ -17,7 +17,13 @@ max(compute row . w, memory row . w) with rows affine in the work.
 - MLA prefill: as prefill (with the serial term) with 2 h (192 + 128) FLOPs per pair and
   h (192 + 128) 2 b_a bytes per token.
 - collectives: alpha + f(p) bytes / bus_bandwidth per GPU count p (all-reduce f = 2(p-1)/p,
-  all-gather and all-to-all f = (p-1)/p; DeepEP dispatch + combine: alpha + bytes / bw).
+  all-gather and all-to-all f = (p-1)/p; DeepEP dispatch + combine: alpha + bytes / bw): the
+  one line the step model charges linearly in a step's tokens. Beside it, the size-banded
+  form the collective's own time follows: two message-size bands split at an edge found in
+  the data (where NCCL leaves its low-latency protocol, or a custom all-reduce goes from one
+  shot to two), each alpha + x / bus_bandwidth + gamma sqrt(x) in the bus bytes x = f(p)
+  bytes (the sqrt term: a pipelined ring's chunking, whose optimal chunk grows as sqrt(x),
+  so the effective bandwidth ramps with size).
 
 C and beta are the GPU's datasheet 16-bit peak and HBM bandwidth (ridgeline's hardware
 catalog), so the efficiencies are fractions of the datasheet (bounded by 1). Each class is
@@ -30,8 +36,10 @@ training error is lower.
 Rows: contexts of at least MIN_CONTEXT tokens (serving contexts). Cross-validation:
 leave-one-model-shape-out (each distinct (h_q, h_kv, d), or MLA's heads per GPU, held out in
 turn and predicted by the fit on the others); collectives: leave one message-size decade
-out, and leave one GPU count out (its rows predicted from the nearest measured count).
-Writes src/ridgeline/specs/data/kernels_measured_attention_comm.json and
+out (the band edge refitted in each fold), and leave one GPU count out (its rows predicted
+from the nearest measured count). `--only-collectives` refits the collectives alone into the
+existing catalog (seconds instead of minutes). Writes
+src/ridgeline/specs/data/kernels_measured_attention_comm.json and
 benchmarks/results/aic_kernel_fits_attention_comm.json.
 
     .venv/bin/python benchmarks/accuracy/fit_aic_attention_comm.py   # ~3 CPU-minutes
@@ -359,9 +367,84 @@ def alpha_beta(size_bytes: np.ndarray, factor: np.ndarray, t: np.ndarray
              "residual_large_msg": summary(resid[~small])})
 
 
+def _nnls_lb(x: np.ndarray, t: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    return nnls_rel(x, t, lower)
+
+
+def banded_features(bus_bytes: np.ndarray) -> np.ndarray:
+    return np.column_stack([np.ones_like(bus_bytes), bus_bytes, np.sqrt(bus_bytes)])
+
+
+def banded_fit(size_bytes: np.ndarray, bus_bytes: np.ndarray, t: np.ndarray, link_bytes_s: float
+               ) -> dict[str, Any]:
+    """Two bands of alpha + x / bw + gamma sqrt(x) split at the message size (one of the
+    measured sizes) whose fit has the lowest median APE; each band needs 3 sizes. bw is at
+    most the datasheet link (the ring's bus bytes are the least any algorithm moves), so no
+    fitted time falls below the link's."""
+    sizes = np.unique(size_bytes)
+    x = banded_features(bus_bytes)
+    lb = np.array([0.0, 1.0 / link_bytes_s, 0.0])
+
+    def nnls_rel(xx: np.ndarray, tt: np.ndarray) -> np.ndarray:
+        return _nnls_lb(xx, tt, lb)
+
+    best: dict[str, Any] = {"edge": float(sizes[0]), "w": [nnls_rel(x, t)] * 2}
+    best_err = float(np.median(np.abs(x @ best["w"][0] / t - 1.0)))
+    for edge in sizes[3:-2]:
+        hi = size_bytes >= edge
+        if len(np.unique(size_bytes[~hi])) < 3 or len(np.unique(size_bytes[hi])) < 3:
+            continue
+        w_lo, w_hi = nnls_rel(x[~hi], t[~hi]), nnls_rel(x[hi], t[hi])
+        pred = np.where(hi, x @ w_hi, x @ w_lo)
+        err = float(np.median(np.abs(pred / t - 1.0)))
+        if err < best_err:
+            best, best_err = {"edge": float(edge), "w": [w_lo, w_hi]}, err
+    return best
+
+
+def banded_predict(model: dict[str, Any], size_bytes: np.ndarray, bus_bytes: np.ndarray
+                   ) -> np.ndarray:
+    x = banded_features(bus_bytes)
+    return np.where(size_bytes >= model["edge"], x @ model["w"][1], x @ model["w"][0])
+
+
+def _band(w: np.ndarray) -> dict[str, float]:
+    return {"latency_us": _us(w[0]),
+            "bus_bandwidth_bytes_s": float(f"{1.0 / w[1]:.4g}") if w[1] > 0 else 0.0,
+            "sqrt_us_per_sqrt_byte": float(f"{w[2] * 1e6:.4g}")}
+
+
+def banded(size_bytes: np.ndarray, factor: np.ndarray, t: np.ndarray, link_bytes_s: float
+           ) -> dict[str, Any]:
+    """The size-banded collective fit with its training and leave-one-size-decade-out error."""
+    bus = factor * size_bytes
+    model = banded_fit(size_bytes, bus, t, link_bytes_s)
+    resid = np.abs(banded_predict(model, size_bytes, bus) / t - 1.0)
+    dec = np.floor(np.log10(size_bytes)).astype(np.int64)
+    cv = cv_groups(lambda keep: banded_fit(size_bytes[keep], bus[keep], t[keep], link_bytes_s),
+                   lambda mdl, held: banded_predict(mdl, size_bytes[held], bus[held]),
+                   dec, t, min_train=8)
+    # Stored rounded: the evaluation (and its error below) uses the stored constants.
+    bands = [_band(w) for w in model["w"]]
+    stored = {"edge": model["edge"], "w": [np.array(
+        [b["latency_us"] * 1e-6, 1.0 / b["bus_bandwidth_bytes_s"] if b["bus_bandwidth_bytes_s"]
+         else 0.0, b["sqrt_us_per_sqrt_byte"] * 1e-6]) for b in bands]}
+    resid = np.abs(banded_predict(stored, size_bytes, bus) / t - 1.0)
+    return {"edge_message_bytes": int(model["edge"]), "below": bands[0], "above": bands[1],
+            "_fit": {"rows": int(t.size), "residual": summary(resid),
+                     "cv": {"kind": "leave-one-size-decade-out", **summary(cv)}}}
+
+
+def _sizes(table: dict[str, np.ndarray], mp: np.ndarray, dtype_col: str
+           ) -> tuple[np.ndarray, np.ndarray]:
+    size = table["message_size"][mp].astype(float) * np.array(
+        [DTYPE_BYTES[str(x)] for x in table[dtype_col][mp]])
+    return size, table["latency"][mp].astype(float) * 1e-3
+
+
 def collective_fits(table: dict[str, np.ndarray], ops: list[str], op_col: str,
-                    dtype_col: str, files: list[str], source: str | None = None
-                    ) -> dict[str, Any]:
+                    dtype_col: str, files: list[str], link_bytes_s: float,
+                    source: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for op in ops:
         m = table[op_col] == op
@@ -377,12 +460,11 @@ def collective_fits(table: dict[str, np.ndarray], ops: list[str], op_col: str,
         rows: dict[str, Any] = {}
         for p in sorted(set(table["num_gpus"][m].tolist())):
             mp = m & (table["num_gpus"] == p)
-            size = table["message_size"][mp].astype(float) * np.array(
-                [DTYPE_BYTES[str(x)] for x in table[dtype_col][mp]])
-            t = table["latency"][mp].astype(float) * 1e-3
-            const, stats = alpha_beta(size, bus_factor(op, np.full_like(t, p)), t)
-            rows[str(int(p))] = {**const, "_fit": {"files": files, "source": source or "NCCL",
-                                                   **stats}}
+            size, t = _sizes(table, mp, dtype_col)
+            factor = bus_factor(op, np.full_like(t, p))
+            const, stats = alpha_beta(size, factor, t)
+            rows[str(int(p))] = {**const, "banded": banded(size, factor, t, link_bytes_s),
+                                 "_fit": {"files": files, "source": source or "NCCL", **stats}}
         # Leave one GPU count out: its rows predicted from the nearest other count's fit.
         lo: list[float] = []
         counts = sorted(rows, key=int)
@@ -391,10 +473,7 @@ def collective_fits(table: dict[str, np.ndarray], ops: list[str], op_col: str,
             if not others:
                 break
             q = min(others, key=lambda x: abs(int(x) - int(p)))
-            mp = m & (table["num_gpus"] == int(p))
-            size = table["message_size"][mp].astype(float) * np.array(
-                [DTYPE_BYTES[str(x)] for x in table[dtype_col][mp]])
-            t = table["latency"][mp].astype(float) * 1e-3
+            size, t = _sizes(table, m & (table["num_gpus"] == int(p)), dtype_col)
             r = rows[q]
             pred = r["latency_us"] * 1e-6 + bus_factor(op, np.full_like(t, int(p))) * size \
                 / r["bus_bandwidth_bytes_s"]
@@ -462,15 +541,6 @@ def fit_gpu(root: Path, gpu: str) -> dict[str, Any]:
                 if p.exists():
                     e[key] = mla_fits(p, hw, dec, [rel(p, root)])
         v = one_version(root, gpu, "comm", eng)
-        if v is not None and (v / "custom_allreduce_perf.parquet").exists():
-            p = v / "custom_allreduce_perf.parquet"
-            tab = read(p)
-            srcs = sorted(set(tab["kernel_source"].tolist()))
-            # vLLM's CUDA-graph variant is what its decode steps run.
-            src = next((s for s in srcs if "graph" in s), srcs[0])
-            e["custom_all_reduce"] = collective_fits(tab, ["all_reduce"], "op_name",
-                                                     "allreduce_dtype", [rel(p, root)],
-                                                     source=src)["all_reduce"]
         if v is not None and eng == "sglang":
             for fname, key, ll in (("wideep_deepep_ll_perf.parquet", "deepep_low_latency", True),
                                    ("wideep_deepep_normal_perf.parquet", "deepep_normal",
@@ -479,12 +549,7 @@ def fit_gpu(root: Path, gpu: str) -> dict[str, Any]:
                     e[key] = deepep_fits(v / fname, [rel(v / fname, root)], ll)
         if e:
             res["engines"][eng] = e
-    v = one_version(root, gpu, "comm", "nccl")
-    if v is not None:
-        p = v / "nccl_perf.parquet"
-        res["nccl"] = collective_fits(read(p), ["all_reduce", "all_gather", "alltoall",
-                                                "reduce_scatter"], "op_name", "nccl_dtype",
-                                      [rel(p, root)])
+    fit_gpu_collectives(root, gpu, res)
     # Substitutes: an engine without a kernel-only MLA table takes another engine's on the
     # same GPU (vLLM there has whole-module tables only, GEMMs included).
     for e in res["engines"].values():
@@ -498,6 +563,28 @@ def fit_gpu(root: Path, gpu: str) -> dict[str, Any]:
                         e[key]["_substitute_engine"] = other
                         break
     return res
+
+
+def fit_gpu_collectives(root: Path, gpu: str, res: dict[str, Any]) -> None:
+    """Each engine's custom all-reduce and NCCL's collectives of `gpu`, into `res`."""
+    link = load_hardware(GPUS[gpu]).interconnect_bandwidth_bytes_s
+    for eng in ENGINES:
+        v = one_version(root, gpu, "comm", eng)
+        if v is not None and (v / "custom_allreduce_perf.parquet").exists():
+            p = v / "custom_allreduce_perf.parquet"
+            tab = read(p)
+            srcs = sorted(set(tab["kernel_source"].tolist()))
+            # vLLM's CUDA-graph variant is what its decode steps run.
+            src = next((s for s in srcs if "graph" in s), srcs[0])
+            res["engines"].setdefault(eng, {})["custom_all_reduce"] = collective_fits(
+                tab, ["all_reduce"], "op_name", "allreduce_dtype", [rel(p, root)], link,
+                source=src)["all_reduce"]
+    v = one_version(root, gpu, "comm", "nccl")
+    if v is not None:
+        p = v / "nccl_perf.parquet"
+        res["nccl"] = collective_fits(read(p), ["all_reduce", "all_gather", "alltoall",
+                                                "reduce_scatter"], "op_name", "nccl_dtype",
+                                      [rel(p, root)], link)
 
 
 def cv_table(catalog: dict[str, Any]) -> list[dict[str, Any]]:
@@ -532,13 +619,17 @@ def cv_table(catalog: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _coll_rows(gpu: str, eng: str, op: str, c: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per GPU count: the size-banded form's error (the collective's own time) and
+    the one line's (what the step model charges)."""
     out = []
     for p, r in c["by_gpus"].items():
-        f = r["_fit"]
+        f, b = r["_fit"], r["banded"]["_fit"]
         out.append({"gpu": gpu, "engine": eng, "class": f"{op}/p{p}", "rows": f["rows"],
-                    "train_median_ape": f["residual"]["median_ape"],
-                    "cv_median_ape": f["cv"]["median_ape"], "cv_kind": f["cv"]["kind"],
-                    "meets_bar": bool(f["cv"]["median_ape"] <= 0.10)})
+                    "train_median_ape": b["residual"]["median_ape"],
+                    "cv_median_ape": b["cv"]["median_ape"], "cv_kind": b["cv"]["kind"],
+                    "line_train_median_ape": f["residual"]["median_ape"],
+                    "line_cv_median_ape": f["cv"]["median_ape"],
+                    "meets_bar": bool(b["cv"]["median_ape"] <= 0.10)})
     return out
 
 
@@ -550,6 +641,8 @@ def main() -> None:
                     default=REPO / "src/ridgeline/specs/data/kernels_measured_attention_comm.json")
     ap.add_argument("--results", type=Path,
                     default=REPO / "benchmarks/results/aic_kernel_fits_attention_comm.json")
+    ap.add_argument("--only-collectives", action="store_true",
+                    help="refit the collectives alone into the existing --catalog")
     a = ap.parse_args()
     root = a.data or shared_data() / "aic-kernels"
     if not root.is_dir():
@@ -576,9 +669,16 @@ def main() -> None:
         "hardware": {GPUS[g]: g for g in gpus},
         "gpus": {},
     }
+    if a.only_collectives:
+        old = json.loads(a.catalog.read_text())
+        catalog["gpus"], catalog["hardware"] = old["gpus"], old["hardware"]
+        catalog["date"] = date
     for g in gpus:
         print(f"fitting {g} ...", file=sys.stderr, flush=True)
-        catalog["gpus"][g] = fit_gpu(root, g)
+        if a.only_collectives:
+            fit_gpu_collectives(root, g, catalog["gpus"][g])
+        else:
+            catalog["gpus"][g] = fit_gpu(root, g)
     table = cv_table(catalog)
     a.catalog.write_text(json.dumps(catalog, indent=1) + "\n")
     a.results.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,14 @@ engine, dtype), the two models ridgeline's operator rows evaluate (perf/measured
 
 Efficiencies are kept in (0, 1] and every other constant >= 0 (logistic / exponential
 parameters), so a fitted time is never below the roofline. Fits minimise the mean squared
-log error (Levenberg-Marquardt); the reported errors are APE |pred - measured|/measured.
+log error (Levenberg-Marquardt), then the mean absolute log error (the same solver,
+reweighted: the bar is a median APE, and squared errors let a few shapes on a kernel's slow
+path pull the fit off the rest; RIDGELINE_GEMM_LOSS=l2 / RIDGELINE_MOE_LOSS=l2 keep squares). The
+reported errors are APE |pred - measured|/measured. `--only-moe` refits the MoE layers
+alone, keeping the GEMM fits of the catalog and results files. RIDGELINE_MOE_HELD_EXPERT_COST=1
+adds a cost per expert the GPU holds (touched or not) to the layer's floor: a diagnosis
+switch (TensorRT-LLM's block-fp8 MoE fits to about 0.27 us per held expert), not in the
+shipped catalog, whose op table does not carry the held-expert count.
 Cross-validation holds shapes out and refits on the rest (warm-started from the full fit):
 GEMM holds each (n, k) shape out in one of 20 groups (a twentieth of the shapes unseen at
 once: stricter than one at a time, and 25x cheaper over ~480 shapes), MoE leaves each model
@@ -86,6 +93,12 @@ MIN_ROWS = 100
 MAX_MOE_TP = 8
 # GEMMs whose bf16 activations are quantized by a kernel of their own before the matmul.
 QUANTIZED_ACTIVATIONS = ("fp8", "fp8_block", "fp4")
+# The MoE fits' loss on log(pred/measured): "l1" (least absolute, what the median-APE bar
+# scores) or "l2" (least squares).
+MOE_LOSS = os.environ.get("RIDGELINE_MOE_LOSS", "l1")
+GEMM_LOSS = os.environ.get("RIDGELINE_GEMM_LOSS", "l1")
+# A cost per expert the GPU holds, touched or not (routing tables, per-expert scales).
+MOE_HELD_EXPERT_COST = os.environ.get("RIDGELINE_MOE_HELD_EXPERT_COST", "0") == "1"
 
 
 def shared_data() -> Path:
@@ -141,6 +154,19 @@ def lm_fit(resid: Callable[[np.ndarray], np.ndarray], theta: np.ndarray, iters: 
             lam *= 4
         if not improved:
             break
+    return theta
+
+
+def lm_fit_l1(resid: Callable[[np.ndarray], np.ndarray], theta: np.ndarray, iters: int = 40,
+              rounds: int = 4) -> np.ndarray:
+    """Least absolute log error by iteratively reweighted Levenberg-Marquardt: each round
+    weights a row's residual by 1/sqrt(max(|r|, 0.01)) from the last round, so the squared
+    weighted residual is |r|. The bar is a median APE, which squared errors let a few
+    outlying shapes (a kernel's slow path) pull away from."""
+    theta = lm_fit(resid, theta, iters)
+    for _ in range(rounds):
+        w = 1.0 / np.sqrt(np.maximum(np.abs(resid(theta)), 0.01))
+        theta = lm_fit(lambda th, w=w: resid(th) * w, theta, iters)
     return theta
 
 
@@ -231,6 +257,8 @@ def fit_gemm(rows: dict[str, np.ndarray], peak: float, bw: float, b_w: float,
     r_a, r_b = make(allrows)(theta), make(allrows)(theta_b)
     if float(r_b @ r_b) < float(r_a @ r_a):
         theta = theta_b
+    if GEMM_LOSS == "l1":
+        theta = lm_fit_l1(make(allrows), theta, 60)
     p = gemm_params(theta)
     pred = gemm_predict_s(p, m, n, k, peak, bw, b_w)
     info: dict[str, Any] = {"rows": len(y), "shapes": 0, "residual": ape_stats(pred, y)}
@@ -248,7 +276,8 @@ def fit_gemm(rows: dict[str, np.ndarray], peak: float, bw: float, b_w: float,
         group = np.random.default_rng(0).permutation(len(shapes))[shape_id] % CV_GROUPS
         for g in range(CV_GROUPS):
             out = group == g
-            th = lm_fit(make(~out & thin), theta, 8)
+            th = lm_fit_l1(make(~out & thin), theta, 8, 2) if GEMM_LOSS == "l1" else \
+                lm_fit(make(~out & thin), theta, 8)
             held[out] = gemm_predict_s(gemm_params(th), m[out], n[out], k[out], peak, bw, b_w)
         info["cv"] = {"kind": f"{CV_GROUPS}-fold leave-(n,k)-shapes-out", **ape_stats(held, y)}
     return p, info
@@ -271,19 +300,24 @@ def balanced_local(tokens: int, experts: int, topk: int, ep: int) -> tuple[float
 
 
 def moe_params(theta: np.ndarray, tile: float) -> dict[str, float]:
-    return {"tile": tile, "compute_efficiency": float(_sig(theta[0])),
-            "bandwidth_efficiency": float(_sig(theta[1])),
-            "floor_us": float(np.exp(theta[2])),
-            "expert_us": float(np.exp(theta[3])),
-            "pad_rows": float(np.exp(theta[4])),
-            "activation_scale": float(np.exp(theta[5]))}
+    p = {"tile": tile, "compute_efficiency": float(_sig(theta[0])),
+         "bandwidth_efficiency": float(_sig(theta[1])),
+         "floor_us": float(np.exp(theta[2])),
+         "expert_us": float(np.exp(theta[3])),
+         "pad_rows": float(np.exp(theta[4])),
+         "activation_scale": float(np.exp(theta[5]))}
+    if len(theta) > 6:  # RIDGELINE_MOE_HELD_EXPERT_COST=1 (not evaluated by ridgeline yet)
+        p["local_expert_us"] = float(np.exp(theta[6]))
+    return p
 
 
 def moe_predict_s(p: dict[str, float], pairs: np.ndarray, uniq: np.ndarray, d: np.ndarray,
-                  inter_loc: np.ndarray, peak: float, bw: float, b_w: float) -> np.ndarray:
-    """Seconds of one MoE layer on one GPU (the form perf/measured_kernels.py uses)."""
+                  inter_loc: np.ndarray, peak: float, bw: float, b_w: float,
+                  local: np.ndarray | float = 0.0) -> np.ndarray:
+    """Seconds of one MoE layer on one GPU (the form perf/measured_kernels.py uses); `local`:
+    the experts this GPU holds, touched or not (a cost per held expert in the floor)."""
     ce, be = peak * p["compute_efficiency"], bw * p["bandwidth_efficiency"]
-    total = np.zeros_like(pairs)
+    total = np.zeros_like(pairs) + 1e-6 * p.get("local_expert_us", 0.0) * local
     tile = p["tile"]
     for i_dim, o_dim in ((d, 2.0 * inter_loc), (inter_loc, d)):
         # the grouped GEMM's tiles cover each expert's matrix in whole tiles
@@ -328,6 +362,7 @@ def _moe_rows(path: Path) -> dict[str, dict[str, Any]]:
             res[dist] = {"tokens": tok.astype(float), "d": d.astype(float),
                          "inter_loc": inter.astype(float) / tp, "pairs": pairs, "uniq": ucount,
                          "shape": np.stack([d, inter, ne, topk], axis=1),
+                         "local": ne.astype(float) / ep,
                          "lat_s": best * 1e-3}
         if "balanced" in res:
             out[dtype] = res
@@ -344,7 +379,7 @@ def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
                 ) -> np.ndarray:
         sl = slice(None) if mask is None else mask
         return moe_predict_s(p, r["pairs"][sl], r["uniq"][sl], r["d"][sl], r["inter_loc"][sl],
-                             peak, bw, b_w)
+                             peak, bw, b_w, r["local"][sl])
 
     def make(mask: np.ndarray, tile: float) -> Callable[[np.ndarray], np.ndarray]:
         def resid(theta: np.ndarray) -> np.ndarray:
@@ -353,15 +388,18 @@ def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
 
     allrows = np.ones(len(y), dtype=bool)
     best_theta, best_cost, tile = None, np.inf, 16.0
+    extra = [math.log(0.01)] if MOE_HELD_EXPERT_COST else []
     for tl in (32.0, 128.0):  # the tile: a discrete choice, each fitted
         for start in ([_logit(0.5), _logit(0.7), math.log(5.0), math.log(0.3), math.log(16.0),
-                       0.0],
+                       0.0, *extra],
                       [_logit(0.3), _logit(0.5), math.log(20.0), math.log(1.0),
-                       math.log(64.0), 1.0]):
+                       math.log(64.0), 1.0, *extra]):
             th = lm_fit(make(allrows, tl), np.array(start), 60)
             r = make(allrows, tl)(th)
             if float(r @ r) < best_cost:
                 best_theta, best_cost, tile = th, float(r @ r), tl
+    if MOE_LOSS == "l1":
+        best_theta = lm_fit_l1(make(allrows, tile), best_theta, 60)
     assert best_theta is not None
     p = moe_params(best_theta, tile)
     info: dict[str, Any] = {"rows": len(y),
@@ -372,7 +410,8 @@ def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
     if len(shapes) > 1:
         for sh in shapes:
             out = (bal["shape"] == sh).all(axis=1)
-            th = lm_fit(make(~out, tile), best_theta, 30)
+            th = lm_fit_l1(make(~out, tile), best_theta, 15, 2) if MOE_LOSS == "l1" else \
+                lm_fit(make(~out, tile), best_theta, 30)
             held[out] = pred_of(moe_params(th, tile), bal, out)
         info["cv"] = {"kind": "leave-one-model-shape-out", **ape_stats(held, y)}
     if "power_law" in rows:
@@ -400,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", default=",".join(GPUS))
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--no-cv", action="store_true", help="skip cross-validation")
+    ap.add_argument("--only-moe", action="store_true",
+                    help="refit the MoE layers alone; the GEMM fits of --out-catalog and "
+                         "--out-results stay")
     ap.add_argument("--out-catalog", type=Path, default=OUT_CATALOG)
     ap.add_argument("--out-results", type=Path, default=OUT_RESULTS)
     args = ap.parse_args(argv)
@@ -408,10 +450,14 @@ def main(argv: list[str] | None = None) -> int:
     gemm_cat: dict[str, Any] = {}
     moe_cat: dict[str, Any] = {}
     table: list[dict[str, Any]] = []
+    if args.only_moe:
+        gemm_cat = json.loads(args.out_catalog.read_text())["gemm"]
+        table = [r for r in json.loads(args.out_results.read_text())["fits"]
+                 if r["op"] == "gemm"]
     for gpu in args.gpus.split(","):
         peaks, bw = _peaks(GPUS[gpu])
         for engine in args.engines.split(","):
-            for op in ("gemm", "moe"):
+            for op in ("moe",) if args.only_moe else ("gemm", "moe"):
                 path = _table(gpu, op, engine)
                 if path is None:
                     continue

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.calibrate.inference_perf import load_run
-from ridgeline.calibrate.replay import METRICS, actual_values
+from ridgeline.calibrate.inference_perf_replay import METRICS, actual_values
 from ridgeline.metrics.prediction_interval import (
     CATALOG_PATH,
     LEVELS,

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_vllm_replay import DATA, HARDWARE, model_config
 from ridgeline.calibrate.engine_fit import make_build
 from ridgeline.calibrate.inference_perf import load_run
-from ridgeline.calibrate.replay import METRICS, actual_values, ape, replay, score_raw
+from ridgeline.calibrate.inference_perf_replay import METRICS, actual_values, ape, replay, score_raw
 from ridgeline.sim.engine_costs import load_engine_costs
 
 

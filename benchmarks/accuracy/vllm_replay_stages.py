@@ -29,7 +29,7 @@ import numpy as np
 from bench_vllm_replay import DATA, HARDWARE, model_config  # type: ignore[import-not-found]
 from ridgeline.calibrate.engine_fit import make_build
 from ridgeline.calibrate.inference_perf import load_run
-from ridgeline.calibrate.replay import replay
+from ridgeline.calibrate.inference_perf_replay import replay
 
 PERCENTILES = (("min", 0), ("p10", 10), ("median", 50), ("p90", 90), ("max", 100))
 

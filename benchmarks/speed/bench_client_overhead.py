@@ -1,6 +1,6 @@
 """Client overhead of `ridgeline bench`: timestamp error and the chunk rate it sustains.
 
-Against the scripted test server (tests/test_bench_server.py, in its own process), which
+Against the scripted test server (tests/bench/test_bench_server.py, in its own process), which
 stamps every output chunk with time.perf_counter just before writing it. The client's
 timestamp error for a chunk is (client event time) - (server stamp), both on the host's
 CLOCK_MONOTONIC: the loopback hop plus the time the client's event loop was busy elsewhere.
@@ -25,13 +25,14 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+
+from test_bench_server import fetch_log, start_subprocess_server  # noqa: E402
 
 from ridgeline.bench.client import EndpointConfig  # noqa: E402
 from ridgeline.bench.load import LoadSpec  # noqa: E402
 from ridgeline.bench.run import BenchConfig, run_bench  # noqa: E402
 from ridgeline.workload.lengths import parse_lengths  # noqa: E402
-from test_bench_server import fetch_log, start_subprocess_server  # noqa: E402
 
 
 def run_point(url: str, out: Path, streams: int, tokens: int, itl_s: float,

@@ -30,13 +30,14 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+
+from test_bench_server import fetch_log, start_subprocess_server  # noqa: E402
 
 from ridgeline.bench.client import EndpointConfig  # noqa: E402
 from ridgeline.bench.load import LoadSpec  # noqa: E402
 from ridgeline.bench.run import BenchConfig, run_bench  # noqa: E402
 from ridgeline.workload.lengths import parse_lengths  # noqa: E402
-from test_bench_server import fetch_log, start_subprocess_server  # noqa: E402
 
 VENV = Path("/tmp/ridgeline-peer-aiperf")
 CACHE = Path("/tmp/ridgeline-peer-tiktoken")

@@ -76,20 +76,32 @@ def capacity_req_s(model: str, hardware: str, n: int = 3000) -> float:
 
 
 def child(n: int, rate: float, mode: str, model: str, hardware: str, prompt: str,
-          output: str) -> dict:
-    """One measured run (in its own process)."""
+          output: str, core: str = "auto", loop: str = "auto", replicas: int = 1,
+          router: str = "round-robin") -> dict:
+    """One measured run (in its own process). `core`: "auto" (the C core where it applies) or
+    "python"; `loop` (the Python engine's loop over replicas): "auto", "scan" (no heap) or
+    "heap" (no lazy advance)."""
+    if core == "python":
+        os.environ["RIDGELINE_SIM_CORE"] = "python"
     from ridgeline.metrics.analysis import analyze
+    from ridgeline.sim import runner
+    from ridgeline.sim.cluster import ClusterConfig
     from ridgeline.sim.runner import simulate
     from ridgeline.sim.workload import build_workload
     from ridgeline.trace.schema import TraceHeader
 
+    if loop == "scan":
+        runner.HEAP_MIN_REPLICAS = 1 << 30
+    elif loop == "heap":
+        runner.LAZY_ROUTERS = frozenset()
     step_model, config = _setup(model, hardware)
     wl, _, _ = build_workload(n, prompt, output, rate_req_s=rate, seed=1)
+    cluster = ClusterConfig(replicas=replicas, router=router)
     rss_before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     load = os.getloadavg()
     c0 = time.process_time()
     t0 = time.perf_counter()
-    res = simulate(wl, config, step_model, mode=mode)
+    res = simulate(wl, config, step_model, cluster, mode=mode)
     t1 = time.perf_counter()
     c1 = time.process_time()
     rss_sim_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -97,7 +109,8 @@ def child(n: int, rate: float, mode: str, model: str, hardware: str, prompt: str
     t2 = time.perf_counter()
     rss_all_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
-        "requests": n, "rate_req_s": rate, "mode": mode,
+        "requests": n, "rate_req_s": rate, "mode": mode, "core": core, "loop": loop,
+        "replicas": replicas, "router": router,
         "sim_wall_s": t1 - t0, "sim_req_per_wall_s": n / (t1 - t0),
         "sim_cpu_s": c1 - c0, "sim_req_per_cpu_s": n / (c1 - c0),
         "loadavg_1m_before": load[0],
@@ -114,15 +127,50 @@ def child(n: int, rate: float, mode: str, model: str, hardware: str, prompt: str
     }
 
 
-def run_child(repeat: int = 1, **kw) -> dict:
-    """The fastest of `repeat` runs, each in a fresh process (all wall times kept)."""
+def forms(repeat: int, n: int, replicas: int) -> list[dict]:
+    """Each form of the one scheduler on the same workload (rho 0.8 of one replica's
+    capacity, times the replicas for the multi-replica rows), so each form's speed can be set
+    against the one it would fall back to: the C core against the Python engine's
+    fast-forward, the fast-forward against the step-by-step reference, and over many
+    replicas the lazy advance and the heap against the plain scan."""
+    model, hw = "llama-3.1-8b", "h100-sxm"
+    cap = capacity_req_s(model, hw)
+    base = dict(model=model, hardware=hw, prompt=PROMPT, output=OUTPUT)
+    rate1 = round(0.8 * cap, 2)
+    plan = [
+        ("C core", dict(n=n, rate=rate1, mode="fast")),
+        ("Python fast-forward", dict(n=n, rate=rate1, mode="fast", core="python")),
+        ("Python step (reference)", dict(n=n, rate=rate1, mode="step", core="python")),
+    ]
+    rate_r = round(0.8 * cap * replicas, 2)
+    for router in ("least-outstanding", "least-kv"):
+        multi = dict(n=n, rate=rate_r, mode="fast", core="python", replicas=replicas,
+                     router=router)
+        if router == "least-outstanding":
+            plan.append((f"{replicas} replicas {router}: lazy advance", dict(multi)))
+        plan.append((f"{replicas} replicas {router}: heap", dict(multi, loop="heap")))
+        plan.append((f"{replicas} replicas {router}: scan", dict(multi, loop="scan")))
+        plan.append((f"{replicas} replicas {router}: C core", dict(multi, core="auto")))
+    out = []
+    for name, kw in plan:
+        r = run_child(repeat, key="sim_cpu_s", **base, **kw)
+        r["form"] = name
+        print(f"{name:45s} {r['sim_cpu_s']:8.3f} CPU-s  {r['sim_req_per_cpu_s']:10.0f} req/CPU-s",
+              flush=True)
+        out.append(r)
+    return out
+
+
+def run_child(repeat: int = 1, key: str = "sim_wall_s", **kw) -> dict:
+    """The fastest of `repeat` runs by `key`, each in a fresh process (all times kept)."""
     cmd = [sys.executable, __file__, "--child", json.dumps(kw)]
     runs = []
     for _ in range(repeat):
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    best = min(runs, key=lambda r: r["sim_wall_s"])
+    best = min(runs, key=lambda r: r[key])
     best["sim_wall_s_all"] = [round(r["sim_wall_s"], 3) for r in runs]
+    best["sim_cpu_s_all"] = [round(r["sim_cpu_s"], 3) for r in runs]
     return best
 
 
@@ -236,12 +284,26 @@ def main() -> None:
     ap.add_argument("--command-json", action="store_true", help="with --command: add --json")
     ap.add_argument("--command-out", default="benchmarks/results/bench_simulate_command.json")
     ap.add_argument("--one-command", help=argparse.SUPPRESS)
+    ap.add_argument("--forms", action="store_true",
+                    help="time each engine form on one workload; results to --forms-out")
+    ap.add_argument("--forms-requests", type=int, default=20_000)
+    ap.add_argument("--forms-replicas", type=int, default=64)
+    ap.add_argument("--forms-out", default="benchmarks/results/bench_simulate_forms.json")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(**json.loads(a.child))))
         return
     if a.one_command:
         print(json.dumps(run_command(**json.loads(a.one_command))))
+        return
+    if a.forms:
+        report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                              "python": platform.python_version(),
+                              "loadavg_at_start": os.getloadavg()},
+                  "runs": forms(a.repeat, a.forms_requests, a.forms_replicas)}
+        report["machine"]["loadavg_at_end"] = os.getloadavg()
+        Path(a.forms_out).write_text(json.dumps(report, indent=2))
+        print(f"wrote {a.forms_out}")
         return
     if a.command:
         exes = a.ridgeline or [str(Path(sys.executable).parent / "ridgeline")]

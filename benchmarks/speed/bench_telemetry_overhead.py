@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+
+from test_bench_server import fetch_log, start_subprocess_server  # noqa: E402
 
 from ridgeline.bench.client import EndpointConfig  # noqa: E402
 from ridgeline.bench.load import LoadSpec  # noqa: E402
@@ -35,7 +37,6 @@ from ridgeline.bench.run import BenchConfig, run_bench  # noqa: E402
 from ridgeline.bench.telemetry import TelemetryConfig, read_final_status, sidecar_path  # noqa: E402
 from ridgeline.serve.launcher import EmulatorProcess  # noqa: E402
 from ridgeline.workload.lengths import parse_lengths  # noqa: E402
-from test_bench_server import fetch_log, start_subprocess_server  # noqa: E402
 
 
 def cpu_point(url: str, tmp: Path, streams: int, requests: int, interval_s: float | None

@@ -1,7 +1,7 @@
 """Where the time goes at 256 streams: timestamp error, CPU per chunk of client and
 server, core pinning and `--workers`.
 
-Against the scripted test server (tests/test_bench_server.py, its own process), as
+Against the scripted test server (tests/bench/test_bench_server.py, its own process), as
 bench_client_overhead.py: 256 streams, 40 chunks each, 50 ms apart; error = client event
 time - server write stamp (same host monotonic clock). Per point it reports error P50/P99,
 chunks/s, the client's CPU (this process + finished `--workers` children, getrusage) and the
@@ -31,14 +31,15 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+
+from test_bench_server import fetch_log  # noqa: E402
 
 from ridgeline.bench.client import EndpointConfig  # noqa: E402
 from ridgeline.bench.load import LoadSpec  # noqa: E402
 from ridgeline.bench.run import BenchConfig, run_bench  # noqa: E402
 from ridgeline.workload.arrivals import parse_arrival  # noqa: E402
 from ridgeline.workload.lengths import parse_lengths  # noqa: E402
-from test_bench_server import fetch_log  # noqa: E402
 
 STREAMS, TOKENS, ITL_S = 256, 40, 0.05
 TICK_S = os.sysconf("SC_CLK_TCK")
@@ -47,8 +48,8 @@ TICK_S = os.sysconf("SC_CLK_TCK")
 def start_server(cpus: set[int] | None) -> tuple[subprocess.Popen[str], str]:
     """The scripted server in its own process, optionally pinned to `cpus`."""
     pre = ["taskset", "-c", ",".join(map(str, sorted(cpus)))] if cpus else []
-    proc = subprocess.Popen([*pre, sys.executable, str(ROOT / "tests" / "test_bench_server.py")],
-                            stdout=subprocess.PIPE, text=True)
+    server = ROOT / "tests" / "bench" / "test_bench_server.py"
+    proc = subprocess.Popen([*pre, sys.executable, str(server)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.startswith("listening on "), line

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.jsonsafe import json_safe
 from ridgeline.metrics.analysis import analyze
 from ridgeline.metrics.per_request import event_gaps, request_metrics
 from ridgeline.metrics.slo import parse_slos
@@ -98,7 +99,7 @@ class Advice:
         return [f.diagnosis for f in self.findings]
 
     def to_dict(self) -> dict[str, Any]:
-        return _clean(asdict(self))
+        return json_safe(asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -129,18 +130,6 @@ class Advice:
         if self.notes:
             lines += [f"_{n}_" for n in self.notes]
         return "\n".join(lines).rstrip() + "\n"
-
-
-def _clean(x: Any) -> Any:
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, np.generic):
-        return _clean(x.item())
-    return x
 
 
 def amdahl_time_factor(share: float, speedup: float) -> float:

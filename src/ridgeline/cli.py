@@ -48,7 +48,7 @@ app = _new_app()
 # yet (a capability still being built) is skipped.
 COMMAND_MODULES = ("demo", "estimate", "analyze", "theory", "simulate", "serve", "bench",
                    "report", "ui", "plan", "advise", "calibrate", "verify", "export")
-# The command names each module registers (tests/test_cli_exit_codes.py checks this against
+# The command names each module registers (tests/commands/test_cli_exit_codes.py checks this against
 # `app`). `run` builds the click tree of the invoked command's module only: the whole tree
 # of every command's options takes ~0.08 s to build, one module's ~0.01 s.
 COMMANDS = {

@@ -15,7 +15,7 @@ docs/metrics.md):
     decode_rate_tok_s               (N - 1) / (last - first)
 
 Peers' formats, each read back by ridgeline's own importer to the same numbers
-(tests/test_trace_export.py):
+(tests/trace/test_trace_export.py):
 
     aiperf     AIPerf `profile_export.jsonl`: one record per request, latencies in ms,
                `inter_chunk_latency` the gaps between events

@@ -15,7 +15,7 @@ Formats (detected from the content):
                    same text in every request that lists it)
     Session JSONL  the Qwen-Bailian traces: `chat_id`, `parent_chat_id`, `timestamp` (s),
                    lengths, `hash_ids` of 16-token blocks (shared the same way)
-    and the Azure and Vidur traces (the one parser, ridgeline.workload.replay).
+    and the Azure and Vidur traces (the one parser, ridgeline.workload.timed_trace_reader).
 
 Prompt texts: unique per request except where a Mooncake trace says blocks are shared (the
 header records `prompt_reuse: "trace hash_ids"`).
@@ -81,9 +81,9 @@ class ReplayTrace:
 
 
 def load_replay(path: str, speed: float = 1.0) -> ReplayTrace:
-    """The file through the one parser (`ridgeline.workload.replay`), without the rows that
-    cannot be replayed (no prompt or no response tokens: BurstGPT's failed requests)."""
-    from ridgeline.workload.replay import MAX_SPEEDUP, MIN_SPEEDUP, read_timed_trace
+    """The file through the one parser (`ridgeline.workload.timed_trace_reader`), without the
+    rows that cannot be replayed (no prompt or no response tokens: BurstGPT's failed requests)."""
+    from ridgeline.workload.timed_trace_reader import MAX_SPEEDUP, MIN_SPEEDUP, read_timed_trace
 
     if not (MIN_SPEEDUP <= speed <= MAX_SPEEDUP):
         raise RidgelineError(f"--replay-speed: got {speed:g}; allowed: {MIN_SPEEDUP:g} to "

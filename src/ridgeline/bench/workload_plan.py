@@ -25,7 +25,7 @@ from ridgeline.sim.runner import Workload
 from ridgeline.sim.scenario import DEFAULT_OUTPUT, DEFAULT_PROMPT
 from ridgeline.sim.workload import build_workload
 from ridgeline.workload.load_test_configs import LoadTestWorkload, workload_settings
-from ridgeline.workload.replay import read_timed_trace
+from ridgeline.workload.timed_trace_reader import read_timed_trace
 
 
 def workload_plan(w: LoadTestWorkload, seed: int, requests: int | None = None) -> Workload:

@@ -9,12 +9,12 @@ __all__ = [
     "gguf_model",
     "host",
     "inference_perf",
+    "inference_perf_replay",
     "llama_server",
     "microbench",
     "presets",
     "probe",
     "real_loop",
-    "replay",
     "slot_state",
     "verify",
 ]

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.calibrate.inference_perf import InferencePerfRun
-from ridgeline.calibrate.replay import (
+from ridgeline.calibrate.inference_perf_replay import (
     METRICS,
     REPLICATIONS,
     Prediction,
@@ -262,8 +262,9 @@ def fit_engine_document(runs: Sequence[Any], build: BuildFn, engine: str, data_l
                         ) -> tuple[dict[str, Any], FitResult, dict[str, dict[str, float]]]:
     """Fit on all runs, cross-validate leaving one model family out (when there are two or
     more), and build the catalog document with provenance. Each replay averages
-    `replications` arrival draws (`ridgeline.calibrate.replay`); the engine's scheduling lag
-    in steps is its structural value where known (`SCHEDULING_LAG_STEPS`), else fitted."""
+    `replications` arrival draws (`ridgeline.calibrate.inference_perf_replay`); the engine's
+    scheduling lag in steps is its structural value where known (`SCHEDULING_LAG_STEPS`),
+    else fitted."""
     from ridgeline.sim.engine_costs import SCHEDULING_LAG_STEPS
 
     cache = {} if cache is None else cache

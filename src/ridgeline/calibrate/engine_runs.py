@@ -5,7 +5,8 @@
 fits the shipped ones:
 
 - an inference-perf run directory (`results/` with `config.yaml` and the lifecycle metrics):
-  replayed as it ran (ridgeline.calibrate.replay: shared-prefix prompts, staged arrivals);
+  replayed as it ran (ridgeline.calibrate.inference_perf_replay: shared-prefix prompts,
+  staged arrivals);
 - a per-request result file ridgeline imports (`vllm bench serve --save-result
   --save-detailed`, AIPerf's `profile_export.jsonl`; see ridgeline.trace.importers): replayed
   request for request, each sent when it was sent, with its measured prompt and output
@@ -56,7 +57,7 @@ class TraceRun:
     per_stage: list[Measured] = field(default_factory=list)
 
     def replay_plan(self, seed: int = 0) -> Any:
-        from ridgeline.calibrate.replay import ReplayPlan
+        from ridgeline.calibrate.inference_perf_replay import ReplayPlan
 
         n = self.arrival_s.size
         return ReplayPlan(self.prompt_tokens, self.output_tokens, np.full(n, -1, np.int64),

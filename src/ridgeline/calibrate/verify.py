@@ -27,7 +27,6 @@ import numpy as np
 from ridgeline.calibrate.explain import explain, replay_measured
 from ridgeline.errors import RidgelineError
 from ridgeline.metrics.analysis import analyze
-from ridgeline.sim.runner import Workload
 from ridgeline.sim.slots import replay_requests
 from ridgeline.trace.importers import load_trace
 from ridgeline.trace.schema import TraceHeader
@@ -151,26 +150,6 @@ def point_label(trace: Any) -> str:
     if rate:
         return f"{load.get('arrival', load.get('kind', 'open'))} {float(rate):g} req/s"
     return Path(trace.path or "trace").stem
-
-
-def replay_workload(trace: Any, closed_loop: bool = False) -> Any:
-    """The trace's successful requests as a simulator workload: their lengths, and their
-    measured send times (`closed_loop`: a closed-loop trace as C users instead)."""
-    ok = (trace.status == STATUS_CODE["ok"]) & (trace.prompt_tokens > 0) & \
-        (trace.output_tokens > 0)
-    if not np.any(ok):
-        raise RidgelineError(f"TRACE: {trace.path}: no successful requests with known prompt "
-                             "and output token counts to replay")
-    order = np.argsort(trace.sent_s[ok], kind="stable")
-    prompt = trace.prompt_tokens[ok][order]
-    output = trace.output_tokens[ok][order]
-    sent = trace.sent_s[ok][order]
-    load = trace.header.load or {}
-    conc = load.get("concurrency")
-    if closed_loop and str(load.get("pattern", "")).startswith("closed") and conc:
-        return Workload(prompt, output, concurrency=int(conc),
-                        think_s=np.zeros(prompt.size))
-    return Workload(prompt, output, arrival_s=sent - sent[0])
 
 
 def occupancy(trace: Any) -> tuple[float, float]:
@@ -368,4 +347,4 @@ def chain_slot_orders(traces: list[Any], profile: Any, start: list[int] | str | 
 
 __all__ = ["DEFAULT_METRICS", "METRICS", "PointLoad", "PointSlotOrder", "VerifyReport",
            "VerifyRow", "chain_slot_orders", "occupancy", "parse_bounds", "peak_in_flight",
-           "point_label", "replay_workload", "slots_exceeded_line", "verify", "verify_trace"]
+           "point_label", "slots_exceeded_line", "verify", "verify_trace"]

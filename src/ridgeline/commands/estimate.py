@@ -52,6 +52,7 @@ from ridgeline.commands.whatif_options import (
     whatif_from_options,
 )
 from ridgeline.errors import RidgelineError
+from ridgeline.jsonsafe import json_safe
 from ridgeline.perf.grid import GRID_HELP, MAX_GRID_VALUES, parse_grid
 from ridgeline.report.tables import out_for
 
@@ -68,24 +69,8 @@ def _capped(values: list[float], field: str, text: str, hi: float) -> list[float
     return values
 
 
-def _jsonable(x: Any) -> Any:
-    import numpy as np
-
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, float) and x != x:
-        return None
-    return x
-
-
 def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(_jsonable(data), indent=2) + "\n")
+    sys.stdout.write(json.dumps(json_safe(data), indent=2) + "\n")
 
 
 def register(app: typer.Typer) -> None:
@@ -210,6 +195,7 @@ def estimate_cmd(
     from ridgeline.perf.measured_kernels import kernel_engine_for
     from ridgeline.sim.engine_costs import load_engine_costs
 
+    kv_rule = _kv_rule_for(engine)
     results, b = _run_estimates(spec, hw_names, grids, context is not None, prefix,
                                 gpu_memory_utilization, wi, (weights, kv, activations),
                                 (lay.tp, pp, lay.ep, lay.replicas, lay.attn_dp),
@@ -217,10 +203,11 @@ def estimate_cmd(
                                                    kernel_overhead_us),
                                 engine if engine_costs else None,
                                 kernel_engine_for(engine if not engine.endswith(".json")
-                                                  else load_engine_costs(engine).engine))
+                                                  else load_engine_costs(engine).engine),
+                                kv_rule)
     if b.size == 1 and len(hw_names) == 1:
         _report_single(results[0], spec, ops, as_json, fmt, gpu_memory_utilization, details,
-                       all_assumptions, engine if engine_costs else "none")
+                       all_assumptions, engine if engine_costs else "none", kv_rule)
     else:
         _report_sweep(results, b.size, hw_names, as_json, fmt, all_assumptions,
                       engine if engine_costs else "none")
@@ -231,7 +218,7 @@ def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]]
                    dtypes: tuple[str | None, str | None, str | None],
                    degrees: tuple[int, int, int, int, int],
                    eff: tuple[float | None, float | None, float | None],
-                   engine: str | None, kernel_engine: str = "vllm"
+                   engine: str | None, kernel_engine: str = "vllm", kv_rule: str = "vllm"
                    ) -> tuple[list[Any], Any]:
     """(step model, result, constants) per GPU over the grid's points, and the batch axis."""
     import numpy as np
@@ -256,7 +243,7 @@ def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]]
             eff[0], eff[1], kernel_overhead_for(hw_name, eff[2], wi))
         m = RooflineStepTime(spec, hw, precision, parallel, engine_costs=costs,
                              engine=kernel_engine, kernel_engine=kernel_engine)
-        r = estimate(m, b, s, n, prefix, ctx, util)
+        r = estimate(m, b, s, n, prefix, ctx, util, kv_rule=kv_rule)
         if wi is not None:
             # What-ifs change the timings (one step-time function, wrapped); FLOPs, bytes and
             # memory stay those of the base model.
@@ -274,9 +261,45 @@ TTFT_DEFINITION = ("TTFT: 'serving' is one request joining B-1 running decodes u
                    "time to the first token of a static batch)")
 
 
+def _kv_rule_for(engine: str) -> str:
+    """The KV sizing rule of `--engine`: its preset's (an engine costs file names the engine
+    it was fitted on); vLLM's for anything else."""
+    from ridgeline.perf.engine_memory import RULES
+    from ridgeline.sim.engine_costs import load_engine_costs
+
+    name = load_engine_costs(engine).engine if engine.endswith(".json") else engine
+    return name if name in RULES else "vllm"
+
+
+def _engine_kv_log(m: Any, util: float, rule: str) -> Any:
+    """The start-up KV line(s) of the engine `rule` names, for step model `m`."""
+    from ridgeline.perf.engine_kv_log import engine_kv_log
+    from ridgeline.perf.engine_memory import engine_memory_at
+    from ridgeline.perf.vllm_kv_log import vllm_kv_log_for
+
+    vlog = vllm_kv_log_for(m, util)
+    return engine_kv_log(engine_memory_at(rule, m, util), vlog.max_model_len,
+                         tuple(vlog.lines()), vlog.kv_cache_tokens)
+
+
+# estimate's JSON names every number with its unit: the engine's own setting names become
+# fields of their own.
+_KV_MEMORY_UNITS = {"chunked_prefill_size": "chunked_prefill_tokens",
+                    "cuda_graph_max_bs": "cuda_graph_max_batch_seqs",
+                    "max_running_requests": "max_running_seqs"}
+
+
+def _kv_memory_json(em: Any) -> dict[str, Any]:
+    """`EngineMemory.describe()` with unit-named keys (the setting's name beside its value)."""
+    out = {_KV_MEMORY_UNITS.get(k, k): v for k, v in em.describe().items()
+           if k != em.fraction_name}
+    out.update(memory_fraction=em.fraction, fraction_name=em.fraction_name)
+    return out
+
+
 def _report_single(res: Any, spec: Any, ops: bool, as_json: bool, fmt: str | None,
                    util: float, details: bool, all_assumptions: bool,
-                   error_engine: str = "vllm") -> None:
+                   error_engine: str = "vllm", kv_rule: str = "vllm") -> None:
     import numpy as np
 
     from ridgeline.perf.estimate import op_rows
@@ -307,13 +330,18 @@ def _report_single(res: Any, spec: Any, ops: bool, as_json: bool, fmt: str | Non
                               ridge),
         }
     if as_json:
+        from ridgeline.perf.engine_memory import engine_memory_at
         from ridgeline.perf.vllm_kv_log import vllm_kv_log_for
 
         out: dict[str, Any] = {"config": m.describe(), "constants": const, "result": scalar,
                                "model_error": model_error(m).describe(),
-                               "vllm_kv_log": vllm_kv_log_for(m, util).describe(),
+                               "kv_memory": _kv_memory_json(engine_memory_at(kv_rule, m,
+                                                                             util)),
+                               "engine_kv_log": _engine_kv_log(m, util, kv_rule).describe(),
                                "key_assumptions": key_assumptions(m, TTFT_DEFINITION),
                                "assumptions": m.assumptions()}
+        if kv_rule == "vllm":   # vLLM's own three lines, with their counts
+            out["vllm_kv_log"] = vllm_kv_log_for(m, util).describe()
         if op_tables is not None:
             out["ops"] = op_tables
         _emit_json(out)
@@ -322,7 +350,7 @@ def _report_single(res: Any, spec: Any, ops: bool, as_json: bool, fmt: str | Non
 
     with out_for(fmt) as page:
         print_single(page, m, scalar, const, op_tables, util, details, all_assumptions,
-                     TTFT_DEFINITION)
+                     TTFT_DEFINITION, _engine_kv_log(m, util, kv_rule))
 
 
 def _report_sweep(results: list[Any], size: int, hw_names: list[str], as_json: bool,

@@ -298,7 +298,7 @@ TraceOutOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 # The output formats of ridgeline.report.tables (repeated here: this module imports only
-# typer; tests/test_output_format.py checks they agree).
+# typer; tests/commands/test_output_format.py checks they agree).
 OUTPUT_FORMATS = ("table", "plain", "markdown", "csv", "json")
 
 

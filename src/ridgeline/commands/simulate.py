@@ -61,7 +61,7 @@ from ridgeline.commands.whatif_options import (
 )
 
 # The library's defaults (ridgeline.sim.scenario), repeated as literals so the command module
-# imports only typer; tests/test_scenario.py checks they agree.
+# imports only typer; tests/sim/test_scenario.py checks they agree.
 DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
 DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.jsonsafe import finite_or_none
 from ridgeline.metrics.distribution import (
     STD_LEAF,
     Distribution,
-    _clean,
     sort_in_place,
     sorted_finite,
     summarize_sorted,
@@ -62,8 +62,8 @@ class Window:
         return self.end_s - self.start_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {"start_s": _clean(self.start_s), "end_s": _clean(self.end_s),
-                "duration_s": _clean(self.duration_s), "how": self.how}
+        return {"start_s": finite_or_none(self.start_s), "end_s": finite_or_none(self.end_s),
+                "duration_s": finite_or_none(self.duration_s), "how": self.how}
 
 
 @dataclass
@@ -79,12 +79,12 @@ class Throughput:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "requests_per_s": _clean(self.requests_s),
-            "output_tok_s": _clean(self.output_tok_s),
-            "total_tok_s": _clean(self.total_tok_s),
+            "requests_per_s": finite_or_none(self.requests_s),
+            "output_tok_s": finite_or_none(self.output_tok_s),
+            "total_tok_s": finite_or_none(self.total_tok_s),
             "completed_in_window": self.completed_in_window,
-            "output_tokens_in_window": _clean(self.output_tokens_in_window),
-            "prompt_tokens_in_window": _clean(self.prompt_tokens_in_window),
+            "output_tokens_in_window": finite_or_none(self.output_tokens_in_window),
+            "prompt_tokens_in_window": finite_or_none(self.prompt_tokens_in_window),
             "token_counting": self.token_counting,
             "unavailable": self.unavailable,
         }
@@ -99,7 +99,7 @@ class Concurrency:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "mean_in_flight": _clean(self.mean_in_flight),
+            "mean_in_flight": finite_or_none(self.mean_in_flight),
             "max_in_flight": self.max_in_flight,
             "series": {"t_s": self.series_t_s, "mean_in_flight": self.series_in_flight},
         }
@@ -138,15 +138,15 @@ class LittleCheck:
     def to_dict(self) -> dict[str, Any]:
         return {
             "status": self.status,
-            "arrival_window": {"start_s": _clean(self.window_start_s),
-                               "end_s": _clean(self.window_end_s)},
-            "L_in_flight": _clean(self.l_in_flight),
-            "lambda_req_s": _clean(self.lambda_req_s),
-            "W_s": _clean(self.w_s),
-            "lambda_W": _clean(self.lambda_req_s * self.w_s),
-            "ratio_L_over_lambda_W": _clean(self.ratio),
-            "offered_req_s": _clean(self.lambda_req_s),
-            "completed_req_s": _clean(self.completed_req_s),
+            "arrival_window": {"start_s": finite_or_none(self.window_start_s),
+                               "end_s": finite_or_none(self.window_end_s)},
+            "L_in_flight": finite_or_none(self.l_in_flight),
+            "lambda_req_s": finite_or_none(self.lambda_req_s),
+            "W_s": finite_or_none(self.w_s),
+            "lambda_W": finite_or_none(self.lambda_req_s * self.w_s),
+            "ratio_L_over_lambda_W": finite_or_none(self.ratio),
+            "offered_req_s": finite_or_none(self.lambda_req_s),
+            "completed_req_s": finite_or_none(self.completed_req_s),
             "in_system_start": self.in_system_start,
             "in_system_end": self.in_system_end,
             "ok": self.ok,
@@ -165,7 +165,7 @@ class Goodput:
     attainment_ci: tuple[float, float] = (math.nan, math.nan)
     unavailable: str | None = None
     # Per judged request in send order, whether it met every SLO (not serialized): for an
-    # interval that allows for correlated neighbours (ridgeline.plan.verify).
+    # interval that allows for correlated neighbours (ridgeline.plan.recheck).
     good_in_send_order: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -173,10 +173,10 @@ class Goodput:
             "slos": self.slos,
             "good_requests": self.good_requests,
             "judged_requests": self.judged_requests,
-            "requests_per_s": _clean(self.requests_s),
-            "output_tok_s": _clean(self.output_tok_s),
-            "attainment": _clean(self.attainment),
-            "attainment_ci95": [_clean(self.attainment_ci[0]), _clean(self.attainment_ci[1])],
+            "requests_per_s": finite_or_none(self.requests_s),
+            "output_tok_s": finite_or_none(self.output_tok_s),
+            "attainment": finite_or_none(self.attainment),
+            "attainment_ci95": [finite_or_none(x) for x in self.attainment_ci],
             "unavailable": self.unavailable,
         }
 

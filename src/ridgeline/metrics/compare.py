@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.jsonsafe import finite_or_none, json_safe
 from ridgeline.metrics.analysis import AnalysisResult
-from ridgeline.metrics.distribution import _clean, pct_key, statistic_draws
+from ridgeline.metrics.distribution import pct_key, statistic_draws
 from ridgeline.theory.stats import (
     DEFAULT_BOOTSTRAP_DRAWS,
     ci_from_draws,
@@ -71,10 +72,10 @@ class CompareRow:
     def to_dict(self) -> dict[str, Any]:
         return {
             "metric": self.metric, "unit": self.unit, "higher_is_better": self.higher_is_better,
-            "a": _clean(self.a), "b": _clean(self.b), "diff": _clean(self.diff),
-            "diff_ci95": [_clean(self.diff_ci[0]), _clean(self.diff_ci[1])],
-            "relative_change": _clean(self.rel),
-            "relative_change_ci95": [_clean(self.rel_ci[0]), _clean(self.rel_ci[1])],
+            "a": finite_or_none(self.a), "b": finite_or_none(self.b),
+            "diff": finite_or_none(self.diff), "diff_ci95": json_safe(self.diff_ci),
+            "relative_change": finite_or_none(self.rel),
+            "relative_change_ci95": json_safe(self.rel_ci),
             "verdict": self.verdict,
         }
 

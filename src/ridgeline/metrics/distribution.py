@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.jsonsafe import finite_or_none
+
 # The percentiles reported (defined with the ranks they read), re-exported here.
 from ridgeline.metrics.order_stats import PERCENTILES, ensure_sorted_ranks
 from ridgeline.theory.stats import (
@@ -45,8 +47,8 @@ class Percentile:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "value": _clean(self.value), "ci95_low": _clean(self.ci_low),
-            "ci95_high": _clean(self.ci_high), "supported": self.supported,
+            "value": finite_or_none(self.value), "ci95_low": finite_or_none(self.ci_low),
+            "ci95_high": finite_or_none(self.ci_high), "supported": self.supported,
         }
 
 
@@ -85,22 +87,17 @@ class Distribution:
             "description": self.description,
             "available": True,
             "count": self.count,
-            "mean": _clean(self.mean),
-            "mean_ci95": [_clean(self.mean_ci[0]), _clean(self.mean_ci[1])],
-            "std": _clean(self.std),
-            "min": _clean(self.min),
-            "median": _clean(self.median),
-            "max": _clean(self.max),
+            "mean": finite_or_none(self.mean),
+            "mean_ci95": [finite_or_none(self.mean_ci[0]), finite_or_none(self.mean_ci[1])],
+            "std": finite_or_none(self.std),
+            "min": finite_or_none(self.min),
+            "median": finite_or_none(self.median),
+            "max": finite_or_none(self.max),
             "percentiles": {k: p.to_dict() for k, p in self.percentiles.items()},
             "ci_method": ("i.i.d. percentile bootstrap" if self.block_requests is None else
                           "circular block bootstrap of whole requests in send order, "
                           f"block {self.block_requests:.1f} requests (Politis-White)"),
         }
-
-
-def _clean(x: float) -> float | None:
-    """JSON-safe float: NaN/inf → None."""
-    return float(x) if x is not None and math.isfinite(x) else None
 
 
 def summarize(
@@ -203,8 +200,8 @@ def std_into(xs: np.ndarray, scratch: np.ndarray | None = None) -> float:
     % 8`` and adds the two halves' sums; `_pairwise_sq_dev_sum` follows that tree down to
     leaves of at most STD_LEAF values, whose deviations are squared in `scratch` (float64,
     at least min(len(xs), STD_LEAF) long; allocated when None) and summed by numpy itself,
-    so every addition is the one numpy makes. tests/test_metrics_analysis_fast.py and
-    tests/test_metrics_analysis_speed.py check equality (sizes across the leaf size)."""
+    so every addition is the one numpy makes. tests/metrics/test_metrics_analysis_fast.py and
+    tests/metrics/test_metrics_analysis_speed.py check equality (sizes across the leaf size)."""
     n = np.intp(xs.size)
     mean = np.add.reduce(xs, keepdims=True)
     np.true_divide(mean, n, out=mean, casting="unsafe")

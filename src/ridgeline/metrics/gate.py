@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.jsonsafe import finite_or_none
 from ridgeline.metrics.analysis import AnalysisResult
 from ridgeline.metrics.compare import compare_metric, parse_metric
-from ridgeline.metrics.distribution import _clean
 from ridgeline.theory.stats import DEFAULT_BOOTSTRAP_DRAWS, ci_from_draws
 
 
@@ -100,9 +100,9 @@ class GateRow:
         return {
             "metric": self.rule.metric, "unit": self.unit,
             "max_regression": self.rule.max_regression,
-            "baseline": _clean(self.baseline), "candidate": _clean(self.candidate),
-            "regression": _clean(self.regression),
-            "regression_ci95": [_clean(self.regression_ci[0]), _clean(self.regression_ci[1])],
+            "baseline": finite_or_none(self.baseline), "candidate": finite_or_none(self.candidate),
+            "regression": finite_or_none(self.regression),
+            "regression_ci95": [finite_or_none(x) for x in self.regression_ci],
             "verdict": self.verdict, "reason": self.reason or None,
         }
 

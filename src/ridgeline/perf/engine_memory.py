@@ -201,6 +201,18 @@ def engine_memory(rule: str, step_model: Any, fraction: float | None = None,
                         act, budget, per_tok, _tokens(budget, per_tok))
 
 
+def engine_memory_at(rule: str, step_model: Any, gpu_memory_utilization: float = 0.9
+                     ) -> EngineMemory:
+    """`engine_memory` with one memory setting for every engine: vLLM's utilization is its
+    own; for SGLang and TensorRT-LLM a value other than vLLM's 0.9 default is read as the
+    engine's fraction (mem_fraction_static, free_gpu_memory_fraction), and 0.9 leaves the
+    engine's default rule (the reading `simulate`, `serve`, `plan` and `estimate` share)."""
+    fraction = None if rule == "vllm" or gpu_memory_utilization == 0.9 \
+        else gpu_memory_utilization
+    return engine_memory(rule, step_model, fraction, gpu_memory_utilization)
+
+
 __all__ = ["RULES", "TRTLLM_FREE_GPU_MEMORY_FRACTION", "EngineMemory", "engine_memory",
+           "engine_memory_at",
            "sglang_gpu_defaults", "sglang_max_running_requests", "sglang_mem_fraction_static",
            "sglang_reserved_mib"]

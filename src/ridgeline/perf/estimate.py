@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.engine_memory import engine_memory_at
 from ridgeline.perf.memory import (
     RUNTIME_RESERVE_BYTES,
     kv_bytes_per_sequence_per_gpu,
@@ -124,10 +125,12 @@ def serving_ttft_s(model: Any, b: np.ndarray, s: np.ndarray, p: np.ndarray,
 def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: ArrayLike,
              output_tokens: ArrayLike, prefix_tokens: ArrayLike = 0,
              context_tokens: ArrayLike | None = None, gpu_memory_utilization: float = 0.9,
-             details: bool = True) -> dict[str, Any]:
+             details: bool = True, kv_rule: str = "vllm") -> dict[str, Any]:
     """Predict one configuration or a broadcast grid; every key carries its unit.
 
     With `details=False` only the timing and throughput keys are computed (sweep speed).
+    `kv_rule`: how the engine sizes its KV pool (vllm, sglang, trtllm: the rules of
+    ridgeline.perf.engine_memory), read with `gpu_memory_utilization` as `simulate` reads it.
     """
     b, s, n, p = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in
                                        (batch, prompt_tokens, output_tokens, prefix_tokens)))
@@ -186,7 +189,11 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
     # of a B-prompt prefill in one pass, so "fits" agrees with the vLLM start-up log.
     mem = model.memory(gpu_memory_utilization)
     ws = np.full(b.shape, mem.workspace_bytes)
-    kv_budget = mem.budget_bytes - mem.weight_bytes - ws - RUNTIME_RESERVE_BYTES
+    if kv_rule == "vllm":
+        kv_budget = mem.budget_bytes - mem.weight_bytes - ws - RUNTIME_RESERVE_BYTES
+    else:   # SGLang's and TensorRT-LLM's pools: their own arithmetic, one number per GPU
+        kv_budget = np.full(b.shape, engine_memory_at(kv_rule, model,
+                                                      gpu_memory_utilization).kv_budget_bytes)
     kv_cap = ranks * np.floor(np.maximum(kv_budget, 0.0) / mem.kv_bytes_per_token_per_gpu)
     # A sequence of S + N tokens: windowed layers hold min(S + N, w), linear ones a state.
     per_seq = np.asarray(kv_bytes_per_sequence_per_gpu(mdl, pr, model.parallel, s + n))

@@ -21,7 +21,7 @@ floats or elementwise numpy (no BLAS, no reductions), gives the same bits. So th
 event-driven and step-by-step modes agree exactly however their steps are grouped.
 
 It equals the per-operator reference (`RooflineStepTime.breakdown`) up to floating-point
-reassociation (tests/test_perf_fast_step.py checks 1e-12 relative). `CompiledStep.evaluate`
+reassociation (tests/perf/test_perf_fast_step.py checks 1e-12 relative). `CompiledStep.evaluate`
 returns None where it does not apply (large grids with prefill work, non-integer or huge
 decode_seqs, an operator table with more than one dc-dependent operator); the caller then
 uses the matrix path.

@@ -19,7 +19,10 @@ affine in the work variables (the form perf/fast_step.py and the C core evaluate
   also carries the compute term.
 - collectives: alpha + f(p) bytes / bus bandwidth per GPU count: the engine's custom
   all-reduce (NCCL's where it has none), NCCL all-gather and all-to-all; DeepEP dispatch +
-  combine for expert parallelism (`ep_all_to_all_s`).
+  combine for expert parallelism (`ep_all_to_all_s`). That one line per GPU count is what the
+  step model charges (linear in a step's tokens); `collective_s` evaluates the size-banded
+  form beside it (two message-size bands, each latency + x/bw + gamma sqrt(x)), which follows
+  the protocol switches the line cannot.
 
 C is the GPU's 16-bit datasheet peak and beta its HBM bandwidth, as in the fit.
 
@@ -41,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.comm import banded_collective_s
 
 ENGINES = ("vllm", "sglang", "trtllm")
 CATALOG_FILE = "kernels_measured_attention_comm.json"
@@ -207,13 +211,46 @@ def _row(rows: dict[str, Any], p: int) -> dict[str, Any]:
 def collective(mk: MeasuredKernels, kind: str, p: int) -> tuple[float, float] | None:
     """(latency s, bus bandwidth bytes/s) of `kind` over p GPUs of one NVLink domain, or None
     where the tables have no such collective (send/receive)."""
-    if kind == "all_reduce" and mk.custom_all_reduce:
-        r = _row(mk.custom_all_reduce["by_gpus"], p)
-    elif kind in _NCCL_KIND and _NCCL_KIND[kind] in mk.nccl:
-        r = _row(mk.nccl[_NCCL_KIND[kind]]["by_gpus"], p)
-    else:
+    r = _fit_row(mk, kind, p)
+    if r is None:
         return None
     return r["latency_us"] * 1e-6, float(r["bus_bandwidth_bytes_s"])
+
+
+def _fit_row(mk: MeasuredKernels, kind: str, p: int) -> dict[str, Any] | None:
+    if kind == "all_reduce" and mk.custom_all_reduce:
+        return _row(mk.custom_all_reduce["by_gpus"], p)
+    if kind in _NCCL_KIND and _NCCL_KIND[kind] in mk.nccl:
+        return _row(mk.nccl[_NCCL_KIND[kind]]["by_gpus"], p)
+    return None
+
+
+def _bus_factor(kind: str, p: int) -> float:
+    if p <= 1:
+        return 0.0
+    return (2.0 if kind == "all_reduce" else 1.0) * (p - 1) / p
+
+
+def collective_s(mk: MeasuredKernels, kind: str, p: int, message_bytes: Any
+                 ) -> np.ndarray | None:
+    """Seconds of `kind` over p GPUs (one NVLink domain) for each message of `message_bytes`
+    bytes (per GPU, as the tables time them), in the size-banded form; the one line where
+    the catalog has no bands; None where the tables have no such collective."""
+    r = _fit_row(mk, kind, p)
+    if r is None:
+        return None
+    f = _bus_factor(kind, p)
+    b = r.get("banded")
+    if b is None:
+        x = f * np.asarray(message_bytes, dtype=np.float64)
+        return r["latency_us"] * 1e-6 + x / float(r["bus_bandwidth_bytes_s"])
+
+    def band(c: dict[str, Any]) -> tuple[float, float, float]:
+        return (c["latency_us"] * 1e-6, float(c["bus_bandwidth_bytes_s"]),
+                c["sqrt_us_per_sqrt_byte"] * 1e-6)
+
+    return banded_collective_s(message_bytes, f, float(b["edge_message_bytes"]),
+                               band(b["below"]), band(b["above"]))
 
 
 PCIE_SERVER_GPUS = 8
@@ -255,13 +292,13 @@ def ep_all_to_all_s(mk: MeasuredKernels, tokens: float, hidden: int, topk: int, 
         return sum(ph["latency_us"] * 1e-6 + tokens * topk * hidden
                    * ph["bytes_per_element"] / ph["bandwidth_bytes_s"]
                    for ph in (fit["dispatch"], fit["combine"]))
-    lb = collective(mk, "all_to_all", ep)
-    if lb is None:
-        raise RidgelineError(f"ep: got {ep}; allowed: 1 on {mk.gpu} (no all-to-all measured)")
-    lat, bw = lb
     msg = tokens * topk * hidden * 2.0
-    return 2.0 * (lat + (ep - 1) / ep * msg / bw)
+    t = collective_s(mk, "all_to_all", ep, msg)
+    if t is None:
+        raise RidgelineError(f"ep: got {ep}; allowed: 1 on {mk.gpu} (no all-to-all measured)")
+    return 2.0 * float(t)
 
 
 __all__ = ["ENGINES", "MeasuredKernels", "assumptions", "attention_rows", "collective",
-           "domain_collective", "ep_all_to_all_s", "measured_catalog", "measured_for"]
+           "collective_s", "domain_collective", "ep_all_to_all_s", "measured_catalog",
+           "measured_for"]

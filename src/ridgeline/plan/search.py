@@ -8,7 +8,7 @@ Stages (each a set of jobs on `execute.Jobs`, so Ctrl-C stops within a second):
    saturation"; default headroom 0.2). A short run cannot confirm a 99% target, so
    the screen only rules out: a candidate stays when the upper end of the 95% Wilson interval
    of its attainment reaches the target (`Outcome.could_meet`).
-2. verify (`ridgeline.plan.verify`): the survivors, cheapest first, three at a time, are
+2. verify (`ridgeline.plan.recheck`): the survivors, cheapest first, three at a time, are
    simulated again at the planning rate with `verify_requests(target)` requests (6,086 for
    99%) on two new seeds; the choice is the cheapest whose every run has the lower end of its
    95% interval >= the target. Verification goes on until the first that passes, every
@@ -41,14 +41,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.jsonsafe import finite_or_none
 from ridgeline.plan.execute import Interrupted, Jobs, Outcome, capacity, evaluate, sweep_point
 from ridgeline.plan.families import FamilyRow, family_rows, markdown_table, rejected
 from ridgeline.plan.launch import launch_commands
 
 # The workload's mean output (plan/limits.py sizes memory with it too), re-exported.
 from ridgeline.plan.limits import check_plan_fits, mean_output_tokens
+from ridgeline.plan.recheck import Verification, verify, verify_seeds
 from ridgeline.plan.space import Candidate, PlanRequest, enumerate_space
-from ridgeline.plan.verify import Verification, verify, verify_seeds
 from ridgeline.sim.scenario import summarize_sweep
 from ridgeline.sim.sweep import sweep_rates
 from ridgeline.theory.stats import samples_for_rank_precision
@@ -99,8 +100,8 @@ class Evaluated:
                 "chunked_prefill": sc.chunked_prefill, "replicas": sc.replicas,
                 "pd": list(sc.pd) if sc.pd else None,
                 "pools": _pools_of(sc),
-                "tok_s_per_gpu": _clean(self.tok_s_per_gpu),
-                "tok_s_per_user": _clean(self.tok_s_per_user),
+                "tok_s_per_gpu": finite_or_none(self.tok_s_per_gpu),
+                "tok_s_per_user": finite_or_none(self.tok_s_per_user),
                 **{f"sim_{k}": v for k, v in self.outcome.to_dict().items()},
                 "verification": self.verification.to_dict() if self.verification else None}
 
@@ -108,10 +109,6 @@ class Evaluated:
 def _pools_of(sc: Any) -> dict[str, Any] | None:
     pools = sc.pools()
     return None if pools is None else {p.role: p.describe() for p in pools}
-
-
-def _clean(x: float | None) -> float | None:
-    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
 @dataclass
@@ -135,7 +132,7 @@ class Details:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in self.__dict__.items():
-            out[k] = _clean(v) if isinstance(v, float) else v
+            out[k] = finite_or_none(v) if isinstance(v, float) else v
         return out
 
 

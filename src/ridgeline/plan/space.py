@@ -36,7 +36,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.metrics.slo import parse_slos
 from ridgeline.perf.estimate import decode_work, prefill_work
 from ridgeline.perf.serving_model import RooflineStepTime
-from ridgeline.plan.verify import verify_requests
+from ridgeline.plan.recheck import verify_requests
 from ridgeline.sim.engine_costs import ENGINES
 from ridgeline.sim.scenario import Scenario
 from ridgeline.specs import load_hardware, load_model

@@ -1,5 +1,5 @@
 """Wilson's score interval for a proportion: the screen (`plan.execute`) and the
-verification (`plan.verify`) both judge an SLO attainment by it, so it lives here, apart
+verification (`plan.recheck`) both judge an SLO attainment by it, so it lives here, apart
 from either.
 
 >>> lo, hi = wilson_interval(6000, 6000)

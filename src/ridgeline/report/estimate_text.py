@@ -121,7 +121,8 @@ def fits_line(r: dict[str, Any]) -> str:
 
 def print_single(out: Any, m: Any, r: dict[str, Any], const: dict[str, float],
                  op_tables: dict[str, list[dict[str, Any]]] | None, util: float,
-                 details: bool, all_assumptions: bool, ttft_definition: str) -> None:
+                 details: bool, all_assumptions: bool, ttft_definition: str,
+                 engine_log: Any = None) -> None:
     from ridgeline.perf.vllm_kv_log import vllm_kv_log_for
 
     out.print(header_line(m, r), markup=False)
@@ -133,9 +134,17 @@ def print_single(out: Any, m: Any, r: dict[str, Any], const: dict[str, float],
         out.print(f"cluster ({m.parallel.dp} replicas): {r['cluster_decode_tok_s']:,.0f} "
                   "decode tok/s aggregate", markup=False)
     log = vllm_kv_log_for(m, util)
+    other = engine_log is not None and engine_log.rule != "vllm"
     if details:
         out.print(decode_terms_table(r, const))
         out.print(memory_table(m, r, util))
+    if details and other:
+        # What the chosen engine would log at start-up with its own KV pool.
+        out.print(f"{engine_log.engine_name} start-up log, as its KV sizing rule predicts it:",
+                  markup=False)
+        for line in engine_log.lines:
+            out.print(f"  {line}", markup=False)
+    elif details:
         # What a vLLM server would log at start-up with this memory plan: compare with a
         # real log to check the memory model.
         out.print(f"vLLM start-up log, as this memory plan predicts it (max_num_batched_tokens "
@@ -146,7 +155,11 @@ def print_single(out: Any, m: Any, r: dict[str, Any], const: dict[str, float],
         if log.note:
             out.print(f"  ({log.note})", markup=False)
     out.print(fits_line(r), markup=False)
-    if not details:
+    if not details and other:
+        out.print(f"{engine_log.engine_name} would log: {engine_log.headline} "
+                  "(--details: memory table, decode roofline terms, the whole start-up log)",
+                  markup=False)
+    elif not details:
         out.print(f"vLLM would log: GPU KV cache size: {log.kv_cache_tokens:,} tokens "
                   "(--details: memory table, decode roofline terms, the whole start-up log)",
                   markup=False)

@@ -11,10 +11,10 @@ command and the UI's `/api/estimate` share it.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.jsonsafe import json_safe
 from ridgeline.perf.ops import ATTENTION, GEMM, GEMM16
 from ridgeline.perf.serving_model import RooflineStepTime
 from ridgeline.specs import Parallelism, load_hardware, load_model
@@ -25,23 +25,6 @@ from ridgeline.specs.precision import resolve_model_precision
 # Roofs drawn per dtype. fp16 duplicates bf16 and tf32/int8 add clutter without a question
 # they answer for LLM serving, so they are left out.
 ROOF_DTYPES = ("fp32", "bf16", "fp8", "fp4")
-
-
-def _clean(x: Any) -> Any:
-    """JSON-safe scalars: numpy -> Python, NaN/inf -> None."""
-    import numpy as np
-
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _clean(x.tolist())
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def roofline_data(step_model: Any, ops: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -120,5 +103,5 @@ def estimate_view(model: str | ModelSpec, hardware: str | HardwareSpec, *,
         "decode": op_rows(m.breakdown(decode_work(batch, scalar["decode_context_tokens"])),
                           ridge),
     }
-    return _clean({"config": m.describe(), "constants": const, "result": scalar, "ops": ops,
+    return json_safe({"config": m.describe(), "constants": const, "result": scalar, "ops": ops,
                    "assumptions": m.assumptions(), "roofline": roofline_data(m, ops)})

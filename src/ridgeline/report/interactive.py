@@ -13,10 +13,10 @@ element) and the few lines that build the charts are all inside the page.
 from __future__ import annotations
 
 import json
-import math
 from importlib import resources
 from typing import Any
 
+from ridgeline.jsonsafe import finite_or_none
 from ridgeline.report.style import color
 
 PERCENTILE_GRID = [float(p) for p in range(1, 100)] + [99.5, 99.9]
@@ -28,10 +28,6 @@ def _static(name: str) -> str:
     return resources.files("ridgeline.report").joinpath("static", name).read_text("utf-8")
 
 
-def _num(x: float) -> float | None:
-    return float(x) if x is not None and math.isfinite(x) else None
-
-
 def latency_chart_specs(sweeps: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Latency vs load: TTFT and TPOT (P50 solid, P99 dashed) and output throughput against
     the offered rate, one series per sweep (simulated, measured)."""
@@ -39,7 +35,7 @@ def latency_chart_specs(sweeps: dict[str, list[Any]]) -> list[dict[str, Any]]:
 
     def col(pts: list[Any], attr: str) -> list[float | None]:
         by_rate = {p.rate_req_s: getattr(p, attr) for p in pts}
-        return [_num(by_rate[r]) if r in by_rate else None for r in rates]
+        return [finite_or_none(by_rate[r]) if r in by_rate else None for r in rates]
 
     def chart(cid: str, title: str, y_label: str, attrs: list[tuple[str, str]]
               ) -> dict[str, Any]:
@@ -79,7 +75,7 @@ def percentile_chart_specs(runs: list[tuple[str, Any]]) -> list[dict[str, Any]]:
                 continue
             ys = np.percentile(x, PERCENTILE_GRID)  # numpy's linear method, as analyze
             series.append({"label": name, "color": color(i), "dash": False,
-                           "y": [_num(float(v)) for v in ys]})
+                           "y": [finite_or_none(float(v)) for v in ys]})
         if series:
             out.append({"id": f"pct_{key}", "title": f"{label.split(' ')[0]} by percentile",
                         "x_label": "percentile", "y_label": label, "x": PERCENTILE_GRID,

@@ -14,6 +14,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from ridgeline.jsonsafe import json_safe
 from ridgeline.report.style import color, new_figure
 
 NAN = math.nan
@@ -40,12 +41,7 @@ class LoadPoint:
     concurrency: float = NAN
 
     def to_dict(self) -> dict[str, Any]:
-        def c(x: float) -> float | None:
-            return x if math.isfinite(x) else None
-
-        out: dict[str, Any] = {}
-        for k, v in self.__dict__.items():
-            out[k] = [c(v[0]), c(v[1])] if isinstance(v, tuple) else c(v)
+        out: dict[str, Any] = json_safe(dict(self.__dict__))
         return out
 
 

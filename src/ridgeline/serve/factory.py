@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ridgeline.jsonsafe import json_safe
 from ridgeline.perf.engine_memory import SGLANG_MAX_RUNNING_REQUESTS, sglang_max_running_requests
 from ridgeline.sim.engine_presets import AUTO
 
@@ -155,18 +156,10 @@ def build_engine(
         "engine_costs": engine_costs.describe() if engine_costs is not None else None,
     }
     if assumptions is not None:
-        description["assumptions"] = _jsonable(assumptions)
+        description["assumptions"] = json_safe(assumptions)
     return BuiltEngine(engine=engine, make_request=EngineRequest, step_model=step_model,
                        kv_capacity_tokens=kv_tokens, max_model_len=model_max_len(model),
                        description=description)
-
-
-def _jsonable(value: Any) -> Any:
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return str(value)
 
 
 __all__ = ["DEFAULT_MAX_MODEL_LEN", "BuiltEngine", "build_engine", "model_max_len"]

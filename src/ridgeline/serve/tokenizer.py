@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 # Each word is one cl100k_base token, and so is any concatenation of them word by word
-# (checked in tests/test_serve_protocol.py).
+# (checked in tests/serve/test_serve_protocol.py).
 FILLER_WORDS: tuple[str, ...] = (
     " the", " of", " and", " to", " in", " a", " is", " that", " for", " it",
     " as", " was", " with", " be", " by", " on", " not", " he", " this", " are",
@@ -132,7 +132,7 @@ class _RustEncoder:
     """bpe-openai's Rust tokenizer called directly. Importing the `bpe_openai` package
     decodes three whole vocabularies in Python at import time (about 1.5 s, most of the
     emulator's start-up); its compiled module holds the same encodings and is ready in
-    under 0.1 s. Same ids (checked against the package in tests/test_serve_protocol.py)."""
+    under 0.1 s. Same ids (checked against the package in tests/serve/test_serve_protocol.py)."""
 
     def __init__(self, backend: Any) -> None:
         self._tok = backend

@@ -42,7 +42,8 @@ typedef struct { int64_t fs, ao, tag; int32_t slot; } DEnt;
 typedef struct PNode { int64_t g, i, ref; int32_t prev, next; } PNode;
 /* A dynamic arrival (runner._Sim.dyn): a closed-loop user's next request or a P/D hand-off,
  * ordered by time, then by when it was pushed. */
-typedef struct { double t, ft, sent; int64_t seq, kind, i, pre, prep; } DynEnt;
+typedef struct { double t, ft, sent; int64_t seq, kind, i, pre, prep, dest1; } DynEnt;
+/* dest1: a hand-off's decode replica + 1, picked when its transfer was queued; 0: none. */
 enum { KIND_NEW = 0, KIND_HANDOFF = 1 };
 /* A router's pool of replicas [lo, lo + n) (cluster.Router). */
 typedef struct { int64_t lo, n, rr_next; int64_t *tree; int64_t tree_size; } Pool;
@@ -69,6 +70,7 @@ typedef struct {
     double *ends; int64_t ends_base, ends_len, ends_cap;
     int64_t version;
     double link_free;       /* a prefill replica's outbound KV link: free from this time */
+    double link_in_free;    /* a decode replica's inbound KV link: free from this time */
 } Rep;
 
 typedef struct {
@@ -88,7 +90,7 @@ typedef struct {
     int64_t pd_p;           /* prefill replicas (0: no P/D split) */
     int64_t dynamic, concurrency;   /* arrivals made during the run; closed-loop users */
     double kv_lat, kv_bpt, link_bw;
-    int64_t link_queue;     /* each prefill replica's link sends one KV at a time */
+    int64_t link_queue;     /* each link (prefill out, decode in) carries one KV at a time */
     double *xfer_wait, *xfer_s; int64_t n_xfer;   /* per request (rl_set_xfer), or NULL */
     DynEnt *dyn; int64_t dyn_len, dyn_cap, dyn_seq;
     int64_t next_req;       /* closed loop: the next user request (0: open loop) */
@@ -820,6 +822,8 @@ static void log_step(Core *c, Rep *r, int64_t ri, double t0, double end, const S
 static inline int dyn_less(const DynEnt *x, const DynEnt *y) {
     return x->t < y->t || (x->t == y->t && x->seq < y->seq);
 }
+static int64_t pick(Core *c, Pool *pl, int64_t key);
+
 static void dyn_push(Core *c, DynEnt e) {
     if (c->dyn_len == c->dyn_cap) {
         c->dyn_cap = c->dyn_cap ? 2 * c->dyn_cap : 1024;
@@ -858,7 +862,7 @@ static DynEnt dyn_pop(Core *c) {
 static void request_done(Core *c, double end) {
     if (c->next_req && c->next_req < c->n_total) {
         int64_t j = c->next_req++;
-        DynEnt e = { end + c->in_think[j], NAN, NAN, 0, KIND_NEW, j, 0, -1 };
+        DynEnt e = { end + c->in_think[j], NAN, NAN, 0, KIND_NEW, j, 0, -1, 0 };
         dyn_push(c, e);
     }
 }
@@ -889,16 +893,25 @@ static int advance(Core *c, int64_t ri) {
             /* A prefill instance emitted the first token: the KV travels to a decode one. */
             double busy = (double)q->prompt * c->kv_bpt / c->link_bw;
             double start = fin_end;
-            if (c->link_queue) {   /* the link is held for the bytes; later ones queue */
+            int64_t dest1 = 0;
+            if (c->link_queue) {
+                /* The decode replica is the router's choice now (the transfer is queued);
+                 * the sender's outbound and the receiver's inbound link are each held for
+                 * the bytes, and the transfer starts once both are free. */
+                int64_t g = c->in_group ? c->in_group[q->id] : -1;
+                int64_t di = pick(c, &c->pools[1], g >= 0 ? g : q->id);
+                Rep *d = &c->reps[di];
                 if (r->link_free > start) start = r->link_free;
-                r->link_free = start + busy;
+                if (d->link_in_free > start) start = d->link_in_free;
+                r->link_free = d->link_in_free = start + busy;
+                dest1 = di + 1;
             }
             double arrive = start + (c->kv_lat + busy);
             if (c->xfer_wait && q->id < c->n_xfer) {
                 c->xfer_wait[q->id] = start - fin_end;
                 c->xfer_s[q->id] = arrive - start;
             }
-            DynEnt e = { arrive, fin_end, q->sent, 0, KIND_HANDOFF, q->id, pre, ri };
+            DynEnt e = { arrive, fin_end, q->sent, 0, KIND_HANDOFF, q->id, pre, ri, dest1 };
             dyn_push(c, e);
             seq_free(c, s);
             continue;
@@ -1014,7 +1027,8 @@ Core *rl_new(const int64_t *cfg, const double *fcfg, const double *dec_p, const 
      *      has_jd, has_lin, moe_u, prefix_caching, prefill replicas (P/D; 0: none),
      *      closed-loop users (0: open loop);
      * fcfg: c_dc, m_dc, num_experts, miss, KV transfer latency s, bytes/token, link B/s,
-     *       link queue (1: each prefill replica's link sends one KV at a time);
+     *       link queue (1: each prefill replica's outbound and each decode replica's inbound link
+     *       carry one KV at a time; the receiver is picked when the transfer is queued);
      * vecs: lin, jd_c, jd_m (NVARS each). */
     Core *c = calloc(1, sizeof(Core));
     if (!c) return NULL;
@@ -1111,14 +1125,15 @@ static int dispatch(Core *c, int64_t limit) {
     DynEnt e;
     int from_dyn = c->dyn_len && c->dyn[0].t < a;
     if (from_dyn) e = c->dyn[0];
-    else { e.t = a; e.kind = KIND_NEW; e.i = c->ptr; e.ft = NAN; e.sent = a; e.pre = 0; e.prep = -1; }
+    else { e.t = a; e.kind = KIND_NEW; e.i = c->ptr; e.ft = NAN; e.sent = a; e.pre = 0; e.prep = -1;
+           e.dest1 = 0; }
     int64_t i = e.i;
     double t = e.t;
     int64_t g = c->in_group ? c->in_group[i] : -1;
     int64_t key = g >= 0 ? g : i;
     Pool *pl = &c->pools[e.kind == KIND_HANDOFF ? 1 : 0];
     int64_t rr_before = pl->rr_next;
-    int64_t ri = pick(c, pl, key);
+    int64_t ri = (e.kind == KIND_HANDOFF && e.dest1) ? e.dest1 - 1 : pick(c, pl, key);
     Rep *r = &c->reps[ri];
     if (c->R > 1 && !c->dynamic) {   /* the lazy loop: bring it up to t first */
         int st = catch_up(c, ri, t, limit);
@@ -1180,7 +1195,7 @@ int64_t rl_run(Core *c, const double *arrival, const int64_t *prompt, const int6
     if (c->next_req < 0) {   /* a closed loop's first call: every user sends at t = 0 */
         int64_t users = c->concurrency < n_total ? c->concurrency : n_total;
         for (int64_t i = 0; i < users; i++) {
-            DynEnt e = { 0.0, NAN, NAN, 0, KIND_NEW, i, 0, -1 };
+            DynEnt e = { 0.0, NAN, NAN, 0, KIND_NEW, i, 0, -1, 0 };
             dyn_push(c, e);
         }
         c->next_req = users;

@@ -18,14 +18,18 @@ With `pd=(P, D)` the first P replicas only prefill and the last D only decode. A
 prefilled on a prefill instance, which emits its first token; its prompt KV then travels to a
 decode instance, taking `latency + prompt_tokens * kv_bytes_per_token / link_bandwidth`
 seconds, and the decode instance generates the rest. With `link_queue` each prefill
-instance's link carries one transfer at a time: a transfer starts when the link is free and
-holds it for `bytes / link_bandwidth`, so transfers under load queue (the wait and the
-transfer time of each request are kept in the result). `prefill_engine` / `decode_engine`
-give a pool its own engine configuration and step-time model (its own parallelism, KV
-capacity and batch limits); None: the run's. Choices: the prefill instance frees the KV
-when the first token is out (the transfer holds the link, not prefill memory), the decode
-instance is picked by the router when the KV arrives, and each pool has its own router of
-the same kind.
+instance's outbound link and each decode instance's inbound link carry one transfer at a
+time: when a prefill ends, the decode router picks the receiver (its choice at that moment),
+and the transfer starts once the sender's outbound and the receiver's inbound link are both
+free, holding both for `bytes / link_bandwidth`; transfers are served in the order they were
+queued (prefill end; the same step's finishers in the engine's order). Under load they queue
+on either side (the wait and the transfer time of each request are kept in the result).
+`prefill_engine` / `decode_engine` give a pool its own engine configuration and step-time
+model (its own parallelism, KV capacity and batch limits); None: the run's. Choices: the
+prefill instance frees the KV when the first token is out (the transfer holds the links, not
+prefill memory), the decode instance is picked when the transfer is queued (with
+`link_queue`; without it, when the KV arrives), and each pool has its own router of the
+same kind.
 """
 
 from __future__ import annotations
@@ -135,7 +139,8 @@ def parse_pd(text: str | None) -> tuple[int, int] | None:
 class Replica:
     """One engine instance and where its clock stands (the start of its next step)."""
 
-    __slots__ = ("busy_until_s", "engine", "index", "link_free_s", "role", "step_end_s", "tl")
+    __slots__ = ("busy_until_s", "engine", "index", "link_free_s", "link_in_free_s", "role",
+                 "step_end_s", "tl")
 
     def __init__(self, index: int, role: str, engine: Engine) -> None:
         self.index = index
@@ -143,6 +148,7 @@ class Replica:
         self.engine = engine
         self.busy_until_s = 0.0
         self.link_free_s = 0.0             # a prefill instance's outbound KV link
+        self.link_in_free_s = 0.0          # a decode instance's inbound KV link
         self.step_end_s: list[float] = []  # end time of every step, by step index
         # Timeline columns: start_s, batch_size, prefill_tokens, decode_seqs, kv_blocks_used,
         # num_waiting (one entry per step; end times are step_end_s).

@@ -5,7 +5,7 @@ the fast mode and the roofline step time through its compiled path (`CompiledSte
 any arrivals (open or closed loop), any router, prefix groups with or without the prefix
 cache, and P/D disaggregation. Other step-time models and the step-by-step mode run in the
 Python engine, which stays the reference: the two give the same trace bit for bit
-(tests/test_sim_core.py), the C core only faster (docs/BENCHMARKS.md).
+(tests/sim/test_sim_core.py), the C core only faster (docs/BENCHMARKS.md).
 
 `RIDGELINE_SIM_CORE=python` forces the Python engine (tests compare the two with it).
 Without a C compiler at install time the extension is not built and every run takes the

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
-from ridgeline.perf.engine_memory import EngineMemory, engine_memory
+from ridgeline.perf.engine_memory import EngineMemory, engine_memory_at
 from ridgeline.perf.fast_step import CompiledStep
 from ridgeline.perf.step_time import BatchWork, StepTimeModel
 from ridgeline.sim.kv_cache import BlockPool, kv_layout
@@ -147,9 +147,7 @@ def kv_tokens_for(step_model: Any, gpu_memory_utilization: float, rule: str = "v
 def engine_memory_for(step_model: Any, gpu_memory_utilization: float, rule: str
                       ) -> EngineMemory:
     """`engine_memory` with the fraction rule of `kv_tokens_for`."""
-    fraction = None if rule == "vllm" or gpu_memory_utilization == 0.9 \
-        else gpu_memory_utilization
-    return engine_memory(rule, step_model, fraction, gpu_memory_utilization)
+    return engine_memory_at(rule, step_model, gpu_memory_utilization)
 
 
 def kv_blocks_from_memory(step_model: Any, gpu_memory_utilization: float,

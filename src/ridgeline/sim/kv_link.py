@@ -68,8 +68,8 @@ class KvLink:
         return (f"KV transfer link: {self.kind}, {self.per_gpu_bytes_s / 1e9:g} GB/s per GPU "
                 f"({self.source}) x {n} GPU{'s' if n != 1 else ''} sending in parallel (the "
                 f"smaller worker's) = {self.bandwidth_bytes_s / 1e9:g} GB/s per transfer, "
-                f"{self.latency_s * 1e6:g} us latency; each prefill worker sends one KV at a "
-                "time (later ones queue)")
+                f"{self.latency_s * 1e6:g} us latency; each prefill worker sends and each "
+                "decode worker receives one KV at a time (later ones queue)")
 
 
 def one_domain(hw: HardwareSpec, prefill: Pool, decode: Pool) -> bool:

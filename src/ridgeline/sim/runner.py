@@ -186,6 +186,8 @@ class _Sim:
         # transfer itself (NaN: not transferred)
         self.xfer_wait: list[float] | None = [math.nan] * n if cluster.pd else None
         self.xfer: list[float] | None = [math.nan] * n if cluster.pd else None
+        # P/D with link queues: the decode replica each in-flight KV transfer was sent to
+        self.handoff_to: dict[int, Replica] = {}
         self.seg_req: list[int] = []
         self.seg_rep: list[int] = []
         self.seg_a: list[int] = []
@@ -271,7 +273,8 @@ class _Sim:
             out = 1 if self.cluster.pd else self.output[i]
             req = EngineRequest(str(i), self.prompt[i], out, t, pgroup, ptoks)
         else:
-            r = self.decode_router.pick(key)
+            dest = self.handoff_to.pop(i, None)
+            r = dest if dest is not None else self.decode_router.pick(key)
             req = EngineRequest(str(i), self.prompt[i], self.output[i], t, pgroup, ptoks,
                                 kv_ready_tokens=self.prompt[i], generated_tokens=1)
         sch = r.engine.scheduler
@@ -324,9 +327,17 @@ class _Sim:
         if r.role == "prefill" and self.output[i] > 1:
             cl = self.cluster
             start = end_s
-            if cl.link_queue:   # the instance's link sends one KV at a time
-                start = max(end_s, r.link_free_s)
-                r.link_free_s = start + cl.link_busy_s(self.prompt[i])
+            if cl.link_queue:
+                # The decode replica is the router's choice when the transfer is queued (the
+                # prefill's end); the prefill replica's outbound link and the decode
+                # replica's inbound link each carry one KV at a time, and a transfer starts
+                # once both are free (in the order the transfers were queued).
+                group = self.group[i] if self.group is not None else -1
+                d = self.decode_router.pick((group if group >= 0 else i)
+                                            if self.affinity else -1)
+                self.handoff_to[i] = d
+                start = max(end_s, r.link_free_s, d.link_in_free_s)
+                r.link_free_s = d.link_in_free_s = start + cl.link_busy_s(self.prompt[i])
             arrive = start + cl.transfer_s(self.prompt[i])
             if self.xfer is not None and self.xfer_wait is not None:
                 self.xfer_wait[i] = start - end_s

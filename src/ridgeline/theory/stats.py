@@ -42,7 +42,7 @@ MIN_TAIL_SAMPLES = 10
 # at least BLOCK_MIN_BLOCKS blocks per resample. Politis & White's defaults (sqrt(n) lags,
 # blocks <= 3 sqrt(n)) cut off the correlation of a queue near saturation (hundreds of
 # requests at rho = 0.9) and under-cover: 91.5% for the mean in the M/M/1 test
-# (tests/test_theory_block_bootstrap.py) against 92-93% with these.
+# (tests/theory/test_theory_block_bootstrap.py) against 92-93% with these.
 BLOCK_LAG_FACTOR = 4.0
 BLOCK_MIN_BLOCKS = 10.0
 

@@ -9,26 +9,22 @@ request id given twice is an error naming both requests. The file is read throug
 
 How it is fast (1,000,000 requests, 23 M events, 0.5 GB: see docs/BENCHMARKS.md):
 
+* The file is read in large binary blocks, parsed in batches of lines, and every batch is
+  copied straight into columns reserved for the whole file (no list of parts to join).
 * First choice for a batch: the compiled scanner (`_scan.c`, `_feed_file`), straight into
   the sink's columns; it declines any batch it cannot read exactly as the exact path does,
   and that batch goes to the paths below, unchanged.
-
 * Next, for a batch of request lines (after the header, before any footer): one
   msgspec decode of the whole batch into structs, the cyclic GC off meanwhile, the event
-  lists gathered with `np.fromiter` (`_ms_columns`). Anything it cannot promise to read as the other
-  paths would (a header or footer in the batch, a line that is not JSON, a missing id, an
-  event field that is neither a list nor null, a number the numpy parser declines) sends
-  the batch on to the paths below, unchanged, so errors, warnings and crash tolerance are
-  theirs. Without msgspec installed the paths below read everything.
-
-* The file is read in large binary blocks, parsed in batches of lines, and every batch is
-  copied straight into columns reserved for the whole file (no list of parts to join).
-* Fast path per batch: the ``event_times_s`` / ``event_tokens`` arrays (most of the bytes,
-  and slow in `json.loads`) are cut out of the lines and parsed with a few numpy calls;
-  the rest of the lines with one `json.loads`. It answers only when it can prove the
-  result equals the exact path's; a batch it cannot handle (odd layout, a number format it
-  does not know, a bad line) goes through the exact path: `json.loads` and
-  `build_columns`, which also produce every error message.
+  lists gathered with `np.fromiter` (`_ms_columns`). Anything it cannot promise to read as
+  the exact path would (a header or footer in the batch, a line that is not JSON, a missing
+  id, an event field that is neither a list of numbers nor null, a token count outside the
+  column) sends the batch on, unchanged, so errors, warnings and crash tolerance are the
+  exact path's. (A build without the C extension reads with msgspec alone: about 3x the
+  scanner's CPU time, docs/BENCHMARKS.md.)
+* The exact path: the batch as one `json.loads` (line by line only to name a bad line) and
+  `build_columns`, which produce every error message. It reads the header's and the
+  footer's batches and whatever the faster paths decline.
 * A large uncompressed file (PARALLEL_MIN_BYTES and up, 2+ CPUs; with the compiled
   scanner PARALLEL_MIN_BYTES_COMPILED, as it reads alone faster) is split in two at a line
   boundary: a worker process reads the second part while this process reads the first.
@@ -60,7 +56,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from itertools import chain, repeat
+from itertools import chain
 from pathlib import Path
 from typing import IO, Any
 
@@ -223,143 +219,8 @@ def _parse_batch(
     return nos, objs
 
 
-# ---- fast path --------------------------------------------------------------------------------
-
-_KEY_T = b'"event_times_s":'
-_KEY_K = b'"event_tokens":'
-_OPEN_T = _KEY_T + b"["
-_OPEN_K = _KEY_K + b"["
-# What replaces a cut array: a JSON string that decodes to one control character. The
-# value seen at the top level of the parsed line proves the cut was the record's own field.
-_MARK_T_JSON, _MARK_T = b'"\\u0001"', "\x01"
-_MARK_K_JSON, _MARK_K = b'"\\u0002"', "\x02"
-_WS = b" \t\r\n"
-_POW10 = np.array([float(10**k) for k in range(16)])  # exact doubles
-
-
 class _Cannot(Exception):
-    """The fast path cannot promise the exact path's result for this batch."""
-
-
-def _cut_one(line: bytes, key: bytes, mark: bytes) -> tuple[bytes, bytes | None]:
-    """Cut the first ``key [ ... ]`` of a line (any spacing): (line with the mark in place
-    of the array, the array's inside); (line, None) when there is nothing to cut."""
-    i = line.find(key)
-    if i < 0:
-        return line, None
-    p = i + len(key)
-    while p < len(line) and line[p] in _WS:
-        p += 1
-    if p >= len(line) or line[p] != 0x5B:  # "[" : not an array (null, a number): json reads it
-        return line, None
-    j = line.find(b"]", p)
-    if j < 0:
-        raise _Cannot
-    return line[:i + len(key)] + mark + line[j + 1:], line[p + 1:j]
-
-
-def _cut_arrays(lines: list[bytes]) -> tuple[list[bytes], list[bytes], list[bytes]]:
-    """Each line with its event arrays replaced by marks, and the arrays' insides."""
-    rest: list[bytes] = []
-    ct: list[bytes] = []
-    ck: list[bytes] = []
-    ot, ok_, mt, mk = _OPEN_T, _OPEN_K, _MARK_T_JSON, _MARK_K_JSON
-    lt, lk = len(_OPEN_T), len(_OPEN_K)
-    for line in lines:
-        i = line.find(ot)
-        if i >= 0:
-            j = line.find(b"]", i)
-            k = line.find(ok_, j)
-            if k >= 0:  # the writer's layout: times, then tokens, compact
-                m = line.find(b"]", k)
-                if j >= 0 and m >= 0:
-                    ct.append(line[i + lt:j])
-                    ck.append(line[k + lk:m])
-                    rest.append(b"".join((line[:i + lt - 1], mt, line[j + 1:k + lk - 1], mk,
-                                          line[m + 1:])))
-                    continue
-        elif _KEY_T not in line and _KEY_K not in line:  # no events (an error, a header)
-            rest.append(line)
-            continue
-        line, t = _cut_one(line, _KEY_T, mt)
-        line, k_ = _cut_one(line, _KEY_K, mk)
-        rest.append(line)
-        if t is not None:
-            ct.append(t)
-        if k_ is not None:
-            ck.append(k_)
-    return rest, ct, ck
-
-
-def _token_counts(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """Values per inside, from the start offsets of the values in the insides joined by
-    ","; `lens` are the insides' lengths (0: an empty array)."""
-    nonempty = lens > 0
-    ln = lens[nonempty]
-    cs = np.cumsum(ln + 1) - (ln + 1)  # where each non-empty inside begins
-    counts = np.zeros(lens.size, dtype=np.int64)
-    counts[nonempty] = np.searchsorted(starts, cs + ln) - np.searchsorted(starts, cs)
-    return counts
-
-
-def _fixed_point(text: bytes, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Parse "d+.d+,d+.d+,..." (JSON numbers without sign or exponent) exactly as float()
-    does, and count the values of each inside; None for anything else."""
-    a = np.frombuffer(text, dtype=np.uint8)
-    sep = np.flatnonzero(a < 48)  # only digits, "." (46) and "," (44) are left
-    if sep.size % 2 == 0:
-        return None
-    kinds = a[sep]
-    if (kinds[0::2] != 46).any() or (kinds[1::2] != 44).any():
-        return None  # not exactly one "." per number
-    if sep[0] == 0 or sep[-1] == a.size - 1 or (np.diff(sep) < 2).any():
-        return None  # an empty integer or fraction part
-    total = (sep.size + 1) // 2
-    dots = sep[0::2]
-    starts = np.empty(total, dtype=np.int64)
-    starts[0] = 0
-    starts[1:] = sep[1::2] + 1
-    if ((a[starts] == 48) & (dots - starts > 1)).any():
-        return None  # "01.5" is not JSON
-    ends = np.empty(total, dtype=np.int64)
-    ends[:-1] = sep[1::2]
-    ends[-1] = a.size
-    del a, sep, kinds
-    if int((ends - starts).max()) <= 16:
-        # At most 15 digits: m, the digits without the point, is exact in a double, so is
-        # 10**f (f <= 14 fraction digits), and one IEEE division rounds m / 10**f correctly:
-        # the double float() gives (Clinger's fast path), at a third of strtod's cost.
-        m = np.fromstring(text.replace(b".", b""), dtype=np.int64, sep=",")
-        if m.size != total:
-            return None
-        v = np.divide(m, _POW10[ends - dots - 1])
-    else:
-        v = np.fromstring(text, dtype=np.float64, sep=",")  # strtod rounds as float() does
-        if v.size != total:
-            return None
-    return v, _token_counts(starts, lens)
-
-
-def _plain_ints(text: bytes, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Parse "d+,d+,..." (JSON non-negative integers below 10**18) and count the values of
-    each inside; None for anything else."""
-    a = np.frombuffer(text, dtype=np.uint8)
-    commas = np.flatnonzero(a == 44)
-    total = commas.size + 1
-    bounds = np.empty(total + 1, dtype=np.int64)
-    bounds[0] = -1
-    bounds[1:-1] = commas
-    bounds[-1] = a.size
-    vlen = np.diff(bounds) - 1
-    if vlen.min() < 1 or vlen.max() > 18:
-        return None
-    starts = bounds[:-1] + 1
-    if ((a[starts] == 48) & (vlen > 1)).any():
-        return None  # "05" is not JSON
-    v = np.fromstring(text, dtype=np.int64, sep=",")
-    if v.size != total:
-        return None
-    return v, _token_counts(starts, lens)
+    """A fast path cannot promise the exact path's result for this batch."""
 
 
 def _tokens_fit(tokens: np.ndarray) -> bool:
@@ -368,130 +229,11 @@ def _tokens_fit(tokens: np.ndarray) -> bool:
     return not tokens.size or (int(tokens.min()) >= 0 and int(tokens.max()) <= EVENT_TOKENS_MAX)
 
 
-def _parse_arrays(contents: list[bytes], ints: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Values (concatenated) and counts of the cut arrays, exactly as `json.loads` followed
-    by the exact path's conversion gives them. Raises _Cannot otherwise."""
-    dtype = np.int64 if ints else np.float64
-    if not contents:
-        return np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int64)
-    allowed = b"0123456789," if ints else b"0123456789.,"
-    lens = np.fromiter(map(len, contents), dtype=np.int64, count=len(contents))
-    joined = b",".join(contents) if lens.all() else b",".join([c for c in contents if c])
-    rest = joined.translate(None, allowed)
-    if rest and not rest.strip(b" ") and b", " in joined:  # json.dumps' default spacing
-        contents = [c.replace(b", ", b",") for c in contents]
-        lens = np.fromiter(map(len, contents), dtype=np.int64, count=len(contents))
-        joined = b",".join([c for c in contents if c])
-        rest = joined.translate(None, allowed)
-    if not rest:
-        if not joined:
-            return np.zeros(0, dtype=dtype), np.zeros(lens.size, dtype=np.int64)
-        got = _plain_ints(joined, lens) if ints else _fixed_point(joined, lens)
-        if got is not None:
-            return got
-    # Other number formats (exponents, signs, spacing): json.loads on the batch's arrays.
-    contents = [c if c.strip() else b"" for c in contents]
-    counts = np.fromiter((c.count(b",") + 1 if c else 0 for c in contents), dtype=np.int64,
-                         count=len(contents))
-    try:
-        vals = _loads(b"[" + b",".join([c for c in contents if c]) + b"]")
-    except ValueError:
-        raise _Cannot from None
-    if len(vals) != int(counts.sum()):
-        raise _Cannot
-    if not set(map(type, vals)) <= ({int} if ints else {int, float}):
-        raise _Cannot  # bool, None, nested: the exact path decides
-    try:
-        return np.array(vals, dtype=dtype), counts
-    except OverflowError:
-        raise _Cannot from None
-
-
-class _FastBatch:
-    """A batch parsed by the fast path, before the records are known. Raises _Cannot.
-
-    Everything that can fail is checked here, before the records are dispatched, so that a
-    batch it rejects is read by the exact path with the same errors in the same order.
-    """
-
-    def __init__(self, lines: list[bytes]) -> None:
-        rest, ct, ck = _cut_arrays(lines)
-        text = b"\n,".join(rest)
-        del rest
-        enabled = gc.isenabled()
-        gc.disable()  # a batch of fresh dicts: the cyclic GC would only rescan them
-        try:
-            objs = _loads(b"[" + text + b"]")
-        except (ValueError, RecursionError):  # the exact path names the bad line
-            raise _Cannot from None
-        finally:
-            if enabled:
-                gc.enable()
-        n = len(lines)
-        if len(objs) != n:
-            raise _Cannot
-        try:
-            self.tv = list(map(dict.get, objs, repeat("event_times_s")))
-            self.kv = list(map(dict.get, objs, repeat("event_tokens")))
-            self.kinds = list(map(dict.get, objs, repeat("type"), repeat("request")))
-        except TypeError:
-            raise _Cannot from None  # a line that is not an object: the exact path says so
-        # Each cut put one mark in the text. Without escapes in the batch no other mark
-        # can exist, so as many marks at the top level as cuts means every cut was the
-        # record's own field (a line has one value per key).
-        if (self.tv.count(_MARK_T) != len(ct) or self.kv.count(_MARK_K) != len(ck)
-                or (b"\\" in text and (text.count(_MARK_T_JSON) != len(ct)
-                                       or text.count(_MARK_K_JSON) != len(ck)))):
-            raise _Cannot
-        del text
-        self.all_requests = self.kinds.count("request") == n
-        if not self.all_requests:
-            for kind, t, k in zip(self.kinds, self.tv, self.kv, strict=True):
-                if kind != "request" and (t == _MARK_T or k == _MARK_K):
-                    raise _Cannot  # event arrays in a header or footer: keep them exact
-        # Numbers last: a bad one anywhere sends the whole batch to the exact path.
-        self.times, self.t_counts = _parse_arrays(ct, ints=False)
-        self.tokens, self.k_counts = _parse_arrays(ck, ints=True)
-        self.objs = objs
-
-    def columns(self, req: list[int] | None) -> _Columns:
-        """Columns of the request records (indices into the batch; None: all lines)."""
-        objs = self.objs if req is None else [self.objs[i] for i in req]
-        tv = self.tv if req is None else [self.tv[i] for i in req]
-        kv = self.kv if req is None else [self.kv[i] for i in req]
-        n = len(objs)
-        scalars = scalar_columns(objs, dicts=True)
-        # Anything but our marks or nothing (a parsed list, null, a number) → exact path.
-        has_t = np.fromiter(map(operator.eq, tv, repeat(_MARK_T)), dtype=bool, count=n)
-        has_k = np.fromiter(map(operator.eq, kv, repeat(_MARK_K)), dtype=bool, count=n)
-        if int(has_t.sum()) + tv.count(None) != n or int(has_k.sum()) + kv.count(None) != n:
-            raise _Cannot
-        # Header and footer lines carry no arrays (checked), so the cut arrays are exactly
-        # the request records', in order.
-        counts = np.zeros(n, dtype=np.int64)
-        counts[has_t] = self.t_counts
-        total = int(counts.sum())
-        if not has_k.any():
-            tokens = np.ones(total, dtype=EVENT_TOKENS_DTYPE)
-        else:
-            if not np.array_equal(counts[has_k], self.k_counts):
-                raise _Cannot  # event_tokens of another length: the exact path's error
-            if not _tokens_fit(self.tokens):
-                raise _Cannot
-            if total == self.tokens.size:
-                tokens = self.tokens.astype(EVENT_TOKENS_DTYPE)
-            else:
-                tokens = np.ones(total, dtype=EVENT_TOKENS_DTYPE)
-                tokens[np.repeat(has_k, counts)] = self.tokens
-        return _Columns(**scalars, event_counts=counts, event_times_s=self.times,
-                        event_tokens=tokens)
-
-
 # ---- msgspec path: a batch of request lines in one decode ---------------------------------------
 
-try:  # msgspec decodes a batch of records 5x faster than cutting + json.loads (see below)
+try:  # a required dependency; without it (a broken install) the exact path reads everything
     import msgspec as _msgspec
-except ImportError:  # pragma: no cover - an install without it reads with the paths above
+except ImportError:  # pragma: no cover
     _msgspec = None
 
 _MISSING = object()
@@ -751,80 +493,50 @@ class _Reader:
                 self.seen += sum(map(len, lines)) + len(lines)
                 self._append(ms)
                 return
-        fb: _FastBatch | None = None
-        if self.fast:
-            try:
-                fb = _FastBatch(lines)
-            except _Cannot:
-                fb = None
-        if fb is not None:
-            line_nos, objs = nos, fb.objs
-        else:
-            line_nos, objs = _parse_batch(nos, lines, is_last, spath, self.warnings)
+        line_nos, objs = _parse_batch(nos, lines, is_last, spath, self.warnings)
         req_objs: list[Any] = []
         req_nos: list[int] = []
-        req_idx: list[int] | None = []
-        if (fb is not None and fb.all_requests and self.header is not None
-                and self.footer is None):
-            req_objs, req_nos, req_idx = objs, line_nos, None  # the usual batch
-        else:
-            for idx, (no, obj) in enumerate(zip(line_nos, objs, strict=True)):
-                kind = obj.get("type", "request") if isinstance(obj, dict) else None
-                if kind == "request" and self.header is not None:
-                    if self.footer is not None:
-                        self.warnings.append(f"line {no}: request after the footer (line "
-                                             f"{self.footer_line}); read anyway")
-                    req_objs.append(obj)
-                    req_nos.append(no)
-                    req_idx.append(idx)  # type: ignore[union-attr]
-                    continue
-                if self.header is None:
-                    if kind != "header":
-                        raise RidgelineError(
-                            f"{spath}: line {no}: field 'type': the first line must be the "
-                            f"trace header (type \"header\"){_format_hint(spath)}"
-                        )
-                    self.header = _validated(TraceHeader, obj, no, spath, "header")
-                elif kind == "footer":
-                    self.footer = _validated(TraceFooter, obj, no, spath, "footer")
-                    self.footer_line = no
-                elif kind == "header":
+        for no, obj in zip(line_nos, objs, strict=True):
+            kind = obj.get("type", "request") if isinstance(obj, dict) else None
+            if kind == "request" and self.header is not None:
+                if self.footer is not None:
+                    self.warnings.append(f"line {no}: request after the footer (line "
+                                         f"{self.footer_line}); read anyway")
+                req_objs.append(obj)
+                req_nos.append(no)
+                continue
+            if self.header is None:
+                if kind != "header":
                     raise RidgelineError(
-                        f"{spath}: line {no}: field 'type': a second header (traces cannot "
-                        "be concatenated; analyze them separately)"
+                        f"{spath}: line {no}: field 'type': the first line must be the "
+                        f"trace header (type \"header\"){_format_hint(spath)}"
                     )
-                elif not isinstance(obj, dict):
-                    raise _explain_record(obj, no, spath)
-                else:
-                    raise RidgelineError(
-                        f"{spath}: line {no}: field 'type': got {kind!r}; allowed: header, "
-                        "request, footer"
-                    )
+                self.header = _validated(TraceHeader, obj, no, spath, "header")
+            elif kind == "footer":
+                self.footer = _validated(TraceFooter, obj, no, spath, "footer")
+                self.footer_line = no
+            elif kind == "header":
+                raise RidgelineError(
+                    f"{spath}: line {no}: field 'type': a second header (traces cannot "
+                    "be concatenated; analyze them separately)"
+                )
+            elif not isinstance(obj, dict):
+                raise _explain_record(obj, no, spath)
+            else:
+                raise RidgelineError(
+                    f"{spath}: line {no}: field 'type': got {kind!r}; allowed: header, "
+                    "request, footer"
+                )
         self.seen += sum(map(len, lines)) + len(lines)
         if not req_objs:
             return
-        cols: _Columns | None = None
-        if fb is not None:
-            try:
-                cols = fb.columns(req_idx)
-            except (_Cannot, RecordError):
-                # The exact path: every request line parsed on its own (all are valid JSON
-                # here), so the record error and its order are the usual ones.
-                idx = range(len(lines)) if req_idx is None else req_idx
-                try:
-                    req_objs = _loads(b"[" + b",".join([lines[i] for i in idx]) + b"]")
-                except _NonFinite:  # a NaN in a cut array: line by line, to name it
-                    _parse_batch([nos[i] for i in idx], [lines[i] for i in idx], False,
-                                 spath, self.warnings)
-                    raise
-        if cols is None:
-            try:
-                cols = build_columns(req_objs)
-            except RecordError as exc:
-                raise RidgelineError(
-                    f"{spath}: line {req_nos[exc.index]}: field '{exc.field_name}': "
-                    f"{exc.message}"
-                ) from None
+        try:
+            cols = build_columns(req_objs)
+        except RecordError as exc:
+            raise RidgelineError(
+                f"{spath}: line {req_nos[exc.index]}: field '{exc.field_name}': "
+                f"{exc.message}"
+            ) from None
         self._append(cols)
 
     def _append(self, cols: _Columns) -> None:

@@ -37,6 +37,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ridgeline.errors import RidgelineError
+from ridgeline.jsonsafe import json_safe
 
 GIB = 1024**3
 DTYPES = {"weights": ["bf16", "fp16", "fp8", "int8", "int4", "fp4", "fp32"],
@@ -400,9 +401,7 @@ def _endpoint(fn: Any, workers: asyncio.Semaphore | None = None,
                                 headers={"Connection": "close"})
         except RidgelineError as exc:
             return _error(str(exc))
-        from ridgeline.report.estimate_view import _clean
-
-        return JSONResponse(_clean(out))
+        return JSONResponse(json_safe(out))
     return handler
 
 

@@ -4,8 +4,8 @@
 __all__ = [
     "arrivals",
     "lengths",
-    "replay",
     "spec_syntax",
     "streams",
     "think",
+    "timed_trace_reader",
 ]

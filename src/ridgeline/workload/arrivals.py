@@ -9,8 +9,8 @@ Syntax (`--arrival`, with `--rate` giving the rate when the spec omits it):
     ramp:start=1,end=16          Poisson whose rate rises linearly from start to end (req/s)
                                  over the run (time-rescaling of a unit Poisson process)
     replay:path=FILE             timestamps from a trace (scheduled_s, else sent_s), a BurstGPT
-                                 CSV, a Mooncake JSONL (workload/replay.py) or the first column
-                                 of a CSV/text file (seconds), shifted to start at 0;
+                                 CSV, a Mooncake JSONL (workload/timed_trace_reader.py) or the
+                                 first column of a CSV/text file (seconds), shifted to start at 0;
                                  speedup=K divides every time by K (K times the trace's rate)
     diurnal:peak=P,trough=T      non-homogeneous Poisson with rate trough + (peak - trough) *
        [,period=86400,phase=0]   (1 - cos(2 pi (t - phase) / period)) / 2 (req/s): trough at
@@ -134,7 +134,7 @@ def _read_replay_cached(path_text: str, _size: int, _mtime_ns: int, speedup: flo
                         rate_req_s: float | None, cv: float) -> ArrivalProcess:
     # the replay readers load only when a spec names a file (simulate's default path
     # never does)
-    from ridgeline.workload.replay import read_timed_trace, sniff_format
+    from ridgeline.workload.timed_trace_reader import read_timed_trace, sniff_format
 
     path = check_input_file(path_text, "--arrival")
     if fmt is None and sniff_format(path) == "other":
@@ -155,7 +155,7 @@ def _read_replay_cached(path_text: str, _size: int, _mtime_ns: int, speedup: flo
 def _read_replay_times(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
     from array import array
 
-    from ridgeline.workload.replay import MAX_REPLAY_ROWS
+    from ridgeline.workload.timed_trace_reader import MAX_REPLAY_ROWS
 
     path = check_input_file(path_text, "--arrival")
     if _is_ridgeline_trace(path):
@@ -258,7 +258,7 @@ def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
             raise RidgelineError(f"{field}: replay needs path=FILE")
         speedup = take_float(params, "speedup", field, default=1.0, positive=True)
         fmt = params.pop("format", None)
-        from ridgeline.workload.replay import FORMATS
+        from ridgeline.workload.timed_trace_reader import FORMATS
 
         if fmt is not None and fmt not in FORMATS:
             raise RidgelineError(f"{field}: format: got {fmt!r}; allowed: {', '.join(FORMATS)}")

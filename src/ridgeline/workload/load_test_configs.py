@@ -8,8 +8,8 @@ What each source says, and what the simulation takes from it:
   num_prompts_per_group, system_prompt_len, question_len, output_len}}`` or ``type:
   random`` with ``input_distribution`` / ``output_distribution``): each stage sends
   int(rate x duration) requests (`constant`: exponential gaps rescaled to the stage's
-  duration, as calibrate/replay.py replays measured runs; `poisson`: plain exponential
-  gaps), stages end to end on the clock. Shared-prefix data: `num_groups x
+  duration, as calibrate/inference_perf_replay.py replays measured runs; `poisson`: plain
+  exponential gaps), stages end to end on the clock. Shared-prefix data: `num_groups x
   num_prompts_per_group` distinct prompts of system_prompt_len + question_len tokens,
   shuffled once and sent in turn (request i carries prompt i mod N, as inference-perf's
   data generator cycles its list); each distinct prompt is a prefix group over all its
@@ -499,7 +499,7 @@ def _peer_result(path_text: str, tool: str) -> LoadTestWorkload:
 
 def config_trace(fmt: str, path_text: str, seed: int, field: str) -> Any:
     """`replay:path=F,format=inference-perf|vllm-result|guidellm|aiperf` (see
-    workload/replay.py)."""
+    workload/timed_trace_reader.py)."""
     if fmt == "inference-perf":
         return inference_perf_trace(path_text, seed)
     if fmt in ("guidellm", "aiperf"):

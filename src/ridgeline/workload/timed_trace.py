@@ -1,5 +1,5 @@
 """A replay file read into arrays (`TimedTrace`), and the checks of its fields (a token
-count, a timestamp): every replay format's reader (workload/replay.py, trace_formats.py,
+count, a timestamp): every replay format's reader (workload/timed_trace_reader.py, trace_formats.py,
 load_test_configs.py) builds one, so it lives apart from any of them.
 
 >>> _count(12.0, "input_length", "line 3"), _time(1500, "timestamp", "line 3", scale=1e-3)

@@ -20,7 +20,7 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 from ridgeline.inputs import check_input_file
 from ridgeline.workload.load_test_configs import FIELD, LoadTestWorkload, read_workload
-from ridgeline.workload.replay import read_timed_trace, sniff_format
+from ridgeline.workload.timed_trace_reader import read_timed_trace, sniff_format
 
 TRACE_NAMES = {"burstgpt": "BurstGPT trace", "mooncake": "Mooncake trace",
                "azure": "Azure LLM inference trace", "vidur": "Vidur trace",

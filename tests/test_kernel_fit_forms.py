@@ -1,0 +1,168 @@
+"""The size-banded collective form against rows of NVIDIA's measured NCCL tables.
+
+Rows in tests/data/aic_kernels/nccl_bands_h100_b200.csv are copied unchanged from
+AIConfigurator's kernel database (ai-dynamo/aiconfigurator, commit 095f58a51,
+aic-core/src/aiconfigurator_core/systems/data/<source_file>; latency in ms, message_size in
+fp16 elements): NCCL 2.27 all-reduce over 8 H100s and all-to-all over 8 B200s, one row per
+message size from 512 B to 1 GiB. The one alpha-beta line per GPU count that the step model
+charges missed these by 8-34% (median, by size decade); the banded form is held to the
+catalog's own stated leave-one-size-decade-out error and to the 10% bar.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ridgeline.perf.comm import banded_collective_s
+from ridgeline.perf.measured_attention import (
+    MeasuredKernels,
+    collective_s,
+    ep_all_to_all_s,
+    measured_catalog,
+    measured_for,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data" / "aic_kernels"
+SCRIPT = REPO / "benchmarks" / "accuracy" / "fit_aic_attention_comm.py"
+
+
+def _nccl_only(hardware: str) -> MeasuredKernels:
+    """The GPU's measured constants with NCCL's all-reduce (no engine custom kernel)."""
+    mk = measured_for(hardware, "vllm")
+    assert mk is not None
+    return dataclasses.replace(mk, custom_all_reduce=None)
+
+
+def _rows(gpu: str) -> list[dict[str, str]]:
+    with open(DATA / "nccl_bands_h100_b200.csv", newline="") as fh:
+        return [r for r in csv.DictReader(fh) if r["source_file"].startswith(gpu)]
+
+
+@pytest.mark.parametrize(("hardware", "gpu", "kind", "op"), [
+    ("h100-sxm", "h100_sxm", "all_reduce", "all_reduce"),
+    ("b200", "b200_sxm", "all_to_all", "all_to_all")])
+def test_banded_collective_matches_measured_rows(hardware: str, gpu: str, kind: str,
+                                                 op: str) -> None:
+    rows = _rows(gpu)
+    assert len(rows) == 21
+    mk = _nccl_only(hardware)
+    size = np.array([int(r["message_size"]) * 2.0 for r in rows])
+    want = np.array([float(r["latency"]) * 1e-3 for r in rows])
+    got = collective_s(mk, kind, 8, size)
+    assert got is not None
+    ape = np.abs(got / want - 1.0)
+    stated = measured_catalog()["gpus"][gpu]["nccl"][op]["by_gpus"]["8"]["banded"]["_fit"]
+    # These rows are a subset of the fitted ones: their median error is within the fit's
+    # stated training error's p90, and under the bar; the old line missed the bar here.
+    assert float(np.median(ape)) <= 0.10
+    assert float(np.median(ape)) <= stated["residual"]["p90_ape"]
+    assert stated["cv"]["median_ape"] <= 0.10
+    lat, bw = (lambda r: (r["latency_us"] * 1e-6, r["bus_bandwidth_bytes_s"]))(
+        measured_catalog()["gpus"][gpu]["nccl"][op]["by_gpus"]["8"])
+    f = (2.0 if kind == "all_reduce" else 1.0) * 7 / 8
+    line_ape = np.abs((lat + f * size / bw) / want - 1.0)
+    assert float(np.median(ape)) < float(np.median(line_ape))
+    # No fitted time below the datasheet link's (the ring's bus bytes over 450/900 GB/s).
+    link = {"h100-sxm": 450e9, "b200": 900e9}[hardware]
+    assert np.all(got >= f * size / link)
+
+
+def test_band_edges_by_hand() -> None:
+    """H100 NCCL all-reduce over 8 GPUs at the fitted edge and one size below it: the
+    stored constants evaluated by hand (latency + x / bw + gamma sqrt(x), x = 2 (7/8)
+    bytes), and the measured rows at those sizes."""
+    b = measured_catalog()["gpus"]["h100_sxm"]["nccl"]["all_reduce"]["by_gpus"]["8"]["banded"]
+    edge = float(b["edge_message_bytes"])
+    mk = _nccl_only("h100-sxm")
+    measured = {int(r["message_size"]) * 2: float(r["latency"]) * 1e-3
+                for r in _rows("h100_sxm")}
+    assert int(edge) in measured and int(edge) // 2 in measured
+    for s, band in ((edge / 2, b["below"]), (edge, b["above"])):
+        x = 1.75 * s
+        hand = band["latency_us"] * 1e-6 + x / band["bus_bandwidth_bytes_s"] + \
+            band["sqrt_us_per_sqrt_byte"] * 1e-6 * math.sqrt(x)
+        got = collective_s(mk, "all_reduce", 8, s)
+        assert got is not None and float(got) == pytest.approx(hand, rel=1e-12)
+        # Within 15% of the measured row (the fit's training p90 APE is 10%; 64 MiB, the last
+        # size of the lower band, is its worst: +10.2%).
+        assert hand == pytest.approx(measured[int(s)], rel=0.15)
+
+
+def test_banded_form_switches_at_the_edge() -> None:
+    """A hand example: below 1 MB 10 us + x / 100 GB/s; from 1 MB 20 us + x / 200 GB/s +
+    1e-8 s/sqrt(B) sqrt(x)."""
+    lo, hi = (10e-6, 100e9, 0.0), (20e-6, 200e9, 1e-8)
+    t = banded_collective_s(np.array([999_999.0, 1e6, 4e6]), 1.0, 1e6, lo, hi)
+    assert t[0] == pytest.approx(10e-6 + 999_999 / 100e9)
+    assert t[1] == pytest.approx(20e-6 + 1e6 / 200e9 + 1e-8 * 1e3)
+    assert t[2] == pytest.approx(20e-6 + 20e-6 + 20e-6)
+
+
+def test_ep_all_to_all_without_deepep_takes_the_banded_nccl_time() -> None:
+    """vLLM on B200 has no DeepEP table: dispatch + combine are NCCL's all-to-all twice,
+    at 64 tokens x top-8 x 7,168 x 2 B = 7,340,032 B per GPU. The measured 8-B200
+    all-to-all of 8 MiB (the nearest row above) bounds it from above."""
+    mk = measured_for("b200", "vllm")
+    assert mk is not None
+    mk = dataclasses.replace(mk, deepep={})
+    rows = {int(r["message_size"]) * 2: float(r["latency"]) * 1e-3 for r in _rows("b200_sxm")}
+    msg = 64 * 8 * 7168 * 2.0
+    nccl = collective_s(mk, "all_to_all", 8, msg)
+    assert nccl is not None
+    lo, hi = rows[4 * 2**20], rows[8 * 2**20]
+    assert lo < float(nccl) < hi * 1.1
+    assert ep_all_to_all_s(mk, 64, 7168, 8, 8) == pytest.approx(2 * float(nccl))
+
+
+def test_fit_script_refits_collectives_through_the_command(tmp_path: Path) -> None:
+    """`fit_aic_attention_comm.py --only-collectives --gpus l40s` rewrites L40S's collectives
+    in a copy of the catalog and reports each (engine, collective, GPU count) row with its
+    train and CV error; a bad --gpus is one error line."""
+    data = REPO.parent / "shared" / "data" / "aic-kernels"
+    if not (data / "l40s" / "comm").is_dir():
+        pytest.skip("the measured tables are not in ../shared/data")
+    cat = tmp_path / "cat.json"
+    cat.write_text(json.dumps(measured_catalog()))
+    res = tmp_path / "res.json"
+    run = subprocess.run([sys.executable, str(SCRIPT), "--only-collectives", "--gpus", "l40s",
+                          "--catalog", str(cat), "--results", str(res), "--data", str(data)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    rows = json.loads(res.read_text())["rows"]
+    ar2 = [r for r in rows if r["gpu"] == "l40s" and r["engine"] == "nccl"
+           and r["class"] == "all_reduce/p2"]
+    assert len(ar2) == 1 and ar2[0]["cv_median_ape"] <= 0.10
+    assert ar2[0]["line_cv_median_ape"] > ar2[0]["cv_median_ape"]
+    got = json.loads(cat.read_text())["gpus"]["l40s"]["nccl"]["all_reduce"]["by_gpus"]["2"]
+    assert {"below", "above", "edge_message_bytes"} <= set(got["banded"])
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--only-collectives", "--gpus", "x9"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --gpus: got x9")
+
+
+def test_least_absolute_refit_lands_on_the_median() -> None:
+    """The GEMM/MoE fits' L1 refit (reweighted Levenberg-Marquardt): a constant fitted to
+    log errors 0 (seven rows) and 2 (three rows, a kernel's slow path) is their median 0,
+    where least squares gives their mean 0.6."""
+    sys.path.insert(0, str(REPO / "benchmarks" / "accuracy"))
+    import fit_aic_kernels as fk
+
+    y = np.array([0.0] * 7 + [2.0] * 3)
+
+    def resid(theta: np.ndarray) -> np.ndarray:
+        return theta[0] - y
+
+    l2 = fk.lm_fit(resid, np.array([1.0]), 60)
+    l1 = fk.lm_fit_l1(resid, np.array([1.0]), 60, 8)
+    assert l2[0] == pytest.approx(0.6, abs=1e-4)
+    assert abs(l1[0]) < 0.02
