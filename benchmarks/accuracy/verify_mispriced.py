@@ -2,7 +2,8 @@
 simulator's) serves a known calibration profile under a closed loop; the measured trace is
 then verified against the same profile, and against copies with the decode steps (token
 counts up to 16: the decode batches here) or the prefill steps (256 tokens and up: the
-prompts) priced 1.3x. Prints and writes the named component, its size and the table.
+prompts) priced 1.3x, and with the same profile replaying the measured send times (open
+loop) rather than the users. Prints and writes the named component, its size and the table.
 
     .venv/bin/python benchmarks/accuracy/verify_mispriced.py \
         --out benchmarks/results/verify_mispriced.json          (~40 s)
@@ -53,15 +54,19 @@ def main() -> int:
         if r.returncode:
             print(r.stderr, file=sys.stderr)
             return 1
-        cases = {"same profile": profile(d / "same.json"),
-                 "decode x1.3": profile(d / "decode.json", decode=1.3),
-                 "prefill x1.3": profile(d / "prefill.json", prefill=1.3)}
+        same = profile(d / "same.json")
+        # The last case replays the measured send times (open loop): the emulator and the
+        # simulator then see the same arrivals, up to the client-to-server transfer.
+        cases = {"same profile": (same, []),
+                 "decode x1.3": (profile(d / "decode.json", decode=1.3), []),
+                 "prefill x1.3": (profile(d / "prefill.json", prefill=1.3), []),
+                 "same profile, open-loop replay": (same, ["--open-loop"])}
         out = {"date": time.strftime("%Y-%m-%d"), "workload": {
             "users": args.users, "requests": args.requests, "prompt_tokens": 512,
             "output_tokens": 64}, "cases": {}}
-        for name, prof in cases.items():
+        for name, (prof, extra) in cases.items():
             v = subprocess.run([RIDGELINE, "verify", str(trace), "--calibration", str(prof),
-                                "--json"], capture_output=True, text=True)
+                                "--json", *extra], capture_output=True, text=True)
             if v.returncode:
                 print(v.stderr, file=sys.stderr)
                 return 1
@@ -72,7 +77,8 @@ def main() -> int:
                                   "sentence": dec["sentence"],
                                   "components": dec["components"],
                                   "decode_step_predicted_ms": dec["decode_step_predicted_ms"],
-                                  "decode_step_measured_ms": dec["decode_step_measured_ms"]}
+                                  "decode_step_measured_ms": dec["decode_step_measured_ms"],
+                                  "sources_measured": dec["sources"]["measured"]}
             print(f"{name}: {dec['sentence']}")
         out["wall_s"] = round(time.time() - t0, 1)
     if args.out:

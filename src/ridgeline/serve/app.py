@@ -155,6 +155,8 @@ class _Metrics:
             def read() -> float:
                 if not driver_ref:
                     return 0.0
+                if name == "num_waiting":  # the engine's queue and the held arrivals
+                    return float(driver_ref[0].num_waiting())
                 stats = driver_ref[0].engine.stats()
                 value = stats.get(name, 0.0) if isinstance(stats, dict) else getattr(
                     stats, name, 0.0)

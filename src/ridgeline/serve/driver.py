@@ -15,8 +15,13 @@ the scheduling never drifts: if the process falls behind (a slow scrape, a busy 
 steps run back to back until the emitted tokens catch up with the timeline, and every
 late token is counted in `lag_s` (its emitted wall time minus its intended wall time).
 
-Requests submitted during a step join the next one (as in vLLM); when the engine is idle,
-the next step starts at the first new request's arrival time, as in the simulator.
+A request joins the first step that starts at or after its arrival, as in the simulator:
+the driver holds each submitted request and hands it to the engine just before the first
+step whose start is not earlier than its arrival. Behind the wall clock (a busy CPU, a
+late timer) the driver computes steps whose emulated start has already passed; a request
+that arrived after that start must not join them, or it would be batched (and its prefill
+timed) with steps it never saw in `simulate`. When the engine is idle, the next step starts
+at the first held request's arrival time, as in the simulator.
 
 The engine's per-request cost (`EngineConfig.request_overhead_s` + `request_overhead_steps`
 x the mean decode step, ridgeline.sim.engine_costs) delays the delivery of each step's
@@ -183,11 +188,12 @@ class EngineDriver:
         self._t0_wall_s = clock()
         self.streams: dict[str, Stream] = {}
         self._unscheduled: dict[str, Stream] = {}  # submitted, not yet in a step
+        # Submitted, not yet handed to the engine (in arrival order): each waits for the
+        # first step starting at or after its arrival.
+        self._held: dict[str, Stream] = {}
         self._ids = itertools.count()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._idle_arrival_emu_s: float | None = None
-        self._submitted = False  # a request arrived since the last step
         self.draining = False
         self.lag = LagRecorder()
         self.steps = 0
@@ -258,14 +264,10 @@ class EngineDriver:
                         output_tokens=int(output_tokens), max_tokens=int(max_tokens),
                         arrival_emu_s=now, writer=writer)
         self.streams[rid] = stream
-        self._unscheduled[rid] = stream
         stream.engine_request = self._make_request(
             request_id=rid, prompt_tokens=int(prompt_tokens),
             output_tokens=int(output_tokens), arrival_s=now, **engine_fields)
-        self.engine.add_request(stream.engine_request)
-        if self._idle_arrival_emu_s is None:
-            self._idle_arrival_emu_s = now
-        self._submitted = True
+        self._held[rid] = stream
         self._wake.set()
         return stream
 
@@ -281,6 +283,8 @@ class EngineDriver:
     def _forget(self, request_id: str, *, abort: bool) -> None:
         self.streams.pop(request_id, None)
         self._unscheduled.pop(request_id, None)
+        if self._held.pop(request_id, None) is not None:
+            return  # never reached the engine
         if abort:
             with contextlib.suppress(KeyError, ValueError):
                 self.engine.abort_request(request_id)
@@ -292,26 +296,48 @@ class EngineDriver:
         return len(self._pending)
 
     def num_waiting(self) -> int:
-        return int(_stat(self.engine.stats(), "num_waiting", 0))
+        """Requests not yet scheduled: the engine's waiting queue and those held for the
+        next step."""
+        return int(_stat(self.engine.stats(), "num_waiting", 0)) + len(self._held)
+
+    def _first_held_arrival_emu_s(self) -> float:
+        return next(iter(self._held.values())).arrival_emu_s
+
+    def _admit(self, start_emu: float) -> bool:
+        """Hand the engine every held request that arrived by `start_emu`; True if any."""
+        held = self._held
+        admitted = []
+        for rid, stream in held.items():
+            if stream.arrival_emu_s > start_emu:
+                break  # arrival order: the rest arrived later still
+            admitted.append(rid)
+        for rid in admitted:
+            stream = held.pop(rid)
+            self._unscheduled[rid] = stream
+            self.engine.add_request(stream.engine_request)
+        return bool(admitted)
 
     # -- the loop -------------------------------------------------------------------
     async def _run(self) -> None:
         next_start_emu: float | None = None
         while True:
-            # A request that can never fit is not "unfinished" for the engine: it waits in
-            # the next step's `rejected`, so a step also runs after any new submission.
-            if not self.engine.has_unfinished() and not self._submitted:
+            busy = self.engine.has_unfinished()
+            if not busy and not self._held:
                 next_start_emu = None
-                self._idle_arrival_emu_s = None
                 self._wake.clear()
                 await self._wake.wait()
                 continue
             if next_start_emu is None:
                 # Idle until now: the step starts when the first new request arrived.
-                arrival = self._idle_arrival_emu_s
-                next_start_emu = arrival if arrival is not None else self.now_emu_s()
+                next_start_emu = (self._first_held_arrival_emu_s() if self._held
+                                  else self.now_emu_s())
+            elif not busy:
+                # Nothing running: the next step starts at the next arrival, not earlier.
+                next_start_emu = max(next_start_emu, self._first_held_arrival_emu_s())
             start = next_start_emu
-            self._submitted = False
+            # A request that can never fit is not "unfinished" for the engine: it waits in
+            # this step's `rejected`, so the step runs whenever one was handed over.
+            self._admit(start)
             result = self.engine.step(start)
             self.steps += 1
             if self._unscheduled:
@@ -329,8 +355,10 @@ class EngineDriver:
                                       or _ids(result, "rejected")):
                 # Work exists but nothing can be scheduled now (blocked on KV, say):
                 # wait for an abort or a new request rather than spin.
+                if self._held:
+                    next_start_emu = max(end, self._first_held_arrival_emu_s())
+                    continue
                 next_start_emu = None
-                self._idle_arrival_emu_s = None
                 self._wake.clear()
                 await self._wake.wait()
                 continue
