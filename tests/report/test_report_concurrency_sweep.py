@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
@@ -57,3 +59,35 @@ def test_a_sweep_trace_without_rate_or_concurrency_is_refused(tmp_path: Path) ->
                           str(tmp_path / "r.html")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.startswith("error: --sweep") and out.stderr.count("\n") == 1
+
+
+def _line_x(svg: str, gid: str) -> list[float]:
+    """x coordinates of the path drawn for the line with matplotlib gid `gid`."""
+    root = ET.fromstring(svg)
+    for g in root.iter("{http://www.w3.org/2000/svg}g"):
+        if g.get("id") == gid:
+            path = next(g.iter("{http://www.w3.org/2000/svg}path"))
+            nums = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", path.get("d", ""))]
+            return nums[0::2]
+    raise AssertionError(f"no line {gid!r} in the SVG")
+
+
+def test_concurrency_plot_joins_points_in_numeric_order(tmp_path: Path) -> None:
+    # Files named so that a sort by text would give 1, 10, 2, 9: the line must still run
+    # left to right through 1, 2, 9, 10 (its x coordinates strictly increasing).
+    for c, ttft_ms in ((10, 100), (2, 20), (9, 90), (1, 10)):
+        _trace(tmp_path / f"s.concurrency-{c}.jsonl", c, ttft_ms / 1e3)
+    out = subprocess.run([RIDGELINE, "plot", "load", str(tmp_path / "s.concurrency-1.jsonl"),
+                          str(tmp_path / "s.concurrency-10.jsonl"),
+                          str(tmp_path / "s.concurrency-2.jsonl"),
+                          str(tmp_path / "s.concurrency-9.jsonl"),
+                          "--out", str(tmp_path / "p.svg")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    svg = (tmp_path / "p.svg").read_text()
+    xs = _line_x(svg, "ttft:p50:concurrency:measured")
+    assert len(xs) == 4
+    assert all(b > a for a, b in zip(xs, xs[1:])), xs
+    # and the gaps follow the concurrencies 1, 2, 9, 10 (pixel x is linear in concurrency)
+    scale = (xs[3] - xs[0]) / 9.0
+    assert [round((x - xs[0]) / scale, 6) for x in xs] == [0.0, 1.0, 8.0, 9.0]
