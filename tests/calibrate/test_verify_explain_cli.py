@@ -6,6 +6,8 @@ is replayed as its users unless --open-loop."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 import sys
@@ -110,3 +112,22 @@ def test_analyze_against_a_simulated_trace(run: tuple[Path, Path]) -> None:
     assert dec["culprit"] == "steps" and 0.2 <= dec["culprit_relative"] <= 0.4
     # A simulated trace file has no engine timestamps: both sides show time to first token.
     assert [c["key"] for c in dec["components"]] == ["ttft", "steps", "stalls", "overhead"]
+
+
+def test_csv_and_json_formats_parse(run: tuple[Path, Path]) -> None:
+    """`--format csv` is tables separated by blank lines, each with its header; every
+    predicted/measured pair of the first table is the one `--json` reports."""
+    d, trace = run
+    prof = _profile(d / "same_csv.json")
+    c = _run("verify", str(trace), "--calibration", str(prof), "--format", "csv")
+    assert c.returncode == 0, c.stderr[-2000:]
+    blocks = [b for b in c.stdout.strip().split("\n\n") if b.strip()]
+    tables = [list(csv.DictReader(io.StringIO(b))) for b in blocks]
+    assert len(tables) >= 3 and all(t for t in tables)
+    first = {r["metric"]: r for r in tables[0]}
+    assert {"ttft_p50", "tpot_p50", "e2e_p50"} <= set(first)
+    assert any(r.get("component", "").startswith("decode steps") for t in tables for r in t)
+    j = _run("verify", str(trace), "--calibration", str(prof), "--format", "json")
+    assert j.returncode == 0, j.stderr[-2000:]
+    doc = json.loads(j.stdout)
+    assert isinstance(doc, (dict, list)) and doc
