@@ -5,6 +5,7 @@ point, sorted numerically."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import re
 import subprocess
@@ -87,7 +88,7 @@ def test_concurrency_plot_joins_points_in_numeric_order(tmp_path: Path) -> None:
     svg = (tmp_path / "p.svg").read_text()
     xs = _line_x(svg, "ttft:p50:concurrency:measured")
     assert len(xs) == 4
-    assert all(b > a for a, b in zip(xs, xs[1:])), xs
+    assert all(b > a for a, b in itertools.pairwise(xs)), xs
     # and the gaps follow the concurrencies 1, 2, 9, 10 (pixel x is linear in concurrency)
     scale = (xs[3] - xs[0]) / 9.0
     assert [round((x - xs[0]) / scale, 6) for x in xs] == [0.0, 1.0, 8.0, 9.0]
