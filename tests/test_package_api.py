@@ -47,9 +47,9 @@ PINNED: dict[str, list[str]] = {
         "structured", "tokenizer",
     ],
     "ridgeline.sim": [
-        "calibrated_profile", "cluster", "core", "engine", "engine_costs", "fleet", "kv_cache",
-        "result", "runner", "scenario", "scheduler", "sequence", "slots", "step_model", "sweep",
-        "workload",
+        "calibrated_profile", "cluster", "core", "engine", "engine_costs", "fast_forward",
+        "fleet", "kv_cache", "result", "runner", "scenario", "scheduler", "sequence", "slots",
+        "step_model", "step_timing", "sweep", "workload",
     ],
     "ridgeline.specs": [
         "HardwareSpec", "ModelSpec", "Parallelism", "Precision", "from_hf_config",

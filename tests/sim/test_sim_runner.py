@@ -77,12 +77,12 @@ def test_long_decode_runs_on_arrays_are_bit_identical(num_kv_blocks, monkeypatch
     # array path of decode_run (`_decode_run_arrays`); with 120 blocks they also stop for
     # lack of KV blocks inside a chunk (preemptions follow).
     serving_model = pytest.importorskip("ridgeline.perf.serving_model")
-    from ridgeline.sim import scheduler
+    from ridgeline.sim import fast_forward
 
     monkeypatch.setenv("RIDGELINE_SIM_CORE", "python")   # the Python engine's array path
     calls = []
-    real = scheduler._decode_run_arrays
-    monkeypatch.setattr(scheduler, "_decode_run_arrays",
+    real = fast_forward._decode_run_arrays
+    monkeypatch.setattr(fast_forward, "_decode_run_arrays",
                         lambda *a: calls.append(a[1] - a[0]) or real(*a))
     model = serving_model.RooflineStepTime.from_names(model="llama-3.1-8b",
                                                       hardware="h100-sxm")

@@ -163,6 +163,10 @@ FILE_TESTS = {
     "src/ridgeline/sim/core.py": ["tests/sim/test_sim_core.py"],
     # The Python engine is the C core's reference: its tests compare the two bit for bit.
     "src/ridgeline/sim/scheduler.py": ["tests/sim/test_sim_core.py", "tests/sim/test_window_kv.py"],
+    "src/ridgeline/sim/step_timing.py": ["tests/sim/test_sim_core.py",
+                                         "tests/sim/test_sim_runner.py"],
+    "src/ridgeline/sim/fast_forward.py": ["tests/sim/test_sim_core.py",
+                                          "tests/sim/test_sim_runner.py"],
     "src/ridgeline/sim/kv_cache.py": ["tests/sim/test_sim_core.py",
                                       "tests/bench/test_bench_cache.py"],
     "src/ridgeline/sim/runner.py": ["tests/sim/test_sim_core.py"],

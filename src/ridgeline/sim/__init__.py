@@ -9,6 +9,7 @@ __all__ = [
     "core",
     "engine",
     "engine_costs",
+    "fast_forward",
     "fleet",
     "kv_cache",
     "result",
@@ -18,6 +19,7 @@ __all__ = [
     "sequence",
     "slots",
     "step_model",
+    "step_timing",
     "sweep",
     "workload",
 ]

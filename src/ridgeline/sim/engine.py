@@ -26,8 +26,8 @@ from ridgeline.perf.engine_memory import EngineMemory, engine_memory_at
 from ridgeline.perf.fast_step import CompiledStep
 from ridgeline.perf.step_time import BatchWork, StepTimeModel
 from ridgeline.sim.kv_cache import BlockPool, kv_layout
-from ridgeline.sim.scheduler import Scheduler, StepOutcome
-from ridgeline.sim.sequence import EngineRequest, Sequence
+from ridgeline.sim.scheduler import Scheduler
+from ridgeline.sim.sequence import EngineRequest, Sequence, StepOutcome
 
 CAPACITY_POLICIES = ("vllm", "guaranteed_no_evict", "max_utilization")
 SCHEDULE_POLICIES = ("fcfs", "lpm")

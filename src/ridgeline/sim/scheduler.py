@@ -1,4 +1,4 @@
-"""The continuous-batching scheduler (vLLM V1 policy) and its fast-forward of decode runs.
+"""The continuous-batching scheduler: vLLM V1's policy (and SGLang's, TensorRT-LLM's options).
 
 One step, in order (vLLM's `Scheduler.schedule`, FCFS):
 
@@ -15,9 +15,9 @@ One step, in order (vLLM's `Scheduler.schedule`, FCFS):
 
 Decoding sequences are kept as aggregates (count, sum of contexts, counts of block-boundary
 phases, a heap of finish steps), so a step costs O(changes), not O(batch). Between events that
-change the batch, `decode_run` advances many decode-only steps in one numpy computation: step
-i of the run reads `sum_a + B * (n0 + i)` context tokens and needs `residue[(-(n0+i)) % bs]` new
-KV blocks, both closed forms.
+change the batch, `decode_run` (sim/fast_forward.py) advances many decode-only steps in one
+numpy computation; a step's seconds come from sim/step_timing.py. This module is the policy
+alone.
 
 Deviation (rare, documented): when a running prefill chunk cannot get blocks and the most
 recently admitted request is an already-scheduled decode, the chunk waits instead of preempting.
@@ -42,12 +42,8 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
-import numpy as np
-
-from ridgeline.perf.fast_step import CompiledStep
+from ridgeline.sim.fast_forward import FastForwardMixin
 from ridgeline.sim.kv_cache import BlockPool, KVLayout
 from ridgeline.sim.sequence import (
     ABORTED,
@@ -58,21 +54,11 @@ from ridgeline.sim.sequence import (
     WAITING,
     EngineRequest,
     Sequence,
+    StepOutcome,
 )
 from ridgeline.sim.slots import SlotSteps
+from ridgeline.sim.step_timing import StepTimingMixin, TimeFn
 
-# time_fn(prefill_tokens, prefill_attn_pairs, prefill_context_tokens, prefill_seqs,
-#         decode_seqs, decode_context_tokens) -> step seconds; six float64 arrays of one shape
-TimeFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-                  np.ndarray]
-# Decode-only steps timed ahead with each single step (one step-time call then covers the
-# step and the decode steps likely to follow it; used only if the batch is still the same).
-# Decode steps a run takes in the scalar loop before switching to arrays (numpy's overhead
-# pays off only on long runs).
-SCALAR_DECODE_STEPS = 8
-# ... and the steps left that make an array evaluation worth its fixed cost.
-ARRAY_DECODE_STEPS = 64
-SPECULATIVE_DECODE_STEPS = 32
 # SGLang orders by longest prefix match only while at most this many wait (its
 # schedule_policy.py falls back to FCFS above it).
 LPM_MAX_WAITING = 128
@@ -81,26 +67,16 @@ LPM_MAX_WAITING = 128
 RETRACT_DECODE_STEPS = 20
 
 
-@dataclass
-class StepOutcome:
-    """What one scheduled step did (internal; Engine turns it into a StepResult)."""
-
-    duration_s: float = 0.0
-    prefill_tokens: int = 0
-    prefill_seqs: int = 0
-    decode_seqs: int = 0
-    decode_ids: list[str] = field(default_factory=list)     # only when collecting
-    first_tokens: list[str] = field(default_factory=list)   # prefill completions that emitted
-    finished: list[Sequence] = field(default_factory=list)
-    preempted: list[Sequence] = field(default_factory=list)
-
-
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-class Scheduler:
-    """Waiting queue, running set, decode aggregates and the KV pool of one engine."""
+class Scheduler(FastForwardMixin, StepTimingMixin):
+    """Waiting queue, running set, decode aggregates and the KV pool of one engine.
+
+    Step timing (`use_compiled`, `_step_duration`) comes from `StepTimingMixin`
+    (sim/step_timing.py), the fast-forward (`can_fast_forward`, `next_finish_start_s`,
+    `decode_run`) from `FastForwardMixin` (sim/fast_forward.py)."""
 
     def __init__(self, max_num_seqs: int, max_num_batched_tokens: int, chunked_prefill: bool,
                  pool: BlockPool, no_evict: bool = False, layout: KVLayout | None = None
@@ -151,15 +127,8 @@ class Scheduler:
         self.prefix_queries_tokens = 0
         self.prefix_hits_tokens = 0
         self.pending_rejected: list[Sequence] = []
-        # (decode_seqs, sum of a) -> (first step, durations): decode-only steps timed ahead
-        self._dcache: dict[tuple[int, int], tuple[int, list[float]]] = {}
-        # Scalar step times (`use_compiled`): the compiled (P, Q) function of steps with
-        # prefill work, P and Q of decode-only steps by decode_seqs, the dc coefficients.
-        self._pq: Callable[[float, float, float, float, float], tuple[float, float]] | None \
-            = None
-        self._dec_p: list[float] = []
-        self._dec_q: list[float] = []
-        self._c_dc = self._m_dc = 0.0
+        # Step times and their caches (sim/step_timing.py).
+        self._init_step_timing()
         # llama.cpp with per-slot KV (sim/slots.py): each step timed by its slots' graphs.
         self.slots: SlotSteps | None = None
         # SGLang's policy (`configure_sglang`); off: vLLM V1's loop, untouched.
@@ -252,35 +221,6 @@ class Scheduler:
                               if s.state == DECODE and s.admit_order == order
                               and s not in self.win_active]
             heapq.heapify(self._win_heap)
-
-    def use_compiled(self, compiled: CompiledStep) -> bool:
-        """Time steps one by one in Python floats with the roofline model's compiled path
-        (the engine calls this when its step-time model is `RooflineStepTime`, whose
-        `step_time_s` is that path for the simulator's calls). A step's seconds are
-        max(dc * c_dc + P, dc * m_dc + Q), P and Q from the compiled function (prefill work)
-        or the decode-only table, the very operations `CompiledStep._columns` does
-        elementwise: the same bits, without the arrays and without timing decode steps
-        ahead. False (nothing changes) where that path does not apply."""
-        rows = compiled.decode_rows(self.max_num_seqs + 1)
-        if rows is None:
-            return False
-        self._pq = compiled.pq
-        self._dec_p, self._dec_q = rows
-        self._c_dc, self._m_dc = compiled.c_dc, compiled.m_dc
-        return True
-
-    def _time_scalar(self, pf_tokens: int, pf_pairs: int, pf_ctx: int, pf_seqs: int,
-                     n_dec: int, dec_ctx: int) -> float:
-        """One step's seconds (`use_compiled`; requires n_dec < len(self._dec_p))."""
-        if pf_tokens or pf_pairs or pf_ctx or pf_seqs:
-            p, q = self._pq(float(pf_tokens), float(pf_pairs), float(pf_ctx),  # type: ignore[misc]
-                            float(pf_seqs), float(n_dec))
-        else:
-            p, q = self._dec_p[n_dec], self._dec_q[n_dec]
-        dc = float(dec_ctx)
-        x = dc * self._c_dc + p
-        y = dc * self._m_dc + q
-        return x if x > y else y
 
     # ---- requests in and out -------------------------------------------------------------
 
@@ -709,71 +649,6 @@ class Scheduler:
             budget -= chunk
             chunks.append((seq, chunk))
 
-    def _step_duration(self, time_fn: TimeFn, n: int, graphs: list[int] | None,
-                       has_chunks: bool, pf_tokens: int, pf_pairs: int, pf_ctx: int,
-                       pf_seqs: int, n_dec: int, dec_ctx: int) -> float:
-        """The duration of step n, from its work."""
-        if graphs is not None:
-            return self.slots.duration_s(  # type: ignore[union-attr]
-                graphs, pf_pairs, dec_ctx)
-        if self._pq is not None and n_dec < len(self._dec_p):
-            return self._time_scalar(pf_tokens, pf_pairs, pf_ctx, pf_seqs, n_dec, dec_ctx)
-        # Other models: a decode-only step may already be timed; otherwise one call times it
-        # together with the decode steps that follow if the batch stays as it now is.
-        cached = (None if has_chunks
-                  else self._cached_decode_time(n, n_dec, dec_ctx - n_dec * n))
-        if cached is not None:
-            return cached
-        return self._time_with_spec(time_fn, n, pf_tokens, pf_pairs, pf_ctx, pf_seqs, n_dec,
-                                    dec_ctx)
-
-    def _cached_decode_time(self, n: int, n_dec: int, a_sum: int) -> float | None:
-        e = self._dcache.get((n_dec, a_sum))
-        if e is None or not e[0] <= n < e[0] + len(e[1]):
-            return None
-        return e[1][n - e[0]]
-
-    def _store_decode_times(self, n_dec: int, a_sum: int, first: int, durs: list[float]
-                            ) -> None:
-        if len(self._dcache) >= 16:
-            self._dcache.clear()
-        self._dcache[(n_dec, a_sum)] = (first, durs)
-
-    def _time_with_spec(self, time_fn: TimeFn, n: int, pf_tokens: int, pf_pairs: int,
-                        pf_ctx: int, pf_seqs: int, n_dec: int, dec_ctx: int) -> float:
-        """Time step n, and in the same call the decode-only steps that would follow it:
-        with the decode set as it now is up to its first finish, then (if that finish is
-        near) with the set left after it."""
-        k = SPECULATIVE_DECODE_STEPS
-        b1, a1 = self.dec_count, self.dec_a_sum
-        m1, b2, a2, m2 = k, 0, 0, 0
-        if b1:
-            heap = self.dec_heap
-            while heap and (heap[0][2].state != DECODE
-                            or heap[0][2].finish_step != heap[0][0]):
-                heapq.heappop(heap)
-            f1 = heap[0][0]
-            if f1 < n + k:
-                m1 = f1 - n
-                cnt, a_fin = self._finishing_at(f1)
-                b2, a2 = b1 - cnt, a1 - a_fin
-                m2 = k if b2 else 0
-        w = np.zeros((6, 1 + m1 + m2))
-        w[0, 0], w[1, 0], w[2, 0], w[3, 0] = pf_tokens, pf_pairs, pf_ctx, pf_seqs
-        w[4, 0], w[5, 0] = n_dec, dec_ctx
-        idx = np.arange(n + 1, n + 1 + m1 + m2, dtype=np.int64)
-        w[4, 1:1 + m1] = b1
-        w[5, 1:1 + m1] = a1 + b1 * idx[:m1]
-        if m2:
-            w[4, 1 + m1:] = b2
-            w[5, 1 + m1:] = a2 + b2 * idx[m1:]
-        d = time_fn(w[0], w[1], w[2], w[3], w[4], w[5]).tolist()
-        if b1:
-            self._store_decode_times(b1, a1, n + 1, d[1:1 + m1])
-        if m2:
-            self._store_decode_times(b2, a2, n + 1 + m1, d[1 + m1:])
-        return d[0]
-
     def _register_prefix(self, seq: Sequence) -> None:
         upto = min(seq.max_prefix_blocks, seq.num_computed // self.bs)
         i = len(seq.shared)
@@ -861,237 +736,3 @@ class Scheduler:
             self._finish(seq, self._held(seq, t, t), n, t)
             out.finished.append(seq)
 
-    # ---- fast-forward --------------------------------------------------------------------
-
-    def _decode_times(self, time_fn: TimeFn, n: int, m: int,
-                      after_finish: tuple[int, int] | None = None) -> list[float]:
-        """Durations of decode-only steps n .. n+m-1 with the current decode set; with
-        `after_finish` = (decode seqs, sum of a) of the set left after step n+m-1, the same
-        call also times the decode steps that follow it."""
-        n_dec, a_sum = self.dec_count, self.dec_a_sum
-        k = SPECULATIVE_DECODE_STEPS if after_finish and after_finish[0] else 0
-        w = np.zeros((6, m + k))
-        idx = np.arange(n, n + m + k, dtype=np.int64)
-        w[4, :m] = n_dec
-        w[5, :m] = a_sum + n_dec * idx[:m]
-        if k:
-            b2, a2 = after_finish  # type: ignore[misc]
-            w[4, m:] = b2
-            w[5, m:] = a2 + b2 * idx[m:]
-        d = time_fn(w[0], w[1], w[2], w[3], w[4], w[5]).tolist()
-        self._store_decode_times(n_dec, a_sum, n, d[:m])
-        if k:
-            self._store_decode_times(b2, a2, n + m, d[m:])
-        return d[:m]
-
-    def _finishing_at(self, f: int) -> tuple[int, int]:
-        """(count, sum of a) of the decoding sequences that finish in step f (heap walk)."""
-        heap = self.dec_heap
-        stack = [0]
-        count = a_sum = 0
-        while stack:
-            i = stack.pop()
-            if i >= len(heap) or heap[i][0] != f:
-                continue   # children of a larger key are larger still
-            seq = heap[i][2]
-            if seq.state == DECODE and seq.finish_step == f:
-                count += 1
-                a_sum += seq.a
-            stack.append(2 * i + 1)
-            stack.append(2 * i + 2)
-        return count, a_sum
-
-    def can_fast_forward(self) -> bool:
-        """Only decodes run, and the next step would not admit anyone."""
-        if (self.ratio_init or self.lpm) and self.waiting:
-            # SGLang's admission changes every step (the reservations shrink as the decodes
-            # go on) and lpm reorders the queue: step one at a time
-            return False
-        return self.dec_count > 0 and not self.prefilling and self.slots is None and \
-            not self.head_admissible()
-
-    def next_finish_start_s(self, now_s: float) -> float:
-        """A time before which no sequence can leave this engine if nothing new arrives: a
-        lower bound on the start of the decode step in which the first decoding sequence
-        finishes. A router that advances an engine only when this falls before an arrival
-        sees the same outstanding counts as one that advances every engine to every arrival.
-
-        `now_s` (no look-ahead) unless the next steps are decode-only, timed by the compiled
-        path (`use_compiled`) and certain to find their KV blocks. Then k steps come before
-        the finishing one, each at least as long as the first (a step's seconds grow with
-        the decode context, which only grows): now + k * first, less a rounding margin
-        (far above the summation's error), and never below `now_s`.
-        O(1), reads only.
-        """
-        b = self.dec_count
-        if not self.can_fast_forward() or self._pq is None or b >= len(self._dec_p):
-            return now_s
-        heap = self.dec_heap
-        while heap and (heap[0][2].state != DECODE or heap[0][2].finish_step != heap[0][0]):
-            heapq.heappop(heap)
-        n0 = self.step_index
-        k = heap[0][0] - n0            # decode steps before the finishing one
-        cd, md = self._c_dc, self._m_dc
-        # Each decoding sequence takes at most one block per bs steps.
-        if k <= 0 or cd < 0 or md < 0 or \
-                b * self.kv_groups * _cdiv(k + 1, self.bs) > self.pool.free_blocks:
-            return now_s
-        dc = float(self.dec_a_sum + b * n0)
-        x = dc * cd + self._dec_p[b]
-        y = dc * md + self._dec_q[b]
-        first = x if x > y else y
-        return now_s + k * first * (1.0 - 1e-9)
-
-    def decode_run(self, now_s: float, stop_before_s: float, time_fn: TimeFn,
-                   max_steps: int = 1 << 30) -> tuple[list[float], list[int], list[Sequence]]:
-        """Advance the decode-only steps that start before `stop_before_s`, in one go.
-
-        Stops after the first step in which a sequence finishes, before the first step that
-        would lack KV blocks, and after `max_steps`. Returns (step end times, KV blocks used
-        after each step, finished sequences). Requires `can_fast_forward()`.
-
-        Step durations come in vectorized chunks (one step-time call per chunk); the loop
-        below only adds them up, one addition per step exactly as single steps do, so both
-        give bit-identical end times.
-        """
-        heap = self.dec_heap
-        while heap and (heap[0][2].state != DECODE or heap[0][2].finish_step != heap[0][0]):
-            heapq.heappop(heap)
-        n0 = self.step_index
-        finish_step = heap[0][0]
-        n_end = n0 + min(finish_step - n0 + 1, max_steps)
-        groups = self.kv_groups
-        if self.win:
-            # Up to the next decode that starts to free (its frees change the run's phases).
-            self._win_activate(n0)
-            n_end = min(n_end, max(self._win_next_activation(), n0 + 1))
-        freed_total = 0
-        pool = self.pool
-        free = pool.free_blocks
-        used0 = pool.used_blocks
-        residue, bs = self.dec_residue, self.bs
-        ends: list[float] = []
-        used: list[int] = []
-        need_total = 0
-        t = now_s
-        n = n0
-        durs: list[float] = []
-        base = n0
-        chunk = 16
-        b = self.dec_count
-        if self._pq is not None and b < len(self._dec_p) and not self.win:
-            # Scalar step times (`use_compiled`): the decode set is fixed within the run.
-            p, q, cd, md = self._dec_p[b], self._dec_q[b], self._c_dc, self._m_dc
-            a_sum = self.dec_a_sum
-            n_scalar_end = min(n_end, n0 + SCALAR_DECODE_STEPS)
-            while True:
-                while n < n_scalar_end and t < stop_before_s:
-                    need = residue[(-n) % bs]
-                    if need_total + need > free:
-                        break
-                    dc = float(a_sum + b * n)
-                    x = dc * cd + p
-                    y = dc * md + q
-                    d = x if x > y else y
-                    t = t + d
-                    need_total += need
-                    ends.append(t)
-                    used.append(used0 + need_total)
-                    n += 1
-                if n < n_scalar_end or n == n_end or t >= stop_before_s:
-                    break
-                # Steps left before the stop time, at the last step's (growing) duration:
-                until_stop = (stop_before_s - t) / d
-                left = n_end - n if until_stop >= n_end - n else int(until_stop) + 1
-                if left < ARRAY_DECODE_STEPS:
-                    n_scalar_end = min(n_end, n + SCALAR_DECODE_STEPS)
-                    continue
-                # A long run: the same operations on arrays.
-                n, t, need_total = _decode_run_arrays(
-                    n, n_end, left, t, stop_before_s, need_total, free, used0, b, a_sum,
-                    (p, q, cd, md), residue, ends, used)
-                break
-        while n < n_end and t < stop_before_s:
-            need = groups * residue[(-n) % bs]
-            if need_total - freed_total + need > free:
-                break
-            i = n - base
-            if i >= len(durs):
-                e = self._dcache.get((self.dec_count, self.dec_a_sum))
-                if e is not None and e[0] <= n < e[0] + len(e[1]):
-                    base, durs = e
-                else:
-                    m = min(chunk, n_end - n)
-                    after = None
-                    if n + m == n_end == finish_step + 1:
-                        cnt, a_fin = self._finishing_at(finish_step)
-                        after = (self.dec_count - cnt, self.dec_a_sum - a_fin)
-                    durs, base = self._decode_times(time_fn, n, m, after), n
-                    chunk *= 4
-                i = n - base
-            t = t + durs[i]
-            need_total += need
-            if self.win:
-                freed_total += self.win_groups * self.win_residue[n % bs]
-            ends.append(t)
-            used.append(used0 + need_total - freed_total)
-            n += 1
-        if n == n0:
-            return ends, used, []
-        if freed_total:
-            pool.release([], freed_total)
-        pool.allocate(need_total)
-        self.generation_tokens_total += self.dec_count * (n - n0)
-        self.ratio_steps += n - n0
-        self.step_index = n
-        out = StepOutcome()
-        self._finish_decodes(n - 1, out)
-        if out.finished:
-            # The last step's finishes free blocks after it: the timeline's last row shows that.
-            used[-1] = pool.used_blocks
-        return ends, used, out.finished
-
-
-def _decode_run_arrays(n: int, n_end: int, expect: int, t: float, stop_before_s: float,
-                       need_total: int, free: int, used0: int, b: int, a_sum: int,
-                       pq_cd_md: tuple[float, float, float, float], residue: list[int],
-                       ends: list[float], used: list[int]) -> tuple[int, float, int]:
-    """The scalar loop of `Scheduler.decode_run` on numpy arrays, bit for bit: each step's
-    seconds are max(dc * c_dc + P, dc * m_dc + Q) with dc = a_sum + b * n (an integer, exact
-    in float64), end times a running sum (`np.cumsum` adds left to right, one addition a
-    step, as the loop does), and the run stops at the first step starting at or after
-    `stop_before_s` or lacking KV blocks. `expect`: the steps likely left (the first chunk's
-    size). Appends to `ends` and `used`; returns the next step index, the clock and the
-    blocks taken."""
-    p, q, cd, md = pq_cd_md
-    bs = len(residue)
-    # Blocks each step needs, by step index mod bs: step n needs residue[(-n) % bs].
-    need_by_phase = np.asarray([residue[(-j) % bs] for j in range(bs)], dtype=np.int64)
-    chunk = expect + 8
-    while n < n_end and t < stop_before_s:
-        m = min(chunk, n_end - n)
-        dc = np.arange(a_sum + b * n, a_sum + b * (n + m), b, dtype=np.float64)[:m]
-        x = dc * cd
-        x += p
-        dc *= md
-        dc += q
-        clock = np.empty(m + 1)
-        clock[0] = t
-        np.maximum(x, dc, out=clock[1:])
-        np.cumsum(clock, out=clock)           # clock[i] = start of step n + i
-        need = need_by_phase.take(np.arange(n, n + m) % bs)
-        np.cumsum(need, out=need)
-        need += used0 + need_total            # blocks used after each step
-        k = int(np.searchsorted(clock[:m], stop_before_s, "left"))
-        if need[m - 1] > used0 + free:
-            k = min(k, int(np.searchsorted(need, used0 + free, "right")))
-        if k:
-            ends.extend(clock[1:k + 1].tolist())
-            used.extend(need[:k].tolist())
-            need_total = int(need[k - 1]) - used0
-            t = float(clock[k])
-            n += k
-        if k < m:
-            break
-        chunk *= 4
-    return n, t, need_total

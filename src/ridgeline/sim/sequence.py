@@ -15,7 +15,7 @@ While a sequence is decoding, its counters are *lazy*: it joined the decode set 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 WAITING, PREFILL, DECODE, FINISHED, ABORTED, REJECTED = range(6)
 STATE_NAMES = ("waiting", "prefill", "decode", "finished", "aborted", "rejected")
@@ -121,3 +121,18 @@ class Sequence:
     def num_tokens(self) -> int:
         """Prompt plus generated tokens (valid outside the lazy decode state)."""
         return self.prompt_tokens + self.g
+
+
+@dataclass
+class StepOutcome:
+    """What one scheduled step did (internal; Engine turns it into a StepResult)."""
+
+    duration_s: float = 0.0
+    prefill_tokens: int = 0
+    prefill_seqs: int = 0
+    decode_seqs: int = 0
+    decode_ids: list[str] = field(default_factory=list)     # only when collecting
+    first_tokens: list[str] = field(default_factory=list)   # prefill completions that emitted
+    finished: list[Sequence] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+
