@@ -12,10 +12,10 @@ import pytest
 PINNED: dict[str, list[str]] = {
     "ridgeline": ["__version__"],
     "ridgeline.bench": [
-        "client", "dataset", "engine_timings", "export", "load", "multiturn", "options",
-        "peer_flags", "progress", "prompts", "rate_sweep", "ray_workers", "replay", "results_peer",
-        "run", "runner", "selfdesc", "session", "sizes", "sse", "summary", "telemetry", "tokens",
-        "workers",
+        "client", "dataset", "engine_timings", "export", "load", "load_loop",
+        "load_points", "multiprocess", "multiturn", "options", "peer_flags", "progress",
+        "prompts", "rate_sweep", "ray_workers", "replay", "results_peer", "selfdesc",
+        "single_run", "sizes", "sse", "summary", "telemetry", "tokens",
     ],
     "ridgeline.calibrate": [
         "engine", "engine_fit", "engine_runs", "fit", "gguf_model", "host", "inference_perf",
@@ -32,9 +32,9 @@ PINNED: dict[str, list[str]] = {
         "select", "sketch", "slo", "streaming", "telemetry",
     ],
     "ridgeline.perf": [
-        "comm", "estimate", "fast_step", "grid", "kernels", "linear_attention", "memory", "moe",
-        "operator", "ops", "roofline", "serving_model", "step_time", "vllm_kv_log", "whatif",
-        "window",
+        "comm", "estimate", "fast_step", "grid", "kernels", "linear_attention", "memory",
+        "moe", "operator", "ops", "roofline", "roofline_step", "step_time", "vllm_kv_log",
+        "whatif", "window",
     ],
     "ridgeline.plan": ["PlanRequest", "PlanResult", "plan"],
     "ridgeline.report": [
@@ -47,9 +47,9 @@ PINNED: dict[str, list[str]] = {
         "structured", "tokenizer",
     ],
     "ridgeline.sim": [
-        "calibrated_profile", "cluster", "core", "engine", "engine_costs", "fast_forward",
-        "fleet", "kv_cache", "result", "runner", "scenario", "scheduler", "sequence", "slots",
-        "step_model", "step_timing", "sweep", "workload",
+        "calibrated_profile", "cluster", "core", "engine", "engine_costs", "event_loop",
+        "fast_forward", "fleet", "kv_cache", "result", "scenario", "scheduler", "sequence",
+        "slots", "step_model", "step_timing", "sweep", "workload",
     ],
     "ridgeline.specs": [
         "HardwareSpec", "ModelSpec", "Parallelism", "Precision", "from_hf_config",

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paths import REPO_ROOT, shared_data_dir
 from ridgeline.perf import kernels
 from ridgeline.perf.ops import VAR, WORK_VARS, build_table
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork
 from ridgeline.specs import load_hardware, load_model
 from ridgeline.specs.parallel import Parallelism

@@ -2,7 +2,7 @@
 
 Each experiment is replayed as it ran (ridgeline.calibrate.inference_perf_replay: the
 shared-prefix workload with its measured prompt lengths, inference-perf's staged constant-load
-arrivals, the vLLM flags, the client's 300 s timeout) through `ridgeline.sim.runner.simulate`,
+arrivals, the vLLM flags, the client's 300 s timeout) through `ridgeline.sim.event_loop.simulate`,
 the function `ridgeline simulate` calls, on the H100 SXM catalog entry with the run's HF
 config.json.
 

@@ -71,7 +71,7 @@ def host_hardware(path: Path) -> dict:
 def roofline_rows(traces: list[str], config_path: str, hw_path: Path, slots: int) -> list:
     from ridgeline.calibrate.presets import preset_scheduling
     from ridgeline.calibrate.verify import verify
-    from ridgeline.perf.serving_model import RooflineStepTime
+    from ridgeline.perf.roofline_step import RooflineStepTime
     from ridgeline.sim.engine import EngineConfig
 
     m = RooflineStepTime.from_names(model=config_path, hardware=str(hw_path), weights="fp32",

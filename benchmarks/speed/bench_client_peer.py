@@ -36,7 +36,7 @@ from test_bench_server import fetch_log, start_subprocess_server  # noqa: E402
 
 from ridgeline.bench.client import EndpointConfig  # noqa: E402
 from ridgeline.bench.load import LoadSpec  # noqa: E402
-from ridgeline.bench.run import BenchConfig, run_bench  # noqa: E402
+from ridgeline.bench.single_run import BenchConfig, run_bench  # noqa: E402
 from ridgeline.workload.lengths import parse_lengths  # noqa: E402
 
 VENV = Path("/tmp/ridgeline-peer-aiperf")

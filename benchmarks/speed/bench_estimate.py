@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ridgeline.perf.estimate import decode_work, estimate, prefill_work
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 
 VENV = Path("/tmp/ridgeline-bench-llm-analysis")
 PEER = "llm-analysis==0.2.2"

@@ -77,9 +77,9 @@ def write_sim_traces(n: int, rounded: Path, full: Path) -> None:
     """One simulate run written twice: as simulate writes it (1 us) and at full precision."""
     import numpy as np
 
-    from ridgeline.perf.serving_model import RooflineStepTime
+    from ridgeline.perf.roofline_step import RooflineStepTime
     from ridgeline.sim.engine import EngineConfig, kv_blocks_from_memory
-    from ridgeline.sim.runner import Workload, simulate
+    from ridgeline.sim.event_loop import Workload, simulate
     from ridgeline.trace.schema import TraceHeader
     from ridgeline.trace.writer import TraceWriter
 

@@ -53,7 +53,7 @@ VIDUR_VENV = Path("/tmp/ridgeline-bench-vidur-venv")
 
 
 def _setup(model: str, hardware: str):
-    from ridgeline.perf.serving_model import RooflineStepTime
+    from ridgeline.perf.roofline_step import RooflineStepTime
     from ridgeline.sim.engine import EngineConfig
 
     step_model = RooflineStepTime.from_names(model=model, hardware=hardware)
@@ -65,7 +65,7 @@ def _setup(model: str, hardware: str):
 def capacity_req_s(model: str, hardware: str, n: int = 3000) -> float:
     import numpy as np
 
-    from ridgeline.sim.runner import simulate
+    from ridgeline.sim.event_loop import simulate
     from ridgeline.sim.workload import build_workload
 
     step_model, config = _setup(model, hardware)
@@ -84,16 +84,16 @@ def child(n: int, rate: float, mode: str, model: str, hardware: str, prompt: str
     if core == "python":
         os.environ["RIDGELINE_SIM_CORE"] = "python"
     from ridgeline.metrics.analysis import analyze
-    from ridgeline.sim import runner
+    from ridgeline.sim import event_loop
     from ridgeline.sim.cluster import ClusterConfig
-    from ridgeline.sim.runner import simulate
+    from ridgeline.sim.event_loop import simulate
     from ridgeline.sim.workload import build_workload
     from ridgeline.trace.schema import TraceHeader
 
     if loop == "scan":
-        runner.HEAP_MIN_REPLICAS = 1 << 30
+        event_loop.HEAP_MIN_REPLICAS = 1 << 30
     elif loop == "heap":
-        runner.LAZY_ROUTERS = frozenset()
+        event_loop.LAZY_ROUTERS = frozenset()
     step_model, config = _setup(model, hardware)
     wl, _, _ = build_workload(n, prompt, output, rate_req_s=rate, seed=1)
     cluster = ClusterConfig(replicas=replicas, router=router)

@@ -33,7 +33,7 @@ from test_bench_server import fetch_log, start_subprocess_server  # noqa: E402
 
 from ridgeline.bench.client import EndpointConfig  # noqa: E402
 from ridgeline.bench.load import LoadSpec  # noqa: E402
-from ridgeline.bench.run import BenchConfig, run_bench  # noqa: E402
+from ridgeline.bench.single_run import BenchConfig, run_bench  # noqa: E402
 from ridgeline.bench.telemetry import TelemetryConfig, read_final_status, sidecar_path  # noqa: E402
 from ridgeline.serve.launcher import EmulatorProcess  # noqa: E402
 from ridgeline.workload.lengths import parse_lengths  # noqa: E402

@@ -46,13 +46,13 @@ from ridgeline.metrics.analysis import analyze
 from ridgeline.metrics.per_request import event_gaps, request_metrics
 from ridgeline.metrics.slo import parse_slos
 from ridgeline.perf.estimate import decode_work, prefill_work
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.whatif import WhatIf, WhatIfStepTime
 from ridgeline.specs.parallel import Parallelism
 from ridgeline.specs.precision import resolve_precision
 from ridgeline.theory.queueing import amdahl_speedup, little_kv_bytes
 from ridgeline.trace.importers import load_trace
-from ridgeline.trace.reader import open_text
+from ridgeline.trace.reader import open_trace_bytes
 from ridgeline.trace.table import Trace
 
 DEFAULT_BUDGETS_MS = {"ttft": 1000.0, "tpot": 50.0}
@@ -221,7 +221,7 @@ def _preemptions_from_file(path: str | None) -> tuple[int, int] | None:
     seen = False
     # Through the trace reader's opener: a .gz trace is decompressed (under its caps), as
     # the metrics read it (opened as UTF-8 text it was an internal error).
-    with open_text(path) as fh:
+    with open_trace_bytes(path) as fh:
         for line in fh:
             m = pat.search(line)
             if m is None:

@@ -126,7 +126,7 @@ def test_block_hashes_chain_and_engine_reuses_exactly_the_common_blocks() -> Non
 
 
 def test_engine_counts_content_hits() -> None:
-    from ridgeline.perf.serving_model import RooflineStepTime
+    from ridgeline.perf.roofline_step import RooflineStepTime
 
     model = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
     eng = Engine(EngineConfig(num_kv_blocks=1000, enable_prefix_caching=True), model)

@@ -20,7 +20,7 @@ from ridgeline.bench.client import (
     stream_request,
 )
 from ridgeline.bench.load import LoadSpec
-from ridgeline.bench.run import BenchConfig, run_bench
+from ridgeline.bench.single_run import BenchConfig, run_bench
 from ridgeline.bench.sse import MalformedChunk, SSEParser, parse_chunk
 from ridgeline.errors import RidgelineError
 from ridgeline.workload.lengths import parse_lengths
@@ -185,7 +185,7 @@ def test_token_count_fallbacks_without_usage(server: str, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     recs = _run(server, tmp_path, "multi", include_usage=False)
     assert all((r["output_tokens"], r["token_count_source"]) == (3, "chunks") for r in recs)
-    import ridgeline.bench.run as run_mod
+    import ridgeline.bench.single_run as run_mod
 
     monkeypatch.setattr(run_mod, "load_tokenizer", lambda spec: WordTokenizer())
     recs = _run(server, tmp_path, "multi", include_usage=False)

@@ -13,8 +13,8 @@ import pytest
 from ridgeline.bench.client import EndpointConfig
 from ridgeline.bench.dataset import parse_dataset
 from ridgeline.bench.load import LoadSpec
-from ridgeline.bench.run import BenchConfig, run_bench
-from ridgeline.bench.workers import split_concurrency
+from ridgeline.bench.multiprocess import split_concurrency
+from ridgeline.bench.single_run import BenchConfig, run_bench
 from ridgeline.errors import RidgelineError
 from ridgeline.metrics.knee import max_power_index as knee_index
 from ridgeline.metrics.knee import ttft_knee_index

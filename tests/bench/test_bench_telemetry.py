@@ -28,7 +28,7 @@ from aiohttp import web
 
 from ridgeline.bench.client import EndpointConfig
 from ridgeline.bench.load import LoadSpec
-from ridgeline.bench.run import BenchConfig, run_bench
+from ridgeline.bench.single_run import BenchConfig, run_bench
 from ridgeline.bench.telemetry import (
     TelemetryConfig,
     detect_engine,

@@ -176,8 +176,8 @@ def test_run_plan_is_the_commands_library_call(server: str, tmp_path: Path) -> N
     """The orchestration as one call: a plan of two points, two traces, a knee."""
     from ridgeline.bench.client import EndpointConfig
     from ridgeline.bench.load import LoadSpec
-    from ridgeline.bench.run import BenchConfig
-    from ridgeline.bench.session import BenchPlan, SessionHooks, run_plan, sweep_points
+    from ridgeline.bench.load_points import BenchPlan, SessionHooks, run_plan, sweep_points
+    from ridgeline.bench.single_run import BenchConfig
     from ridgeline.workload.lengths import parse_lengths
 
     seen: list[str] = []

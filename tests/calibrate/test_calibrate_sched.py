@@ -8,7 +8,7 @@ import pytest
 from ridgeline.calibrate.presets import preset_scheduling
 from ridgeline.errors import RidgelineError
 from ridgeline.sim.calibrated_profile import CalibrationProfile
-from ridgeline.sim.runner import Workload, simulate
+from ridgeline.sim.event_loop import Workload, simulate
 
 # A compute-proportional engine: 2 ms per token in the step, probed up to 512 tokens.
 TOKENS = [1, 8, 64, 512]

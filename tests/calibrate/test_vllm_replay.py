@@ -16,7 +16,7 @@ from ridgeline.calibrate.inference_perf_replay import constant_load_arrivals_s, 
 from ridgeline.perf.step_time import LinearStepTime
 from ridgeline.sim.engine import EngineConfig
 from ridgeline.sim.engine_costs import EngineCosts, apply_request_overhead, load_engine_costs
-from ridgeline.sim.runner import Workload, simulate
+from ridgeline.sim.event_loop import Workload, simulate
 from tests.shared_data import needs_shared_data, shared_data_dir
 
 DATA = shared_data_dir() / "vllm-inference-perf"

@@ -76,7 +76,7 @@ def test_simulate_imports_no_module_it_does_not_use() -> None:
     assert proc.returncode == 0, proc.stderr
     assert '"finished": 50' in proc.stdout
     loaded = set(proc.stdout.rsplit("MODULES ", 1)[1].split())
-    assert "ridgeline.sim.runner" in loaded and "ridgeline.metrics.analysis" in loaded
+    assert "ridgeline.sim.event_loop" in loaded and "ridgeline.metrics.analysis" in loaded
     for heavy in ("ridgeline.sim.fleet", "ridgeline.sim.calibrated_profile",
                   "ridgeline.metrics.streaming", "ridgeline.bench.client", "matplotlib",
                   "aiohttp", "ray"):

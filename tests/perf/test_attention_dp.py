@@ -22,7 +22,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.perf import kernels
 from ridgeline.perf.memory import plan_memory, weight_bytes_per_gpu
 from ridgeline.perf.ops import VAR, WORK_VARS, build_table
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork
 from ridgeline.plan.launch import launch_commands
 from ridgeline.sim.scenario import Scenario

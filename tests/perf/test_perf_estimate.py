@@ -7,7 +7,7 @@ import pytest
 
 from ridgeline.errors import RidgelineError
 from ridgeline.perf.estimate import decode_work, estimate, mean_decode_context, prefill_work
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork
 
 
@@ -127,7 +127,7 @@ def test_pipeline_adds_transfers_and_dp_multiplies_cluster_throughput() -> None:
     pp = RooflineStepTime.from_names(model="llama-3.1-70b", hardware="h100-sxm", tp=2, pp=2)
     w = BatchWork(decode_seqs=8, decode_context_tokens=8 * 1000)
     assert pp.breakdown(w).comm_s > 0
-    from ridgeline.perf.serving_model import RooflineStepTime as R
+    from ridgeline.perf.roofline_step import RooflineStepTime as R
     from ridgeline.specs import Parallelism
 
     dp = R(base.model, base.hardware, base.precision, Parallelism(tp=4, dp=3))

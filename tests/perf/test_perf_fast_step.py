@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ridgeline.perf.fast_step import MAX_SCALAR_COLUMNS, MAX_TABLE_SEQS
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork
 
 CONFIGS = {

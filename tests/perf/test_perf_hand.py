@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ridgeline.perf.estimate import decode_work, estimate, prefill_work
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 
 
 def _op_flops(m: RooflineStepTime, work, name: str) -> float:

@@ -17,7 +17,7 @@ import pytest
 from ridgeline.perf import kernels
 from ridgeline.perf.measured_attention import measured_catalog
 from ridgeline.perf.ops import VAR, WORK_VARS, build_table
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork
 from ridgeline.specs import load_hardware, load_model, resolve_precision
 from ridgeline.specs.parallel import Parallelism

@@ -21,7 +21,7 @@ from ridgeline.perf.roofline import (
     m_at_ridge,
     ridge_point,
 )
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork, LinearStepTime
 from ridgeline.specs import load_hardware, load_model, resolve_precision
 
@@ -133,7 +133,7 @@ def test_decode_throughput_ceiling() -> None:
 def test_kv_crossover_context() -> None:
     """KV/weight crossover: T ~ P b_w / (2 L B d_kv b_kv): the old-KV read equals the weights."""
     m = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
-    d_w = 15_009_316_864  # hand-computed in test_perf_serving_model (bf16, LM head, no emb)
+    d_w = 15_009_316_864  # hand-computed in test_roofline_step (bf16, LM head, no emb)
     for b in (1.0, 8.0):
         r = estimate(m, batch=b, prompt_tokens=1024, output_tokens=2)
         t_star = d_w / (2 * 32 * b * 1024 * 2)

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ridgeline.cli import app
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork, LinearStepTime
 from ridgeline.perf.whatif import WhatIf, WhatIfStepTime
 from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest

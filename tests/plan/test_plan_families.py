@@ -126,7 +126,7 @@ def test_verify_requests_below_the_floor_runs_with_a_warning(tmp_path):
             "--goodput-target", "0.95", "--verify-requests", "600", "--json"]
     r = subprocess.run(args, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    # the 0.95 floor: 1,168 requests (tests/plan/test_plan_verify.py derives it by hand)
+    # the 0.95 floor: 1,168 requests (tests/plan/test_plan_recheck.py derives it by hand)
     assert "warning: --verify-requests 600 is below the floor of 1168" in r.stderr
     out = json.loads(r.stdout)
     assert out["verification"]["requests"] == 600

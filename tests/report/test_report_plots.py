@@ -291,7 +291,7 @@ def test_timeline_csv_row_cap_counts_data_rows(tmp_path, monkeypatch):
     steps are read and a fourth is refused with the cap named."""
     import ridgeline.report.timeline as timeline
     from ridgeline.errors import RidgelineError
-    from ridgeline.sim.runner import TIMELINE_COLUMNS
+    from ridgeline.sim.event_loop import TIMELINE_COLUMNS
 
     monkeypatch.setattr(timeline, "MAX_TIMELINE_ROWS", 3)
     head = ",".join(TIMELINE_COLUMNS)

@@ -19,7 +19,7 @@ import pytest
 from ridgeline.serve.driver import EngineDriver, Stream
 from ridgeline.sim.calibrated_profile import CalibrationProfile, Scheduling
 from ridgeline.sim.engine import Engine, EngineRequest
-from ridgeline.sim.runner import Workload, simulate
+from ridgeline.sim.event_loop import Workload, simulate
 
 TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 STEP_S = [0.010, 0.0105, 0.011, 0.012, 0.014, 0.016, 0.020, 0.025, 0.030, 0.050, 0.090, 0.170]

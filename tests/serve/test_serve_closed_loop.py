@@ -1,7 +1,7 @@
 """The check that ties the project together: measured == simulated.
 
 One Poisson workload (fixed seed) is
-1. simulated by `ridgeline.sim.runner.simulate` on a virtual clock, and
+1. simulated by `ridgeline.sim.event_loop.simulate` on a virtual clock, and
 2. sent over HTTP, at its arrival times, to `ridgeline serve` (a subprocess running the
    same engine with the same roofline step times on the wall clock) by a minimal
    streaming client written here; the client records a trace with
@@ -33,11 +33,11 @@ import aiohttp
 import numpy as np
 
 from ridgeline.metrics.analysis import analyze
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.serve.launcher import EmulatorProcess
 from ridgeline.sim.engine import EngineConfig
 from ridgeline.sim.engine_costs import load_engine_costs
-from ridgeline.sim.runner import simulate
+from ridgeline.sim.event_loop import simulate
 from ridgeline.sim.workload import build_workload
 from ridgeline.trace.reader import read_trace
 from ridgeline.trace.schema import TraceHeader

@@ -38,7 +38,7 @@ import httpx
 import numpy as np
 import pytest
 
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork
 from ridgeline.serve.launcher import EmulatorProcess
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.sim.cluster import ClusterConfig
 from ridgeline.sim.engine import EngineConfig
-from ridgeline.sim.runner import Workload, simulate
+from ridgeline.sim.event_loop import Workload, simulate
 
 RIDGELINE = str(Path(sys.executable).with_name("ridgeline"))
 BPT, BW, LAT = 1000.0, 1e9, 1e-4

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 from ridgeline.perf.estimate import decode_work, prefill_work
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.plan.families import VERDICTS
 from ridgeline.plan.launch import launch_commands
 from ridgeline.sim.cluster import ClusterConfig
 from ridgeline.sim.engine import EngineConfig
-from ridgeline.sim.runner import Workload, simulate
+from ridgeline.sim.event_loop import Workload, simulate
 from ridgeline.sim.scenario import Built, Scenario, run_scenario
 
 RIDGELINE = str(Path(sys.executable).with_name("ridgeline"))

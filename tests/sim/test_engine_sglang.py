@@ -313,7 +313,7 @@ def test_overlap_moves_the_cpu_step_cost_out_of_the_step_sum(tmp_path: Path) -> 
       "prompt": "fixed:300", "output": "fixed:600"}, True),
 ])
 def test_step_and_fast_modes_agree_under_sglang(kw: dict, preempted: bool) -> None:
-    from ridgeline.sim.runner import simulate
+    from ridgeline.sim.event_loop import simulate
     from ridgeline.sim.scenario import Built, Scenario
     from ridgeline.sim.workload import build_workload
 

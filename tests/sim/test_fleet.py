@@ -22,8 +22,8 @@ from ridgeline.metrics.streaming import StreamingMetrics
 from ridgeline.perf.step_time import LinearStepTime
 from ridgeline.sim.cluster import ClusterConfig
 from ridgeline.sim.engine import EngineConfig
+from ridgeline.sim.event_loop import simulate
 from ridgeline.sim.fleet import run_fleet, shard_blocker
-from ridgeline.sim.runner import simulate
 from ridgeline.sim.workload import build_workload
 from ridgeline.workload.arrivals import arrival_times_s, parse_arrival
 from ridgeline.workload.timed_trace_reader import read_timed_trace
@@ -116,7 +116,7 @@ def test_streamed_chunks_equal_the_batch_run(router: str) -> None:
 
 
 def test_heap_loop_and_heap_router_equal_the_scans(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ridgeline.sim import cluster, runner
+    from ridgeline.sim import cluster, event_loop
 
     monkeypatch.setenv("RIDGELINE_SIM_CORE", "python")   # the Python engine's loops
     wl = _wl(2500, rate=400.0)
@@ -124,7 +124,7 @@ def test_heap_loop_and_heap_router_equal_the_scans(monkeypatch: pytest.MonkeyPat
         cl = ClusterConfig(replicas=24, router=router)
         fast = simulate(wl, CFG, STEP, cl)
         with monkeypatch.context() as m:
-            m.setattr(runner, "HEAP_MIN_REPLICAS", 10**9)
+            m.setattr(event_loop, "HEAP_MIN_REPLICAS", 10**9)
             m.setattr(cluster, "ROUTER_HEAP_MIN", 10**9)
             ref = simulate(wl, CFG, STEP, cl)
         assert np.array_equal(fast.replica, ref.replica)

@@ -130,7 +130,7 @@ def test_estimate_and_simulate_take_the_whatif_flags():
     from typer.testing import CliRunner
 
     from ridgeline.cli import app
-    from ridgeline.perf.serving_model import RooflineStepTime
+    from ridgeline.perf.roofline_step import RooflineStepTime
 
     runner = CliRunner()
     base = json.loads(runner.invoke(app, ["estimate", "-b", "1", "--json"]).stdout)["result"]

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.sim import core
 from ridgeline.sim.cluster import ClusterConfig
 from ridgeline.sim.engine import EngineConfig
-from ridgeline.sim.runner import SimResult, Workload, simulate
+from ridgeline.sim.event_loop import SimResult, Workload, simulate
 
 RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
 MODELS = {  # dense GQA, two MoE (expected unique experts), MLA + MoE

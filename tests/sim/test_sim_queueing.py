@@ -21,7 +21,7 @@ import pytest
 
 from ridgeline.perf.step_time import LinearStepTime
 from ridgeline.sim.engine import EngineConfig
-from ridgeline.sim.runner import Workload, simulate
+from ridgeline.sim.event_loop import Workload, simulate
 
 STEP_S = 0.05
 MEAN_TOKENS = 20.0

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork, LinearStepTime
 from ridgeline.sim.engine import Engine, EngineConfig, EngineRequest, kv_blocks_from_memory
 from ridgeline.sim.kv_cache import BlockPool, KVLayout, kv_layout
@@ -189,7 +189,7 @@ def test_windowed_fast_forward_equals_step_by_step() -> None:
     """`simulate` on a windowed roofline model: the fast mode (decode runs between events,
     frees accumulated per step) equals the step-by-step reference bit for bit, with the
     pool tight enough that the frees decide admissions and preemptions."""
-    from ridgeline.sim.runner import Workload, simulate
+    from ridgeline.sim.event_loop import Workload, simulate
 
     sm = RooflineStepTime.from_names(model=str(DATA / "mistralai--Mistral-7B-v0.1.json"),
                                      hardware="h100-sxm", max_num_seqs=16,

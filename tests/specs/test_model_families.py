@@ -19,7 +19,7 @@ import pytest
 from ridgeline.errors import RidgelineError
 from ridgeline.perf.estimate import decode_work, estimate
 from ridgeline.perf.memory import kv_bytes_per_token
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork
 from ridgeline.perf.window import banded_pairs
 from ridgeline.specs import Parallelism, load_hardware, load_model
@@ -464,7 +464,7 @@ def test_simulator_runs_windowed_models_on_the_python_engine_identically() -> No
     from ridgeline.sim import core
     from ridgeline.sim.cluster import ClusterConfig
     from ridgeline.sim.engine import EngineConfig
-    from ridgeline.sim.runner import Workload, simulate
+    from ridgeline.sim.event_loop import Workload, simulate
 
     m = step("mistralai--Mistral-7B-v0.1", max_num_seqs=16, max_num_batched_tokens=2048)
     rng = np.random.default_rng(7)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ridgeline.errors import RidgelineError
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork
 from ridgeline.specs import load_hardware
 from ridgeline.specs.model import from_hf_config

@@ -172,7 +172,7 @@ def test_parallelism_validation() -> None:
 @pytest.mark.parametrize("module", [
     "ridgeline.specs.model", "ridgeline.specs.hardware", "ridgeline.specs.precision",
     "ridgeline.specs.parallel", "ridgeline.perf.roofline", "ridgeline.perf.moe",
-    "ridgeline.perf.comm", "ridgeline.perf.memory", "ridgeline.perf.serving_model",
+    "ridgeline.perf.comm", "ridgeline.perf.memory", "ridgeline.perf.roofline_step",
     "ridgeline.perf.estimate", "ridgeline.perf.grid",
 ])
 def test_docstring_examples_run(module: str) -> None:

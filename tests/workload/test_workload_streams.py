@@ -7,7 +7,7 @@ import pytest
 
 from ridgeline.bench.client import EndpointConfig
 from ridgeline.bench.load import LoadSpec
-from ridgeline.bench.run import BenchConfig, plan_requests
+from ridgeline.bench.single_run import BenchConfig, plan_requests
 from ridgeline.sim.workload import build_workload
 from ridgeline.workload.arrivals import parse_arrival
 from ridgeline.workload.lengths import parse_lengths

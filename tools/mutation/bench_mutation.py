@@ -90,7 +90,7 @@ AREAS = {
                  "src/ridgeline/serve/prometheus.py", "src/ridgeline/ui/app.py"],
     # the load generator's core: the streaming client, schedules, the run loop
     "bench_core": ["src/ridgeline/bench/client.py", "src/ridgeline/bench/load.py",
-                   "src/ridgeline/bench/runner.py", "src/ridgeline/bench/session.py"],
+                   "src/ridgeline/bench/load_loop.py", "src/ridgeline/bench/load_points.py"],
     # the report's pages and plots (what a user reads), from traces and estimates
     "report": ["src/ridgeline/report/*.py"],
     # bench's workloads: datasets, multi-turn sessions, replay files, sizes, rate sweeps
@@ -113,14 +113,14 @@ AREA_TESTS = {
                 "tests/metrics/test_metrics_select_block.py",
                 "tests/metrics/test_metrics_stationary.py"],
     "perf": ["tests/perf/test_perf_estimate.py", "tests/perf/test_perf_fast_step.py",
-             "tests/perf/test_perf_serving_model.py", "tests/perf/test_seed_examples.py",
+             "tests/perf/test_roofline_step.py", "tests/perf/test_seed_examples.py",
              "tests/theory/test_seed_examples_serving.py", "tests/specs/test_specs.py",
              "tests/perf/test_whatif.py",
              "tests/perf/test_perf_hand.py"],
-    "sim": ["tests/sim/test_engine.py", "tests/sim/test_sim_runner.py",
+    "sim": ["tests/sim/test_engine.py", "tests/sim/test_event_loop.py",
             "tests/sim/test_scenario.py"],
     "advise": ["tests/test_advise.py"],
-    "plan": ["tests/plan/test_plan.py", "tests/plan/test_plan_verify.py",
+    "plan": ["tests/plan/test_plan.py", "tests/plan/test_plan_recheck.py",
              "tests/plan/test_plan_cli.py",
              "tests/plan/test_plan_rules.py"],
     "vllm_fit": ["tests/calibrate/test_vllm_replay.py", "tests/perf/test_perf_kernels.py",
@@ -133,7 +133,7 @@ AREA_TESTS = {
     "workload": ["tests/workload/test_workload_arrivals.py",
                  "tests/workload/test_workload_lengths.py",
                  "tests/workload/test_workload_streams.py",
-                 "tests/workload/test_workload_replay.py"],
+                 "tests/workload/test_timed_trace_reader.py"],
     "bench_peer": ["tests/bench/test_bench_client.py"],
     "specs": ["tests/specs/test_specs.py", "tests/specs/test_model_families.py",
               "tests/specs/test_specs_validation.py"],
@@ -164,12 +164,12 @@ FILE_TESTS = {
     # The Python engine is the C core's reference: its tests compare the two bit for bit.
     "src/ridgeline/sim/scheduler.py": ["tests/sim/test_sim_core.py", "tests/sim/test_window_kv.py"],
     "src/ridgeline/sim/step_timing.py": ["tests/sim/test_sim_core.py",
-                                         "tests/sim/test_sim_runner.py"],
+                                         "tests/sim/test_event_loop.py"],
     "src/ridgeline/sim/fast_forward.py": ["tests/sim/test_sim_core.py",
-                                          "tests/sim/test_sim_runner.py"],
+                                          "tests/sim/test_event_loop.py"],
     "src/ridgeline/sim/kv_cache.py": ["tests/sim/test_sim_core.py",
                                       "tests/bench/test_bench_cache.py"],
-    "src/ridgeline/sim/runner.py": ["tests/sim/test_sim_core.py"],
+    "src/ridgeline/sim/event_loop.py": ["tests/sim/test_sim_core.py"],
     "src/ridgeline/sim/fleet.py": ["tests/sim/test_fleet.py"],
     # Windowed models take the kernel rows' other work-variable branch.
     # The kernel model's own tests (measured kernel times) are in test_perf_kernels.py.
@@ -231,7 +231,7 @@ FILE_TESTS = {
     "src/ridgeline/bench/client.py": ["tests/bench/test_bench_vllm_flags.py",
                                       "tests/bench/test_bench_cache.py"],
     # the command's load points (one --concurrency, a list, a rate sweep)
-    "src/ridgeline/bench/session.py": ["tests/commands/test_bench_cli.py"],
+    "src/ridgeline/bench/load_points.py": ["tests/commands/test_bench_cli.py"],
 }
 
 SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,

@@ -2,7 +2,7 @@
 
 A streaming client timed event by event, load patterns (closed, open, multi-turn, replay),
 workers over processes or Ray, telemetry, and the trace every run writes. Modules are
-imported one by one (`ridgeline.bench.run`, ...); nothing is imported here.
+imported one by one (`ridgeline.bench.single_run`, ...); nothing is imported here.
 """
 
 # The package's public modules (imported one by one, so importing the package stays cheap).
@@ -12,6 +12,9 @@ __all__ = [
     "engine_timings",
     "export",
     "load",
+    "load_loop",
+    "load_points",
+    "multiprocess",
     "multiturn",
     "options",
     "peer_flags",
@@ -21,14 +24,11 @@ __all__ = [
     "ray_workers",
     "replay",
     "results_peer",
-    "run",
-    "runner",
     "selfdesc",
-    "session",
+    "single_run",
     "sizes",
     "sse",
     "summary",
     "telemetry",
     "tokens",
-    "workers",
 ]

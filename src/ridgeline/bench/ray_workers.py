@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ridgeline.bench.client import run_loop
-from ridgeline.bench.runner import RunStats
-from ridgeline.bench.workers import StopSignals, WorkerJob, merge_stats, worker_loop
+from ridgeline.bench.load_loop import RunStats
+from ridgeline.bench.multiprocess import StopSignals, WorkerJob, merge_stats, worker_loop
 from ridgeline.errors import RidgelineError
 
 PINGS = 5

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ridgeline.bench.replay import MOONCAKE_BLOCK_TOKENS, ReplayTrace
-from ridgeline.sim.runner import Workload
+from ridgeline.sim.event_loop import Workload
 from ridgeline.sim.scenario import DEFAULT_OUTPUT, DEFAULT_PROMPT
 from ridgeline.sim.workload import build_workload
 from ridgeline.workload.load_test_configs import LoadTestWorkload, workload_settings
@@ -29,7 +29,7 @@ from ridgeline.workload.timed_trace_reader import read_timed_trace
 
 
 def workload_plan(w: LoadTestWorkload, seed: int, requests: int | None = None) -> Workload:
-    """The simulator's workload (`sim.runner.Workload`) for the first `requests` requests of
+    """The simulator's workload (`sim.event_loop.Workload`) for the first `requests` requests of
     `w`: exactly what `simulate --workload` runs with the same seed."""
     s = workload_settings(w, requests)
     wl, _load, _dataset = build_workload(

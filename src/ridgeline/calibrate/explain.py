@@ -28,7 +28,7 @@ from ridgeline.metrics.decomposition import (
 )
 from ridgeline.metrics.server_phases import trace_phase_means
 from ridgeline.sim.engine_costs import EngineCosts, apply_request_overhead
-from ridgeline.sim.runner import Workload, simulate
+from ridgeline.sim.event_loop import Workload, simulate
 from ridgeline.trace.table import STATUS_CODE
 
 

@@ -93,7 +93,7 @@ class Prediction:
 
 def _simulate(plan: ReplayPlan, starts: list[float], built: Any, upto: int,
               timeout_s: float | None = None) -> Any:
-    from ridgeline.sim.runner import Workload, simulate
+    from ridgeline.sim.event_loop import Workload, simulate
 
     m = plan.stage_of <= upto
     arr = np.concatenate([starts[k] + plan.stage_gaps_s[k] for k in range(upto + 1)])

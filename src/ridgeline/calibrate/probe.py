@@ -1,6 +1,6 @@
 """The engine probe: a designed run through ridgeline's bench client, and the step times in it.
 
-Design (`ProbeDesign`), each point a closed loop run by `ridgeline.bench.run.run_bench`, so
+Design (`ProbeDesign`), each point a closed loop run by `ridgeline.bench.single_run.run_bench`, so
 every probe is an ordinary ridgeline trace:
 
 - decode: B streams in lockstep for B = 1..max_batch (closed loop at concurrency B, fixed
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.bench.load import LoadSpec
-from ridgeline.bench.run import BenchConfig, run_bench
+from ridgeline.bench.single_run import BenchConfig, run_bench
 from ridgeline.calibrate.fit import StepSample, fit_profile
 from ridgeline.calibrate.probe_trace import read_probe_trace
 from ridgeline.errors import RidgelineError

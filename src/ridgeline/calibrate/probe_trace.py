@@ -83,7 +83,7 @@ class ProbeRecord(BaseModel):
 def read_probe_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(header, ok request records) of a probe trace, every rule above checked."""
     from ridgeline.inputs import loads_json, validate_document
-    from ridgeline.trace.reader import open_text, read_trace
+    from ridgeline.trace.reader import open_trace_bytes, read_trace
 
     where = f"TRACES: {str(path)!r}"
     try:
@@ -95,7 +95,7 @@ def read_probe_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, A
     try:
         # The trace reader's opener (a .gz is decompressed under its caps); the reader
         # above has checked the text.
-        with open_text(path) as fh:
+        with open_trace_bytes(path) as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue

@@ -15,7 +15,7 @@ from typing import Any
 
 from ridgeline.bench.client import EndpointConfig
 from ridgeline.bench.load import LoadSpec
-from ridgeline.bench.run import BenchConfig, run_bench
+from ridgeline.bench.single_run import BenchConfig, run_bench
 from ridgeline.calibrate.engine import calibrate_engine
 from ridgeline.calibrate.gguf_model import ensure_model
 from ridgeline.calibrate.llama_server import LlamaServer

@@ -1,7 +1,7 @@
 """Predicted vs measured: replay a measured trace through the simulator with a profile.
 
 For each trace (any format `analyze` reads): the requests' prompt and output lengths are
-replayed through `ridgeline.sim.runner.simulate` with the profile as the step-time model and
+replayed through `ridgeline.sim.event_loop.simulate` with the profile as the step-time model and
 its scheduling as the engine config. A closed-loop trace (the header says so, or its sends
 follow its replies' ends) is replayed as its users by default, each sending when its
 previous reply ended in the simulation (`calibrate/closed_loop.py`); otherwise, or with

@@ -1,5 +1,5 @@
 """`ridgeline bench` from raw options to printed results: translate the peers' flags, build
-the plan (`validate.build_plan`), run it (`session.run_plan`), print and write what was
+the plan (`validate.build_plan`), run it (`load_points.run_plan`), print and write what was
 asked. The typer command in `ridgeline.commands.bench` is one call to `run_command`.
 """
 
@@ -123,7 +123,7 @@ PAGE_FORMATS = ("table", "plain", "markdown", "csv")
 def _run(cp: Any, emulator: Any = None) -> Any:
     from rich.markup import escape
 
-    from ridgeline.bench.session import SessionHooks, run_plan
+    from ridgeline.bench.load_points import SessionHooks, run_plan
     from ridgeline.report.tables import Out, out_for
 
     plan = cp.plan

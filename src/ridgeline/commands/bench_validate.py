@@ -1,7 +1,7 @@
 """`ridgeline bench`'s options, checked, as one `BenchPlan` (the config constructor).
 
 `build_plan(args)` takes the raw options (`BenchArgs`, after `peer_flags.translate`) and
-either raises a one-line `RidgelineError` or returns the plan `session.run_plan` runs,
+either raises a one-line `RidgelineError` or returns the plan `load_points.run_plan` runs,
 plus what the command prints and writes around it (`CommandPlan`). Nothing is sent and no
 file is written here.
 """
@@ -29,7 +29,7 @@ AIPERF_TRACE_NAME = "profile_export_ridgeline.jsonl"
 class CommandPlan:
     """The plan and what the command does around it."""
 
-    plan: Any  # session.BenchPlan
+    plan: Any  # load_points.BenchPlan
     out_format: str  # table | plain | markdown | csv | json | vllm (resolved)
     requests: int | None
     duration_s: float | None
@@ -172,7 +172,7 @@ def check_workload_gaps(trace: Any, requests: int | None, duration_s: float | No
 
 def _points(a: Any, rate_inf: bool, requests: int | None) -> tuple[list, bool, list, list]:
     """(points, rate sweep?, rates, concurrencies) of --rate/--concurrency."""
-    from ridgeline.bench.session import sweep_points
+    from ridgeline.bench.load_points import sweep_points
 
     rate_sweep = a.rate is not None and a.rate.strip().lower() == "sweep"
     rates = [] if rate_sweep else split_list(a.rate, "--rate", float)
@@ -224,6 +224,7 @@ def build_plan(a: Any, peer: Any) -> CommandPlan:
     from ridgeline.bench.client import EndpointConfig
     from ridgeline.bench.dataset import parse_dataset
     from ridgeline.bench.load import LoadSpec
+    from ridgeline.bench.load_points import BenchPlan, EmulatorSpec
     from ridgeline.bench.options import (
         check_save_result,
         check_telemetry_interval,
@@ -231,8 +232,7 @@ def build_plan(a: Any, peer: Any) -> CommandPlan:
         parse_metrics_url,
         parse_percentiles,
     )
-    from ridgeline.bench.run import BenchConfig
-    from ridgeline.bench.session import BenchPlan, EmulatorSpec
+    from ridgeline.bench.single_run import BenchConfig
     from ridgeline.bench.sizes import check_bench_sizes
     from ridgeline.bench.telemetry import TelemetryConfig
     from ridgeline.workload.lengths import parse_lengths

@@ -224,7 +224,7 @@ def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]]
     import numpy as np
 
     from ridgeline.perf.estimate import estimate, model_constants
-    from ridgeline.perf.serving_model import RooflineStepTime
+    from ridgeline.perf.roofline_step import RooflineStepTime
     from ridgeline.perf.whatif import apply_whatif, kernel_overhead_for
     from ridgeline.sim.engine_costs import load_engine_costs
     from ridgeline.specs import Parallelism, load_hardware

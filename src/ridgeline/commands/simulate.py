@@ -483,7 +483,7 @@ def _write_trace(path: str, header: Any, res: Any) -> None:
 def _write_timeline(path: str, res: Any) -> None:
     import csv
 
-    from ridgeline.sim.runner import TIMELINE_COLUMNS
+    from ridgeline.sim.event_loop import TIMELINE_COLUMNS
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as fh:

@@ -15,7 +15,7 @@ __all__ = [
     "operator",
     "ops",
     "roofline",
-    "serving_model",
+    "roofline_step",
     "step_time",
     "vllm_kv_log",
     "whatif",

@@ -10,7 +10,7 @@ so a sweep of a million points is one call. Definitions follow the usual serving
   decode steps, S + (N-2)/2); TPOT = that step's time.
 - E2E = TTFT + TPOT (N - 1); aggregate decode tokens/s = B / t; per-sequence = 1 / t.
 
->>> from ridgeline.perf.serving_model import RooflineStepTime
+>>> from ridgeline.perf.roofline_step import RooflineStepTime
 >>> m = RooflineStepTime.from_names(model="llama-3.1-8b", hardware="h100-sxm")
 >>> r = estimate(m, batch=32, prompt_tokens=1024, output_tokens=256)
 >>> bool(r["decode_aggregate_tok_s"] == 32 / r["tpot_s"])
@@ -30,7 +30,7 @@ from ridgeline.perf.memory import (
     kv_bytes_per_sequence_per_gpu,
 )
 from ridgeline.perf.ops import VAR, WORK_VARS, kv_elements_per_token_per_layer_per_gpu
-from ridgeline.perf.serving_model import RooflineStepTime, StepBreakdown
+from ridgeline.perf.roofline_step import RooflineStepTime, StepBreakdown
 from ridgeline.perf.step_time import ArrayLike, BatchWork
 
 

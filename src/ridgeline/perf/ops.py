@@ -5,7 +5,7 @@ step (tokens through the linear layers, attention pairs, KV tokens read, expecte
 experts, ...). An `OpTable` holds, per operator, the coefficient rows for FLOPs, bytes and
 kernel launches, for one GPU of the replica (sharded by TP) and already multiplied by the
 number of layers the operator appears in. Evaluating a step is then one small matrix
-product (`ridgeline.perf.serving_model`), for one step or a million at once.
+product (`ridgeline.perf.roofline_step`), for one step or a million at once.
 
 Work variables (columns; see `WORK_VARS`) for one step of the whole replica:
 
@@ -303,7 +303,7 @@ def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
     ops = build_ops(model, precision, parallel)
     nv = len(WORK_VARS)
     # One attention rank's share of the step's tokens and sequences (the step's padding to
-    # the slowest rank is applied to the work: perf/serving_model.py).
+    # the slowest rank is applied to the work: perf/roofline_step.py).
     share = 1.0 / parallel.attn_dp
     flops = np.zeros((len(ops), nv))
     byts = np.zeros((len(ops), nv))

@@ -241,7 +241,7 @@ def apply_whatif(base: Any, whatif: WhatIf | None) -> Any:
         return base
     draft = None
     if whatif.spec_draft_model:
-        from ridgeline.perf.serving_model import RooflineStepTime
+        from ridgeline.perf.roofline_step import RooflineStepTime
         from ridgeline.specs import load_model
         from ridgeline.specs.parallel import Parallelism
 

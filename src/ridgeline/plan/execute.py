@@ -163,7 +163,7 @@ class Jobs:
     def __enter__(self) -> Jobs:
         # Loaded once here, so forked workers inherit the modules instead of importing each.
         import ridgeline.metrics.analysis
-        import ridgeline.sim.runner
+        import ridgeline.sim.event_loop
         import ridgeline.sim.scenario  # noqa: F401
         return self
 

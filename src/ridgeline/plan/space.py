@@ -35,7 +35,7 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 from ridgeline.metrics.slo import parse_slos
 from ridgeline.perf.estimate import decode_work, prefill_work
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.plan.recheck import verify_requests
 from ridgeline.sim.engine_costs import ENGINES
 from ridgeline.sim.scenario import Scenario

@@ -16,7 +16,7 @@ from typing import Any
 from ridgeline.errors import RidgelineError
 from ridgeline.jsonsafe import json_safe
 from ridgeline.perf.ops import ATTENTION, GEMM, GEMM16
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.specs import Parallelism, load_hardware, load_model
 from ridgeline.specs.hardware import HardwareSpec
 from ridgeline.specs.model import ModelSpec

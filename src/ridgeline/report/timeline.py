@@ -1,7 +1,7 @@
 """Engine timeline of a simulation (batch size, prefill tokens, KV blocks in use, queue
 length per step) and server telemetry series of a run beside its latencies.
 
-The timeline is `simulate --timeline FILE.csv` (columns `ridgeline.sim.runner.
+The timeline is `simulate --timeline FILE.csv` (columns `ridgeline.sim.event_loop.
 TIMELINE_COLUMNS`) or a `SimResult.timeline` dict of arrays.
 """
 
@@ -20,7 +20,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.inputs import decode_errors, non_regular_kind, open_text
 from ridgeline.metrics.telemetry import telemetry_series
 from ridgeline.report.style import color, new_figure
-from ridgeline.sim.runner import TIMELINE_COLUMNS
+from ridgeline.sim.event_loop import TIMELINE_COLUMNS
 
 TIMELINE_PANELS = (("batch_size", "batch size (seqs)"), ("prefill_tokens", "prefill tokens"),
                    ("kv_blocks_used", "KV blocks in use"), ("num_waiting", "queue length"))

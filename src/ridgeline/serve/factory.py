@@ -106,7 +106,7 @@ def build_engine(
         options["step_cpu_s"] = engine_costs.step_overhead_s
         engine_costs = engine_costs.with_values(step_overhead_s=0.0)
     if step_model is None:
-        from ridgeline.perf.serving_model import RooflineStepTime
+        from ridgeline.perf.roofline_step import RooflineStepTime
 
         step_model = RooflineStepTime.from_names(
             model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,

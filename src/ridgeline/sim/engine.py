@@ -226,7 +226,7 @@ class EngineStats:
 def _compiled_step(step_model: StepTimeModel) -> CompiledStep | None:
     """The compiled path behind `step_model.step_time_s`, if that method is exactly
     `RooflineStepTime.step_time_s` (not overridden, not replaced on the instance)."""
-    from ridgeline.perf.serving_model import RooflineStepTime
+    from ridgeline.perf.roofline_step import RooflineStepTime
 
     if type(step_model).step_time_s is not RooflineStepTime.step_time_s or \
             "step_time_s" in getattr(step_model, "__dict__", {}):

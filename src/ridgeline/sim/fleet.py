@@ -35,7 +35,7 @@ import numpy as np
 from ridgeline.metrics.sketch import DEFAULT_RELATIVE_ERROR
 from ridgeline.metrics.streaming import DEFAULT_EXACT_MAX, StreamingMetrics
 from ridgeline.sim.cluster import STATELESS_ROUTERS, ClusterConfig, assigned_replica
-from ridgeline.sim.runner import SimResult, Workload, simulate
+from ridgeline.sim.event_loop import SimResult, Workload, simulate
 
 
 @dataclass

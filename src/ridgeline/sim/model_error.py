@@ -60,7 +60,7 @@ def _rerun_stats(sc: Any, built: Any, rate_req_s: float, scale: float
     import numpy as np
 
     from ridgeline.metrics.per_request import request_metrics
-    from ridgeline.sim.runner import simulate
+    from ridgeline.sim.event_loop import simulate
     from ridgeline.sim.scenario import trace_header
     from ridgeline.sim.workload import build_workload
 

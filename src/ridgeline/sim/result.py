@@ -1,7 +1,7 @@
 """What a simulation returns: per-request columns and each replica's engine timeline.
 
 `SimResult` (and its trace form), the streamed run's summary and the expansion of token
-segments into token times. Its own module so that the event loop (`sim/runner.py`) and the C
+segments into token times. Its own module so that the event loop (`sim/event_loop.py`) and the C
 core's driver (`sim/core.py`) share it without importing each other.
 """
 

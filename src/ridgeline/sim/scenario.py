@@ -165,7 +165,7 @@ class Scenario:
         """The step-time model (roofline, with the what-ifs applied; or the calibrated profile).
         `costs` (an EngineCosts) replaces the scenario engine's per-step costs.
         RidgelineError when the model does not fit."""
-        from ridgeline.perf.serving_model import RooflineStepTime
+        from ridgeline.perf.roofline_step import RooflineStepTime
         from ridgeline.perf.whatif import apply_whatif, kernel_overhead_for
 
         if self.calibration:
@@ -441,7 +441,7 @@ class ScenarioRun:
 
     scenario: Scenario
     rate_req_s: float | None
-    result: Any          # ridgeline.sim.runner.SimResult
+    result: Any          # ridgeline.sim.event_loop.SimResult
     analysis: Any        # ridgeline.metrics.analysis.Analysis
     header: Any          # ridgeline.trace.schema.TraceHeader
     load: dict[str, Any]
@@ -597,7 +597,7 @@ def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built 
     `latency_keys`: only these latency distributions (`analyze`)."""
     from ridgeline.metrics.analysis import analyze
     from ridgeline.metrics.slo import parse_slos
-    from ridgeline.sim.runner import simulate
+    from ridgeline.sim.event_loop import simulate
     from ridgeline.sim.workload import build_workload, check_context
 
     built = built or Built.of(sc)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
-from ridgeline.sim.runner import Workload
+from ridgeline.sim.event_loop import Workload
 from ridgeline.workload.arrivals import arrival_times_s, parse_arrival
 from ridgeline.workload.lengths import parse_lengths
 from ridgeline.workload.streams import workload_streams

@@ -91,7 +91,7 @@ PARALLEL_SHARE = 0.50
 _EVENT_NAMES = frozenset(name for name, _ in _EVENT_COLUMNS)
 
 
-def open_text(path: str | Path) -> IO[bytes]:
+def open_trace_bytes(path: str | Path) -> IO[bytes]:
     """Open a trace for reading as bytes; `.gz` files are decompressed on the fly."""
     p = Path(path)
     if not p.exists():
@@ -571,7 +571,7 @@ def _read_trace(path: str | Path, *, fast: bool = True, parallel: bool = True) -
     """`read_trace`. `fast=False`: every batch by the exact path (for the tests).
     `parallel=False`: no worker process."""
     spath = str(path)
-    with open_text(path) as fh:  # the not-found / directory errors first
+    with open_trace_bytes(path) as fh:  # the not-found / directory errors first
         gz = fh.compressed
         size = 0 if gz else os.fstat(fh.fileno()).st_size
         rd: _Reader | None = None

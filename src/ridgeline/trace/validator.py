@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ridgeline.trace.reader import open_text
+from ridgeline.trace.reader import open_trace_bytes
 from ridgeline.trace.schema import RequestRecord, TraceFooter, TraceHeader
 
 MAX_ERRORS = 50
@@ -98,7 +98,7 @@ def validate_trace(path: str | Path) -> ValidationReport:
     footer_seen = False
     ids: set[str] = set()
     bad_json: tuple[int, str] | None = None
-    with open_text(path) as fh:
+    with open_trace_bytes(path) as fh:
         for no, raw in enumerate(fh, start=1):
             if bad_json is not None:
                 report.add_error(f"line {bad_json[0]}: not valid JSON ({bad_json[1]})")

@@ -30,7 +30,7 @@ from typing import Any
 
 from ridgeline.bench.client import EndpointConfig, run_loop
 from ridgeline.bench.load import RequestSource
-from ridgeline.bench.runner import MIN_REQUESTS_FOR_ABORT, RunOptions, RunStats, run_load
+from ridgeline.bench.load_loop import MIN_REQUESTS_FOR_ABORT, RunOptions, RunStats, run_load
 
 # How often a worker checks the shared stop events and reports its in-flight count.
 POLL_S = 0.05

@@ -1,6 +1,6 @@
 """One benchmark run, end to end: probe, warm up, load, trace, outcome.
 
->>> from ridgeline.bench.run import BenchConfig, run_bench   # doctest: +SKIP
+>>> from ridgeline.bench.single_run import BenchConfig, run_bench   # doctest: +SKIP
 >>> cfg = BenchConfig(endpoint=EndpointConfig("http://127.0.0.1:8000", "m"),
 ...                   load=LoadSpec(concurrency=8, arrival=None, requests=100),
 ...                   trace_path="out.jsonl")                 # doctest: +SKIP
@@ -40,11 +40,11 @@ from ridgeline.bench.client import (
 )
 from ridgeline.bench.dataset import DatasetSpec, build_requests
 from ridgeline.bench.load import LoadSpec, RequestSource, plan_source, pool_size
+from ridgeline.bench.load_loop import RunOptions, RunStats, run_load
 from ridgeline.bench.multiturn import MultiTurnSpec
 from ridgeline.bench.progress import LiveProgress
 from ridgeline.bench.prompts import CacheWatch, PromptTagger, new_prompt_nonce, text_rng
 from ridgeline.bench.replay import ReplayTrace, replay_requests
-from ridgeline.bench.runner import RunOptions, RunStats, run_load
 from ridgeline.bench.telemetry import TelemetryConfig, TelemetrySampler
 from ridgeline.bench.tokens import Tokenizer, load_tokenizer
 from ridgeline.errors import RidgelineError
@@ -406,7 +406,7 @@ def _run_distributed(cfg: BenchConfig, ep: EndpointConfig, source: RequestSource
                      options: RunOptions, open_loop: bool, open_trace: Callable[[float], None],
                      emit: Callable[[dict], None], progress: LiveProgress,
                      warn: Callable[[str], None], tok: Any) -> tuple[RunStats, float, int]:
-    from ridgeline.bench.workers import make_jobs, run_workers
+    from ridgeline.bench.multiprocess import make_jobs, run_workers
 
     if warm:
         stop = asyncio.Event()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ridgeline.errors import RidgelineError
-from ridgeline.perf.serving_model import RooflineStepTime
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork
 from ridgeline.specs import Parallelism, load_hardware, load_model, resolve_precision
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.bench.peer_flags import ResultFileSpec
-from ridgeline.bench.run import BenchConfig
+from ridgeline.bench.single_run import BenchConfig
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class PointOutcome:
     """One point's run, analysis and the files written."""
 
     point: BenchPoint
-    run: Any  # ridgeline.bench.run.BenchOutcome
+    run: Any  # ridgeline.bench.single_run.BenchOutcome
     analysis: Any  # AnalysisResult or None (nothing completed)
     book: dict[str, Any]
     telemetry: Any
@@ -154,7 +154,7 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None, *,
 
     `emulator`: an `EmulatorProcess` for `plan.emulator` already spawned by the caller (so
     its start-up overlapped the caller's); it is waited for, used and stopped here."""
-    from ridgeline.bench.run import run_bench
+    from ridgeline.bench.single_run import run_bench
     from ridgeline.bench.summary import analyze_trace, bookkeeping, sweep_row
     from ridgeline.metrics.knee import max_power_index as knee_index
     from ridgeline.metrics.telemetry import trace_file_telemetry

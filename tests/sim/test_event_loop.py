@@ -8,7 +8,7 @@ import pytest
 from ridgeline.perf.step_time import LinearStepTime
 from ridgeline.sim.cluster import ClusterConfig
 from ridgeline.sim.engine import EngineConfig
-from ridgeline.sim.runner import Workload, simulate
+from ridgeline.sim.event_loop import Workload, simulate
 from ridgeline.sim.workload import build_workload
 
 MODEL = LinearStepTime(base_s=0.005, per_prefill_token_s=2e-5, per_attn_pair_s=1e-9,
@@ -58,7 +58,7 @@ def test_fast_and_step_by_step_traces_are_identical(config, cluster):
 
 
 def test_identical_traces_with_the_roofline_model():
-    serving_model = pytest.importorskip("ridgeline.perf.serving_model")
+    serving_model = pytest.importorskip("ridgeline.perf.roofline_step")
     model = serving_model.RooflineStepTime.from_names(model="llama-3.1-8b",
                                                       hardware="h100-sxm")
     wl, _, _ = build_workload(400, "lognormal:mean=250,sigma=1.0", "lognormal:mean=200,"
@@ -76,7 +76,7 @@ def test_long_decode_runs_on_arrays_are_bit_identical(num_kv_blocks, monkeypatch
     # Sparse arrivals and long outputs: decode runs of hundreds of steps go through the
     # array path of decode_run (`_decode_run_arrays`); with 120 blocks they also stop for
     # lack of KV blocks inside a chunk (preemptions follow).
-    serving_model = pytest.importorskip("ridgeline.perf.serving_model")
+    serving_model = pytest.importorskip("ridgeline.perf.roofline_step")
     from ridgeline.sim import fast_forward
 
     monkeypatch.setenv("RIDGELINE_SIM_CORE", "python")   # the Python engine's array path
@@ -211,7 +211,7 @@ def test_compiled_scheduler_timing_equals_the_step_time_function():
     """The scheduler's in-loop timing of RooflineStepTime must give exactly the values of
     `step_time_s` (the one step-time function): compare with a wrapper that hides the
     compiled path, so the engine times every step through `step_time_s` itself."""
-    serving_model = pytest.importorskip("ridgeline.perf.serving_model")
+    serving_model = pytest.importorskip("ridgeline.perf.roofline_step")
     model = serving_model.RooflineStepTime.from_names(model="llama-3.1-8b",
                                                       hardware="h100-sxm")
 
@@ -238,8 +238,8 @@ def test_lazy_replicas_give_the_eager_trace(router, monkeypatch):
     # `_run_lazy` advances a replica only when a request can leave it before the next
     # arrival; `_run_heap` advances every busy replica to every arrival. Same trace, same
     # routing, on a fleet where most replicas idle between arrivals (and some preempt).
-    serving_model = pytest.importorskip("ridgeline.perf.serving_model")
-    from ridgeline.sim import runner
+    serving_model = pytest.importorskip("ridgeline.perf.roofline_step")
+    from ridgeline.sim import event_loop
 
     model = serving_model.RooflineStepTime.from_names(model="llama-3.1-8b",
                                                       hardware="h100-sxm")
@@ -249,12 +249,12 @@ def test_lazy_replicas_give_the_eager_trace(router, monkeypatch):
     cluster = ClusterConfig(replicas=48, router=router)
     monkeypatch.setenv("RIDGELINE_SIM_CORE", "python")   # the Python engine's two loops
     lazy_calls = []
-    real_lazy = runner._Sim._run_lazy
-    monkeypatch.setattr(runner._Sim, "_run_lazy",
+    real_lazy = event_loop._Sim._run_lazy
+    monkeypatch.setattr(event_loop._Sim, "_run_lazy",
                         lambda self: lazy_calls.append(1) or real_lazy(self))
     lazy = simulate(wl, config, model, cluster)
     assert lazy_calls
-    monkeypatch.setattr(runner, "LAZY_ROUTERS", frozenset())
+    monkeypatch.setattr(event_loop, "LAZY_ROUTERS", frozenset())
     eager = simulate(wl, config, model, cluster)
     assert len(lazy_calls) == 1
     assert lazy.preemptions.sum() > 0
@@ -279,7 +279,7 @@ def test_lazy_loop_ends_when_arrivals_fall_on_step_ends():
         "from ridgeline.perf.step_time import LinearStepTime\n"
         "from ridgeline.sim.cluster import ClusterConfig\n"
         "from ridgeline.sim.engine import EngineConfig\n"
-        "from ridgeline.sim.runner import Workload, simulate\n"
+        "from ridgeline.sim.event_loop import Workload, simulate\n"
         "n = 400\n"
         "wl = Workload(prompt_tokens=np.full(n, 8), output_tokens=np.full(n, 5),\n"
         "              arrival_s=np.arange(n) * 0.25)\n"
