@@ -166,7 +166,7 @@ class RooflineStepTime:
 
     # --- construction by name ------------------------------------------------------------
     @classmethod
-    def from_names(cls, model: str, hardware: str, weights: str | None = None,
+    def from_names(cls, model: str | ModelSpec, hardware: str, weights: str | None = None,
                    kv: str | None = None, activations: str | None = None, tp: int = 1,
                    pp: int = 1, ep: int = 1, attn_dp: int = 1,
                    compute_efficiency: float | None = None,
@@ -175,7 +175,8 @@ class RooflineStepTime:
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
                    check_fit: bool = True, engine_costs: Any = None,
                    kernel_model: bool = True, engine: str = "vllm") -> RooflineStepTime:
-        """Build from catalog names or file paths; RidgelineError on bad input or no fit.
+        """Build from catalog names or file paths (or an already parsed `ModelSpec`);
+        RidgelineError on bad input or no fit.
         Weights/activations None: the checkpoint's quantization_config, else bf16.
 
         `kernel_model=False` times the catalog GPU with the plain roofline (the roofline bound
@@ -185,7 +186,7 @@ class RooflineStepTime:
         from ridgeline.specs import load_hardware, load_model
         from ridgeline.specs.precision import resolve_model_precision
 
-        spec = load_model(model)
+        spec = model if isinstance(model, ModelSpec) else load_model(model)
         hw = load_hardware(hardware).with_efficiency(compute_efficiency, bandwidth_efficiency,
                                                      kernel_overhead_us)
         if not kernel_model:

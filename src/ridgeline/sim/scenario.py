@@ -35,8 +35,7 @@ from ridgeline.sim.engine_presets import AUTO, SCENARIO_NAMES, load_scheduler, r
 from ridgeline.sim.kv_link import resolve_kv_link
 from ridgeline.sim.pools import Pool, PoolDefaults, pool_stats, resolve_pools
 from ridgeline.sim.sweep import SweepPoint, best_rate_index
-from ridgeline.specs import ModelSpec, Parallelism, load_hardware, load_model
-from ridgeline.specs.precision import resolve_model_precision
+from ridgeline.specs import ModelSpec, load_hardware, load_model
 
 DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
 DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
@@ -183,26 +182,15 @@ class Scenario:
                                                            else self.costs()))
         limits = {"max_num_batched_tokens": self.setting("max_num_batched_tokens"),
                   "max_num_seqs": self.setting("max_num_seqs")}
-        if self.model_spec is None:
-            base = RooflineStepTime.from_names(
-                model=self.model, hardware=self.hardware, weights=self.weights, kv=self.kv,
-                activations=self.activations, tp=self.tp, pp=self.pp, ep=self.ep,
-                attn_dp=self.attn_dp,
-                compute_efficiency=self.compute_efficiency,
-                bandwidth_efficiency=self.bandwidth_efficiency,
-                kernel_overhead_us=kernel_overhead_us, engine=self.engine_name,
-                **limits, **engine_costs)
-        else:
-            # what `from_names` does after loading the model by name
-            spec = self.model_spec
-            hw = load_hardware(self.hardware).with_efficiency(
-                self.compute_efficiency, self.bandwidth_efficiency, kernel_overhead_us)
-            base = RooflineStepTime(
-                spec, hw, resolve_model_precision(spec, self.weights, self.kv, self.activations),
-                Parallelism(tp=self.tp, pp=self.pp, ep=self.ep, attn_dp=self.attn_dp),
-                engine=self.engine_name, **limits, **engine_costs)
-            if not base.memory().fits:
-                raise RidgelineError(base.no_fit_message())
+        base = RooflineStepTime.from_names(
+            model=self.model_spec if self.model_spec is not None else self.model,
+            hardware=self.hardware, weights=self.weights, kv=self.kv,
+            activations=self.activations, tp=self.tp, pp=self.pp, ep=self.ep,
+            attn_dp=self.attn_dp,
+            compute_efficiency=self.compute_efficiency,
+            bandwidth_efficiency=self.bandwidth_efficiency,
+            kernel_overhead_us=kernel_overhead_us, engine=self.engine_name,
+            **limits, **engine_costs)
         return apply_whatif(base, self.whatif)
 
     def spec(self) -> ModelSpec:
