@@ -267,23 +267,30 @@ def attention_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[
         model, stats = fit_class(xc, xm, t, shape, "leave-one-model-shape-out",
                                  [1.0] + [0.0] * (xc.shape[1] - 1),
                                  [0.0] * (xm.shape[1] - 1) + [1.0])
-        wc, wm = model["wc"], model["wm"]
-        if decode:
-            const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
-                     "floor_us": _us(wm[0]), "per_seq_us": _us(wm[1]),
-                     "bandwidth_efficiency": _inv(wm[2])}
-        else:
-            const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
-                     "key_waste_per_new_token": round(float(wc[1] / wc[0]), 3) if wc[0] else 0.0,
-                     "floor_us": _us(wm[0]), "serial_ns_per_token": round(float(wm[1]) * 1e9, 4),
-                     "bandwidth_efficiency": _inv(wm[2])}
-        const["additive"] = bool(model["additive"])
+        const = _attention_constants(model, decode)
         # The most KV heads per GPU measured: more is an extrapolation ridgeline refuses.
         const["max_kv_heads"] = int(hkv.max())
         const["_fit"] = {"files": files, "kernel_source": src, "rows": int(m.sum()),
                          "shapes": int(np.unique(shape).size), **stats}
         out[kv] = const
     return out
+
+
+def _attention_constants(model: dict[str, Any], decode: bool) -> dict[str, Any]:
+    """The catalog constants of a fitted attention or MLA model: decode (compute, floor, per
+    sequence, bandwidth) or prefill (compute, key waste, floor, serial, bandwidth)."""
+    wc, wm = model["wc"], model["wm"]
+    if decode:
+        const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
+                 "floor_us": _us(wm[0]), "per_seq_us": _us(wm[1]),
+                 "bandwidth_efficiency": _inv(wm[2])}
+    else:
+        const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
+                 "key_waste_per_new_token": round(float(wc[1] / wc[0]), 3) if wc[0] else 0.0,
+                 "floor_us": _us(wm[0]), "serial_ns_per_token": round(float(wm[1]) * 1e9, 4),
+                 "bandwidth_efficiency": _inv(wm[2])}
+    const["additive"] = bool(model["additive"])
+    return const
 
 
 def _inv(x: float) -> float:
@@ -328,17 +335,7 @@ def mla_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[str, A
         model, stats = fit_class(xc, xm, t, h.astype(np.int64), "leave-one-heads-per-gpu-out",
                                  [1.0] + [0.0] * (xc.shape[1] - 1),
                                  [0.0] * (xm.shape[1] - 1) + [1.0])
-        wc, wm = model["wc"], model["wm"]
-        if decode:
-            const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
-                     "floor_us": _us(wm[0]), "per_seq_us": _us(wm[1]),
-                     "bandwidth_efficiency": _inv(wm[2])}
-        else:
-            const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
-                     "key_waste_per_new_token": round(float(wc[1] / wc[0]), 3) if wc[0] else 0.0,
-                     "floor_us": _us(wm[0]), "serial_ns_per_token": round(float(wm[1]) * 1e9, 4),
-                     "bandwidth_efficiency": _inv(wm[2])}
-        const["additive"] = bool(model["additive"])
+        const = _attention_constants(model, decode)
         const["_fit"] = {"files": files, "kernel_source": src, "rows": int(m.sum()),
                          "shapes": int(np.unique(h).size), **stats}
         out[kv] = const
