@@ -14,9 +14,9 @@ Inputs (held-out errors only, nothing fitted here):
 For each metric (TTFT mean/p90/p99, ITL, E2E mean/p90/p99) and regime (below_knee / near_knee /
 overloaded, by the run's measured latencies: ridgeline.metrics.prediction_interval.regime_of)
 and for all runs pooled: the log-ratios ln(pred/measured), n, mean, sd, the empirical 2.5/10/
-90/97.5 percentiles and the shipped 80%/95% intervals (prediction_interval.residual_interval:
-t prediction interval with model families as the independent units, enveloped with the
-empirical percentiles).
+90/97.5 percentiles and the shipped 80%/95% intervals (prediction_interval.residual_table:
+centre = the regime's median residual, half-width = the split-conformal rank ceil((n + 1) q)
+of all the metric's |residual - centre| scores).
 
     .venv/bin/python benchmarks/accuracy/prediction_error_catalog.py
 """
@@ -31,17 +31,13 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ridgeline.calibrate.inference_perf import load_run
 from ridgeline.calibrate.inference_perf_replay import METRICS, actual_values
 from ridgeline.metrics.prediction_interval import (
     CATALOG_PATH,
-    LEVELS,
-    REGIMES,
     effective_units,
     regime_of,
-    residual_interval,
+    residual_table,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,41 +67,15 @@ def run_records(per_run: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     return out
 
 
-def entry(values: list[float], runs: list[str], groups: list[str]) -> dict[str, Any] | None:
-    families = len(set(groups))
-    if len(values) < 2 or families < 2:
-        return {"n": len(values), "families": families, "runs": runs,
-                "log_ratios": values} if values else None
-    r = np.asarray(values)
-    q = np.percentile(r, [2.5, 10, 90, 97.5])
-    e: dict[str, Any] = {
-        "n": len(values), "families": families, "runs": runs,
-        "run_families": groups,
-        "effective_units": round(effective_units(values, groups), 4),
-        "log_ratios": [round(v, 6) for v in values],
-        "mean": round(float(r.mean()), 6), "sd": round(float(r.std(ddof=1)), 6),
-        "median_abs": round(float(np.median(np.abs(r))), 6),
-        "empirical_percentiles": {"q2.5": round(float(q[0]), 6), "q10": round(float(q[1]), 6),
-                                  "q90": round(float(q[2]), 6), "q97.5": round(float(q[3]), 6)},
-    }
-    for lv in LEVELS:
-        lo, hi = residual_interval(values, lv, families)
-        e[f"interval{lv}"] = [round(lo, 6), round(hi, 6)]
-    return e
-
-
 def table(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """metric -> regime (and "all") -> entry, from per-run records."""
-    out: dict[str, dict[str, Any]] = {}
-    for m in METRICS:
-        by: dict[str, Any] = {}
-        for reg in (*REGIMES, "all"):
-            rs = [r for r in records if reg in ("all", r["regime"])]
-            e = entry([r["log_ratio"][m] for r in rs], [r["run"] for r in rs],
-                      [r["family"] for r in rs])
-            if e is not None:
-                by[reg] = e
-        out[m] = by
+    """metric -> regime (and "all") -> entry, from per-run records; each entry also records
+    the effective number of independent draws (reported, not used)."""
+    out = residual_table(records, METRICS)
+    for by in out.values():
+        for e in by.values():
+            if e["n"] >= 2 and e["families"] >= 2:
+                e["effective_units"] = round(effective_units(e["log_ratios"],
+                                                             e["run_families"]), 4)
     return out
 
 
@@ -158,15 +128,13 @@ def main() -> int:
         "date": date.today().isoformat(),
         "log_ratio": "ln(predicted / measured); the measured value lies in "
                      "[pred * exp(-r_high), pred * exp(-r_low)]",
-        "interval_method": "t prediction interval mean +- t(k-1, level) * sd * sqrt(1 + 1/k) "
-                           "on the log-ratios (sd over the n runs, k = model families among "
-                           "them: a new family's shift is one draw of k), widened to cover "
-                           "the empirical percentiles (10/90 for 80%, 2.5/97.5 for 95%; "
-                           "numpy linear); a regime with fewer than 4 runs or 2 families uses "
-                           "all regimes pooled. effective_units (n / (1 + (n/f - 1) rho), "
-                           "rho the within-family intraclass correlation) is recorded, not "
-                           "used: intervals with it under-covered held-out families at 95% "
-                           "(docs/BENCHMARKS.md)",
+        "interval_method": "per metric: centre c = median log-ratio of the regime (of all "
+                           "regimes where the regime has fewer than 3 runs or 1 family); "
+                           "half-width h = split-conformal, the ceil((n + 1) q)-th smallest "
+                           "of the n scores |r - c(regime of the run)| over all regimes (the "
+                           "largest where that rank exceeds n: guarantee n / (n + 1), "
+                           "'capped'); interval [c - h, c + h]. effective_units (n / (1 + "
+                           "(n/f - 1) rho)) is recorded, not used (docs/BENCHMARKS.md)",
         "regime_rule": "overloaded: TTFT mean > 25 x ITL; near_knee: TTFT P99 > 2.5 x TTFT "
                        "mean; else below_knee (measured values for the catalog, predicted "
                        "values when applied)",

@@ -14,11 +14,14 @@ import pytest
 from ridgeline.metrics.prediction_interval import (
     Distance,
     annotate_estimate,
+    conformal_halfwidth,
+    conformal_rank,
     distance_from_data,
     load_catalog,
     predict_interval,
     regime_of,
     residual_interval,
+    residual_table,
     t_quantile,
 )
 
@@ -33,23 +36,51 @@ HALF80 = 1.533 * SD5 * math.sqrt(1 + 1 / 5)
 HALF95 = 2.776 * SD5 * math.sqrt(1 + 1 / 5)
 
 
-def _entry(values: list[float]) -> dict[str, object]:
-    return {"n": len(values), "mean": sum(values) / len(values),
-            "interval80": list(residual_interval(values, 80)),
-            "interval95": list(residual_interval(values, 95))}
+# Nine held-out runs (family, regime, log-ratio) for the conformal rule, by hand:
+# below the knee (5 runs, 3 families): -0.10, -0.05, 0.02, 0.08, 0.10 -> own centre, median 0.02;
+# overloaded and near the knee (2 runs each): too few -> the centre of all nine, median 0.10.
+# Scores |r - centre|: below .12 .07 .00 .06 .08; overloaded .10 .20; near .40 .50; sorted
+# 0 .06 .07 .08 .10 .12 .20 .40 .50. 80%: rank ceil(10 x 0.8) = 8 -> 0.40; 95%: rank
+# ceil(10 x 0.95) = 10 > 9 -> the largest, 0.50 (capped).
+HAND_RUNS = [("a", "below_knee", -0.10), ("b", "below_knee", -0.05), ("a", "below_knee", 0.02),
+             ("c", "below_knee", 0.08), ("b", "below_knee", 0.10), ("c", "overloaded", 0.2),
+             ("a", "overloaded", 0.3), ("a", "near_knee", 0.5), ("b", "near_knee", 0.6)]
+C_BELOW, C_ALL, H80, H95 = 0.02, 0.10, 0.40, 0.50
+# engine without fitted costs: four below-knee runs of two families, median 0.0, scores
+# .2 .2 .4 .4 -> 80% rank ceil(5 x 0.8) = 4 -> 0.4
+UNFITTED = [("a", "below_knee", 0.4), ("b", "below_knee", -0.4), ("a", "below_knee", 0.2),
+            ("b", "below_knee", -0.2)]
+
+
+def _runs(spec: list[tuple[str, str, float]], metric: str = "ttft_mean"
+          ) -> list[dict[str, object]]:
+    return [{"run": f"run{i}", "family": f, "regime": g, "log_ratio": {metric: r}}
+            for i, (f, g, r) in enumerate(spec)]
 
 
 def _catalog() -> dict[str, object]:
-    pooled = [*R5, 0.0, 0.3, -0.3]
-    tab = {"ttft_mean": {"below_knee": _entry(R5), "near_knee": _entry([0.5, 0.6]),
-                         "all": _entry(pooled)}}
-    return {"replay_hardware": "gpu-a", "fitted_engines": ["vllm"], "residuals": tab,
-            "engine_unfitted": {"ttft_mean": {"all": _entry([0.4, -0.4, 0.2, -0.2]),
-                                              "below_knee": _entry([0.4, -0.4, 0.2, -0.2])}},
+    return {"replay_hardware": "gpu-a", "fitted_engines": ["vllm"],
+            "residuals": residual_table(_runs(HAND_RUNS), ("ttft_mean",)),
+            "engine_unfitted": residual_table(_runs(UNFITTED), ("ttft_mean",)),
             "kernel_fit_cv": {"gpus": {"gpu-b": {"gemm_cv_median_ape": {"vllm": {"bf16": 0.1}},
                                                  "memory_bandwidth_bytes_s": 4e12},
                                        "gpu-c": {"gemm_cv_median_ape": {"vllm": {"bf16": 0.2}},
                                                  "memory_bandwidth_bytes_s": 1e12}}}}
+
+
+def test_conformal_intervals_by_hand() -> None:
+    assert conformal_rank(9, 80) == 8 and conformal_rank(9, 95) == 10
+    assert conformal_rank(4, 80) == 4 and conformal_rank(16, 80) == 14
+    assert conformal_halfwidth([0.3, -0.1, 0.2, 0.0, 0.4], 80) == (0.4, 5, False)
+    assert conformal_halfwidth([0.3, -0.1, 0.2, 0.0, 0.4], 95) == (0.4, 5, True)
+    tab = residual_table(_runs(HAND_RUNS), ("ttft_mean",))["ttft_mean"]
+    assert tab["below_knee"]["interval80"] == pytest.approx([C_BELOW - H80, C_BELOW + H80])
+    assert tab["below_knee"]["interval95"] == pytest.approx([C_BELOW - H95, C_BELOW + H95])
+    assert tab["all"]["interval80"] == pytest.approx([C_ALL - H80, C_ALL + H80])
+    assert tab["below_knee"]["conformal"]["95"]["capped"] is True
+    assert tab["below_knee"]["conformal"]["80"]["rank"] == 8
+    # too few runs for a centre of their own: no interval, residual_entry pools
+    assert "interval80" not in tab["near_knee"] and "interval80" not in tab["overloaded"]
 
 
 def test_t_prediction_interval_by_hand() -> None:
@@ -68,12 +99,15 @@ def test_interval_of_a_prediction_inverts_the_log_ratio() -> None:
     d = distance_from_data("gpu-a", "vllm", catalog=cat)
     iv = predict_interval(100.0, "ttft_mean", "below_knee", d, cat)
     # measured = pred / exp(r): the high residual gives the low bound
-    assert iv.bounds[80] == pytest.approx((100 * math.exp(-(0.01 + HALF80)),
-                                           100 * math.exp(-(0.01 - HALF80))), rel=1e-9)
+    assert iv.bounds[80] == pytest.approx((100 * math.exp(-(C_BELOW + H80)),
+                                           100 * math.exp(-(C_BELOW - H80))), rel=1e-9)
     assert iv.source["n"] == 5 and iv.source["regime"] == "below_knee"
-    # two runs near the knee: the pooled eight runs are used, and said so
+    assert iv.source["scale_n"] == 9
+    # two runs near the knee: the centre of all nine runs is used, and said so
     pooled = predict_interval(100.0, "ttft_mean", "near_knee", d, cat)
-    assert pooled.source["n"] == 8 and pooled.source["regime"].startswith("all")
+    assert pooled.source["n"] == 9 and pooled.source["regime"].startswith("all")
+    assert pooled.bounds[95] == pytest.approx((100 * math.exp(-(C_ALL + H95)),
+                                               100 * math.exp(-(C_ALL - H95))), rel=1e-9)
     # an engine without fitted costs takes the no-engine-cost residuals
     d_trt = distance_from_data("gpu-a", "trtllm", catalog=cat)
     un = predict_interval(100.0, "ttft_mean", "below_knee", d_trt, cat)
@@ -89,8 +123,8 @@ def test_out_of_data_gpus_widen_in_quadrature() -> None:
     assert meas.kernel_sigma_log == pytest.approx(0.1 / 0.6745)
     iv = predict_interval(100.0, "ttft_mean", "below_knee", meas, cat)
     k = 1.2815516 * 0.1 / 0.6745
-    assert iv.bounds[80][0] == pytest.approx(100 * math.exp(-(0.01 + math.hypot(HALF80, k))))
-    assert iv.bounds[80][1] == pytest.approx(100 * math.exp(-(0.01 - math.hypot(HALF80, k))))
+    assert iv.bounds[80][0] == pytest.approx(100 * math.exp(-(C_BELOW + math.hypot(H80, k))))
+    assert iv.bounds[80][1] == pytest.approx(100 * math.exp(-(C_BELOW - math.hypot(H80, k))))
     # derived by rule, bandwidth 1.1e12 -> nearest measured gpu-c: sqrt(2) x its sigma
     der = distance_from_data("gpu-x", catalog=cat, memory_bandwidth_bytes_s=1.1e12)
     assert der.hardware_kind == "derived by rule"
@@ -128,7 +162,7 @@ def test_estimate_rates_invert_the_time_interval() -> None:
     d = Distance("gpu-a", "replayed", 0.0, "", "vllm", True)
     res: dict[str, object] = {"tpot_s": 0.01, "decode_aggregate_tok_s": 3200.0}
     annotate_estimate(res, d, cat)
-    lo, hi = 0.01 - HALF80, 0.01 + HALF80
+    lo, hi = C_BELOW - H80, C_BELOW + H80
     assert res["tpot_interval80_s"] == pytest.approx([0.01 * math.exp(-hi),
                                                       0.01 * math.exp(-lo)], rel=1e-5)
     # throughput = k / time: measured throughput = predicted x exp(r)
@@ -159,6 +193,12 @@ def test_simulate_json_has_intervals() -> None:
         src = d["interval_source"]
         assert src["coverage"] == "nominal 80% and 95%"
         assert src["by_statistic"]["mean"]["hardware_kind"] == "replayed"
+        # which residuals, how many, which regime
+        for stat in ("mean", "median", "p90", "p99"):
+            s = src["by_statistic"][stat]
+            assert s["n"] >= 3 and s["scale_n"] == 16 and s["regime"]
+            assert s["residual"] == (("ttft_" if m == "ttft_ms" else "e2e_") + stat.replace(
+                "median", "mean") if m in ("ttft_ms", "e2e_ms") else "itl")
     # the interval holds at least the catalog's residual interval (reruns only widen it)
     e = load_catalog()["residuals"]["e2e_mean"]
     reg = lat["e2e_ms"]["interval_source"]["by_statistic"]["mean"]["regime"]
@@ -170,11 +210,17 @@ def test_simulate_json_has_intervals() -> None:
 
 def test_estimate_json_has_intervals() -> None:
     res = _run("estimate", "--model", "llama-2-7b", "--batch", "8")["result"]
-    e = load_catalog()["residuals"]["ttft_mean"]["below_knee"]
-    r_lo, r_hi = e["interval80"]
-    v = res["prefill_s"]
-    assert res["prefill_interval80_s"] == pytest.approx([v * math.exp(-r_hi),
-                                                          v * math.exp(-r_lo)], rel=1e-4)
+    # the below-knee TTFT-mean interval recomputed from the stored runs, not the catalog's
+    runs = load_catalog()["runs"]
+    for lv in (80, 95):
+        r_lo, r_hi = _hand_interval(runs, "ttft_mean", "below_knee", lv)
+        v = res["prefill_s"]
+        assert res[f"prefill_interval{lv}_s"] == pytest.approx([v * math.exp(-r_hi),
+                                                                 v * math.exp(-r_lo)],
+                                                                rel=1e-4)
+    src = res["interval_source"]["by_value"]["prefill_s"]
+    assert src["regime"] == "below_knee" and src["scale_n"] == 16
+    assert src["conformal"]["80"]["rank"] == 14   # ceil(17 x 0.8) of 16 scores
     for k, u in (("tpot", "s"), ("e2e", "s"), ("decode_aggregate", "tok_s")):
         lo, hi = res[f"{k}_interval95_{u}"]
         assert lo < res[f"{k}_{u}"] < hi
@@ -239,21 +285,46 @@ def test_estimate_without_engine_costs_uses_the_unfitted_residuals() -> None:
         [res["tpot_s"] * math.exp(-r_hi), res["tpot_s"] * math.exp(-r_lo)], rel=1e-5)
 
 
+def _hand_interval(runs: list[dict[str, object]], metric: str, regime: str, level: int
+                   ) -> tuple[float, float]:
+    """The stated rule, written out again from the stored runs: centre = median of the
+    regime's log-ratios (3 runs from 2 families, else of all runs), half-width = the
+    ceil((n + 1) q)-th smallest |r - centre of its regime| (the largest past n)."""
+    def med(xs: list[float]) -> float:
+        xs = sorted(xs)
+        k = len(xs)
+        return xs[k // 2] if k % 2 else 0.5 * (xs[k // 2 - 1] + xs[k // 2])
+
+    def centre(reg: str) -> float:
+        sel = [r for r in runs if r["regime"] == reg]
+        if reg != "all" and len(sel) >= 3 and len({r["family"] for r in sel}) >= 2:
+            return med([r["log_ratio"][metric] for r in sel])  # type: ignore[index]
+        return med([r["log_ratio"][metric] for r in runs])  # type: ignore[index]
+
+    scores = sorted(abs(r["log_ratio"][metric] - centre(r["regime"]))  # type: ignore[index]
+                    for r in runs)
+    rank = math.ceil(round((len(scores) + 1) * level / 100, 9))
+    h = scores[min(rank, len(scores)) - 1]
+    return centre(regime) - h, centre(regime) + h
+
+
 def test_shipped_catalog_is_consistent_with_its_runs() -> None:
     """Each stored log-ratio is ln(predicted / measured) of its run, and each shipped
-    interval is the stated rule applied to the stored log-ratios (kept to 6 decimals)."""
+    interval is the stated rule applied to the stored runs (kept to 6 decimals)."""
     cat = load_catalog()
     runs = {r["run"]: r for r in cat["runs"]}
     for r in runs.values():
         for m, lr in r["log_ratio"].items():
             assert lr == pytest.approx(math.log(r["predicted"][m] / r["measured"][m]))
-    for by_regime in cat["residuals"].values():
-        for e in by_regime.values():
-            if "interval80" not in e:
-                continue
+    checked = 0
+    for m, by_regime in cat["residuals"].items():
+        for reg, e in by_regime.items():
             groups = [runs[name]["family"] for name in e["runs"]]
             assert e["run_families"] == groups and e["families"] == len(set(groups))
+            if "interval80" not in e:
+                continue
             for lv in (80, 95):
                 assert e[f"interval{lv}"] == pytest.approx(
-                    list(residual_interval(e["log_ratios"], lv, len(set(groups)))),
-                    abs=5e-5)
+                    list(_hand_interval(list(runs.values()), m, reg, lv)), abs=5e-6)
+                checked += 1
+    assert checked == 7 * 3 * 2   # below the knee, overloaded and all, for 7 metrics

@@ -4,17 +4,24 @@ held-out residuals (the catalog specs/data/prediction_error.json).
 A residual is the log-ratio r = ln(predicted / measured) of one held-out replayed run (the
 nested leave-one-model-out replay of real vLLM runs: every run predicted with constants fitted
 without its model). For a new prediction p the measured value lies in
-[p * exp(-r_high), p * exp(-r_low)] with the interval's nominal coverage, where [r_low, r_high]
-is the residuals' interval (`residual_interval`):
+[p * exp(-r_high), p * exp(-r_low)] with the interval's nominal coverage, where
+[r_low, r_high] = [c - h, c + h] (`residual_table`), per metric (TTFT mean/P90/P99, ITL, E2E
+mean/P90/P99: each metric its own centre and scale, since the tails err more and the errors
+have a sign per metric):
 
-- the t-based prediction interval of a normal sample, mean +- t(k-1) * sd * sqrt(1 + 1/k),
-  where sd is over the n runs but k is the number of model families among them (a new
-  family's shift is one draw among k: the held-out unit is a family), enveloped with
-  (widened to cover) the empirical 10/90 or 2.5/97.5 percentiles (numpy linear), the
-  residuals' own quantiles, which keep skew. The effective number of draws from the runs'
-  within-family correlation (`effective_units`, between k and n) gives narrower intervals
-  that under-covered held-out families at 95%, so it is reported, not used;
-- a regime with fewer than MIN_RUNS runs or two families uses all regimes pooled.
+- the centre c is the median of the metric's residuals in the prediction's regime (below the
+  knee / near it / overloaded) when that regime holds CENTRE_MIN_RUNS runs from two model
+  families or more, else the median over all regimes: the regime moves the bias (overloaded
+  TTFT means are over-predicted by 5-7% in every family);
+- the half-width h is split-conformal: the scores are every run's |r - c(its regime)|, and h
+  is the ceil((n + 1) q)-th smallest of the n scores, which covers a new exchangeable run
+  with probability >= q whatever the scores' distribution. Where ceil((n + 1) q) > n (95%
+  needs n >= 19) the largest score is used and the guarantee is n / (n + 1) instead (flagged
+  `capped` in the catalog). The scores pool the regimes: one regime holds 2-10 runs, too
+  few for its own 80% rank (the largest of them) to say anything.
+
+The older rule (t prediction interval with model families as the units, `residual_interval`)
+is kept for comparison on the same held-out folds (benchmarks/accuracy/interval_coverage.py).
 
 Out-of-data cases widen in log space, each half-width combined in quadrature with
 z * sigma_kernel: a GPU with measured kernel tables other than the replay GPU takes sigma from
@@ -39,7 +46,9 @@ import numpy as np
 
 CATALOG_PATH = Path(__file__).resolve().parents[1] / "specs" / "data" / "prediction_error.json"
 LEVELS = (80, 95)
-MIN_RUNS = 4   # fewer runs in a regime: use all regimes pooled
+# A regime's own centre needs this many runs from two families or more (else: all pooled).
+CENTRE_MIN_RUNS = 3
+MIN_RUNS = CENTRE_MIN_RUNS
 REGIMES = ("below_knee", "near_knee", "overloaded")
 # Regime of a run from its (measured or predicted) latencies: TTFT more than this many
 # decode steps means requests wait in a queue that grows (inference-perf's unloaded TTFT is
@@ -143,6 +152,117 @@ def regime_of(ttft_mean: float, ttft_p99: float, itl: float) -> str:
     return "below_knee"
 
 
+def conformal_rank(n: int, level: int) -> int:
+    """Split-conformal rank ceil((n + 1) q) of `level`% among n scores (may exceed n: then no
+    finite interval has the guarantee).
+
+    >>> conformal_rank(12, 80), conformal_rank(12, 95), conformal_rank(19, 95)
+    (11, 13, 19)
+    """
+    if n < 1:
+        raise ValueError(f"n: got {n}; allowed: >= 1")
+    # integer arithmetic: (n + 1) * 80 / 100 must not round up past an exact integer
+    return -(-(n + 1) * level // 100)
+
+
+def conformal_halfwidth(scores: list[float] | np.ndarray, level: int
+                        ) -> tuple[float, int, bool]:
+    """(h, rank used, capped): the conformal_rank-th smallest score, or the largest where the
+    rank exceeds the number of scores (capped: the guarantee is then n / (n + 1))."""
+    s = np.sort(np.abs(np.asarray(scores, dtype=np.float64)))
+    k = conformal_rank(s.size, level)
+    return float(s[min(k, s.size) - 1]), min(k, s.size), k > s.size
+
+
+def _describe(values: list[float], runs: list[str], groups: list[str]) -> dict[str, Any]:
+    r = np.asarray(values, dtype=np.float64)
+    e: dict[str, Any] = {"n": len(values), "families": len(set(groups)), "runs": runs,
+                         "run_families": groups,
+                         "log_ratios": [round(v, 6) for v in values]}
+    if r.size >= 2:
+        q = np.percentile(r, [2.5, 10, 90, 97.5])
+        e.update({"mean": round(float(r.mean()), 6), "sd": round(float(r.std(ddof=1)), 6),
+                  "median_abs": round(float(np.median(np.abs(r))), 6),
+                  "empirical_percentiles": {f"q{p:g}": round(float(v), 6)
+                                            for p, v in zip((2.5, 10, 90, 97.5), q,
+                                                            strict=True)}})
+    return e
+
+
+def residual_table(runs: list[dict[str, Any]], metrics: tuple[str, ...]
+                   ) -> dict[str, dict[str, Any]]:
+    """metric -> regime (and "all") -> catalog entry, from held-out runs (each a dict with
+    "run", "family", "regime" and "log_ratio": metric -> ln(pred/measured)); see the module
+    docstring. A regime entry carries `interval80`/`interval95` only where the regime has its
+    own centre; elsewhere `residual_entry` falls back to "all" (pooled centre, same scale)."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in metrics:
+        vals = [float(r["log_ratio"][m]) for r in runs]
+        centre_all = float(np.median(vals)) if vals else 0.0
+        centre: dict[str, tuple[float, str]] = {}
+        by: dict[str, Any] = {}
+        for reg in (*REGIMES, "all"):
+            sel = [r for r in runs if reg in ("all", r["regime"])]
+            if not sel:
+                continue
+            by[reg] = _describe([float(r["log_ratio"][m]) for r in sel],
+                                [r["run"] for r in sel], [r["family"] for r in sel])
+            own = (reg != "all" and len(sel) >= CENTRE_MIN_RUNS
+                   and len({r["family"] for r in sel}) >= 2)
+            centre[reg] = (float(np.median([r["log_ratio"][m] for r in sel])), reg) if own \
+                else (centre_all, "all")
+        if len(vals) < 2 or len({r["family"] for r in runs}) < 2:
+            out[m] = by
+            continue
+        scores = [abs(float(r["log_ratio"][m]) - centre[r["regime"]][0]) for r in runs]
+        conf = {lv: conformal_halfwidth(scores, lv) for lv in LEVELS}
+        for reg, e in by.items():
+            c, came_from = centre[reg]
+            if reg != "all" and came_from == "all":
+                continue   # no centre of its own: residual_entry uses "all"
+            e["centre"] = round(c, 6)
+            e["centre_from"] = f"median of the {came_from} residuals"
+            e["scale_n"] = len(scores)
+            e["conformal"] = {str(lv): {"rank": k, "halfwidth": round(h, 6), "capped": cap}
+                              for lv, (h, k, cap) in conf.items()}
+            for lv, (h, _, _) in conf.items():
+                e[f"interval{lv}"] = [round(c - h, 6), round(c + h, 6)]
+        out[m] = by
+    return out
+
+
+def leave_one_family_out(runs: list[dict[str, Any]], metrics: tuple[str, ...],
+                         build: Any = None) -> list[dict[str, Any]]:
+    """Held-out coverage rows: for each model family, the residual table is built from the
+    other families' runs only (`build(runs, metrics)`, default `residual_table`), and each of
+    the family's runs is judged in its regime from its *predicted* latencies (as `simulate`
+    does). Each run needs "predicted" and "measured" (metric -> value) beside the fields
+    `residual_table` reads. One row per run and metric: interval80/95 ([low, high]), in80/in95,
+    rel_width80/95 (full width over the prediction), abs_error |pred / measured - 1|."""
+    build = build or residual_table
+    dist = Distance("replayed", "replayed", 0.0, "", "vllm", True)
+    rows: list[dict[str, Any]] = []
+    for fam in sorted({r["family"] for r in runs}):
+        cat = {"replay_hardware": "replayed", "fitted_engines": ["vllm"],
+               "residuals": build([r for r in runs if r["family"] != fam], metrics)}
+        for r in (x for x in runs if x["family"] == fam):
+            p = r["predicted"]
+            regime = regime_of(p["ttft_mean"], p["ttft_p99"], p["itl"])
+            for m in metrics:
+                iv = predict_interval(p[m], m, regime, dist, cat)
+                meas = r["measured"][m]
+                rows.append({"run": r["run"], "family": fam, "metric": m,
+                             "regime_predicted": regime, "regime_measured": r["regime"],
+                             "predicted": p[m], "measured": meas,
+                             "abs_error": abs(p[m] / meas - 1.0),
+                             **{f"interval{lv}": list(iv.bounds[lv]) for lv in LEVELS},
+                             **{f"in{lv}": bool(iv.bounds[lv][0] <= meas <= iv.bounds[lv][1])
+                                for lv in LEVELS},
+                             **{f"rel_width{lv}": (iv.bounds[lv][1] - iv.bounds[lv][0]) / p[m]
+                                for lv in LEVELS}})
+    return rows
+
+
 @lru_cache(maxsize=1)
 def load_catalog(path: str | None = None) -> dict[str, Any]:
     """The shipped residual catalog (or the one at `path`)."""
@@ -224,8 +344,9 @@ def residual_entry(residual: str, regime: str, engine_fitted: bool,
     table = "residuals" if engine_fitted else "engine_unfitted"
     by_regime = cat[table][residual]
     e = by_regime.get(regime)
-    if e is None or e["n"] < MIN_RUNS or "interval80" not in e:
-        return by_regime["all"], f"all (pooled: fewer than {MIN_RUNS} runs in {regime})", table
+    if e is None or "interval80" not in e:
+        return by_regime["all"], (f"all (pooled centre: fewer than {CENTRE_MIN_RUNS} runs "
+                                  f"from two families in {regime})"), table
     return e, regime, table
 
 
@@ -239,15 +360,18 @@ def predict_interval(value: float, residual: str, regime: str, distance: Distanc
         r_lo, r_hi = entry[f"interval{level}"]
         k = Z[level] * distance.kernel_sigma_log
         if k > 0:   # widen each side in quadrature around the residuals' centre
-            mid = entry["mean"]
+            mid = entry.get("centre", entry.get("mean", 0.5 * (r_lo + r_hi)))
             r_lo = mid - math.hypot(mid - r_lo, k)
             r_hi = mid + math.hypot(r_hi - mid, k)
         bounds[level] = (value * math.exp(-r_hi), value * math.exp(-r_lo))
     src = {"residual": residual, "table": table, "regime": used, "n": entry["n"],
            "families": entry.get("families"),
-           "method": "t prediction interval on ln(pred/measured) with model families as the "
-                     "independent units, enveloped with the residuals' empirical "
-                     "percentiles",
+           "centre_from": entry.get("centre_from"),
+           "scale_n": entry.get("scale_n"),
+           "conformal": entry.get("conformal"),
+           "method": "split-conformal on |ln(pred/measured) - centre| of held-out runs "
+                     "(all regimes' scores; rank ceil((n + 1) q), the largest where that "
+                     "exceeds n), centred on the regime's median residual",
            **distance.describe()}
     return Interval(value, bounds, src)
 
@@ -361,8 +485,10 @@ def annotate_estimate(result: dict[str, Any], distance: Distance,
                                  "by_value": srcs}
 
 
-__all__ = ["CATALOG_PATH", "COVERAGE_NOTE", "ESTIMATE_KEYS", "LEVELS", "MIN_RUNS", "REGIMES",
-           "Distance", "Interval", "annotate_estimate", "annotate_latency",
+__all__ = ["CATALOG_PATH", "CENTRE_MIN_RUNS", "COVERAGE_NOTE", "ESTIMATE_KEYS", "LEVELS",
+           "MIN_RUNS", "REGIMES", "Distance", "Interval", "annotate_estimate",
+           "annotate_latency", "conformal_halfwidth", "conformal_rank",
            "distance_from_data", "effective_units", "interval_fields", "json_stat",
-           "load_catalog", "predict_interval", "regime_of", "residual_entry",
-           "residual_interval", "step_scales", "t_quantile", "widen_by_propagation"]
+           "leave_one_family_out", "load_catalog", "predict_interval", "regime_of",
+           "residual_entry", "residual_interval", "residual_table", "step_scales",
+           "t_quantile", "widen_by_propagation"]
