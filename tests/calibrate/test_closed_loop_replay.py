@@ -77,11 +77,32 @@ def test_predicted_side_is_exact_with_a_per_request_overhead() -> None:
                           LinearStepTime(base_s=0.01),
                           EngineConfig(num_kv_blocks=64, request_overhead_s=0.005))
     m = predicted_side(rep).means_s
-    # The engine is as above (the overhead shifts token times, never the batching): no
-    # request waits for the engine, each prefill is one 10 ms step, two more 10 ms steps
-    # decode, and the 5 ms overhead comes before the first token (the tail is empty).
-    assert m["queue"] == pytest.approx(0.0, abs=1e-12)
+    # The engine as in the next test (each user waits for its reply to reach it): r1 waits
+    # 5 ms for the step at 0.105 (queue 5 ms / 4 requests); each prefill is one 10 ms step;
+    # decode: two 10 ms steps each; and the 5 ms overhead comes before the first token.
+    assert m["queue"] == pytest.approx(0.005 / 4)
     assert m["prefill"] == pytest.approx(0.010)
     assert m["steps"] == pytest.approx(0.020) and m["stalls"] == pytest.approx(0.0, abs=1e-12)
     assert m["front_overhead"] == pytest.approx(0.005) and m["overhead"] == pytest.approx(0.005)
-    assert m["e2e"] == pytest.approx(0.035)
+    assert m["e2e"] == pytest.approx(0.035 + 0.005 / 4)
+
+
+def test_a_replayed_user_sends_after_its_reply_reached_it() -> None:
+    """With a per-request overhead (the reply reaches the client 5 ms after the engine's last
+    token), a replayed user's next request leaves 5 ms later than the engine's end plus its
+    measured pause: never before its own predicted reply arrived."""
+    rep = replay_measured(_trace({"pattern": "closed", "concurrency": 2}),
+                          LinearStepTime(base_s=0.01),
+                          EngineConfig(num_kv_blocks=64, request_overhead_s=0.005))
+    res = rep.result
+    # By hand, every step 10 ms: r0 sent 0 -> engine tokens 0.01 0.02 0.03, at the client
+    # 5 ms later (ends 0.035); r2 (user 0, pause 50 ms) sent 0.035 + 0.05 = 0.085 -> steps
+    # 0.085-0.095, 0.095-0.105; r1 sent 0.10 (its measured first send) waits for the step
+    # at 0.105, which ends 0.115 with r2's last token and r1's first -> r2 ends 0.115 + 0.005;
+    # r1's tokens 0.115 0.125 0.135, ends 0.14 at the client; r3 (user 1, no pause) sent
+    # 0.14 -> 0.15 0.16 0.17, ends 0.175.
+    assert res.sent_s.tolist() == pytest.approx([0.0, 0.10, 0.085, 0.14])
+    assert res.end_s.tolist() == pytest.approx([0.035, 0.14, 0.12, 0.175])
+    # no user sends before its previous reply ended at the client
+    assert res.sent_s[2] >= res.end_s[0] + 0.05 - 1e-12
+    assert res.sent_s[3] >= res.end_s[1] - 1e-12

@@ -5,8 +5,10 @@ reply ended) replayed as an open-loop schedule of its measured send times carrie
 measured load whatever the prediction says: a prediction that serves faster then has fewer
 requests in flight than the engine had, and its error feeds itself. Replayed as its users,
 each user sends its next request when its previous reply ended *in the simulation*, after
-the same pause it took in the measurement (zero for a client with no think time), starting
-from the user's measured first send.
+the same pause it took in the measurement (per request, `Users.think_s`; zero for a client
+with no think time), starting from the user's measured first send. The reply ends at the
+client: a profile's per-request overhead delays it past the engine's last token, and the
+user waits for that too (`calibrate/explain.py`).
 
 The users are read back from the trace: in send order, the first C requests start the C
 users; every later request belongs to the user whose reply ended most recently before it

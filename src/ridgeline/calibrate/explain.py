@@ -82,11 +82,35 @@ def replay_measured(trace: Any, profile: Any, config: Any, loop: str = "auto",
         config = dataclasses.replace(config, request_overhead_s=0.0,
                                      request_overhead_steps=0.0)
     res = simulate(wl, config, profile, record_scheduled=True)
+    if plan.closed and plan.user_info is not None and costs is not None:
+        res = simulate(_after_own_reply(wl, res, costs), config, profile,
+                       record_scheduled=True)
     counts = np.diff(res.event_offsets)
     first = np.full(len(res), np.nan)
     first[counts > 0] = res.event_times_s[res.event_offsets[:-1][counts > 0]]
     res = apply_request_overhead(res, costs)
     return Replayed(res, plan, rows, first)
+
+
+def _after_own_reply(wl: Workload, res: Any, costs: EngineCosts) -> Workload:
+    """The closed loop of `wl` with each user's next request sent after its previous reply
+    reached the client: the per-request overhead (applied after the engine, it moves the
+    reply's end at the client: `apply_request_overhead`, here from the first replay's mean
+    decode step) is added to the measured pause after that reply. Without it a replayed
+    user would send before its predicted reply had arrived."""
+    if wl.user_of is None or wl.think_s is None:
+        return wl
+    probe = dataclasses.replace(res, event_times_s=np.array(res.event_times_s, copy=True),
+                                end_s=np.array(res.end_s, copy=True))
+    apply_request_overhead(probe, costs)
+    shift = np.nan_to_num(np.asarray(probe.end_s) - np.asarray(res.end_s))
+    think = np.array(wl.think_s, dtype=np.float64, copy=True)
+    last: dict[int, int] = {}
+    for j, u in enumerate(wl.user_of.tolist()):   # send order: a user's previous request
+        if u in last:
+            think[j] += float(shift[last[u]])
+        last[u] = j
+    return dataclasses.replace(wl, think_s=think)
 
 
 def predicted_side(rep: Replayed) -> Side:
