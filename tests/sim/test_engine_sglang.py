@@ -474,3 +474,26 @@ def test_simulate_readmits_a_retracted_request_from_the_radix_cache(
     steps = [dict(zip(head, r.split(","), strict=True)) for r in rows[1:]]
     assert [int(s["prefill_tokens"]) for s in steps] == [120, 0, 0, 0, recomputed]
     assert [int(s["decode_seqs"]) for s in steps] == [0, 2, 2, 1, 0]
+
+
+@pytest.mark.parametrize(("ratio", "admitted"), [(0.5, False), (0.4, True)])
+def test_a_matched_prefix_is_locked_before_the_reservation_check(ratio: float,
+                                                                  admitted: bool) -> None:
+    """SGLang's PrefillAdder locks the matched prefix (`_lock_node`) and checks again: its
+    evictable pages stop counting as free. A 200-page pool; "seed" leaves the 30 prefix
+    pages of group "doc" cached and evictable; r1 (50 + 100 outputs) runs. Before step 2:
+    120 fresh + 30 evictable pages free, r1 keeps ratio x 99. r2 (60 tokens, the 30 cached,
+    50 outputs) needs 30 + 50 = 80 < 150 - 99 ratio before the lock, and after it
+    80 < 120 - 99 ratio: at 0.5, 70.5 (refused; 100.5 before the lock would admit it); at
+    0.4, 80.4 (admitted)."""
+    eng = Engine(_sglang(num_kv_blocks=200, enable_prefix_caching=True,
+                         new_token_ratio_init=ratio, new_token_ratio_min=ratio), STEP)
+    eng.add_request(EngineRequest("seed", 40, 1, prefix_group="doc", prefix_tokens=30))
+    assert eng.step(0.0).finished == ["seed"]
+    eng.add_request(EngineRequest("r1", prompt_tokens=50, output_tokens=100))
+    assert eng.step(0.0).prefill_tokens == 50
+    eng.add_request(EngineRequest("r2", 60, 50, prefix_group="doc", prefix_tokens=30))
+    assert eng.scheduler.reserved_new_tokens(2) == pytest.approx(99 * ratio)
+    assert eng.scheduler.pool.free_blocks == 150
+    r = eng.step(0.0)
+    assert r.prefill_tokens == (30 if admitted else 0)

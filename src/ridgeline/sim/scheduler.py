@@ -658,14 +658,17 @@ class Scheduler(FastForwardMixin, StepTimingMixin):
             hits, computed, chunk, new_blocks = plan
             if reserve:
                 # SGLang's PrefillAdder: the whole rest of the prompt plus its output
-                # (clipped) must fit in what the reservations leave.
+                # (clipped) must fit in what the reservations leave. The cached prefix it
+                # matched is locked first (`_lock_node`): evictable pages among it no longer
+                # count as free.
                 if offset < 0:
                     offset = self.reserved_new_tokens(n)
                 left = seq.num_tokens - computed
+                locked = pool.evictable_among(hits) * self.bs if hits else 0
                 if left + min(seq.output_tokens - seq.g, self.clip_tokens) \
-                        >= avail_tokens - offset:
+                        >= avail_tokens - offset - locked:
                     break
-                offset += chunk + self._output_reserve(seq, chunk, computed)
+                offset += chunk + self._output_reserve(seq, chunk, computed) + locked
             waiting.popleft()
             if (seq.max_prefix_blocks or seq.own_cached) and seq.num_computed == 0:
                 self.prefix_queries_tokens += seq.num_tokens
