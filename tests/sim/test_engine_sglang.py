@@ -311,6 +311,10 @@ def test_overlap_moves_the_cpu_step_cost_out_of_the_step_sum(tmp_path: Path) -> 
     # sliding windows, 32-token blocks and a pool so small that decodes run out of KV
     ({"model": "gpt-oss-20b", "block_size": 32, "num_kv_blocks": 150, "requests": 30,
       "prompt": "fixed:300", "output": "fixed:600"}, True),
+    # full attention, one-token pages: retracted requests come back to their cached prompts
+    # (some pages evicted in between)
+    ({"model": "qwen2.5-0.5b", "num_kv_blocks": 3000, "requests": 40, "prompt": "fixed:300",
+      "output": "fixed:600"}, True),
 ])
 def test_step_and_fast_modes_agree_under_sglang(kw: dict, preempted: bool) -> None:
     from ridgeline.sim.event_loop import simulate
