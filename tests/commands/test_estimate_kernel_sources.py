@@ -72,10 +72,10 @@ def test_a_gpu_without_tables_is_all_vidur() -> None:
     assert "attention from Vidur's A100 attention profile" in line
 
 
-def test_moe_and_tensor_parallel_name_the_experts_and_the_all_reduce() -> None:
-    """A MoE model at tp=2 on H200: its expert layers and its all-reduce come from H200's
+def test_moe_and_tensor_parallel_name_the_experts_and_the_collectives() -> None:
+    """A MoE model at tp=2 on H200: its expert layers and its collectives come from H200's
     tables too."""
     system = _catalog("kernels_measured_gemm_moe.json")["hardware"]["h200"]
     line = _kernel_line("--hardware", "h200", "--model", "qwen3-30b-a3b", "--tp", "2")
-    assert (f"GEMMs, MoE experts, attention, all-reduce from measured '{system}' vllm "
+    assert (f"GEMMs, MoE experts, attention, collectives from measured '{system}' vllm "
             "kernel tables") in line

@@ -97,7 +97,7 @@ def operator_sources(step_model: Any, prof: Any) -> str:
     par = getattr(step_model, "parallel", None)
     if par is not None and par.tp > 1:
         lb = None if att is None else collective(att, "all_reduce", par.tp)
-        put("all-reduce", f"measured '{att.gpu}' {att.engine} kernel tables (AIConfigurator)"
+        put("collectives", f"measured '{att.gpu}' {att.engine} kernel tables (AIConfigurator)"
             if lb is not None and att is not None
             else f"Vidur's '{prof.topology}' collectives")
     out = []
