@@ -84,6 +84,8 @@ def test_two_receivers_or_spaced_arrivals_do_not_wait(
 @pytest.mark.parametrize(("router", "pd"), [
     ("round-robin", (3, 1)), ("least-outstanding", (3, 2)), ("least-kv", (2, 3)),
     ("prefix-affinity", (4, 2)),
+    # a decode pool large enough for the router's heap (ROUTER_HEAP_MIN), transfers in flight
+    ("least-outstanding", (6, 17)),
 ])
 def test_inbound_link_is_the_same_in_the_c_core_and_the_python_engine(
         router: str, pd: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,3 +130,18 @@ def test_simulate_reports_the_decode_side_wait() -> None:
     assert kv["transfers"] == 2
     assert kv["link_wait_ms"]["max"] == pytest.approx(busy_ms, rel=1e-9)
     assert kv["link_wait_ms"]["mean"] == pytest.approx(busy_ms / 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("core", ["python", "c"])
+@pytest.mark.parametrize("router", ["least-outstanding", "least-kv"])
+def test_a_transfer_in_flight_counts_as_its_receivers_load(
+        core: str, router: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two prompts arrive together on two prefill workers (the entry router spreads them)
+    and finish together. The first KV goes to decode worker 2 (both idle: lowest index).
+    When the second is queued the first is still on the link, so worker 2 already holds one
+    request (and, for least-kv, its prompt's ceil(1000 / 16) = 63 blocks) and worker 3 none:
+    the second goes to worker 3 and waits for no link. Counting only what has arrived would
+    send it to 2 as well, to wait one link time, 1 ms."""
+    res = _run((2, 2), [0.0, 0.0], core, monkeypatch, router=router)
+    assert sorted(res.replica.tolist()) == [2, 3]
+    assert res.kv_transfer_wait_s.tolist() == [0.0, 0.0]

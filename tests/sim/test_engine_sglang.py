@@ -311,6 +311,10 @@ def test_overlap_moves_the_cpu_step_cost_out_of_the_step_sum(tmp_path: Path) -> 
     # sliding windows, 32-token blocks and a pool so small that decodes run out of KV
     ({"model": "gpt-oss-20b", "block_size": 32, "num_kv_blocks": 150, "requests": 30,
       "prompt": "fixed:300", "output": "fixed:600"}, True),
+    # full attention, one-token pages: retracted requests come back to their cached prompts
+    # (some pages evicted in between)
+    ({"model": "qwen2.5-0.5b", "num_kv_blocks": 3000, "requests": 40, "prompt": "fixed:300",
+      "output": "fixed:600"}, True),
 ])
 def test_step_and_fast_modes_agree_under_sglang(kw: dict, preempted: bool) -> None:
     from ridgeline.sim.event_loop import simulate
@@ -392,3 +396,108 @@ def test_serve_engine_sglang_runs_the_sglang_scheduler() -> None:
         (1, 2048, 8192)
     assert cfg["prefill_first"] and cfg["overlap_schedule"] and cfg["enable_prefix_caching"]
     assert cfg["new_token_ratio_init"] == 0.7 and cfg["schedule_policy"] == "fcfs"
+
+
+# ---- a retracted request's prefix stays in the radix cache ---------------------------------
+
+def _retract_engine(prefix_caching: bool) -> Engine:
+    """Pool of 120 one-token pages, SGLang's batching without the new-token reservation."""
+    cfg = EngineConfig(block_size_tokens=1, num_kv_blocks=120, max_num_seqs=8,
+                       max_num_batched_tokens=4096, prefill_first=True,
+                       preemption_order="fewest_outputs",
+                       enable_prefix_caching=prefix_caching)
+    return Engine(cfg, STEP)
+
+
+def _retract_case(prefix_caching: bool, with_c: bool) -> list[tuple[int, list[str]]]:
+    """A (prompt 55, 4 outputs) and B (prompt 60, 20 outputs) prefill together at step 0
+    (115 of 120 pages); C (prompt 100, 1 output) waits, too large. Steps 1-2 decode both
+    (+2 pages each: 119 used). Step 3: C still does not fit, the decodes need 2 pages and 1
+    is free: A and B have 3 outputs each, so B (the longer prompt) is retracted, holding
+    60 + 2 = 62 tokens; A decodes its 4th token and finishes. (prefill tokens, retracted)
+    of every step from step 3 to the step that re-admits B."""
+    eng = _retract_engine(prefix_caching)
+    eng.add_request(EngineRequest("A", prompt_tokens=55, output_tokens=4))
+    eng.add_request(EngineRequest("B", prompt_tokens=60, output_tokens=20))
+    if with_c:
+        eng.add_request(EngineRequest("C", prompt_tokens=100, output_tokens=1))
+    assert eng.step(0.0).prefill_tokens == 115
+    for _ in range(2):
+        assert eng.step(0.0).decode_seqs == 2
+    out = []
+    for _ in range(3):
+        r = eng.step(0.0)
+        out.append((r.prefill_tokens, r.preempted))
+        if "B" in [rid for rid, _ in r.emitted] and r.prefill_tokens:
+            break
+    eng.scheduler.pool.check()
+    return out
+
+
+def test_a_retracted_prompt_is_a_cache_hit_when_readmitted() -> None:
+    """Without C: B comes back at step 4 with 60 + 3 = 63 tokens. Its prompt's 60 tokens
+    stayed in the radix cache (SGLang frees only what is not in the tree: the 2 tokens it
+    decoded), so it computes 63 - 60 = 3; with the radix cache off, all 63."""
+    assert _retract_case(True, with_c=False) == [(0, ["B"]), (3, [])]
+    assert _retract_case(False, with_c=False) == [(0, ["B"]), (63, [])]
+
+
+def test_evicted_pages_of_a_retracted_prompt_are_recomputed() -> None:
+    """With C queued ahead of B: at step 4 A is gone, 60 pages are free and B's 60 cached
+    ones evictable; C takes 100, evicting 40 of B's (the tail first, as the radix tree
+    evicts leaves), and finishes at once (one output). B does not fit beside it (its 20
+    cached pages are all that is free). Step 5 re-admits B: 63 - 20 = 43 tokens."""
+    assert _retract_case(True, with_c=True) == [(0, ["B"]), (100, []), (43, [])]
+    assert _retract_case(False, with_c=True) == [(0, ["B"]), (100, []), (63, [])]
+
+
+@pytest.mark.parametrize(("flag", "recomputed"), [("--prefix-caching", 3),
+                                                  ("--no-prefix-caching", 63)])
+def test_simulate_readmits_a_retracted_request_from_the_radix_cache(
+        tmp_path: Path, flag: str, recomputed: int) -> None:
+    """Through the installed command, SGLang's preset without the new-token reservation (an
+    engine file): two users send a 60-token prompt for 4 outputs at once into a pool of 124
+    one-token pages. Step 0 prefills both (120), steps 1-2 decode both (124: full), step 3
+    retracts the second (3 outputs, 62 tokens of KV) while the first decodes its last
+    token, step 4 re-admits it with 60 + 3 tokens: 3 to compute with its prompt cached, 63
+    without the radix cache."""
+    preset = json.loads((Path(__file__).parents[2] / "src/ridgeline/specs/data/engines"
+                         / "sglang.json").read_text())
+    preset["scheduler"]["new_token_ratio_init"]["value"] = 0.0
+    preset["scheduler"]["new_token_ratio_min"]["value"] = 0.0
+    engine = tmp_path / "sglang-no-reserve.json"
+    engine.write_text(json.dumps(preset))
+    timeline = tmp_path / "timeline.csv"
+    p = _run("simulate", "--engine", str(engine), "--requests", "2", "--concurrency", "2",
+             "--prompt", "fixed:60", "--output", "fixed:4", "--num-kv-blocks", "124", flag,
+             "--timeline", str(timeline), "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["simulation"]["preemptions"] == 1
+    rows = timeline.read_text().splitlines()
+    head = rows[0].split(",")
+    steps = [dict(zip(head, r.split(","), strict=True)) for r in rows[1:]]
+    assert [int(s["prefill_tokens"]) for s in steps] == [120, 0, 0, 0, recomputed]
+    assert [int(s["decode_seqs"]) for s in steps] == [0, 2, 2, 1, 0]
+
+
+@pytest.mark.parametrize(("ratio", "admitted"), [(0.5, False), (0.4, True)])
+def test_a_matched_prefix_is_locked_before_the_reservation_check(ratio: float,
+                                                                  admitted: bool) -> None:
+    """SGLang's PrefillAdder locks the matched prefix (`_lock_node`) and checks again: its
+    evictable pages stop counting as free. A 200-page pool; "seed" leaves the 30 prefix
+    pages of group "doc" cached and evictable; r1 (50 + 100 outputs) runs. Before step 2:
+    120 fresh + 30 evictable pages free, r1 keeps ratio x 99. r2 (60 tokens, the 30 cached,
+    50 outputs) needs 30 + 50 = 80 < 150 - 99 ratio before the lock, and after it
+    80 < 120 - 99 ratio: at 0.5, 70.5 (refused; 100.5 before the lock would admit it); at
+    0.4, 80.4 (admitted)."""
+    eng = Engine(_sglang(num_kv_blocks=200, enable_prefix_caching=True,
+                         new_token_ratio_init=ratio, new_token_ratio_min=ratio), STEP)
+    eng.add_request(EngineRequest("seed", 40, 1, prefix_group="doc", prefix_tokens=30))
+    assert eng.step(0.0).finished == ["seed"]
+    eng.add_request(EngineRequest("r1", prompt_tokens=50, output_tokens=100))
+    assert eng.step(0.0).prefill_tokens == 50
+    eng.add_request(EngineRequest("r2", 60, 50, prefix_group="doc", prefix_tokens=30))
+    assert eng.scheduler.reserved_new_tokens(2) == pytest.approx(99 * ratio)
+    assert eng.scheduler.pool.free_blocks == 150
+    r = eng.step(0.0)
+    assert r.prefill_tokens == (30 if admitted else 0)

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ridgeline.perf.measured_attention import collective
+from ridgeline.perf.measured_kernels import gemm_kernel_dtype, measured_choice
 from ridgeline.perf.model_error import ModelError, model_error, pm
 
 _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp4": 4,
@@ -40,10 +42,71 @@ def kernel_model_line(step_model: Any, err: ModelError) -> str:
             return "step times: a calibrated profile's measured steps (not cross-validated)"
         return (f"kernel model: plain roofline at {hw.compute_efficiency:g} of peak compute "
                 f"and {hw.bandwidth_efficiency:g} of peak bandwidth (not cross-validated)")
-    how = "derived from" if prof.derived else "fitted on"
-    return (f"kernel model: {how} measured '{prof.kernels}' kernels; cross-validated error "
+    return (f"kernel model: {operator_sources(step_model, prof)}; cross-validated error "
             f"of one step: prefill {pm(err.prefill_ape)}, decode {pm(err.decode_step_ape)} "
             "(median)")
+
+
+def operator_sources(step_model: Any, prof: Any) -> str:
+    """Which measured kernels time each operator class, as the step model prices them
+    (perf/kernels.py time_rows): NVIDIA's measured tables of this GPU where the catalog has
+    them (GEMMs, MoE layers, attention, collectives), else the Vidur profile the catalog
+    names for it, fitted on this GPU or derived from another."""
+    vidur = (f"Vidur's measured '{prof.kernels}' kernels"
+             + (" (derived: that GPU's fit on this one's datasheet peaks)" if prof.derived
+                else " (this GPU's own fit)"))
+    precision = getattr(step_model, "precision", None)
+    table = getattr(step_model, "table", None)
+    model = getattr(step_model, "model", None)
+    by_source: dict[str, list[str]] = {}
+
+    def put(op: str, source: str) -> None:
+        by_source.setdefault(source, []).append(op)
+
+    gemm_fits: dict[str, Any] = {}
+    moe_fit = None
+    if precision is not None:
+        gemm_fits, moe_fit = measured_choice(prof, precision)
+    mk = getattr(prof, "measured", None)
+    gemm = gemm_fits.get("gemm")
+    tables = (f"measured '{mk.system}' {mk.engine} kernel tables (AIConfigurator)"
+              if mk is not None else "")
+    put("GEMMs", f"{tables}{' (' + gemm[1] + ')' if gemm[1] else ''}" if gemm else vidur)
+    quantized = precision is not None and gemm_kernel_dtype(precision) != "bf16"
+    if quantized and gemm_fits.get("gemm16") is not None:
+        put("16-bit-kept GEMMs", tables)
+    elif quantized:
+        put("16-bit-kept GEMMs", vidur)
+    if getattr(model, "is_moe", False):
+        put("MoE experts", (f"{tables}{' (' + moe_fit[1] + ')' if moe_fit[1] else ''}"
+                            if moe_fit is not None else vidur))
+    att = getattr(prof, "measured_attention", None)
+    is_mla = table is not None and "kv_b_proj" in table.names
+    kv_bytes = precision.kv_bytes if precision is not None else 2.0
+    heads = float(getattr(table, "kv_heads_per_gpu", 0.0) or 0.0)
+    for phase in ("prefill", "decode"):
+        fit = None if att is None else att.attention(("mla_" if is_mla else "") + phase,
+                                                     kv_bytes)
+        measured = fit is not None and heads <= fit.get("max_kv_heads", float("inf"))
+        put(f"{phase} attention",
+            f"measured '{att.gpu}' {att.engine} kernel tables (AIConfigurator)"
+            if measured and att is not None
+            else f"Vidur's A100 attention profile, carried through the '{prof.kernels}' "
+            "GEMM fit")
+    put("norms, activations, rope", vidur)
+    par = getattr(step_model, "parallel", None)
+    if par is not None and par.tp > 1:
+        lb = None if att is None else collective(att, "all_reduce", par.tp)
+        put("collectives", f"measured '{att.gpu}' {att.engine} kernel tables (AIConfigurator)"
+            if lb is not None and att is not None
+            else f"Vidur's '{prof.topology}' collectives")
+    out = []
+    for source, ops in by_source.items():
+        if "prefill attention" in ops and "decode attention" in ops:
+            ops = [("attention" if o == "prefill attention" else o) for o in ops
+                   if o != "decode attention"]
+        out.append(f"{', '.join(ops)} from {source}")
+    return "; ".join(out)
 
 
 def engine_line(step_model: Any, err: ModelError) -> str | None:

@@ -71,6 +71,9 @@ typedef struct {
     int64_t version;
     double link_free;       /* a prefill replica's outbound KV link: free from this time */
     double link_in_free;    /* a decode replica's inbound KV link: free from this time */
+    /* transfers queued to this decode replica and not arrived, and their prompts' blocks:
+     * the routers count them as its load (cluster.py Replica.expect) */
+    int64_t inflight, inflight_blocks;
 } Rep;
 
 typedef struct {
@@ -888,7 +891,7 @@ static int advance(Core *c, int64_t ri) {
         Seq *q = &c->seqs[s];
         double fin_end = r->ends[q->finish_step - r->ends_base];
         int64_t pre = q->pre0 + q->preemptions;
-        tree_set(c, ri, r->nseqs);
+        tree_set(c, ri, r->nseqs + r->inflight);
         if (c->pd_p && ri < c->pd_p && c->in_output[q->id] > 1) {
             /* A prefill instance emitted the first token: the KV travels to a decode one. */
             double busy = (double)q->prompt * c->kv_bpt / c->link_bw;
@@ -901,6 +904,9 @@ static int advance(Core *c, int64_t ri) {
                 int64_t g = c->in_group ? c->in_group[q->id] : -1;
                 int64_t di = pick(c, &c->pools[1], g >= 0 ? g : q->id);
                 Rep *d = &c->reps[di];
+                d->inflight++;
+                d->inflight_blocks += ceil_div(q->prompt, c->bs);
+                tree_set(c, di, d->nseqs + d->inflight);
                 if (r->link_free > start) start = r->link_free;
                 if (d->link_in_free > start) start = d->link_in_free;
                 r->link_free = d->link_in_free = start + busy;
@@ -1003,8 +1009,9 @@ static int64_t least_kv(const Core *c, const Pool *pl) {
     int64_t best = pl->lo, bu = INT64_MAX, bn = INT64_MAX;
     for (int64_t i = pl->lo; i < pl->lo + pl->n; i++) {
         const Rep *r = &c->reps[i];
-        int64_t u = used_blocks(c, r);
-        if (u < bu || (u == bu && r->nseqs < bn)) { best = i; bu = u; bn = r->nseqs; }
+        int64_t u = used_blocks(c, r) + r->inflight_blocks;
+        int64_t n = r->nseqs + r->inflight;
+        if (u < bu || (u == bu && n < bn)) { best = i; bu = u; bn = n; }
     }
     return best;
 }
@@ -1141,6 +1148,11 @@ static int dispatch(Core *c, int64_t limit) {
     }
     if (from_dyn) dyn_pop(c);
     else c->ptr++;
+    if (e.kind == KIND_HANDOFF && e.dest1) {   /* its transfer is no longer in flight */
+        r->inflight--;
+        r->inflight_blocks -= ceil_div(c->in_prompt[i], c->bs);
+        tree_set(c, ri, r->nseqs + r->inflight);
+    }
     int64_t p = c->in_prompt[i];
     int64_t out = (e.kind == KIND_NEW && c->pd_p) ? 1 : c->in_output[i];
     double sent = e.kind == KIND_NEW ? t : e.sent;
@@ -1172,7 +1184,7 @@ static int dispatch(Core *c, int64_t limit) {
     }
     wq_push_back(c, r, s);
     r->nseqs++;
-    tree_set(c, ri, r->nseqs);
+    tree_set(c, ri, r->nseqs + r->inflight);
     if (r->clock < t) r->clock = t;
     if (c->R > 1 || c->dynamic) schedule(c, ri);
     return c->error ? -1 : 0;

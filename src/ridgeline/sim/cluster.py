@@ -6,6 +6,11 @@ A router picks the replica for each arriving request:
     round-robin          in turn
     least-outstanding    fewest requests waiting or running (ties: lowest index)
     least-kv             lowest KV-cache usage (ties: fewest outstanding, lowest index)
+
+A decode instance's load counts the requests whose KV is on its way to it (P/D with
+`link_queue`: the receiver is picked when the transfer is queued) and, for least-kv, their
+prompts' KV blocks, as llm-d's and Dynamo's routers assign a request when its transfer
+starts and the decode server allocates its KV then.
     prefix-affinity      a request of prefix group g goes to replica g mod N (every turn
                          of a session, every request sharing a system prompt, lands where
                          its prefix is cached); a request without a group, i mod N
@@ -139,8 +144,8 @@ def parse_pd(text: str | None) -> tuple[int, int] | None:
 class Replica:
     """One engine instance and where its clock stands (the start of its next step)."""
 
-    __slots__ = ("busy_until_s", "engine", "index", "link_free_s", "link_in_free_s", "role",
-                 "step_end_s", "tl")
+    __slots__ = ("busy_until_s", "engine", "index", "inflight", "inflight_blocks",
+                 "link_free_s", "link_in_free_s", "role", "step_end_s", "tl")
 
     def __init__(self, index: int, role: str, engine: Engine) -> None:
         self.index = index
@@ -149,13 +154,34 @@ class Replica:
         self.busy_until_s = 0.0
         self.link_free_s = 0.0             # a prefill instance's outbound KV link
         self.link_in_free_s = 0.0          # a decode instance's inbound KV link
+        # Requests whose KV is on its way here (picked when their transfer was queued) and
+        # the KV blocks they will take: the routers count them as this instance's load, as
+        # a decode server holds their KV from the transfer's start.
+        self.inflight = 0
+        self.inflight_blocks = 0
         self.step_end_s: list[float] = []  # end time of every step, by step index
         # Timeline columns: start_s, batch_size, prefill_tokens, decode_seqs, kv_blocks_used,
         # num_waiting (one entry per step; end times are step_end_s).
         self.tl: tuple[list, list, list, list, list, list] = ([], [], [], [], [], [])
 
     def outstanding(self) -> int:
-        return len(self.engine.scheduler.seqs)
+        return len(self.engine.scheduler.seqs) + self.inflight
+
+    def kv_load(self) -> float:
+        """KV use the least-kv router reads: blocks held, plus those of the transfers on
+        their way here, over the pool."""
+        pool = self.engine.scheduler.pool
+        return (pool.used_blocks + self.inflight_blocks) / pool.num_blocks
+
+    def expect(self, prompt_tokens: int) -> None:
+        """A transfer of a prompt's KV to this instance was queued."""
+        self.inflight += 1
+        self.inflight_blocks += self.engine.scheduler.layout.held(prompt_tokens, prompt_tokens)
+
+    def received(self, prompt_tokens: int) -> None:
+        """That transfer's request arrived (it is the engine's now, or was refused)."""
+        self.inflight -= 1
+        self.inflight_blocks -= self.engine.scheduler.layout.held(prompt_tokens, prompt_tokens)
 
 
 # Pools at least this large pick least-outstanding from a heap (same choice as the scan).
@@ -220,6 +246,4 @@ class Router:
             if len(pool) >= ROUTER_HEAP_MIN:
                 return self._least_outstanding()
             return min(pool, key=lambda r: (r.outstanding(), r.index))
-        return min(pool, key=lambda r: (r.engine.scheduler.pool.used_blocks
-                                        / r.engine.scheduler.pool.num_blocks,
-                                        r.outstanding(), r.index))
+        return min(pool, key=lambda r: (r.kv_load(), r.outstanding(), r.index))

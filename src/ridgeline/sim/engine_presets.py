@@ -179,7 +179,9 @@ def describe(engine: str, fields: dict[str, Any]) -> list[str]:
         parts.append("retraction when decode runs out of KV: fewest output tokens first "
                      "(longest prompt among equals), until 20 tokens per remaining request "
                      "are free; new-token ratio reset to (decoded + 20 per request) / max new "
-                     "tokens")
+                     "tokens" + ("; a retracted request's last prefill stays in the radix "
+                                 "cache (evictable) for its re-admission"
+                                 if f.get("enable_prefix_caching") else ""))
     return [f"engine {engine}: scheduler " + "; ".join(parts)]
 
 

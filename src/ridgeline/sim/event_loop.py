@@ -265,6 +265,7 @@ class _Sim:
         else:
             pgroup, ptoks = None, 0
         key = (group if group >= 0 else i) if self.affinity else -1
+        dest: Replica | None = None
         if kind == _NEW:
             self.sent[i] = t
             r = self.entry_router.pick(key)
@@ -274,6 +275,8 @@ class _Sim:
             req = EngineRequest(str(i), self.prompt[i], out, t, pgroup, ptoks)
         else:
             dest = self.handoff_to.pop(i, None)
+            if dest is not None:
+                dest.received(self.prompt[i])
             r = dest if dest is not None else self.decode_router.pick(key)
             req = EngineRequest(str(i), self.prompt[i], self.output[i], t, pgroup, ptoks,
                                 kv_ready_tokens=self.prompt[i], generated_tokens=1)
@@ -281,6 +284,8 @@ class _Sim:
         seq = sch.add(req)
         if seq.state == REJECTED:
             sch.pending_rejected.clear()   # reported here, not by a later step
+            if dest is not None:    # its load fell without a request leaving the engine
+                self.decode_router.note_finished(r)
             self.status[i] = STATUS_REJECTED
             self._request_done(i, t)
             return None
@@ -336,6 +341,7 @@ class _Sim:
                 d = self.decode_router.pick((group if group >= 0 else i)
                                             if self.affinity else -1)
                 self.handoff_to[i] = d
+                d.expect(self.prompt[i])
                 start = max(end_s, r.link_free_s, d.link_in_free_s)
                 r.link_free_s = d.link_in_free_s = start + cl.link_busy_s(self.prompt[i])
             arrive = start + cl.transfer_s(self.prompt[i])

@@ -200,13 +200,14 @@ class BlockPool:
             self.free_fresh += kb - got
             short -= got
 
-    def lookup(self, group: Hashable, max_blocks: int) -> list[BlockKey]:
-        """The cached blocks (group, 0), (group, 1), ... present without a gap."""
+    def lookup(self, group: Hashable, max_blocks: int, start: int = 0) -> list[BlockKey]:
+        """The cached blocks (group, start), (group, start + 1), ... before max_blocks,
+        present without a gap."""
         if not self.enable_prefix_caching:
             return []
         hits: list[BlockKey] = []
         cached = self.cached
-        for i in range(max_blocks):
+        for i in range(start, max_blocks):
             key = (group, i)
             if key not in cached:
                 break

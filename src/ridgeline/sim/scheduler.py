@@ -65,6 +65,9 @@ LPM_MAX_WAITING = 128
 # SGLang re-estimates the new-token ratio after a retraction as (decoded tokens + this many
 # steps per request) / the requests' max new tokens.
 RETRACT_DECODE_STEPS = 20
+# Prefix-cache keys of the blocks a retracted request leaves cached: (this, request id)
+# names its own chain, block i being the i-th block of its tokens.
+RETRACTED_KEY = "retracted"
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -174,12 +177,23 @@ class Scheduler(FastForwardMixin, StepTimingMixin):
 
     def _prefix_match_tokens(self, seq: Sequence) -> int:
         """Cached prefix tokens the waiting `seq` would reuse now (read only)."""
-        if not seq.max_prefix_blocks or seq.num_computed:
+        if not (seq.max_prefix_blocks or seq.own_cached) or seq.num_computed:
             return 0
-        limit = min(seq.max_prefix_blocks, (seq.num_tokens - 1) // self.bs)
-        hits = (self.pool.lookup_keys(seq.block_keys, limit) if seq.block_keys
-                else self.pool.lookup(seq.prefix_group, limit))
-        return len(hits) * self.bs
+        return len(self._cached_prefix(seq)) * self.bs
+
+    def _cached_prefix(self, seq: Sequence) -> list:
+        """The cached blocks a waiting `seq` can start from: its shared prefix, then the
+        blocks of its own that a retraction left cached, without a gap. At least one token
+        must be computed to sample from (as vLLM: hits <= n - 1)."""
+        limit = (seq.num_tokens - 1) // self.bs
+        hits: list = []
+        if seq.max_prefix_blocks:
+            m = min(seq.max_prefix_blocks, limit)
+            hits = (self.pool.lookup_keys(seq.block_keys, m) if seq.block_keys
+                    else self.pool.lookup(seq.prefix_group, m))
+        if seq.own_cached and len(hits) < limit:
+            hits += self.pool.lookup((RETRACTED_KEY, seq.request_id), limit, len(hits))
+        return hits
 
     def _order_lpm(self) -> None:
         """SGLang's lpm policy: the longest cached prefix first (a stable sort, so FCFS among
@@ -376,13 +390,15 @@ class Scheduler(FastForwardMixin, StepTimingMixin):
         tokens so far (most first), the shorter prompt first among equals, and retract from
         the end of that order (fewest outputs, then the longest prompt) at least one, and on
         until RETRACT_DECODE_STEPS tokens per remaining request are free or one is left.
-        A retracted request frees its KV and waits at the back of the queue (its prompt and
-        outputs are recomputed when it is admitted again). Returns the blocks this step's
-        decodes still need."""
+        A retracted request waits at the back of the queue and recomputes what it lost when
+        admitted again. With prefix caching on (SGLang's radix cache), the tokens its last
+        prefill computed stay cached, evictable (`_keep_retracted_prefix`); the tokens it
+        decoded since are freed. Returns the blocks this step's decodes still need."""
         bs, groups = self.bs, self.kv_groups
         decs = [s for s in self.running if s.state == DECODE]
         decs.sort(key=lambda s: (s.g_join + (n - 1 - s.join_step), -s.prompt_tokens),
                   reverse=True)
+        keep = self.pool.enable_prefix_caching and not self.win
         first = True
         while len(decs) > 1 and (first or self.pool.free_blocks * bs
                                  < len(decs) * RETRACT_DECODE_STEPS):
@@ -390,6 +406,8 @@ class Scheduler(FastForwardMixin, StepTimingMixin):
             victim = decs.pop()
             if (victim.a + n) % bs == 0:
                 need -= groups
+            if keep:
+                self._keep_retracted_prefix(victim)
             self._evict(victim, n)
             victim.state = WAITING
             victim.preemptions += 1
@@ -397,6 +415,27 @@ class Scheduler(FastForwardMixin, StepTimingMixin):
             self.waiting.append(victim)
             out.preempted.append(victim)
         return need
+
+    def _keep_retracted_prefix(self, seq: Sequence) -> None:
+        """SGLang's release of a retracted request (release_req: cache_finished_req with
+        is_insert=False): the tokens in the radix tree stay there, unlocked and so
+        evictable; the rest is freed. The tree holds what its last prefill computed
+        (cache_unfinished_req inserts the prompt, and on a re-admission the prompt plus the
+        outputs before it); decoded tokens enter the tree only when a request finishes. Its
+        blocks beyond those already shared become cached under keys of its own, so a
+        re-admission starts from them unless they were evicted in between (eviction order:
+        the pool's LRU by release time, where SGLang's tree orders by last access)."""
+        shared = seq.shared
+        keys = seq.block_keys
+        for i in range(len(shared), seq.fill_tokens // self.bs):
+            # A block the request's content keys name is shared by content, as any prefix.
+            key = keys[i] if keys and i < len(keys) else (
+                (seq.prefix_group, i) if i < seq.max_prefix_blocks and not keys
+                else ((RETRACTED_KEY, seq.request_id), i))
+            if not self.pool.register(key):
+                break
+            shared.append(key)
+        seq.own_cached = True
 
     def _ratio_after_retract(self, n: int) -> None:
         """SGLang's estimate after a retraction: (tokens decoded + RETRACT_DECODE_STEPS per
@@ -425,11 +464,8 @@ class Scheduler(FastForwardMixin, StepTimingMixin):
         bs, pool = self.bs, self.pool
         hits: list = []
         computed = seq.num_computed
-        if seq.max_prefix_blocks and computed == 0:
-            # At least one token must be computed to sample from (as vLLM: hits <= n - 1).
-            limit = min(seq.max_prefix_blocks, (seq.num_tokens - 1) // bs)
-            hits = (pool.lookup_keys(seq.block_keys, limit) if seq.block_keys
-                    else pool.lookup(seq.prefix_group, limit))
+        if (seq.max_prefix_blocks or seq.own_cached) and computed == 0:
+            hits = self._cached_prefix(seq)
             computed = len(hits) * bs
         remaining = seq.num_tokens - computed
         if self.chunked_prefill:
@@ -622,16 +658,19 @@ class Scheduler(FastForwardMixin, StepTimingMixin):
             hits, computed, chunk, new_blocks = plan
             if reserve:
                 # SGLang's PrefillAdder: the whole rest of the prompt plus its output
-                # (clipped) must fit in what the reservations leave.
+                # (clipped) must fit in what the reservations leave. The cached prefix it
+                # matched is locked first (`_lock_node`): evictable pages among it no longer
+                # count as free.
                 if offset < 0:
                     offset = self.reserved_new_tokens(n)
                 left = seq.num_tokens - computed
+                locked = pool.evictable_among(hits) * self.bs if hits else 0
                 if left + min(seq.output_tokens - seq.g, self.clip_tokens) \
-                        >= avail_tokens - offset:
+                        >= avail_tokens - offset - locked:
                     break
-                offset += chunk + self._output_reserve(seq, chunk, computed)
+                offset += chunk + self._output_reserve(seq, chunk, computed) + locked
             waiting.popleft()
-            if seq.max_prefix_blocks and seq.num_computed == 0:
+            if (seq.max_prefix_blocks or seq.own_cached) and seq.num_computed == 0:
                 self.prefix_queries_tokens += seq.num_tokens
                 self.prefix_hits_tokens += computed
                 if seq.req.cached_tokens is None:
@@ -677,6 +716,7 @@ class Scheduler(FastForwardMixin, StepTimingMixin):
             self.prompt_tokens_total += seq.prompt_tokens
         seq.g += 1
         self.generation_tokens_total += 1
+        seq.fill_tokens = seq.num_computed
         seq.seg_start = n
         out.first_tokens.append(seq.request_id)
         if seq.g == seq.output_tokens:

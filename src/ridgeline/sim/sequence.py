@@ -71,6 +71,7 @@ class Sequence:
         "admit_order",
         "arrival_s",
         "block_keys",
+        "fill_tokens",
         "finish_step",
         "g",
         "g_join",
@@ -78,6 +79,7 @@ class Sequence:
         "max_prefix_blocks",
         "num_computed",
         "output_tokens",
+        "own_cached",
         "preemptions",
         "prefix_group",
         "prompt_tokens",
@@ -116,6 +118,10 @@ class Sequence:
         self.a = 0
         self.finish_step = -1
         self.preemptions = 0
+        # Tokens its last prefill computed (SGLang's radix tree holds them once it is done),
+        # and whether a retraction left blocks of its own in the prefix cache.
+        self.fill_tokens = 0
+        self.own_cached = False
 
     @property
     def num_tokens(self) -> int:
