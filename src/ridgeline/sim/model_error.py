@@ -105,11 +105,13 @@ def add_model_error_for(sc: Any, built: Any, rate_req_s: float | None,
     distance = distance_from_data(
         getattr(hw, "name", sc.hardware), sc.engine if sc.engine_costs else "none", sc.model,
         memory_bandwidth_bytes_s=getattr(hw, "memory_bandwidth_bytes_s", None))
-    if sc.calibration:   # measured steps, not the fitted model: its residuals only stand in
+    if sc.calibration:   # measured steps: the calibrated runs' residuals where they exist
         distance = dataclasses.replace(
             distance, hardware_kind="calibrated profile", kernel_sigma_log=0.0,
             kernel_source="a calibration profile times the steps; the fitted model's "
-                          "held-out residuals stand in (the profile's own fit error is in it)")
+                          "held-out residuals stand in for the P90 and P99 (no calibrated "
+                          "tails measured); the means and medians take the calibrated llama.cpp "
+                          "runs' held-out median residuals")
     regime = run_regime(latency_json)
     scales = step_scales(regime, distance)
     kind = sc.arrival.split(":", 1)[0]
@@ -148,7 +150,8 @@ def add_model_error_for(sc: Any, built: Any, rate_req_s: float | None,
                 v_hi = hi_run.get(m, {}).get(stat)
                 if v_hi is not None:
                     propagated.setdefault(m, {}).setdefault(stat, {})[lv] = (v_lo, v_hi)
-    annotate_latency(latency_json, regime, distance, propagated)
+    annotate_latency(latency_json, regime, distance, propagated,
+                     calibrated=bool(sc.calibration))
     for m in METRICS:
         d = latency_json.get(m)
         if d and "interval_source" in d:
