@@ -44,14 +44,18 @@ def _value(d: dict[str, Any], stat: str) -> float:
     return float(v["value"] if isinstance(v, dict) else v)
 
 
-@pytest.fixture(scope="module")
-def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    d = tmp_path_factory.mktemp("calibrated")
+def _profile(d: Path) -> Path:
     CalibrationProfile.from_table(
         TOKENS, STEP_S, kv_capacity_tokens=100_000,
         scheduling=Scheduling(preset="vllm", max_num_seqs=8, max_num_batched_tokens=2048),
     ).save(d / "profile.json")
-    return _latency(d, "--calibration", str(d / "profile.json"))
+    return d / "profile.json"
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    d = tmp_path_factory.mktemp("calibrated")
+    return _latency(d, "--calibration", str(_profile(d)))
 
 
 def test_means_and_medians_carry_the_calibrated_runs_interval(
@@ -93,3 +97,16 @@ def test_an_uncalibrated_run_keeps_the_replay_residuals(tmp_path: Path) -> None:
         srcs = lat[m]["interval_source"]["by_statistic"]
         assert {s["table"] for s in srcs.values()} == {"residuals"}
         assert "llama.cpp" not in lat[m]["interval_source"]["note"]
+
+
+def test_the_text_header_names_where_the_intervals_come_from(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.txt"
+    with out.open("w") as f:
+        p = subprocess.run([RIDGELINE, "simulate", "--calibration", str(_profile(tmp_path)),
+                            "--rate", "0.2,0.4", "-n", "60", "--prompt", "fixed:64",
+                            "--output", "fixed:64"], stdout=f, stderr=subprocess.PIPE,
+                           text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    header = next(x for x in out.read_text().splitlines()
+                  if x.startswith("model error, nominal 80%"))
+    assert "calibrated llama.cpp runs" in header and "tails: replay residuals" in header

@@ -591,11 +591,11 @@ def annotate_estimate(result: dict[str, Any], distance: Distance,
                                  "by_value": srcs}
 
 
-__all__ = ["CALIBRATED_METRICS", "CALIBRATED_RESIDUAL", "CATALOG_PATH", "CENTRE_MIN_RUNS",
-           "COVERAGE_NOTE", "ESTIMATE_KEYS", "LEVELS", "MIN_RUNS", "REGIMES", "Distance",
-           "Interval", "annotate_estimate", "annotate_latency", "calibrated_interval",
+__all__ = ["CALIBRATED_METRICS", "CALIBRATED_NOTE", "CALIBRATED_RESIDUAL", "CATALOG_PATH",
+           "CENTRE_MIN_RUNS", "COVERAGE_NOTE", "ESTIMATE_KEYS", "LEVELS", "MIN_RUNS", "REGIMES",
+           "Distance", "Interval", "annotate_estimate", "annotate_latency", "calibrated_interval",
            "calibrated_table", "conformal_halfwidth", "conformal_rank", "distance_from_data",
            "effective_units", "interval_fields", "json_stat", "leave_one_family_out",
            "leave_one_start_out", "load_catalog", "predict_interval", "regime_of",
-           "residual_entry", "residual_interval", "residual_table", "step_scales",
-           "t_quantile", "widen_by_propagation"]
+           "residual_entry", "residual_interval", "residual_table", "step_scales", "t_quantile",
+           "widen_by_propagation"]

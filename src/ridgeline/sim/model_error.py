@@ -23,6 +23,7 @@ import dataclasses
 from typing import Any
 
 from ridgeline.metrics.prediction_interval import (
+    CALIBRATED_NOTE,
     annotate_latency,
     distance_from_data,
     json_stat,
@@ -167,6 +168,17 @@ def annotated_latency(run: Any) -> dict[str, Any]:
     lat: dict[str, Any] = run.analysis.to_dict()["latency"]
     add_model_error(run, lat)
     return lat
+
+
+def interval_origin(latency_json: dict[str, Any]) -> str:
+    """Where a run's model-error intervals come from, for a text header: the replay's
+    residuals, or (a calibrated profile) the calibrated llama.cpp runs' for means and medians."""
+    for m in METRICS:
+        if ((latency_json.get(m) or {}).get("interval_source") or {}).get("note") \
+                == CALIBRATED_NOTE:
+            return ("means and medians: held-out calibrated llama.cpp runs' residuals; "
+                    "tails: replay residuals")
+    return "held-out replay residuals"
 
 
 def sweep_model_error_lines(rates: list[float], latencies: list[dict[str, Any]]) -> list[str]:
