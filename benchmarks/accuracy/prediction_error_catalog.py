@@ -9,7 +9,11 @@ Inputs (held-out errors only, nothing fitted here):
   engine costs, standing for an engine whose costs were never fitted;
 - the kernel fits' cross-validated errors: specs/data/kernels_measured_gemm_moe.json (GEMM and
   MoE per GPU, engine and dtype, leave-shapes-out) and specs/data/kernels.json (older per-
-  operator profiles, attention and collectives).
+  operator profiles, attention and collectives);
+- the calibrated case (a calibration profile times the steps): every load point of the stored
+  calibrate-then-verify starts of a real llama.cpp server on CPU (calibrated_points), whose
+  medians' residuals give a calibrated scenario's median intervals
+  (prediction_interval.calibrated_table: centre = median log-ratio, split-conformal half-width).
 
 For each metric (TTFT mean/p90/p99, ITL, E2E mean/p90/p99) and regime (below_knee / near_knee /
 overloaded, by the run's measured latencies: ridgeline.metrics.prediction_interval.regime_of)
@@ -34,7 +38,9 @@ from typing import Any
 from ridgeline.calibrate.inference_perf import load_run
 from ridgeline.calibrate.inference_perf_replay import METRICS, actual_values
 from ridgeline.metrics.prediction_interval import (
+    CALIBRATED_METRICS,
     CATALOG_PATH,
+    calibrated_table,
     effective_units,
     regime_of,
     residual_table,
@@ -46,6 +52,8 @@ REPLAY = ROOT / "benchmarks" / "results" / "bench_vllm_replay.json"
 KERNELS = ROOT / "src" / "ridgeline" / "specs" / "data" / "kernels.json"
 MEASURED = ROOT / "src" / "ridgeline" / "specs" / "data" / "kernels_measured_gemm_moe.json"
 HARDWARE_DIR = ROOT / "src" / "ridgeline" / "specs" / "data" / "hardware"
+BENCH_CALIBRATION = ROOT / "benchmarks" / "results" / "bench_calibration.json"
+OPEN_LOOP_FLOW = ROOT / "benchmarks" / "results" / "llamacpp_open_loop_flow.json"
 
 
 def shared_data() -> Path:
@@ -76,6 +84,30 @@ def table(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             if e["n"] >= 2 and e["families"] >= 2:
                 e["effective_units"] = round(effective_units(e["log_ratios"],
                                                              e["run_families"]), 4)
+    return out
+
+
+def calibrated_points() -> list[dict[str, Any]]:
+    """One record per load point of every stored calibrate-then-verify start of a real
+    llama.cpp server on CPU: start, point, predicted/measured/log-ratio per metric (TTFT, TPOT
+    and E2E P50). Each start's profile was fitted on its probe, never on the load points; the
+    "cross_start" rows of bench_calibration.json (a profile from the other start) are left
+    out: they repeat the same measured values."""
+    starts: list[tuple[str, list[dict[str, Any]]]] = []
+    for i, st in enumerate(json.loads(BENCH_CALIBRATION.read_text())["starts"]):
+        starts.append((f"bench_calibration start {i}", st["calibrated"]["rows"]))
+    for i, run in enumerate(json.loads(OPEN_LOOP_FLOW.read_text())):
+        starts.append((f"llamacpp_open_loop_flow entry {i} (run {run['run']})", run["rows"]))
+    out = []
+    for start, rows in starts:
+        for point in dict.fromkeys(r["point"] for r in rows):
+            sel = {r["metric"]: r for r in rows if r["point"] == point}
+            keep = [m for m in CALIBRATED_METRICS if m in sel]
+            out.append({"start": start, "point": point,
+                        "predicted": {m: float(sel[m]["predicted"]) for m in keep},
+                        "measured": {m: float(sel[m]["measured"]) for m in keep},
+                        "log_ratio": {m: math.log(sel[m]["predicted"] / sel[m]["measured"])
+                                      for m in keep}})
     return out
 
 
@@ -118,6 +150,7 @@ def main() -> int:
     baseline = json.loads(REPLAY.read_text())["per_run"]["baseline"]
     recs = run_records(nested)
     base_recs = run_records(baseline)
+    cal = calibrated_points()
     doc = {
         "_about": "Held-out prediction residuals of ridgeline, for model-error intervals "
                   "(ridgeline.metrics.prediction_interval). Built by "
@@ -147,6 +180,16 @@ def main() -> int:
                                   "perf model with no engine costs (kernel scales fitted on "
                                   "all runs)",
         "kernel_fit_cv": kernel_fit_cv(),
+        "calibrated": {
+            "source": "benchmarks/results/bench_calibration.json (starts[].calibrated.rows) and "
+                      "benchmarks/results/llamacpp_open_loop_flow.json (rows): fresh starts "
+                      "of a real llama.cpp server on 2-vCPU VMs, each calibrated on a probe "
+                      "and then verified at closed C = 3 and two Poisson rates; the load "
+                      "points are held out from the profile's fit",
+            "metrics": "medians only: ttft_p50, tpot_p50 (stands for ITL too), e2e_p50",
+            "points": cal,
+            "residuals": calibrated_table(cal),
+        },
     }
     CATALOG_PATH.write_text(json.dumps(doc, indent=1) + "\n")
     for m, by in doc["residuals"].items():

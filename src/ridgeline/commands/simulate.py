@@ -521,6 +521,7 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
                 all_assumptions: bool, workload: dict[str, Any] | None = None) -> None:
     from ridgeline.sim.model_error import (
         add_model_error,
+        interval_origin,
         model_error_cells_80,
         model_error_lines,
     )
@@ -581,8 +582,8 @@ def _report_one(run: Any, step_model: Any, json_out: bool, fmt: str | None,
         print_analysis(run.analysis, page, model_errors=cells, what="ridgeline simulate",
                        model_error_header="model error (80% interval / CV)")
         if all_assumptions:   # every statistic's interval, on request
-            page.print("model error, nominal 80% interval of the measured value (held-out "
-                       "replay residuals):", markup=False)
+            page.print("model error, nominal 80% interval of the measured value "
+                       f"({interval_origin(analysis['latency'])}):", markup=False)
             for line in model_error_lines(analysis["latency"]):
                 page.print(line, markup=False)
         page.print(
@@ -642,7 +643,11 @@ def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], targe
     from ridgeline.report.assumptions import key_assumptions
     from ridgeline.report.sweep_table import print_sweep_table
     from ridgeline.report.tables import out_for
-    from ridgeline.sim.model_error import annotated_latency, sweep_model_error_lines
+    from ridgeline.sim.model_error import (
+        annotated_latency,
+        interval_origin,
+        sweep_model_error_lines,
+    )
     from ridgeline.sim.scenario import summarize_sweep
 
     sweep = summarize_sweep([r.sweep_point() for r in runs], slos, target,
@@ -662,7 +667,8 @@ def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], targe
                           key_assumptions=key_assumptions(step_model, TTFT_DEFINITION),
                           model_error="\n".join(
                               ["model error, nominal 80% interval of the measured value "
-                               "(held-out replay residuals, step-time error propagated):",
+                               f"({interval_origin(latencies[0]) if latencies else ''}, "
+                               "step-time error propagated):",
                                *lines,
                                f"model error (cross-validated): TTFT {cells['ttft_ms']}; "
                                f"TPOT {cells['tpot_ms']}"]))

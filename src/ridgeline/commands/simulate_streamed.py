@@ -89,7 +89,11 @@ def report_fleet(run: FleetRun, seed: int, json_out: bool, step_model: Any,
     """Print a streamed run's metrics; with its scenario `sc` and `built`, each latency
     carries its model-error intervals (`latency.<metric>.<stat>_interval80`, as
     `analysis.latency` does in a batch run's JSON)."""
-    from ridgeline.sim.model_error import add_model_error_for, model_error_lines
+    from ridgeline.sim.model_error import (
+        add_model_error_for,
+        interval_origin,
+        model_error_lines,
+    )
 
     s = run.summary(seed)
     if sc is not None and built is not None and not run.interrupted:
@@ -119,8 +123,9 @@ def report_fleet(run: FleetRun, seed: int, json_out: bool, step_model: Any,
     con.print(table)
     lines = model_error_lines(s["latency"])
     if lines:
-        con.print("model error, nominal 80% interval of the measured value (held-out replay "
-                  "residuals, step-time error propagated):", highlight=False, markup=False)
+        con.print("model error, nominal 80% interval of the measured value "
+                  f"({interval_origin(s['latency'])}, step-time error propagated):",
+                  highlight=False, markup=False)
         for line in lines:
             con.print(line, highlight=False, markup=False)
     sketched = [k for k, m in s["percentile_method"].items() if m.startswith("sketch")]

@@ -263,6 +263,90 @@ def leave_one_family_out(runs: list[dict[str, Any]], metrics: tuple[str, ...],
     return rows
 
 
+# A calibrated profile prices the steps from a probe of the user's own engine, so its error
+# is not the fitted model's: it has its own held-out residuals, those of calibrate-then-verify
+# runs of a real llama.cpp server on CPU (each load point predicted from a profile fitted on
+# the probe only). They give medians only: TTFT, TPOT (per-request decode time per token,
+# standing for ITL as well) and E2E P50; a mean takes its median's residuals (as the replay's
+# medians take its means'), the P90 and P99 keep the replay's widened to at least the median's
+# (no calibrated tails measured).
+CALIBRATED_METRICS = ("ttft_p50", "tpot_p50", "e2e_p50")
+CALIBRATED_RESIDUAL = {(m, s): r for m, r in (("ttft_ms", "ttft_p50"), ("tpot_ms", "tpot_p50"),
+                                              ("itl_ms", "tpot_p50"), ("e2e_ms", "e2e_p50"))
+                       for s in ("mean", "median")}
+
+
+def calibrated_table(points: list[dict[str, Any]], metrics: tuple[str, ...] = CALIBRATED_METRICS
+                     ) -> dict[str, dict[str, Any]]:
+    """metric -> entry (centre, interval80/95, conformal ranks) from calibrated runs' held-out
+    load points (each a dict with "start" and "log_ratio": metric -> ln(pred/measured)): the
+    centre is the median log-ratio, the half-width the split-conformal rank of the points'
+    |r - centre| (one score per load point; the largest where the rank exceeds n)."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in metrics:
+        vals = [float(p["log_ratio"][m]) for p in points if m in p["log_ratio"]]
+        if len(vals) < 2:
+            continue
+        c = float(np.median(vals))
+        conf = {lv: conformal_halfwidth([v - c for v in vals], lv) for lv in LEVELS}
+        out[m] = {"n": len(vals), "starts": len({p["start"] for p in points}),
+                  "centre": round(c, 6), "centre_from": "median of the calibrated residuals",
+                  "median_abs": round(float(np.median(np.abs(vals))), 6),
+                  "conformal": {str(lv): {"rank": k, "halfwidth": round(h, 6), "capped": cap}
+                                for lv, (h, k, cap) in conf.items()},
+                  **{f"interval{lv}": [round(c - h, 6), round(c + h, 6)]
+                     for lv, (h, _, _) in conf.items()}}
+    return out
+
+
+def leave_one_start_out(points: list[dict[str, Any]],
+                        metrics: tuple[str, ...] = CALIBRATED_METRICS,
+                        build: Any = None) -> list[dict[str, Any]]:
+    """Held-out coverage rows of the calibrated intervals: each start's (each fresh server's)
+    load points against intervals built (`build(points, metrics)`, default `calibrated_table`)
+    from the other starts' points only. Each point needs "start", "point", "predicted" and
+    "measured" (metric -> value). Rows as `leave_one_family_out`'s."""
+    build = build or calibrated_table
+    rows: list[dict[str, Any]] = []
+    for start in sorted({p["start"] for p in points}):
+        cat = {"calibrated": {"residuals": build([p for p in points if p["start"] != start],
+                                                 metrics)}}
+        for p in (x for x in points if x["start"] == start):
+            for m in metrics:
+                if m not in p["predicted"]:
+                    continue
+                iv = calibrated_interval(p["predicted"][m], m, cat)
+                meas, pred = p["measured"][m], p["predicted"][m]
+                rows.append({"start": start, "point": p["point"], "metric": m,
+                             "predicted": pred, "measured": meas,
+                             "abs_error": abs(pred / meas - 1.0),
+                             **{f"interval{lv}": list(iv.bounds[lv]) for lv in LEVELS},
+                             **{f"in{lv}": bool(iv.bounds[lv][0] <= meas <= iv.bounds[lv][1])
+                                for lv in LEVELS},
+                             **{f"rel_width{lv}": (iv.bounds[lv][1] - iv.bounds[lv][0]) / pred
+                                for lv in LEVELS}})
+    return rows
+
+
+def calibrated_interval(value: float, residual: str, catalog: dict[str, Any] | None = None
+                        ) -> Interval:
+    """Model-error interval of one `value` a calibrated profile predicted, `residual` one of
+    CALIBRATED_METRICS: from the calibrated runs' held-out residuals."""
+    cat = catalog if catalog is not None else load_catalog()
+    entry = cat["calibrated"]["residuals"][residual]
+    bounds = {lv: (value * math.exp(-entry[f"interval{lv}"][1]),
+                   value * math.exp(-entry[f"interval{lv}"][0])) for lv in LEVELS}
+    src = {"residual": residual, "table": "calibrated", "n": entry["n"],
+           "starts": entry.get("starts"), "centre_from": entry.get("centre_from"),
+           "conformal": entry.get("conformal"),
+           "method": "split-conformal on |ln(pred/measured) - centre| of the held-out load "
+                     "points of calibrate-then-verify runs of a real llama.cpp server on CPU "
+                     "(rank ceil((n + 1) q), the largest where that exceeds n), centred on "
+                     "their median residual",
+           "hardware_kind": "calibrated profile"}
+    return Interval(value, bounds, src)
+
+
 @lru_cache(maxsize=1)
 def load_catalog(path: str | None = None) -> dict[str, Any]:
     """The shipped residual catalog (or the one at `path`)."""
@@ -409,14 +493,24 @@ def _r(x: float) -> float | None:
 COVERAGE_NOTE = ("model error intervals: nominal 80% and 95% coverage of the measured value, "
                  "from held-out (leave-one-model-out) residuals of replayed real vLLM runs; "
                  "empirical coverage in docs/BENCHMARKS.md")
+CALIBRATED_NOTE = ("model error intervals: nominal 80% and 95% coverage of the measured value; "
+                   "means and medians from the held-out residuals of calibrate-then-verify "
+                   "runs of a real llama.cpp server on CPU (leave-one-start-out coverage in "
+                   "docs/BENCHMARKS.md), P90 and P99 from the replayed real vLLM runs'")
 
 
 def annotate_latency(latency: dict[str, dict[str, Any]], regime: str, distance: Distance,
                      propagated: dict[str, dict[str, dict[int, tuple[float, float]]]]
-                     | None = None, catalog: dict[str, Any] | None = None) -> None:
+                     | None = None, catalog: dict[str, Any] | None = None,
+                     calibrated: bool = False) -> None:
     """Add `{mean,median,p90,p99}_interval{80,95}` and `interval_source` to the TTFT, TPOT,
     ITL and E2E objects of an analysis's `latency` dict (to_dict form), in place.
-    `propagated[metric][stat]`: values of reruns at the step-time residual's ends."""
+    `propagated[metric][stat]`: values of reruns at the step-time residual's ends.
+    `calibrated`: a calibration profile timed the steps: the means and medians take the
+    calibrated runs' residuals (`calibrated_interval`), the P90 and P99 the replay's widened
+    to at least the calibrated median's."""
+    cal = (catalog if catalog is not None else load_catalog()).get("calibrated") \
+        if calibrated else None
     for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
         d = latency.get(metric)
         if not d or d.get("available") is False:
@@ -426,15 +520,27 @@ def annotate_latency(latency: dict[str, dict[str, Any]], regime: str, distance: 
             v = json_stat(d, stat)
             if v is None:
                 continue
-            iv = predict_interval(v, METRIC_RESIDUAL[(metric, stat)], regime, distance,
-                                  catalog)
+            key = CALIBRATED_RESIDUAL.get((metric, stat), "")
+            iv = calibrated_interval(v, key, catalog) if cal and key in cal["residuals"] \
+                else predict_interval(v, METRIC_RESIDUAL[(metric, stat)], regime, distance,
+                                      catalog)
+            tail_key = CALIBRATED_RESIDUAL.get((metric, "median"), "")
+            if cal and not key and tail_key in cal["residuals"]:
+                # no calibrated tails measured: a tail errs at least as much as the median
+                # (the replay's tails' residuals are the wider), so no narrower than it
+                med = calibrated_interval(v, tail_key, catalog).bounds
+                iv = Interval(v, {lv: (min(lo, med[lv][0]), max(hi, med[lv][1]))
+                                  for lv, (lo, hi) in iv.bounds.items()},
+                              {**iv.source, "widened": "to at least the calibrated "
+                                                       f"{tail_key} interval"})
             p = (propagated or {}).get(metric, {}).get(stat)
             if p:
                 iv = widen_by_propagation(iv, p, "enveloped with reruns at the step-time "
                                                  "residual's interval ends")
             d.update(interval_fields(iv, stat))
             srcs[stat] = iv.source
-        d["interval_source"] = {"coverage": "nominal 80% and 95%", "note": COVERAGE_NOTE,
+        d["interval_source"] = {"coverage": "nominal 80% and 95%",
+                                "note": CALIBRATED_NOTE if cal else COVERAGE_NOTE,
                                 "by_statistic": srcs}
 
 
@@ -485,10 +591,11 @@ def annotate_estimate(result: dict[str, Any], distance: Distance,
                                  "by_value": srcs}
 
 
-__all__ = ["CATALOG_PATH", "CENTRE_MIN_RUNS", "COVERAGE_NOTE", "ESTIMATE_KEYS", "LEVELS",
-           "MIN_RUNS", "REGIMES", "Distance", "Interval", "annotate_estimate",
-           "annotate_latency", "conformal_halfwidth", "conformal_rank",
-           "distance_from_data", "effective_units", "interval_fields", "json_stat",
-           "leave_one_family_out", "load_catalog", "predict_interval", "regime_of",
-           "residual_entry", "residual_interval", "residual_table", "step_scales",
-           "t_quantile", "widen_by_propagation"]
+__all__ = ["CALIBRATED_METRICS", "CALIBRATED_NOTE", "CALIBRATED_RESIDUAL", "CATALOG_PATH",
+           "CENTRE_MIN_RUNS", "COVERAGE_NOTE", "ESTIMATE_KEYS", "LEVELS", "MIN_RUNS", "REGIMES",
+           "Distance", "Interval", "annotate_estimate", "annotate_latency", "calibrated_interval",
+           "calibrated_table", "conformal_halfwidth", "conformal_rank", "distance_from_data",
+           "effective_units", "interval_fields", "json_stat", "leave_one_family_out",
+           "leave_one_start_out", "load_catalog", "predict_interval", "regime_of",
+           "residual_entry", "residual_interval", "residual_table", "step_scales", "t_quantile",
+           "widen_by_propagation"]

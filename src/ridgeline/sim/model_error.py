@@ -23,6 +23,7 @@ import dataclasses
 from typing import Any
 
 from ridgeline.metrics.prediction_interval import (
+    CALIBRATED_NOTE,
     annotate_latency,
     distance_from_data,
     json_stat,
@@ -105,11 +106,13 @@ def add_model_error_for(sc: Any, built: Any, rate_req_s: float | None,
     distance = distance_from_data(
         getattr(hw, "name", sc.hardware), sc.engine if sc.engine_costs else "none", sc.model,
         memory_bandwidth_bytes_s=getattr(hw, "memory_bandwidth_bytes_s", None))
-    if sc.calibration:   # measured steps, not the fitted model: its residuals only stand in
+    if sc.calibration:   # measured steps: the calibrated runs' residuals where they exist
         distance = dataclasses.replace(
             distance, hardware_kind="calibrated profile", kernel_sigma_log=0.0,
             kernel_source="a calibration profile times the steps; the fitted model's "
-                          "held-out residuals stand in (the profile's own fit error is in it)")
+                          "held-out residuals stand in for the P90 and P99 (no calibrated "
+                          "tails measured); the means and medians take the calibrated llama.cpp "
+                          "runs' held-out median residuals")
     regime = run_regime(latency_json)
     scales = step_scales(regime, distance)
     kind = sc.arrival.split(":", 1)[0]
@@ -148,7 +151,8 @@ def add_model_error_for(sc: Any, built: Any, rate_req_s: float | None,
                 v_hi = hi_run.get(m, {}).get(stat)
                 if v_hi is not None:
                     propagated.setdefault(m, {}).setdefault(stat, {})[lv] = (v_lo, v_hi)
-    annotate_latency(latency_json, regime, distance, propagated)
+    annotate_latency(latency_json, regime, distance, propagated,
+                     calibrated=bool(sc.calibration))
     for m in METRICS:
         d = latency_json.get(m)
         if d and "interval_source" in d:
@@ -164,6 +168,17 @@ def annotated_latency(run: Any) -> dict[str, Any]:
     lat: dict[str, Any] = run.analysis.to_dict()["latency"]
     add_model_error(run, lat)
     return lat
+
+
+def interval_origin(latency_json: dict[str, Any]) -> str:
+    """Where a run's model-error intervals come from, for a text header: the replay's
+    residuals, or (a calibrated profile) the calibrated llama.cpp runs' for means and medians."""
+    for m in METRICS:
+        if ((latency_json.get(m) or {}).get("interval_source") or {}).get("note") \
+                == CALIBRATED_NOTE:
+            return ("means and medians: held-out calibrated llama.cpp runs' residuals; "
+                    "tails: replay residuals")
+    return "held-out replay residuals"
 
 
 def sweep_model_error_lines(rates: list[float], latencies: list[dict[str, Any]]) -> list[str]:
