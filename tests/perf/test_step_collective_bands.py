@@ -45,6 +45,8 @@ def _hand_allreduce_s(message_bytes: float) -> float:
     """One all-reduce over 2 GPUs by hand: bus bytes 2(p-1)/p x message = the message."""
     b = _bands()
     band = b["above"] if message_bytes >= b["edge_message_bytes"] else b["below"]
+    if "high" in b and message_bytes >= b["edge_high_message_bytes"]:
+        band = b["high"]
     x = 1.0 * message_bytes
     return (band["latency_us"] * 1e-6 + x / band["bus_bandwidth_bytes_s"]
             + band["sqrt_us_per_sqrt_byte"] * 1e-6 * math.sqrt(x))
@@ -64,9 +66,16 @@ def tp2() -> RooflineStepTime:
 
 
 # (tokens in the step, measured message size in bf16 elements): a decode step of 16
-# sequences (128 KiB, the lower band) and a 1024-token prefill (8 MiB: the band edge, where
-# the upper band starts).
-STEPS = [(16, 65536), (1024, 4194304)]
+# sequences (128 KiB: one-shot, the lowest band), a 128-token prefill (1 MiB: two-shot) and a
+# 1024-token one (8 MiB: the upper edge, where the top band starts).
+STEPS = [(16, 65536), (128, 524288), (1024, 4194304)]
+
+
+def test_the_steps_span_every_band() -> None:
+    b = _bands()
+    sizes = [t * HIDDEN * ACT_BYTES for t, _ in STEPS]
+    assert sizes[0] < b["edge_message_bytes"] <= sizes[1] < b["edge_high_message_bytes"] \
+        <= sizes[2]
 
 
 @pytest.mark.parametrize(("tokens", "elements"), STEPS)
