@@ -22,11 +22,11 @@ max(compute row . w, memory row . w) with rows affine in the work.
   which the step model charges at each step's message size: message-size bands split at
   edges found in the data, each alpha + x / bus_bandwidth + gamma sqrt(x) in the bus bytes
   x = f(p) bytes (the sqrt term: a pipelined ring's chunking, whose optimal chunk grows as
-  sqrt(x), so the effective bandwidth ramps with size). NCCL: two bands (the edge where it
-  leaves its low-latency protocol); an engine's custom all-reduce: three (one-shot,
-  two-shot, then its hand-over to NCCL). The bus bandwidth is capped at the datasheet link,
-  for an all-reduce on parts that reduce in the NVSwitch (Hopper, Blackwell) at the link x
-  2(p-1)/p (each byte goes to the switch and back once).
+  sqrt(x), so the effective bandwidth ramps with size). NCCL: three bands of at least 5
+  message sizes each (its LL, LL128 and Simple protocols); an engine's custom all-reduce:
+  three of at least 3 (one-shot, two-shot, then its hand-over to NCCL). The bus bandwidth
+  is capped at the datasheet link, for an all-reduce on parts that reduce in the NVSwitch
+  (Hopper, Blackwell) at the link x 2(p-1)/p (each byte goes to the switch and back once).
 
 C and beta are the GPU's datasheet 16-bit peak and HBM bandwidth (ridgeline's hardware
 catalog), so the efficiencies are fractions of the datasheet (bounded by 1). Each class is
@@ -382,7 +382,7 @@ IN_SWITCH_REDUCTION = frozenset({"h100_sxm", "h200_sxm", "b200_sxm", "gb200"})
 
 
 def banded_fit(size_bytes: np.ndarray, bus_bytes: np.ndarray, t: np.ndarray, cap_bytes_s: float,
-               bands: int = 2) -> dict[str, Any]:
+               bands: int = 2, min_sizes: int = 3) -> dict[str, Any]:
     """`bands` (2 or 3) bands of alpha + x / bw + gamma sqrt(x) split at the message sizes
     (measured sizes) whose fit has the lowest median APE; each band needs 3 sizes. bw is at
     most `cap_bytes_s` (the least bytes the collective can move over the datasheet link), so
@@ -407,7 +407,7 @@ def banded_fit(size_bytes: np.ndarray, bus_bytes: np.ndarray, t: np.ndarray, cap
     for sp in splits:
         bounds = [0.0, *sp, np.inf]
         parts = [band(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
-        if len(sp) and any(len(np.unique(size_bytes[m])) < 3 for m, _ in parts):
+        if len(sp) and any(len(np.unique(size_bytes[m])) < min_sizes for m, _ in parts):
             continue
         pred = np.zeros_like(t)
         for m, w in parts:
@@ -436,14 +436,14 @@ def _band(w: np.ndarray) -> dict[str, float]:
 
 
 def banded(size_bytes: np.ndarray, factor: np.ndarray, t: np.ndarray, cap_bytes_s: float,
-           bands: int = 2) -> dict[str, Any]:
+           bands: int = 2, min_sizes: int = 3) -> dict[str, Any]:
     """The size-banded collective fit with its training and leave-one-size-decade-out error
     (the edges refitted in each fold)."""
     bus = factor * size_bytes
-    model = banded_fit(size_bytes, bus, t, cap_bytes_s, bands)
+    model = banded_fit(size_bytes, bus, t, cap_bytes_s, bands, min_sizes)
     dec = np.floor(np.log10(size_bytes)).astype(np.int64)
     cv = cv_groups(lambda keep: banded_fit(size_bytes[keep], bus[keep], t[keep], cap_bytes_s,
-                                           bands),
+                                           bands, min_sizes),
                    lambda mdl, held: banded_predict(mdl, size_bytes[held], bus[held]),
                    dec, t, min_train=8)
     # Stored rounded: the evaluation (and its error below) uses the stored constants.
@@ -457,7 +457,7 @@ def banded(size_bytes: np.ndarray, factor: np.ndarray, t: np.ndarray, cap_bytes_
     if len(stored_bands) == 3:
         out["edge_high_message_bytes"] = int(model["edges"][1])
         out["high"] = stored_bands[2]
-    out["_fit"] = {"rows": int(t.size), "bands": len(stored_bands),
+    out["_fit"] = {"rows": int(t.size), "bands": len(stored_bands), "min_sizes": min_sizes,
                    "bus_bandwidth_cap_bytes_s": float(f"{cap_bytes_s:.4g}"),
                    "residual": summary(resid),
                    "cv": {"kind": "leave-one-size-decade-out", **summary(cv)}}
@@ -473,10 +473,11 @@ def _sizes(table: dict[str, np.ndarray], mp: np.ndarray, dtype_col: str
 
 def collective_fits(table: dict[str, np.ndarray], ops: list[str], op_col: str,
                     dtype_col: str, files: list[str], link_bytes_s: float,
-                    source: str | None = None, bands: int = 2,
+                    source: str | None = None, bands: int = 2, min_sizes: int = 3,
                     in_switch_reduction: bool = False) -> dict[str, Any]:
-    """Per collective and GPU count: the one line and the size-banded form (`bands` bands).
-    `in_switch_reduction`: an all-reduce's bus bandwidth may reach the link x 2(p-1)/p."""
+    """Per collective and GPU count: the one line and the size-banded form (`bands` bands of
+    at least `min_sizes` message sizes each). `in_switch_reduction`: an all-reduce's bus
+    bandwidth may reach the link x 2(p-1)/p."""
     out: dict[str, Any] = {}
     for op in ops:
         m = table[op_col] == op
@@ -497,7 +498,8 @@ def collective_fits(table: dict[str, np.ndarray], ops: list[str], op_col: str,
             const, stats = alpha_beta(size, factor, t)
             cap = link_bytes_s * (float(factor[0]) if in_switch_reduction
                                   and key == "all_reduce" else 1.0)
-            rows[str(int(p))] = {**const, "banded": banded(size, factor, t, cap, bands),
+            rows[str(int(p))] = {**const, "banded": banded(size, factor, t, cap, bands,
+                                                               min_sizes),
                                  "_fit": {"files": files, "source": source or "NCCL", **stats}}
         # Leave one GPU count out: its rows predicted from the nearest other count's fit.
         lo: list[float] = []
@@ -620,7 +622,7 @@ def fit_gpu_collectives(root: Path, gpu: str, res: dict[str, Any]) -> None:
         p = v / "nccl_perf.parquet"
         res["nccl"] = collective_fits(read(p), ["all_reduce", "all_gather", "alltoall",
                                                 "reduce_scatter"], "op_name", "nccl_dtype",
-                                      [rel(p, root)], link,
+                                      [rel(p, root)], link, bands=3, min_sizes=5,
                                       in_switch_reduction=gpu in IN_SWITCH_REDUCTION)
 
 
