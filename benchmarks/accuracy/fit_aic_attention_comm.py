@@ -18,12 +18,15 @@ max(compute row . w, memory row . w) with rows affine in the work.
   h (192 + 128) 2 b_a bytes per token.
 - collectives: alpha + f(p) bytes / bus_bandwidth per GPU count p (all-reduce f = 2(p-1)/p,
   all-gather and all-to-all f = (p-1)/p; DeepEP dispatch + combine: alpha + bytes / bw): the
-  one line the step model charges linearly in a step's tokens. Beside it, the size-banded
-  form the collective's own time follows: two message-size bands split at an edge found in
-  the data (where NCCL leaves its low-latency protocol, or a custom all-reduce goes from one
-  shot to two), each alpha + x / bus_bandwidth + gamma sqrt(x) in the bus bytes x = f(p)
-  bytes (the sqrt term: a pipelined ring's chunking, whose optimal chunk grows as sqrt(x),
-  so the effective bandwidth ramps with size).
+  one line per GPU count. Beside it, the size-banded form the collective's own time follows,
+  which the step model charges at each step's message size: message-size bands split at
+  edges found in the data, each alpha + x / bus_bandwidth + gamma sqrt(x) in the bus bytes
+  x = f(p) bytes (the sqrt term: a pipelined ring's chunking, whose optimal chunk grows as
+  sqrt(x), so the effective bandwidth ramps with size). NCCL: three bands of at least 5
+  message sizes each (its LL, LL128 and Simple protocols); an engine's custom all-reduce:
+  three of at least 3 (one-shot, two-shot, then its hand-over to NCCL). The bus bandwidth
+  is capped at the datasheet link, for an all-reduce on parts that reduce in the NVSwitch
+  (Hopper, Blackwell) at the link x 2(p-1)/p (each byte goes to the switch and back once).
 
 C and beta are the GPU's datasheet 16-bit peak and HBM bandwidth (ridgeline's hardware
 catalog), so the efficiencies are fractions of the datasheet (bounded by 1). Each class is
@@ -372,37 +375,58 @@ def banded_features(bus_bytes: np.ndarray) -> np.ndarray:
     return np.column_stack([np.ones_like(bus_bytes), bus_bytes, np.sqrt(bus_bytes)])
 
 
-def banded_fit(size_bytes: np.ndarray, bus_bytes: np.ndarray, t: np.ndarray, link_bytes_s: float
-               ) -> dict[str, Any]:
-    """Two bands of alpha + x / bw + gamma sqrt(x) split at the message size (one of the
-    measured sizes) whose fit has the lowest median APE; each band needs 3 sizes. bw is at
-    most the datasheet link (the ring's bus bytes are the least any algorithm moves), so no
-    fitted time falls below the link's."""
+# Parts whose NVSwitch reduces in the switch (NVLink SHARP, Hopper on): an all-reduce there
+# moves each byte to the switch and back once, so its bus bandwidth may reach the link x
+# 2(p-1)/p; elsewhere the ring's bus bytes are the least any all-reduce moves.
+IN_SWITCH_REDUCTION = frozenset({"h100_sxm", "h200_sxm", "b200_sxm", "gb200"})
+
+
+def banded_fit(size_bytes: np.ndarray, bus_bytes: np.ndarray, t: np.ndarray, cap_bytes_s: float,
+               bands: int = 2, min_sizes: int = 3) -> dict[str, Any]:
+    """`bands` (2 or 3) bands of alpha + x / bw + gamma sqrt(x) split at the message sizes
+    (measured sizes) whose fit has the lowest median APE; each band needs 3 sizes. bw is at
+    most `cap_bytes_s` (the least bytes the collective can move over the datasheet link), so
+    no fitted time falls below the link's. Fewer bands where the sizes do not allow more."""
     sizes = np.unique(size_bytes)
     x = banded_features(bus_bytes)
-    lb = np.array([0.0, 1.0 / link_bytes_s, 0.0])
+    lb = np.array([0.0, 1.0 / cap_bytes_s, 0.0])
+    fits: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
 
-    def nnls_rel(xx: np.ndarray, tt: np.ndarray) -> np.ndarray:
-        return _nnls_lb(xx, tt, lb)
+    def band(lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+        if (lo, hi) not in fits:
+            m = (size_bytes >= lo) & (size_bytes < hi)
+            fits[(lo, hi)] = (m, _nnls_lb(x[m], t[m], lb))
+        return fits[(lo, hi)]
 
-    best: dict[str, Any] = {"edge": float(sizes[0]), "w": [nnls_rel(x, t)] * 2}
-    best_err = float(np.median(np.abs(x @ best["w"][0] / t - 1.0)))
-    for edge in sizes[3:-2]:
-        hi = size_bytes >= edge
-        if len(np.unique(size_bytes[~hi])) < 3 or len(np.unique(size_bytes[hi])) < 3:
+    cands = sizes[3:-2].tolist()
+    splits: list[tuple[float, ...]] = [()] + [(e,) for e in cands]
+    if bands == 3:
+        splits += [(e1, e2) for i, e1 in enumerate(cands) for e2 in cands[i + 1:]]
+    best: dict[str, Any] = {}
+    best_err = np.inf
+    for sp in splits:
+        bounds = [0.0, *sp, np.inf]
+        parts = [band(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+        if len(sp) and any(len(np.unique(size_bytes[m])) < min_sizes for m, _ in parts):
             continue
-        w_lo, w_hi = nnls_rel(x[~hi], t[~hi]), nnls_rel(x[hi], t[hi])
-        pred = np.where(hi, x @ w_hi, x @ w_lo)
+        pred = np.zeros_like(t)
+        for m, w in parts:
+            pred[m] = x[m] @ w
         err = float(np.median(np.abs(pred / t - 1.0)))
         if err < best_err:
-            best, best_err = {"edge": float(edge), "w": [w_lo, w_hi]}, err
+            best, best_err = {"edges": [float(e) for e in sp], "w": [w for _, w in parts]}, err
+    if not best["edges"]:  # one band: stored as two equal bands at the smallest size
+        best = {"edges": [float(sizes[0])], "w": best["w"] * 2}
     return best
 
 
 def banded_predict(model: dict[str, Any], size_bytes: np.ndarray, bus_bytes: np.ndarray
                    ) -> np.ndarray:
     x = banded_features(bus_bytes)
-    return np.where(size_bytes >= model["edge"], x @ model["w"][1], x @ model["w"][0])
+    out = x @ model["w"][0]
+    for edge, w in zip(model["edges"], model["w"][1:], strict=True):
+        out = np.where(size_bytes >= edge, x @ w, out)
+    return out
 
 
 def _band(w: np.ndarray) -> dict[str, float]:
@@ -411,25 +435,33 @@ def _band(w: np.ndarray) -> dict[str, float]:
             "sqrt_us_per_sqrt_byte": float(f"{w[2] * 1e6:.4g}")}
 
 
-def banded(size_bytes: np.ndarray, factor: np.ndarray, t: np.ndarray, link_bytes_s: float
-           ) -> dict[str, Any]:
-    """The size-banded collective fit with its training and leave-one-size-decade-out error."""
+def banded(size_bytes: np.ndarray, factor: np.ndarray, t: np.ndarray, cap_bytes_s: float,
+           bands: int = 2, min_sizes: int = 3) -> dict[str, Any]:
+    """The size-banded collective fit with its training and leave-one-size-decade-out error
+    (the edges refitted in each fold)."""
     bus = factor * size_bytes
-    model = banded_fit(size_bytes, bus, t, link_bytes_s)
-    resid = np.abs(banded_predict(model, size_bytes, bus) / t - 1.0)
+    model = banded_fit(size_bytes, bus, t, cap_bytes_s, bands, min_sizes)
     dec = np.floor(np.log10(size_bytes)).astype(np.int64)
-    cv = cv_groups(lambda keep: banded_fit(size_bytes[keep], bus[keep], t[keep], link_bytes_s),
+    cv = cv_groups(lambda keep: banded_fit(size_bytes[keep], bus[keep], t[keep], cap_bytes_s,
+                                           bands, min_sizes),
                    lambda mdl, held: banded_predict(mdl, size_bytes[held], bus[held]),
                    dec, t, min_train=8)
     # Stored rounded: the evaluation (and its error below) uses the stored constants.
-    bands = [_band(w) for w in model["w"]]
-    stored = {"edge": model["edge"], "w": [np.array(
+    stored_bands = [_band(w) for w in model["w"]]
+    stored = {"edges": model["edges"], "w": [np.array(
         [b["latency_us"] * 1e-6, 1.0 / b["bus_bandwidth_bytes_s"] if b["bus_bandwidth_bytes_s"]
-         else 0.0, b["sqrt_us_per_sqrt_byte"] * 1e-6]) for b in bands]}
+         else 0.0, b["sqrt_us_per_sqrt_byte"] * 1e-6]) for b in stored_bands]}
     resid = np.abs(banded_predict(stored, size_bytes, bus) / t - 1.0)
-    return {"edge_message_bytes": int(model["edge"]), "below": bands[0], "above": bands[1],
-            "_fit": {"rows": int(t.size), "residual": summary(resid),
-                     "cv": {"kind": "leave-one-size-decade-out", **summary(cv)}}}
+    out: dict[str, Any] = {"edge_message_bytes": int(model["edges"][0]),
+                           "below": stored_bands[0], "above": stored_bands[1]}
+    if len(stored_bands) == 3:
+        out["edge_high_message_bytes"] = int(model["edges"][1])
+        out["high"] = stored_bands[2]
+    out["_fit"] = {"rows": int(t.size), "bands": len(stored_bands), "min_sizes": min_sizes,
+                   "bus_bandwidth_cap_bytes_s": float(f"{cap_bytes_s:.4g}"),
+                   "residual": summary(resid),
+                   "cv": {"kind": "leave-one-size-decade-out", **summary(cv)}}
+    return out
 
 
 def _sizes(table: dict[str, np.ndarray], mp: np.ndarray, dtype_col: str
@@ -441,7 +473,11 @@ def _sizes(table: dict[str, np.ndarray], mp: np.ndarray, dtype_col: str
 
 def collective_fits(table: dict[str, np.ndarray], ops: list[str], op_col: str,
                     dtype_col: str, files: list[str], link_bytes_s: float,
-                    source: str | None = None) -> dict[str, Any]:
+                    source: str | None = None, bands: int = 2, min_sizes: int = 3,
+                    in_switch_reduction: bool = False) -> dict[str, Any]:
+    """Per collective and GPU count: the one line and the size-banded form (`bands` bands of
+    at least `min_sizes` message sizes each). `in_switch_reduction`: an all-reduce's bus
+    bandwidth may reach the link x 2(p-1)/p."""
     out: dict[str, Any] = {}
     for op in ops:
         m = table[op_col] == op
@@ -460,7 +496,10 @@ def collective_fits(table: dict[str, np.ndarray], ops: list[str], op_col: str,
             size, t = _sizes(table, mp, dtype_col)
             factor = bus_factor(op, np.full_like(t, p))
             const, stats = alpha_beta(size, factor, t)
-            rows[str(int(p))] = {**const, "banded": banded(size, factor, t, link_bytes_s),
+            cap = link_bytes_s * (float(factor[0]) if in_switch_reduction
+                                  and key == "all_reduce" else 1.0)
+            rows[str(int(p))] = {**const, "banded": banded(size, factor, t, cap, bands,
+                                                               min_sizes),
                                  "_fit": {"files": files, "source": source or "NCCL", **stats}}
         # Leave one GPU count out: its rows predicted from the nearest other count's fit.
         lo: list[float] = []
@@ -573,15 +612,18 @@ def fit_gpu_collectives(root: Path, gpu: str, res: dict[str, Any]) -> None:
             srcs = sorted(set(tab["kernel_source"].tolist()))
             # vLLM's CUDA-graph variant is what its decode steps run.
             src = next((s for s in srcs if "graph" in s), srcs[0])
+            # Three regimes: one-shot, two-shot, and the hand-over to NCCL.
             res["engines"].setdefault(eng, {})["custom_all_reduce"] = collective_fits(
                 tab, ["all_reduce"], "op_name", "allreduce_dtype", [rel(p, root)], link,
-                source=src)["all_reduce"]
+                source=src, bands=3, in_switch_reduction=gpu in IN_SWITCH_REDUCTION
+            )["all_reduce"]
     v = one_version(root, gpu, "comm", "nccl")
     if v is not None:
         p = v / "nccl_perf.parquet"
         res["nccl"] = collective_fits(read(p), ["all_reduce", "all_gather", "alltoall",
                                                 "reduce_scatter"], "op_name", "nccl_dtype",
-                                      [rel(p, root)], link)
+                                      [rel(p, root)], link, bands=3, min_sizes=5,
+                                      in_switch_reduction=gpu in IN_SWITCH_REDUCTION)
 
 
 def cv_table(catalog: dict[str, Any]) -> list[dict[str, Any]]:

@@ -19,10 +19,10 @@ affine in the work variables (the form perf/fast_step.py and the C core evaluate
   also carries the compute term.
 - collectives: alpha + f(p) bytes / bus bandwidth per GPU count: the engine's custom
   all-reduce (NCCL's where it has none), NCCL all-gather and all-to-all; DeepEP dispatch +
-  combine for expert parallelism (`ep_all_to_all_s`). That one line per GPU count is what the
-  step model charges (linear in a step's tokens); `collective_s` evaluates the size-banded
-  form beside it (two message-size bands, each latency + x/bw + gamma sqrt(x)), which follows
-  the protocol switches the line cannot.
+  combine for expert parallelism (`ep_all_to_all_s`). Beside that one line per GPU count, the
+  size-banded form (two or three message-size bands, each latency + x/bw + gamma sqrt(x)),
+  which follows the protocol switches the line cannot: `collective_s` evaluates it, and the
+  step model charges it at each step's own message size (`collective_bands`; perf/ops.py).
 
 C is the GPU's 16-bit datasheet peak and beta its HBM bandwidth, as in the fit.
 
@@ -196,8 +196,11 @@ def assumptions(mk: MeasuredKernels, kv_bytes: float, is_mla: bool, tp: int) -> 
         lb = collective(mk, "all_reduce", tp)
         if lb is not None:
             src = f"{mk.engine} custom" if mk.custom_all_reduce else "NCCL"
-            out.append(f"all-reduce ({src}, measured): {lb[0] * 1e6:.3g} us + 2(p-1)/p bytes / "
-                       f"{lb[1] / 1e9:.4g} GB/s")
+            bands = collective_bands(mk, "all_reduce", tp)
+            out.append(f"all-reduce ({src}, measured): " + (
+                f"{len(bands[1])} message-size bands, priced at each step's message"
+                if bands else f"{lb[0] * 1e6:.3g} us + 2(p-1)/p bytes / "
+                f"{lb[1] / 1e9:.4g} GB/s"))
     return out
 
 
@@ -240,20 +243,57 @@ def collective_s(mk: MeasuredKernels, kind: str, p: int, message_bytes: Any
     if r is None:
         return None
     f = _bus_factor(kind, p)
-    b = r.get("banded")
+    b = collective_bands(mk, kind, p)
     if b is None:
         x = f * np.asarray(message_bytes, dtype=np.float64)
         return r["latency_us"] * 1e-6 + x / float(r["bus_bandwidth_bytes_s"])
+    edges, bands = b
+    if len(bands) == 3:
+        return banded_collective_s(message_bytes, f, edges[0], bands[0], bands[1], edges[1],
+                                   bands[2])
+    return banded_collective_s(message_bytes, f, edges[0], bands[0], bands[1])
+
+
+def collective_bands(mk: MeasuredKernels, kind: str, p: int
+                     ) -> tuple[tuple[float, ...], tuple[tuple[float, float, float], ...]] | None:
+    """The size-banded form of `kind` over p GPUs (one NVLink domain) that `collective_s`
+    evaluates: (edge message bytes, increasing; bands, one more), each band (latency s, bus
+    bytes/s, s per sqrt bus byte); None where the catalog has no bands for it."""
+    r = _fit_row(mk, kind, p)
+    b = None if r is None else r.get("banded")
+    if b is None:
+        return None
 
     def band(c: dict[str, Any]) -> tuple[float, float, float]:
         return (c["latency_us"] * 1e-6, float(c["bus_bandwidth_bytes_s"]),
                 c["sqrt_us_per_sqrt_byte"] * 1e-6)
 
-    return banded_collective_s(message_bytes, f, float(b["edge_message_bytes"]),
-                               band(b["below"]), band(b["above"]))
+    edges = [float(b["edge_message_bytes"])]
+    bands = [band(b["below"]), band(b["above"])]
+    if "high" in b:  # a third regime (a custom all-reduce's switch to NCCL)
+        edges.append(float(b["edge_high_message_bytes"]))
+        bands.append(band(b["high"]))
+    return tuple(edges), tuple(bands)
 
 
 PCIE_SERVER_GPUS = 8
+
+
+def _domain_gpus(hw: Any) -> int:
+    domain = int(getattr(hw, "nvlink_domain_gpus", 8) or 8)
+    # A PCIe-only part (a domain of 1) still joins up to a server's 8 GPUs over PCIe, the
+    # links its own collective tables were measured on; past the server is the network.
+    return domain if domain > 1 else PCIE_SERVER_GPUS
+
+
+def domain_collective_bands(mk: MeasuredKernels, kind: str, p: int, hw: Any
+                            ) -> tuple[tuple[float, ...],
+                                       tuple[tuple[float, float, float], ...]] | None:
+    """`collective_bands` where p GPUs of `hw` stay within the domain its tables were
+    measured on; None beyond it (a group across nodes keeps `domain_collective`'s line)."""
+    if p > _domain_gpus(hw):
+        return None
+    return collective_bands(mk, kind, p)
 
 
 def domain_collective(mk: MeasuredKernels, kind: str, p: int, hw: Any
@@ -262,10 +302,7 @@ def domain_collective(mk: MeasuredKernels, kind: str, p: int, hw: Any
     on HGX boards) as measured; a larger group also crosses the network between nodes, whose
     per-GPU bandwidth (`network_bandwidth_bytes_s` of the hardware file) then bounds the bus
     bandwidth, at one more network latency. Error where the file gives none."""
-    domain = int(getattr(hw, "nvlink_domain_gpus", 8) or 8)
-    # A PCIe-only part (a domain of 1) still joins up to a server's 8 GPUs over PCIe, the
-    # links its own collective tables were measured on; past the server is the network.
-    domain = domain if domain > 1 else PCIE_SERVER_GPUS
+    domain = _domain_gpus(hw)
     inner = collective(mk, kind, min(p, domain))
     if inner is None or p <= domain:
         return inner
@@ -300,5 +337,5 @@ def ep_all_to_all_s(mk: MeasuredKernels, tokens: float, hidden: int, topk: int, 
 
 
 __all__ = ["ENGINES", "MeasuredKernels", "assumptions", "attention_rows", "collective",
-           "collective_s", "domain_collective", "ep_all_to_all_s", "measured_catalog",
-           "measured_for"]
+           "collective_bands", "collective_s", "domain_collective", "domain_collective_bands",
+           "ep_all_to_all_s", "measured_catalog", "measured_for"]

@@ -36,6 +36,7 @@ from ridgeline.perf.ops import (
     ATTENTION,
     INDICATOR_VARS,
     WORK_VARS,
+    CollectiveBands,
     Collectives,
     Op,
     OpTable,
@@ -99,9 +100,11 @@ def window_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
 
 def build_ext_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
                     link_bytes_s: float, latency_s: float,
-                    collectives: Collectives | None = None) -> OpTable:
+                    collectives: Collectives | None = None,
+                    collective_bands: CollectiveBands | None = None) -> OpTable:
     """`ops.build_table` with the windowed layers' attention appended, over EXT_VARS."""
-    base = build_table(model, precision, parallel, link_bytes_s, latency_s, collectives)
+    base = build_table(model, precision, parallel, link_bytes_s, latency_s, collectives,
+                       collective_bands)
     extra = window_ops(model, precision, parallel.tp)
     nv, k = len(EXT_VARS), len(extra)
 
@@ -124,7 +127,7 @@ def build_ext_table(model: ModelSpec, precision: Precision, parallel: Parallelis
                    kinds=base.kinds + [o.kind for o in extra],
                    layers=np.concatenate([base.layers, [o.layers for o in extra]]),
                    flops=flops, bytes=byts, kernels=kern, comm_s=comm,
-                   comm_terms=base.comm_terms,
+                   comm_terms=base.comm_terms, comm_bands=base.comm_bands,
                    drivers=base.drivers + [o.driver for o in extra],
                    in_dims=np.concatenate([base.in_dims, [o.in_dim for o in extra]]),
                    out_dims=np.concatenate([base.out_dims, [o.out_dim for o in extra]]),
