@@ -91,6 +91,17 @@ MIN_ROWS = 100
 # columns for the tables' shapes at TP 16-32) are not tile-aligned and run a slow path that
 # the shapes served at TP <= 8 do not.
 MAX_MOE_TP = 8
+# MoE kernel sources left out of the fits: TensorRT-LLM's min-latency NVFP4 rows route every
+# shape through a DeepSeek-V3 group-limited gate (8 groups, 4 kept) instead of the table's
+# balanced routing, and skip the finalize (un-permute and reduce) kernel.
+EXCLUDED_MOE_SOURCES = ("moe_torch_flow_min_latency",)
+# The grouped GEMMs' tile edges tried (a discrete choice per fit).
+MOE_TILES = tuple(float(v) for v in os.environ.get("RIDGELINE_MOE_TILES", "32,128").split(","))
+# Model shapes (hidden, inter, experts, topk) whose experts are a non-gated relu2 MLP (the
+# collector's Nemotron-H cases, `is_gated: false`): the first grouped GEMM has I outputs,
+# not the 2I of gate and up.
+NON_GATED_MOE_SHAPES = ((1024, 2688, 512, 22), (2048, 5120, 512, 22), (2688, 1856, 128, 6),
+                        (4096, 2688, 512, 22), (8192, 5120, 512, 22))
 # GEMMs whose bf16 activations are quantized by a kernel of their own before the matmul.
 QUANTIZED_ACTIVATIONS = ("fp8", "fp8_block", "fp4")
 # The MoE fits' loss on log(pred/measured): "l1" (least absolute, what the median-APE bar
@@ -313,13 +324,14 @@ def moe_params(theta: np.ndarray, tile: float) -> dict[str, float]:
 
 def moe_predict_s(p: dict[str, float], pairs: np.ndarray, uniq: np.ndarray, d: np.ndarray,
                   inter_loc: np.ndarray, peak: float, bw: float, b_w: float,
-                  local: np.ndarray | float = 0.0) -> np.ndarray:
+                  local: np.ndarray | float = 0.0, up: np.ndarray | float = 2.0) -> np.ndarray:
     """Seconds of one MoE layer on one GPU (the form perf/measured_kernels.py uses); `local`:
-    the experts this GPU holds, touched or not (a cost per held expert in the floor)."""
+    the experts this GPU holds, touched or not (a cost per held expert in the floor); `up`:
+    the first GEMM's outputs per intermediate column (2: gate and up; 1: a non-gated MLP)."""
     ce, be = peak * p["compute_efficiency"], bw * p["bandwidth_efficiency"]
     total = np.zeros_like(pairs) + 1e-6 * p.get("local_expert_us", 0.0) * local
     tile = p["tile"]
-    for i_dim, o_dim in ((d, 2.0 * inter_loc), (inter_loc, d)):
+    for i_dim, o_dim in ((d, up * inter_loc), (inter_loc, d)):
         # the grouped GEMM's tiles cover each expert's matrix in whole tiles
         padded = np.ceil(i_dim / tile) * tile * np.ceil(o_dim / tile) * tile
         comp = 2.0 * padded * (pairs + uniq * p["pad_rows"]) / ce
@@ -342,7 +354,8 @@ def _moe_rows(path: Path) -> dict[str, dict[str, Any]]:
         res: dict[str, Any] = {}
         for dist in ("balanced", "power_law"):
             sel = (t["moe_dtype"] == dtype) & (t["latency"] > 0) & (t["moe_ep_size"] == 1) \
-                & (t["moe_tp_size"] <= MAX_MOE_TP)
+                & (t["moe_tp_size"] <= MAX_MOE_TP) \
+                & ~np.isin(t["kernel_source"].astype(str), EXCLUDED_MOE_SOURCES)
             sel &= (t["distribution"] == "balanced") if dist == "balanced" else \
                 np.char.startswith(t["distribution"].astype(str), "power_law")
             if not sel.any():
@@ -363,6 +376,11 @@ def _moe_rows(path: Path) -> dict[str, dict[str, Any]]:
                          "inter_loc": inter.astype(float) / tp, "pairs": pairs, "uniq": ucount,
                          "shape": np.stack([d, inter, ne, topk], axis=1),
                          "local": ne.astype(float) / ep,
+                         "gating_known": bool(np.char.endswith(
+                             t["kernel_source"][sel].astype(str), "nongated").any()),
+                         "up": np.where([(int(a), int(b), int(c), int(e)) in NON_GATED_MOE_SHAPES
+                                         for a, b, c, e in zip(d, inter, ne, topk, strict=True)],
+                                        1.0, 2.0),
                          "lat_s": best * 1e-3}
         if "balanced" in res:
             out[dtype] = res
@@ -379,7 +397,7 @@ def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
                 ) -> np.ndarray:
         sl = slice(None) if mask is None else mask
         return moe_predict_s(p, r["pairs"][sl], r["uniq"][sl], r["d"][sl], r["inter_loc"][sl],
-                             peak, bw, b_w, r["local"][sl])
+                             peak, bw, b_w, r["local"][sl], r["up"][sl])
 
     def make(mask: np.ndarray, tile: float) -> Callable[[np.ndarray], np.ndarray]:
         def resid(theta: np.ndarray) -> np.ndarray:
@@ -389,21 +407,34 @@ def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
     allrows = np.ones(len(y), dtype=bool)
     best_theta, best_cost, tile = None, np.inf, 16.0
     extra = [math.log(0.01)] if MOE_HELD_EXPERT_COST else []
-    for tl in (32.0, 128.0):  # the tile: a discrete choice, each fitted
-        for start in ([_logit(0.5), _logit(0.7), math.log(5.0), math.log(0.3), math.log(16.0),
-                       0.0, *extra],
-                      [_logit(0.3), _logit(0.5), math.log(20.0), math.log(1.0),
-                       math.log(64.0), 1.0, *extra]):
-            th = lm_fit(make(allrows, tl), np.array(start), 60)
-            r = make(allrows, tl)(th)
-            if float(r @ r) < best_cost:
-                best_theta, best_cost, tile = th, float(r @ r), tl
+    # Whether the relu2 shapes ran non-gated: the kernel source says so in TensorRT-LLM's
+    # tables; elsewhere older collectors ran them as gated layers, so that is a discrete
+    # choice per table, fitted like the tile (the gated first GEMM does 2x the work).
+    gatings = [bal["up"]] if bal["gating_known"] or (bal["up"] == 2.0).all() else \
+        [bal["up"], np.full_like(bal["up"], 2.0)]
+    best_up = bal["up"]
+    for up in gatings:
+        bal["up"] = up
+        for tl in MOE_TILES:  # the tile: a discrete choice, each fitted
+            for start in ([_logit(0.5), _logit(0.7), math.log(5.0), math.log(0.3),
+                           math.log(16.0), 0.0, *extra],
+                          [_logit(0.3), _logit(0.5), math.log(20.0), math.log(1.0),
+                           math.log(64.0), 1.0, *extra]):
+                th = lm_fit(make(allrows, tl), np.array(start), 60)
+                cost = float(np.abs(make(allrows, tl)(th)).sum())
+                if cost < best_cost:
+                    best_theta, best_cost, tile, best_up = th, cost, tl, up
+    bal["up"] = best_up
+    if "power_law" in rows and not rows["power_law"]["gating_known"]:
+        rows["power_law"]["up"] = np.where(best_up.min() < 2.0, rows["power_law"]["up"], 2.0)
     if MOE_LOSS == "l1":
         best_theta = lm_fit_l1(make(allrows, tile), best_theta, 60)
     assert best_theta is not None
     p = moe_params(best_theta, tile)
     info: dict[str, Any] = {"rows": len(y),
                             "residual": ape_stats(pred_of(p, bal), y)}
+    if (bal["up"] < 2.0).any():
+        info["non_gated_shapes"] = len(np.unique(bal["shape"][bal["up"] < 2.0], axis=0))
     shapes = np.unique(bal["shape"], axis=0)
     info["shapes"] = len(shapes)
     held = np.full(len(y), np.nan)
