@@ -11,11 +11,17 @@ engine, dtype), the two models ridgeline's operator rows evaluate (perf/measured
   bf16 and weight-only), added to both rows so the operator stays a max of affine rows.
 - MoE layer (gate_up, act and down of one layer on one GPU, as the tables time it): for each
   of the two grouped GEMMs (in, out) = (d, 2 I/tp) and (I/tp, d),
-  max(2 R in out/(C e_c) + 2 U P in out/(C e_c), (U in out b_w + R (in + out) b_a)/(beta e_b)
-  + t0/2 + U t_u/2), summed: R token-expert pairs and U distinct experts on this GPU (the
-  table's balanced routing, computed exactly as the collector routes), P padded rows per
-  touched expert, t_u a per-touched-expert overhead, t0 the layer's floor (routing
-  bookkeeping, activation kernel, launches).
+  max(2 (R + U P) in' out' (1 + k0/in)/(C e_c), (U in out b_w + R (in + out) b_a)/(beta e_b)
+  + t0/2 + U t_u/2), summed: in'/out' the dims rounded up to the tile, R token-expert pairs
+  and U distinct experts on this GPU (the table's balanced routing, computed exactly as the
+  collector routes), P padded rows per touched expert, k0 the epilogue in reduction steps
+  (narrow-k experts run further from the peak), t_u a per-touched-expert overhead, t0 the
+  layer's floor (routing bookkeeping, activation kernel, launches). Relu2 experts
+  (Nemotron-H) are non-gated, (d, I/tp) for the first GEMM, where the table ran them so:
+  TensorRT-LLM's kernel source says it; for the other engines' tables (older collectors ran
+  them gated) it is a discrete choice per table, fitted like the tile. TensorRT-LLM's
+  min-latency NVFP4 rows are left out (a DeepSeek-V3 group-limited gate, not the balanced
+  routing; no finalize kernel).
 
 Efficiencies are kept in (0, 1] and every other constant >= 0 (logistic / exponential
 parameters), so a fitted time is never below the roofline. Fits minimise the mean squared
@@ -95,6 +101,7 @@ MAX_MOE_TP = 8
 # shape through a DeepSeek-V3 group-limited gate (8 groups, 4 kept) instead of the table's
 # balanced routing, and skip the finalize (un-permute and reduce) kernel.
 EXCLUDED_MOE_SOURCES = ("moe_torch_flow_min_latency",)
+MOE_EPILOGUE = int(os.environ.get("RIDGELINE_MOE_EPILOGUE", "1") == "1")
 # The grouped GEMMs' tile edges tried (a discrete choice per fit).
 MOE_TILES = tuple(float(v) for v in os.environ.get("RIDGELINE_MOE_TILES", "32,128").split(","))
 # Model shapes (hidden, inter, experts, topk) whose experts are a non-gated relu2 MLP (the
@@ -317,8 +324,9 @@ def moe_params(theta: np.ndarray, tile: float) -> dict[str, float]:
          "expert_us": float(np.exp(theta[3])),
          "pad_rows": float(np.exp(theta[4])),
          "activation_scale": float(np.exp(theta[5]))}
-    if len(theta) > 6:  # RIDGELINE_MOE_HELD_EXPERT_COST=1 (not evaluated by ridgeline yet)
-        p["local_expert_us"] = float(np.exp(theta[6]))
+    p["epilogue_k"] = float(np.exp(theta[6])) if MOE_EPILOGUE else 0.0
+    if len(theta) > 6 + MOE_EPILOGUE:  # RIDGELINE_MOE_HELD_EXPERT_COST=1 (not evaluated yet)
+        p["local_expert_us"] = float(np.exp(theta[6 + MOE_EPILOGUE]))
     return p
 
 
@@ -334,7 +342,10 @@ def moe_predict_s(p: dict[str, float], pairs: np.ndarray, uniq: np.ndarray, d: n
     for i_dim, o_dim in ((d, up * inter_loc), (inter_loc, d)):
         # the grouped GEMM's tiles cover each expert's matrix in whole tiles
         padded = np.ceil(i_dim / tile) * tile * np.ceil(o_dim / tile) * tile
-        comp = 2.0 * padded * (pairs + uniq * p["pad_rows"]) / ce
+        # each output element's epilogue costs epilogue_k more reduction steps (as in GEMMs):
+        # narrow-k experts (the down GEMM of a TP-split layer) run further from the peak
+        comp = 2.0 * padded * (1.0 + p["epilogue_k"] / i_dim) * (pairs + uniq * p["pad_rows"]) \
+            / ce
         mem = (uniq * i_dim * o_dim * b_w
                + pairs * (i_dim + o_dim) * B_ACT * p["activation_scale"]) / be \
             + 0.5e-6 * (p["floor_us"] + uniq * p["expert_us"])
@@ -406,7 +417,8 @@ def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
 
     allrows = np.ones(len(y), dtype=bool)
     best_theta, best_cost, tile = None, np.inf, 16.0
-    extra = [math.log(0.01)] if MOE_HELD_EXPERT_COST else []
+    extra = ([math.log(64.0)] if MOE_EPILOGUE else []) \
+        + ([math.log(0.01)] if MOE_HELD_EXPERT_COST else [])
     # Whether the relu2 shapes ran non-gated: the kernel source says so in TensorRT-LLM's
     # tables; elsewhere older collectors ran them as gated layers, so that is a discrete
     # choice per table, fitted like the tile (the gated first GEMM does 2x the work).
