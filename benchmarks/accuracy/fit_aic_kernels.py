@@ -32,7 +32,10 @@ reported errors are APE |pred - measured|/measured. `--only-moe` refits the MoE 
 alone, keeping the GEMM fits of the catalog and results files. RIDGELINE_MOE_HELD_EXPERT_COST=1
 adds a cost per expert the GPU holds (touched or not) to the layer's floor: a diagnosis
 switch (TensorRT-LLM's block-fp8 MoE fits to about 0.27 us per held expert), not in the
-shipped catalog, whose op table does not carry the held-expert count.
+shipped catalog, whose op table does not carry the held-expert count (with the epilogue
+term it takes TensorRT-LLM's B200 NVFP4 MoE only from 12.9 to 12.5%). RIDGELINE_MOE_EPILOGUE=0
+drops the MoE epilogue term; RIDGELINE_MOE_TILES=16,32,64,128,256 widens the tile choice
+(diagnosis switches: 64/256 moved no fit across the bar).
 Cross-validation holds shapes out and refits on the rest (warm-started from the full fit):
 GEMM holds each (n, k) shape out in one of 20 groups (a twentieth of the shapes unseen at
 once: stricter than one at a time, and 25x cheaper over ~480 shapes), MoE leaves each model
@@ -101,6 +104,7 @@ MAX_MOE_TP = 8
 # shape through a DeepSeek-V3 group-limited gate (8 groups, 4 kept) instead of the table's
 # balanced routing, and skip the finalize (un-permute and reduce) kernel.
 EXCLUDED_MOE_SOURCES = ("moe_torch_flow_min_latency",)
+# 1: the MoE compute row pays an epilogue of k0 reduction steps per output (narrow-k experts).
 MOE_EPILOGUE = int(os.environ.get("RIDGELINE_MOE_EPILOGUE", "1") == "1")
 # The grouped GEMMs' tile edges tried (a discrete choice per fit).
 MOE_TILES = tuple(float(v) for v in os.environ.get("RIDGELINE_MOE_TILES", "32,128").split(","))
