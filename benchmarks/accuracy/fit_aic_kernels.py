@@ -11,11 +11,17 @@ engine, dtype), the two models ridgeline's operator rows evaluate (perf/measured
   bf16 and weight-only), added to both rows so the operator stays a max of affine rows.
 - MoE layer (gate_up, act and down of one layer on one GPU, as the tables time it): for each
   of the two grouped GEMMs (in, out) = (d, 2 I/tp) and (I/tp, d),
-  max(2 R in out/(C e_c) + 2 U P in out/(C e_c), (U in out b_w + R (in + out) b_a)/(beta e_b)
-  + t0/2 + U t_u/2), summed: R token-expert pairs and U distinct experts on this GPU (the
-  table's balanced routing, computed exactly as the collector routes), P padded rows per
-  touched expert, t_u a per-touched-expert overhead, t0 the layer's floor (routing
-  bookkeeping, activation kernel, launches).
+  max(2 (R + U P) in' out' (1 + k0/in)/(C e_c), (U in out b_w + R (in + out) b_a)/(beta e_b)
+  + t0/2 + U t_u/2), summed: in'/out' the dims rounded up to the tile, R token-expert pairs
+  and U distinct experts on this GPU (the table's balanced routing, computed exactly as the
+  collector routes), P padded rows per touched expert, k0 the epilogue in reduction steps
+  (narrow-k experts run further from the peak), t_u a per-touched-expert overhead, t0 the
+  layer's floor (routing bookkeeping, activation kernel, launches). Relu2 experts
+  (Nemotron-H) are non-gated, (d, I/tp) for the first GEMM, where the table ran them so:
+  TensorRT-LLM's kernel source says it; for the other engines' tables (older collectors ran
+  them gated) it is a discrete choice per table, fitted like the tile. TensorRT-LLM's
+  min-latency NVFP4 rows are left out (a DeepSeek-V3 group-limited gate, not the balanced
+  routing; no finalize kernel).
 
 Efficiencies are kept in (0, 1] and every other constant >= 0 (logistic / exponential
 parameters), so a fitted time is never below the roofline. Fits minimise the mean squared
@@ -26,7 +32,10 @@ reported errors are APE |pred - measured|/measured. `--only-moe` refits the MoE 
 alone, keeping the GEMM fits of the catalog and results files. RIDGELINE_MOE_HELD_EXPERT_COST=1
 adds a cost per expert the GPU holds (touched or not) to the layer's floor: a diagnosis
 switch (TensorRT-LLM's block-fp8 MoE fits to about 0.27 us per held expert), not in the
-shipped catalog, whose op table does not carry the held-expert count.
+shipped catalog, whose op table does not carry the held-expert count (with the epilogue
+term it takes TensorRT-LLM's B200 NVFP4 MoE only from 12.9 to 12.5%). RIDGELINE_MOE_EPILOGUE=0
+drops the MoE epilogue term; RIDGELINE_MOE_TILES=16,32,64,128,256 widens the tile choice
+(diagnosis switches: 64/256 moved no fit across the bar).
 Cross-validation holds shapes out and refits on the rest (warm-started from the full fit):
 GEMM holds each (n, k) shape out in one of 20 groups (a twentieth of the shapes unseen at
 once: stricter than one at a time, and 25x cheaper over ~480 shapes), MoE leaves each model
@@ -91,6 +100,19 @@ MIN_ROWS = 100
 # columns for the tables' shapes at TP 16-32) are not tile-aligned and run a slow path that
 # the shapes served at TP <= 8 do not.
 MAX_MOE_TP = 8
+# MoE kernel sources left out of the fits: TensorRT-LLM's min-latency NVFP4 rows route every
+# shape through a DeepSeek-V3 group-limited gate (8 groups, 4 kept) instead of the table's
+# balanced routing, and skip the finalize (un-permute and reduce) kernel.
+EXCLUDED_MOE_SOURCES = ("moe_torch_flow_min_latency",)
+# 1: the MoE compute row pays an epilogue of k0 reduction steps per output (narrow-k experts).
+MOE_EPILOGUE = int(os.environ.get("RIDGELINE_MOE_EPILOGUE", "1") == "1")
+# The grouped GEMMs' tile edges tried (a discrete choice per fit).
+MOE_TILES = tuple(float(v) for v in os.environ.get("RIDGELINE_MOE_TILES", "32,128").split(","))
+# Model shapes (hidden, inter, experts, topk) whose experts are a non-gated relu2 MLP (the
+# collector's Nemotron-H cases, `is_gated: false`): the first grouped GEMM has I outputs,
+# not the 2I of gate and up.
+NON_GATED_MOE_SHAPES = ((1024, 2688, 512, 22), (2048, 5120, 512, 22), (2688, 1856, 128, 6),
+                        (4096, 2688, 512, 22), (8192, 5120, 512, 22))
 # GEMMs whose bf16 activations are quantized by a kernel of their own before the matmul.
 QUANTIZED_ACTIVATIONS = ("fp8", "fp8_block", "fp4")
 # The MoE fits' loss on log(pred/measured): "l1" (least absolute, what the median-APE bar
@@ -306,23 +328,28 @@ def moe_params(theta: np.ndarray, tile: float) -> dict[str, float]:
          "expert_us": float(np.exp(theta[3])),
          "pad_rows": float(np.exp(theta[4])),
          "activation_scale": float(np.exp(theta[5]))}
-    if len(theta) > 6:  # RIDGELINE_MOE_HELD_EXPERT_COST=1 (not evaluated by ridgeline yet)
-        p["local_expert_us"] = float(np.exp(theta[6]))
+    p["epilogue_k"] = float(np.exp(theta[6])) if MOE_EPILOGUE else 0.0
+    if len(theta) > 6 + MOE_EPILOGUE:  # RIDGELINE_MOE_HELD_EXPERT_COST=1 (not evaluated yet)
+        p["local_expert_us"] = float(np.exp(theta[6 + MOE_EPILOGUE]))
     return p
 
 
 def moe_predict_s(p: dict[str, float], pairs: np.ndarray, uniq: np.ndarray, d: np.ndarray,
                   inter_loc: np.ndarray, peak: float, bw: float, b_w: float,
-                  local: np.ndarray | float = 0.0) -> np.ndarray:
+                  local: np.ndarray | float = 0.0, up: np.ndarray | float = 2.0) -> np.ndarray:
     """Seconds of one MoE layer on one GPU (the form perf/measured_kernels.py uses); `local`:
-    the experts this GPU holds, touched or not (a cost per held expert in the floor)."""
+    the experts this GPU holds, touched or not (a cost per held expert in the floor); `up`:
+    the first GEMM's outputs per intermediate column (2: gate and up; 1: a non-gated MLP)."""
     ce, be = peak * p["compute_efficiency"], bw * p["bandwidth_efficiency"]
     total = np.zeros_like(pairs) + 1e-6 * p.get("local_expert_us", 0.0) * local
     tile = p["tile"]
-    for i_dim, o_dim in ((d, 2.0 * inter_loc), (inter_loc, d)):
+    for i_dim, o_dim in ((d, up * inter_loc), (inter_loc, d)):
         # the grouped GEMM's tiles cover each expert's matrix in whole tiles
         padded = np.ceil(i_dim / tile) * tile * np.ceil(o_dim / tile) * tile
-        comp = 2.0 * padded * (pairs + uniq * p["pad_rows"]) / ce
+        # each output element's epilogue costs epilogue_k more reduction steps (as in GEMMs):
+        # narrow-k experts (the down GEMM of a TP-split layer) run further from the peak
+        comp = 2.0 * padded * (1.0 + p["epilogue_k"] / i_dim) * (pairs + uniq * p["pad_rows"]) \
+            / ce
         mem = (uniq * i_dim * o_dim * b_w
                + pairs * (i_dim + o_dim) * B_ACT * p["activation_scale"]) / be \
             + 0.5e-6 * (p["floor_us"] + uniq * p["expert_us"])
@@ -342,7 +369,8 @@ def _moe_rows(path: Path) -> dict[str, dict[str, Any]]:
         res: dict[str, Any] = {}
         for dist in ("balanced", "power_law"):
             sel = (t["moe_dtype"] == dtype) & (t["latency"] > 0) & (t["moe_ep_size"] == 1) \
-                & (t["moe_tp_size"] <= MAX_MOE_TP)
+                & (t["moe_tp_size"] <= MAX_MOE_TP) \
+                & ~np.isin(t["kernel_source"].astype(str), EXCLUDED_MOE_SOURCES)
             sel &= (t["distribution"] == "balanced") if dist == "balanced" else \
                 np.char.startswith(t["distribution"].astype(str), "power_law")
             if not sel.any():
@@ -363,6 +391,11 @@ def _moe_rows(path: Path) -> dict[str, dict[str, Any]]:
                          "inter_loc": inter.astype(float) / tp, "pairs": pairs, "uniq": ucount,
                          "shape": np.stack([d, inter, ne, topk], axis=1),
                          "local": ne.astype(float) / ep,
+                         "gating_known": bool(np.char.endswith(
+                             t["kernel_source"][sel].astype(str), "nongated").any()),
+                         "up": np.where([(int(a), int(b), int(c), int(e)) in NON_GATED_MOE_SHAPES
+                                         for a, b, c, e in zip(d, inter, ne, topk, strict=True)],
+                                        1.0, 2.0),
                          "lat_s": best * 1e-3}
         if "balanced" in res:
             out[dtype] = res
@@ -379,7 +412,7 @@ def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
                 ) -> np.ndarray:
         sl = slice(None) if mask is None else mask
         return moe_predict_s(p, r["pairs"][sl], r["uniq"][sl], r["d"][sl], r["inter_loc"][sl],
-                             peak, bw, b_w, r["local"][sl])
+                             peak, bw, b_w, r["local"][sl], r["up"][sl])
 
     def make(mask: np.ndarray, tile: float) -> Callable[[np.ndarray], np.ndarray]:
         def resid(theta: np.ndarray) -> np.ndarray:
@@ -388,22 +421,36 @@ def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
 
     allrows = np.ones(len(y), dtype=bool)
     best_theta, best_cost, tile = None, np.inf, 16.0
-    extra = [math.log(0.01)] if MOE_HELD_EXPERT_COST else []
-    for tl in (32.0, 128.0):  # the tile: a discrete choice, each fitted
-        for start in ([_logit(0.5), _logit(0.7), math.log(5.0), math.log(0.3), math.log(16.0),
-                       0.0, *extra],
-                      [_logit(0.3), _logit(0.5), math.log(20.0), math.log(1.0),
-                       math.log(64.0), 1.0, *extra]):
-            th = lm_fit(make(allrows, tl), np.array(start), 60)
-            r = make(allrows, tl)(th)
-            if float(r @ r) < best_cost:
-                best_theta, best_cost, tile = th, float(r @ r), tl
+    extra = ([math.log(64.0)] if MOE_EPILOGUE else []) \
+        + ([math.log(0.01)] if MOE_HELD_EXPERT_COST else [])
+    # Whether the relu2 shapes ran non-gated: the kernel source says so in TensorRT-LLM's
+    # tables; elsewhere older collectors ran them as gated layers, so that is a discrete
+    # choice per table, fitted like the tile (the gated first GEMM does 2x the work).
+    gatings = [bal["up"]] if bal["gating_known"] or (bal["up"] == 2.0).all() else \
+        [bal["up"], np.full_like(bal["up"], 2.0)]
+    best_up = bal["up"]
+    for up in gatings:
+        bal["up"] = up
+        for tl in MOE_TILES:  # the tile: a discrete choice, each fitted
+            for start in ([_logit(0.5), _logit(0.7), math.log(5.0), math.log(0.3),
+                           math.log(16.0), 0.0, *extra],
+                          [_logit(0.3), _logit(0.5), math.log(20.0), math.log(1.0),
+                           math.log(64.0), 1.0, *extra]):
+                th = lm_fit(make(allrows, tl), np.array(start), 60)
+                cost = float(np.abs(make(allrows, tl)(th)).sum())
+                if cost < best_cost:
+                    best_theta, best_cost, tile, best_up = th, cost, tl, up
+    bal["up"] = best_up
+    if "power_law" in rows and not rows["power_law"]["gating_known"]:
+        rows["power_law"]["up"] = np.where(best_up.min() < 2.0, rows["power_law"]["up"], 2.0)
     if MOE_LOSS == "l1":
         best_theta = lm_fit_l1(make(allrows, tile), best_theta, 60)
     assert best_theta is not None
     p = moe_params(best_theta, tile)
     info: dict[str, Any] = {"rows": len(y),
                             "residual": ape_stats(pred_of(p, bal), y)}
+    if (bal["up"] < 2.0).any():
+        info["non_gated_shapes"] = len(np.unique(bal["shape"][bal["up"] < 2.0], axis=0))
     shapes = np.unique(bal["shape"], axis=0)
     info["shapes"] = len(shapes)
     held = np.full(len(y), np.nan)

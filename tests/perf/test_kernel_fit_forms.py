@@ -208,3 +208,44 @@ def test_least_absolute_refit_lands_on_the_median() -> None:
     l2_0, l1_0 = json.loads(run.stdout)
     assert l2_0 == pytest.approx(0.6, abs=1e-4)
     assert abs(l1_0) < 0.02
+
+
+def test_moe_fit_rows_leave_out_min_latency_routing_and_price_relu2_experts_non_gated() -> None:
+    """The MoE fit's rows of B200 TensorRT-LLM NVFP4, against the measured table itself:
+    Mixtral's layer (4096 x 14336, 8 experts, top-2) at TP1 and 4 tokens is the fastest
+    balanced-routing row of the standard kernel, not the faster min-latency row (timed through
+    a DeepSeek-V3 group-limited gate, not the balanced routing); Nemotron-3-Super's relu2
+    experts (4096 x 2688, 512, top-22) are fitted as a non-gated layer (1 x I up columns)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    data = REPO.parent / "shared" / "data" / "aic-kernels"
+    tables = sorted((data / "b200_sxm" / "moe" / "trtllm").glob("*/moe_perf.parquet"))
+    if not tables:
+        pytest.skip("the measured tables are not in ../shared/data")
+    t = pq.read_table(tables[0]).to_pydict()
+    lat: dict[str, list[float]] = {}
+    for i in range(len(t["latency"])):
+        if (t["moe_dtype"][i], t["hidden_size"][i], t["inter_size"][i], t["num_experts"][i],
+                t["topk"][i], t["moe_tp_size"][i], t["moe_ep_size"][i], t["num_tokens"][i],
+                t["distribution"][i]) == ("nvfp4", 4096, 14336, 8, 2, 1, 1, 4, "balanced"):
+            lat.setdefault(t["kernel_source"][i], []).append(t["latency"][i])
+    standard = min(lat["moe_torch_flow_cutlass"])
+    assert min(lat["moe_torch_flow_min_latency"]) < 0.8 * standard  # the test discriminates
+    scripts = str(REPO / "benchmarks" / "accuracy")
+    code = (
+        "import sys, json\n"
+        "import numpy as np\n"
+        f"sys.path.insert(0, {scripts!r})\n"
+        "import fit_aic_kernels as fk\n"
+        f"b = fk._moe_rows(fk.Path({str(tables[0])!r}))['nvfp4']['balanced']\n"
+        "sh = b['shape']\n"
+        "mix = (sh == [4096, 14336, 8, 2]).all(axis=1) & (b['tokens'] == 4)"
+        " & (b['inter_loc'] == 14336)\n"
+        "nano = (sh == [4096, 2688, 512, 22]).all(axis=1)\n"
+        "print(json.dumps([b['lat_s'][mix].tolist(), sorted(set(b['up'][nano].tolist())),"
+        " sorted(set(b['up'][~nano].tolist())), b['gating_known']]))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    mix_s, up_nano, up_rest, known = json.loads(run.stdout)
+    assert mix_s == [pytest.approx(standard * 1e-3, rel=1e-9)]
+    assert up_nano == [1.0] and 2.0 in up_rest and known

@@ -11,8 +11,9 @@ the work variables:
   (m(k q_e + q_r) + q_0: it runs before the matmul, so it adds to whichever row wins).
   C is the datasheet peak of the dtype's math (fp8 for fp8 and block-fp8, fp4 for NVFP4,
   bf16 for weight-only int4/int8).
-- MoE experts (each of gate_up and down, per layer): compute 2 in' out' (k n + P u)/(C e_c),
-  in'/out' the dims rounded up to the kernel's tile and P padded rows per touched expert;
+- MoE experts (each of gate_up and down, per layer): compute 2 in' out' (1 + k0/in)
+  (k n + P u)/(C e_c), in'/out' the dims rounded up to the kernel's tile, k0 the epilogue in
+  reduction steps (as a GEMM's) and P padded rows per touched expert;
   memory (u in out b_w + a k n (in + out) b_a)/(beta e_b) + (t0 + t_u u)/2, u the expected
   touched experts, a the routed activations' traffic (gather, intermediate, scatter) per
   pair of 16-bit rows, t0 the layer's floor (routing bookkeeping, the activation kernel) and
@@ -172,8 +173,11 @@ def measured_expert_rows(fit: Fit, f: np.ndarray, d: np.ndarray, in_dim: float,
     ce = hw.peak(p["_fit"]["peak"]) * p["compute_efficiency"]
     tile = p["tile"]
     padded = math.ceil(in_dim / tile) * tile * math.ceil(out_dim / tile) * tile
-    comp = f * (padded / (in_dim * out_dim)) / ce
-    comp[var["u"]] += 2.0 * padded * p["pad_rows"] * layers / ce
+    # Each output element's epilogue costs epilogue_k more reduction steps: narrow-k
+    # experts (the down GEMM of a TP-split layer) run further from the peak.
+    epi = 1.0 + p.get("epilogue_k", 0.0) / in_dim
+    comp = f * (padded * epi / (in_dim * out_dim)) / ce
+    comp[var["u"]] += 2.0 * padded * epi * p["pad_rows"] * layers / ce
     mem = d / (hw.memory_bandwidth_bytes_s * p["bandwidth_efficiency"])
     mem[var["n"]] *= p["activation_scale"]
     mem[var["any"]] += 0.5e-6 * p["floor_us"] * layers
@@ -225,7 +229,8 @@ def measured_assumptions(prof: Any, precision: Any) -> list[str]:
         out.append(
             f"MoE experts ({dt}, whole layer): {src}: per layer max(compute at "
             f"{p['compute_efficiency']:.3g} of the {p['_fit']['peak']} peak on tiles of "
-            f"{p['tile']:g} + {p['pad_rows']:.3g} padded rows per touched expert, expert "
+            f"{p['tile']:g} x k/(k + {p.get('epilogue_k', 0.0):.3g}) + {p['pad_rows']:.3g} "
+            "padded rows per touched expert, expert "
             f"weights of E[U] touched experts at {p['bandwidth_efficiency']:.3g} of the "
             f"bandwidth + {p['activation_scale']:.3g}x the routed activations) + floor "
             f"{p['floor_us']:.3g} us + {p['expert_us']:.3g} us per touched expert "
