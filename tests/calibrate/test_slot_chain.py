@@ -102,7 +102,7 @@ def test_calibrate_records_the_order_its_requests_leave(tmp_path: Path) -> None:
 
 
 def test_probes_that_are_pinned() -> None:
-    from ridgeline.calibrate.probe import pin_of
+    from ridgeline.calibrate.slot_state import pin_of
 
     # Prefill probes too (short prompts would otherwise go by prompt similarity); the
     # open-loop probe is the one that exercises LRU.

@@ -19,7 +19,8 @@ from ridgeline.metrics.analysis import analyze
 from ridgeline.report.breakdown import plot_op_breakdown
 from ridgeline.report.cdf import plot_cdfs
 from ridgeline.report.estimate_view import estimate_view
-from ridgeline.report.load import LoadPoint, plot_latency_vs_load
+from ridgeline.report.load import plot_latency_vs_load
+from ridgeline.report.load_data import LoadPoint
 from ridgeline.report.roofline import load_measured_points, plot_roofline
 from ridgeline.report.style import save_figure
 from ridgeline.report.timeline import plot_engine_timeline, plot_run_series

@@ -37,6 +37,7 @@ from typing import Any
 import aiohttp
 
 from ridgeline.bench.engine_timings import has_timings, parse_timings
+from ridgeline.bench.selfdesc import describe_server
 from ridgeline.bench.sse import MalformedChunk, SSEParser, parse_chunk
 from ridgeline.bench.tokens import Tokenizer
 from ridgeline.errors import RidgelineError
@@ -525,8 +526,6 @@ class ServerInfo:
 async def probe_endpoint(cfg: EndpointConfig, timeout_s: float = 10.0) -> ServerInfo:
     """GET /v1/models and the engine's self-description endpoints; an unreachable endpoint
     is one RidgelineError line."""
-    from ridgeline.bench.selfdesc import describe_server
-
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     model_entries: list[dict[str, Any]] = []
     async with make_session(cfg) as session:

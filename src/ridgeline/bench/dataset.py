@@ -45,22 +45,12 @@ import numpy as np
 
 from ridgeline.bench.client import BenchRequest
 from ridgeline.bench.tokens import Tokenizer
+from ridgeline.bench.words import WORDS
 from ridgeline.errors import RidgelineError
-from ridgeline.workload.lengths import LengthDistribution
+from ridgeline.inputs import decode_errors, load_json, open_text
+from ridgeline.workload.lengths import LengthDistribution, parse_lengths
 from ridgeline.workload.spec_syntax import split_spec
 
-# Common English words: one token each (with a leading space) in the usual BPE vocabularies.
-WORDS = (
-    "the", "of", "and", "to", "in", "is", "was", "for", "on", "as", "with", "by", "at", "from",
-    "his", "an", "were", "are", "which", "this", "be", "has", "had", "not", "but", "one", "have",
-    "their", "its", "after", "all", "also", "they", "who", "new", "first", "two", "been", "more",
-    "other", "time", "there", "some", "only", "than", "into", "most", "over", "when", "her",
-    "would", "years", "made", "can", "out", "used", "may", "about", "such", "many", "these",
-    "state", "city", "during", "then", "world", "three", "up", "year", "while", "where", "both",
-    "between", "under", "high", "called", "part", "since", "work", "later", "each", "them",
-    "known", "area", "through", "well", "because", "people", "until", "back", "day", "life",
-    "season", "same", "long", "name", "group", "four", "game", "house", "line", "last", "family",
-)
 DATASET_KINDS = ("synthetic, sharegpt:path=FILE, jsonl:path=FILE, "
                  "sonnet:path=FILE,input=550,prefix=200")
 SONNET_BASE_PROMPT = "Pick as many lines as you can from these poem lines:\n"
@@ -182,8 +172,6 @@ def _estimate_tokens(text: str, tokenizer: Tokenizer | None) -> int:
 
 
 def _load_sharegpt(path: str, tokenizer: Tokenizer | None) -> list[tuple[str, int | None]]:
-    from ridgeline.inputs import load_json
-
     data = load_json(path, "--dataset", max_bytes=1 << 30)
     if not isinstance(data, list):
         raise RidgelineError(f"--dataset: {path!r} must hold a JSON list of conversations")
@@ -207,8 +195,6 @@ def _load_sharegpt(path: str, tokenizer: Tokenizer | None) -> list[tuple[str, in
 
 
 def _load_jsonl(path: str) -> list[tuple[str, int | None]]:
-    from ridgeline.inputs import decode_errors, open_text
-
     pairs: list[tuple[str, int | None]] = []
     with open_text(path, "--dataset") as fh, decode_errors("--dataset", path):
         for lineno, line in enumerate(fh, 1):
@@ -291,8 +277,6 @@ def build_requests(spec: DatasetSpec, n: int, prompt: LengthDistribution,
                    text_rng: np.random.Generator | None = None) -> list[BenchRequest]:
     """The workload for any dataset kind. `output=None` means the file's own lengths."""
     if spec.kind == "synthetic":
-        from ridgeline.workload.lengths import parse_lengths
-
         return synthetic_requests(n, prompt, output or parse_lengths("fixed:256", "--output"),
                                   rng, prefix_groups=prefix_groups, prefix_tokens=prefix_tokens,
                                   tokenizer=tokenizer, id_prefix=id_prefix, text_rng=text_rng)
@@ -303,6 +287,6 @@ def build_requests(spec: DatasetSpec, n: int, prompt: LengthDistribution,
     return file_requests(spec, n, output, rng, tokenizer=tokenizer, id_prefix=id_prefix)
 
 
-__all__ = ["DATASET_KINDS", "WORDS", "DatasetSpec", "build_requests", "exact_text",
+__all__ = ["DATASET_KINDS", "DatasetSpec", "build_requests", "exact_text",
            "file_requests", "parse_dataset", "sonnet_requests", "synthetic_requests",
            "words_text"]

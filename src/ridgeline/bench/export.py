@@ -34,7 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline import __version__
+from ridgeline.bench.results_peer import vllm_result
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.per_request import request_metrics
+from ridgeline.trace.importers import load_trace
 from ridgeline.trace.table import Trace
 
 REQUEST_COLUMNS = ("id", "status", "error_kind", "scheduled_s", "sent_s", "first_token_s",
@@ -45,8 +49,6 @@ FORMATS = ("csv", "parquet", "aiperf", "guidellm", "vllm")
 
 def request_table(trace: Trace) -> dict[str, Any]:
     """The per-request columns, as numpy arrays (strings as lists)."""
-    from ridgeline.metrics.per_request import request_metrics
-
     rm = request_metrics(trace)
     ms = 1e3
     return {
@@ -111,8 +113,6 @@ def _events(trace: Trace, i: int) -> np.ndarray:
 
 def aiperf_records(trace: Trace) -> list[dict[str, Any]]:
     """AIPerf `profile_export.jsonl` records (metadata in wall-clock ns, metrics in ms)."""
-    from ridgeline.metrics.per_request import request_metrics
-
     rm = request_metrics(trace)
     status = trace.status_names()
     t0_ns = _t0_unix_s(trace) * 1e9
@@ -156,8 +156,6 @@ def aiperf_records(trace: Trace) -> list[dict[str, Any]]:
 
 def guidellm_report(trace: Trace) -> dict[str, Any]:
     """A GuideLLM `benchmarks.json` with one benchmark holding every request."""
-    from ridgeline.metrics.per_request import request_metrics
-
     rm = request_metrics(trace)
     status = trace.status_names()
     t0 = _t0_unix_s(trace)
@@ -180,7 +178,6 @@ def guidellm_report(trace: Trace) -> dict[str, Any]:
         if kind != "successful" and trace.error[i]:
             req["info"]["error"] = trace.error[i]
         groups[kind].append(req)
-    from ridgeline import __version__
 
     return {"metadata": {"guidellm_version": "", "exported_by": f"ridgeline {__version__}"},
             "benchmarks": [{"config": {"strategy": dict(trace.header.load or {})},
@@ -190,13 +187,9 @@ def guidellm_report(trace: Trace) -> dict[str, Any]:
 
 def export_trace(trace_path: str | Path, fmt: str, out: str | Path) -> Path:
     """Write trace `trace_path` (any format `analyze` reads) as `fmt` to `out`."""
-    from ridgeline.trace.importers import load_trace
-
     if fmt not in FORMATS:
         raise RidgelineError(f"--to: got {fmt!r}; allowed: {', '.join(FORMATS)}")
     if fmt == "vllm":
-        from ridgeline.bench.results_peer import vllm_result
-
         Path(out).write_text(json.dumps(vllm_result(trace_path)), encoding="utf-8")
         return Path(out)
     trace = load_trace(str(trace_path))

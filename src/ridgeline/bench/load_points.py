@@ -19,8 +19,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ridgeline.bench.peer_flags import ResultFileSpec
-from ridgeline.bench.single_run import BenchConfig
+from ridgeline.bench import rate_sweep as rs
+from ridgeline.bench.peer_flags import ResultFileSpec, wait_ready
+from ridgeline.bench.results_peer import write_peer_results
+from ridgeline.bench.single_run import BenchConfig, run_bench
+from ridgeline.bench.summary import analyze_trace, bookkeeping, sweep_row
+from ridgeline.metrics.knee import max_power_index as knee_index
+from ridgeline.metrics.telemetry import trace_file_telemetry
+from ridgeline.serve.launcher import EmulatorProcess
+from ridgeline.workload.arrivals import ArrivalProcess, parse_arrival
 
 
 @dataclass(frozen=True)
@@ -127,9 +134,7 @@ class SessionHooks:
 def sweep_points(rates: list[float], concs: list[int], *, rate_sweep: bool) -> list[BenchPoint]:
     """The load points of the command's --rate / --concurrency lists."""
     if rate_sweep:  # the rates are added once the saturation probe has run
-        from ridgeline.bench.rate_sweep import SATURATION_CONCURRENCY
-
-        return [BenchPoint("saturation", None, concs[0] if concs else SATURATION_CONCURRENCY)]
+        return [BenchPoint("saturation", None, concs[0] if concs else rs.SATURATION_CONCURRENCY)]
     if len(rates) > 1:
         return [BenchPoint(f"rate={r:g}", r, concs[0] if concs else None) for r in rates]
     if len(concs) > 1:
@@ -154,18 +159,10 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None, *,
 
     `emulator`: an `EmulatorProcess` for `plan.emulator` already spawned by the caller (so
     its start-up overlapped the caller's); it is waited for, used and stopped here."""
-    from ridgeline.bench.single_run import run_bench
-    from ridgeline.bench.summary import analyze_trace, bookkeeping, sweep_row
-    from ridgeline.metrics.knee import max_power_index as knee_index
-    from ridgeline.metrics.telemetry import trace_file_telemetry
-    from ridgeline.workload.arrivals import ArrivalProcess, parse_arrival
-
     hooks = hooks or SessionHooks()
     emulator_cm: contextlib.AbstractContextManager = contextlib.nullcontext()
     header_extra = dict(plan.run.header_extra)
     if plan.emulator is not None:
-        from ridgeline.serve.launcher import EmulatorProcess
-
         emu = plan.emulator
         emulator_cm = emulator or EmulatorProcess(model=emu.model, hardware=emu.hardware,
                                                   speed=emu.speed,
@@ -177,8 +174,6 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None, *,
         url = running.base_url if running is not None else plan.run.endpoint.base_url
         out = PlanOutcome(base_url=url)
         if plan.ready_check_timeout_s:
-            from ridgeline.bench.peer_flags import wait_ready
-
             wait_ready(url, plan.ready_check_timeout_s, dict(plan.run.endpoint.headers))
         endpoint = replace(plan.run.endpoint, base_url=url)
         rows: list[dict[str, Any]] = []
@@ -209,8 +204,6 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None, *,
             book = bookkeeping(run.trace_path)
             files: list[Path] = []
             if plan.result_formats:
-                from ridgeline.bench.results_peer import write_peer_results
-
                 files = write_peer_results(run.trace_path, plan.result_formats, plan.slos,
                                            plan.percentiles, plan.result_spec,
                                            point.label.replace("=", "-"), plan.result_folder)
@@ -225,8 +218,6 @@ def run_plan(plan: BenchPlan, hooks: SessionHooks | None = None, *,
             if hooks.on_done is not None:
                 hooks.on_done(done)
             if plan.rate_sweep and result is not None:
-                from ridgeline.bench import rate_sweep as rs
-
                 if point.label == "saturation":
                     out.capacity_req_s = rs.capacity_req_s(result)
                     if out.capacity_req_s == out.capacity_req_s:  # not NaN: it completed some

@@ -31,6 +31,7 @@ from typing import Any
 from ridgeline.bench.client import EndpointConfig, run_loop
 from ridgeline.bench.load import RequestSource
 from ridgeline.bench.load_loop import MIN_REQUESTS_FOR_ABORT, RunOptions, RunStats, run_load
+from ridgeline.bench.tokens import load_tokenizer
 
 # How often a worker checks the shared stop events and reports its in-flight count.
 POLL_S = 0.05
@@ -71,8 +72,6 @@ async def worker_loop(job: WorkerJob, t0_perf: float, emit: Callable[[dict], Non
                       report: Callable[[int], None] | None = None,
                       warn: Callable[[str], None] | None = None) -> RunStats:
     """Run one worker's load loop, polling external stop flags (shared by Ray actors)."""
-    from ridgeline.bench.tokens import load_tokenizer
-
     tok = load_tokenizer(job.tokenizer)
     stop, hard = asyncio.Event(), asyncio.Event()
     stats = RunStats()

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ridgeline.bench.vllm_flags import FLAGS, MULTI_VALUE
 from ridgeline.errors import RidgelineError
 from ridgeline.workload.vllm_lengths import random_lengths
 
@@ -78,8 +79,6 @@ GUIDELLM_PROFILES = ("synchronous", "concurrent", "throughput", "constant", "poi
 def normalize_argv(args: list[str]) -> tuple[list[str], list[str]]:
     """Rewrite vLLM/GuideLLM option shapes typer cannot parse into equivalent ones; drop the
     vLLM flags ridgeline ignores. Returns (argv, notes); a refused flag raises."""
-    from ridgeline.bench.vllm_flags import FLAGS, MULTI_VALUE
-
     out: list[str] = []
     notes: list[str] = []
     i = 0

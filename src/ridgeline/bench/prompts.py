@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ridgeline.bench.words import WORDS
+
 TAG_WORDS = 4
 
 
@@ -53,8 +55,6 @@ class PromptTagger:
     mode: str = "replace"
 
     def words(self, key: str) -> list[str]:
-        from ridgeline.bench.dataset import WORDS
-
         digest = hashlib.blake2b(f"{self.nonce}/{self.point}/{key}".encode(),
                                  digest_size=8).digest()
         n = len(WORDS)

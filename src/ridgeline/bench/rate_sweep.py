@@ -17,6 +17,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ridgeline.report.sweep_table import print_sweep_table
+from ridgeline.report.tables import out_for
+from ridgeline.sim.scenario import summarize_sweep
 from ridgeline.sim.sweep import SweepPoint, sweep_rates
 
 SATURATION_CONCURRENCY = 64
@@ -58,8 +61,6 @@ def sweep_point(rate: float, analysis: Any, book: dict[str, Any],
 def sweep_summary(capacity: float, points: list[SweepPoint], slos: list[Any]
                   ) -> dict[str, Any]:
     """The JSON of simulate's sweep (`sim.scenario.summarize_sweep`) plus the saturation."""
-    from ridgeline.sim.scenario import summarize_sweep
-
     sweep = summarize_sweep(points, tuple(str(s) for s in slos), SLO_ATTAINMENT)
     return {"saturation_req_s": capacity, **sweep.to_dict()}
 
@@ -71,10 +72,6 @@ def print_rate_sweep(capacity: float, runs: list[dict[str, Any]], slos: list[Any
     runs: {"rate", "analysis", "book", "telemetry"} per rate. The preemption column comes
     from the server's telemetry (0 when the server exposes none).
     """
-    from ridgeline.report.sweep_table import print_sweep_table
-    from ridgeline.report.tables import out_for
-    from ridgeline.sim.scenario import summarize_sweep
-
     points = [sweep_point(r["rate"], r["analysis"], r["book"], r.get("telemetry"))
               for r in runs]
     page = out if out is not None else out_for()

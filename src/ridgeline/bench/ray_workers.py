@@ -27,6 +27,7 @@ from ridgeline.bench.client import run_loop
 from ridgeline.bench.load_loop import RunStats
 from ridgeline.bench.multiprocess import StopSignals, WorkerJob, merge_stats, worker_loop
 from ridgeline.errors import RidgelineError
+from ridgeline.ray_stop import stop_ray_now
 
 PINGS = 5
 FLUSH_S = 0.1
@@ -163,8 +164,6 @@ def run_ray(jobs: list[WorkerJob], emit: Callable[[dict], None], *, address: str
         return merged, t0_perf, signals.count
     finally:
         if started_here:
-            from ridgeline.ray_stop import stop_ray_now
-
             # After a Ctrl-C (or an error) the cluster is killed, not waited on: the
             # graceful stop alone took ~2 s, a Ctrl-C's whole budget.
             stopped = sys.exc_info()[0] is not None or (signals is not None and signals.count)

@@ -37,7 +37,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ridgeline.bench.client import BenchRequest
+from ridgeline.bench.dataset import exact_text
+from ridgeline.bench.prompts import text_rng
 from ridgeline.errors import RidgelineError
+from ridgeline.workload.timed_trace_reader import MAX_SPEEDUP, MIN_SPEEDUP, read_timed_trace
 
 MOONCAKE_BLOCK_TOKENS = 512
 # A recorded gap longer than this (after --replay-speed) would leave the load generator
@@ -83,8 +86,6 @@ class ReplayTrace:
 def load_replay(path: str, speed: float = 1.0) -> ReplayTrace:
     """The file through the one parser (`ridgeline.workload.timed_trace_reader`), without the
     rows that cannot be replayed (no prompt or no response tokens: BurstGPT's failed requests)."""
-    from ridgeline.workload.timed_trace_reader import MAX_SPEEDUP, MIN_SPEEDUP, read_timed_trace
-
     if not (MIN_SPEEDUP <= speed <= MAX_SPEEDUP):
         raise RidgelineError(f"--replay-speed: got {speed:g}; allowed: {MIN_SPEEDUP:g} to "
                              f"{MAX_SPEEDUP:g}")
@@ -135,9 +136,6 @@ def replay_requests(trace: ReplayTrace, n: int, nonce: int, tokenizer: object = 
     """The first n requests: prompts of the recorded lengths (shared blocks where the
     Mooncake hash_ids say so, a group's shared text where prefix groups say so),
     max_tokens = recorded output length."""
-    from ridgeline.bench.dataset import exact_text
-    from ridgeline.bench.prompts import text_rng
-
     if n > len(trace.times_s):
         raise RidgelineError(f"--requests: {n} asked but the replay file holds "
                              f"{len(trace.times_s)} requests")

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.bench.peer_flags import ResultFileSpec, write_result_json
+from ridgeline.metrics.slo import parse_slos
 from ridgeline.trace.reader import read_trace
 
 DEFAULT_PERCENTILES = (99.0,)
@@ -140,8 +141,6 @@ def vllm_result(trace_path: str | Path, slos: tuple | list = (),
     rate = load.get("rate_req_s")
     good = None
     if slos:
-        from ridgeline.metrics.slo import parse_slos
-
         parsed = [s for s in parse_slos(list(slos)) if s.metric in ("ttft", "tpot", "e2e")]
         n_good = 0
         for ttft, tpot, lat in zip(ttfts, _ok(rows, "tpots"), lats, strict=True):

@@ -38,12 +38,14 @@ from ridgeline.bench.client import (
     probe_endpoint,
     run_loop,
 )
-from ridgeline.bench.dataset import DatasetSpec, build_requests
+from ridgeline.bench.dataset import DatasetSpec, build_requests, exact_text
 from ridgeline.bench.load import LoadSpec, RequestSource, plan_source, pool_size
 from ridgeline.bench.load_loop import RunOptions, RunStats, run_load
-from ridgeline.bench.multiturn import MultiTurnSpec
+from ridgeline.bench.multiprocess import make_jobs, run_workers
+from ridgeline.bench.multiturn import MultiTurnSpec, plan_conversations, run_conversations
 from ridgeline.bench.progress import LiveProgress
 from ridgeline.bench.prompts import CacheWatch, PromptTagger, new_prompt_nonce, text_rng
+from ridgeline.bench.ray_workers import run_ray
 from ridgeline.bench.replay import ReplayTrace, replay_requests
 from ridgeline.bench.telemetry import TelemetryConfig, TelemetrySampler
 from ridgeline.bench.tokens import Tokenizer, load_tokenizer
@@ -383,9 +385,6 @@ async def _run_single(ep: EndpointConfig, source: RequestSource, warm: list, opt
 def _multi_turn_main(cfg: BenchConfig, ep: EndpointConfig, tok: Any,
                      emit: Callable[[dict], None]) -> Any:
     """The load of a multi-turn run (bench/multiturn.py), run where run_load would run."""
-    from ridgeline.bench.dataset import exact_text
-    from ridgeline.bench.multiturn import plan_conversations, run_conversations
-
     assert cfg.multi_turn is not None and cfg.load.requests is not None
     n = cfg.load.requests
     streams = workload_streams(cfg.seed)
@@ -406,8 +405,6 @@ def _run_distributed(cfg: BenchConfig, ep: EndpointConfig, source: RequestSource
                      options: RunOptions, open_loop: bool, open_trace: Callable[[float], None],
                      emit: Callable[[dict], None], progress: LiveProgress,
                      warn: Callable[[str], None], tok: Any) -> tuple[RunStats, float, int]:
-    from ridgeline.bench.multiprocess import make_jobs, run_workers
-
     if warm:
         stop = asyncio.Event()
         run_loop(run_load(ep, RequestSource(warm, None, None).frozen(),
@@ -422,8 +419,6 @@ def _run_distributed(cfg: BenchConfig, ep: EndpointConfig, source: RequestSource
         progress.in_flight = k
 
     if cfg.ray_address:
-        from ridgeline.bench.ray_workers import run_ray
-
         return run_ray(jobs, emit, address=cfg.ray_address, warn=warn, on_start=open_trace,
                        on_inflight=set_inflight)
     return run_workers(jobs, emit, warn=warn, on_start=open_trace, on_inflight=set_inflight)

@@ -16,7 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.bench.load import POOL_LIMIT
 from ridgeline.errors import RidgelineError
+from ridgeline.sizes import check_fits
+from ridgeline.specs import load_model
 
 MAX_URL_PROMPT_TOKENS = 1_048_576
 BYTES_PER_PROMPT_TOKEN = 12    # ~5 characters of text, plus its token ids when tokenized
@@ -27,7 +30,6 @@ def _window(model: str | None) -> tuple[int, str]:
     if model is None:
         return MAX_URL_PROMPT_TOKENS, ("ridgeline's limit for a URL target (its model's "
                                        "window is unknown)")
-    from ridgeline.specs import load_model
 
     try:
         spec = load_model(model)
@@ -40,9 +42,6 @@ def _window(model: str | None) -> tuple[int, str]:
 def check_bench_sizes(prompt: Any, output: Any, replay: Any, requests: int | None,
                       prefix_tokens: int, model: str | None, calibrated: bool) -> None:
     """Refuse (one line) prompts past the window and a prompt pool past the memory."""
-    from ridgeline.bench.load import POOL_LIMIT
-    from ridgeline.sizes import check_fits
-
     window, what = _window(None if calibrated else model)
     if replay is not None:
         n = min(requests or len(replay.times_s), len(replay.times_s))

@@ -11,7 +11,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ridgeline.metrics.analysis import analyze
 from ridgeline.report.bench_text import print_summary, print_sweep
+from ridgeline.trace.reader import read_trace
 
 
 def bookkeeping(trace_path: str | Path) -> dict[str, Any]:
@@ -38,12 +40,7 @@ def bookkeeping(trace_path: str | Path) -> dict[str, Any]:
 
 def analyze_trace(trace_path: str | Path, slos: list[str] | None = None,
                   seed: int = 0) -> Any | None:
-    """`ridgeline.metrics.analysis.analyze` on the trace; None if that module is absent."""
-    try:
-        from ridgeline.metrics.analysis import analyze
-        from ridgeline.trace.reader import read_trace
-    except ImportError:
-        return None
+    """`ridgeline.metrics.analysis.analyze` on the trace."""
     return analyze(read_trace(trace_path), slos=tuple(slos or ()), seed=seed)
 
 

@@ -27,8 +27,10 @@ from ridgeline.calibrate.probe import (
     run_probe,
     samples_from_traces,
 )
+from ridgeline.calibrate.slot_state import calibration_slot_order, same_step_s_of
 from ridgeline.errors import RidgelineError
 from ridgeline.sim.calibrated_profile import CalibrationProfile, Provenance
+from ridgeline.specs.model import load_model
 
 
 def host_facts() -> dict[str, Any]:
@@ -43,7 +45,6 @@ def kv_bytes_per_token_of(config_path: str | None, kv_bytes: float = 2.0) -> flo
     """K and V of every layer for one token (llama.cpp's default f16 cache: 2 bytes)."""
     if not config_path:
         return 0.0
-    from ridgeline.specs.model import load_model
 
     m = load_model(config_path)
     return float(2 * m.num_layers * m.num_kv_heads * m.head_dim * kv_bytes)
@@ -137,8 +138,6 @@ def record_slot_order(prof: CalibrationProfile, points: list[Any], pinned: bool,
                       base_url: str | None, log: Callable[[str], None] | None = None) -> None:
     """Store the LRU slot order calibrate leaves the server in (a slot-model profile), so
     `verify` can start the next measured point from it (calibrate/slot_state.py)."""
-    from ridgeline.calibrate.slot_state import calibration_slot_order, same_step_s_of
-
     try:
         order, at_s, note = calibration_slot_order(points, pinned,
                                                    prof.scheduling.max_num_seqs,

@@ -38,6 +38,8 @@ from ridgeline.calibrate.inference_perf_replay import (
     replay,
     score_raw,
 )
+from ridgeline.sim.engine_costs import SCHEDULING_LAG_STEPS, EngineCosts
+from ridgeline.sim.scenario import Built, Scenario
 
 LATENCY_METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99")
 OVERHEAD_GRID_S = np.arange(0.0, 0.0401, 0.001)
@@ -221,9 +223,6 @@ def provenance(runs: Sequence[InferencePerfRun], fit: FitResult,
 def make_build(model_for: Callable[[Any], str], hardware: str) -> BuildFn:
     """Simulator setups of each run (its model, the GPU, its vLLM flags) with a given
     per-step CPU cost and no per-request cost (the fit adds that itself)."""
-    from ridgeline.sim.engine_costs import EngineCosts
-    from ridgeline.sim.scenario import Built, Scenario
-
     cache: dict[tuple[str, float], Any] = {}
 
     def build(run: Any, step_overhead_s: float) -> Any:
@@ -265,8 +264,6 @@ def fit_engine_document(runs: Sequence[Any], build: BuildFn, engine: str, data_l
     `replications` arrival draws (`ridgeline.calibrate.inference_perf_replay`); the engine's
     scheduling lag in steps is its structural value where known (`SCHEDULING_LAG_STEPS`),
     else fitted."""
-    from ridgeline.sim.engine_costs import SCHEDULING_LAG_STEPS
-
     cache = {} if cache is None else cache
     lag = SCHEDULING_LAG_STEPS.get(engine)
     fit = fit_engine_costs(runs, build, cache, fit_step, replications, lag)

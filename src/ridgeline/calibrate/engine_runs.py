@@ -26,7 +26,10 @@ from typing import Any
 import numpy as np
 
 from ridgeline.calibrate.inference_perf import InferencePerfRun, Measured, Stage, load_run
+from ridgeline.calibrate.inference_perf_replay import ReplayPlan
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.per_request import request_metrics
+from ridgeline.trace.importers import detect_format, load_trace
 
 
 @dataclass
@@ -57,8 +60,6 @@ class TraceRun:
     per_stage: list[Measured] = field(default_factory=list)
 
     def replay_plan(self, seed: int = 0) -> Any:
-        from ridgeline.calibrate.inference_perf_replay import ReplayPlan
-
         n = self.arrival_s.size
         return ReplayPlan(self.prompt_tokens, self.output_tokens, np.full(n, -1, np.int64),
                           np.zeros(n, np.int64), [self.arrival_s])
@@ -71,9 +72,6 @@ def _dist(x: np.ndarray) -> dict[str, float]:
 
 
 def trace_run(path: Path, flags: EngineFlags, model: str = "") -> TraceRun:
-    from ridgeline.metrics.per_request import request_metrics
-    from ridgeline.trace.importers import detect_format, load_trace
-
     fmt = detect_format(path)
     if fmt not in ("vllm", "aiperf", "ridgeline"):
         raise RidgelineError(f"calibrate fit: {str(path)!r} is not an inference-perf run, a "

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.step_time import BatchWork
 from ridgeline.sim.calibrated_profile import CalibrationProfile, Provenance, Residual, Scheduling
 
 
@@ -156,7 +157,6 @@ def fit_profile(samples: list[StepSample], scheduling: Scheduling | None = None,
                                  decode_per_pair_s=dec_pair_s,
                                  provenance=provenance or Provenance(),
                                  fit_notes=[note, *(notes or [])], **kw)
-    from ridgeline.perf.step_time import BatchWork
 
     res = []
     for s in good:

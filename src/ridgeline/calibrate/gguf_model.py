@@ -16,7 +16,7 @@ sampled token is a normal token whose piece is a non-empty ASCII string, and a r
 `max_tokens: N` (and `ignore_eos`) streams exactly N one-token chunks.
 
 The vocabulary holds every prefix of "▁" + each word `ridgeline bench` builds prompts from
-(`bench.dataset.WORDS`), so a synthetic prompt of n words tokenizes to exactly n tokens (plus
+(`bench.words.WORDS`), so a synthetic prompt of n words tokenizes to exactly n tokens (plus
 BOS). Files are cached outside the checkout, keyed by shape and seed:
 
     ${RIDGELINE_CACHE:-~/.cache/ridgeline}/models/<name>-<key>/{model.gguf,config.json}
@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.bench.words import WORDS
 from ridgeline.errors import RidgelineError
 from ridgeline.specs.model import ModelSpec, from_hf_config
 
@@ -149,8 +150,6 @@ def build_vocab(vocab_size: int) -> tuple[list[str], list[float], list[int]]:
     """SPM vocabulary: specials, 256 byte tokens, ChatML markers, single characters, every
     prefix of the prompt words, then filler words up to `vocab_size`."""
     from gguf import TokenType
-
-    from ridgeline.bench.dataset import WORDS
 
     tokens = ["<unk>", "<s>", "</s>"]
     types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL]

@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 from ridgeline.calibrate.microbench import Samples, time_op
 from ridgeline.errors import RidgelineError
 from ridgeline.inputs import write_text_atomic
+from ridgeline.sizes import check_fits
 from ridgeline.specs.hardware import HardwareSpec, from_dict
 from ridgeline.specs.model import ModelSpec
 
@@ -517,7 +518,6 @@ def measure_host(model_spec: ModelSpec | None = None, dtypes: Sequence[str] | No
     threads = threads or os.cpu_count() or 1
     llc = llc_bytes()
     buffer = max(4 * llc, (128 if quick else 256) * MIB)
-    from ridgeline.sizes import check_fits
 
     # copy reads one buffer and writes another: both must fit (a 480 MiB L3 means 3.8 GiB)
     check_fits(2 * buffer, "calibrate host", f"the bandwidth probe (2 buffers of 4x the "

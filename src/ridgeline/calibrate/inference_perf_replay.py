@@ -42,6 +42,8 @@ from typing import Any
 import numpy as np
 
 from ridgeline.calibrate.inference_perf import InferencePerfRun, quantile_lengths
+from ridgeline.sim.engine_costs import run_mean_step_s
+from ridgeline.sim.event_loop import Workload, simulate
 from ridgeline.workload.load_test_configs import constant_load_arrivals_s
 
 METRICS = ("e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99", "itl")
@@ -93,8 +95,6 @@ class Prediction:
 
 def _simulate(plan: ReplayPlan, starts: list[float], built: Any, upto: int,
               timeout_s: float | None = None) -> Any:
-    from ridgeline.sim.event_loop import Workload, simulate
-
     m = plan.stage_of <= upto
     arr = np.concatenate([starts[k] + plan.stage_gaps_s[k] for k in range(upto + 1)])
     wl = Workload(plan.prompt_tokens[m], plan.output_tokens[m], arrival_s=arr,
@@ -155,7 +155,6 @@ def _replay_once(run: InferencePerfRun, built: Any, seed: int,
     safe = np.minimum(off[:-1], max(res.event_times_s.size - 1, 0))
     first = np.where(done, res.event_times_s[safe], np.inf)
     lastt = np.where(done, res.event_times_s[np.maximum(off[1:] - 1, 0)], np.inf)
-    from ridgeline.sim.engine_costs import run_mean_step_s
 
     # the per-request cost counts steps of the run's mean decode step (as `simulate` does)
     ev = res.event_times_s

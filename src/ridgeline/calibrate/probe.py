@@ -41,6 +41,7 @@ from ridgeline.bench.load import LoadSpec
 from ridgeline.bench.single_run import BenchConfig, run_bench
 from ridgeline.calibrate.fit import StepSample, fit_profile
 from ridgeline.calibrate.probe_trace import read_probe_trace
+from ridgeline.calibrate.slot_state import pin_of
 from ridgeline.errors import RidgelineError
 from ridgeline.perf.step_time import BatchWork
 from ridgeline.sim.calibrated_profile import TraceRef
@@ -79,7 +80,7 @@ class ProbeDesign:
     # llama.cpp with per-slot KV: the lockstep streams of a decode/context probe
     # are pinned to slots 0..B-1 (`id_slot`), so each step is one graph and T(B) is the
     # one-graph time the slot model (sim/slots.py) sums over a step's graphs; prefill probes
-    # go to slot 0 (`pin_of`).
+    # go to slot 0 (`slot_state.pin_of`).
     pin_slots: bool = False
 
     def batch_sizes(self) -> list[int]:
@@ -118,15 +119,6 @@ class ProbePoint:
     output_tokens: int
     requests: int
     trace_path: str = ""
-
-
-def pin_of(pin_slots: bool, kind: str, batch: int) -> int:
-    """The `pin_slots` a probe point's requests are sent with (0: LRU). Decode and context
-    probes: B streams in slots 0..B-1. Prefill probes go to slot 0 too: their short prompts
-    (16 tokens) can share > 10% with a cached one (the bench's shared prefix), and
-    llama-server's default `-sps 0.1` would then pick the slot by similarity, which the
-    slot-order replay (calibrate/slot_state.py) cannot see. The open probe keeps LRU."""
-    return batch if pin_slots and kind in ("decode", "context", "prefill") else 0
 
 
 def plan_points(design: ProbeDesign) -> list[ProbePoint]:

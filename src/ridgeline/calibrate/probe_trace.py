@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import loads_json, validate_document
+from ridgeline.trace.reader import open_trace_bytes, read_trace
 
 MAX_BATCH = 65_536            # as `--max-num-seqs` allows
 MAX_TIME_S = 1e10             # the trace reader's bound
@@ -82,9 +84,6 @@ class ProbeRecord(BaseModel):
 
 def read_probe_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(header, ok request records) of a probe trace, every rule above checked."""
-    from ridgeline.inputs import loads_json, validate_document
-    from ridgeline.trace.reader import open_trace_bytes, read_trace
-
     where = f"TRACES: {str(path)!r}"
     try:
         read_trace(path)  # the one trace reader: what any command refuses, fit refuses

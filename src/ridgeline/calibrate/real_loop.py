@@ -18,7 +18,7 @@ from ridgeline.bench.load import LoadSpec
 from ridgeline.bench.single_run import BenchConfig, run_bench
 from ridgeline.calibrate.engine import calibrate_engine
 from ridgeline.calibrate.gguf_model import ensure_model
-from ridgeline.calibrate.llama_server import LlamaServer
+from ridgeline.calibrate.llama_server import ENV_BINARY, LlamaServer, find_llama_server
 from ridgeline.calibrate.probe import ProbeDesign, term_as_interrupt
 from ridgeline.calibrate.verify import verify
 from ridgeline.errors import RidgelineError
@@ -92,11 +92,6 @@ class RealLoopResult:
 
 
 def binary_or_error() -> Path:
-    try:
-        from ridgeline.calibrate.llama_server import ENV_BINARY, find_llama_server
-    except ImportError:
-        raise RidgelineError("--real: the llama-server tooling is not in this installation"
-                             ) from None
     exe = find_llama_server()
     if exe is None:
         raise RidgelineError(f"--real: llama-server not found; build it with "
@@ -140,7 +135,6 @@ def run_real_loop(cfg: RealLoopConfig, log: Callable[[str], None] = print) -> Re
         profile.provenance.model = f"{model.shape.name} ({model.gguf_path.name})"
         profile_path = out / "profile.json"
         profile.save(profile_path)
-        from ridgeline.workload.lengths import parse_lengths
 
         cap = capacity_req_s(profile, cfg.slots,
                              int(parse_lengths(cfg.prompt, "--prompt").mean_tokens),

@@ -26,7 +26,19 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.sim.slots import replay_requests
+from ridgeline.trace.importers import load_trace
+
 Request = tuple[float, float, "int | None"]   # (send, end) wall-clock seconds, id_slot
+
+
+def pin_of(pin_slots: bool, kind: str, batch: int) -> int:
+    """The `pin_slots` a probe point's requests are sent with (0: LRU). Decode and context
+    probes: B streams in slots 0..B-1. Prefill probes go to slot 0 too: their short prompts
+    (16 tokens) can share > 10% with a cached one (the bench's shared prefix), and
+    llama-server's default `-sps 0.1` would then pick the slot by similarity, which the
+    slot-order replay (below) cannot see. The open probe keeps LRU."""
+    return batch if pin_slots and kind in ("decode", "context", "prefill") else 0
 
 
 def same_step_s_of(profile: Any) -> float:
@@ -70,12 +82,8 @@ def id_slot_of(rid: str, pin_slots: int) -> int:
 def probe_requests(points: list[Any], pinned: bool) -> tuple[list[Request], float | None]:
     """calibrate's requests, in wall-clock seconds, and when the last one ended. With
     `pinned`, decode, context and prefill probes carry `id_slot` = request number mod B
-    (`probe.pin_of`); the bench's
-    warm-up requests (not in the trace, run to completion before its t = 0) are put just
-    before the trace's first send."""
-    from ridgeline.calibrate.probe import pin_of
-    from ridgeline.trace.importers import load_trace
-
+    (`pin_of`); the bench's warm-up requests (not in the trace, run to completion before its
+    t = 0) are put just before the trace's first send."""
     out: list[Request] = []
     for pt in points:
         tr = load_trace(pt.trace_path)
@@ -139,8 +147,6 @@ def cross_check(order: list[int], released: list[int], slots: list[dict[str, Any
 def calibration_slot_order(points: list[Any], pinned: bool, n_slots: int, same_step_s: float,
                            base_url: str | None = None) -> tuple[list[int], float | None, str]:
     """(the LRU order calibrate leaves behind, when, its provenance sentence)."""
-    from ridgeline.sim.slots import replay_requests
-
     reqs, end = probe_requests(points, pinned)
     rep = replay_requests(reqs, n_slots, None, same_step_s)
     note = (f"replayed from calibrate's {len(reqs)} requests (pinned probes in their id_slot, "

@@ -25,6 +25,11 @@ from typing import Any
 import numpy as np
 
 from ridgeline.calibrate.explain import explain, replay_measured
+from ridgeline.calibrate.slot_state import (
+    same_step_s_of,
+    trace_requests,
+    trace_start_unix_s,
+)
 from ridgeline.errors import RidgelineError
 from ridgeline.metrics.analysis import analyze
 from ridgeline.sim.slots import replay_requests
@@ -302,12 +307,6 @@ def chain_slot_orders(traces: list[Any], profile: Any, start: list[int] | str | 
                       warnings: list[str]) -> tuple[list[Any], list[tuple[list[int] | None, str]]]:
     """The traces in the order they ran, and the (slot order, its source) each starts from
     (see `verify`)."""
-    from ridgeline.calibrate.slot_state import (
-        same_step_s_of,
-        trace_requests,
-        trace_start_unix_s,
-    )
-
     sched = profile.scheduling
     n = sched.max_num_seqs
     starts_unix = [trace_start_unix_s(t) for t in traces]

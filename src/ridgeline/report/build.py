@@ -26,7 +26,7 @@ from ridgeline.metrics.slo import parse_slos
 from ridgeline.report.data import ReportData, Run
 from ridgeline.report.estimate_view import estimate_view
 from ridgeline.report.html import render_html, render_markdown
-from ridgeline.report.load import concurrency_point, load_point, sweep_csv_rows
+from ridgeline.report.load_data import concurrency_point, load_point, sweep_csv_rows
 from ridgeline.report.roofline import load_measured_points
 from ridgeline.report.timeline import is_timeline_csv, read_timeline_csv, telemetry_rows
 from ridgeline.trace.importers import load_trace

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ridgeline.report.load import LoadPoint
+from ridgeline.report.load_data import LoadPoint
 
 
 @dataclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ridgeline.perf.model_error import model_error, pm
+from ridgeline.perf.vllm_kv_log import vllm_kv_log_for
 from ridgeline.report.assumptions import print_assumptions
 
 GIB = 1024**3
@@ -123,8 +124,6 @@ def print_single(out: Any, m: Any, r: dict[str, Any], const: dict[str, float],
                  op_tables: dict[str, list[dict[str, Any]]] | None, util: float,
                  details: bool, all_assumptions: bool, ttft_definition: str,
                  engine_log: Any = None) -> None:
-    from ridgeline.perf.vllm_kv_log import vllm_kv_log_for
-
     out.print(header_line(m, r), markup=False)
     out.print(phases_table(m, r))
     line = interval_line(r)

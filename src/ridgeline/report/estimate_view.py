@@ -15,8 +15,16 @@ from typing import Any
 
 from ridgeline.errors import RidgelineError
 from ridgeline.jsonsafe import json_safe
+from ridgeline.perf.estimate import (
+    decode_work,
+    estimate,
+    model_constants,
+    op_rows,
+    prefill_work,
+)
 from ridgeline.perf.ops import ATTENTION, GEMM, GEMM16
 from ridgeline.perf.roofline_step import RooflineStepTime
+from ridgeline.sim.engine_costs import load_engine_costs
 from ridgeline.specs import Parallelism, load_hardware, load_model
 from ridgeline.specs.hardware import HardwareSpec
 from ridgeline.specs.model import ModelSpec
@@ -75,14 +83,6 @@ def estimate_view(model: str | ModelSpec, hardware: str | HardwareSpec, *,
     """`estimate --json --ops` for one configuration, plus `roofline` (see roofline_data);
     with the engine's per-step costs as `estimate` applies them (`engine_costs=False`: the
     GPU work only)."""
-    from ridgeline.perf.estimate import (
-        decode_work,
-        estimate,
-        model_constants,
-        op_rows,
-        prefill_work,
-    )
-
     if not 0 < gpu_memory_utilization <= 1:
         raise RidgelineError(f"gpu-memory-utilization: got {gpu_memory_utilization}; "
                              "allowed: 0 < value <= 1")
@@ -90,7 +90,6 @@ def estimate_view(model: str | ModelSpec, hardware: str | HardwareSpec, *,
     precision = resolve_model_precision(spec, weights, kv, activations)
     parallel = Parallelism(tp=tp, pp=pp, ep=ep).validate(spec)
     hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
-    from ridgeline.sim.engine_costs import load_engine_costs
 
     costs = load_engine_costs(engine) if engine_costs else None
     m = RooflineStepTime(spec, hw, precision, parallel, engine_costs=costs)

@@ -22,7 +22,8 @@ from ridgeline.report import interactive as ia
 from ridgeline.report.breakdown import plot_op_breakdown
 from ridgeline.report.cdf import plot_cdfs
 from ridgeline.report.data import ReportData, Run
-from ridgeline.report.load import knee_rate, plot_latency_vs_concurrency, plot_latency_vs_load
+from ridgeline.report.load import plot_latency_vs_concurrency, plot_latency_vs_load
+from ridgeline.report.load_data import knee_rate
 from ridgeline.report.roofline import plot_roofline
 from ridgeline.report.style import close, png_data_uri, save_figure
 from ridgeline.report.timeline import plot_engine_timeline, plot_run_series

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import load_json
 from ridgeline.report.style import PHASE_MARKERS, human, new_figure, op_color
 
 # Keys accepted for a measured point (calibration files are read loosely: see docs/report.md).
@@ -71,8 +72,6 @@ def measured_points(data: Any) -> list[dict[str, Any]]:
 
 def load_measured_points(path: str | Path) -> list[dict[str, Any]]:
     """Measured points of a calibration/measurement JSON file; RidgelineError when none."""
-    from ridgeline.inputs import load_json
-
     p = Path(path)
     data = load_json(p, "--calibration", max_bytes=64 << 20)
     try:

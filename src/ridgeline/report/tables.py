@@ -32,6 +32,8 @@ import json
 import sys
 from typing import Any, TextIO
 
+from ridgeline.errors import RidgelineError
+
 FORMATS = ("table", "plain", "markdown", "csv", "json")
 FORMAT_HELP = ("Output format: table (rich tables; the default in a terminal), plain "
                "(full-width text; the default when piped), markdown, csv, json.")
@@ -48,8 +50,6 @@ def default_format(stream: TextIO | None = None) -> str:
 
 def check_format(fmt: str | None, field: str = "--format") -> str | None:
     """`fmt` if it is an output format (or None); else the one-line error."""
-    from ridgeline.errors import RidgelineError
-
     if fmt is None or fmt in FORMATS:
         return fmt
     raise RidgelineError(f"{field}: got {fmt!r}; allowed: {', '.join(FORMATS)}")

@@ -55,6 +55,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ridgeline import __version__
 from ridgeline.serve.driver import DriverCallbacks, EngineDriver, EngineLike, Overloaded, Stream
 from ridgeline.serve.embeddings import embeddings_body, parse_embedding_request
 from ridgeline.serve.failures import (
@@ -107,6 +108,7 @@ from ridgeline.serve.structured import (
     tool_call,
 )
 from ridgeline.serve.tokenizer import filler_stop, get_tokenizer, model_tokenizer
+from ridgeline.workload.lengths import parse_lengths
 
 MAX_N = 128          # choices per request (`n`)
 MAX_LOGPROBS = 20    # vLLM's default --max-logprobs is 20
@@ -337,8 +339,6 @@ class _EmulatorState:
         self.rng = np.random.default_rng(config.seed)
         self.eos = None
         if config.eos_lengths:
-            from ridgeline.workload.lengths import parse_lengths
-
             self.eos = parse_lengths(config.eos_lengths, "--eos-lengths")
         self.created_unix_s = int(time.time())
         # Own streams, so a failure or latency draw does not shift the output-length draws.
@@ -582,8 +582,6 @@ async def _unload_lora(request: Request) -> Response:
 
 
 async def _version(request: Request) -> Response:
-    from ridgeline import __version__
-
     return JSONResponse({"version": __version__})  # vLLM's shape: {"version": str}
 
 
@@ -885,7 +883,7 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     yield
     driver = state.driver
     if driver is not None:
-        await drain(driver, state.config.shutdown_grace_s)
+        await driver.drain(state.config.shutdown_grace_s)
         await driver.stop()
 
 
@@ -936,15 +934,4 @@ class _EmulatorApp(Starlette):
         await super().__call__(scope, receive, send)
 
 
-async def drain(driver: EngineDriver, grace_s: float) -> None:
-    """Refuse new requests, let open streams finish for up to grace_s, then end them."""
-    driver.begin_drain()
-    deadline = time.perf_counter() + grace_s
-    while driver.streams and time.perf_counter() < deadline:
-        await asyncio.sleep(0.02)
-    driver.end_all("server shutting down")
-    # Give the ended streams' writers a moment to send their last event and [DONE].
-    await asyncio.sleep(0.05)
-
-
-__all__ = ["EmulatorConfig", "create_app", "drain"]
+__all__ = ["EmulatorConfig", "create_app"]

@@ -248,6 +248,16 @@ class EngineDriver:
             stream._finish("abort", error=message, status=503)
             self._forget(stream.request_id, abort=True)
 
+    async def drain(self, grace_s: float) -> None:
+        """Refuse new requests, let open streams finish for up to grace_s, then end them."""
+        self.begin_drain()
+        deadline = time.perf_counter() + grace_s
+        while self.streams and time.perf_counter() < deadline:
+            await asyncio.sleep(0.02)
+        self.end_all("server shutting down")
+        # Give the ended streams' writers a moment to send their last event and [DONE].
+        await asyncio.sleep(0.05)
+
     # -- requests -------------------------------------------------------------------
     def submit(self, prompt_tokens: int, output_tokens: int, max_tokens: int,
                request_id: str | None = None, writer: StreamWriter | None = None,

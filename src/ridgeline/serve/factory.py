@@ -16,7 +16,18 @@ from typing import Any
 
 from ridgeline.jsonsafe import json_safe
 from ridgeline.perf.engine_memory import SGLANG_MAX_RUNNING_REQUESTS, sglang_max_running_requests
+from ridgeline.perf.roofline_step import RooflineStepTime
+from ridgeline.sim.engine import (
+    Engine,
+    EngineConfig,
+    EngineRequest,
+    engine_memory_for,
+    kv_blocks_from_memory,
+    kv_tokens_for,
+)
+from ridgeline.sim.engine_costs import request_overhead_fields
 from ridgeline.sim.engine_presets import AUTO
+from ridgeline.specs.model import model_catalog
 
 # Context limit when the model's config does not say (Llama 3.1's is 131072).
 DEFAULT_MAX_MODEL_LEN = 131072
@@ -42,8 +53,6 @@ def model_max_len(model: str) -> int:
         if path.is_file():
             cfg = json.loads(path.read_text(encoding="utf-8"))
         else:
-            from ridgeline.specs.model import model_catalog
-
             cfg = model_catalog().get(model, {})
     except (OSError, ValueError):
         cfg = {}
@@ -86,16 +95,6 @@ def build_engine(
     `scheduler_options`: the engine preset's other `EngineConfig` fields (SGLang's
     scheduler, ridgeline.sim.engine_presets); with overlap scheduling the per-step CPU cost
     is the engine's floor, not a term of the step."""
-    from ridgeline.sim.engine import (
-        Engine,
-        EngineConfig,
-        EngineRequest,
-        engine_memory_for,
-        kv_blocks_from_memory,
-        kv_tokens_for,
-    )
-    from ridgeline.sim.engine_costs import request_overhead_fields
-
     options = dict(scheduler_options or {})
     capacity_policy = options.pop("capacity_policy", capacity_policy)
     rule = str(options.get("kv_memory_rule", "vllm"))
@@ -106,8 +105,6 @@ def build_engine(
         options["step_cpu_s"] = engine_costs.step_overhead_s
         engine_costs = engine_costs.with_values(step_overhead_s=0.0)
     if step_model is None:
-        from ridgeline.perf.roofline_step import RooflineStepTime
-
         step_model = RooflineStepTime.from_names(
             model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,
             tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, compute_efficiency=compute_efficiency,

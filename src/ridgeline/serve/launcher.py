@@ -29,6 +29,13 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
+from ridgeline.errors import RidgelineError
+from ridgeline.serve.header_timeout import (
+    DEFAULT_HEADER_TIMEOUT_S,
+    base_protocol_class,
+    with_header_timeout,
+)
+
 READY_PREFIX = "ridgeline serve: listening on "
 
 
@@ -50,12 +57,6 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def _uvicorn_server(app: Any, *, log_level: str, access_log: bool) -> Any:
     import uvicorn
 
-    from ridgeline.serve.header_timeout import (
-        DEFAULT_HEADER_TIMEOUT_S,
-        base_protocol_class,
-        with_header_timeout,
-    )
-
     emulator = getattr(getattr(app, "state", None), "emulator", None)
     grace_s = emulator.config.shutdown_grace_s if emulator is not None else 5.0
     header_timeout_s = (emulator.config.header_timeout_s if emulator is not None
@@ -67,15 +68,13 @@ def _uvicorn_server(app: Any, *, log_level: str, access_log: bool) -> Any:
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             drainer = None
             if emulator is not None and emulator.driver is not None:
-                from ridgeline.serve.app import drain
-
                 drainer = asyncio.get_running_loop().create_task(
-                    drain(emulator.driver, grace_s))
+                    emulator.driver.drain(grace_s))
             await super().shutdown(sockets)
             if drainer is not None:
                 await drainer
 
-    # uvicorn's own timeout is only a backstop: drain() ends every stream after grace_s.
+    # uvicorn's own timeout is only a backstop: driver.drain() ends every stream after grace_s.
     # loop/http "auto" pick uvloop and httptools when installed (about 1.7x the token rate
     # of asyncio + h11, see benchmarks/results/bench_serve.md); the environment variables force
     # one implementation (benchmarks, tests of the pure-Python path). The HTTP protocol is
@@ -232,8 +231,6 @@ class EmulatorProcess:
                 errors = [ln for ln in text.splitlines() if ln.startswith("error: ")]
                 if self.proc.returncode == 2 and errors:
                     # serve refused its arguments: bad input to bench, not a crash
-                    from ridgeline.errors import RidgelineError
-
                     raise RidgelineError(f"--target emulator: ridgeline serve refused its "
                                          f"arguments: {errors[-1][len('error: '):]}")
                 raise RuntimeError(f"ridgeline serve exited with {self.proc.returncode}: "

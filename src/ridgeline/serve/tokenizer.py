@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
+from ridgeline.errors import RidgelineError
+from ridgeline.tokenizers import load_tokenizer
+
 # Each word is one cl100k_base token, and so is any concatenation of them word by word
 # (checked in tests/serve/test_serve_protocol.py).
 FILLER_WORDS: tuple[str, ...] = (
@@ -191,8 +194,6 @@ def model_tokenizer(spec: str) -> PromptTokenizer:
     holding one, a Hugging Face model id, or tiktoken:<encoding>), so prompts are counted
     as that model counts them; with a chat template beside it (tokenizer_config.json), chat
     prompts are rendered with it. Bad input raises RidgelineError."""
-    from ridgeline.tokenizers import load_tokenizer
-
     tok = load_tokenizer(spec)
     assert tok is not None
     encoder = tok if hasattr(tok, "encode_ordinary") else _EncodeAdapter(tok)
@@ -239,7 +240,6 @@ def load_chat_template(spec: str) -> ChatTemplate | None:
     cfg_path = folder / "tokenizer_config.json"
     if spec.startswith("tiktoken:") or not cfg_path.is_file():
         return None
-    from ridgeline.errors import RidgelineError
 
     try:
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))

@@ -37,8 +37,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import validate_document
 from ridgeline.jsonsafe import json_safe
+from ridgeline.report.estimate_view import estimate_view
+from ridgeline.report.load_data import knee_rate, load_point
 from ridgeline.sim.engine_costs import ENGINES
+from ridgeline.sim.scenario import Scenario, rate_sweep
+from ridgeline.specs import hardware_catalog, load_hardware, load_model, model_catalog
+from ridgeline.specs.hardware import catalog_name
+from ridgeline.specs.model import from_hf_config
 
 GIB = 1024**3
 DTYPES = {"weights": ["bf16", "fp16", "fp8", "int8", "int4", "fp4", "fp32"],
@@ -134,8 +141,6 @@ def _model(body: dict[str, Any]) -> Any:
     """A catalog name, or an uploaded HF config.json (`config`: its parsed object)."""
     cfg = body.get("config")
     if cfg is not None:
-        from ridgeline.specs.model import from_hf_config
-
         if not isinstance(cfg, dict):
             raise RidgelineError("config: allowed: the JSON object of a Hugging Face "
                                  "config.json")
@@ -157,9 +162,6 @@ def _model(body: dict[str, Any]) -> Any:
 
 
 def _hardware(body: dict[str, Any]) -> str:
-    from ridgeline.specs import hardware_catalog
-    from ridgeline.specs.hardware import catalog_name
-
     name = _text(body, "hardware", str(DEFAULTS["hardware"]))
     if name not in hardware_catalog():
         return catalog_name(name)  # an alias (H100 -> h100-sxm), else a one-line refusal
@@ -219,15 +221,11 @@ class SimulateBody(_CommonBody):
 
 
 def _checked(model: type[BaseModel], body: dict[str, Any]) -> None:
-    from ridgeline.inputs import validate_document
-
     validate_document(model, body, "request")
 
 
 def estimate_api(body: dict[str, Any]) -> dict[str, Any]:
     """POST /api/estimate: `estimate_view` plus a `summary` of the headline numbers."""
-    from ridgeline.report.estimate_view import estimate_view
-
     _checked(EstimateBody, body)
     args = _common(body)
     for name, default, hi in (("batch", 32, 65_536), ("prompt", 1024, 10_000_000),
@@ -250,9 +248,6 @@ def estimate_api(body: dict[str, Any]) -> dict[str, Any]:
 
 def simulate_api(body: dict[str, Any]) -> dict[str, Any]:
     """POST /api/simulate: a small simulated rate sweep (at most 16 rates x 5,000 requests)."""
-    from ridgeline.report.load import knee_rate, load_point
-    from ridgeline.sim.scenario import Scenario, rate_sweep
-
     _checked(SimulateBody, body)
     c = _common(body)
     rates = body.get("rates", SIM_DEFAULTS["rates"])
@@ -304,13 +299,9 @@ def simulate_api(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def catalog_api() -> dict[str, Any]:
-    from ridgeline.specs import hardware_catalog, load_hardware, model_catalog
-
     models = []
     for name in model_catalog():
         try:
-            from ridgeline.specs import load_model
-
             s = load_model(name)
         except RidgelineError:
             continue
