@@ -37,7 +37,7 @@ RICH_ALLOWED = frozenset({
 # Ridgeline imports inside library functions (outside commands/ and cli.py): a hidden
 # dependency each, kept where it saves start-up time or isolates an optional one. This count
 # may go down (lower it here), never up.
-FUNCTION_LEVEL_IMPORTS_RATCHET = 195
+FUNCTION_LEVEL_IMPORTS_RATCHET = 90
 # The longest a function may be, in lines from its `def` to its last line (decorators left
 # out): past it, a function holds more than one idea.
 MAX_FUNCTION_LINES = 150
