@@ -65,7 +65,8 @@ def test_the_root_options_stay_on_a_lean_app() -> None:
 
 def test_simulate_imports_no_module_it_does_not_use() -> None:
     """A batch `simulate` loads neither the streamed fleet nor the calibration profile
-    (pydantic models) nor another command's machinery; it still runs and prints."""
+    (pydantic models) nor the replay-file readers (msgspec, the peer-tool importers) nor
+    another command's machinery; it still runs and prints."""
     code = ("import sys; from ridgeline import cli\n"
             "code = cli.run(['simulate', '--rate', '5', '--requests', '50', '--prompt',"
             " 'fixed:100', '--output', 'fixed:10', '--json'])\n"
@@ -78,7 +79,8 @@ def test_simulate_imports_no_module_it_does_not_use() -> None:
     loaded = set(proc.stdout.rsplit("MODULES ", 1)[1].split())
     assert "ridgeline.sim.event_loop" in loaded and "ridgeline.metrics.analysis" in loaded
     for heavy in ("ridgeline.sim.fleet", "ridgeline.sim.calibrated_profile",
-                  "ridgeline.metrics.streaming", "ridgeline.bench.client", "matplotlib",
+                  "ridgeline.metrics.streaming", "ridgeline.workload.timed_trace_reader",
+                  "ridgeline.trace.importers", "ridgeline.bench.client", "matplotlib",
                   "aiohttp", "ray"):
         assert heavy not in loaded, heavy
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.errors import RidgelineError
 from ridgeline.jsonsafe import finite_or_none
 from ridgeline.metrics.distribution import (
     STD_LEAF,
@@ -244,8 +245,6 @@ DEFINITIONS = {
 def _parse_window(window: tuple[float, float] | str | None) -> tuple[float, float] | str | None:
     if window is None or isinstance(window, tuple):
         return window
-    from ridgeline.errors import RidgelineError
-
     text = window.strip()
     if text in ("auto", ""):
         return None

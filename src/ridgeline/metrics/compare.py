@@ -29,6 +29,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.jsonsafe import finite_or_none, json_safe
 from ridgeline.metrics.analysis import AnalysisResult
 from ridgeline.metrics.distribution import pct_key, statistic_draws
+from ridgeline.metrics.render import fmt
 from ridgeline.theory.stats import (
     DEFAULT_BOOTSTRAP_DRAWS,
     ci_from_draws,
@@ -175,8 +176,6 @@ def compare(
 
 
 def comparison_markdown(c: Comparison) -> str:
-    from ridgeline.metrics.render import fmt
-
     out = [f"## ridgeline compare: A = {c.a_label}, B = {c.b_label}", "",
            "| metric | A | B | B − A [95% CI] | change [95% CI] | verdict |",
            "|---|---|---|---|---|---|"]
@@ -196,8 +195,6 @@ def _pct(x: float) -> str:
 def print_comparison(c: Comparison, console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
-
-    from ridgeline.metrics.render import fmt
 
     con = console if console is not None else Console()
     t = Table(title=f"ridgeline compare — A: {c.a_label}  B: {c.b_label}", title_justify="left")

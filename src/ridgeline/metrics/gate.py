@@ -29,6 +29,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.jsonsafe import finite_or_none
 from ridgeline.metrics.analysis import AnalysisResult
 from ridgeline.metrics.compare import compare_metric, parse_metric
+from ridgeline.metrics.render import fmt
 from ridgeline.theory.stats import DEFAULT_BOOTSTRAP_DRAWS, ci_from_draws
 
 
@@ -192,8 +193,6 @@ def gate(
 
 def gate_markdown(result: GateResult, baseline_label: str, candidate_label: str) -> str:
     """Markdown summary for CI logs (and GitHub step summaries)."""
-    from ridgeline.metrics.render import fmt
-
     head = {
         GateStatus.REGRESSION: "❌ **FAIL**: a regression beyond its threshold is established",
         GateStatus.CANNOT_EVALUATE: "⚠️ **CANNOT EVALUATE**: a rule could not be judged "

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ridgeline.errors import RidgelineError
 from ridgeline.trace.table import STATUS_CODE, Trace
 
 
@@ -156,8 +157,6 @@ def check_times(trace: Trace, first: np.ndarray, last: np.ndarray, has: np.ndarr
     an event before the send (a negative TTFT), an end before the send or before the last
     event, events going backwards, negative imported latencies. Metrics from such a trace
     would be wrong while looking right. Raises RidgelineError naming the first request."""
-    from ridgeline.errors import RidgelineError
-
     tol = TIME_TOLERANCE_S
     sent = trace.sent_s
     with np.errstate(invalid="ignore"):

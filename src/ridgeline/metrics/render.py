@@ -7,6 +7,7 @@ from typing import Any
 
 from ridgeline.metrics.analysis import AnalysisResult
 from ridgeline.metrics.distribution import Distribution
+from ridgeline.theory.stats import MIN_TAIL_SAMPLES
 
 SHOWN = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2e_ms", "queue_ms",
          "decode_rate_tok_s")
@@ -88,8 +89,6 @@ MODEL_ERROR_HEADER = "model error (CV)"
 
 def thin_tail_line(result: AnalysisResult) -> str | None:
     """One line about the shown percentiles with fewer than 10 samples beyond them."""
-    from ridgeline.theory.stats import MIN_TAIL_SAMPLES
-
     groups: dict[tuple[str, int], list[str]] = {}
     for key in SHOWN:
         d = result.latency.get(key)

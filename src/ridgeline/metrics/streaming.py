@@ -25,9 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.metrics.analysis import SLO_SOURCES, _itl_samples
 from ridgeline.metrics.distribution import PERCENTILES, Distribution, Percentile, pct_key, summarize
+from ridgeline.metrics.per_request import request_metrics
 from ridgeline.metrics.sketch import DEFAULT_RELATIVE_ERROR, LogSketch
+from ridgeline.metrics.slo import SLO, parse_slo
 from ridgeline.theory.stats import MIN_TAIL_SAMPLES, min_samples_for_percentile
+from ridgeline.trace.table import STATUSES
 
 DEFAULT_EXACT_MAX = 5_000_000   # values per series kept for exact percentiles (40 MB)
 
@@ -121,18 +125,12 @@ class StreamingMetrics:
     sum_e2e_s: float = 0.0     # over successful requests (Little's law: L = sum W / T)
 
     def __post_init__(self) -> None:
-        from ridgeline.metrics.slo import SLO, parse_slo
-
         self.slos = tuple(s if isinstance(s, SLO) else parse_slo(s) for s in self.slos)
         for key, _, _ in SERIES:
             self.series.setdefault(key, StreamingSeries(self.exact_max, self.relative_error))
 
     def add_trace(self, trace: Any) -> None:
         """Add a chunk (a columnar `Trace` of finished requests)."""
-        from ridgeline.metrics.analysis import SLO_SOURCES, _itl_samples
-        from ridgeline.metrics.per_request import request_metrics
-        from ridgeline.trace.table import STATUSES
-
         n = len(trace)
         if n == 0:
             return

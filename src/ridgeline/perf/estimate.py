@@ -25,6 +25,7 @@ import numpy as np
 
 from ridgeline.errors import RidgelineError
 from ridgeline.perf.engine_memory import engine_memory_at
+from ridgeline.perf.linear_attention import state_bytes_per_sequence_per_gpu
 from ridgeline.perf.memory import (
     RUNTIME_RESERVE_BYTES,
     kv_bytes_per_sequence_per_gpu,
@@ -180,8 +181,6 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
     kv_dec = b_rank * (mdl.num_full_attention_layers * (ctx + 1)
                   + mdl.num_window_layers * (win_ctx + 1)) * per_layer
     if mdl.num_linear_layers:
-        from ridgeline.perf.linear_attention import state_bytes_per_sequence_per_gpu
-
         kv_dec = kv_dec + b_rank * 2.0 * state_bytes_per_sequence_per_gpu(mdl, pr,
                                                                      model.parallel.tp)
     # Memory (per GPU of the busiest stage), sized as the engine sizes it: its activation

@@ -58,7 +58,7 @@ from ridgeline.perf.measured_kernels import (
 )
 from ridgeline.perf.ops import ATTENTION, GEMM, GEMM16, VAR, OpTable
 from ridgeline.perf.window import EXT_VAR
-from ridgeline.specs.hardware import HardwareSpec
+from ridgeline.specs.hardware import HardwareSpec, hardware_catalog
 from ridgeline.specs.precision import Precision
 
 # vLLM fused_moe pads every expert's rows to BLOCK_SIZE_M (64 in its default large-batch
@@ -187,8 +187,6 @@ def load_profile(name: str, engine: str = DEFAULT_ENGINE) -> KernelProfile:
     cat = kernel_catalog()
     hw = cat["hardware"].get(name)
     if hw is None:
-        from ridgeline.specs.hardware import hardware_catalog
-
         if name not in hardware_catalog():
             raise RidgelineError(f"kernel_profile: got {name!r}; allowed: one of "
                                  f"{', '.join(sorted(cat['hardware']))} or a catalog GPU name")

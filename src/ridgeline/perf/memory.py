@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ridgeline.perf.linear_attention import linear_attention_ops, state_bytes_per_sequence_per_gpu
 from ridgeline.perf.ops import kv_elements_per_token_per_layer_per_gpu, kv_heads_per_gpu
 from ridgeline.perf.step_time import ArrayLike
 from ridgeline.specs.hardware import HardwareSpec
@@ -47,8 +48,6 @@ def kv_bytes_per_sequence_per_gpu(model: ModelSpec, precision: Precision,
     """KV (and linear-attention state) one sequence of `context_tokens` holds on the busiest
     GPU: full-attention layers T tokens, windowed layers min(T, w), linear-attention layers a
     constant state, as vLLM's hybrid KV-cache manager allocates them."""
-    from ridgeline.perf.linear_attention import state_bytes_per_sequence_per_gpu
-
     t = np.asarray(context_tokens, dtype=np.float64)
     per_layer = kv_elements_per_token_per_layer_per_gpu(model, parallel.tp) * precision.kv_bytes
     frac = layers_per_stage(model, parallel.pp) / model.num_layers  # busiest stage's share
@@ -76,8 +75,6 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, precision: Precision,
 def weight_bytes_per_gpu(model: ModelSpec, precision: Precision, parallel: Parallelism
                          ) -> float:
     """Weight bytes held by the GPU of the largest pipeline stage."""
-    from ridgeline.perf.linear_attention import linear_attention_ops
-
     m, tp = model, parallel.tp
     b_w, b_a, b_e = precision.attention_weight_bytes, precision.activation_bytes, \
         precision.embedding_bytes
@@ -199,7 +196,5 @@ def plan_memory(model: ModelSpec, hardware: HardwareSpec, precision: Precision,
 
 
 def _state_per_seq(model: ModelSpec, precision: Precision, parallel: Parallelism) -> float:
-    from ridgeline.perf.linear_attention import state_bytes_per_sequence_per_gpu
-
     return state_bytes_per_sequence_per_gpu(model, precision, parallel.tp) * \
         layers_per_stage(model, parallel.pp) / model.num_layers

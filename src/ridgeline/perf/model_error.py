@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ridgeline.perf.kernels import kernel_catalog
+
 
 @dataclass(frozen=True)
 class ModelError:
@@ -61,8 +63,6 @@ def model_error(step_model: Any) -> ModelError:
         return ModelError()
     pre = [x for x in (_cv(prof.gemm.get("_fit")),
                        _cv(prof.attention_prefill.get("_fit"))) if x is not None]
-    from ridgeline.perf.kernels import kernel_catalog
-
     vllm_fit = kernel_catalog().get("vllm", {}).get("floor_scale", {}).get("_fit")
     dec = _cv(vllm_fit) if vllm_fit else _cv(prof.attention_decode.get("_fit"))
     gpu = getattr(base.hardware, "name", "")

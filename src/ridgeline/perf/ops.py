@@ -38,8 +38,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ridgeline.perf.comm import BandedTerm, all_to_all_bytes_factor, ring_allreduce_bytes_factor
+from ridgeline.perf.linear_attention import linear_attention_ops
+
 # The operator type and compute classes (perf/operator.py), used here and re-exported.
-from ridgeline.perf.comm import BandedTerm
 from ridgeline.perf.operator import ATTENTION, GEMM, GEMM16, VECTOR, Op, gemm_kind  # noqa: F401
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.parallel import Parallelism
@@ -245,8 +247,6 @@ def _model_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
 
 def build_ops(model: ModelSpec, precision: Precision, parallel: Parallelism) -> list[Op]:
     """All operators of one step on one GPU of the replica (layers of every stage summed)."""
-    from ridgeline.perf.linear_attention import linear_attention_ops
-
     tp = parallel.tp
     return (_model_ops(model, precision, tp)[:1] + _attention_ops(model, precision, tp)
             + linear_attention_ops(model, precision, tp)
@@ -271,8 +271,6 @@ def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_by
           ) -> tuple[np.ndarray, list[str], list[BandedTerm]]:
     """Exposed collective seconds per unit of each work variable, and the collectives priced
     at each step's own message size (the size-banded form, where the tables fit one)."""
-    from ridgeline.perf.comm import all_to_all_bytes_factor, ring_allreduce_bytes_factor
-
     def link(kind: str, p: int) -> tuple[float, float]:
         return collectives(kind, p) if collectives else (latency_s, link_bytes_s)
 

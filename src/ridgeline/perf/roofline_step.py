@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.perf import kernels
 from ridgeline.perf.fast_step import CompiledStep
+from ridgeline.perf.kernels import profile_for, time_rows
 from ridgeline.perf.memory import MemoryPlan, plan_memory
 from ridgeline.perf.ops import (
     ATTENTION,
@@ -37,10 +39,11 @@ from ridgeline.perf.ops import (
 )
 from ridgeline.perf.step_time import ArrayLike, BatchWork
 from ridgeline.perf.window import EXT_VAR, EXT_VARS, WINDOW_VARS, build_ext_table, window_work
+from ridgeline.specs import load_hardware, load_model
 from ridgeline.specs.hardware import HardwareSpec
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.parallel import Parallelism
-from ridgeline.specs.precision import Precision
+from ridgeline.specs.precision import Precision, resolve_model_precision, resolve_precision
 
 _CHUNK = 1 << 12  # columns evaluated per block (bounds temporary memory on huge grids)
 _FIELDS = ("prefill_tokens", "prefill_attn_pairs", "prefill_context_tokens", "prefill_seqs",
@@ -93,9 +96,6 @@ class RooflineStepTime:
         variable that add to every step (the engine's CPU and mode costs) and
         `assumptions()` -> list[str]; it is compiled into the step like the launches.
         `engine`: the serving engine whose kernels run (picks its kernel profile)."""
-        from ridgeline.perf.kernels import profile_for, time_rows
-        from ridgeline.specs.precision import resolve_precision
-
         self.model = model
         self.hardware = hardware
         # What this GPU runs: a defaulted fp8/fp4 GEMM falls back to weight-only where the
@@ -188,9 +188,6 @@ class RooflineStepTime:
         `kernel_model=False` times the catalog GPU with the plain roofline (the roofline bound
         max(F/C_eff, D/beta_eff) per operator) instead of the fitted kernel model."""
         from dataclasses import replace
-
-        from ridgeline.specs import load_hardware, load_model
-        from ridgeline.specs.precision import resolve_model_precision
 
         spec = model if isinstance(model, ModelSpec) else load_model(model)
         hw = load_hardware(hardware).with_efficiency(compute_efficiency, bandwidth_efficiency,
@@ -414,8 +411,6 @@ class RooflineStepTime:
 
     # --- what it assumed -----------------------------------------------------------------
     def assumptions(self) -> list[str]:
-        from ridgeline.perf import kernels
-
         hw, pr, par = self.hardware, self.precision, self.parallel
         prof = self.kernel_profile
         if prof is None:

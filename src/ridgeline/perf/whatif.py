@@ -46,7 +46,10 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import ArrayLike, BatchWork
+from ridgeline.specs import load_hardware, load_model
+from ridgeline.specs.parallel import Parallelism
 
 EAGER_OVERHEAD_FACTOR = 4.0
 
@@ -241,10 +244,6 @@ def apply_whatif(base: Any, whatif: WhatIf | None) -> Any:
         return base
     draft = None
     if whatif.spec_draft_model:
-        from ridgeline.perf.roofline_step import RooflineStepTime
-        from ridgeline.specs import load_model
-        from ridgeline.specs.parallel import Parallelism
-
         draft = RooflineStepTime(load_model(whatif.spec_draft_model), base.hardware,
                                  base.precision, Parallelism(tp=base.parallel.tp),
                                  base.max_num_batched_tokens, base.max_num_seqs,
@@ -259,8 +258,6 @@ def kernel_overhead_for(hardware: str, kernel_overhead_us: float | None,
     if whatif is None or not whatif.enforce_eager:
         return kernel_overhead_us
     if kernel_overhead_us is None:
-        from ridgeline.specs import load_hardware
-
         kernel_overhead_us = load_hardware(hardware).kernel_overhead_us
     return kernel_overhead_us * EAGER_OVERHEAD_FACTOR
 

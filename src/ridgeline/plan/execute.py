@@ -19,6 +19,8 @@ from typing import Any
 from ridgeline.errors import RidgelineError
 from ridgeline.plan.wilson import wilson_interval
 from ridgeline.ray_stop import stop_ray_now
+
+# (with the simulator and the analysis, loaded here so that forked workers inherit them)
 from ridgeline.sim.scenario import Built, Scenario, probe_capacity, run_scenario
 
 # Plan reads point values only (attainment, percentiles, throughput): the analysis keeps no
@@ -161,10 +163,6 @@ class Jobs:
         self._ray_started = False
 
     def __enter__(self) -> Jobs:
-        # Loaded once here, so forked workers inherit the modules instead of importing each.
-        import ridgeline.metrics.analysis
-        import ridgeline.sim.event_loop
-        import ridgeline.sim.scenario  # noqa: F401
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

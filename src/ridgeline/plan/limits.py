@@ -19,6 +19,12 @@ import resource
 from ridgeline.errors import RidgelineError
 from ridgeline.plan.execute import default_workers
 from ridgeline.plan.space import PlanRequest
+from ridgeline.sim.scenario import (
+    CAPACITY_PROBE_MAX_USERS,
+    CAPACITY_PROBE_MIN_REQUESTS,
+    CAPACITY_PROBE_REQUESTS_PER_USER,
+    CAPACITY_PROBE_USERS_PER_SLOT,
+)
 from ridgeline.workload.lengths import parse_lengths
 
 BYTES_PER_REQUEST = 700
@@ -141,13 +147,6 @@ def check_plan_size(req: PlanRequest) -> None:
 
 def probe_requests_bound(req: PlanRequest) -> int:
     """The most requests `probe_capacity` can use for a configuration of this space."""
-    from ridgeline.sim.scenario import (
-        CAPACITY_PROBE_MAX_USERS,
-        CAPACITY_PROBE_MIN_REQUESTS,
-        CAPACITY_PROBE_REQUESTS_PER_USER,
-        CAPACITY_PROBE_USERS_PER_SLOT,
-    )
-
     users = min(CAPACITY_PROBE_MAX_USERS, math.ceil(
         CAPACITY_PROBE_USERS_PER_SLOT * max(req.max_num_seqs) * req.max_replicas) + 8)
     return max(CAPACITY_PROBE_MIN_REQUESTS, CAPACITY_PROBE_REQUESTS_PER_USER * users)

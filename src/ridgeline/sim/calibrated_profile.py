@@ -44,7 +44,10 @@ from pydantic import (
 )
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import load_json, validate_document, write_text_atomic
 from ridgeline.perf.step_time import ArrayLike, BatchWork
+from ridgeline.sim.engine import EngineConfig
+from ridgeline.sim.slots import SlotSteps
 
 PROFILE_KIND = "ridgeline-calibration"
 PROFILE_SCHEMA_VERSION = 1
@@ -225,8 +228,6 @@ class CalibrationProfile(BaseModel):
     @classmethod
     def load(cls, path: str | Path, option: str = "--calibration") -> CalibrationProfile:
         """Read a profile file; a bad file is one RidgelineError line naming `option`."""
-        from ridgeline.inputs import load_json
-
         obj = load_json(path, option, max_bytes=64 << 20)
         return cls.read(obj, f"{option}: {path}")
 
@@ -235,8 +236,6 @@ class CalibrationProfile(BaseModel):
         """The one reader of a parsed profile document (a file's JSON, a UI body): every
         field checked by this schema, failures one RidgelineError line naming `source` and
         the field's path (`scheduling.bacth: unknown field; allowed: ...`)."""
-        from ridgeline.inputs import validate_document
-
         if not isinstance(obj, dict) or obj.get("kind") != PROFILE_KIND:
             raise RidgelineError(f"{source} is not a calibration profile (expected "
                                  f"\"kind\": \"{PROFILE_KIND}\"; make one with `ridgeline "
@@ -244,8 +243,6 @@ class CalibrationProfile(BaseModel):
         return validate_document(cls, obj, f"{source}: calibration profile")
 
     def save(self, path: str | Path) -> None:
-        from ridgeline.inputs import write_text_atomic
-
         write_text_atomic(path, self.model_dump_json(indent=2, by_alias=True) + "\n")
 
     # ---- the step-time interface --------------------------------------------------------
@@ -305,8 +302,6 @@ class CalibrationProfile(BaseModel):
         None: the engine then times steps from BatchWork alone."""
         if not self.scheduling.slot_graphs:
             return None
-        from ridgeline.sim.slots import SlotSteps
-
         return SlotSteps(n_slots, self.scheduling.ubatch_tokens or MAX_STEP_TOKENS,
                          self.graphs_time_s, self._slot_order)
 
@@ -343,8 +338,6 @@ class CalibrationProfile(BaseModel):
 
     def engine_config(self) -> Any:
         """The EngineConfig that schedules like the measured engine."""
-        from ridgeline.sim.engine import EngineConfig
-
         s = self.scheduling
         bs = s.block_size_tokens
         return EngineConfig(max_num_seqs=s.max_num_seqs,

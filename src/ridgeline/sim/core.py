@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.perf.ops import WORK_VARS
+from ridgeline.sim.engine import EngineStats, _compiled_step
 from ridgeline.sim.result import (
     STATUS_OK,
     STATUS_REJECTED,
@@ -40,6 +41,16 @@ _STAT_COLUMNS = 11
 DISPATCH_WINDOW = 1 << 14
 _lib: Any = None
 _lib_error: str | None = None
+# The extension is optional (not built without a C compiler at install time): its file is
+# found here, loaded with ctypes on first use.
+_core_file: str | None = None
+_core_missing: str | None = None
+try:
+    from ridgeline.sim import _core  # type: ignore[attr-defined]
+
+    _core_file = _core.__file__
+except ImportError as exc:
+    _core_missing = str(exc)
 
 
 def _load() -> Any:
@@ -48,10 +59,10 @@ def _load() -> Any:
     if _lib is not None or _lib_error is not None:
         return _lib
     try:
-        from ridgeline.sim import _core  # type: ignore[attr-defined]
-
-        lib = ctypes.CDLL(_core.__file__)
-    except (ImportError, OSError) as exc:
+        if _core_file is None:
+            raise OSError(_core_missing)
+        lib = ctypes.CDLL(_core_file)
+    except OSError as exc:
         _lib_error = f"the C engine core is not built ({exc})"
         return None
     lib.rl_new.restype = ctypes.c_void_p
@@ -137,8 +148,6 @@ def engine_blocker(step_model: Any, config: Any) -> str | None:
 
 
 def _compiled(step_model: Any, config: Any) -> tuple[Any, list[float], list[float]] | None:
-    from ridgeline.sim.engine import _compiled_step
-
     compiled = _compiled_step(step_model)
     if compiled is None:
         return None
@@ -273,8 +282,6 @@ class Core:
 
 
 def _engine_stats(per: np.ndarray, num_kv_blocks: int) -> list[dict[str, Any]]:
-    from ridgeline.sim.engine import EngineStats
-
     out = []
     for row in per.tolist():
         running, waiting, used, pre, prompt, gen, fin, rej, steps, queries, hits = row

@@ -24,6 +24,7 @@ import numpy as np
 from ridgeline.errors import RidgelineError
 from ridgeline.perf.engine_memory import EngineMemory, engine_memory_at
 from ridgeline.perf.fast_step import CompiledStep
+from ridgeline.perf.roofline_step import RooflineStepTime
 from ridgeline.perf.step_time import BatchWork, StepTimeModel
 from ridgeline.sim.kv_cache import BlockPool, kv_layout
 from ridgeline.sim.scheduler import Scheduler
@@ -226,8 +227,6 @@ class EngineStats:
 def _compiled_step(step_model: StepTimeModel) -> CompiledStep | None:
     """The compiled path behind `step_model.step_time_s`, if that method is exactly
     `RooflineStepTime.step_time_s` (not overridden, not replaced on the instance)."""
-    from ridgeline.perf.roofline_step import RooflineStepTime
-
     if type(step_model).step_time_s is not RooflineStepTime.step_time_s or \
             "step_time_s" in getattr(step_model, "__dict__", {}):
         return None

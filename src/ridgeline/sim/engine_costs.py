@@ -35,6 +35,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import loads_json, read_text, validate_document
+from ridgeline.perf.ops import VAR, WORK_VARS
 
 ENGINES = ("vllm", "trtllm", "sglang")
 # Engines `calibrate fit` may fit: its replay runs the vLLM loop, which is not SGLang's, and
@@ -67,8 +69,6 @@ class EngineCosts:
 
     def linear_terms(self) -> np.ndarray:
         """Seconds per work variable (ridgeline.perf.ops.WORK_VARS) added to every step."""
-        from ridgeline.perf.ops import VAR, WORK_VARS
-
         out = np.zeros(len(WORK_VARS))
         out[VAR["any"]] = self.step_overhead_s
         out[VAR["pre"]] = self.mixed_step_s
@@ -116,8 +116,6 @@ def load_engine_costs(engine: str = "vllm") -> EngineCosts:
 
     p = Path(engine)
     if p.suffix == ".json":
-        from ridgeline.inputs import read_text
-
         text = read_text(p, "--engine", max_bytes=1 << 20)  # a device or a FIFO: refused
         name = p.stem
     else:
@@ -127,8 +125,6 @@ def load_engine_costs(engine: str = "vllm") -> EngineCosts:
         text = resources.files("ridgeline.specs").joinpath(
             "data", "engines", f"{engine}.json").read_text()
         name = engine
-    from ridgeline.inputs import loads_json, validate_document
-
     raw = loads_json(text, f"--engine: {name}")
     doc = validate_document(EngineCostsFile, raw, f"--engine: {name}")
     vals = {f: getattr(doc.costs, f).value for f in FIELDS

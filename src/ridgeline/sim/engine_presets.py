@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import loads_json, read_text
 from ridgeline.perf.engine_memory import (
     MIB,
     SGLANG_MAX_RUNNING_REQUESTS,
     sglang_gpu_defaults,
     sglang_max_running_requests,
 )
+from ridgeline.sim.engine_costs import ENGINES
 
 # EngineConfig field -> (type, what it allows)
 FIELDS: dict[str, tuple[type, str]] = {
@@ -68,12 +70,8 @@ SCENARIO_NAMES = {"max_num_seqs": "max_num_seqs",
 
 
 def _preset_text(engine: str) -> tuple[str, str]:
-    from ridgeline.sim.engine_costs import ENGINES
-
     p = Path(engine)
     if p.suffix == ".json":
-        from ridgeline.inputs import read_text
-
         return read_text(p, "--engine", max_bytes=1 << 20), p.stem
     if engine not in ENGINES:
         raise RidgelineError(f"--engine: got {engine!r}; allowed: {', '.join(ENGINES)} "
@@ -84,8 +82,6 @@ def _preset_text(engine: str) -> tuple[str, str]:
 
 def load_scheduler(engine: str = "vllm") -> dict[str, Any]:
     """`EngineConfig` fields of `engine`'s preset ({} where it has no `scheduler`)."""
-    from ridgeline.inputs import loads_json
-
     text, name = _preset_text(engine)
     d = loads_json(text, f"--engine: {name}")
     sched = d.get("scheduler") if isinstance(d, dict) else None

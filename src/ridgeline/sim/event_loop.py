@@ -36,8 +36,10 @@ from typing import Any
 import numpy as np
 
 from ridgeline.perf.step_time import StepTimeModel
+from ridgeline.sim import core
 from ridgeline.sim.cluster import ClusterConfig, Replica, Router
 from ridgeline.sim.engine import Engine, EngineConfig
+from ridgeline.sim.engine_costs import EngineCosts, apply_request_overhead
 
 # The result type and its helpers (sim/result.py), used here and re-exported.
 from ridgeline.sim.result import (  # noqa: F401
@@ -766,9 +768,6 @@ def simulate(workload: Workload, config: EngineConfig, step_model: StepTimeModel
     in flight. The result is then a summary: no per-request columns (they left with the
     chunks), `timeline` empty, totals in `stream_stats` (see `_Stream`).
     """
-    from ridgeline.sim import core
-    from ridgeline.sim.engine_costs import EngineCosts, apply_request_overhead
-
     cluster = cluster or ClusterConfig()
     if workload.timeout_s is not None or record_scheduled:
         mode = "step"     # aborts at deadlines: the reference engine (same trace either way)

@@ -32,10 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.errors import RidgelineError
 from ridgeline.metrics.sketch import DEFAULT_RELATIVE_ERROR
 from ridgeline.metrics.streaming import DEFAULT_EXACT_MAX, StreamingMetrics
+from ridgeline.ray_stop import stop_ray_now
 from ridgeline.sim.cluster import STATELESS_ROUTERS, ClusterConfig, assigned_replica
 from ridgeline.sim.event_loop import SimResult, Workload, simulate
+from ridgeline.trace.writer import TraceWriter
 
 
 @dataclass
@@ -256,8 +259,6 @@ def run_fleet(wl: Workload, config: Any, step_model: Any, cluster: ClusterConfig
               progress: Callable[[int], None] | None = None) -> FleetRun:
     """Run `wl` streamed (and sharded when asked and possible). On Ctrl-C the result holds
     what finished (interrupted=True) and the trace is closed with an interrupted footer."""
-    from ridgeline.trace.writer import TraceWriter
-
     t0 = time.perf_counter()
     notes: list[str] = []
     blocker = shard_blocker(wl, cluster)
@@ -399,8 +400,6 @@ def _run_processes(run: FleetRun, wl: Workload, config: Any, step_model: Any,
     import queue as queue_mod
     from concurrent.futures import ProcessPoolExecutor
 
-    from ridgeline.errors import RidgelineError
-
     if "fork" not in mp.get_all_start_methods():
         raise RidgelineError("--workers: needs the fork start method (Linux, macOS); "
                              "use --ray on this platform")
@@ -475,8 +474,6 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
              trace_path: str | None, exact_max: int, relative_error: float,
              chunk_requests: int, address: str, progress: Callable[[int], None] | None
              ) -> None:
-    from ridgeline.errors import RidgelineError
-
     try:
         import ray
     except ImportError:
@@ -526,7 +523,5 @@ def _run_ray(run: FleetRun, wl: Workload, config: Any, step_model: Any,
             with contextlib.suppress(Exception):
                 ray.cancel(f, force=True)
         if started:  # within the 2 s a Ctrl-C may take (ray's own exit hook: 1.6-2.9 s)
-            from ridgeline.ray_stop import stop_ray_now
-
             stop_ray_now(ray)
         raise

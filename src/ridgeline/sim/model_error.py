@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ridgeline.metrics.per_request import request_metrics
 from ridgeline.metrics.prediction_interval import (
     CALIBRATED_NOTE,
     annotate_latency,
@@ -31,6 +32,9 @@ from ridgeline.metrics.prediction_interval import (
     step_scales,
 )
 from ridgeline.metrics.render import fmt
+from ridgeline.sim.event_loop import simulate
+from ridgeline.sim.scenario import trace_header
+from ridgeline.sim.workload import build_workload
 
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 STATS = ("mean", "median", "p90", "p99")
@@ -59,11 +63,6 @@ def _rerun_stats(sc: Any, built: Any, rate_req_s: float, scale: float
     """Per-request TTFT, TPOT and E2E statistics (ms) of `sc` at `rate_req_s` x `scale`,
     every latency x `scale`: the run with every step `scale` times longer."""
     import numpy as np
-
-    from ridgeline.metrics.per_request import request_metrics
-    from ridgeline.sim.event_loop import simulate
-    from ridgeline.sim.scenario import trace_header
-    from ridgeline.sim.workload import build_workload
 
     n = min(sc.requests, PROPAGATION_MAX_REQUESTS)
     wl, load, dataset = build_workload(

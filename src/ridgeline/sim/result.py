@@ -13,6 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.trace.table import (
+    EVENT_TOKENS_DTYPE,
+    STATUS_CODE,
+    TOKEN_SOURCE_CODE,
+    Trace,
+    _as_header,
+)
+
 STATUS_OK, STATUS_REJECTED, STATUS_TIMEOUT = "ok", "rejected", "error"
 TIMELINE_COLUMNS = ("replica", "start_s", "end_s", "batch_size", "prefill_tokens",
                     "decode_seqs", "kv_blocks_used", "num_waiting")
@@ -97,14 +105,6 @@ class SimResult:
 
     def to_trace(self, header: Any) -> Any:
         """The columnar `ridgeline.trace.table.Trace`, without building per-token lists."""
-        from ridgeline.trace.table import (
-            EVENT_TOKENS_DTYPE,
-            STATUS_CODE,
-            TOKEN_SOURCE_CODE,
-            Trace,
-            _as_header,
-        )
-
         n = len(self)
         nan = np.full(n, np.nan)
         rejected = [s == STATUS_REJECTED for s in self.status]

@@ -27,15 +27,36 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.metrics.analysis import analyze
 from ridgeline.metrics.knee import KNEE_FACTOR
 from ridgeline.metrics.knee import ttft_knee_index as knee_index
-from ridgeline.perf.whatif import WhatIf
-from ridgeline.sim.engine import engine_memory_for, kv_tokens_for
+from ridgeline.metrics.slo import parse_slos
+from ridgeline.perf.roofline_step import RooflineStepTime
+from ridgeline.perf.whatif import WhatIf, apply_whatif, kernel_overhead_for
+from ridgeline.sim.cluster import ClusterConfig
+from ridgeline.sim.engine import (
+    EngineConfig,
+    engine_memory_for,
+    kv_blocks_from_memory,
+    kv_tokens_for,
+)
+from ridgeline.sim.engine_costs import (
+    capacity_policy_for,
+    load_engine_costs,
+    request_overhead_fields,
+)
 from ridgeline.sim.engine_presets import AUTO, SCENARIO_NAMES, load_scheduler, resolve, resolve_auto
+from ridgeline.sim.event_loop import simulate
 from ridgeline.sim.kv_link import resolve_kv_link
 from ridgeline.sim.pools import Pool, PoolDefaults, pool_stats, resolve_pools
-from ridgeline.sim.sweep import SweepPoint, best_rate_index
+from ridgeline.sim.step_model import engine_config_for, load_step_model
+from ridgeline.sim.sweep import SweepPoint, best_rate_index, sweep_rates
+from ridgeline.sim.workload import build_workload, check_context
+from ridgeline.sizes import check_fits
 from ridgeline.specs import ModelSpec, load_hardware, load_model
+from ridgeline.trace.schema import TraceHeader
+from ridgeline.workload.lengths import parse_lengths
+from ridgeline.workload.think import parse_think_time
 
 DEFAULT_PROMPT = "lognormal:mean=250,sigma=1.0,max=4096"
 DEFAULT_OUTPUT = "lognormal:mean=200,sigma=0.8,max=2048"
@@ -164,12 +185,7 @@ class Scenario:
         """The step-time model (roofline, with the what-ifs applied; or the calibrated profile).
         `costs` (an EngineCosts) replaces the scenario engine's per-step costs.
         RidgelineError when the model does not fit."""
-        from ridgeline.perf.roofline_step import RooflineStepTime
-        from ridgeline.perf.whatif import apply_whatif, kernel_overhead_for
-
         if self.calibration:
-            from ridgeline.sim.step_model import load_step_model
-
             if self.whatif is not None and (self.whatif.changes_step or
                                             self.whatif.enforce_eager):
                 raise RidgelineError("--calibration: the what-if flags change the roofline "
@@ -198,8 +214,6 @@ class Scenario:
         return self.model_spec if self.model_spec is not None else load_model(self.model)
 
     def engine_config(self, step_model: Any) -> Any:
-        from ridgeline.sim.engine import EngineConfig, kv_blocks_from_memory
-
         sched = self.scheduler_fields()
         block_size = sched.get("block_size_tokens", self.block_size)
         rule = sched.get("kv_memory_rule", "vllm")
@@ -209,9 +223,6 @@ class Scenario:
                                            block_size, f"{self.model} on {self.hardware}",
                                            rule)
         sched = self.scheduler_fields(kv_tokens=blocks * block_size)
-        from ridgeline.sim.engine_costs import request_overhead_fields
-        from ridgeline.sim.step_model import engine_config_for
-
         costs = self.costs()
         fields = {"max_num_seqs": self.max_num_seqs,
                   "max_num_batched_tokens": self.max_num_batched_tokens,
@@ -281,8 +292,6 @@ class Scenario:
         """The engine's name (an engine costs file names its engine): which kernel profile
         the step-time model uses."""
         if self.engine.endswith(".json"):
-            from ridgeline.sim.engine_costs import load_engine_costs
-
             return load_engine_costs(self.engine).engine
         return self.engine
 
@@ -298,16 +307,12 @@ class Scenario:
     def capacity_policy(self) -> str:
         """How the engine meets a KV shortage: vLLM preempts, TensorRT-LLM's default
         (GUARANTEED_NO_EVICT) reserves each request's whole KV at admission."""
-        from ridgeline.sim.engine_costs import capacity_policy_for
-
         return str(self.scheduler_fields().get("capacity_policy",
                                                capacity_policy_for(self.engine)))
 
     def costs(self) -> Any:
         """The engine's fitted CPU costs (None: off, or a calibrated profile, which measured
         them already)."""
-        from ridgeline.sim.engine_costs import load_engine_costs
-
         if not self.engine_costs or self.calibration:
             return None
         return load_engine_costs(self.engine)
@@ -324,8 +329,6 @@ class Scenario:
                        pool_engines: dict[str, tuple[Any, Any]] | None = None) -> Any:
         """Replicas and router, or the P/D pools and their KV link; `pool_engines`: each
         pool's own (EngineConfig, step-time model) where its layout differs."""
-        from ridgeline.sim.cluster import ClusterConfig
-
         pools = self.pools()
         if pools is None:
             return ClusterConfig(replicas=self.replicas, router=self.router)
@@ -341,10 +344,6 @@ class Scenario:
 
     def validate(self) -> Scenario:
         """Check the texts (lengths, think time, SLOs) early, with one-line errors."""
-        from ridgeline.metrics.slo import parse_slos
-        from ridgeline.workload.lengths import parse_lengths
-        from ridgeline.workload.think import parse_think_time
-
         parse_slos(list(self.slos))
         parse_lengths(self.prompt, "--prompt")
         parse_lengths(self.output, "--output")
@@ -367,8 +366,6 @@ class Scenario:
         return self
 
     def _check_instances(self) -> None:
-        from ridgeline.sizes import check_fits
-
         pools = self.pools()
         field = "--pd" if pools else "--replicas"
         inst = pools[0].workers + pools[1].workers if pools else self.replicas
@@ -549,8 +546,6 @@ def summarize_sweep(points: Sequence[SweepPoint], slos: Sequence[str] = (),
 def trace_header(sc: Scenario, built: Built, load: dict[str, Any],
                  dataset: dict[str, Any]) -> Any:
     """The trace header of a simulated run of `sc`."""
-    from ridgeline.trace.schema import TraceHeader
-
     desc = built.step_model.describe()
     cfg = built.config
     engine_config = {**cfg.__dict__, "kv_capacity_tokens": cfg.kv_capacity_tokens,
@@ -583,11 +578,6 @@ def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built 
     a caller that reads only the figures (the report's plots need the samples).
     `bootstrap=False`: the analysis computes no confidence intervals (the same values);
     `latency_keys`: only these latency distributions (`analyze`)."""
-    from ridgeline.metrics.analysis import analyze
-    from ridgeline.metrics.slo import parse_slos
-    from ridgeline.sim.event_loop import simulate
-    from ridgeline.sim.workload import build_workload, check_context
-
     built = built or Built.of(sc)
     rate = rate_req_s if rate_req_s is not None else sc.rate_req_s
     if sc.concurrency is not None:
@@ -612,8 +602,6 @@ def run_scenario(sc: Scenario, rate_req_s: float | None = None, *, built: Built 
 def capacity_probe_users(sc: Scenario, built: Built) -> int:
     """Users of the capacity probe's closed loop: 1.25 x the requests every instance can hold
     at once (max_num_seqs, or fewer when the KV cache holds fewer mean-length requests)."""
-    from ridgeline.workload.lengths import parse_lengths
-
     context = (parse_lengths(sc.prompt, "--prompt").mean_tokens
                + parse_lengths(sc.output, "--output").mean_tokens + sc.prefix_tokens)
     kv_tokens = float(built.config.kv_capacity_tokens)
@@ -654,8 +642,6 @@ def probe_capacity(sc: Scenario, built: Built | None = None) -> float:
 
 def sweep_rates_for(sc: Scenario, built: Built | None = None) -> list[float]:
     """The rates of `--rate sweep`: fractions of the probed capacity."""
-    from ridgeline.sim.sweep import sweep_rates
-
     return sweep_rates(probe_capacity(sc, built))
 
 
@@ -669,8 +655,6 @@ def rate_sweep(sc: Scenario, rates: Sequence[float] | None = None,
     `progress(done)` counts completed requests over the whole sweep; `on_run(run)` sees
     each run as it finishes (to write its trace, say).
     """
-    from ridgeline.sim.sweep import sweep_rates
-
     built = built or Built.of(sc)
     capacity: float | None = None
     if rates is None:

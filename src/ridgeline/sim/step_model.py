@@ -21,6 +21,9 @@ _PROFILE_MODULE = "ridgeline.sim.calibrated_profile"
 def load_step_model(calibration: str | None, roofline: Callable[[], Any]) -> Any:
     """The profile in `calibration` if given, else `roofline()` (the perf model)."""
     if calibration:
+        # Left lazy on purpose: the profile's pydantic models take ~25 ms to build, which a
+        # roofline run (every default `simulate`, `serve`, `plan`) never needs; `is_calibrated`
+        # relies on it.
         from ridgeline.sim.calibrated_profile import CalibrationProfile
 
         return CalibrationProfile.load(calibration)

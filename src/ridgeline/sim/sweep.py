@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.workload.arrivals import MAX_RATE_REQ_S, MIN_RATE_REQ_S, RATE_TEXT
 
 SWEEP_FRACTIONS = (0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1)
 
@@ -58,8 +59,6 @@ def parse_rates(text: str) -> list[float] | None:
     except ValueError:
         raise RidgelineError(f"--rate: got {text!r}; allowed: a rate in req/s, a comma list "
                              "(1,2,4,8), or 'sweep'") from None
-    from ridgeline.workload.arrivals import MAX_RATE_REQ_S, MIN_RATE_REQ_S, RATE_TEXT
-
     if not rates or any(not (MIN_RATE_REQ_S <= r <= MAX_RATE_REQ_S) for r in rates):
         raise RidgelineError(f"--rate: got {text!r}; allowed: {RATE_TEXT} (or a comma list "
                              "of them, or 'sweep')")

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import load_json, validate_document
 
 REQUIRED = ("peak_flops", "memory_bandwidth_bytes_s", "memory_bytes",
             "interconnect_bandwidth_bytes_s")
@@ -216,8 +217,6 @@ def check_hardware_file(data: dict[str, Any], source: str) -> None:
     """A user's hardware file read by its schema (`HardwareFile`): a field it does not know
     (`memory_bandwith_bytes_s`) is refused, naming it, rather than the default used;
     keys starting with `_` are notes (the catalog's `_source`)."""
-    from ridgeline.inputs import validate_document
-
     doc = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("_"))}
     schema = doc.get("schema")
     if isinstance(schema, str) and schema.startswith(HOST_PROFILE_SCHEMA_PREFIX):
@@ -247,8 +246,6 @@ def load_hardware(name_or_path: str) -> HardwareSpec:
     if path.suffix == ".json" or path.is_file():
         if not path.is_file():
             raise RidgelineError(f"hardware: file {str(path)!r} not found")
-        from ridgeline.inputs import load_json
-
         data = load_json(path, "hardware", max_bytes=16 << 20)
         if not isinstance(data, dict):
             raise RidgelineError(f"hardware: {str(path)!r} is not a hardware JSON object")

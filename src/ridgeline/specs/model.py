@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import load_json
 from ridgeline.specs.families import parse_family
 from ridgeline.specs.model_spec import (
     DENSE_TYPES,
@@ -98,8 +99,6 @@ def model_catalog() -> dict[str, dict[str, Any]]:
 
 def _read_json(path: Path) -> Any:
     # the one safe reader (regular files only, a size cap, UTF-8, bounded nesting)
-    from ridgeline.inputs import load_json
-
     return load_json(path, "model", max_bytes=16 << 20)
 
 

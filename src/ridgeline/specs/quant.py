@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.specs.precision import DTYPE_BYTES
 
 # Module classes a quantization method can leave 16-bit (what `ignore` patterns map to).
 MODULE_CLASSES = ("attention", "mlp", "experts", "shared_experts", "router", "lm_head")
@@ -60,8 +61,6 @@ class QuantSpec:
     @property
     def weight_bytes(self) -> float:
         """Bytes per quantized weight, scales (and zero points) included."""
-        from ridgeline.specs.precision import DTYPE_BYTES
-
         if self.weights == "int4" and self.group_size:
             scale = 2.0 + (0.5 if self.zero_point else 0.0)  # fp16 scale (+ int4 zero)
             return 0.5 + scale / self.group_size

@@ -64,6 +64,8 @@ import numpy as np
 from pydantic import ValidationError
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import open_capped
+from ridgeline.trace.formats import detect_format
 from ridgeline.trace.schema import RequestRecord, TraceFooter, TraceHeader
 from ridgeline.trace.table import (
     _EVENT_COLUMNS,
@@ -98,8 +100,6 @@ def open_trace_bytes(path: str | Path) -> IO[bytes]:
         raise RidgelineError(f"trace: file not found: {p}")
     if p.is_dir():
         raise RidgelineError(f"trace: {p} is a directory; give a trace file (JSONL)")
-    from ridgeline.inputs import open_capped
-
     # /dev/zero or a FIFO never ends; a gzip bomb or one endless line is refused at its cap
     return open_capped(p, "trace")
 
@@ -751,8 +751,6 @@ def _validated(model: Any, obj: Any, no: int, spath: str, what: str) -> Any:
 def _format_hint(path: str) -> str:
     """Suggest the importer when a file looks like another tool's output."""
     try:
-        from ridgeline.trace.formats import detect_format
-
         fmt = detect_format(path)
     except Exception:
         return ""

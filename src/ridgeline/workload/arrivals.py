@@ -29,21 +29,19 @@ simulator or the load generator) issues the next request when one finishes.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ridgeline.errors import RidgelineError
-from ridgeline.inputs import check_input_file, decode_errors, open_text
+from ridgeline.inputs import check_input_file
 from ridgeline.workload.spec_syntax import (
     check_keys,
     reject_unknown,
     split_spec,
     take_float,
 )
-from ridgeline.workload.timed_trace import MAX_TIMESTAMP_S
+from ridgeline.workload.timed_trace import FORMATS
 
 KINDS = "poisson, gamma, constant, ramp, replay, diurnal"
 # Sensible ranges: outside them the times overflow or the thinning never ends.
@@ -132,13 +130,18 @@ def _read_replay(path_text: str, speedup: float = 1.0, fmt: str | None = None,
 def _read_replay_cached(path_text: str, _size: int, _mtime_ns: int, speedup: float,
                         fmt: str | None, tokenizer: str | None, seed: int,
                         rate_req_s: float | None, cv: float) -> ArrivalProcess:
-    # the replay readers load only when a spec names a file (simulate's default path
-    # never does)
-    from ridgeline.workload.timed_trace_reader import read_timed_trace, sniff_format
+    # Left lazy on purpose: the replay readers (msgspec, the peer-tool importers, the trace
+    # reader: ~0.1 s on a loaded 2-core box) load only when a spec names a file, which the
+    # default path of `simulate` and `bench` never does.
+    from ridgeline.workload.timed_trace_reader import (
+        read_replay_times,
+        read_timed_trace,
+        sniff_format,
+    )
 
     path = check_input_file(path_text, "--arrival")
     if fmt is None and sniff_format(path) == "other":
-        return ArrivalProcess("replay", replay_times_s=_read_replay_times(path_text, speedup))
+        return ArrivalProcess("replay", replay_times_s=read_replay_times(path_text, speedup))
     tr = read_timed_trace(path_text, speedup, fmt=fmt, tokenizer=tokenizer, seed=seed)
     known = bool(np.all(tr.prompt_tokens >= 0) and np.all(tr.output_tokens >= 0))
     grouped = tr.prefix_group is not None and tr.prefix_tokens is not None
@@ -150,84 +153,6 @@ def _read_replay_cached(path_text: str, _size: int, _mtime_ns: int, speedup: flo
         replay_prefix_group=tuple(tr.prefix_group.tolist()) if grouped else None,  # type: ignore[union-attr]
         replay_prefix_tokens=tuple(tr.prefix_tokens.tolist()) if grouped else None,  # type: ignore[union-attr]
         replay_timed=tr.timed)
-
-
-def _read_replay_times(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
-    from array import array
-
-    from ridgeline.workload.timed_trace_reader import MAX_REPLAY_ROWS
-
-    path = check_input_file(path_text, "--arrival")
-    if _is_ridgeline_trace(path):
-        return _trace_times(path_text, speedup)
-    times = array("d")
-    with open_text(path, "--arrival") as fh, decode_errors("--arrival", path_text):
-        for lineno, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if len(times) >= MAX_REPLAY_ROWS:
-                raise RidgelineError(f"--arrival: replay file {path_text!r} holds more than "
-                                     f"{MAX_REPLAY_ROWS:,} timestamps; allowed: at most that "
-                                     "many")
-            if line.startswith("{"):
-                try:
-                    obj = json.loads(line)
-                except (ValueError, RecursionError):
-                    continue  # a truncated last line of a crashed trace
-                if not isinstance(obj, dict) or obj.get("type", "request") != "request":
-                    continue
-                raw = obj.get("scheduled_s", obj.get("sent_s"))
-                if raw is None:
-                    continue
-            else:
-                raw = line.split(",")[0].strip()
-            try:
-                t = float(raw)
-            except (TypeError, ValueError, OverflowError):
-                if lineno == 1:
-                    continue  # a CSV header
-                raise RidgelineError(f"--arrival: replay file {path_text!r} line {lineno}: "
-                                     f"{raw!r} is not seconds") from None
-            if not -MAX_TIMESTAMP_S <= t <= MAX_TIMESTAMP_S:
-                raise RidgelineError(f"--arrival: replay file {path_text!r} line {lineno}: "
-                                     f"got {raw!r}; allowed: finite seconds (at most "
-                                     f"{MAX_TIMESTAMP_S:g} in size)")
-            times.append(t)
-    if not times:
-        raise RidgelineError(f"--arrival: replay file {path_text!r} holds no timestamps")
-    arr = np.sort(np.asarray(times))
-    return tuple(((arr - arr[0]) / speedup).tolist())
-
-
-def _is_ridgeline_trace(path: Any) -> bool:
-    with open_text(path, "--arrival") as fh, decode_errors("--arrival", path):
-        first = fh.readline(1 << 20).strip()
-    try:
-        obj = json.loads(first) if first.startswith("{") else None
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(obj, dict) and obj.get("type") == "header"
-
-
-def _trace_times(path_text: str, speedup: float) -> tuple[float, ...]:
-    """A ridgeline trace's arrival times (scheduled, else sent), read by the trace reader
-    and its rules (types, order, finite numbers, unique ids, .gz caps): a trace that
-    `analyze` refuses is not replayed either."""
-    from ridgeline.trace.reader import read_trace
-    try:
-        trace = read_trace(path_text)
-    except RidgelineError as exc:
-        raise RidgelineError(f"--arrival: {exc}") from None
-    times = np.where(np.isfinite(trace.scheduled_s), trace.scheduled_s, trace.sent_s)
-    times = times[np.isfinite(times)]
-    if not times.size:
-        raise RidgelineError(f"--arrival: replay file {path_text!r} holds no timestamps")
-    if np.any(np.abs(times) > MAX_TIMESTAMP_S):
-        raise RidgelineError(f"--arrival: replay file {path_text!r}: a time past "
-                             f"{MAX_TIMESTAMP_S:g} s; allowed: finite seconds")
-    arr = np.sort(times)
-    return tuple(((arr - arr[0]) / speedup).tolist())
 
 
 def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
@@ -258,8 +183,6 @@ def parse_arrival(spec: str, rate_req_s: float | None = None) -> ArrivalProcess:
             raise RidgelineError(f"{field}: replay needs path=FILE")
         speedup = take_float(params, "speedup", field, default=1.0, positive=True)
         fmt = params.pop("format", None)
-        from ridgeline.workload.timed_trace_reader import FORMATS
-
         if fmt is not None and fmt not in FORMATS:
             raise RidgelineError(f"{field}: format: got {fmt!r}; allowed: {', '.join(FORMATS)}")
         seed = take_float(params, "seed", field, default=0.0, nonnegative=True, hi=2.0**32)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import loads_json, read_text
 from ridgeline.workload.spec_syntax import (
     check_keys,
     reject_unknown,
@@ -101,8 +102,6 @@ class LengthDistribution:
 
 
 def _read_lengths_file(path_text: str, field_name: str) -> np.ndarray:
-    from ridgeline.inputs import loads_json, read_text
-
     text = read_text(path_text, field_name, max_bytes=256 << 20).strip()
     try:
         raw = loads_json(text, f"{field_name}: {path_text!r}") if text.startswith("[") else [

@@ -46,6 +46,7 @@ import numpy as np
 
 from ridgeline.errors import RidgelineError
 from ridgeline.inputs import check_input_file, load_json, read_text
+from ridgeline.trace.importers import detect_format, load_trace
 from ridgeline.workload.mini_yaml import mini_yaml
 from ridgeline.workload.timed_trace import TimedTrace, _count, _time
 from ridgeline.workload.vllm_lengths import random_lengths
@@ -465,7 +466,6 @@ def peer_result_trace(path_text: str, tool: str) -> Any:
     each request's send time and its prompt and output lengths, through the project's
     importers (trace/importers). Requests whose lengths the file does not give (an errored
     request's, in AIPerf) are left out; `skipped` counts them."""
-    from ridgeline.trace.importers import load_trace
     tr = load_trace(path_text, tool)
     t = np.where(np.isfinite(tr.scheduled_s), tr.scheduled_s, tr.sent_s)
     keep = np.flatnonzero((tr.prompt_tokens >= 0) & (tr.output_tokens >= 0) & np.isfinite(t))
@@ -522,8 +522,6 @@ def read_workload(value: str, seed: int = 0) -> LoadTestWorkload:
         raise _bad(value, "folder", "no config.yaml", "an inference-perf run folder (its "
                    "results/config.yaml) or a file")
     check_input_file(value, FIELD)
-    from ridgeline.trace.importers import detect_format
-
     tool = detect_format(value)
     if tool in ("guidellm", "aiperf"):
         return _peer_result(value, tool)

@@ -16,6 +16,14 @@ from ridgeline.errors import RidgelineError
 
 MAX_RECORD_TOKENS = 10_000_000     # the largest context of any served model
 MAX_TIMESTAMP_S = 1e10             # 317 years after the epoch (or the trace's start)
+# Bounds on a replay file: rows beyond this are corrupt, not traffic.
+MAX_REPLAY_ROWS = 20_000_000       # BurstGPT's whole release is 5.3 M rows
+# `format=` of a replay spec: the files' own formats, and load-test configs read as
+# traces (here, not with the readers, so that checking a spec loads no reader)
+OTHER_FORMATS = ("azure", "vidur", "vidur-lengths", "vidur-arrivals", "sharegpt")
+UNTIMED_FORMATS = ("vidur-lengths", "sharegpt")
+CONFIG_FORMATS = ("inference-perf", "vllm-result", "guidellm", "aiperf")
+FORMATS = ("burstgpt", "mooncake", "session", *OTHER_FORMATS, *CONFIG_FORMATS)
 
 
 @dataclass

@@ -37,9 +37,16 @@ import numpy as np
 
 from ridgeline.errors import RidgelineError
 from ridgeline.inputs import check_input_file, decode_errors, loads_json, open_text
+from ridgeline.trace.reader import read_trace
 from ridgeline.workload.load_test_configs import config_trace
 from ridgeline.workload.prefix_groups import shared_prefix_groups
 from ridgeline.workload.timed_trace import (
+    CONFIG_FORMATS,
+    FORMATS,
+    MAX_REPLAY_ROWS,
+    MAX_TIMESTAMP_S,
+    OTHER_FORMATS,
+    UNTIMED_FORMATS,
     TimedTrace,
     _count,
     _time,
@@ -55,15 +62,9 @@ from ridgeline.workload.trace_formats import (
 
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 # Bounds on a replay file: rows beyond these are corrupt, not traffic.
-MAX_REPLAY_ROWS = 20_000_000       # BurstGPT's whole release is 5.3 M rows
 MAX_HASH_IDS = 20_000              # a 10 M-token prompt's 512-token blocks
 MIN_SPEEDUP, MAX_SPEEDUP = 1e-6, 1e9
 MOONCAKE_BLOCK_TOKENS = 512        # the prompt tokens one Mooncake hash id stands for
-# `format=` of a replay spec: the files' own formats, and load-test configs read as traces
-OTHER_FORMATS = ("azure", "vidur", "vidur-lengths", "vidur-arrivals", "sharegpt")
-UNTIMED_FORMATS = ("vidur-lengths", "sharegpt")
-CONFIG_FORMATS = ("inference-perf", "vllm-result", "guidellm", "aiperf")
-FORMATS = ("burstgpt", "mooncake", "session", *OTHER_FORMATS, *CONFIG_FORMATS)
 
 
 def sniff_format(path: Path, field: str = "--arrival") -> str:
@@ -86,6 +87,84 @@ def sniff_format(path: Path, field: str = "--arrival") -> str:
     if all(c in cols for c in BURSTGPT_COLUMNS):
         return "burstgpt"
     return sniff_header(first) or "other"
+
+
+def read_replay_times(path_text: str, speedup: float = 1.0) -> tuple[float, ...]:
+    """The arrival times of a file of bare timestamps (one a line, or the first CSV column),
+    of JSON lines with `scheduled_s`/`sent_s`, or of a ridgeline trace; sorted, from 0,
+    divided by `speedup`."""
+    from array import array
+
+    path = check_input_file(path_text, "--arrival")
+    if _is_ridgeline_trace(path):
+        return _trace_times(path_text, speedup)
+    times = array("d")
+    with open_text(path, "--arrival") as fh, decode_errors("--arrival", path_text):
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if len(times) >= MAX_REPLAY_ROWS:
+                raise RidgelineError(f"--arrival: replay file {path_text!r} holds more than "
+                                     f"{MAX_REPLAY_ROWS:,} timestamps; allowed: at most that "
+                                     "many")
+            if line.startswith("{"):
+                try:
+                    obj = json.loads(line)
+                except (ValueError, RecursionError):
+                    continue  # a truncated last line of a crashed trace
+                if not isinstance(obj, dict) or obj.get("type", "request") != "request":
+                    continue
+                raw = obj.get("scheduled_s", obj.get("sent_s"))
+                if raw is None:
+                    continue
+            else:
+                raw = line.split(",")[0].strip()
+            try:
+                t = float(raw)
+            except (TypeError, ValueError, OverflowError):
+                if lineno == 1:
+                    continue  # a CSV header
+                raise RidgelineError(f"--arrival: replay file {path_text!r} line {lineno}: "
+                                     f"{raw!r} is not seconds") from None
+            if not -MAX_TIMESTAMP_S <= t <= MAX_TIMESTAMP_S:
+                raise RidgelineError(f"--arrival: replay file {path_text!r} line {lineno}: "
+                                     f"got {raw!r}; allowed: finite seconds (at most "
+                                     f"{MAX_TIMESTAMP_S:g} in size)")
+            times.append(t)
+    if not times:
+        raise RidgelineError(f"--arrival: replay file {path_text!r} holds no timestamps")
+    arr = np.sort(np.asarray(times))
+    return tuple(((arr - arr[0]) / speedup).tolist())
+
+
+def _is_ridgeline_trace(path: Any) -> bool:
+    with open_text(path, "--arrival") as fh, decode_errors("--arrival", path):
+        first = fh.readline(1 << 20).strip()
+    try:
+        obj = json.loads(first) if first.startswith("{") else None
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and obj.get("type") == "header"
+
+
+def _trace_times(path_text: str, speedup: float) -> tuple[float, ...]:
+    """A ridgeline trace's arrival times (scheduled, else sent), read by the trace reader
+    and its rules (types, order, finite numbers, unique ids, .gz caps): a trace that
+    `analyze` refuses is not replayed either."""
+    try:
+        trace = read_trace(path_text)
+    except RidgelineError as exc:
+        raise RidgelineError(f"--arrival: {exc}") from None
+    times = np.where(np.isfinite(trace.scheduled_s), trace.scheduled_s, trace.sent_s)
+    times = times[np.isfinite(times)]
+    if not times.size:
+        raise RidgelineError(f"--arrival: replay file {path_text!r} holds no timestamps")
+    if np.any(np.abs(times) > MAX_TIMESTAMP_S):
+        raise RidgelineError(f"--arrival: replay file {path_text!r}: a time past "
+                             f"{MAX_TIMESTAMP_S:g} s; allowed: finite seconds")
+    arr = np.sort(times)
+    return tuple(((arr - arr[0]) / speedup).tolist())
 
 
 def _too_many(field: str, path_text: str) -> RidgelineError:

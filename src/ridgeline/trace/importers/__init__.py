@@ -14,9 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import check_input_file, non_regular_kind
 
 # Format detection lives in trace/formats.py (shared with the reader), re-exported here.
 from ridgeline.trace.formats import FORMATS, detect_format
+from ridgeline.trace.importers.aiperf import import_aiperf
+from ridgeline.trace.importers.guidellm import import_guidellm
+from ridgeline.trace.importers.llmperf import import_llmperf
+from ridgeline.trace.importers.vllm import import_vllm
+from ridgeline.trace.reader import read_trace
 from ridgeline.trace.table import Trace
 
 __all__ = [
@@ -65,8 +71,6 @@ def load_trace(path: str | Path, fmt: str = "auto", select: int | None = None) -
     `fmt`: "auto" (detect) or one of FORMATS. `select`: which run to take from a file that
     holds several (vLLM --append-result objects, GuideLLM benchmarks); default the first.
     """
-    from ridgeline.inputs import check_input_file, non_regular_kind
-
     p = Path(path)
     if not p.exists():
         raise RidgelineError(f"trace: file not found: {p}")
@@ -82,23 +86,13 @@ def load_trace(path: str | Path, fmt: str = "auto", select: int | None = None) -
             )
         fmt = detected
     if fmt == "ridgeline":
-        from ridgeline.trace.reader import read_trace
-
         return check_bounds(read_trace(p))
     if fmt == "vllm":
-        from ridgeline.trace.importers.vllm import import_vllm
-
         return check_bounds(import_vllm(p, select=select))
     if fmt == "aiperf":
-        from ridgeline.trace.importers.aiperf import import_aiperf
-
         return check_bounds(import_aiperf(p))
     if fmt == "guidellm":
-        from ridgeline.trace.importers.guidellm import import_guidellm
-
         return check_bounds(import_guidellm(p, select=select))
     if fmt == "llmperf":
-        from ridgeline.trace.importers.llmperf import import_llmperf
-
         return check_bounds(import_llmperf(p))
     raise RidgelineError(f"--format: got {fmt!r}; allowed: auto, {', '.join(FORMATS)}")

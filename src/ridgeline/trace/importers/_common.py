@@ -8,20 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.inputs import load_json, read_text
 
 
 def read_json(path: Path, what: str) -> Any:
     """Parse a whole JSON file; errors name the file and the position."""
-    from ridgeline.inputs import load_json
-
     return load_json(path, f"{what} file")
 
 
 def json_objects(path: Path, what: str) -> list[Any]:
     """All JSON values in a file holding one or more, separated by whitespace/newlines
     (vLLM `--append-result` appends objects without making a JSON array)."""
-    from ridgeline.inputs import read_text
-
     text = read_text(path, f"{what} file")
     dec = json.JSONDecoder()
     out: list[Any] = []
