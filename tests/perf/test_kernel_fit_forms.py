@@ -15,6 +15,7 @@ import csv
 import dataclasses
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ from ridgeline.perf.measured_attention import (
     measured_catalog,
     measured_for,
 )
+from ridgeline.perf.measured_kernels import measured_catalog as gemm_moe_catalog
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "aic_kernels"
@@ -249,3 +251,50 @@ def test_moe_fit_rows_leave_out_min_latency_routing_and_price_relu2_experts_non_
     mix_s, up_nano, up_rest, known = json.loads(run.stdout)
     assert mix_s == [pytest.approx(standard * 1e-3, rel=1e-9)]
     assert up_nano == [1.0] and 2.0 in up_rest and known
+GEMM_SCRIPT = REPO / "benchmarks" / "accuracy" / "fit_aic_kernels.py"
+
+
+def test_only_gemm_refits_the_gemms_and_keeps_the_moe_section(tmp_path: Path) -> None:
+    """`fit_aic_kernels.py --only-gemm` on a hand-made L40S table (36 (n, k) shapes x 7 m):
+    time = max(2mnk/(C 0.6), (2mk + 2mn + 2k(n + 500))/(beta 0.9) + 3 us), C = 362.05e12
+    (L40S bf16), beta = 864e9: a narrow GEMM reads its weights as if 500 columns wider. The
+    fit must recover the padding and efficiencies and leave the catalog's MoE section as it
+    was; naming both --only-gemm and --only-moe is one error line."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    c, beta = 362.05e12, 864e9
+    m, n, k = (a.ravel() for a in np.meshgrid(
+        [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0],
+        [256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0],
+        [256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0], indexing="ij"))
+    t_s = np.maximum(2 * m * n * k / (c * 0.6),
+                     (2 * m * k + 2 * m * n + 2 * k * (n + 500.0)) / (beta * 0.9) + 3e-6)
+    table = tmp_path / "data" / "aic-kernels" / "l40s" / "gemm" / "vllm" / "0.1"
+    table.mkdir(parents=True)
+    pq.write_table(pa.table({"gemm_dtype": ["bfloat16"] * len(m), "m": m.astype(int),
+                             "n": n.astype(int), "k": k.astype(int),
+                             "latency": t_s * 1e3}), table / "gemm_perf.parquet")
+    cat, res = tmp_path / "cat.json", tmp_path / "res.json"
+    cat.write_text(json.dumps(gemm_moe_catalog()))
+    res.write_text((REPO / "benchmarks" / "results" / "aic_kernel_fits_gemm_moe.json")
+                   .read_text())
+    env = {**os.environ, "RIDGELINE_SHARED_DATA": str(tmp_path / "data")}
+    run = subprocess.run([sys.executable, str(GEMM_SCRIPT), "--only-gemm", "--gpus", "l40s",
+                          "--engines", "vllm", "--out-catalog", str(cat),
+                          "--out-results", str(res)],
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(cat.read_text())
+    assert got["moe"] == gemm_moe_catalog()["moe"]
+    p = got["gemm"]["l40s"]["vllm"]["bf16"]
+    assert p["weight_pad_n"] == pytest.approx(500.0, rel=0.05)
+    assert p["compute_efficiency"] == pytest.approx(0.6, rel=0.02)
+    assert p["bandwidth_efficiency"] == pytest.approx(0.9, rel=0.02)
+    assert p["_fit"]["cv"]["median_ape"] < 0.01
+    rows = json.loads(res.read_text())["fits"]
+    assert [r["op"] for r in rows if r["op"] == "gemm"] == ["gemm"]
+    assert sum(r["op"] == "moe" for r in rows) > 50
+    bad = subprocess.run([sys.executable, str(GEMM_SCRIPT), "--only-gemm", "--only-moe"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --only-moe and --only-gemm")

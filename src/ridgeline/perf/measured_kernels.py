@@ -6,8 +6,12 @@ benchmarks/accuracy/fit_aic_kernels.py on NVIDIA AIConfigurator's measured kerne
 keep ridgeline's operator rule, time = max(compute row . x, memory row . x), rows affine in
 the work variables:
 
-- GEMM [m,k]x[k,n], m the token rows: compute 2(k + k0)mn/(C e_c) + 2kZ/(C e_c), memory
-  bytes/(beta e_b) + t0, both plus the activation-quantization kernel of fp8/fp4 GEMMs
+- GEMM [m,k]x[k,n], m the token rows: compute 2(k + k0)mn/(C e_c) + 2kZ/(C e_c) + s W,
+  memory activation bytes/(beta e_b) + W + r 2kmn/(C e_c) + t0, with W = k(n + n_p) b_w/
+  (beta e_b) the weight stream (a narrow GEMM at small m has too few column tiles to keep
+  every SM streaming: it reads as if n_p columns wider), r the fraction of the math the
+  weight stream leaves exposed, s the fraction of the weight stream the math leaves exposed
+  (both in [0, 1]); both rows plus the activation-quantization kernel of fp8/fp4 GEMMs
   (m(k q_e + q_r) + q_0: it runs before the matmul, so it adds to whichever row wins).
   C is the datasheet peak of the dtype's math (fp8 for fp8 and block-fp8, fp4 for NVFP4,
   bf16 for weight-only int4/int8).
@@ -153,10 +157,15 @@ def measured_gemm_rows(fit: Fit, f: np.ndarray, d: np.ndarray, k: float, n: floa
     [m,k]x[k,n] (f: its FLOPs, 2kn per row m, on each token variable)."""
     p = fit[0]
     ce = hw.peak(p["_fit"]["peak"]) * p["compute_efficiency"]
+    be = hw.memory_bandwidth_bytes_s * p["bandwidth_efficiency"]
+    # The weights (on the driver) stream as if n had weight_pad_n more columns.
+    weights_s = d[drv] * (1.0 + p.get("weight_pad_n", 0.0) / n) / be
     comp = f * (1.0 + p["epilogue_k"] / k) / ce
-    comp[drv] += 2.0 * k * p["fill_elements"] * layers / ce
-    mem = d / (hw.memory_bandwidth_bytes_s * p["bandwidth_efficiency"])
-    mem[drv] += p["floor_us"] * 1e-6 * layers
+    comp[drv] += 2.0 * k * p["fill_elements"] * layers / ce \
+        + p.get("exposed_weights", 0.0) * weights_s
+    mem = d / be
+    mem[drv] = weights_s + p["floor_us"] * 1e-6 * layers
+    mem += p.get("exposed_compute", 0.0) * f / ce
     # fp8/fp4 activations: the quantization kernel before the GEMM adds to either row.
     quant = f / (2.0 * k * n) * (k * p.get("quant_ps_per_element", 0.0) * 1e-12
                                  + p.get("quant_ns_per_row", 0.0) * 1e-9)
@@ -217,7 +226,10 @@ def measured_assumptions(prof: Any, precision: Any) -> list[str]:
         out.append(
             f"{label}: {src}: efficiency {p['compute_efficiency']:.3g} of the "
             f"{p['_fit']['peak']} peak x m/(m + {p['fill_elements']:.3g}/n) x k/(k + "
-            f"{p['epilogue_k']:.3g}), bandwidth {p['bandwidth_efficiency']:.3g}, floor "
+            f"{p['epilogue_k']:.3g}), bandwidth {p['bandwidth_efficiency']:.3g} (weights "
+            f"as if n + {p.get('weight_pad_n', 0.0):.3g}), exposed math "
+            f"{p.get('exposed_compute', 0.0):.3g} / weight stream "
+            f"{p.get('exposed_weights', 0.0):.3g}, floor "
             f"{p['floor_us']:.3g} us" + (f", activation quantization {p['quant_floor_us']:.3g}"
                                          f" us + {p['quant_ps_per_element']:.3g} ps/element"
                                          if p.get("quant_floor_us") else "")
