@@ -786,8 +786,10 @@ def main() -> None:
                    "its docstring and src/ridgeline/perf/measured_attention.py. Efficiencies "
                    "are fractions of ridgeline's datasheet peaks of the named hardware."),
         "date": date,
-        "objective": ("relative least squares, non-negative; residual and cv are APE "
-                      "|pred-measured|/measured"),
+        "objective": ("relative least squares, non-negative (attention and MLA: then "
+                      "reweighted toward the least absolute relative error where that lowers "
+                      "the training median, each class's _fit.objective); residual and cv are "
+                      "APE |pred-measured|/measured"),
         "mla_dims": {"kv_lora_rank": KV_LORA, "qk_rope_head_dim": ROPE,
                      "qk_nope_head_dim": NOPE, "v_head_dim": V_DIM},
         "hardware": {GPUS[g]: g for g in gpus},
