@@ -6,11 +6,14 @@ max(compute row . w, memory row . w) with rows affine in the work.
 
 - decode attention (one layer, a batch of B sequences of context S, window w caps S):
   compute  compute_floor + B S_w 4 h_q d / (C e_c)
-  memory   floor + B per_seq + B S_w 2 h_kv d b_kv / (beta e_b)
+  memory   floor + B per_seq + B h_kv per_seq_kv_head + B S_w 2 h_kv d b_kv / (beta e_b)
+  (per_seq_kv_head: one work unit per sequence and KV head, its launch, split and merge)
 - prefill attention (B sequences of S new tokens, causal pairs P, banded by the window):
-  compute  compute_floor + (P + k_w B S) 4 h_q d / (C e_c)
+  compute  compute_floor + (P + k_w B S) 4 h_q d / (C e_c) + h_q (p_pair P + p_tok B S)
   memory   floor + B S serial + B S (2 h_q + 2 h_kv) d b_a / (beta e_b)
-  (serial: one CTA's walk over the keys, what a low-occupancy causal prefill waits on)
+  (serial: one CTA's walk over the keys, what a low-occupancy causal prefill waits on;
+  p_pair, p_tok: per query head costs that do not scale with the head dim, the softmax's
+  exponentials and rescaling and the causal mask)
 - MLA decode (absorbed: each token reads its compressed latent, kv_lora_rank + rope dims):
   compute  compute_floor + B S 2 h (576 + 512) / (C e_c)
   memory   floor + B per_seq + B S 576 b_kv / (beta e_b)
@@ -34,18 +37,21 @@ fitted by relative least squares with non-negative coefficients; the max form by
 alternating which side each row is on, from two starts (the compute side's own floor lets a
 kernel that waits on a fixed cost while it streams be max(floor, stream)). The "additive"
 variant (the compute term also in the memory row, so the two add) is kept where its
-training error is lower.
+training error is lower. Each attention/MLA class is then refitted, in its form, toward the
+least absolute relative error (iteratively reweighted) where that lowers its training median.
 
 Rows: contexts of at least MIN_CONTEXT tokens (serving contexts). Cross-validation:
 leave-one-model-shape-out (each distinct (h_q, h_kv, d), or MLA's heads per GPU, held out in
 turn and predicted by the fit on the others); collectives: leave one message-size decade
 out (the band edge refitted in each fold), and leave one GPU count out (its rows predicted
 from the nearest measured count). `--only-collectives` refits the collectives alone into the
-existing catalog (seconds instead of minutes). Writes
+existing catalog (seconds instead of minutes); `--only-attention` refits attention and MLA
+alone, keeping the catalog's collectives and DeepEP entries as they are; `--jobs N` fits N
+GPUs at once. Writes
 src/ridgeline/specs/data/kernels_measured_attention_comm.json and
 benchmarks/results/aic_kernel_fits_attention_comm.json.
 
-    .venv/bin/python benchmarks/accuracy/fit_aic_attention_comm.py   # ~3 CPU-minutes
+    .venv/bin/python benchmarks/accuracy/fit_aic_attention_comm.py   # ~10 CPU-minutes
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +89,9 @@ KV_LORA, ROPE, NOPE, V_DIM = 512, 64, 128, 128
 ACT_BYTES = 2.0
 DTYPE_BYTES = {"half": 2.0, "bfloat16": 2.0, "float16": 2.0, "int8": 1.0, "fp8": 1.0}
 MIN_ROWS = 30
+# Scale of the per-head columns (seconds per unit: picoseconds) so the least squares sees
+# columns of like magnitude.
+PER_HEAD_UNIT_S = 1e-12
 # Serving contexts: a prompt and its output are rarely under this many tokens, and the tables'
 # tiny contexts (2-64 tokens at batch 2048) measure launch grids, not attention.
 MIN_CONTEXT = 128
@@ -135,6 +145,66 @@ def _nnls_rel(x: np.ndarray, y: np.ndarray, t: np.ndarray) -> np.ndarray:
     return w
 
 
+def nnls_rel_fast(x: np.ndarray, t: np.ndarray, lower: np.ndarray | None = None,
+                  weight: np.ndarray | None = None) -> np.ndarray:
+    """nnls_rel (rows' relative errors weighted by `weight`, squared) by the normal equations
+    of the column-equilibrated problem: the attention tables' tens of thousands of rows and
+    few columns, solved many times over in the alternation and the CV folds."""
+    lb = np.zeros(x.shape[1]) if lower is None else np.asarray(lower, dtype=float)
+    wt = np.ones_like(t) if weight is None else weight
+    a = x * (wt / t)[:, None]
+    b = (t - x @ lb) / t * wt
+    norm = np.sqrt((a * a).sum(axis=0))
+    active = [j for j in range(x.shape[1]) if norm[j] > 0]
+    a = a / np.where(norm > 0, norm, 1.0)
+    gram, rhs = a.T @ a, a.T @ b
+    w = np.zeros(x.shape[1])
+    while active:
+        idx = np.array(active)
+        try:
+            sol = np.linalg.solve(gram[np.ix_(idx, idx)], rhs[idx])
+        except np.linalg.LinAlgError:
+            sol, *_ = np.linalg.lstsq(a[:, idx], b, rcond=None)
+        if np.all(sol >= 0):
+            w[idx] = sol / norm[idx]
+            return lb + w
+        active.pop(int(np.argmin(sol)))
+    return lb + w
+
+
+def nnls_rel_weighted(x: np.ndarray, t: np.ndarray, lower: np.ndarray, weight: np.ndarray
+                      ) -> np.ndarray:
+    """nnls_rel with each row's relative error weighted by `weight` (squared)."""
+    return nnls_rel_fast(x, t, lower, weight)
+
+
+# Rounds of reweighting toward the median relative error, and the error below which a row
+# counts as fitted (its weight stops growing).
+L1_ROUNDS, L1_FLOOR = 6, 0.02
+
+
+def refine_l1(xc: np.ndarray, xm: np.ndarray, t: np.ndarray, lc: np.ndarray, lm: np.ndarray,
+              model: dict[str, Any]) -> dict[str, Any]:
+    """`model` refitted, in its form (additive or max, each row on the side it falls), by
+    iteratively reweighted least squares toward the least absolute relative error (weights
+    1/|error|): the median APE is the bar, and a few rows far off (launch grids, cache
+    thrash) would otherwise pull every row's fit."""
+    mdl = {"wc": model["wc"].copy(), "wm": model["wm"].copy(), "additive": model["additive"]}
+    nc = xc.shape[1]
+    for _ in range(L1_ROUNDS):
+        wt = 1.0 / np.sqrt(np.maximum(np.abs(predict(mdl, xc, xm) / t - 1.0), L1_FLOOR))
+        if mdl["additive"]:
+            both = nnls_rel_weighted(np.hstack([xc, xm]), t, np.concatenate([lc, lm]), wt)
+            mdl["wc"], mdl["wm"] = both[:nc], both[nc:]
+            continue
+        side = xc @ mdl["wc"] > xm @ mdl["wm"]
+        if side.sum() >= MIN_ROWS:
+            mdl["wc"] = nnls_rel_weighted(xc[side], t[side], lc, wt[side])
+        if (~side).sum() >= MIN_ROWS:
+            mdl["wm"] = nnls_rel_weighted(xm[~side], t[~side], lm, wt[~side])
+    return mdl
+
+
 def predict(model: dict[str, Any], xc: np.ndarray, xm: np.ndarray) -> np.ndarray:
     c = xc @ model["wc"]
     m = xm @ model["wm"]
@@ -151,28 +221,28 @@ def fit_max_affine(xc: np.ndarray, xm: np.ndarray, t: np.ndarray,
     form only, from its own coefficients."""
     nc = xc.shape[1]
     if init is not None and init["additive"]:
-        both = nnls_rel(np.hstack([xc, xm]), t, np.concatenate([lc, lm]))
+        both = nnls_rel_fast(np.hstack([xc, xm]), t, np.concatenate([lc, lm]))
         return {"wc": both[:nc], "wm": both[nc:], "additive": True}
     if init is not None:
         starts = [{"wc": init["wc"].copy(), "wm": init["wm"].copy()}]
         best: dict[str, Any] | None = None
         best_err = np.inf
     else:
-        both = nnls_rel(np.hstack([xc, xm]), t, np.concatenate([lc, lm]))
+        both = nnls_rel_fast(np.hstack([xc, xm]), t, np.concatenate([lc, lm]))
         best = {"wc": both[:nc], "wm": both[nc:], "additive": True}
         best_err = float(np.median(np.abs(predict(best, xc, xm) / t - 1.0)))
         # The max form by alternating sides, from two starts: the additive split, and each
         # side fitted alone on all rows (the larger prediction takes the row).
         starts = [{"wc": both[:nc].copy(), "wm": both[nc:].copy()},
-                  {"wc": nnls_rel(xc, t, lc), "wm": nnls_rel(xm, t, lm)}]
+                  {"wc": nnls_rel_fast(xc, t, lc), "wm": nnls_rel_fast(xm, t, lm)}]
     for start in starts:
         mx = {**start, "additive": False}
         side = xc @ mx["wc"] > xm @ mx["wm"]
         for _ in range(25):
             if side.sum() >= MIN_ROWS:
-                mx["wc"] = nnls_rel(xc[side], t[side], lc)
+                mx["wc"] = nnls_rel_fast(xc[side], t[side], lc)
             if (~side).sum() >= MIN_ROWS:
-                mx["wm"] = nnls_rel(xm[~side], t[~side], lm)
+                mx["wm"] = nnls_rel_fast(xm[~side], t[~side], lm)
             new = xc @ mx["wc"] > xm @ mx["wm"]
             if np.array_equal(new, side):
                 break
@@ -209,13 +279,25 @@ def fit_class(xc: np.ndarray, xm: np.ndarray, t: np.ndarray, groups: np.ndarray,
               cv_kind: str, lc: list[float], lm: list[float]
               ) -> tuple[dict[str, Any], dict[str, Any]]:
     lcv, lmv = np.asarray(lc, dtype=float), np.asarray(lm, dtype=float)
-    model = fit_max_affine(xc, xm, t, lcv, lmv)
+    ls = fit_max_affine(xc, xm, t, lcv, lmv)
+    l1 = refine_l1(xc, xm, t, lcv, lmv, ls)
+    # The reweighted fit where its training median is the lower (a class whose rows follow
+    # two regimes can lose the smaller one to it).
+    use_l1 = bool(np.median(np.abs(predict(l1, xc, xm) / t - 1.0))
+                  < np.median(np.abs(predict(ls, xc, xm) / t - 1.0)))
+    model = l1 if use_l1 else ls
     resid = np.abs(predict(model, xc, xm) / t - 1.0)
-    # Each fold refits the form the full fit chose, from its coefficients (the held-out
-    # shape's rows never enter the fold's fit).
-    cv = cv_groups(lambda keep: fit_max_affine(xc[keep], xm[keep], t[keep], lcv, lmv, model),
-                   lambda mdl, held: predict(mdl, xc[held], xm[held]), groups, t)
-    return model, {"residual": summary(resid), "cv": {"kind": cv_kind, **summary(cv)}}
+
+    def fold(keep: np.ndarray) -> dict[str, Any]:
+        # Each fold refits the form the full fit chose, from its coefficients (the held-out
+        # shape's rows never enter the fold's fit).
+        m = fit_max_affine(xc[keep], xm[keep], t[keep], lcv, lmv, model)
+        return refine_l1(xc[keep], xm[keep], t[keep], lcv, lmv, m) if use_l1 else m
+
+    cv = cv_groups(fold, lambda mdl, held: predict(mdl, xc[held], xm[held]), groups, t)
+    return model, {"residual": summary(resid), "cv": {"kind": cv_kind, **summary(cv)},
+                   "objective": "least absolute relative error" if use_l1 else
+                   "relative least squares"}
 
 
 # --- attention ---------------------------------------------------------------------------------
@@ -258,12 +340,17 @@ def attention_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[
             s = d["isl"][m].astype(float) + d["step"][m].astype(float)
             s_w = np.where(w > 0, np.minimum(s, w), s)
             xc = np.column_stack([b * s_w * 4.0 * hq * hd / c16, np.ones_like(t)])
-            xm = np.column_stack([np.ones_like(t), b, b * s_w * 2.0 * hkv * hd * b_kv / bw])
+            # b hkv: one work unit (a CTA's launch, split and merge) per sequence and KV head.
+            xm = np.column_stack([np.ones_like(t), b, b * hkv,
+                                  b * s_w * 2.0 * hkv * hd * b_kv / bw])
         else:
             s = d["isl"][m].astype(float)
             pairs = b * banded_pairs(s, w)
             fpp = 4.0 * hq * hd
-            xc = np.column_stack([pairs * fpp / c16, b * s * fpp / c16, np.ones_like(t)])
+            # Per (pair, query head) and (new token, query head) costs that do not scale with
+            # the head dim: the softmax's exponentials and rescaling, the causal mask.
+            xc = np.column_stack([pairs * fpp / c16, b * s * fpp / c16, np.ones_like(t),
+                                  pairs * hq * PER_HEAD_UNIT_S, b * s * hq * PER_HEAD_UNIT_S])
             xm = np.column_stack([np.ones_like(t), b * s,
                                   b * s * (2 * hq + 2 * hkv) * hd * ACT_BYTES / bw])
         # Efficiency columns (normalized by the peaks) >= 1: at most the datasheet.
@@ -284,14 +371,19 @@ def _attention_constants(model: dict[str, Any], decode: bool) -> dict[str, Any]:
     sequence, bandwidth) or prefill (compute, key waste, floor, serial, bandwidth)."""
     wc, wm = model["wc"], model["wm"]
     if decode:
-        const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
+        const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[1]),
                  "floor_us": _us(wm[0]), "per_seq_us": _us(wm[1]),
-                 "bandwidth_efficiency": _inv(wm[2])}
+                 "bandwidth_efficiency": _inv(wm[-1])}
+        if wm.size > 3:  # attention (MLA has no KV heads)
+            const["per_seq_kv_head_us"] = _us(wm[2])
     else:
-        const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[-1]),
+        const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[2]),
                  "key_waste_per_new_token": round(float(wc[1] / wc[0]), 3) if wc[0] else 0.0,
                  "floor_us": _us(wm[0]), "serial_ns_per_token": round(float(wm[1]) * 1e9, 4),
                  "bandwidth_efficiency": _inv(wm[2])}
+        if wc.size > 3:  # attention: per-head costs (MLA's head count is its shape)
+            const["ps_per_pair_head"] = float(f"{wc[3] * PER_HEAD_UNIT_S * 1e12:.4g}")
+            const["ps_per_token_head"] = float(f"{wc[4] * PER_HEAD_UNIT_S * 1e12:.4g}")
     const["additive"] = bool(model["additive"])
     return const
 
@@ -557,7 +649,39 @@ def rel(path: Path, root: Path) -> str:
     return "aic-kernels/" + str(path.relative_to(root))
 
 
+ATTENTION_CLASSES = ("decode", "prefill", "mla_decode", "mla_prefill")
+
+
 def fit_gpu(root: Path, gpu: str) -> dict[str, Any]:
+    res = fit_gpu_attention(root, gpu)
+    for eng in ENGINES:
+        e: dict[str, Any] = {}
+        v = one_version(root, gpu, "comm", eng)
+        if v is not None and eng == "sglang":
+            for fname, key, ll in (("wideep_deepep_ll_perf.parquet", "deepep_low_latency", True),
+                                   ("wideep_deepep_normal_perf.parquet", "deepep_normal",
+                                    False)):
+                if (v / fname).exists():
+                    e[key] = deepep_fits(v / fname, [rel(v / fname, root)], ll)
+        if e:
+            res["engines"].setdefault(eng, {}).update(e)
+    fit_gpu_collectives(root, gpu, res)
+    substitute_mla(res)
+    return res
+
+
+def merge_attention(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """`new`'s attention and MLA classes into GPU entry `old`, the rest of `old` (collectives,
+    DeepEP) kept as it is."""
+    for e in old["engines"].values():
+        for cls in ATTENTION_CLASSES:
+            e.pop(cls, None)
+    for eng, e in new["engines"].items():
+        old["engines"].setdefault(eng, {}).update(e)
+
+
+def fit_gpu_attention(root: Path, gpu: str) -> dict[str, Any]:
+    """The attention and MLA classes of `gpu`, by engine."""
     hw = load_hardware(GPUS[gpu])
     res: dict[str, Any] = {"hardware": GPUS[gpu], "engines": {}}
     for eng in ENGINES:
@@ -576,18 +700,14 @@ def fit_gpu(root: Path, gpu: str) -> dict[str, Any]:
                 p = v / fname
                 if p.exists():
                     e[key] = mla_fits(p, hw, dec, [rel(p, root)])
-        v = one_version(root, gpu, "comm", eng)
-        if v is not None and eng == "sglang":
-            for fname, key, ll in (("wideep_deepep_ll_perf.parquet", "deepep_low_latency", True),
-                                   ("wideep_deepep_normal_perf.parquet", "deepep_normal",
-                                    False)):
-                if (v / fname).exists():
-                    e[key] = deepep_fits(v / fname, [rel(v / fname, root)], ll)
         if e:
             res["engines"][eng] = e
-    fit_gpu_collectives(root, gpu, res)
-    # Substitutes: an engine without a kernel-only MLA table takes another engine's on the
-    # same GPU (vLLM there has whole-module tables only, GEMMs included).
+    return res
+
+
+def substitute_mla(res: dict[str, Any]) -> None:
+    """An engine without a kernel-only MLA table takes another engine's on the same GPU
+    (vLLM there has whole-module tables only, GEMMs included)."""
     for e in res["engines"].values():
         for key in ("mla_decode", "mla_prefill"):
             if key not in e:
@@ -598,7 +718,6 @@ def fit_gpu(root: Path, gpu: str) -> dict[str, Any]:
                                   for kv, c in o[key].items()}
                         e[key]["_substitute_engine"] = other
                         break
-    return res
 
 
 def fit_gpu_collectives(root: Path, gpu: str, res: dict[str, Any]) -> None:
@@ -680,9 +799,17 @@ def main() -> None:
                     default=REPO / "src/ridgeline/specs/data/kernels_measured_attention_comm.json")
     ap.add_argument("--results", type=Path,
                     default=REPO / "benchmarks/results/aic_kernel_fits_attention_comm.json")
-    ap.add_argument("--only-collectives", action="store_true",
-                    help="refit the collectives alone into the existing --catalog")
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--only-collectives", action="store_true",
+                      help="refit the collectives alone into the existing --catalog")
+    only.add_argument("--only-attention", action="store_true",
+                      help="refit attention and MLA alone into the existing --catalog "
+                      "(collectives and DeepEP kept as they are)")
+    ap.add_argument("--jobs", type=int, default=1, help="GPUs fitted at once (processes)")
     a = ap.parse_args()
+    if a.jobs < 1:
+        print(f"error: --jobs: got {a.jobs}; allowed: an integer >= 1", file=sys.stderr)
+        sys.exit(2)
     root = a.data or shared_data() / "aic-kernels"
     if not root.is_dir():
         print(f"error: --data: got {root}; allowed: the aic-kernels folder", file=sys.stderr)
@@ -701,23 +828,34 @@ def main() -> None:
                    "its docstring and src/ridgeline/perf/measured_attention.py. Efficiencies "
                    "are fractions of ridgeline's datasheet peaks of the named hardware."),
         "date": date,
-        "objective": ("relative least squares, non-negative; residual and cv are APE "
-                      "|pred-measured|/measured"),
+        "objective": ("relative least squares, non-negative (attention and MLA: then "
+                      "reweighted toward the least absolute relative error where that lowers "
+                      "the training median, each class's _fit.objective); residual and cv are "
+                      "APE |pred-measured|/measured"),
         "mla_dims": {"kv_lora_rank": KV_LORA, "qk_rope_head_dim": ROPE,
                      "qk_nope_head_dim": NOPE, "v_head_dim": V_DIM},
         "hardware": {GPUS[g]: g for g in gpus},
         "gpus": {},
     }
-    if a.only_collectives:
+    if a.only_collectives or a.only_attention:
         old = json.loads(a.catalog.read_text())
         catalog["gpus"], catalog["hardware"] = old["gpus"], old["hardware"]
         catalog["date"] = date
-    for g in gpus:
-        print(f"fitting {g} ...", file=sys.stderr, flush=True)
-        if a.only_collectives:
+    fit_one = fit_gpu_attention if a.only_attention else fit_gpu
+    if a.only_collectives:
+        for g in gpus:
+            print(f"fitting {g} ...", file=sys.stderr, flush=True)
             fit_gpu_collectives(root, g, catalog["gpus"][g])
-        else:
-            catalog["gpus"][g] = fit_gpu(root, g)
+    else:
+        print(f"fitting {','.join(gpus)} ...", file=sys.stderr, flush=True)
+        with ProcessPoolExecutor(max_workers=a.jobs) as pool:
+            fitted = dict(zip(gpus, pool.map(fit_one, [root] * len(gpus), gpus), strict=True))
+        for g in gpus:
+            if a.only_attention and g in catalog["gpus"]:
+                merge_attention(catalog["gpus"][g], fitted[g])
+            else:
+                catalog["gpus"][g] = fitted[g]
+            substitute_mla(catalog["gpus"][g])
     table = cv_table(catalog)
     a.catalog.write_text(json.dumps(catalog, indent=1) + "\n")
     a.results.parent.mkdir(parents=True, exist_ok=True)

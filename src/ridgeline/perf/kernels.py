@@ -281,7 +281,8 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
                 prof.measured_attention, name, is_mla, f, d, lay, drv, var, hw,
                 precision.kv_bytes, prof.floor_scale,
                 prof.measured_decode_scale if table.query_heads_per_kv_head > 1.0 else 1.0,
-                getattr(table, "kv_heads_per_gpu", 0.0))
+                getattr(table, "kv_heads_per_gpu", 0.0),
+                getattr(table, "kv_heads_per_gpu", 0.0) * table.query_heads_per_kv_head)
             if rows is not None:
                 comp[j], mem[j] = rows
                 continue

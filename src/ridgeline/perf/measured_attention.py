@@ -8,11 +8,11 @@ its attention operators and collectives with them instead of the A100 attention 
 ratio (perf/kernels.py). Each operator stays max(compute row . w, memory row . w) with rows
 affine in the work variables (the form perf/fast_step.py and the C core evaluate):
 
-- decode attention: compute floor_c + F/(C e_c); memory floor + per_seq dq + KV bytes /
-  (beta e_b), the KV bytes those of the table (fp8 KV halves them; a window caps the
-  context: dc_w).
-- prefill attention: compute floor_c + (pairs + k_w pt) F_pair/(C e_c); memory floor +
-  serial (pt + pc) + bytes/(beta e_b).
+- decode attention: compute floor_c + F/(C e_c); memory floor + (per_seq + per_seq_kv_head
+  h_kv) dq + KV bytes / (beta e_b), the KV bytes those of the table (fp8 KV halves them; a
+  window caps the context: dc_w).
+- prefill attention: compute floor_c + (pairs + k_w pt) F_pair/(C e_c) + h_q (ps_pair pairs
+  + ps_token pt); memory floor + serial (pt + pc) + bytes/(beta e_b).
 - MLA decode (absorbed): the same form on the latent cache (kv_lora_rank + rope dims per
   token, replicated by TP) and the absorbed FLOPs; MLA prefill as prefill.
 - "additive" classes (where the fit found the sum closer than the maximum): the memory row
@@ -117,13 +117,14 @@ def _eff(x: float) -> float:
 def attention_rows(mk: MeasuredKernels, name: str, is_mla: bool, f: np.ndarray,
                    d: np.ndarray, layers: float, driver: int, var: dict[str, int],
                    hw: Any, kv_bytes: float, floor_scale: float = 1.0,
-                   decode_bandwidth_scale: float = 1.0, kv_heads: float = 0.0
-                   ) -> tuple[np.ndarray, np.ndarray] | None:
+                   decode_bandwidth_scale: float = 1.0, kv_heads: float = 0.0,
+                   query_heads: float = 0.0) -> tuple[np.ndarray, np.ndarray] | None:
     """(compute row, memory row) of attention operator `name` whose FLOPs and bytes rows are
     f, d (whole-model, per GPU), or None where this GPU has no fit for it. `floor_scale`:
     the share of the measured floors left in the engine's CUDA-graph steps;
     `decode_bandwidth_scale`: the engine's serving decode bandwidth as a share of the
-    microbenchmark's (both fitted on real engine runs, kernels.json "vllm")."""
+    microbenchmark's (both fitted on real engine runs, kernels.json "vllm"); `kv_heads`,
+    `query_heads`: per GPU (0 for MLA), for the fitted per-head costs."""
     decode = "decode" in name
     window = name.endswith("_window")
     cls = ("mla_" if is_mla else "") + ("decode" if decode else "prefill")
@@ -148,13 +149,21 @@ def attention_rows(mk: MeasuredKernels, name: str, is_mla: bool, f: np.ndarray,
         comp[:] = f / (c16 * e_c)
         # The context's KV (or latent) read, and the new token's write (one token more).
         mem[dc] = d[dc] / (bw * e_b)
-        mem[var["dq"]] = c["per_seq_us"] * 1e-6 * layers + d[dc] / (bw * e_b)
+        # Per sequence, and per sequence and KV head (one work unit each: launch, split,
+        # merge), as the per-sequence cost is charged.
+        per_seq = c["per_seq_us"] + c.get("per_seq_kv_head_us", 0.0) * kv_heads
+        mem[var["dq"]] = per_seq * 1e-6 * layers + d[dc] / (bw * e_b)
     else:
         w = "_w" if window else ""
         pairs, pc = var["pairs" + w], var["pc" + w]
         per_pair = f[pairs]
         comp[pairs] = per_pair / (c16 * e_c)
         comp[var["pt"]] = c["key_waste_per_new_token"] * per_pair / (c16 * e_c)
+        # Costs per (pair, query head) and (new token, query head) that do not scale with the
+        # head dim (softmax exponentials and rescaling, the causal mask).
+        heads = query_heads * layers * 1e-12
+        comp[pairs] += c.get("ps_per_pair_head", 0.0) * heads
+        comp[var["pt"]] += c.get("ps_per_token_head", 0.0) * heads
         ser = c.get("serial_ns_per_token", 0.0) * 1e-9 * layers
         # New tokens' Q, K, V, O (and the cache write); the cached context's K, V read.
         mem[var["pt"]] = ser + d[var["pt"]] / (bw * e_b)
