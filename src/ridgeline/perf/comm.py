@@ -11,7 +11,6 @@ is assumed to overlap with compute.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -71,62 +70,3 @@ def banded_collective_s(message_bytes: ArrayLike, bus_factor: float, edge_messag
     if high is not None:
         out = np.where(b >= edge_high_message_bytes, band(high), out)
     return out
-
-
-@dataclass(frozen=True)
-class BandedTerm:
-    """Collectives of one step priced in the size-banded form at the step's message size,
-    as a function of the step's tokens n (message bytes = n x bytes per token): `bands[i]`
-    for edges[i-1] <= n < edges[i] (two or three bands), a band being (s, s per token, s per
-    sqrt token): a + b n + c sqrt(n), all of a step's collectives of this kind summed.
-    Zero for a step with no token (no collective runs)."""
-
-    edges: tuple[float, ...]  # in tokens, increasing; one fewer than the bands
-    bands: tuple[Band, ...]
-
-    @classmethod
-    def from_bands(cls, count: float, bytes_per_token: float, bus_factor: float,
-                   edges_message_bytes: tuple[float, ...], bands: tuple[Band, ...]
-                   ) -> BandedTerm:
-        """`count` collectives of n x `bytes_per_token` bytes each, in `banded_collective_s`'s
-        bands (latency_s, bus_bytes_s, sqrt_s_per_sqrt_byte) over bus bytes bus_factor x
-        bytes, rewritten per token: latency + (f b / bw) n + gamma sqrt(f b) sqrt(n)."""
-        x1 = bus_factor * bytes_per_token  # bus bytes per token
-
-        def per_token(c: Band) -> Band:
-            lat, bw, g = c
-            return (count * lat, count * (x1 / bw if bw > 0 else 0.0),
-                    count * g * math.sqrt(x1))
-
-        return cls(edges=tuple(e / bytes_per_token for e in edges_message_bytes),
-                   bands=tuple(per_token(c) for c in bands))
-
-    def seconds(self, n: ArrayLike) -> np.ndarray:
-        """Seconds of these collectives in steps of n tokens (vectorised; the same
-        arithmetic, term for term, as the compiled step and the C core)."""
-        x = np.asarray(n, dtype=np.float64)
-        r = np.sqrt(x)
-        a0, a1, a2 = self.bands[-1]
-        t = (a0 + a1 * x) + a2 * r
-        for edge, (a0, a1, a2) in zip(self.edges[::-1], self.bands[-2::-1], strict=True):
-            t = np.where(x < edge, (a0 + a1 * x) + a2 * r, t)
-        return np.where(x > 0, t, 0.0)
-
-    def source(self, var: str) -> str:
-        """A Python expression of the same seconds in the variable named `var` (math.sqrt
-        in scope as `_sqrt`), for the compiled step."""
-        def one(c: Band) -> str:
-            a0, a1, a2 = (float(v) for v in c)
-            return f"(({a0!r} + {a1!r} * {var}) + {a2!r} * _sqrt({var}))"
-
-        expr = one(self.bands[-1])
-        for edge, c in zip(self.edges[::-1], self.bands[-2::-1], strict=True):
-            expr = f"({one(c)} if {var} < {float(edge)!r} else {expr})"
-        return f"(0.0 if {var} <= 0 else {expr})"
-
-    def row(self) -> list[float]:
-        """The 11 numbers the C core reads per term: two edges (the second infinite with two
-        bands) and three bands (the third a copy of the second with two)."""
-        edges = [*self.edges, math.inf]
-        bands = [*self.bands, self.bands[-1]]
-        return [float(e) for e in edges[:2]] + [float(v) for c in bands[:3] for v in c]

@@ -2,9 +2,8 @@
 
 `RooflineStepTime.step_time_s` is sum_j max(F_j / C_eff, D_j / beta_eff) + kernel launches +
 exposed communication, where every operator's FLOPs F_j and bytes D_j are linear in the work
-variables of `ridgeline.perf.ops` (`OpTable`), and the collectives priced at the step's message
-size are a function of its token count alone (`OpTable.comm_bands`). Of those, only decode
-attention depends on `decode_context_tokens` (dc). So a step's time is
+variables of `ridgeline.perf.ops` (`OpTable`). Of those, only decode attention depends on
+`decode_context_tokens` (dc). So a step's time is
 
     t = max(P + c_dc * dc, Q + m_dc * dc)
 
@@ -30,12 +29,10 @@ uses the matrix path.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
-from ridgeline.perf.comm import BandedTerm
 from ridgeline.perf.ops import VAR, WORK_VARS
 from ridgeline.perf.step_time import BatchWork
 
@@ -73,8 +70,7 @@ class CompiledStep:
     """
 
     def __init__(self, comp: np.ndarray, mem: np.ndarray, lin: np.ndarray, moe: bool,
-                 num_experts: float, miss: float, table_seqs: int = 256,
-                 bands: Sequence[BandedTerm] = ()) -> None:
+                 num_experts: float, miss: float, table_seqs: int = 256) -> None:
         dc = VAR["dc"]
         uses_dc = np.flatnonzero((comp[:, dc] != 0) | (mem[:, dc] != 0))
         self.applicable = len(uses_dc) <= 1 and lin[dc] == 0
@@ -105,9 +101,6 @@ class CompiledStep:
             lines.append("    t += c if c > m else m")
         if lin.any():
             lines.append(f"    t += {_affine(lin)}")
-        # Collectives priced at the step's message size (a function of its tokens x_n).
-        for b in bands:
-            lines.append(f"    t += {b.source('x_n')}")
         if jd is None:
             lines.append("    return t, t")
         else:
@@ -126,11 +119,8 @@ class CompiledStep:
             "jd_mem": np.array(mem[jd], dtype=np.float64) if jd is not None else zeros,
             "has_jd": jd is not None, "moe_u": bool(moe and used[VAR["u"]]),
             "num_experts": float(num_experts), "miss": float(miss),
-            # One row per banded collective term: two edges (tokens), three bands (3 each).
-            "bands": np.array([b.row() for b in bands], dtype=np.float64).reshape(
-                len(bands), 11),
         }
-        namespace: dict[str, object] = {"_sqrt": math.sqrt}
+        namespace: dict[str, object] = {}
         exec(compile(self.source, "<ridgeline.perf.fast_step>", "exec"), namespace)
         self._pq: Callable[[float, float, float, float, float], tuple[float, float]] = \
             namespace["_pq"]  # type: ignore[assignment]

@@ -169,18 +169,6 @@ class KernelProfile:
         return lat, eta * link_bytes_s
 
 
-    def collective_bands(self, kind: str, p: int, hw: HardwareSpec
-                         ) -> tuple[tuple[float, ...],
-                                    tuple[tuple[float, float, float], ...]] | None:
-        """The measured size-banded form of `kind` over p GPUs of `hw` (perf/comm.py
-        banded_collective_s's constants), which the step model prices at each step's message
-        size; None where there are no measured bands (no tables, no bands for this
-        collective, or a group across nodes): `collective`'s line then applies."""
-        if self.measured_attention is None:
-            return None
-        return attention_tables.domain_collective_bands(self.measured_attention, kind, p, hw)
-
-
 def load_profile(name: str, engine: str = DEFAULT_ENGINE) -> KernelProfile:
     """The kernel profile a `kernel_profile` name selects (catalog GPU names; error if none);
     `engine` picks which engine's measured GEMM/MoE kernel tables apply."""

@@ -19,10 +19,12 @@ affine in the work variables (the form perf/fast_step.py and the C core evaluate
   also carries the compute term.
 - collectives: alpha + f(p) bytes / bus bandwidth per GPU count: the engine's custom
   all-reduce (NCCL's where it has none), NCCL all-gather and all-to-all; DeepEP dispatch +
-  combine for expert parallelism (`ep_all_to_all_s`). Beside that one line per GPU count, the
-  size-banded form (two or three message-size bands, each latency + x/bw + gamma sqrt(x)),
-  which follows the protocol switches the line cannot: `collective_s` evaluates it, and the
-  step model charges it at each step's own message size (`collective_bands`; perf/ops.py).
+  combine for expert parallelism (`ep_all_to_all_s`). That one line per GPU count is what the
+  step model charges (linear in a step's tokens): priced at each step's message size, the
+  size-banded form below made the replayed vLLM runs worse (TTFT P90 held out 21.6% against
+  13.4%; docs/BENCHMARKS.md), so `collective_s` evaluates the banded form (two or three
+  message-size bands, each latency + x/bw + gamma sqrt(x)) beside it for the expert-parallel
+  all-to-all and for comparison.
 
 C is the GPU's 16-bit datasheet peak and beta its HBM bandwidth, as in the fit.
 
@@ -205,11 +207,8 @@ def assumptions(mk: MeasuredKernels, kv_bytes: float, is_mla: bool, tp: int) -> 
         lb = collective(mk, "all_reduce", tp)
         if lb is not None:
             src = f"{mk.engine} custom" if mk.custom_all_reduce else "NCCL"
-            bands = collective_bands(mk, "all_reduce", tp)
-            out.append(f"all-reduce ({src}, measured): " + (
-                f"{len(bands[1])} message-size bands, priced at each step's message"
-                if bands else f"{lb[0] * 1e6:.3g} us + 2(p-1)/p bytes / "
-                f"{lb[1] / 1e9:.4g} GB/s"))
+            out.append(f"all-reduce ({src}, measured): {lb[0] * 1e6:.3g} us + 2(p-1)/p bytes / "
+                       f"{lb[1] / 1e9:.4g} GB/s")
     return out
 
 
@@ -295,16 +294,6 @@ def _domain_gpus(hw: Any) -> int:
     return domain if domain > 1 else PCIE_SERVER_GPUS
 
 
-def domain_collective_bands(mk: MeasuredKernels, kind: str, p: int, hw: Any
-                            ) -> tuple[tuple[float, ...],
-                                       tuple[tuple[float, float, float], ...]] | None:
-    """`collective_bands` where p GPUs of `hw` stay within the domain its tables were
-    measured on; None beyond it (a group across nodes keeps `domain_collective`'s line)."""
-    if p > _domain_gpus(hw):
-        return None
-    return collective_bands(mk, kind, p)
-
-
 def domain_collective(mk: MeasuredKernels, kind: str, p: int, hw: Any
                       ) -> tuple[float, float] | None:
     """`collective` over p GPUs of `hw`: within its NVLink domain (`nvlink_domain_gpus`, 8
@@ -346,5 +335,5 @@ def ep_all_to_all_s(mk: MeasuredKernels, tokens: float, hidden: int, topk: int, 
 
 
 __all__ = ["ENGINES", "MeasuredKernels", "assumptions", "attention_rows", "collective",
-           "collective_bands", "collective_s", "domain_collective", "domain_collective_bands",
+           "collective_bands", "collective_s", "domain_collective",
            "ep_all_to_all_s", "measured_catalog", "measured_for"]

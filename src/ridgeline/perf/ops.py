@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ridgeline.perf.comm import BandedTerm, all_to_all_bytes_factor, ring_allreduce_bytes_factor
+from ridgeline.perf.comm import all_to_all_bytes_factor, ring_allreduce_bytes_factor
 from ridgeline.perf.linear_attention import linear_attention_ops
 
 # The operator type and compute classes (perf/operator.py), used here and re-exported.
@@ -63,9 +63,6 @@ class OpTable:
     kernels: np.ndarray
     comm_s: np.ndarray  # seconds per unit of each variable (exposed collectives)
     comm_terms: list[str]  # human-readable description of the collectives
-    # Collectives priced at each step's message size (n tokens): seconds that add to the
-    # comm row, a function of n alone (perf/comm.py BandedTerm).
-    comm_bands: list[BandedTerm] = field(default_factory=list)
     drivers: list[str] = field(default_factory=list)  # each op's indicator variable
     in_dims: np.ndarray = field(default_factory=lambda: np.zeros(0))  # GEMM k (0: not a GEMM)
     out_dims: np.ndarray = field(default_factory=lambda: np.zeros(0))  # GEMM n per GPU
@@ -258,47 +255,28 @@ def build_ops(model: ModelSpec, precision: Precision, parallel: Parallelism) -> 
 # a ring: time = latency + 2(p-1)/p bytes / bandwidth), "send_recv" (time = latency + bytes /
 # bandwidth) and "all_to_all". None: the datasheet link and the one latency.
 Collectives = Callable[[str, int], tuple[float, float]]
-# The size-banded form of a collective over p GPUs where measured tables fit one
-# (perf/measured_attention.py collective_bands): (edge message bytes, increasing; bands, one
-# more), each band (latency s, bus bytes/s, s per sqrt bus byte); None: the one line above.
-Bands = tuple[tuple[float, ...], tuple[tuple[float, float, float], ...]]
-CollectiveBands = Callable[[str, int], Bands | None]
 
 
 def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_bytes_s: float,
-          latency_s: float, collectives: Collectives | None = None,
-          collective_bands: CollectiveBands | None = None
-          ) -> tuple[np.ndarray, list[str], list[BandedTerm]]:
-    """Exposed collective seconds per unit of each work variable, and the collectives priced
-    at each step's own message size (the size-banded form, where the tables fit one)."""
+          latency_s: float, collectives: Collectives | None = None
+          ) -> tuple[np.ndarray, list[str]]:
+    """Exposed collective seconds per unit of each work variable."""
     def link(kind: str, p: int) -> tuple[float, float]:
         return collectives(kind, p) if collectives else (latency_s, link_bytes_s)
 
-    def bands(kind: str, p: int) -> Bands | None:
-        return collective_bands(kind, p) if collective_bands else None
-
     coef = np.zeros(len(WORK_VARS))
     terms: list[str] = []
-    banded: list[BandedTerm] = []
     d, b_a, L = model.hidden_size, precision.activation_bytes, model.num_layers
     tp, pp, ep, a = parallel.tp, parallel.pp, parallel.ep, parallel.attn_dp
     if tp > 1:
         # After o_proj and after the MLP in each layer, plus the vocab-parallel embedding,
         # on one attention rank's tokens.
         count = 2 * L + 1
-        f = ring_allreduce_bytes_factor(tp)
-        band = bands("all_reduce", tp)
-        if band is not None:
-            banded.append(_banded(count, d * b_a / a, f, band))
-            terms.append(f"TP all-reduce x{count}, priced at the step's message n*d*b_a "
-                         f"({d * b_a / a:g} B per token) in the measured size bands: "
-                         f"{_band_text(band)}, p={tp}")
-        else:
-            lat, bw = link("all_reduce", tp)
-            coef[VAR["n"]] += count * f * d * b_a / bw / a
-            coef[VAR["any"]] += count * lat
-            terms.append(f"TP ring all-reduce x{count}: 2(p-1)/p * n*d*b_a / "
-                         f"{bw / 1e9:.4g} GB/s + {lat * 1e6:.3g} us, p={tp}")
+        lat, bw = link("all_reduce", tp)
+        coef[VAR["n"]] += count * ring_allreduce_bytes_factor(tp) * d * b_a / bw / a
+        coef[VAR["any"]] += count * lat
+        terms.append(f"TP ring all-reduce x{count}: 2(p-1)/p * n*d*b_a / {bw / 1e9:.4g} GB/s + "
+                     f"{lat * 1e6:.3g} us, p={tp}")
     if pp > 1:
         lat, bw = link("send_recv", 2)
         coef[VAR["n"]] += (pp - 1) * d * b_a / bw / a
@@ -308,43 +286,18 @@ def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_by
     if ep > 1:
         count = 2 * model.num_moe_layers  # dispatch and combine
         k = model.experts_per_token
-        f = all_to_all_bytes_factor(ep)
-        band = bands("all_to_all", ep)
-        if band is not None:
-            banded.append(_banded(count, k * d * b_a / ep, f, band))
-            terms.append(f"EP all-to-all x{count} (dispatch + combine per MoE layer), priced "
-                         f"at the step's message n/p tokens x k*d*b_a in the measured size "
-                         f"bands: {_band_text(band)}, p={ep}")
-        else:
-            lat, bw = link("all_to_all", ep)
-            coef[VAR["n"]] += count * f * k * d * b_a / ep / bw
-            coef[VAR["any"]] += count * lat
-            terms.append(f"EP all-to-all x{count} (dispatch + combine per MoE layer): each "
-                         f"GPU sends (p-1)/p of its n/p tokens x k*d*b_a / "
-                         f"{bw / 1e9:.4g} GB/s + {lat * 1e6:.3g} us, p={ep}")
-    return coef, terms, banded
-
-
-def _banded(count: int, bytes_per_token: float, bus_factor: float, band: Bands) -> BandedTerm:
-    edges, bands = band
-    return BandedTerm.from_bands(count, bytes_per_token, bus_factor, edges, bands)
-
-
-def _band_text(band: Bands) -> str:
-    edges, bands = band
-
-    def one(c: tuple[float, float, float]) -> str:
-        return f"{c[0] * 1e6:.3g} us + x / {c[1] / 1e9:.4g} GB/s + {c[2] * 1e6:.3g} us sqrt(x)"
-
-    parts = [one(bands[0])] + [f"from {e / 1e6:.4g} MB {one(c)}"
-                               for e, c in zip(edges, bands[1:], strict=True)]
-    return "; ".join(parts) + " (x: bus bytes)"
+        lat, bw = link("all_to_all", ep)
+        coef[VAR["n"]] += (count * all_to_all_bytes_factor(ep) * k * d * b_a / ep / bw)
+        coef[VAR["any"]] += count * lat
+        terms.append(f"EP all-to-all x{count} (dispatch + combine per MoE layer): each GPU "
+                     f"sends (p-1)/p of its n/p tokens x k*d*b_a / {bw / 1e9:.4g} GB/s + "
+                     f"{lat * 1e6:.3g} us, p={ep}")
+    return coef, terms
 
 
 def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
                 link_bytes_s: float, latency_s: float,
-                collectives: Collectives | None = None,
-                collective_bands: CollectiveBands | None = None) -> OpTable:
+                collectives: Collectives | None = None) -> OpTable:
     """Compile the operator list to coefficient matrices (whole-model sums over layers)."""
     ops = build_ops(model, precision, parallel)
     nv = len(WORK_VARS)
@@ -366,12 +319,11 @@ def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
         # run the prefill kernels and vice versa).
         byts[i, VAR[op.driver]] += op.weight_bytes * op.layers
         kern[i, VAR[op.driver]] += op.kernels * op.layers
-    comm, terms, banded = _comm(model, precision, parallel, link_bytes_s, latency_s,
-                                collectives, collective_bands)
+    comm, terms = _comm(model, precision, parallel, link_bytes_s, latency_s, collectives)
     return OpTable(names=[o.name for o in ops], kinds=[o.kind for o in ops],
                    layers=np.array([o.layers for o in ops], dtype=np.float64),
                    flops=flops, bytes=byts, kernels=kern, comm_s=comm, comm_terms=terms,
-                   comm_bands=banded, drivers=[o.driver for o in ops],
+                   drivers=[o.driver for o in ops],
                    in_dims=np.array([o.in_dim for o in ops], dtype=np.float64),
                    out_dims=np.array([o.out_dim for o in ops], dtype=np.float64),
                    kv_heads_per_gpu=0.0 if model.is_mla else

@@ -33,7 +33,6 @@ from ridgeline.perf.ops import (
     GEMM16,
     VAR,
     WORK_VARS,
-    Bands,
     OpTable,
     build_table,
 )
@@ -118,19 +117,14 @@ class RooflineStepTime:
         self.engine = engine
         self.kernel_profile = profile_for(hw, kernel_engine or engine)
         prof = self.kernel_profile
-        collectives = bands = None
+        collectives = None
         if prof is not None:
             def collectives(kind: str, p: int) -> tuple[float, float]:
                 return prof.collective(kind, p, hw.interconnect_bandwidth_bytes_s, hw)
-
-            def bands(kind: str, p: int) -> Bands | None:
-                return prof.collective_bands(kind, p, hw)
         _check_domain(hw, self.parallel)
         self.table: OpTable = build(model, self.precision, self.parallel,
                                     self.link_eff_bytes_s, hw.interconnect_latency_s,
-                                    collectives, bands)
-        # Collectives priced at each step's message size: a function of the step's tokens n.
-        self._bands = list(self.table.comm_bands)
+                                    collectives)
         self.gemm16_peak_flops = hw.peak(self.precision.attention_compute_dtype)
         peaks = {GEMM: self.gemm_peak_flops, ATTENTION: self.attention_peak_flops,
                  GEMM16: self.gemm16_peak_flops}
@@ -163,7 +157,7 @@ class RooflineStepTime:
         nw = len(WORK_VARS)
         self._fast = CompiledStep(self._stack[:k, :nw], self._stack[k:, :nw],
                                   self._linear[:nw], self._moe, self._E, self._miss,
-                                  table_seqs=max_num_seqs, bands=self._bands)
+                                  table_seqs=max_num_seqs)
         if self._window or self._ranks > 1:
             # min(T, w) is not a linear form of the step's sums, nor is the slowest attention
             # rank's share ceil(B / attn_dp): the C core and the compiled path do not apply;
@@ -296,18 +290,13 @@ class RooflineStepTime:
             out += np.maximum(c, m)
         for i in np.flatnonzero(self._linear).tolist():
             out += self._linear[i] * v[i]
-        for b in self._bands:
-            out += b.seconds(v[VAR["n"]])
         return out
 
     def _times(self, v: np.ndarray) -> np.ndarray:
         k = self._n_ops
         if v.shape[1] <= 8:
             x = self._stack @ v
-            t = np.maximum(x[:k], x[k:]).sum(axis=0) + self._linear @ v
-            for b in self._bands:
-                t += b.seconds(v[VAR["n"]])
-            return t
+            return np.maximum(x[:k], x[k:]).sum(axis=0) + self._linear @ v
         # Large grids: only the work variables that are non-zero somewhere, only the
         # operators that use them, in cache-sized blocks.
         cols = np.flatnonzero(v.any(axis=1))
@@ -324,8 +313,6 @@ class RooflineStepTime:
             res = out[start:start + _CHUNK]
             np.sum(x, axis=0, out=res)
             res += lin @ blk
-        for b in self._bands:
-            out += b.seconds(v[VAR["n"]])
         return out
 
     def step_time_s(self, work: BatchWork) -> ArrayLike:
@@ -357,8 +344,6 @@ class RooflineStepTime:
         overhead_s = t.kernels @ v * self.kernel_overhead_s
         time_s = np.maximum(compute_s, memory_s) + overhead_s
         comm_s = t.comm_s @ v
-        for b in self._bands:
-            comm_s = comm_s + b.seconds(v[VAR["n"]])
         total = time_s.sum(axis=0) + comm_s
         if self.engine_costs is not None:
             total = total + (self._linear - t.kernels.sum(axis=0) * self.kernel_overhead_s

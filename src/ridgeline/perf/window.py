@@ -36,7 +36,6 @@ from ridgeline.perf.ops import (
     ATTENTION,
     INDICATOR_VARS,
     WORK_VARS,
-    CollectiveBands,
     Collectives,
     Op,
     OpTable,
@@ -100,11 +99,9 @@ def window_ops(m: ModelSpec, pr: Precision, tp: int) -> list[Op]:
 
 def build_ext_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
                     link_bytes_s: float, latency_s: float,
-                    collectives: Collectives | None = None,
-                    collective_bands: CollectiveBands | None = None) -> OpTable:
+                    collectives: Collectives | None = None) -> OpTable:
     """`ops.build_table` with the windowed layers' attention appended, over EXT_VARS."""
-    base = build_table(model, precision, parallel, link_bytes_s, latency_s, collectives,
-                       collective_bands)
+    base = build_table(model, precision, parallel, link_bytes_s, latency_s, collectives)
     extra = window_ops(model, precision, parallel.tp)
     nv, k = len(EXT_VARS), len(extra)
 
@@ -127,7 +124,7 @@ def build_ext_table(model: ModelSpec, precision: Precision, parallel: Parallelis
                    kinds=base.kinds + [o.kind for o in extra],
                    layers=np.concatenate([base.layers, [o.layers for o in extra]]),
                    flops=flops, bytes=byts, kernels=kern, comm_s=comm,
-                   comm_terms=base.comm_terms, comm_bands=base.comm_bands,
+                   comm_terms=base.comm_terms,
                    drivers=base.drivers + [o.driver for o in extra],
                    in_dims=np.concatenate([base.in_dims, [o.in_dim for o in extra]]),
                    out_dims=np.concatenate([base.out_dims, [o.out_dim for o in extra]]),

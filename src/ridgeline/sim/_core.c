@@ -82,10 +82,6 @@ typedef struct {
     double *dec_p, *dec_q; int64_t ndec;
     double c_dc, m_dc;
     int64_t nrows; double *rows;   /* nrows x 2 x NVARS (compute, memory) */
-    /* Collectives priced at the step's message size: nbands x (two edges in tokens, three
-     * bands a b c), seconds a + b n + c sqrt(n) of the band holding the step's tokens n
-     * (0 when n = 0); a term of two bands has its second edge infinite. */
-    int64_t nbands; double *bands;
     double lin[NVARS], jd_c[NVARS], jd_m[NVARS];
     int64_t has_jd, has_lin, moe_u;
     double num_experts, miss;
@@ -175,12 +171,6 @@ static void pq(const Core *c, double pt, double pairs, double pc, double ps, dou
         t += cc > mm ? cc : mm;
     }
     if (c->has_lin) t += affine(c->lin, x, -1);
-    for (int64_t j = 0; j < c->nbands; j++) {
-        const double *b = c->bands + 11 * j;
-        double n = x[V_N];
-        const double *k = n < b[0] ? b + 2 : (n < b[1] ? b + 5 : b + 8);
-        t += n <= 0 ? 0.0 : (k[0] + k[1] * n) + k[2] * sqrt(n);
-    }
     if (!c->has_jd) { *P = t; *Q = t; return; }
     *P = t + affine(c->jd_c, x, V_DC);
     *Q = t + affine(c->jd_m, x, V_DC);
@@ -1038,17 +1028,6 @@ static int catch_up(Core *c, int64_t ri, double t, int64_t limit) {
 
 /* ---- the public entry points (core.py) ------------------------------------------------- */
 
-/* The banded collective terms (nbands x 11 doubles, see Core); 0: done, 2: out of memory. */
-int64_t rl_set_bands(Core *c, int64_t nbands, const double *bands) {
-    double *b = malloc((size_t)(nbands ? nbands : 1) * 11 * sizeof(double));
-    if (!b) return 2;
-    if (nbands) memcpy(b, bands, (size_t)nbands * 11 * sizeof(double));
-    free(c->bands);
-    c->bands = b;
-    c->nbands = nbands;
-    return 0;
-}
-
 Core *rl_new(const int64_t *cfg, const double *fcfg, const double *dec_p, const double *dec_q,
              const double *rows, const double *vecs) {
     /* cfg: R, router, mns, mnbt, chunked, bs, num_blocks, record_timeline, ndec, nrows,
@@ -1122,7 +1101,7 @@ void rl_free(Core *c) {
     for (int64_t s = 0; s < c->seq_cap; s++) free(c->seqs[s].seg_ext);
     free(c->seqs); free(c->free_slots); free(c->reps); free(c->lh); free(c->dyn);
     free(c->pools[0].tree); free(c->pools[1].tree);
-    free(c->dec_p); free(c->dec_q); free(c->rows); free(c->bands);
+    free(c->dec_p); free(c->dec_q); free(c->rows);
     free(c->ch_slot); free(c->ch_len); free(c->snap); free(c->fin);
     free(c->o_id); free(c->o_rep); free(c->o_pre); free(c->o_status); free(c->o_ntok);
     free(c->o_sent); free(c->o_end); free(c->ev);

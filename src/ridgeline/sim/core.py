@@ -79,13 +79,6 @@ def _load() -> Any:
     lib.rl_stats.argtypes = [ctypes.c_void_p, _I64P]
     lib.rl_step_seconds.restype = ctypes.c_double
     lib.rl_step_seconds.argtypes = [ctypes.c_void_p] + [ctypes.c_int64] * 6
-    try:
-        lib.rl_set_bands.restype = ctypes.c_int64
-        lib.rl_set_bands.argtypes = [ctypes.c_void_p, ctypes.c_int64, _F64P]
-    except AttributeError:
-        # A library built from an older _core.c would leave the banded collectives out.
-        _lib_error = "the C engine core is out of date (rebuild it: pip install -e .)"
-        return None
     _lib = lib
     return lib
 
@@ -191,10 +184,6 @@ class Core:
         self.handle = lib.rl_new(_ptr(cfg, _I64P), _ptr(fcfg, _F64P), _ptr(dp, _F64P),
                                  _ptr(dq, _F64P), _ptr(rw, _F64P), _ptr(vv, _F64P))
         if not self.handle:
-            raise MemoryError("the C engine core could not allocate its state")
-        bands = np.ascontiguousarray(prog["bands"], dtype=np.float64)
-        self._bands = bands.reshape(-1) if bands.size else np.zeros(1)
-        if lib.rl_set_bands(self.handle, bands.shape[0], _ptr(self._bands, _F64P)):
             raise MemoryError("the C engine core could not allocate its state")
 
     def __del__(self) -> None:
