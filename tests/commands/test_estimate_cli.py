@@ -18,7 +18,9 @@ UNITLESS_OK = {"tp", "pp", "ep", "dp", "attn_dp", "gpus_per_instance", "m", "k",
                "bandwidth_efficiency", "bytes_per_element", "num_heads", "num_kv_heads",
                "head_dim", "hidden_size", "num_experts", "experts_per_token", "vocab_size",
                "bf16", "fp16", "fp32", "tf32", "fp8", "int8", "fp4", "m_at_ridge",
-               "bytes", "flops", "families", "kernel_sigma_log"}
+               "bytes", "flops", "families", "kernel_sigma_log",
+               # an interval's source: residual counts, a conformal rank, a log-ratio half-width
+               "scale_n", "rank", "halfwidth"}
 UNIT_SUFFIXES = ("_s", "_bytes", "_tok_s", "_flops", "_flop_per_byte", "_tokens", "_seqs",
                  "_params", "_per_s", "_fraction", "_us", "_bf16", "_per_token",
                  "_per_token_per_gpu", "_experts", "_blocks")

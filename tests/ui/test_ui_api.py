@@ -140,8 +140,11 @@ def test_simulate_applies_a_per_step_and_a_per_request_cost(client, tmp_path, mo
         "request_overhead_s": {"value": 0.005, "unit": "s"},
         "request_overhead_steps": {"value": 1.0, "unit": "steps"},
         "step_overhead_s": {"value": 0.0004, "unit": "s"}}}))
+    import ridgeline.sim.scenario as scenario
+
     real = engine_costs.load_engine_costs
-    monkeypatch.setattr(engine_costs, "load_engine_costs",
+    # patched where the UI's runs look it up: the scenario module binds it at import
+    monkeypatch.setattr(scenario, "load_engine_costs",
                         lambda engine="vllm": real(str(path) if engine == "vllm" else engine))
     r = client.post("/api/simulate", json=SIM_BODY)
     assert r.status_code == 200, r.text
