@@ -123,35 +123,38 @@ RULES = {"shipped": residual_table, "previous_t_families": t_rule_table,
          "mondrian_80": mondrian_table}
 
 
+def summary(sel: list[dict[str, Any]]) -> dict[str, Any]:
+    """Coverage, widths, median |error| and the bars met of a set of held-out rows."""
+    e = float(np.median([x["abs_error"] for x in sel]))
+    out: dict[str, Any] = {"n": len(sel), "median_abs_error": e}
+    for lv in LEVELS:
+        w = float(np.median([x[f"rel_width{lv}"] for x in sel]))
+        out[f"coverage{lv}"] = float(np.mean([x[f"in{lv}"] for x in sel]))
+        out[f"median_rel_width{lv}"] = w
+        # the interval's reach from the prediction: half its full width
+        out[f"halfwidth{lv}_over_error"] = w / 2.0 / e if e > 0 else math.inf
+    out["width_over_error"] = out["median_rel_width80"] / e if e > 0 else math.inf
+    out["coverage_bars_met"] = bool(BARS["80_low"] <= out["coverage80"] <= BARS["80_high"]
+                                    and out["coverage95"] >= BARS["95_low"])
+    out["width_bar_met"] = bool(out["halfwidth80_over_error"] <= BARS["width_over_error"])
+    return out
+
+
+def bars_met(by_metric: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """How many metrics meet each bar."""
+    return {"80": sum(BARS["80_low"] <= s["coverage80"] <= BARS["80_high"]
+                      for s in by_metric.values()),
+            "95": sum(s["coverage95"] >= BARS["95_low"] for s in by_metric.values()),
+            "width": sum(s["width_bar_met"] for s in by_metric.values())}
+
+
 def coverage(runs: list[dict[str, Any]], rule: str) -> dict[str, Any]:
     rows = leave_one_family_out(runs, METRICS, RULES[rule])
-
-    def summary(sel: list[dict[str, Any]]) -> dict[str, Any]:
-        e = float(np.median([x["abs_error"] for x in sel]))
-        out: dict[str, Any] = {"n": len(sel), "median_abs_error": e}
-        for lv in LEVELS:
-            w = float(np.median([x[f"rel_width{lv}"] for x in sel]))
-            out[f"coverage{lv}"] = float(np.mean([x[f"in{lv}"] for x in sel]))
-            out[f"median_rel_width{lv}"] = w
-            # the interval's reach from the prediction: half its full width
-            out[f"halfwidth{lv}_over_error"] = w / 2.0 / e if e > 0 else math.inf
-        out["width_over_error"] = out["median_rel_width80"] / e if e > 0 else math.inf
-        return out
-
     by_metric = {m: summary([x for x in rows if x["metric"] == m]) for m in METRICS}
     by_regime = {g: summary([x for x in rows if x["regime_measured"] == g])
                  for g in REGIMES if any(x["regime_measured"] == g for x in rows)}
-    overall = summary(rows)
-    for s in (*by_metric.values(), *by_regime.values(), overall):
-        s["coverage_bars_met"] = bool(BARS["80_low"] <= s["coverage80"] <= BARS["80_high"]
-                                      and s["coverage95"] >= BARS["95_low"])
-        s["width_bar_met"] = bool(s["halfwidth80_over_error"] <= BARS["width_over_error"])
-    met = {"80": sum(BARS["80_low"] <= s["coverage80"] <= BARS["80_high"]
-                     for s in by_metric.values()),
-           "95": sum(s["coverage95"] >= BARS["95_low"] for s in by_metric.values()),
-           "width": sum(s["width_bar_met"] for s in by_metric.values())}
-    return {"overall": overall, "by_metric": by_metric, "by_regime_measured": by_regime,
-            "metrics_meeting_bars": met, "rows": rows}
+    return {"overall": summary(rows), "by_metric": by_metric, "by_regime_measured": by_regime,
+            "metrics_meeting_bars": bars_met(by_metric), "rows": rows}
 
 
 # What each calibrated metric is in the bar's terms, and the replay residual the stand-in rule
@@ -164,27 +167,9 @@ CALIBRATED_AS = {"ttft_p50": ("TTFT P50 (the bar's TTFT at the median, no tail)"
 
 def summarise(rows: list[dict[str, Any]], metrics: tuple[str, ...]) -> dict[str, Any]:
     """Per metric and pooled: coverage, widths, median |error|, the bars met."""
-    def summary(sel: list[dict[str, Any]]) -> dict[str, Any]:
-        e = float(np.median([x["abs_error"] for x in sel]))
-        out: dict[str, Any] = {"n": len(sel), "median_abs_error": e}
-        for lv in LEVELS:
-            w = float(np.median([x[f"rel_width{lv}"] for x in sel]))
-            out[f"coverage{lv}"] = float(np.mean([x[f"in{lv}"] for x in sel]))
-            out[f"median_rel_width{lv}"] = w
-            out[f"halfwidth{lv}_over_error"] = w / 2.0 / e if e > 0 else math.inf
-        out["width_over_error"] = out["median_rel_width80"] / e if e > 0 else math.inf
-        out["coverage_bars_met"] = bool(BARS["80_low"] <= out["coverage80"] <= BARS["80_high"]
-                                        and out["coverage95"] >= BARS["95_low"])
-        out["width_bar_met"] = bool(out["halfwidth80_over_error"] <= BARS["width_over_error"])
-        return out
-
     by_metric = {m: summary([x for x in rows if x["metric"] == m]) for m in metrics}
-    met = {"80": sum(BARS["80_low"] <= s["coverage80"] <= BARS["80_high"]
-                     for s in by_metric.values()),
-           "95": sum(s["coverage95"] >= BARS["95_low"] for s in by_metric.values()),
-           "width": sum(s["width_bar_met"] for s in by_metric.values())}
     return {"overall": summary(rows), "by_metric": by_metric, "by_regime_measured": {},
-            "metrics_meeting_bars": met, "rows": rows}
+            "metrics_meeting_bars": bars_met(by_metric), "rows": rows}
 
 
 def stand_in_rows(points: list[dict[str, Any]], regime: str) -> list[dict[str, Any]]:
