@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -187,27 +188,33 @@ def test_fit_script_refits_collectives_through_the_command(tmp_path: Path) -> No
     assert bad.returncode == 2 and bad.stderr.startswith("error: --gpus: got x9")
 
 
+def _in_fit_script(body: str) -> Any:
+    """Run `body` in a fresh interpreter with benchmarks/accuracy/fit_aic_kernels.py imported
+    as `fk` (and json, numpy as np); return what it prints as JSON. A subprocess keeps the
+    benchmark script out of the test process's imports."""
+    scripts = str(REPO / "benchmarks" / "accuracy")
+    code = ("import sys, json\n"
+            "import numpy as np\n"
+            f"sys.path.insert(0, {scripts!r})\n"
+            "import fit_aic_kernels as fk\n" + body)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
 def test_least_absolute_refit_lands_on_the_median() -> None:
     """The GEMM/MoE fits' L1 refit (reweighted Levenberg-Marquardt): a constant fitted to
     log errors 0 (seven rows) and 2 (three rows, a kernel's slow path) is their median 0,
     where least squares gives their mean 0.6."""
     # the fit script runs as a subprocess (tests do not import benchmark scripts)
-    scripts = str(REPO / "benchmarks" / "accuracy")
-    code = (
-        "import sys, json\n"
-        "import numpy as np\n"
-        f"sys.path.insert(0, {scripts!r})\n"
-        "import fit_aic_kernels as fk\n"
+    l2_0, l1_0 = _in_fit_script(
         "y = np.array([0.0] * 7 + [2.0] * 3)\n"
         "def resid(theta):\n"
         "    return theta[0] - y\n"
         "l2 = fk.lm_fit(resid, np.array([1.0]), 60)\n"
         "l1 = fk.lm_fit_l1(resid, np.array([1.0]), 60, 8)\n"
         "print(json.dumps([float(l2[0]), float(l1[0])]))\n")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
-    assert run.returncode == 0, run.stderr
-    l2_0, l1_0 = json.loads(run.stdout)
     assert l2_0 == pytest.approx(0.6, abs=1e-4)
     assert abs(l1_0) < 0.02
 
@@ -232,12 +239,7 @@ def test_moe_fit_rows_leave_out_min_latency_routing_and_price_relu2_experts_non_
             lat.setdefault(t["kernel_source"][i], []).append(t["latency"][i])
     standard = min(lat["moe_torch_flow_cutlass"])
     assert min(lat["moe_torch_flow_min_latency"]) < 0.8 * standard  # the test discriminates
-    scripts = str(REPO / "benchmarks" / "accuracy")
-    code = (
-        "import sys, json\n"
-        "import numpy as np\n"
-        f"sys.path.insert(0, {scripts!r})\n"
-        "import fit_aic_kernels as fk\n"
+    mix_s, up_nano, up_rest, known = _in_fit_script(
         f"b = fk._moe_rows(fk.Path({str(tables[0])!r}))['nvfp4']['balanced']\n"
         "sh = b['shape']\n"
         "mix = (sh == [4096, 14336, 8, 2]).all(axis=1) & (b['tokens'] == 4)"
@@ -245,12 +247,10 @@ def test_moe_fit_rows_leave_out_min_latency_routing_and_price_relu2_experts_non_
         "nano = (sh == [4096, 2688, 512, 22]).all(axis=1)\n"
         "print(json.dumps([b['lat_s'][mix].tolist(), sorted(set(b['up'][nano].tolist())),"
         " sorted(set(b['up'][~nano].tolist())), b['gating_known']]))\n")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
-    assert run.returncode == 0, run.stderr
-    mix_s, up_nano, up_rest, known = json.loads(run.stdout)
     assert mix_s == [pytest.approx(standard * 1e-3, rel=1e-9)]
     assert up_nano == [1.0] and 2.0 in up_rest and known
+
+
 GEMM_SCRIPT = REPO / "benchmarks" / "accuracy" / "fit_aic_kernels.py"
 
 
