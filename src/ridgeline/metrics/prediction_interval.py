@@ -174,6 +174,16 @@ def conformal_halfwidth(scores: list[float] | np.ndarray, level: int
     return float(s[min(k, s.size) - 1]), min(k, s.size), k > s.size
 
 
+def _conformal_intervals(centre: float, conf: dict[int, tuple[float, int, bool]]
+                         ) -> dict[str, Any]:
+    """A catalog entry's conformal ranks and its intervals [centre - h, centre + h] per level,
+    from `conformal_halfwidth`'s (h, rank, capped) by level."""
+    return {"conformal": {str(lv): {"rank": k, "halfwidth": round(h, 6), "capped": cap}
+                          for lv, (h, k, cap) in conf.items()},
+            **{f"interval{lv}": [round(centre - h, 6), round(centre + h, 6)]
+               for lv, (h, _, _) in conf.items()}}
+
+
 def _describe(values: list[float], runs: list[str], groups: list[str]) -> dict[str, Any]:
     r = np.asarray(values, dtype=np.float64)
     e: dict[str, Any] = {"n": len(values), "families": len(set(groups)), "runs": runs,
@@ -223,10 +233,7 @@ def residual_table(runs: list[dict[str, Any]], metrics: tuple[str, ...]
             e["centre"] = round(c, 6)
             e["centre_from"] = f"median of the {came_from} residuals"
             e["scale_n"] = len(scores)
-            e["conformal"] = {str(lv): {"rank": k, "halfwidth": round(h, 6), "capped": cap}
-                              for lv, (h, k, cap) in conf.items()}
-            for lv, (h, _, _) in conf.items():
-                e[f"interval{lv}"] = [round(c - h, 6), round(c + h, 6)]
+            e.update(_conformal_intervals(c, conf))
         out[m] = by
     return out
 
@@ -292,10 +299,7 @@ def calibrated_table(points: list[dict[str, Any]], metrics: tuple[str, ...] = CA
         out[m] = {"n": len(vals), "starts": len({p["start"] for p in points}),
                   "centre": round(c, 6), "centre_from": "median of the calibrated residuals",
                   "median_abs": round(float(np.median(np.abs(vals))), 6),
-                  "conformal": {str(lv): {"rank": k, "halfwidth": round(h, 6), "capped": cap}
-                                for lv, (h, k, cap) in conf.items()},
-                  **{f"interval{lv}": [round(c - h, 6), round(c + h, 6)]
-                     for lv, (h, _, _) in conf.items()}}
+                  **_conformal_intervals(c, conf)}
     return out
 
 
