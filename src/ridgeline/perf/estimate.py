@@ -66,8 +66,7 @@ def weight_bytes_read(model: RooflineStepTime, tokens: ArrayLike) -> ArrayLike:
     n = np.asarray(tokens, dtype=np.float64)
     per_any = t.bytes[:, VAR["any"]].sum() + t.bytes[:, VAR["dec"]].sum()
     if model.model.is_moe:
-        m = model.model
-        u = model.experts_per_gpu * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** n)
+        u = t.experts_per_gpu * (1.0 - t.expert_miss ** n)
         return per_any + t.bytes[:, VAR["u"]].sum() * u
     return per_any + 0.0 * n
 

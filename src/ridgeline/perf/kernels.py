@@ -270,13 +270,15 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
                 precision.kv_bytes, prof.floor_scale,
                 prof.measured_decode_scale if table.query_heads_per_kv_head > 1.0 else 1.0,
                 getattr(table, "kv_heads_per_gpu", 0.0),
-                getattr(table, "kv_heads_per_gpu", 0.0) * table.query_heads_per_kv_head)
+                getattr(table, "kv_heads_per_gpu", 0.0) * table.query_heads_per_kv_head,
+                table.rank_share)
             if rows is not None:
                 comp[j], mem[j] = rows
                 continue
         if name in _EXPERTS and kind in (GEMM, GEMM16) and moe_fit is not None:
             k, n = table.in_dims[j], table.out_dims[j]
-            comp[j], mem[j] = measured_expert_rows(moe_fit, f, d, k, n, lay, hw, var)
+            comp[j], mem[j] = measured_expert_rows(moe_fit, f, d, k, n, lay, hw, var,
+                                                   table.experts_per_gpu)
         elif name == "experts_act" and moe_fit is not None:
             pass  # inside the measured layer's fit (its floor and activation traffic)
         elif kind in (GEMM, GEMM16) and gemm_fits.get(kind) is not None \
@@ -308,7 +310,7 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
             comp[j, var["pt"]] = pre["key_waste_per_new_token"] * per_pair / (c_attn * e)
             # One CTA's serial walk: fitted in seconds on A100, scaled by the 16-bit peaks.
             ser = (pre["serial_ns_per_token"] * 1e-3 * fs * lay * prof.profiled_peak_flops
-                   / c16)
+                   / c16) * table.rank_share  # per attention rank's tokens
             mem[j, var["pc" + w]] = ser
             mem[j, var["pt"]] = ser
             mem[j, drv] += pre["floor_us"] * fs * lay

@@ -120,13 +120,16 @@ def attention_rows(mk: MeasuredKernels, name: str, is_mla: bool, f: np.ndarray,
                    d: np.ndarray, layers: float, driver: int, var: dict[str, int],
                    hw: Any, kv_bytes: float, floor_scale: float = 1.0,
                    decode_bandwidth_scale: float = 1.0, kv_heads: float = 0.0,
-                   query_heads: float = 0.0) -> tuple[np.ndarray, np.ndarray] | None:
+                   query_heads: float = 0.0, rank_share: float = 1.0
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
     """(compute row, memory row) of attention operator `name` whose FLOPs and bytes rows are
     f, d (whole-model, per GPU), or None where this GPU has no fit for it. `floor_scale`:
     the share of the measured floors left in the engine's CUDA-graph steps;
     `decode_bandwidth_scale`: the engine's serving decode bandwidth as a share of the
     microbenchmark's (both fitted on real engine runs, kernels.json "vllm"); `kv_heads`,
-    `query_heads`: per GPU (0 for MLA), for the fitted per-head costs."""
+    `query_heads`: per GPU (0 for MLA), for the fitted per-head costs; `rank_share`: one
+    attention rank's share of the step's sequences and tokens (1/attn_dp; f and d already
+    carry it), which the fitted per-sequence, per-head and per-token constants take too."""
     decode = "decode" in name
     window = name.endswith("_window")
     cls = ("mla_" if is_mla else "") + ("decode" if decode else "prefill")
@@ -154,7 +157,7 @@ def attention_rows(mk: MeasuredKernels, name: str, is_mla: bool, f: np.ndarray,
         # Per sequence, and per sequence and KV head (one work unit each: launch, split,
         # merge), as the per-sequence cost is charged.
         per_seq = c["per_seq_us"] + c.get("per_seq_kv_head_us", 0.0) * kv_heads
-        mem[var["dq"]] = per_seq * 1e-6 * layers + d[dc] / (bw * e_b)
+        mem[var["dq"]] = per_seq * 1e-6 * layers * rank_share + d[dc] / (bw * e_b)
     else:
         w = "_w" if window else ""
         pairs, pc = var["pairs" + w], var["pc" + w]
@@ -163,10 +166,10 @@ def attention_rows(mk: MeasuredKernels, name: str, is_mla: bool, f: np.ndarray,
         comp[var["pt"]] = c["key_waste_per_new_token"] * per_pair / (c16 * e_c)
         # Costs per (pair, query head) and (new token, query head) that do not scale with the
         # head dim (softmax exponentials and rescaling, the causal mask).
-        heads = query_heads * layers * 1e-12
+        heads = query_heads * layers * 1e-12 * rank_share
         comp[pairs] += c.get("ps_per_pair_head", 0.0) * heads
         comp[var["pt"]] += c.get("ps_per_token_head", 0.0) * heads
-        ser = c.get("serial_ns_per_token", 0.0) * 1e-9 * layers
+        ser = c.get("serial_ns_per_token", 0.0) * 1e-9 * layers * rank_share
         # New tokens' Q, K, V, O (and the cache write); the cached context's K, V read.
         mem[var["pt"]] = ser + d[var["pt"]] / (bw * e_b)
         mem[pc] = ser + d[pc] / (bw * e_b)

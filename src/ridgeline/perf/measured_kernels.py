@@ -174,10 +174,11 @@ def measured_gemm_rows(fit: Fit, f: np.ndarray, d: np.ndarray, k: float, n: floa
 
 
 def measured_expert_rows(fit: Fit, f: np.ndarray, d: np.ndarray, in_dim: float,
-                         out_dim: float, layers: float, hw: Any, var: dict[str, int]
-                         ) -> tuple[np.ndarray, np.ndarray]:
+                         out_dim: float, layers: float, hw: Any, var: dict[str, int],
+                         held_experts: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Compute and memory rows of one of a MoE layer's two grouped GEMMs (f: FLOPs per
-    token, d: activation bytes per token on n and weight bytes per touched expert on u)."""
+    token, d: activation bytes per token on n and weight bytes per touched expert on u;
+    `held_experts`: the routed experts this GPU holds, E/ep, touched or not)."""
     p = fit[0]
     ce = hw.peak(p["_fit"]["peak"]) * p["compute_efficiency"]
     tile = p["tile"]
@@ -191,6 +192,11 @@ def measured_expert_rows(fit: Fit, f: np.ndarray, d: np.ndarray, in_dim: float,
     mem[var["n"]] *= p["activation_scale"]
     mem[var["any"]] += 0.5e-6 * p["floor_us"] * layers
     mem[var["u"]] += 0.5e-6 * p["expert_us"] * layers
+    # A fit with a cost per held expert (routing tables, per-expert scales): it adds to the
+    # layer outside the max, so to both rows; half on each of the layer's two GEMMs.
+    held_s = 0.5e-6 * p.get("local_expert_us", 0.0) * held_experts * layers
+    comp[var["any"]] += held_s
+    mem[var["any"]] += held_s
     return comp, mem
 
 
@@ -246,6 +252,8 @@ def measured_assumptions(prof: Any, precision: Any) -> list[str]:
             f"weights of E[U] touched experts at {p['bandwidth_efficiency']:.3g} of the "
             f"bandwidth + {p['activation_scale']:.3g}x the routed activations) + floor "
             f"{p['floor_us']:.3g} us + {p['expert_us']:.3g} us per touched expert "
+            + (f"+ {p['local_expert_us']:.3g} us per held expert "
+               if p.get("local_expert_us") else "") +
             f"({fit_line(p)}{'; ' + note if note else ''})")
     return out
 

@@ -72,6 +72,14 @@ class OpTable:
     # KV heads each GPU holds (0: MLA's latent): measured attention tables price only the
     # head counts they measured (perf/measured_attention.py).
     kv_heads_per_gpu: float = 0.0
+    # One attention rank's share of the step's tokens and sequences (1/attn_dp): fitted
+    # per-sequence, per-head and per-token kernel constants are priced on this share.
+    rank_share: float = 1.0
+    # Routed experts each GPU holds (E/ep; 0: dense) and the chance a token's k picks all miss
+    # one given expert (1 - k/E): u = experts_per_gpu (1 - miss^n), and a fitted cost per
+    # held expert, touched or not, is priced on it.
+    experts_per_gpu: float = 0.0
+    expert_miss: float = 1.0
 
 
 def _linear(name: str, in_dim: float, out_dim: float, layers: int, b_w: float, b_a: float,
@@ -329,4 +337,8 @@ def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
                    kv_heads_per_gpu=0.0 if model.is_mla else
                    float(kv_heads_per_gpu(model, parallel.tp)),
                    query_heads_per_kv_head=1.0 if model.is_mla else
-                   (model.num_heads // parallel.tp) / kv_heads_per_gpu(model, parallel.tp))
+                   (model.num_heads // parallel.tp) / kv_heads_per_gpu(model, parallel.tp),
+                   rank_share=share,
+                   experts_per_gpu=model.num_experts / parallel.ep if model.is_moe else 0.0,
+                   expert_miss=1.0 - model.experts_per_token / model.num_experts
+                   if model.is_moe else 1.0)

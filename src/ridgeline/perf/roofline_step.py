@@ -147,9 +147,9 @@ class RooflineStepTime:
             self._linear = self._linear.copy()
             self._linear[:extra.size] += extra
         self._moe = model.is_moe
-        # Experts on one GPU: u counts the touched ones among them (perf/ops.py).
-        self._E = float(model.num_experts) / self.parallel.ep
-        self._miss = 1.0 - model.experts_per_token / model.num_experts if self._moe else 1.0
+        # Experts on one GPU: u counts the touched ones among them (the op table's).
+        self._E = self.table.experts_per_gpu
+        self._miss = self.table.expert_miss
         self._memory = plan_memory(model, hw, self.precision, self.parallel, 0.9,
                                    max_num_batched_tokens, max_num_seqs)
         self._ranks = self.parallel.attn_dp
