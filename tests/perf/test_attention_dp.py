@@ -99,9 +99,12 @@ def test_all_to_all_dispatch_and_combine_bytes_by_hand() -> None:
     ep, lat_s, bw = 4, 7e-6, 1.0e11
     t = build_table(model, pr, Parallelism(tp=1, ep=ep, attn_dp=ep), 1.0, 0.0,
                     collectives=lambda kind, p: (lat_s, bw))
-    # Two all-to-alls per MoE layer; each GPU sends (p-1)/p of its n/p tokens' k copies of a
-    # d-wide bf16 row.
-    per_token_s = 2 * L * (ep - 1) / ep * K * D * BF16 / ep / bw
+    # Two all-to-alls per MoE layer, as DeepEP sends them: each of a GPU's n/p tokens goes
+    # once, as a d-wide bf16 row, to each of the other 3 ranks holding one of its 8 experts
+    # (a rank's 32 of 128 are all missed with probability C(96, 8) / C(128, 8)).
+    remote_ranks = (ep - 1) * (1 - math.comb(96, 8) / math.comb(128, 8))
+    assert remote_ranks == pytest.approx(2.7218, abs=1e-4)  # fewer than k (p-1)/p = 6 pairs
+    per_token_s = 2 * L * remote_ranks * D * BF16 / ep / bw
     assert t.comm_s[VAR["n"]] == pytest.approx(per_token_s)
     assert t.comm_s[VAR["any"]] == pytest.approx(2 * L * lat_s)
     # tp = 1: no TP all-reduce on top.
@@ -222,7 +225,9 @@ def test_wide_ep_crosses_nodes_at_the_network_bandwidth() -> None:
     assert bw <= 50e9
     ds = load_model("deepseek-v3")
     b_a = sm.precision.activation_bytes
-    want = 2 * ds.num_moe_layers * (15 / 16) * 8 * 7168 * b_a / 16 / bw
+    # Each token to the 15 other ranks holding one of its 8 experts (16 of 256 per rank).
+    remote_ranks = 15 * (1 - math.comb(240, 8) / math.comb(256, 8))
+    want = 2 * ds.num_moe_layers * remote_ranks * 7168 * b_a / 16 / bw
     assert sm.table.comm_s[VAR["n"]] == pytest.approx(want)
     assert sm.table.comm_s[VAR["any"]] == pytest.approx(2 * ds.num_moe_layers * lat_s)
     assert any("inter-node" in a and "50 GB/s" in a for a in sm.assumptions())

@@ -9,6 +9,7 @@ read straight from the catalog JSON (the fit's data, not ridgeline's output).
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from importlib import resources
@@ -159,3 +160,20 @@ def test_estimate_prices_each_attention_rank_as_one_gpu_alone(tmp_path: Path) ->
     ranks = _ops(tmp_path, "ranks", "-b", "64", "--attention-dp", "4", "--ep", "4")
     for phase, op in (("decode", "attn_decode"), ("prefill", "attn_prefill")):
         assert ranks[phase][op] == pytest.approx(alone[phase][op], rel=1e-6)
+
+
+def test_estimate_states_deepseek_v3s_ep8_layout_and_dispatch(tmp_path: Path) -> None:
+    out = tmp_path / "estimate.txt"
+    with out.open("w") as f:
+        proc = subprocess.run([str(RIDGELINE), "estimate", "deepseek-v3", "-g", "h200", "--tp",
+                               "1", "--attention-dp", "8", "--ep", "8", "--assumptions"],
+                              stdout=f, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    # 256 experts over 8 GPUs; a token's 8 experts miss one rank's 32 with probability
+    # C(224, 8) / C(256, 8), so it reaches 7 (1 - that) = 4.63 of the other 7 ranks.
+    remote = 7 * (1 - math.comb(224, 8) / math.comb(256, 8))
+    assert f"{remote:.3g}" == "4.63"
+    assert "32 of 256 experts per GPU" in text
+    assert f"the r = {remote:.3g} remote ranks holding one of its k=8 experts" in text
+    assert "x116 (dispatch + combine per MoE layer, as DeepEP sends them)" in text  # 58 MoE layers

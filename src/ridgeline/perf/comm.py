@@ -35,6 +35,24 @@ def p2p_s(message_bytes: ArrayLike, link_bytes_s: float, latency_s: float) -> Ar
     return message_bytes / link_bytes_s + latency_s
 
 
+def remote_ranks_per_token(experts: int, topk: int, ep: int) -> float:
+    """Expected remote EP ranks a token's row goes to when each rank receives it once however
+    many of its experts the token picked (DeepEP's dispatch; its combine returns one summed
+    row per rank): (ep - 1) (1 - C(E - E/ep, k) / C(E, k)) for k distinct experts picked
+    uniformly among E, the rank's own experts being local. Nothing is padded to a capacity.
+
+    >>> round(remote_ranks_per_token(256, 8, 8), 3)   # DeepSeek-V3 at EP 8 (k/ep x 7 = 7 pairs)
+    4.633
+    """
+    if ep <= 1:
+        return 0.0
+    held = experts / ep
+    miss = 1.0
+    for i in range(topk):
+        miss *= max(experts - held - i, 0.0) / (experts - i)
+    return (ep - 1) * (1.0 - miss)
+
+
 def all_to_all_bytes_factor(p: int) -> float:
     """Fraction of its tokens' data a GPU exchanges in an all-to-all over p GPUs."""
     return (p - 1) / p if p > 1 else 0.0

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ridgeline.perf.comm import all_to_all_bytes_factor, ring_allreduce_bytes_factor
+from ridgeline.perf.comm import remote_ranks_per_token, ring_allreduce_bytes_factor
 from ridgeline.perf.linear_attention import linear_attention_ops
 
 # The operator type and compute classes (perf/operator.py), used here and re-exported.
@@ -295,11 +295,16 @@ def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_by
         count = 2 * model.num_moe_layers  # dispatch and combine
         k = model.experts_per_token
         lat, bw = link("all_to_all", ep)
-        coef[VAR["n"]] += (count * all_to_all_bytes_factor(ep) * k * d * b_a / ep / bw)
+        # As DeepEP sends them: each of a GPU's n/ep tokens goes once to every remote rank
+        # holding one of its k experts (r of them on average), and comes back as one summed row
+        # per such rank; nothing padded to a capacity.
+        r = remote_ranks_per_token(model.num_experts, k, ep)
+        coef[VAR["n"]] += count * r * d * b_a / ep / bw
         coef[VAR["any"]] += count * lat
-        terms.append(f"EP all-to-all x{count} (dispatch + combine per MoE layer): each GPU "
-                     f"sends (p-1)/p of its n/p tokens x k*d*b_a / {bw / 1e9:.4g} GB/s + "
-                     f"{lat * 1e6:.3g} us, p={ep}")
+        terms.append(f"EP all-to-all x{count} (dispatch + combine per MoE layer, as DeepEP "
+                     f"sends them): each of a GPU's n/p tokens to the r = {r:.3g} remote "
+                     f"ranks holding one of its k={k} experts, d*b_a each, unpadded / "
+                     f"{bw / 1e9:.4g} GB/s + {lat * 1e6:.3g} us, p={ep}")
     return coef, terms
 
 
