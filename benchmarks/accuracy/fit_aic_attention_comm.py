@@ -23,7 +23,8 @@ max(compute row . w, memory row . w) with rows affine in the work.
 - MLA prefill: as prefill (with the serial term) with 2 h (192 + 128) FLOPs per pair and
   h (192 + 128) 2 b_a bytes per token.
 - collectives: alpha + f(p) bytes / bus_bandwidth per GPU count p (all-reduce f = 2(p-1)/p,
-  all-gather and all-to-all f = (p-1)/p; DeepEP dispatch + combine: alpha + bytes / bw): the
+  all-gather and all-to-all f = (p-1)/p; DeepEP dispatch + combine: alpha + a cost per
+  token and per expert + bytes / bw, see `deepep_fits`): the
   one line per GPU count. Beside it, the size-banded form the collective's own time follows,
   which the step model charges at each step's message size: message-size bands split at
   edges found in the data, each alpha + x / bus_bandwidth + gamma sqrt(x) in the bus bytes
@@ -660,11 +661,13 @@ DEEPEP_GPUS_PER_NODE = 8
 
 
 def deepep_fits(path: Path, files: list[str], low_latency: bool) -> dict[str, Any]:
-    """Dispatch + combine time of one MoE layer: alpha + tokens copies hidden b / bw, per phase
-    (low-latency: fp8 dispatch, bf16 combine; normal: bf16 both, the fastest SM setting).
-    copies: low-latency sends each token to each of its top-k experts; normal sends one copy
-    to each GPU holding any of them (and combines one per GPU), the expected number of GPUs
-    touched under uniform routing (`ranks_touched`)."""
+    """Dispatch + combine time of one MoE layer: alpha + per_token tokens + per_expert experts
+    + tokens copies hidden b / bw, per phase (low-latency: fp8 dispatch, bf16 combine; normal:
+    bf16 both, the fastest SM setting). copies: low-latency sends each token to each of its
+    top-k experts; normal sends one copy to each GPU holding any of them (and combines one
+    per GPU), the expected number of GPUs touched under uniform routing (`ranks_touched`).
+    per_token: a token's routing metadata and layout bookkeeping, whatever its width;
+    per_expert: the counters, flags and receive slots kept for every expert."""
     d = read(path)
     tok, h = d["num_token"].astype(float), d["hidden_size"].astype(float)
     k = d["num_topk"].astype(float)
@@ -686,7 +689,8 @@ def deepep_fits(path: Path, files: list[str], low_latency: bool) -> dict[str, An
             np.minimum.at(best, inv, t)
             keep &= t == best[inv]
         byts = tok[keep] * k[keep] * h[keep] * b
-        x = np.column_stack([np.ones(keep.sum()), byts])
+        x = np.column_stack([np.ones(keep.sum()), byts, tok[keep],
+                             d["num_experts"][keep].astype(float)])
         tt = t[keep]
         w = nnls_rel(x, tt)
         dec = np.floor(np.log10(np.maximum(byts, 1.0))).astype(np.int64)
@@ -695,6 +699,8 @@ def deepep_fits(path: Path, files: list[str], low_latency: bool) -> dict[str, An
         out[phase] = {"latency_us": _us(w[0]), "bytes_per_element": b,
                       "copies": "top_k" if low_latency else "gpus_touched",
                       "bandwidth_bytes_s": float(f"{1.0 / w[1]:.4g}") if w[1] > 0 else 0.0,
+                      "per_token_ns": float(f"{w[2] * 1e9:.4g}"),
+                      "per_expert_us": float(f"{w[3] * 1e6:.4g}"),
                       "_fit": {"files": files, "rows": int(tt.size),
                                "residual": summary(np.abs(x @ w / tt - 1.0)),
                                "cv": {"kind": "leave-one-size-decade-out", **summary(cv)}}}

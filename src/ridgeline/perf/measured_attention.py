@@ -331,9 +331,9 @@ def ep_all_to_all_s(mk: MeasuredKernels, tokens: float, hidden: int, topk: int, 
                     mode: str = "normal", experts: int = 0) -> float:
     """Seconds of one MoE layer's expert-parallel dispatch + combine of `tokens` tokens (this
     GPU's) of width `hidden` to `topk` of `experts` experts over `ep` GPUs: DeepEP's fit where
-    measured (`mode`: "low_latency" or "normal"; normal sends one copy per GPU touched,
-    `topk` copies when `experts` is 0, an upper bound), else NCCL's all-to-all twice (16-bit
-    activations)."""
+    measured (`mode`: "low_latency" or "normal": a latency, a cost per token and per expert,
+    and the bytes; normal sends one copy per GPU touched; `experts` 0, unknown: `topk` copies
+    and no per-expert cost), else NCCL's all-to-all twice (16-bit activations)."""
     if ep <= 1 or tokens <= 0:
         return 0.0
     fit = mk.deepep.get(mode)
@@ -343,7 +343,9 @@ def ep_all_to_all_s(mk: MeasuredKernels, tokens: float, hidden: int, topk: int, 
             copies = (ranks_touched(topk, experts, ep)
                       if ph.get("copies") == "gpus_touched" and experts else float(topk))
             total += ph["latency_us"] * 1e-6 + tokens * copies * hidden \
-                * ph["bytes_per_element"] / ph["bandwidth_bytes_s"]
+                * ph["bytes_per_element"] / ph["bandwidth_bytes_s"] \
+                + tokens * ph.get("per_token_ns", 0.0) * 1e-9 \
+                + experts * ph.get("per_expert_us", 0.0) * 1e-6
         return total
     msg = tokens * topk * hidden * 2.0
     t = collective_s(mk, "all_to_all", ep, msg)
