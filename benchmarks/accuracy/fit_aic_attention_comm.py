@@ -13,14 +13,18 @@ max(compute row . w, memory row . w) with rows affine in the work.
   memory   floor + B S serial + B S (2 h_q + 2 h_kv) d b_a / (beta e_b)
   (serial: one CTA's walk over the keys, what a low-occupancy causal prefill waits on;
   p_pair, p_tok: per query head costs that do not scale with the head dim, the softmax's
-  exponentials and rescaling and the causal mask)
+  exponentials and rescaling and the causal mask). Window-0 rows that run faster than the
+  128-window rows of the same shape (a backend that reads window 0 as no look-back, not as
+  no window) are left out: they do not time causal attention. A kernel that quantizes the
+  query to fp8 with an fp8 cache (SGLang's TRT-LLM MHA) is fitted on its fp8-query rows.
 - MLA decode (absorbed: each token reads its compressed latent, kv_lora_rank + rope dims):
   compute  compute_floor + B S 2 h (576 + 512) / (C e_c)
   memory   floor + B per_seq + B S 576 b_kv / (beta e_b)
 - MLA prefill: as prefill (with the serial term) with 2 h (192 + 128) FLOPs per pair and
   h (192 + 128) 2 b_a bytes per token.
 - collectives: alpha + f(p) bytes / bus_bandwidth per GPU count p (all-reduce f = 2(p-1)/p,
-  all-gather and all-to-all f = (p-1)/p; DeepEP dispatch + combine: alpha + bytes / bw): the
+  all-gather and all-to-all f = (p-1)/p; DeepEP dispatch + combine: alpha + a cost per
+  token and per expert + bytes / bw, see `deepep_fits`): the
   one line per GPU count. Beside it, the size-banded form the collective's own time follows,
   which the step model charges at each step's message size: message-size bands split at
   edges found in the data, each alpha + x / bus_bandwidth + gamma sqrt(x) in the bus bytes
@@ -77,6 +81,7 @@ except ImportError:  # pragma: no cover - the test extra installs it
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))
 
+from ridgeline.perf.measured_attention import ranks_touched  # noqa: E402
 from ridgeline.specs.hardware import load_hardware  # noqa: E402
 
 # AIConfigurator's system folder -> ridgeline's catalog GPU (datasheet peaks).
@@ -315,6 +320,38 @@ def pick_source(d: dict[str, np.ndarray], mask: np.ndarray) -> str | None:
     return str(src[np.argmax(cnt)]) if src.size else None
 
 
+# Prefill kernels that quantize the query to fp8 when the KV cache is fp8 (SGLang's TRT-LLM
+# MHA backend; its XQA decode keeps the 16-bit query): their fp8-cache prefill rows timed
+# with a 16-bit query are not what the engine runs.
+FP8_QUERY_WITH_FP8_CACHE = frozenset({"trtllm_mha"})
+# A full causal prefill of S >> w tokens does about S / (2 w) times the work of one banded by
+# a window of w: where the window-0 rows take under this many times the 128-window rows' time
+# at the longest context, they did not run full causal attention.
+CAUSAL_OVER_WINDOW_MIN = 2.0
+
+
+def window_zero_is_causal(d: dict[str, np.ndarray], mask: np.ndarray) -> bool:
+    """Whether the rows of `mask` with window 0 time full causal attention: their median time
+    over the 128-window rows of the same shape and batch at the longest context both were
+    measured at is at least CAUSAL_OVER_WINDOW_MIN. SGLang's TRT-LLM MHA (B200) and
+    FlashAttention (L40S) backends take window 0 as a zero-token look-back: those rows grow
+    linearly in the context and run faster than the 128-window ones."""
+    w0, w128 = mask & (d["window_size"] == 0), mask & (d["window_size"] == 128)
+    if not w0.any() or not w128.any():
+        return True
+    s_max = min(d["isl"][w0].max(), d["isl"][w128].max())
+    cols = ("batch_size", "num_heads", "num_key_value_heads", "head_dim", "attn_dtype")
+
+    def by_shape(m: np.ndarray) -> dict[tuple[Any, ...], float]:
+        m = m & (d["isl"] == s_max)
+        return {tuple(r[:-1]): float(r[-1]) for r in zip(*(d[c][m].tolist() for c in cols),
+                                                         d["latency"][m].tolist(), strict=True)}
+
+    a, b = by_shape(w0), by_shape(w128)
+    ratios = [a[k] / b[k] for k in a if k in b and b[k] > 0]
+    return not ratios or float(np.median(ratios)) >= CAUSAL_OVER_WINDOW_MIN
+
+
 def attention_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[str, Any]:
     d = read(path)
     out: dict[str, Any] = {}
@@ -326,6 +363,11 @@ def attention_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[
             continue
         m = m0 & (d["kernel_source"] == src) & (d["num_heads"] % d["num_key_value_heads"] == 0)
         m &= (d["latency"] > 0) & (d["isl"] + d["step"] >= MIN_CONTEXT)
+        if not decode and kv == "fp8" and src in FP8_QUERY_WITH_FP8_CACHE:
+            m &= d["attn_dtype"] == "fp8"
+        dropped_window_zero = not decode and not window_zero_is_causal(d, m)
+        if dropped_window_zero:
+            m &= d["window_size"] > 0
         if m.sum() < MIN_ROWS:
             continue
         b = d["batch_size"][m].astype(float)
@@ -362,6 +404,9 @@ def attention_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[
         const["max_kv_heads"] = int(hkv.max())
         const["_fit"] = {"files": files, "kernel_source": src, "rows": int(m.sum()),
                          "shapes": int(np.unique(shape).size), **stats}
+        if dropped_window_zero:
+            const["_fit"]["window_zero_rows"] = ("dropped: not full causal (faster than the "
+                                                 "128-token window at the longest context)")
         out[kv] = const
     return out
 
@@ -611,11 +656,25 @@ def collective_fits(table: dict[str, np.ndarray], ops: list[str], op_col: str,
     return out
 
 
+# GPUs per node of the DeepEP tables (HGX boards): the EP group of a one-node row.
+DEEPEP_GPUS_PER_NODE = 8
+
+
 def deepep_fits(path: Path, files: list[str], low_latency: bool) -> dict[str, Any]:
-    """Dispatch + combine time of one MoE layer: alpha + tokens topk hidden b / bw, per phase
-    (low-latency: fp8 dispatch, bf16 combine; normal: bf16 both, the fastest SM setting)."""
+    """Dispatch + combine time of one MoE layer: alpha + per_token tokens + per_expert experts
+    + tokens copies hidden b / bw, per phase (low-latency: fp8 dispatch, bf16 combine; normal:
+    bf16 both, the fastest SM setting). copies: low-latency sends each token to each of its
+    top-k experts; normal sends one copy to each GPU holding any of them (and combines one
+    per GPU), the expected number of GPUs touched under uniform routing (`ranks_touched`).
+    per_token: a token's routing metadata and layout bookkeeping, whatever its width;
+    per_expert: the counters, flags and receive slots kept for every expert."""
     d = read(path)
-    tok, k, h = (d[c].astype(float) for c in ("num_token", "num_topk", "hidden_size"))
+    tok, h = d["num_token"].astype(float), d["hidden_size"].astype(float)
+    k = d["num_topk"].astype(float)
+    if not low_latency:
+        gpus = DEEPEP_GPUS_PER_NODE * d["node_num"].astype(int)
+        k = np.array([ranks_touched(int(a), int(e), int(g)) for a, e, g in
+                      zip(d["num_topk"], d["num_experts"], gpus, strict=True)])
     out: dict[str, Any] = {}
     for phase, col_ll, col_n, b in (("dispatch", "dispatch_avg_t_us", "dispatch_transmit_us",
                                      1.0 if low_latency else 2.0),
@@ -630,14 +689,18 @@ def deepep_fits(path: Path, files: list[str], low_latency: bool) -> dict[str, An
             np.minimum.at(best, inv, t)
             keep &= t == best[inv]
         byts = tok[keep] * k[keep] * h[keep] * b
-        x = np.column_stack([np.ones(keep.sum()), byts])
+        x = np.column_stack([np.ones(keep.sum()), byts, tok[keep],
+                             d["num_experts"][keep].astype(float)])
         tt = t[keep]
         w = nnls_rel(x, tt)
         dec = np.floor(np.log10(np.maximum(byts, 1.0))).astype(np.int64)
         cv = cv_groups(lambda kp, x=x, tt=tt: nnls_rel(x[kp], tt[kp]),
                        lambda wv, held, x=x: x[held] @ wv, dec, tt, min_train=4)
         out[phase] = {"latency_us": _us(w[0]), "bytes_per_element": b,
+                      "copies": "top_k" if low_latency else "gpus_touched",
                       "bandwidth_bytes_s": float(f"{1.0 / w[1]:.4g}") if w[1] > 0 else 0.0,
+                      "per_token_ns": float(f"{w[2] * 1e9:.4g}"),
+                      "per_expert_us": float(f"{w[3] * 1e6:.4g}"),
                       "_fit": {"files": files, "rows": int(tt.size),
                                "residual": summary(np.abs(x @ w / tt - 1.0)),
                                "cv": {"kind": "leave-one-size-decade-out", **summary(cv)}}}

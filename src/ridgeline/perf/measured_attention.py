@@ -38,6 +38,7 @@ True
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -318,18 +319,37 @@ def domain_collective(mk: MeasuredKernels, kind: str, p: int, hw: Any
     return lat + net_lat, min(bw, net)
 
 
+def ranks_touched(topk: int, experts: int, ranks: int) -> float:
+    """Expected number of GPUs holding at least one of a token's `topk` experts, the
+    `experts` spread evenly over `ranks` GPUs and routing uniform: ranks (1 - C(E - E/r, k) /
+    C(E, k)). DeepEP's normal dispatch sends one copy per GPU touched, not per expert
+    (top-8 of 256 experts over 8 GPUs: 5.29 copies). `topk` where that is undefined."""
+    per = experts // ranks if ranks > 0 else 0
+    if per < 1 or topk < 1 or topk > experts:
+        return float(topk)
+    return ranks * (1.0 - math.comb(experts - per, topk) / math.comb(experts, topk))
+
+
 def ep_all_to_all_s(mk: MeasuredKernels, tokens: float, hidden: int, topk: int, ep: int,
-                    mode: str = "normal") -> float:
+                    mode: str = "normal", experts: int = 0) -> float:
     """Seconds of one MoE layer's expert-parallel dispatch + combine of `tokens` tokens (this
-    GPU's) of width `hidden` to `topk` experts over `ep` GPUs: DeepEP's fit where measured
-    (`mode`: "low_latency" or "normal"), else NCCL's all-to-all twice (16-bit activations)."""
+    GPU's) of width `hidden` to `topk` of `experts` experts over `ep` GPUs: DeepEP's fit where
+    measured (`mode`: "low_latency" or "normal": a latency, a cost per token and per expert,
+    and the bytes; normal sends one copy per GPU touched; `experts` 0, unknown: `topk` copies
+    and no per-expert cost), else NCCL's all-to-all twice (16-bit activations)."""
     if ep <= 1 or tokens <= 0:
         return 0.0
     fit = mk.deepep.get(mode)
     if fit:
-        return sum(ph["latency_us"] * 1e-6 + tokens * topk * hidden
-                   * ph["bytes_per_element"] / ph["bandwidth_bytes_s"]
-                   for ph in (fit["dispatch"], fit["combine"]))
+        total = 0.0
+        for ph in (fit["dispatch"], fit["combine"]):
+            copies = (ranks_touched(topk, experts, ep)
+                      if ph.get("copies") == "gpus_touched" and experts else float(topk))
+            total += ph["latency_us"] * 1e-6 + tokens * copies * hidden \
+                * ph["bytes_per_element"] / ph["bandwidth_bytes_s"] \
+                + tokens * ph.get("per_token_ns", 0.0) * 1e-9 \
+                + experts * ph.get("per_expert_us", 0.0) * 1e-6
+        return total
     msg = tokens * topk * hidden * 2.0
     t = collective_s(mk, "all_to_all", ep, msg)
     if t is None:
@@ -339,4 +359,4 @@ def ep_all_to_all_s(mk: MeasuredKernels, tokens: float, hidden: int, topk: int, 
 
 __all__ = ["ENGINES", "MeasuredKernels", "assumptions", "attention_rows", "collective",
            "collective_bands", "collective_s", "domain_collective",
-           "ep_all_to_all_s", "measured_catalog", "measured_for"]
+           "ep_all_to_all_s", "measured_catalog", "measured_for", "ranks_touched"]
