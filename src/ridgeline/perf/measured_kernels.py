@@ -14,7 +14,11 @@ the work variables:
   (both in [0, 1]); both rows plus the activation-quantization kernel of fp8/fp4 GEMMs
   (m(k q_e + q_r) + q_0: it runs before the matmul, so it adds to whichever row wins).
   C is the datasheet peak of the dtype's math (fp8 for fp8 and block-fp8, fp4 for NVFP4,
-  bf16 for weight-only int4/int8).
+  bf16 for weight-only int4/int8). Two terms a fit may carry are what its table measured
+  and serving does not pay, and are not read here: host dispatch (`dispatch_us`,
+  `dispatch_wide_us`, `dispatch_pad_us`: vLLM's block-fp8 tables were timed without CUDA
+  graphs) and L2 reuse between the timed repeats (`l2_share`, `l2_resident_mb`: L40S; a
+  model's layers evict each other's weights between steps).
 - MoE experts (each of gate_up and down, per layer): compute 2 in' out' (1 + k0/in)
   (k n + P u)/(C e_c), in'/out' the dims rounded up to the kernel's tile, k0 the epilogue in
   reduction steps (as a GEMM's) and P padded rows per touched expert;
