@@ -136,12 +136,14 @@ def test_runtime_rows_leave_the_measured_only_terms_out() -> None:
 def test_estimate_prices_block_fp8_decode_without_the_host_dispatch(tmp_path: Path) -> None:
     """`ridgeline estimate llama-3.1-8b --weights fp8_block` on H100 at batch 1 (launch gaps
     off): the decode o_proj (32 layers of [1, 4096] x [4096, 4096]) is the device form by
-    hand from the catalog's constants, far under 32 x the table's host dispatch."""
+    hand from the catalog's constants, far under 32 x the table's host dispatch, and the
+    assumptions name the dispatch as left out."""
     out = tmp_path / "estimate.txt"
     with out.open("w") as fh:
         run = subprocess.run([str(RIDGELINE), "estimate", "llama-3.1-8b", "-g", "h100-sxm",
                               "--weights", "fp8_block", "-b", "1", "-p", "128", "-o", "16",
-                              "--ops", "--kernel-overhead-us", "0", "--engine", "vllm"],
+                              "--ops", "--assumptions", "--kernel-overhead-us", "0",
+                              "--engine", "vllm"],
                              stdout=fh, stderr=subprocess.STDOUT, timeout=120)
     text = out.read_text()
     assert run.returncode == 0, text
@@ -163,3 +165,5 @@ def test_estimate_prices_block_fp8_decode_without_the_host_dispatch(tmp_path: Pa
     want_ms = 32 * (max(comp, mem) + quant) * 1e3
     assert got_ms == pytest.approx(want_ms, abs=0.0015)
     assert got_ms < 32 * p["dispatch_us"] * 1e-3 / 3
+    # the assumptions say what was left out, with the table's fitted host time
+    assert f"left out: the table's host dispatch ({p['dispatch_us']:.3g} us a call" in text

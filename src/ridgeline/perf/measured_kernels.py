@@ -208,6 +208,18 @@ def fit_line(fit: dict[str, Any]) -> str:
     return out
 
 
+def _left_out(p: dict[str, Any]) -> str:
+    """What the fit's table measured that serving does not pay, fitted apart and not charged."""
+    out = ""
+    if p.get("dispatch_us"):
+        out += (f"; left out: the table's host dispatch ({p['dispatch_us']:.3g} us a call or "
+                "more, timed without CUDA graphs)")
+    if p.get("l2_share"):
+        out += (f"{'; left out' if not out else ' and'}: L2 reuse between the table's repeats "
+                f"(up to {p['l2_resident_mb']:.3g} MB)")
+    return out
+
+
 def measured_assumptions(prof: Any, precision: Any) -> list[str]:
     """What the measured-table fits contribute to an estimate, with their provenance."""
     mk: MeasuredKernels | None = getattr(prof, "measured", None)
@@ -237,7 +249,7 @@ def measured_assumptions(prof: Any, precision: Any) -> list[str]:
             f"{p['floor_us']:.3g} us" + (f", activation quantization {p['quant_floor_us']:.3g}"
                                          f" us + {p['quant_ps_per_element']:.3g} ps/element"
                                          if p.get("quant_floor_us") else "")
-            + f" ({fit_line(p)}{'; ' + note if note else ''})")
+            + _left_out(p) + f" ({fit_line(p)}{'; ' + note if note else ''})")
         if kind == "gemm" and gemm_kernel_dtype(precision) == "bf16":
             break  # the 16-bit-kept modules run the same kernels
     if moe is not None:
