@@ -13,6 +13,13 @@ engine, dtype), the two models ridgeline's operator rows evaluate (perf/measured
   weight's stored bytes, b_a = 2 (ridgeline keeps activations 16-bit in its byte counts);
   q = m(k q_e + q_r) + q_0 is the activation-quantization kernel of fp8/fp4 GEMMs (0 for
   bf16 and weight-only), added to both rows so the operator stays a max of affine rows.
+  Two terms are what a table measured but serving does not pay; they are fitted where the
+  rows show them, so the device constants are read from the rest, and the runtime leaves
+  them out: host dispatch (vLLM's block-fp8 tables, timed without CUDA graphs: the call
+  takes max(device, H(m)), H = h0 + [m > 17](h_w + [16 does not divide m] h_p), the device
+  floors held at the 16-bit fit's), and L2 reuse (L40S: the timed repeats keep an operand
+  footprint F = knb_w + (mk + mn)b_a up to about F_L2 in L2; the memory traffic is cut by
+  the share l/(1 + (F/F_L2)^4), l in [0, 1]).
 - MoE layer (gate_up, act and down of one layer on one GPU, as the tables time it): for each
   of the two grouped GEMMs (in, out) = (d, 2 I/tp) and (I/tp, d),
   max(2 (R + U P) in' out' (1 + k0/in)/(C e_c), (U in out b_w + R (in + out) b_a)/(beta e_b)
@@ -33,8 +40,9 @@ log error (Levenberg-Marquardt), then the mean absolute log error (the same solv
 reweighted: the bar is a median APE, and squared errors let a few shapes on a kernel's slow
 path pull the fit off the rest; RIDGELINE_GEMM_LOSS=l2 / RIDGELINE_MOE_LOSS=l2 keep squares). The
 reported errors are APE |pred - measured|/measured. `--only-moe` refits the MoE layers
-alone, keeping the GEMM fits of the catalog and results files; `--only-gemm` the GEMMs
-alone, keeping the MoE fits. RIDGELINE_MOE_HELD_EXPERT_COST=1
+alone, keeping the GEMM fits of the catalog and results files; `--only-gemm` the GEMMs of
+the named GPUs and engines alone, keeping the MoE fits and the other GEMM fits.
+RIDGELINE_MOE_HELD_EXPERT_COST=1
 adds a cost per expert the GPU holds (touched or not) to the layer's floor: a diagnosis
 switch (TensorRT-LLM's block-fp8 MoE fits to about 0.27 us per held expert), not in the
 shipped catalog, whose op table does not carry the held-expert count (with the epilogue
@@ -99,6 +107,13 @@ MOE_DTYPES = {
 }
 B_ACT = 2.0
 CV_GROUPS = 20
+# GEMM tables where more than this share of rows run faster than their weights stream from
+# HBM keep their operands in L2 between the timed repeats (L40S: 2-9% of rows; others <= 1%).
+L2_ROWS_SHARE = 0.015
+# GEMM tables whose fastest row is this many times the same engine's fastest 16-bit row were
+# timed under host dispatch (vLLM's block-fp8 linear without CUDA graphs: 50-280 us a call,
+# against 2-3 us for the 16-bit kernel).
+DISPATCH_RATIO = 10.0
 # A (GPU, engine, dtype) table with fewer rows is not fitted (another engine's fit stands in).
 MIN_ROWS = 100
 # MoE rows sharded wider than one 8-GPU node are left out: their expert slices (22-116
@@ -213,7 +228,11 @@ def ape_stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
 
 
 # --- GEMM -----------------------------------------------------------------------------------
-def gemm_params(theta: np.ndarray, quantizes: bool = False) -> dict[str, float]:
+def gemm_params(theta: np.ndarray, quantizes: bool = False, l2: bool = False,
+                dispatch_floor_us: float | None = None) -> dict[str, float]:
+    """Constants of theta: the device form's 8 (+3 quantization), then, where the table
+    shows them, the L2 residency pair and the host dispatch triple (see fit_gemm).
+    `dispatch_floor_us`: the device floors held there (the 16-bit kernel's floor)."""
     p = {"compute_efficiency": float(_sig(theta[0])),
          "fill_elements": float(np.exp(theta[1])),
          "epilogue_k": float(np.exp(theta[2])),
@@ -223,10 +242,22 @@ def gemm_params(theta: np.ndarray, quantizes: bool = False) -> dict[str, float]:
          "exposed_compute": float(_sig(theta[6])),
          "exposed_weights": float(_sig(theta[7])),
          "quant_ps_per_element": 0.0, "quant_ns_per_row": 0.0, "quant_floor_us": 0.0}
+    i = 8
     if quantizes:  # GEMMs that quantize their activations on the fly
         p["quant_ps_per_element"] = float(np.exp(theta[8]))
         p["quant_ns_per_row"] = float(np.exp(theta[9]))
         p["quant_floor_us"] = float(np.exp(theta[10]))
+        i = 11
+    if l2:  # measured only: operands kept in L2 across the table's timed repeats
+        p["l2_share"] = float(_sig(theta[i]))
+        p["l2_resident_mb"] = float(np.exp(theta[i + 1]))
+        i += 2
+    if dispatch_floor_us is not None:  # measured only: host dispatch without CUDA graphs
+        p["floor_us"] = dispatch_floor_us
+        p["quant_floor_us"] = dispatch_floor_us if quantizes else 0.0
+        p["dispatch_us"] = float(np.exp(theta[i]))
+        p["dispatch_wide_us"] = float(np.exp(theta[i + 1]))
+        p["dispatch_pad_us"] = float(np.exp(theta[i + 2]))
     return p
 
 
@@ -240,13 +271,31 @@ def gemm_predict_s(p: dict[str, float], m: np.ndarray, n: np.ndarray, k: np.ndar
     fraction of the math (the main loop's MMAs that the weight stream does not hide)."""
     ce, be = peak * p["compute_efficiency"], bw * p["bandwidth_efficiency"]
     weights = k * (n + p.get("weight_pad_n", 0.0)) * b_w / be
+    act = (m * k * B_ACT + m * n * B_ACT) / be
+    if p.get("l2_share"):
+        # A table timed by repeating one GEMM keeps an operand footprint up to about
+        # l2_resident_mb in L2 between repeats: that share of its traffic runs at L2, not
+        # HBM, speed (measured only: a model's layers evict each other's weights).
+        foot = k * n * b_w + (m * k + m * n) * B_ACT
+        cut = 1.0 - p["l2_share"] / (1.0 + (foot / (p["l2_resident_mb"] * 1e6)) ** 4)
+        weights, act = weights * cut, act * cut
     comp = (2.0 * (k + p["epilogue_k"]) * m * n + 2.0 * k * p["fill_elements"]) / ce \
         + p.get("exposed_weights", 0.0) * weights
-    mem = (m * k * B_ACT + m * n * B_ACT) / be + weights + p["floor_us"] * 1e-6 \
+    mem = act + weights + p["floor_us"] * 1e-6 \
         + p.get("exposed_compute", 0.0) * 2.0 * k * m * n / ce
     quant = m * (k * p["quant_ps_per_element"] * 1e-12 + p["quant_ns_per_row"] * 1e-9) \
         + p["quant_floor_us"] * 1e-6
-    return np.maximum(comp, mem) + quant
+    device = np.maximum(comp, mem) + quant
+    if "dispatch_us" not in p:
+        return device
+    # Timed without CUDA graphs, a call takes the longer of the GPU's work and the host's
+    # dispatch (queued launches overlap the kernels): a Python path with a longer branch
+    # above 17 rows and another when m needs padding (the grid above 17 has only
+    # multiples of 16 and one more, so the alignment itself is not pinned down).
+    wide = m > 17.0
+    host = p["dispatch_us"] + wide * (p["dispatch_wide_us"]
+                                      + (np.mod(m, 16.0) != 0.0) * p["dispatch_pad_us"])
+    return np.maximum(device, host * 1e-6)
 
 
 def _gemm_rows(path: Path) -> dict[str, dict[str, np.ndarray]]:
@@ -270,19 +319,31 @@ def _gemm_rows(path: Path) -> dict[str, dict[str, np.ndarray]]:
 
 
 def fit_gemm(rows: dict[str, np.ndarray], peak: float, bw: float, b_w: float,
-             cv: bool, quantizes: bool) -> tuple[dict[str, float], dict[str, Any]]:
+             cv: bool, quantizes: bool, l2: bool = False,
+             dispatch_floor_us: float | None = None
+             ) -> tuple[dict[str, float], dict[str, Any]]:
+    """Fit one table. `l2`: the table shows L2-resident weights (fit the residency pair);
+    `dispatch_floor_us`: the table was timed under host dispatch (fit the dispatch triple,
+    the device floors held at this value). Both are what the table measured but serving
+    does not pay: the runtime leaves them out."""
     m, n, k, y = rows["m"], rows["n"], rows["k"], rows["lat_s"]
     ly = np.log(y)
+
+    def params(theta: np.ndarray) -> dict[str, float]:
+        return gemm_params(theta, quantizes, l2, dispatch_floor_us)
 
     def make(mask: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         mm, nn, kk, lyy = m[mask], n[mask], k[mask], ly[mask]
 
         def resid(theta: np.ndarray) -> np.ndarray:
-            return np.log(gemm_predict_s(gemm_params(theta, quantizes), mm, nn, kk, peak, bw,
-                                          b_w)) - lyy
+            return np.log(gemm_predict_s(params(theta), mm, nn, kk, peak, bw, b_w)) - lyy
         return resid
 
     extra = [math.log(2.0), math.log(2.0), math.log(3.0)] if quantizes else []
+    if l2:
+        extra += [_logit(0.4), math.log(16.0)]
+    if dispatch_floor_us is not None:
+        extra += [math.log(0.9e6 * float(y[m <= 17.0].min())), math.log(20.0), math.log(5.0)]
     allrows = np.ones(len(y), dtype=bool)
     # Three fits guard against a poor local minimum: two starts (floors, fills) with the
     # padding and exposed terms free, and the form without them (held at zero). The fit with
@@ -312,7 +373,7 @@ def fit_gemm(rows: dict[str, np.ndarray], peak: float, bw: float, b_w: float,
         cost = float(np.median(np.abs(r))) if GEMM_LOSS == "l1" else float(r @ r)
         if cost < best_cost:
             theta, best_cost = full(th, held), cost
-    p = gemm_params(theta, quantizes)
+    p = params(theta)
     pred = gemm_predict_s(p, m, n, k, peak, bw, b_w)
     info: dict[str, Any] = {"rows": len(y), "shapes": 0, "residual": ape_stats(pred, y)}
     shapes = np.unique(np.stack([n, k], axis=1), axis=0)
@@ -331,8 +392,7 @@ def fit_gemm(rows: dict[str, np.ndarray], peak: float, bw: float, b_w: float,
             out = group == g
             th = lm_fit_l1(make(~out & thin), theta, 8, 2) if GEMM_LOSS == "l1" else \
                 lm_fit(make(~out & thin), theta, 8)
-            held[out] = gemm_predict_s(gemm_params(th, quantizes), m[out], n[out], k[out],
-                                       peak, bw, b_w)
+            held[out] = gemm_predict_s(params(th), m[out], n[out], k[out], peak, bw, b_w)
         info["cv"] = {"kind": f"{CV_GROUPS}-fold leave-(n,k)-shapes-out", **ape_stats(held, y)}
     return p, info
 
@@ -501,6 +561,25 @@ def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
 
 
 # --- driver ---------------------------------------------------------------------------------
+def _gemm_measurement_terms(rows: dict[str, np.ndarray], groups: dict[str, Any], bw: float,
+                            b_w: float, engine_fits: dict[str, Any] | None
+                            ) -> tuple[bool, float | None]:
+    """Which measurement terms a GEMM table needs, read from its rows: the L2 residency pair
+    where more than L2_ROWS_SHARE of its rows beat the time their weights take to stream
+    from HBM at the datasheet bandwidth (only a cache makes that possible), and the host
+    dispatch triple where its fastest row is over DISPATCH_RATIO times the same engine's
+    fastest 16-bit row (no kernel of the shape is that slow: the host is), with the device
+    floors held at that 16-bit fit's floor (under the host time they cannot be read)."""
+    n, k, y = rows["n"], rows["k"], rows["lat_s"]
+    l2 = float(np.mean(k * n * b_w / bw > y)) > L2_ROWS_SHARE
+    bf16_rows = groups.get("bfloat16")
+    bf16_fit = (engine_fits or {}).get("bf16")
+    if bf16_rows is None or bf16_fit is None or rows is bf16_rows \
+            or float(y.min()) <= DISPATCH_RATIO * float(bf16_rows["lat_s"].min()):
+        return l2, None
+    return l2, float(bf16_fit["floor_us"])
+
+
 def _peaks(hw_name: str) -> tuple[dict[str, float], float]:
     from ridgeline.specs.hardware import hardware_catalog
 
@@ -522,8 +601,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="refit the MoE layers alone; the GEMM fits of --out-catalog and "
                          "--out-results stay")
     ap.add_argument("--only-gemm", action="store_true",
-                    help="refit the GEMMs alone; the MoE fits of --out-catalog and "
-                         "--out-results stay")
+                    help="refit the GEMMs of --gpus and --engines alone; the MoE fits and "
+                         "the other GEMM fits of --out-catalog and --out-results stay")
     ap.add_argument("--out-catalog", type=Path, default=OUT_CATALOG)
     ap.add_argument("--out-results", type=Path, default=OUT_RESULTS)
     args = ap.parse_args(argv)
@@ -539,10 +618,20 @@ def main(argv: list[str] | None = None) -> int:
         gemm_cat = json.loads(args.out_catalog.read_text())["gemm"]
         table = [r for r in json.loads(args.out_results.read_text())["fits"]
                  if r["op"] == "gemm"]
+    kept_gemm: list[dict[str, Any]] = []
     if args.only_gemm:
-        moe_cat = json.loads(args.out_catalog.read_text())["moe"]
-        table = [r for r in json.loads(args.out_results.read_text())["fits"]
-                 if r["op"] == "moe"]
+        # The named GPUs' and engines' GEMM fits are redone; every other fit stays, in place.
+        refit = {(g, e) for g in args.gpus.split(",") for e in args.engines.split(",")}
+        old = json.loads(args.out_catalog.read_text())
+        moe_cat, gemm_cat = old["moe"], old["gemm"]
+        for gpu, engines in gemm_cat.items():
+            for engine in engines:
+                if (gpu, engine) in refit:
+                    engines[engine] = {}
+        old_rows = json.loads(args.out_results.read_text())["fits"]
+        kept_gemm = [r for r in old_rows
+                     if r["op"] == "gemm" and (r["gpu"], r["engine"]) not in refit]
+        table = [r for r in old_rows if r["op"] == "moe"]
     ops = ("moe",) if args.only_moe else ("gemm",) if args.only_gemm else ("gemm", "moe")
     for gpu in args.gpus.split(","):
         peaks, bw = _peaks(GPUS[gpu])
@@ -561,8 +650,11 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     peak = peaks[peak_key]
                     if op == "gemm":
+                        l2, disp = _gemm_measurement_terms(rows, groups, bw, b_w,
+                                                           gemm_cat.get(gpu, {}).get(engine))
                         p, info = fit_gemm(rows, peak, bw, b_w, cv=not args.no_cv,
-                                           quantizes=key in QUANTIZED_ACTIVATIONS)
+                                           quantizes=key in QUANTIZED_ACTIVATIONS, l2=l2,
+                                           dispatch_floor_us=disp)
                     else:
                         p, info = fit_moe(rows, peak, bw, b_w)
                     fit = {"files": [rel], "table_dtype": dtype, "peak": peak_key,
@@ -572,10 +664,10 @@ def main(argv: list[str] | None = None) -> int:
                     bf16 = cat.get(gpu, {}).get(engine, {}).get("bf16")
                     if op == "gemm" and bf16 and \
                             p["floor_us"] + p["quant_floor_us"] > 3.0 * bf16["floor_us"]:
-                        # Floors several times the 16-bit kernel's are host dispatch of a
-                        # quantized linear timed without CUDA graphs (vLLM's block-fp8 path
-                        # runs ~50 us of Python per call): under graphs each of its two
-                        # kernels keeps the 16-bit kernel's device floor.
+                        # Floors several times the 16-bit kernel's are host work of a
+                        # quantized linear timed without CUDA graphs (the tables slow enough
+                        # to show it whole, vLLM's block fp8, fit it as a dispatch term):
+                        # under graphs each of its two kernels keeps the 16-bit device floor.
                         entry["fitted_floor_us"] = entry["floor_us"]
                         entry["fitted_quant_floor_us"] = entry["quant_floor_us"]
                         entry["floor_us"] = bf16["floor_us"]
@@ -591,6 +683,13 @@ def main(argv: list[str] | None = None) -> int:
                           f"shapes {info['shapes']:4d} train {100 * row['train_median_ape']:5.1f}%"
                           f" cv {'-' if cv is None else f'{100 * cv:5.1f}%'}  "
                           + " ".join(f"{k}={v:.4g}" for k, v in p.items()), flush=True)
+    if args.only_gemm:
+        gemm_cat = {g: {e: f for e, f in engines.items() if f} for g, engines in gemm_cat.items()}
+        order = {**{g: i for i, g in enumerate(GPUS)}, **{e: i for i, e in enumerate(ENGINES)},
+                 **{v[1][0]: i for i, v in enumerate(sorted(GEMM_DTYPES.items()))}}
+        gemm_rows = sorted(kept_gemm + [r for r in table if r["op"] == "gemm"],
+                           key=lambda r: (order[r["gpu"]], order[r["engine"]], order[r["dtype"]]))
+        table = gemm_rows + [r for r in table if r["op"] == "moe"]
     catalog = {
         "_about": ("GEMM and MoE-layer kernel constants fitted on NVIDIA AIConfigurator's "
                    "measured kernel tables (Apache-2.0, commit 095f58a51, aic-core/src/"

@@ -258,8 +258,9 @@ def test_only_gemm_refits_the_gemms_and_keeps_the_moe_section(tmp_path: Path) ->
     """`fit_aic_kernels.py --only-gemm` on a hand-made L40S table (36 (n, k) shapes x 7 m):
     time = max(2mnk/(C 0.6), (2mk + 2mn + 2k(n + 500))/(beta 0.9) + 3 us), C = 362.05e12
     (L40S bf16), beta = 864e9: a narrow GEMM reads its weights as if 500 columns wider. The
-    fit must recover the padding and efficiencies and leave the catalog's MoE section as it
-    was; naming both --only-gemm and --only-moe is one error line."""
+    fit must recover the padding and efficiencies and leave the catalog's MoE section and
+    the other GPUs' and engines' GEMM fits as they were; naming both --only-gemm and
+    --only-moe is one error line."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -277,8 +278,9 @@ def test_only_gemm_refits_the_gemms_and_keeps_the_moe_section(tmp_path: Path) ->
                              "latency": t_s * 1e3}), table / "gemm_perf.parquet")
     cat, res = tmp_path / "cat.json", tmp_path / "res.json"
     cat.write_text(json.dumps(gemm_moe_catalog()))
-    res.write_text((REPO / "benchmarks" / "results" / "aic_kernel_fits_gemm_moe.json")
-                   .read_text())
+    before = json.loads((REPO / "benchmarks" / "results" / "aic_kernel_fits_gemm_moe.json")
+                        .read_text())
+    res.write_text(json.dumps(before))
     env = {**os.environ, "RIDGELINE_SHARED_DATA": str(tmp_path / "data")}
     run = subprocess.run([sys.executable, str(GEMM_SCRIPT), "--only-gemm", "--gpus", "l40s",
                           "--engines", "vllm", "--out-catalog", str(cat),
@@ -293,8 +295,16 @@ def test_only_gemm_refits_the_gemms_and_keeps_the_moe_section(tmp_path: Path) ->
     assert p["bandwidth_efficiency"] == pytest.approx(0.9, rel=0.02)
     assert p["_fit"]["cv"]["median_ape"] < 0.01
     rows = json.loads(res.read_text())["fits"]
-    assert [r["op"] for r in rows if r["op"] == "gemm"] == ["gemm"]
-    assert sum(r["op"] == "moe" for r in rows) > 50
+    named = [r for r in rows if r["op"] == "gemm" and (r["gpu"], r["engine"]) == ("l40s", "vllm")]
+    assert [r["dtype"] for r in named] == ["bf16"]
+    assert got["gemm"]["l40s"]["vllm"].keys() == {"bf16"}
+
+    def others(fits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in fits if (r["gpu"], r["engine"]) != ("l40s", "vllm")]
+    assert others(rows) == others(before["fits"]) and len(others(rows)) > 100
+    was = gemm_moe_catalog()["gemm"]
+    assert got["gemm"]["l40s"]["sglang"] == was["l40s"]["sglang"]
+    assert got["gemm"]["h100_sxm"] == was["h100_sxm"]
     bad = subprocess.run([sys.executable, str(GEMM_SCRIPT), "--only-gemm", "--only-moe"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error: --only-moe and --only-gemm")

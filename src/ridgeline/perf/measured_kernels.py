@@ -14,7 +14,11 @@ the work variables:
   (both in [0, 1]); both rows plus the activation-quantization kernel of fp8/fp4 GEMMs
   (m(k q_e + q_r) + q_0: it runs before the matmul, so it adds to whichever row wins).
   C is the datasheet peak of the dtype's math (fp8 for fp8 and block-fp8, fp4 for NVFP4,
-  bf16 for weight-only int4/int8).
+  bf16 for weight-only int4/int8). Two terms a fit may carry are what its table measured
+  and serving does not pay, and are not read here: host dispatch (`dispatch_us`,
+  `dispatch_wide_us`, `dispatch_pad_us`: vLLM's block-fp8 tables were timed without CUDA
+  graphs) and L2 reuse between the timed repeats (`l2_share`, `l2_resident_mb`: L40S; a
+  model's layers evict each other's weights between steps).
 - MoE experts (each of gate_up and down, per layer): compute 2 in' out' (1 + k0/in)
   (k n + P u)/(C e_c), in'/out' the dims rounded up to the kernel's tile, k0 the epilogue in
   reduction steps (as a GEMM's) and P padded rows per touched expert;
@@ -210,6 +214,18 @@ def fit_line(fit: dict[str, Any]) -> str:
     return out
 
 
+def _left_out(p: dict[str, Any]) -> str:
+    """What the fit's table measured that serving does not pay, fitted apart and not charged."""
+    out = ""
+    if p.get("dispatch_us"):
+        out += (f"; left out: the table's host dispatch ({p['dispatch_us']:.3g} us a call or "
+                "more, timed without CUDA graphs)")
+    if p.get("l2_share"):
+        out += (f"{'; left out' if not out else ' and'}: L2 reuse between the table's repeats "
+                f"(up to {p['l2_resident_mb']:.3g} MB)")
+    return out
+
+
 def measured_assumptions(prof: Any, precision: Any) -> list[str]:
     """What the measured-table fits contribute to an estimate, with their provenance."""
     mk: MeasuredKernels | None = getattr(prof, "measured", None)
@@ -239,7 +255,7 @@ def measured_assumptions(prof: Any, precision: Any) -> list[str]:
             f"{p['floor_us']:.3g} us" + (f", activation quantization {p['quant_floor_us']:.3g}"
                                          f" us + {p['quant_ps_per_element']:.3g} ps/element"
                                          if p.get("quant_floor_us") else "")
-            + f" ({fit_line(p)}{'; ' + note if note else ''})")
+            + _left_out(p) + f" ({fit_line(p)}{'; ' + note if note else ''})")
         if kind == "gemm" and gemm_kernel_dtype(precision) == "bf16":
             break  # the 16-bit-kept modules run the same kernels
     if moe is not None:
