@@ -48,7 +48,13 @@ shape (hidden, inter, experts, topk) out alone.
 
 Where a table has several kernels for one shape (vLLM's Triton and FlashInfer MoE backends,
 CUTLASS / DeepGEMM block-fp8), the fastest is kept: the engine picks the fastest backend it
-supports. MoE fits use the `balanced` routing rows; power-law rows are scored against the
+supports. SGLang's MoE tables instead time each model shape on the one runner backend the
+model is served with (the kernel source names it: on Blackwell FlashInfer's TensorRT-LLM MoE
+for Qwen3-MoE, DeepSeek-V3 and the like, the Triton fused MoE for the others); a dtype whose
+rows ran several backends gets one fit per backend, the engine's fall-through backend (Triton)
+under the plain dtype key and each other as `<dtype>@<backend>` (perf/measured_kernels.py picks
+one by the model's type, or `--moe-backend`). MoE fits use the `balanced` routing rows;
+power-law rows are scored against the
 balanced fit and reported (`power_law_median_ape`) but not fitted. An engine without
 balanced rows on a GPU (vLLM on A100) gets no MoE fit; ridgeline then uses another engine's.
 Only expert-parallel size 1 rows with TP <= 8 (experts sharded by TP within a node, as
@@ -126,6 +132,18 @@ MOE_LOSS = os.environ.get("RIDGELINE_MOE_LOSS", "l1")
 GEMM_LOSS = os.environ.get("RIDGELINE_GEMM_LOSS", "l1")
 # A cost per expert the GPU holds, touched or not (routing tables, per-expert scales).
 MOE_HELD_EXPERT_COST = os.environ.get("RIDGELINE_MOE_HELD_EXPERT_COST", "0") == "1"
+# The MoE runner backend each kernel source names (the collector labels every SGLang row with
+# the runner it ran: a model's configured `--moe-runner-backend`, not the fastest of several).
+# Sources not listed carry no backend: their table keeps the fastest kernel per shape.
+MOE_BACKEND_OF_SOURCE = {"sglang_fused_moe_triton": "triton",
+                         "sglang_flashinfer_trtllm_moe": "flashinfer_trtllm",
+                         "sglang_mxfp4_flashinfer_trtllm_moe": "flashinfer_trtllm",
+                         "sglang_flashinfer_cutlass_moe": "flashinfer_cutlass",
+                         "sglang_marlin_moe": "marlin"}
+# The backend an engine runs for a model no per-architecture rule names (SGLang's
+# `--moe-runner-backend auto` falls through to its Triton fused MoE): its fit takes the
+# plain dtype key in the catalog, every other backend's `<dtype>@<backend>`.
+DEFAULT_MOE_BACKEND = {"sglang": "triton"}
 
 
 def shared_data() -> Path:
@@ -389,49 +407,64 @@ def moe_predict_s(p: dict[str, float], pairs: np.ndarray, uniq: np.ndarray, d: n
     return total
 
 
-def _moe_rows(path: Path) -> dict[str, dict[str, Any]]:
+def _moe_rows(path: Path, engine: str = "") -> dict[str, dict[str, Any]]:
+    """Balanced and power-law rows per table dtype; where a dtype's rows ran several runner
+    backends (one per model shape), one group per backend, keyed `<dtype>@<backend>` except
+    the engine's default backend (the plain dtype)."""
     t = _read(path)
     out: dict[str, dict[str, Any]] = {}
-    cols = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
-            "moe_ep_size")
-    cache: dict[tuple[int, int, int, int], tuple[float, float]] = {}
+    backend = np.array([MOE_BACKEND_OF_SOURCE.get(s, "") for s in
+                        t["kernel_source"].astype(str).tolist()])
     for dtype in sorted(set(t["moe_dtype"].tolist())):
         if dtype not in MOE_DTYPES:
             continue
-        res: dict[str, Any] = {}
-        for dist in ("balanced", "power_law"):
-            sel = (t["moe_dtype"] == dtype) & (t["latency"] > 0) & (t["moe_ep_size"] == 1) \
-                & (t["moe_tp_size"] <= MAX_MOE_TP) \
-                & ~np.isin(t["kernel_source"].astype(str), EXCLUDED_MOE_SOURCES)
-            sel &= (t["distribution"] == "balanced") if dist == "balanced" else \
-                np.char.startswith(t["distribution"].astype(str), "power_law")
-            if not sel.any():
-                continue
-            key = np.stack([t[c][sel] for c in cols], axis=1)
-            uniq, inv = np.unique(key, axis=0, return_inverse=True)
-            best = np.full(len(uniq), np.inf)
-            np.minimum.at(best, inv.ravel(), t["latency"][sel])
-            tok, d, inter, topk, ne, tp, ep = (uniq[:, j] for j in range(7))
-            pairs = np.empty(len(uniq))
-            ucount = np.empty(len(uniq))
-            for r in range(len(uniq)):
-                ck = (int(tok[r]), int(ne[r]), int(topk[r]), int(ep[r]))
-                if ck not in cache:
-                    cache[ck] = balanced_local(*ck)
-                pairs[r], ucount[r] = cache[ck]
-            res[dist] = {"tokens": tok.astype(float), "d": d.astype(float),
-                         "inter_loc": inter.astype(float) / tp, "pairs": pairs, "uniq": ucount,
-                         "shape": np.stack([d, inter, ne, topk], axis=1),
-                         "local": ne.astype(float) / ep,
-                         "gating_known": bool(np.char.endswith(
-                             t["kernel_source"][sel].astype(str), "nongated").any()),
-                         "up": np.where([(int(a), int(b), int(c), int(e)) in NON_GATED_MOE_SHAPES
-                                         for a, b, c, e in zip(d, inter, ne, topk, strict=True)],
-                                        1.0, 2.0),
-                         "lat_s": best * 1e-3}
-        if "balanced" in res:
-            out[dtype] = res
+        found = sorted(set(backend[t["moe_dtype"] == dtype].tolist()))
+        for be in found:
+            key = dtype if len(found) == 1 or be == DEFAULT_MOE_BACKEND.get(engine) \
+                else f"{dtype}@{be}"
+            res = _moe_group(t, (t["moe_dtype"] == dtype) & (backend == be))
+            if res is not None:
+                out[key] = {**res, "backend": be}
     return out
+
+
+def _moe_group(t: dict[str, np.ndarray], group: np.ndarray) -> dict[str, Any] | None:
+    """The balanced and power-law rows of one (dtype, backend) group, fastest per key."""
+    cols = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+            "moe_ep_size")
+    cache: dict[tuple[int, int, int, int], tuple[float, float]] = {}
+    res: dict[str, Any] = {}
+    for dist in ("balanced", "power_law"):
+        sel = group & (t["latency"] > 0) & (t["moe_ep_size"] == 1) \
+            & (t["moe_tp_size"] <= MAX_MOE_TP) \
+            & ~np.isin(t["kernel_source"].astype(str), EXCLUDED_MOE_SOURCES)
+        sel &= (t["distribution"] == "balanced") if dist == "balanced" else \
+            np.char.startswith(t["distribution"].astype(str), "power_law")
+        if not sel.any():
+            continue
+        key = np.stack([t[c][sel] for c in cols], axis=1)
+        uniq, inv = np.unique(key, axis=0, return_inverse=True)
+        best = np.full(len(uniq), np.inf)
+        np.minimum.at(best, inv.ravel(), t["latency"][sel])
+        tok, d, inter, topk, ne, tp, ep = (uniq[:, j] for j in range(7))
+        pairs = np.empty(len(uniq))
+        ucount = np.empty(len(uniq))
+        for r in range(len(uniq)):
+            ck = (int(tok[r]), int(ne[r]), int(topk[r]), int(ep[r]))
+            if ck not in cache:
+                cache[ck] = balanced_local(*ck)
+            pairs[r], ucount[r] = cache[ck]
+        res[dist] = {"tokens": tok.astype(float), "d": d.astype(float),
+                     "inter_loc": inter.astype(float) / tp, "pairs": pairs, "uniq": ucount,
+                     "shape": np.stack([d, inter, ne, topk], axis=1),
+                     "local": ne.astype(float) / ep,
+                     "gating_known": bool(np.char.endswith(
+                         t["kernel_source"][sel].astype(str), "nongated").any()),
+                     "up": np.where([(int(a), int(b), int(c), int(e)) in NON_GATED_MOE_SHAPES
+                                     for a, b, c, e in zip(d, inter, ne, topk, strict=True)],
+                                    1.0, 2.0),
+                     "lat_s": best * 1e-3}
+    return res if "balanced" in res else None
 
 
 def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
@@ -552,9 +585,10 @@ def main(argv: list[str] | None = None) -> int:
                 if path is None:
                     continue
                 rel = str(path.relative_to(src))
-                groups = _gemm_rows(path) if op == "gemm" else _moe_rows(path)
+                groups = _gemm_rows(path) if op == "gemm" else _moe_rows(path, engine)
                 dtypes = GEMM_DTYPES if op == "gemm" else MOE_DTYPES
-                for dtype, rows in groups.items():
+                for group, rows in groups.items():
+                    dtype, _, suffix = group.partition("@")
                     key, peak_key, b_w = dtypes[dtype]
                     n_rows = len((rows["balanced"] if op == "moe" else rows)["lat_s"])
                     if peak_key not in peaks or n_rows < MIN_ROWS:
@@ -567,6 +601,9 @@ def main(argv: list[str] | None = None) -> int:
                         p, info = fit_moe(rows, peak, bw, b_w)
                     fit = {"files": [rel], "table_dtype": dtype, "peak": peak_key,
                            "weight_bytes": round(b_w, 6), "date": today, **info}
+                    if op == "moe" and rows["backend"]:
+                        fit["backend"] = rows["backend"]
+                    key_cat = f"{key}@{suffix}" if suffix else key
                     cat = gemm_cat if op == "gemm" else moe_cat
                     entry = {**_rounded(p), "_fit": fit}
                     bf16 = cat.get(gpu, {}).get(engine, {}).get("bf16")
@@ -580,14 +617,14 @@ def main(argv: list[str] | None = None) -> int:
                         entry["fitted_quant_floor_us"] = entry["quant_floor_us"]
                         entry["floor_us"] = bf16["floor_us"]
                         entry["quant_floor_us"] = bf16["floor_us"]
-                    cat.setdefault(gpu, {}).setdefault(engine, {})[key] = entry
-                    row = {"gpu": gpu, "engine": engine, "op": op, "dtype": key,
+                    cat.setdefault(gpu, {}).setdefault(engine, {})[key_cat] = entry
+                    row = {"gpu": gpu, "engine": engine, "op": op, "dtype": key_cat,
                            "rows": info["rows"], "shapes": info["shapes"],
                            "train_median_ape": info["residual"]["median_ape"],
                            "cv_median_ape": info.get("cv", {}).get("median_ape")}
                     table.append(row)
                     cv = row["cv_median_ape"]
-                    print(f"{gpu:9s} {engine:7s} {op:4s} {key:12s} rows {info['rows']:6d} "
+                    print(f"{gpu:9s} {engine:7s} {op:4s} {key_cat:12s} rows {info['rows']:6d} "
                           f"shapes {info['shapes']:4d} train {100 * row['train_median_ape']:5.1f}%"
                           f" cv {'-' if cv is None else f'{100 * cv:5.1f}%'}  "
                           + " ".join(f"{k}={v:.4g}" for k, v in p.items()), flush=True)
