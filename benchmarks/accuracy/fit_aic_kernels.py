@@ -44,7 +44,8 @@ drops the MoE epilogue term; RIDGELINE_MOE_TILES=16,32,64,128,256 widens the til
 Cross-validation holds shapes out and refits on the rest (warm-started from the full fit):
 GEMM holds each (n, k) shape out in one of 20 groups (a twentieth of the shapes unseen at
 once: stricter than one at a time, and 25x cheaper over ~480 shapes), MoE leaves each model
-shape (hidden, inter, experts, topk) out alone.
+shape (hidden, inter, experts, topk) out alone (a table of one model shape: each TP split, its
+expert matrices of I/tp columns).
 
 Where a table has several kernels for one shape (vLLM's Triton and FlashInfer MoE backends,
 CUTLASS / DeepGEMM block-fp8), the fastest is kept: the engine picks the fastest backend it
@@ -132,18 +133,30 @@ MOE_LOSS = os.environ.get("RIDGELINE_MOE_LOSS", "l1")
 GEMM_LOSS = os.environ.get("RIDGELINE_GEMM_LOSS", "l1")
 # A cost per expert the GPU holds, touched or not (routing tables, per-expert scales).
 MOE_HELD_EXPERT_COST = os.environ.get("RIDGELINE_MOE_HELD_EXPERT_COST", "0") == "1"
-# The MoE runner backend each kernel source names (the collector labels every SGLang row with
-# the runner it ran: a model's configured `--moe-runner-backend`, not the fastest of several).
-# Sources not listed carry no backend: their table keeps the fastest kernel per shape.
-MOE_BACKEND_OF_SOURCE = {"sglang_fused_moe_triton": "triton",
-                         "sglang_flashinfer_trtllm_moe": "flashinfer_trtllm",
-                         "sglang_mxfp4_flashinfer_trtllm_moe": "flashinfer_trtllm",
-                         "sglang_flashinfer_cutlass_moe": "flashinfer_cutlass",
-                         "sglang_marlin_moe": "marlin"}
+# The MoE runner backend a kernel source names, by the first of these its name holds (the
+# collector labels each row with the runner it ran). SGLang runs a model's configured
+# `--moe-runner-backend`, vLLM the one its checkpoint format selects (gpt-oss's MXFP4 on
+# FlashInfer's TensorRT-LLM MoE, compressed-tensors MXFP4 on Marlin): one per model shape.
+MOE_BACKEND_OF_SOURCE = (("marlin", "marlin"), ("moe_triton", "triton"),
+                         ("flashinfer_trtllm", "flashinfer_trtllm"),
+                         ("trtllmmxfp4", "flashinfer_trtllm"),
+                         ("flashinfer_cutlass", "flashinfer_cutlass"))
 # The backend an engine runs for a model no per-architecture rule names (SGLang's
 # `--moe-runner-backend auto` falls through to its Triton fused MoE): its fit takes the
-# plain dtype key in the catalog, every other backend's `<dtype>@<backend>`.
+# plain dtype key in the catalog, every other backend's `<dtype>@<backend>`; where the
+# table has no rows of it, the backend with the most rows takes the plain key.
 DEFAULT_MOE_BACKEND = {"sglang": "triton"}
+# The tables read by backend: every SGLang MoE dtype; vLLM's MXFP4 weight-only (gpt-oss's
+# shapes on FlashInfer, Kimi-K3's compressed-tensors checkpoint on Marlin). vLLM's other
+# tables keep the fastest kernel per shape (on GB200 one or two shapes of its bf16, fp8 and
+# NVFP4 tables ran FlashInfer's CUTLASS MoE; not fitted apart).
+MOE_BACKEND_TABLES: dict[str, tuple[str, ...] | None] = {"sglang": None,
+                                                         "vllm": ("w4a16_mxfp4",)}
+
+
+def moe_backend_of(source: str) -> str:
+    """The runner backend kernel source `source` ran ("": none named)."""
+    return next((be for part, be in MOE_BACKEND_OF_SOURCE if part in source), "")
 
 
 def shared_data() -> Path:
@@ -408,23 +421,41 @@ def moe_predict_s(p: dict[str, float], pairs: np.ndarray, uniq: np.ndarray, d: n
 
 
 def _moe_rows(path: Path, engine: str = "") -> dict[str, dict[str, Any]]:
-    """Balanced and power-law rows per table dtype; where a dtype's rows ran several runner
-    backends (one per model shape), one group per backend, keyed `<dtype>@<backend>` except
-    the engine's default backend (the plain dtype)."""
+    """Balanced and power-law rows per table dtype; where a dtype's model shapes each ran one
+    of several runner backends (shapes disjoint between backends), one group per backend,
+    keyed `<dtype>@<backend>` except the default backend's (the plain dtype). Where a shape
+    ran several, they are one group (the fastest kernel of each key kept)."""
     t = _read(path)
     out: dict[str, dict[str, Any]] = {}
-    backend = np.array([MOE_BACKEND_OF_SOURCE.get(s, "") for s in
-                        t["kernel_source"].astype(str).tolist()])
+    backend = np.array([moe_backend_of(s) for s in t["kernel_source"].astype(str).tolist()])
+    shape = [tuple(v) for v in np.stack([t[c] for c in ("hidden_size", "inter_size",
+                                                        "num_experts", "topk")], axis=1)]
     for dtype in sorted(set(t["moe_dtype"].tolist())):
         if dtype not in MOE_DTYPES:
             continue
-        found = sorted(set(backend[t["moe_dtype"] == dtype].tolist()))
-        for be in found:
-            key = dtype if len(found) == 1 or be == DEFAULT_MOE_BACKEND.get(engine) \
-                else f"{dtype}@{be}"
-            res = _moe_group(t, (t["moe_dtype"] == dtype) & (backend == be))
+        sel = t["moe_dtype"] == dtype
+        listed = MOE_BACKEND_TABLES.get(engine, ())
+        named = engine in MOE_BACKEND_TABLES and (listed is None or dtype in listed)
+        rows_of: dict[str, int] = {}
+        shapes_of: dict[str, set[tuple[Any, ...]]] = {}
+        for i in np.flatnonzero(sel):
+            be = str(backend[i]) if named else ""
+            rows_of[be] = rows_of.get(be, 0) + 1
+            shapes_of.setdefault(be, set()).add(shape[i])
+        split = len(rows_of) > 1 and sum(map(len, shapes_of.values())) \
+            == len(set().union(*shapes_of.values()))
+        if not split:
+            res = _moe_group(t, sel)
             if res is not None:
-                out[key] = {**res, "backend": be}
+                out[dtype] = {**res, "backend": next(iter(rows_of)) if len(rows_of) == 1
+                              else ""}
+            continue
+        plain = DEFAULT_MOE_BACKEND.get(engine, "")
+        plain = plain if plain in rows_of else max(rows_of, key=lambda b: rows_of[b])
+        for be in sorted(rows_of):
+            res = _moe_group(t, sel & (backend == be))
+            if res is not None:
+                out[dtype if be == plain else f"{dtype}@{be}"] = {**res, "backend": be}
     return out
 
 
@@ -519,13 +550,18 @@ def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
     shapes = np.unique(bal["shape"], axis=0)
     info["shapes"] = len(shapes)
     held = np.full(len(y), np.nan)
-    if len(shapes) > 1:
-        for sh in shapes:
-            out = (bal["shape"] == sh).all(axis=1)
+    # One model shape (the int4 weight-only tables: Kimi-K2's layer alone): its TP splits
+    # are the expert matrices of different sizes (I/tp columns), so each split is held out
+    # in turn instead.
+    folds = [(bal["shape"] == sh).all(axis=1) for sh in shapes] if len(shapes) > 1 else \
+        [bal["inter_loc"] == v for v in np.unique(bal["inter_loc"])]
+    if len(folds) > 1:
+        for out in folds:
             th = lm_fit_l1(make(~out, tile), best_theta, 15, 2) if MOE_LOSS == "l1" else \
                 lm_fit(make(~out, tile), best_theta, 30)
             held[out] = pred_of(moe_params(th, tile), bal, out)
-        info["cv"] = {"kind": "leave-one-model-shape-out", **ape_stats(held, y)}
+        info["cv"] = {"kind": "leave-one-model-shape-out" if len(shapes) > 1 else
+                      "leave-one-TP-split-out (one model shape)", **ape_stats(held, y)}
     if "power_law" in rows:
         pl = rows["power_law"]
         info["power_law_median_ape"] = ape_stats(pred_of(p, pl), pl["lat_s"])["median_ape"]

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from ridgeline.perf import kernels
-from ridgeline.perf.measured_kernels import default_moe_backend
+from ridgeline.perf.measured_kernels import default_moe_backend, load_measured, measured_catalog
 from ridgeline.perf.ops import build_table
 from ridgeline.specs.hardware import load_hardware
 from ridgeline.specs.model import load_model
@@ -153,7 +153,7 @@ def test_unknown_backend_is_one_error_line(tmp_path: Path) -> None:
     assert run.returncode != 0
     lines = out.read_text().strip().splitlines()
     assert lines == ["error: moe-backend: got 'cutlass'; allowed: auto, triton, "
-                     "flashinfer_trtllm"]
+                     "flashinfer_trtllm, marlin"]
 
 
 def test_fit_script_groups_sglang_rows_by_the_backend_they_ran() -> None:
@@ -175,3 +175,27 @@ def test_fit_script_groups_sglang_rows_by_the_backend_they_ran() -> None:
     triton, fi = ({tuple(s) for s in got[k][1]} for k in ("bfloat16", "bfloat16@flashinfer_trtllm"))
     assert not triton & fi
     assert (4096, 14336, 8, 2) in triton and (2048, 768, 128, 8) in fi
+
+
+def test_vllm_mxfp4_gpt_oss_takes_its_own_backend_and_marlin_on_request() -> None:
+    """vLLM's GB200 MXFP4 weight-only table ran gpt-oss's shapes on FlashInfer's TensorRT-LLM
+    MoE and Kimi-K3's compressed-tensors checkpoint on Marlin: gpt-oss gets the FlashInfer fit
+    by default, `marlin` the Marlin one; Marlin's fit is on Kimi-K3's shape alone, held out by
+    TP split."""
+    mk = load_measured("gb200", "vllm")
+    assert mk is not None
+    p, note = mk.for_model("gpt_oss").moe_fit("w4a16_mxfp4")  # type: ignore[misc]
+    assert p["_fit"]["backend"] == "flashinfer_trtllm" and not note
+    m, note = mk.for_model("gpt_oss", "marlin").moe_fit("w4a16_mxfp4")  # type: ignore[misc]
+    assert m["_fit"]["backend"] == "marlin" and not note
+    assert m["_fit"]["shapes"] == 1
+    assert m["_fit"]["cv"]["kind"].startswith("leave-one-TP-split-out")
+
+
+def test_every_fit_has_a_cross_validated_error() -> None:
+    """One-shape fits (Kimi-K2's int4 weight-only layer) hold each TP split out instead."""
+    for system, engines in measured_catalog()["moe"].items():
+        for engine, fits in engines.items():
+            for key, p in fits.items():
+                cv = p["_fit"].get("cv")
+                assert cv is not None and 0.0 < cv["median_ape"] < 1.0, (system, engine, key)

@@ -338,8 +338,8 @@ MoeBackendOpt = Annotated[
     str,
     typer.Option("--moe-backend", help="The engine's MoE runner backend, as SGLang's "
                  "--moe-runner-backend: auto (default: the engine's own choice for the model "
-                 "and GPU), triton or flashinfer_trtllm (which measured MoE fit times the "
-                 "expert layers where the tables have both)."),
+                 "and GPU), triton, flashinfer_trtllm or marlin (which measured MoE fit times "
+                 "the expert layers where the tables have several)."),
 ]
 EngineCostsOpt = Annotated[
     bool,

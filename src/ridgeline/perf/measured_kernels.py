@@ -62,7 +62,7 @@ _FROM_COMPUTE = {"bf16": "bf16", "fp16": "bf16", "fp32": "bf16", "fp8": "fp8", "
                  "fp4": "fp4", "mxfp4": "fp4"}
 # MoE runner backends a measured table can name (its fits are keyed `<dtype>@<backend>` where
 # the engine's default backend for other models, keyed `<dtype>`, is a different one).
-MOE_BACKENDS = ("auto", "triton", "flashinfer_trtllm")
+MOE_BACKENDS = ("auto", "triton", "flashinfer_trtllm", "marlin")
 # SGLang's `--moe-runner-backend auto` on Blackwell (SM100: B200, GB200) selects FlashInfer's
 # TensorRT-LLM MoE (with no all-to-all backend) for these model types at these expert dtypes,
 # and for every NVFP4/MXFP4 checkpoint; other models run its Triton fused MoE.
