@@ -139,6 +139,9 @@ def test_estimate_says_which_backend_and_the_override_moves_the_time(tmp_path: P
     assert "flashinfer_trtllm runner (sglang's default for qwen3_moe on b200_sxm)" in line
     line = next(a for a in triton["assumptions"] if a.startswith("MoE experts"))
     assert "triton runner (--moe-backend)" in line
+    # The short list printed by default names the runner too.
+    assert any("(flashinfer_trtllm MoE runner)" in a for a in auto["key_assumptions"])
+    assert any("(triton MoE runner)" in a for a in triton["key_assumptions"])
     # The rows' direction: Triton slower on this layer (prefill of 4096 tokens).
     assert _experts_s(triton, "prefill") > 1.3 * _experts_s(auto, "prefill")
     assert _experts_s(triton, "decode") > _experts_s(auto, "decode")
