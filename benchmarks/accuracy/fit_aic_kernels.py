@@ -52,11 +52,18 @@ drops the MoE epilogue term; RIDGELINE_MOE_TILES=16,32,64,128,256 widens the til
 Cross-validation holds shapes out and refits on the rest (warm-started from the full fit):
 GEMM holds each (n, k) shape out in one of 20 groups (a twentieth of the shapes unseen at
 once: stricter than one at a time, and 25x cheaper over ~480 shapes), MoE leaves each model
-shape (hidden, inter, experts, topk) out alone.
+shape (hidden, inter, experts, topk) out alone (a table of one model shape: each TP split, its
+expert matrices of I/tp columns).
 
 Where a table has several kernels for one shape (vLLM's Triton and FlashInfer MoE backends,
 CUTLASS / DeepGEMM block-fp8), the fastest is kept: the engine picks the fastest backend it
-supports. MoE fits use the `balanced` routing rows; power-law rows are scored against the
+supports. SGLang's MoE tables instead time each model shape on the one runner backend the
+model is served with (the kernel source names it: on Blackwell FlashInfer's TensorRT-LLM MoE
+for Qwen3-MoE, DeepSeek-V3 and the like, the Triton fused MoE for the others); a dtype whose
+rows ran several backends gets one fit per backend, the engine's fall-through backend (Triton)
+under the plain dtype key and each other as `<dtype>@<backend>` (perf/measured_kernels.py picks
+one by the model's type, or `--moe-backend`). MoE fits use the `balanced` routing rows;
+power-law rows are scored against the
 balanced fit and reported (`power_law_median_ape`) but not fitted. An engine without
 balanced rows on a GPU (vLLM on A100) gets no MoE fit; ridgeline then uses another engine's.
 Only expert-parallel size 1 rows with TP <= 8 (experts sharded by TP within a node, as
@@ -141,6 +148,30 @@ MOE_LOSS = os.environ.get("RIDGELINE_MOE_LOSS", "l1")
 GEMM_LOSS = os.environ.get("RIDGELINE_GEMM_LOSS", "l1")
 # A cost per expert the GPU holds, touched or not (routing tables, per-expert scales).
 MOE_HELD_EXPERT_COST = os.environ.get("RIDGELINE_MOE_HELD_EXPERT_COST", "0") == "1"
+# The MoE runner backend a kernel source names, by the first of these its name holds (the
+# collector labels each row with the runner it ran). SGLang runs a model's configured
+# `--moe-runner-backend`, vLLM the one its checkpoint format selects (gpt-oss's MXFP4 on
+# FlashInfer's TensorRT-LLM MoE, compressed-tensors MXFP4 on Marlin): one per model shape.
+MOE_BACKEND_OF_SOURCE = (("marlin", "marlin"), ("moe_triton", "triton"),
+                         ("flashinfer_trtllm", "flashinfer_trtllm"),
+                         ("trtllmmxfp4", "flashinfer_trtllm"),
+                         ("flashinfer_cutlass", "flashinfer_cutlass"))
+# The backend an engine runs for a model no per-architecture rule names (SGLang's
+# `--moe-runner-backend auto` falls through to its Triton fused MoE): its fit takes the
+# plain dtype key in the catalog, every other backend's `<dtype>@<backend>`; where the
+# table has no rows of it, the backend with the most rows takes the plain key.
+DEFAULT_MOE_BACKEND = {"sglang": "triton"}
+# The tables read by backend: every SGLang MoE dtype; vLLM's MXFP4 weight-only (gpt-oss's
+# shapes on FlashInfer, Kimi-K3's compressed-tensors checkpoint on Marlin). vLLM's other
+# tables keep the fastest kernel per shape (on GB200 one or two shapes of its bf16, fp8 and
+# NVFP4 tables ran FlashInfer's CUTLASS MoE; not fitted apart).
+MOE_BACKEND_TABLES: dict[str, tuple[str, ...] | None] = {"sglang": None,
+                                                         "vllm": ("w4a16_mxfp4",)}
+
+
+def moe_backend_of(source: str) -> str:
+    """The runner backend kernel source `source` ran ("": none named)."""
+    return next((be for part, be in MOE_BACKEND_OF_SOURCE if part in source), "")
 
 
 def shared_data() -> Path:
@@ -449,49 +480,82 @@ def moe_predict_s(p: dict[str, float], pairs: np.ndarray, uniq: np.ndarray, d: n
     return total
 
 
-def _moe_rows(path: Path) -> dict[str, dict[str, Any]]:
+def _moe_rows(path: Path, engine: str = "") -> dict[str, dict[str, Any]]:
+    """Balanced and power-law rows per table dtype; where a dtype's model shapes each ran one
+    of several runner backends (shapes disjoint between backends), one group per backend,
+    keyed `<dtype>@<backend>` except the default backend's (the plain dtype). Where a shape
+    ran several, they are one group (the fastest kernel of each key kept)."""
     t = _read(path)
     out: dict[str, dict[str, Any]] = {}
-    cols = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
-            "moe_ep_size")
-    cache: dict[tuple[int, int, int, int], tuple[float, float]] = {}
+    backend = np.array([moe_backend_of(s) for s in t["kernel_source"].astype(str).tolist()])
+    shape = [tuple(v) for v in np.stack([t[c] for c in ("hidden_size", "inter_size",
+                                                        "num_experts", "topk")], axis=1)]
     for dtype in sorted(set(t["moe_dtype"].tolist())):
         if dtype not in MOE_DTYPES:
             continue
-        res: dict[str, Any] = {}
-        for dist in ("balanced", "power_law"):
-            sel = (t["moe_dtype"] == dtype) & (t["latency"] > 0) & (t["moe_ep_size"] == 1) \
-                & (t["moe_tp_size"] <= MAX_MOE_TP) \
-                & ~np.isin(t["kernel_source"].astype(str), EXCLUDED_MOE_SOURCES)
-            sel &= (t["distribution"] == "balanced") if dist == "balanced" else \
-                np.char.startswith(t["distribution"].astype(str), "power_law")
-            if not sel.any():
-                continue
-            key = np.stack([t[c][sel] for c in cols], axis=1)
-            uniq, inv = np.unique(key, axis=0, return_inverse=True)
-            best = np.full(len(uniq), np.inf)
-            np.minimum.at(best, inv.ravel(), t["latency"][sel])
-            tok, d, inter, topk, ne, tp, ep = (uniq[:, j] for j in range(7))
-            pairs = np.empty(len(uniq))
-            ucount = np.empty(len(uniq))
-            for r in range(len(uniq)):
-                ck = (int(tok[r]), int(ne[r]), int(topk[r]), int(ep[r]))
-                if ck not in cache:
-                    cache[ck] = balanced_local(*ck)
-                pairs[r], ucount[r] = cache[ck]
-            res[dist] = {"tokens": tok.astype(float), "d": d.astype(float),
-                         "inter_loc": inter.astype(float) / tp, "pairs": pairs, "uniq": ucount,
-                         "shape": np.stack([d, inter, ne, topk], axis=1),
-                         "local": ne.astype(float) / ep,
-                         "gating_known": bool(np.char.endswith(
-                             t["kernel_source"][sel].astype(str), "nongated").any()),
-                         "up": np.where([(int(a), int(b), int(c), int(e)) in NON_GATED_MOE_SHAPES
-                                         for a, b, c, e in zip(d, inter, ne, topk, strict=True)],
-                                        1.0, 2.0),
-                         "lat_s": best * 1e-3}
-        if "balanced" in res:
-            out[dtype] = res
+        sel = t["moe_dtype"] == dtype
+        listed = MOE_BACKEND_TABLES.get(engine, ())
+        named = engine in MOE_BACKEND_TABLES and (listed is None or dtype in listed)
+        rows_of: dict[str, int] = {}
+        shapes_of: dict[str, set[tuple[Any, ...]]] = {}
+        for i in np.flatnonzero(sel):
+            be = str(backend[i]) if named else ""
+            rows_of[be] = rows_of.get(be, 0) + 1
+            shapes_of.setdefault(be, set()).add(shape[i])
+        split = len(rows_of) > 1 and sum(map(len, shapes_of.values())) \
+            == len(set().union(*shapes_of.values()))
+        if not split:
+            res = _moe_group(t, sel)
+            if res is not None:
+                out[dtype] = {**res, "backend": next(iter(rows_of)) if len(rows_of) == 1
+                              else ""}
+            continue
+        plain = DEFAULT_MOE_BACKEND.get(engine, "")
+        plain = plain if plain in rows_of else max(rows_of, key=lambda b: rows_of[b])
+        for be in sorted(rows_of):
+            res = _moe_group(t, sel & (backend == be))
+            if res is not None:
+                out[dtype if be == plain else f"{dtype}@{be}"] = {**res, "backend": be}
     return out
+
+
+def _moe_group(t: dict[str, np.ndarray], group: np.ndarray) -> dict[str, Any] | None:
+    """The balanced and power-law rows of one (dtype, backend) group, fastest per key."""
+    cols = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+            "moe_ep_size")
+    cache: dict[tuple[int, int, int, int], tuple[float, float]] = {}
+    res: dict[str, Any] = {}
+    for dist in ("balanced", "power_law"):
+        sel = group & (t["latency"] > 0) & (t["moe_ep_size"] == 1) \
+            & (t["moe_tp_size"] <= MAX_MOE_TP) \
+            & ~np.isin(t["kernel_source"].astype(str), EXCLUDED_MOE_SOURCES)
+        sel &= (t["distribution"] == "balanced") if dist == "balanced" else \
+            np.char.startswith(t["distribution"].astype(str), "power_law")
+        if not sel.any():
+            continue
+        key = np.stack([t[c][sel] for c in cols], axis=1)
+        uniq, inv = np.unique(key, axis=0, return_inverse=True)
+        best = np.full(len(uniq), np.inf)
+        np.minimum.at(best, inv.ravel(), t["latency"][sel])
+        tok, d, inter, topk, ne, tp, ep = (uniq[:, j] for j in range(7))
+        pairs = np.empty(len(uniq))
+        ucount = np.empty(len(uniq))
+        for r in range(len(uniq)):
+            ck = (int(tok[r]), int(ne[r]), int(topk[r]), int(ep[r]))
+            if ck not in cache:
+                cache[ck] = balanced_local(*ck)
+            pairs[r], ucount[r] = cache[ck]
+        res[dist] = {"tokens": tok.astype(float), "d": d.astype(float),
+                     "inter_loc": inter.astype(float) / tp, "pairs": pairs, "uniq": ucount,
+                     "shape": np.stack([d, inter, ne, topk], axis=1),
+                     "local": ne.astype(float) / ep,
+                     "gating_known": bool(np.char.endswith(
+                         t["kernel_source"][sel].astype(str), "nongated").any()),
+                     "up": np.where([(int(a), int(b), int(c), int(e)) in NON_GATED_MOE_SHAPES
+                                     for a, b, c, e in zip(d, inter, ne, topk, strict=True)],
+                                    1.0, 2.0),
+                     "lat_s": best * 1e-3}
+    return res if "balanced" in res else None
 
 
 def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
@@ -546,13 +610,18 @@ def fit_moe(rows: dict[str, dict[str, Any]], peak: float, bw: float, b_w: float
     shapes = np.unique(bal["shape"], axis=0)
     info["shapes"] = len(shapes)
     held = np.full(len(y), np.nan)
-    if len(shapes) > 1:
-        for sh in shapes:
-            out = (bal["shape"] == sh).all(axis=1)
+    # One model shape (the int4 weight-only tables: Kimi-K2's layer alone): its TP splits
+    # are the expert matrices of different sizes (I/tp columns), so each split is held out
+    # in turn instead.
+    folds = [(bal["shape"] == sh).all(axis=1) for sh in shapes] if len(shapes) > 1 else \
+        [bal["inter_loc"] == v for v in np.unique(bal["inter_loc"])]
+    if len(folds) > 1:
+        for out in folds:
             th = lm_fit_l1(make(~out, tile), best_theta, 15, 2) if MOE_LOSS == "l1" else \
                 lm_fit(make(~out, tile), best_theta, 30)
             held[out] = pred_of(moe_params(th, tile), bal, out)
-        info["cv"] = {"kind": "leave-one-model-shape-out", **ape_stats(held, y)}
+        info["cv"] = {"kind": "leave-one-model-shape-out" if len(shapes) > 1 else
+                      "leave-one-TP-split-out (one model shape)", **ape_stats(held, y)}
     if "power_law" in rows:
         pl = rows["power_law"]
         info["power_law_median_ape"] = ape_stats(pred_of(p, pl), pl["lat_s"])["median_ape"]
@@ -641,9 +710,10 @@ def main(argv: list[str] | None = None) -> int:
                 if path is None:
                     continue
                 rel = str(path.relative_to(src))
-                groups = _gemm_rows(path) if op == "gemm" else _moe_rows(path)
+                groups = _gemm_rows(path) if op == "gemm" else _moe_rows(path, engine)
                 dtypes = GEMM_DTYPES if op == "gemm" else MOE_DTYPES
-                for dtype, rows in groups.items():
+                for group, rows in groups.items():
+                    dtype, _, suffix = group.partition("@")
                     key, peak_key, b_w = dtypes[dtype]
                     n_rows = len((rows["balanced"] if op == "moe" else rows)["lat_s"])
                     if peak_key not in peaks or n_rows < MIN_ROWS:
@@ -659,6 +729,9 @@ def main(argv: list[str] | None = None) -> int:
                         p, info = fit_moe(rows, peak, bw, b_w)
                     fit = {"files": [rel], "table_dtype": dtype, "peak": peak_key,
                            "weight_bytes": round(b_w, 6), "date": today, **info}
+                    if op == "moe" and rows["backend"]:
+                        fit["backend"] = rows["backend"]
+                    key_cat = f"{key}@{suffix}" if suffix else key
                     cat = gemm_cat if op == "gemm" else moe_cat
                     entry = {**_rounded(p), "_fit": fit}
                     bf16 = cat.get(gpu, {}).get(engine, {}).get("bf16")
@@ -672,14 +745,14 @@ def main(argv: list[str] | None = None) -> int:
                         entry["fitted_quant_floor_us"] = entry["quant_floor_us"]
                         entry["floor_us"] = bf16["floor_us"]
                         entry["quant_floor_us"] = bf16["floor_us"]
-                    cat.setdefault(gpu, {}).setdefault(engine, {})[key] = entry
-                    row = {"gpu": gpu, "engine": engine, "op": op, "dtype": key,
+                    cat.setdefault(gpu, {}).setdefault(engine, {})[key_cat] = entry
+                    row = {"gpu": gpu, "engine": engine, "op": op, "dtype": key_cat,
                            "rows": info["rows"], "shapes": info["shapes"],
                            "train_median_ape": info["residual"]["median_ape"],
                            "cv_median_ape": info.get("cv", {}).get("median_ape")}
                     table.append(row)
                     cv = row["cv_median_ape"]
-                    print(f"{gpu:9s} {engine:7s} {op:4s} {key:12s} rows {info['rows']:6d} "
+                    print(f"{gpu:9s} {engine:7s} {op:4s} {key_cat:12s} rows {info['rows']:6d} "
                           f"shapes {info['shapes']:4d} train {100 * row['train_median_ape']:5.1f}%"
                           f" cv {'-' if cv is None else f'{100 * cv:5.1f}%'}  "
                           + " ".join(f"{k}={v:.4g}" for k, v in p.items()), flush=True)

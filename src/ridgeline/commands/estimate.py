@@ -33,6 +33,7 @@ from ridgeline.commands.options import (
     MaxModelLenOpt,
     ModelArg,
     ModelOpt,
+    MoeBackendOpt,
     OutFormatOpt,
     PpOpt,
     PrefixCachingOpt,
@@ -131,6 +132,7 @@ def estimate_cmd(
     cpu_detokenize_us_per_event: CpuDetokenizeOpt = 0.0,
     calibration: CalibrationOpt = None,
     engine: EngineOpt = "vllm",
+    moe_backend: MoeBackendOpt = "auto",
     engine_costs: EngineCostsOpt = True,
     max_model_len: MaxModelLenOpt = None,
     served_model_name: ServedModelNameOpt = None,
@@ -204,7 +206,7 @@ def estimate_cmd(
                                 engine if engine_costs else None,
                                 kernel_engine_for(engine if not engine.endswith(".json")
                                                   else load_engine_costs(engine).engine),
-                                kv_rule)
+                                kv_rule, moe_backend)
     if b.size == 1 and len(hw_names) == 1:
         _report_single(results[0], spec, ops, as_json, fmt, gpu_memory_utilization, details,
                        all_assumptions, engine if engine_costs else "none", kv_rule)
@@ -218,8 +220,8 @@ def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]]
                    dtypes: tuple[str | None, str | None, str | None],
                    degrees: tuple[int, int, int, int, int],
                    eff: tuple[float | None, float | None, float | None],
-                   engine: str | None, kernel_engine: str = "vllm", kv_rule: str = "vllm"
-                   ) -> tuple[list[Any], Any]:
+                   engine: str | None, kernel_engine: str = "vllm", kv_rule: str = "vllm",
+                   moe_backend: str = "auto") -> tuple[list[Any], Any]:
     """(step model, result, constants) per GPU over the grid's points, and the batch axis."""
     import numpy as np
 
@@ -242,7 +244,8 @@ def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]]
         hw = load_hardware(hw_name).with_efficiency(
             eff[0], eff[1], kernel_overhead_for(hw_name, eff[2], wi))
         m = RooflineStepTime(spec, hw, precision, parallel, engine_costs=costs,
-                             engine=kernel_engine, kernel_engine=kernel_engine)
+                             engine=kernel_engine, kernel_engine=kernel_engine,
+                             moe_backend=moe_backend)
         r = estimate(m, b, s, n, prefix, ctx, util, kv_rule=kv_rule)
         if wi is not None:
             # What-ifs change the timings (one step-time function, wrapped); FLOPs, bytes and

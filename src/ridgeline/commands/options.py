@@ -334,6 +334,13 @@ EngineOpt = Annotated[
                  "overlap scheduling), or an engine costs .json; its fitted CPU "
                  "costs (per request, per step) are on by default (docs/engine.md)."),
 ]
+MoeBackendOpt = Annotated[
+    str,
+    typer.Option("--moe-backend", help="The engine's MoE runner backend, as SGLang's "
+                 "--moe-runner-backend: auto (default: the engine's own choice for the model "
+                 "and GPU), triton, flashinfer_trtllm or marlin (which measured MoE fit times "
+                 "the expert layers where the tables have several)."),
+]
 EngineCostsOpt = Annotated[
     bool,
     typer.Option("--engine-costs/--no-engine-costs", help="Add the engine's fitted CPU costs "

@@ -26,6 +26,10 @@ the work variables:
   touched experts, a the routed activations' traffic (gather, intermediate, scatter) per
   pair of 16-bit rows, t0 the layer's floor (routing bookkeeping, the activation kernel) and
   t_u a per-expert cost. The layer's activation op is inside the fit (priced zero here).
+  Where an engine serves different models on different MoE kernel families (SGLang on
+  Blackwell: FlashInfer's TensorRT-LLM MoE or its Triton fused MoE, by model type), each
+  family has its own fit (`<dtype>@<backend>` next to the default `<dtype>`); the model's
+  type picks one as the engine does (`default_moe_backend`), `--moe-backend` overrides it.
 
 Efficiencies are fitted in (0, 1] and the other constants >= 0, so a time never falls
 below the roofline max(F/C, D/beta) of the same work.
@@ -42,7 +46,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -60,6 +64,41 @@ _DTYPE_NEAR = {"fp8": ("fp8_block",), "fp8_block": ("fp8",), "w4a16": ("w4a16_mx
 # GEMM kernel dtypes a Precision can name, from its gemm compute dtype when it names none.
 _FROM_COMPUTE = {"bf16": "bf16", "fp16": "bf16", "fp32": "bf16", "fp8": "fp8", "int8": "fp8",
                  "fp4": "fp4", "mxfp4": "fp4"}
+# MoE runner backends a measured table can name (its fits are keyed `<dtype>@<backend>` where
+# the engine's default backend for other models, keyed `<dtype>`, is a different one).
+MOE_BACKENDS = ("auto", "triton", "flashinfer_trtllm", "marlin")
+# SGLang's `--moe-runner-backend auto` on Blackwell (SM100: B200, GB200) selects FlashInfer's
+# TensorRT-LLM MoE (with no all-to-all backend) for these model types at these expert dtypes,
+# and for every NVFP4/MXFP4 checkpoint; other models run its Triton fused MoE.
+_SGLANG_SM100_TRTLLM = {"deepseek_v3": ("bf16", "fp8", "fp8_block"),
+                        "kimi_k2": ("bf16", "fp8", "fp8_block"),
+                        "qwen3_moe": ("bf16", "fp8", "fp8_block"),
+                        "qwen3_vl_moe": ("bf16", "fp8", "fp8_block"),
+                        "qwen3_5_moe": ("bf16", "fp8", "fp8_block"),
+                        "glm_moe_dsa": ("bf16", "fp8", "fp8_block"),
+                        "nemotron_h": ("bf16",),
+                        "llama4": ("fp8", "fp8_block"), "llama4_text": ("fp8", "fp8_block")}
+_SM100_SYSTEMS = ("b200_sxm", "gb200")
+_FP4_EXPERTS = ("fp4", "w4a8_mxfp4", "w4a16_mxfp4")
+
+
+def check_moe_backend(moe_backend: str | None) -> str:
+    """`moe_backend` checked ("auto" for None), or an error naming the allowed values."""
+    backend = moe_backend or "auto"
+    if backend not in MOE_BACKENDS:
+        raise RidgelineError(f"moe-backend: got {backend!r}; allowed: {', '.join(MOE_BACKENDS)}")
+    return backend
+
+
+def default_moe_backend(engine: str, system: str, model_type: str, dtype: str) -> str:
+    """The MoE runner backend `engine` picks by default for a `model_type` checkpoint whose
+    experts run `dtype` kernels on table system `system` ("": the engine's tables hold one
+    kernel family per dtype there, or the fastest of its backends per shape)."""
+    if engine != "sglang" or system not in _SM100_SYSTEMS:
+        return ""
+    if dtype in _FP4_EXPERTS or dtype in _SGLANG_SM100_TRTLLM.get(model_type, ()):
+        return "flashinfer_trtllm"
+    return "triton"
 
 
 @lru_cache(maxsize=1)
@@ -94,17 +133,28 @@ class MeasuredKernels:
     hardware: str
     system: str  # the table's system folder
     engine: str
+    # The MoE runner backend ("auto": the engine's default for `model_type`, the model's
+    # Hugging Face model_type; else one of MOE_BACKENDS).
+    moe_backend: str = "auto"
+    model_type: str = ""
 
-    def _find(self, section: str, dtype: str) -> tuple[dict[str, Any], str] | None:
+    def _find(self, section: str, dtype: str, backend: str = ""
+              ) -> tuple[dict[str, Any], str] | None:
         cat = measured_catalog()[section].get(self.system, {})
         order = [self.engine] + [e for e in ENGINES if e != self.engine]
         # Last stand-in: the 16-bit fit on the dtype's own weight bytes.
         for dt in dict.fromkeys((dtype, *_DTYPE_NEAR.get(dtype, ()), "bf16")):
             for eng in order:
-                fit = cat.get(eng, {}).get(dt)
+                by = cat.get(eng, {})
+                fit = by.get(f"{dt}@{backend}") if backend and eng == self.engine else None
+                fit = fit if fit is not None else by.get(dt)
                 if fit is not None:
                     note = "" if (eng, dt) == (self.engine, dtype) else \
                         f"{self.engine} {dtype} not in the tables: {eng} {dt}'s fit"
+                    ran = fit["_fit"].get("backend", "")
+                    if backend and eng == self.engine and ran and ran != backend:
+                        note = "; ".join(filter(None, (note, f"no {backend} rows of {dt}: "
+                                                       f"the {ran} fit")))
                     return fit, note
         return None
 
@@ -113,8 +163,21 @@ class MeasuredKernels:
         return self._find("gemm", dtype)
 
     def moe_fit(self, dtype: str) -> tuple[dict[str, Any], str] | None:
-        """(constants, note on any stand-in) of `dtype` MoE layers, or None."""
-        return self._find("moe", dtype)
+        """(constants, note on any stand-in) of `dtype` MoE layers on this engine's MoE
+        runner backend (the one named, else its default for the model type), or None."""
+        return self._find("moe", dtype, self.moe_backend_for(dtype))
+
+    def moe_backend_for(self, dtype: str) -> str:
+        """The MoE runner backend whose fit times `dtype` experts ("": the table's only one)."""
+        if self.moe_backend != "auto":
+            return self.moe_backend
+        return default_moe_backend(self.engine, self.system, self.model_type, dtype)
+
+    def for_model(self, model_type: str, moe_backend: str | None = None) -> MeasuredKernels:
+        """These fits read for one model (its MoE runner backend by `model_type`) and an
+        optional backend override (None or "auto": the engine's default)."""
+        return replace(self, moe_backend=check_moe_backend(moe_backend),
+                       model_type=model_type)
 
 
 def kernel_engine_for(engine: str) -> str:
@@ -260,8 +323,15 @@ def measured_assumptions(prof: Any, precision: Any) -> list[str]:
             break  # the 16-bit-kept modules run the same kernels
     if moe is not None:
         p, note, dt = moe
+        # The runner whose rows the fit is on; why that one (asked, the engine's default),
+        # or, where the tables lack the one asked for, the note says so.
+        ran, asked = p["_fit"].get("backend", ""), mk.moe_backend_for(dt)
+        why = "--moe-backend" if mk.moe_backend != "auto" else \
+            f"{mk.engine}'s default for {mk.model_type or 'the model'} on {mk.system}"
         out.append(
-            f"MoE experts ({dt}, whole layer): {src}: per layer max(compute at "
+            f"MoE experts ({dt}, whole layer): {src}"
+            + (f", {ran} runner" if ran else "") + (f" ({why})" if ran and ran == asked else "")
+            + ": per layer max(compute at "
             f"{p['compute_efficiency']:.3g} of the {p['_fit']['peak']} peak on tiles of "
             f"{p['tile']:g} x k/(k + {p.get('epilogue_k', 0.0):.3g}) + {p['pad_rows']:.3g} "
             "padded rows per touched expert, expert "
@@ -274,7 +344,9 @@ def measured_assumptions(prof: Any, precision: Any) -> list[str]:
     return out
 
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "MeasuredKernels", "expert_kernel_dtype", "fit_line",
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "MOE_BACKENDS", "MeasuredKernels", "check_moe_backend",
+           "default_moe_backend",
+           "expert_kernel_dtype", "fit_line",
            "gemm_kernel_dtype", "kernel_engine_for", "load_measured", "measured_assumptions",
            "measured_catalog", "measured_choice",
            "measured_expert_rows", "measured_gemm_rows"]

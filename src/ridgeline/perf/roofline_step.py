@@ -17,7 +17,7 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.perf import kernels
 from ridgeline.perf.fast_step import CompiledStep
 from ridgeline.perf.kernels import profile_for, time_rows
+from ridgeline.perf.measured_kernels import check_moe_backend
 from ridgeline.perf.memory import MemoryPlan, plan_memory
 from ridgeline.perf.ops import (
     ATTENTION,
@@ -90,11 +91,13 @@ class RooflineStepTime:
                  precision: Precision | None = None, parallel: Parallelism | None = None,
                  max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
                  engine_costs: Any = None, engine: str = "vllm",
-                 kernel_engine: str | None = None) -> None:
+                 kernel_engine: str | None = None, moe_backend: str | None = None) -> None:
         """`engine_costs` (optional): anything with `linear_terms()` -> seconds per work
         variable that add to every step (the engine's CPU and mode costs) and
         `assumptions()` -> list[str]; it is compiled into the step like the launches.
-        `engine`: the serving engine whose kernels run (picks its kernel profile)."""
+        `engine`: the serving engine whose kernels run (picks its kernel profile);
+        `moe_backend`: the engine's MoE runner backend (None or "auto": its default for
+        the model)."""
         self.model = model
         self.hardware = hardware
         # What this GPU runs: a defaulted fp8/fp4 GEMM falls back to weight-only where the
@@ -116,6 +119,12 @@ class RooflineStepTime:
         # The fitted kernel model of a catalog GPU (None: the plain roofline below).
         self.engine = engine
         self.kernel_profile = profile_for(hw, kernel_engine or engine)
+        if self.kernel_profile is not None and self.kernel_profile.measured is not None:
+            # The measured MoE fit follows the runner backend the engine picks for this model.
+            self.kernel_profile = replace(self.kernel_profile, measured=self.kernel_profile
+                                          .measured.for_model(model.model_type, moe_backend))
+        elif moe_backend not in (None, "auto"):
+            check_moe_backend(moe_backend)
         prof = self.kernel_profile
         collectives = None
         if prof is not None:

@@ -78,7 +78,11 @@ def operator_sources(step_model: Any, prof: Any) -> str:
     elif quantized:
         put("16-bit-kept GEMMs", vidur)
     if getattr(model, "is_moe", False):
-        put("MoE experts", (f"{tables}{' (' + moe_fit[1] + ')' if moe_fit[1] else ''}"
+        # The runner backend whose rows the expert fit is on, where the tables name one.
+        runner = moe_fit[0]["_fit"].get("backend", "") if moe_fit is not None else ""
+        notes = "; ".join(filter(None, (f"{runner} MoE runner" if runner else "",
+                                        moe_fit[1] if moe_fit is not None else "")))
+        put("MoE experts", (f"{tables}{' (' + notes + ')' if notes else ''}"
                             if moe_fit is not None else vidur))
     att = getattr(prof, "measured_attention", None)
     is_mla = table is not None and "kv_b_proj" in table.names
