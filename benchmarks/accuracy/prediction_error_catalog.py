@@ -19,8 +19,9 @@ For each metric (TTFT mean/p90/p99, ITL, E2E mean/p90/p99) and regime (below_kne
 overloaded, by the run's measured latencies: ridgeline.metrics.prediction_interval.regime_of)
 and for all runs pooled: the log-ratios ln(pred/measured), n, mean, sd, the empirical 2.5/10/
 90/97.5 percentiles and the shipped 80%/95% intervals (prediction_interval.residual_table:
-centre = the regime's median residual, half-width = the split-conformal rank ceil((n + 1) q)
-of all the metric's |residual - centre| scores).
+80% centred at zero, half-width = the split-conformal rank ceil((n + 1) q) of the regime's
+|residual| (all runs' where the regime has fewer than 4); 95% also spanning the regime's
+median residual +- the rank of the leave-one-family-out scores).
 
     .venv/bin/python benchmarks/accuracy/prediction_error_catalog.py
 """
@@ -161,13 +162,16 @@ def main() -> int:
         "date": date.today().isoformat(),
         "log_ratio": "ln(predicted / measured); the measured value lies in "
                      "[pred * exp(-r_high), pred * exp(-r_low)]",
-        "interval_method": "per metric: centre c = median log-ratio of the regime (of all "
-                           "regimes where the regime has fewer than 3 runs or 1 family); "
-                           "half-width h = split-conformal, the ceil((n + 1) q)-th smallest "
-                           "of the n scores |r - c(regime of the run)| over all regimes (the "
-                           "largest where that rank exceeds n: guarantee n / (n + 1), "
-                           "'capped'); interval [c - h, c + h]. effective_units (n / (1 + "
-                           "(n/f - 1) rho)) is recorded, not used (docs/BENCHMARKS.md)",
+        "interval_method": "per metric and regime: 80% = [-h, h], h = split-conformal, the "
+                           "ceil((n + 1) q)-th smallest of the n scores |r| of the regime's "
+                           "runs (of all runs where the regime has fewer than 4; the largest "
+                           "where the rank exceeds n: guarantee n / (n + 1), 'capped'); 95% = "
+                           "the hull of [-h80, h80], the zero-centred 95% of all runs' |r| and "
+                           "c +- h_fo, c the regime's median log-ratio (all regimes' where "
+                           "the regime has fewer than 3 runs or 1 family), h_fo the 95% rank "
+                           "of the family-out scores |r - c built without the run's family|. "
+                           "effective_units (n / (1 + (n/f - 1) rho)) is recorded, not used "
+                           "(docs/BENCHMARKS.md)",
         "regime_rule": "overloaded: TTFT mean > 25 x ITL; near_knee: TTFT P99 > 2.5 x TTFT "
                        "mean; else below_knee (measured values for the catalog, predicted "
                        "values when applied)",
