@@ -14,6 +14,7 @@ import pytest
 from ridgeline.metrics.prediction_interval import (
     Distance,
     annotate_estimate,
+    calibrated_stat_interval,
     conformal_halfwidth,
     conformal_rank,
     distance_from_data,
@@ -367,3 +368,23 @@ def test_shipped_catalog_is_consistent_with_its_runs() -> None:
                     list(_hand_interval(list(runs.values()), m, reg, lv)), abs=5e-6)
                 checked += 1
     assert checked == 7 * 4 * 2   # the three regimes and all, for 7 metrics
+
+
+def test_a_calibrated_tail_is_no_narrower_than_its_median() -> None:
+    """By hand: TTFT P50's 80% log-ratio interval [-0.3, 0.2], P90's own [-0.1, 0.1] -> the
+    P90 takes the hull [-0.3, 0.2]; TPOT's mean without residuals of its own takes TPOT P50's;
+    a statistic with no calibrated residuals at all gets None (the caller uses the replay's)."""
+    def entry(lo: float, hi: float) -> dict[str, object]:
+        return {"n": 9, "interval80": [lo, hi], "interval95": [2 * lo, 2 * hi]}
+
+    res = {"ttft_p50": entry(-0.3, 0.2), "ttft_p90": entry(-0.1, 0.1),
+           "tpot_p50": entry(-0.05, 0.04)}
+    cat = {"calibrated": {"residuals": res}}
+    iv = calibrated_stat_interval(100.0, "ttft_ms", "p90", res, cat)
+    assert iv is not None and iv.source["residual"] == "ttft_p90"
+    assert iv.bounds[80] == pytest.approx((100 * math.exp(-0.2), 100 * math.exp(0.3)))
+    assert iv.bounds[95] == pytest.approx((100 * math.exp(-0.4), 100 * math.exp(0.6)))
+    mean = calibrated_stat_interval(10.0, "tpot_ms", "mean", res, cat)
+    assert mean is not None and mean.source["residual"] == "tpot_p50"
+    assert mean.bounds[80] == pytest.approx((10 * math.exp(-0.04), 10 * math.exp(0.05)))
+    assert calibrated_stat_interval(10.0, "tpot_ms", "p99", res, cat) is None

@@ -348,14 +348,21 @@ def leave_one_family_out(runs: list[dict[str, Any]], metrics: tuple[str, ...],
 # A calibrated profile prices the steps from a probe of the user's own engine, so its error
 # is not the fitted model's: it has its own held-out residuals, those of calibrate-then-verify
 # runs of a real llama.cpp server on CPU (each load point predicted from a profile fitted on
-# the probe only). They give medians only: TTFT, TPOT (per-request decode time per token,
-# standing for ITL as well) and E2E P50; a mean takes its median's residuals (as the replay's
-# medians take its means'), the P90 and P99 keep the replay's widened to at least the median's
-# (no calibrated tails measured).
+# the probe only). The medians: TTFT, TPOT (per-request decode time per token, standing for
+# ITL as well) and E2E P50, from starts on an idle box; TTFT and E2E means take their
+# median's residuals (as the replay's medians take its means'). The tails: TTFT and E2E P90
+# and P99, and mean TPOT and ITL, from later starts on a loaded box (a separate set: their
+# profiles and medians differ from the idle ones), each widened to at least its median's
+# interval. TPOT and ITL P90/P99 (not measured) keep the replay's, widened the same way.
 CALIBRATED_METRICS = ("ttft_p50", "tpot_p50", "e2e_p50")
-CALIBRATED_RESIDUAL = {(m, s): r for m, r in (("ttft_ms", "ttft_p50"), ("tpot_ms", "tpot_p50"),
-                                              ("itl_ms", "tpot_p50"), ("e2e_ms", "e2e_p50"))
-                       for s in ("mean", "median")}
+CALIBRATED_TAIL_METRICS = ("ttft_p90", "ttft_p99", "e2e_p90", "e2e_p99", "tpot_mean",
+                           "itl_mean")
+CALIBRATED_RESIDUAL = {
+    **{(m, s): r for m, r in (("ttft_ms", "ttft_p50"), ("tpot_ms", "tpot_p50"),
+                              ("itl_ms", "tpot_p50"), ("e2e_ms", "e2e_p50"))
+       for s in ("mean", "median")},
+    **{(m, s): f"{m[:-3]}_{s}" for m in ("ttft_ms", "e2e_ms") for s in ("p90", "p99")},
+    ("tpot_ms", "mean"): "tpot_mean", ("itl_ms", "mean"): "itl_mean"}
 
 
 def calibrated_table(points: list[dict[str, Any]], metrics: tuple[str, ...] = CALIBRATED_METRICS
@@ -575,9 +582,36 @@ COVERAGE_NOTE = ("model error intervals: nominal 80% and 95% coverage of the mea
                  "from held-out (leave-one-model-out) residuals of replayed real vLLM runs; "
                  "empirical coverage in docs/BENCHMARKS.md")
 CALIBRATED_NOTE = ("model error intervals: nominal 80% and 95% coverage of the measured value; "
-                   "means and medians from the held-out residuals of calibrate-then-verify "
-                   "runs of a real llama.cpp server on CPU (leave-one-start-out coverage in "
-                   "docs/BENCHMARKS.md), P90 and P99 from the replayed real vLLM runs'")
+                   "means, medians and TTFT/E2E P90 and P99 from the held-out residuals of "
+                   "calibrate-then-verify runs of a real llama.cpp server on CPU (leave-one-"
+                   "start-out coverage in docs/BENCHMARKS.md), TPOT/ITL P90 and P99 from the "
+                   "replayed real vLLM runs'")
+
+
+def _at_least(iv: Interval, med: Interval, med_key: str) -> Interval:
+    """`iv` widened to hold `med` at each level: a tail errs at least as much as its median."""
+    return Interval(iv.value, {lv: (min(lo, med.bounds[lv][0]), max(hi, med.bounds[lv][1]))
+                               for lv, (lo, hi) in iv.bounds.items()},
+                    {**iv.source, "widened": f"to at least the calibrated {med_key} interval"})
+
+
+def calibrated_stat_interval(value: float, metric: str, stat: str,
+                             residuals: dict[str, Any], catalog: dict[str, Any] | None = None
+                             ) -> Interval | None:
+    """The calibrated interval of `stat` (mean, median, p90, p99) of `metric` (ttft_ms, ...),
+    or None where the calibrated table has no residuals for it: a median from its own P50
+    residuals; a tail or a mean with residuals of its own (CALIBRATED_TAIL_METRICS) from
+    them, widened to at least the median's; another mean from its median's."""
+    key = CALIBRATED_RESIDUAL.get((metric, stat), "")
+    med_key = CALIBRATED_RESIDUAL.get((metric, "median"), "")
+    if key not in residuals and stat == "mean":
+        key = med_key
+    if key not in residuals:
+        return None
+    iv = calibrated_interval(value, key, catalog)
+    if key == med_key or med_key not in residuals:
+        return iv
+    return _at_least(iv, calibrated_interval(value, med_key, catalog), med_key)
 
 
 def annotate_latency(latency: dict[str, dict[str, Any]], regime: str, distance: Distance,
@@ -587,9 +621,9 @@ def annotate_latency(latency: dict[str, dict[str, Any]], regime: str, distance: 
     """Add `{mean,median,p90,p99}_interval{80,95}` and `interval_source` to the TTFT, TPOT,
     ITL and E2E objects of an analysis's `latency` dict (to_dict form), in place.
     `propagated[metric][stat]`: values of reruns at the step-time residual's ends.
-    `calibrated`: a calibration profile timed the steps: the means and medians take the
-    calibrated runs' residuals (`calibrated_interval`), the P90 and P99 the replay's widened
-    to at least the calibrated median's."""
+    `calibrated`: a calibration profile timed the steps: a statistic with calibrated
+    residuals takes them (`calibrated_stat_interval`), the others (TPOT and ITL P90/P99) the
+    replay's widened to at least the calibrated median's."""
     cal = (catalog if catalog is not None else load_catalog()).get("calibrated") \
         if calibrated else None
     for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
@@ -601,19 +635,14 @@ def annotate_latency(latency: dict[str, dict[str, Any]], regime: str, distance: 
             v = json_stat(d, stat)
             if v is None:
                 continue
-            key = CALIBRATED_RESIDUAL.get((metric, stat), "")
-            iv = calibrated_interval(v, key, catalog) if cal and key in cal["residuals"] \
-                else predict_interval(v, METRIC_RESIDUAL[(metric, stat)], regime, distance,
+            iv = calibrated_stat_interval(v, metric, stat, cal["residuals"], catalog) \
+                if cal else None
+            if iv is None:
+                iv = predict_interval(v, METRIC_RESIDUAL[(metric, stat)], regime, distance,
                                       catalog)
-            tail_key = CALIBRATED_RESIDUAL.get((metric, "median"), "")
-            if cal and not key and tail_key in cal["residuals"]:
-                # no calibrated tails measured: a tail errs at least as much as the median
-                # (the replay's tails' residuals are the wider), so no narrower than it
-                med = calibrated_interval(v, tail_key, catalog).bounds
-                iv = Interval(v, {lv: (min(lo, med[lv][0]), max(hi, med[lv][1]))
-                                  for lv, (lo, hi) in iv.bounds.items()},
-                              {**iv.source, "widened": "to at least the calibrated "
-                                                       f"{tail_key} interval"})
+                med_key = CALIBRATED_RESIDUAL.get((metric, "median"), "")
+                if cal and med_key in cal["residuals"]:
+                    iv = _at_least(iv, calibrated_interval(v, med_key, catalog), med_key)
             p = (propagated or {}).get(metric, {}).get(stat)
             if p:
                 iv = widen_by_propagation(iv, p, "enveloped with reruns at the step-time "
@@ -672,10 +701,12 @@ def annotate_estimate(result: dict[str, Any], distance: Distance,
                                  "by_value": srcs}
 
 
-__all__ = ["CALIBRATED_METRICS", "CALIBRATED_NOTE", "CALIBRATED_RESIDUAL", "CATALOG_PATH",
+__all__ = ["CALIBRATED_METRICS", "CALIBRATED_NOTE", "CALIBRATED_RESIDUAL",
+           "CALIBRATED_TAIL_METRICS", "CATALOG_PATH",
            "CENTRE_MIN_RUNS", "COVERAGE_NOTE", "ESTIMATE_KEYS", "LEVELS", "MIN_RUNS", "REGIMES",
            "SCALE_MIN_RUNS", "Distance", "Interval", "annotate_estimate", "annotate_latency",
-           "calibrated_interval", "calibrated_table", "conformal_halfwidth", "conformal_rank",
+           "calibrated_interval", "calibrated_stat_interval", "calibrated_table",
+           "conformal_halfwidth", "conformal_rank",
            "distance_from_data", "effective_units", "family_out_scores", "interval_fields",
            "json_stat", "leave_one_family_out", "leave_one_start_out", "load_catalog",
            "median_centre_table", "predict_interval", "regime_of", "residual_entry",
