@@ -3,8 +3,9 @@ width bar (TTFT P90, E2E P99 on the 16 real vLLM runs)? Normalised split-conform
 of a run is |r - c| / g(x), g(x) = exp(beta * z), z = (f(x) - the training runs' median f) over
 the training runs' range of f, clipped to [-1, 1]; and the
 interval at a new run reaches q * g(x), q the conformal rank of the training scores; beta = 0 is
-the shipped rule. f is one of the candidate variables below, each computed from the run's
-*predicted* latencies (what `simulate` knows): none is read from the measured run.
+the median-centre rule (`median_centre_table`, the rule shipped when this study ran). f is one
+of the candidate variables below, each computed from the run's *predicted* latencies (what
+`simulate` knows): none is read from the measured run.
 
 beta is chosen without the held-out family (nested leave-one-family-out): for each held-out
 family, an inner leave-one-family-out over the other three picks, from BETAS, the beta with the
@@ -35,9 +36,9 @@ import numpy as np
 from ridgeline.metrics.prediction_interval import (
     conformal_halfwidth,
     load_catalog,
+    median_centre_table,
     regime_of,
     residual_entry,
-    residual_table,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +73,7 @@ def _fit(train: list[dict[str, Any]], metric: str, feature: str, beta: float
          ) -> tuple[dict[str, Any], tuple[float, float], dict[int, float]]:
     """(table for the centres, the variable's training median and range, level -> the
     normalised conformal quantile)."""
-    table = residual_table(train, (metric,))[metric]
+    table = median_centre_table(train, (metric,))[metric]
     f = FEATURES[feature]
     vals = [f(r["predicted"]) for r in train]
     span = (float(np.median(vals)), max(max(vals) - min(vals), 1e-12))

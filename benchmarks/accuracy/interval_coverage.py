@@ -19,7 +19,11 @@ benchmarks/results/bench_calibration.json and llamacpp_open_loop_flow.json: TTFT
 P50 at three load points per start), leave-one-start-out: each start's points against the
 calibrated intervals built from the other starts' residuals only; and the same points against
 the interval shown for them before (the vLLM replay's residuals standing in), in the two
-regimes their P50s allow (only medians are stored, so the near-knee test cannot be made).
+regimes their P50s allow (the near-knee test needs a mean these starts do not store). The
+tails (TTFT and E2E P90/P99, mean TPOT and ITL) come from later starts on a loaded box
+(benchmarks/results/bench_calibration_loaded_box.json, the catalog's "tail_points"), scored
+the same way among themselves: as shipped (each widened to its idle median's interval), on
+their own residuals alone, and against what a calibrated run showed for them before.
 
 What it does not cover: the step-time propagation `simulate` adds (reruns of the scenario;
 it only widens the intervals), other GPUs and engines (no end-to-end runs to hold out).
@@ -42,14 +46,18 @@ import numpy as np
 
 from ridgeline.metrics.prediction_interval import (
     CALIBRATED_METRICS,
+    CALIBRATED_TAIL_METRICS,
     LEVELS,
     METRIC_RESIDUAL,
     REGIMES,
     Distance,
+    calibrated_table,
     conformal_halfwidth,
+    family_out_scores,
     leave_one_family_out,
     leave_one_start_out,
     load_catalog,
+    median_centre_table,
     predict_interval,
     residual_interval,
     residual_table,
@@ -99,10 +107,11 @@ def pooled_table(centre: str) -> Any:
 
 
 def mondrian_table(runs: list[dict[str, Any]], metrics: tuple[str, ...]) -> dict[str, Any]:
-    """Comparison: the 80% scale from the regime's own scores where the regime has 4 runs
-    or more (the fewest with a finite 80% rank), centred on the regime's median; 95% as
-    shipped (no regime has the 19 runs its own 95% rank needs)."""
-    tab = residual_table(runs, metrics)
+    """Comparison: the previous rule with the 80% scale from the regime's own scores where
+    the regime has 4 runs or more (the fewest with a finite 80% rank), centred on the
+    regime's median; 95% as that rule's (no regime has the 19 runs its own 95% rank
+    needs)."""
+    tab = median_centre_table(runs, metrics)
     for m in metrics:
         for reg in REGIMES:
             sel = [r["log_ratio"][m] for r in runs if r["regime"] == reg]
@@ -117,10 +126,53 @@ def mondrian_table(runs: list[dict[str, Any]], metrics: tuple[str, ...]) -> dict
     return tab
 
 
-RULES = {"shipped": residual_table, "previous_t_families": t_rule_table,
+def family_out_table(runs: list[dict[str, Any]], metrics: tuple[str, ...]) -> dict[str, Any]:
+    """Comparison: the regime's median centre, the half-width the conformal rank of the
+    family-out scores (each run against a centre built without its family) at both levels."""
+    tab = median_centre_table(runs, metrics)
+    for m in metrics:
+        hs = {lv: conformal_halfwidth(family_out_scores(runs, m), lv)[0] for lv in LEVELS}
+        for e in tab[m].values():
+            if "interval80" in e:
+                e.update({f"interval{lv}": [e["centre"] - h, e["centre"] + h]
+                          for lv, h in hs.items()})
+    return tab
+
+
+RULES = {"shipped": residual_table, "previous_median_centre": median_centre_table,
+         "previous_t_families": t_rule_table,
          "pooled_centre_zero": pooled_table("zero"),
          "pooled_centre_median": pooled_table("median"),
+         "family_out_scores": family_out_table,
          "mondrian_80": mondrian_table}
+
+
+def nested_selection(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rule chosen without the held-out family: for each family, every rule in RULES is
+    scored by leave-one-family-out over the other three families only (the bars met at 80%
+    and 95% over the 7 metrics, ties to the smaller summed |80% coverage - 0.8|), the best is
+    built from those three families and judged on the held-out one. The held-out rows of all
+    folds are then scored as `coverage` scores the shipped rule's."""
+    chosen: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    for fam in sorted({r["family"] for r in runs}):
+        train = [r for r in runs if r["family"] != fam]
+        score = {}
+        for name, build in RULES.items():
+            inner = leave_one_family_out(train, METRICS, build)
+            by = {m: summary([x for x in inner if x["metric"] == m]) for m in METRICS}
+            met = bars_met(by)
+            score[name] = (met["80"] + met["95"],
+                           -sum(abs(s["coverage80"] - 0.8) for s in by.values()))
+        best = max(score, key=lambda k: score[k])
+        chosen[fam] = {"rule": best, "inner_bars_met_80_95": score[best][0]}
+        rows += [x for x in leave_one_family_out(runs, METRICS, RULES[best])
+                 if x["family"] == fam]
+    by_metric = {m: summary([x for x in rows if x["metric"] == m]) for m in METRICS}
+    return {"what": "rule chosen by an inner leave-one-family-out on the other three "
+                    "families only, then judged on the held-out family",
+            "chosen": chosen, "by_metric": by_metric, "overall": summary(rows),
+            "metrics_meeting_bars": bars_met(by_metric)}
 
 
 def summary(sel: list[dict[str, Any]]) -> dict[str, Any]:
@@ -212,6 +264,82 @@ def calibrated_coverage() -> dict[str, Any]:
                for reg in ("below_knee", "near_knee")}}
 
 
+# The median whose interval a calibrated tail or mean is widened to (as `annotate_latency`
+# does), and the replay residual the tail took before it had calibrated residuals.
+TAIL_MEDIAN = {"ttft_p90": "ttft_p50", "ttft_p99": "ttft_p50", "e2e_p90": "e2e_p50",
+               "e2e_p99": "e2e_p50", "tpot_mean": "tpot_p50", "itl_mean": "tpot_p50"}
+TAIL_BEFORE = {"ttft_p90": ("ttft_ms", "p90"), "ttft_p99": ("ttft_ms", "p99"),
+               "e2e_p90": ("e2e_ms", "p90"), "e2e_p99": ("e2e_ms", "p99")}
+
+
+def tails_as_shipped(medians: dict[str, Any]) -> Any:
+    """A build for `leave_one_start_out`: the tail table of the other loaded-box starts, each
+    entry widened in log space to hold its median's interval (`medians`: the idle starts'
+    calibrated table, other starts than these)."""
+    def build(points: list[dict[str, Any]], metrics: tuple[str, ...]) -> dict[str, Any]:
+        tab = calibrated_table(points, metrics)
+        for m, e in tab.items():
+            med = medians[TAIL_MEDIAN[m]]
+            for lv in LEVELS:
+                lo, hi = e[f"interval{lv}"]
+                e[f"interval{lv}"] = [min(lo, med[f"interval{lv}"][0]),
+                                      max(hi, med[f"interval{lv}"][1])]
+        return tab
+    return build
+
+
+def tails_before_rows(points: list[dict[str, Any]], medians: dict[str, Any]
+                      ) -> list[dict[str, Any]]:
+    """The loaded-box tail points against what a calibrated run showed before they were
+    measured: TTFT/E2E P90/P99 the replay's below-knee interval widened to the calibrated
+    median's; mean TPOT and ITL the calibrated TPOT P50 interval."""
+    dist = Distance("calibrated profile", "calibrated profile", 0.0, "", "vllm", True)
+    rows = []
+    for p in points:
+        for m in CALIBRATED_TAIL_METRICS:
+            if m not in p["predicted"]:
+                continue
+            pred, meas = p["predicted"][m], p["measured"][m]
+            med = medians[TAIL_MEDIAN[m]]
+            bounds = {lv: (pred * math.exp(-med[f"interval{lv}"][1]),
+                           pred * math.exp(-med[f"interval{lv}"][0])) for lv in LEVELS}
+            if m in TAIL_BEFORE:
+                iv = predict_interval(pred, METRIC_RESIDUAL[TAIL_BEFORE[m]], "below_knee",
+                                      dist)
+                bounds = {lv: (min(lo, iv.bounds[lv][0]), max(hi, iv.bounds[lv][1]))
+                          for lv, (lo, hi) in bounds.items()}
+            rows.append({"start": p["start"], "point": p["point"], "metric": m,
+                         "predicted": pred, "measured": meas,
+                         "abs_error": abs(pred / meas - 1.0),
+                         **{f"interval{lv}": list(bounds[lv]) for lv in LEVELS},
+                         **{f"in{lv}": bool(bounds[lv][0] <= meas <= bounds[lv][1])
+                            for lv in LEVELS},
+                         **{f"rel_width{lv}": (bounds[lv][1] - bounds[lv][0]) / pred
+                            for lv in LEVELS}})
+    return rows
+
+
+def calibrated_tail_coverage() -> dict[str, Any]:
+    """The loaded-box starts' tails, leave-one-start-out: as shipped (widened to the idle
+    medians' intervals), their own intervals alone, and what was shown before."""
+    cal = load_catalog()["calibrated"]
+    points = cal.get("tail_points") or []
+    if not points:
+        return {"what": "no loaded-box tail points in the catalog"}
+    medians = {m: cal["residuals"][m] for m in CALIBRATED_METRICS}
+    metrics = tuple(m for m in CALIBRATED_TAIL_METRICS if any(m in p["predicted"]
+                                                              for p in points))
+    return {"what": "CPU llama.cpp, calibrated, tails: each loaded-box start's load points "
+                    "against intervals from the other loaded-box starts only "
+                    f"({len({p['start'] for p in points})} starts, {len(points)} load points)",
+            "shipped": summarise(leave_one_start_out(points, metrics,
+                                                     tails_as_shipped(medians)), metrics),
+            "own_residuals_only": {k: v for k, v in summarise(
+                leave_one_start_out(points, metrics), metrics).items() if k != "rows"},
+            "before": {k: v for k, v in summarise(tails_before_rows(points, medians),
+                                                  metrics).items() if k != "rows"}}
+
+
 def print_table(title: str, res: dict[str, Any]) -> None:
     print(f"\n{title}\n")
     print("| scope | n | 80% coverage | 95% coverage | median 80% width (full) | median abs "
@@ -231,7 +359,9 @@ def print_table(title: str, res: dict[str, Any]) -> None:
 def main() -> int:
     runs = load_catalog()["runs"]
     results = {rule: coverage(runs, rule) for rule in RULES}
+    nested = nested_selection(runs)
     cal = calibrated_coverage()
+    tails = calibrated_tail_coverage()
     doc = {"what": "leave-one-model-family-out coverage of the model-error intervals "
                    "(benchmarks/accuracy/interval_coverage.py): each family's runs judged "
                    "against intervals built from the other families' residuals only",
@@ -248,19 +378,29 @@ def main() -> int:
                    "2.9 x; width_over_error is the full width, halfwidth*_over_error the "
                    "reach",
            "shipped_rule": results["shipped"],
+           "shipped_rule_chosen_nested": nested,
            **{f"comparison_{k}": {kk: vv for kk, vv in v.items() if kk != "rows"}
               for k, v in results.items() if k != "shipped"},
-           "cpu_llamacpp_calibrated": cal}
+           "cpu_llamacpp_calibrated": cal,
+           "cpu_llamacpp_calibrated_tails": tails}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(doc, indent=1) + "\n")
     for rule, res in results.items():
         print_table(f"{rule}: metrics meeting the bars {res['metrics_meeting_bars']}", res)
+    picks = ", ".join(f"{f}: {c['rule']}" for f, c in nested["chosen"].items())
+    print_table(f"rule chosen nested ({picks}): {nested['metrics_meeting_bars']}",
+                {**nested, "by_regime_measured": {}})
     print_table("CPU llama.cpp, calibrated (leave-one-start-out): metrics meeting the bars "
                 f"{cal['calibrated_rule']['metrics_meeting_bars']}", cal["calibrated_rule"])
     for reg in ("below_knee", "near_knee"):
         res = cal[f"stand_in_vllm_residuals_{reg}"]
         print_table(f"CPU llama.cpp, the stand-in vLLM residuals ({reg}): "
                     f"{res['metrics_meeting_bars']}", res)
+    for key in ("shipped", "own_residuals_only", "before"):
+        if key in tails:
+            print_table(f"CPU llama.cpp, calibrated tails, loaded box ({key}): "
+                        f"{tails[key]['metrics_meeting_bars']}",
+                        {**tails[key], "by_regime_measured": {}})
     print(f"wrote {OUT.relative_to(ROOT)}")
     return 0
 

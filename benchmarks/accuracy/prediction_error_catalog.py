@@ -19,8 +19,9 @@ For each metric (TTFT mean/p90/p99, ITL, E2E mean/p90/p99) and regime (below_kne
 overloaded, by the run's measured latencies: ridgeline.metrics.prediction_interval.regime_of)
 and for all runs pooled: the log-ratios ln(pred/measured), n, mean, sd, the empirical 2.5/10/
 90/97.5 percentiles and the shipped 80%/95% intervals (prediction_interval.residual_table:
-centre = the regime's median residual, half-width = the split-conformal rank ceil((n + 1) q)
-of all the metric's |residual - centre| scores).
+80% centred at zero, half-width = the split-conformal rank ceil((n + 1) q) of the regime's
+|residual| (all runs' where the regime has fewer than 4); 95% also spanning the regime's
+median residual +- the rank of the leave-one-family-out scores).
 
     .venv/bin/python benchmarks/accuracy/prediction_error_catalog.py
 """
@@ -39,6 +40,7 @@ from ridgeline.calibrate.inference_perf import load_run
 from ridgeline.calibrate.inference_perf_replay import METRICS, actual_values
 from ridgeline.metrics.prediction_interval import (
     CALIBRATED_METRICS,
+    CALIBRATED_TAIL_METRICS,
     CATALOG_PATH,
     calibrated_table,
     effective_units,
@@ -54,6 +56,7 @@ MEASURED = ROOT / "src" / "ridgeline" / "specs" / "data" / "kernels_measured_gem
 HARDWARE_DIR = ROOT / "src" / "ridgeline" / "specs" / "data" / "hardware"
 BENCH_CALIBRATION = ROOT / "benchmarks" / "results" / "bench_calibration.json"
 OPEN_LOOP_FLOW = ROOT / "benchmarks" / "results" / "llamacpp_open_loop_flow.json"
+BENCH_CALIBRATION_LOADED = ROOT / "benchmarks" / "results" / "bench_calibration_loaded_box.json"
 
 
 def shared_data() -> Path:
@@ -111,6 +114,29 @@ def calibrated_points() -> list[dict[str, Any]]:
     return out
 
 
+def calibrated_tail_points() -> list[dict[str, Any]]:
+    """One record per load point of the loaded-box calibrate-then-verify starts
+    (BENCH_CALIBRATION_LOADED, `starts[].calibrated_tails.rows`): TTFT and E2E P90/P99 and
+    mean TPOT and ITL, predicted and measured from the same traces as the start's medians.
+    A separate set from `calibrated_points`: its starts ran on a loaded box (their profiles
+    and medians differ from the idle ones)."""
+    if not BENCH_CALIBRATION_LOADED.exists():
+        return []
+    out = []
+    for i, st in enumerate(json.loads(BENCH_CALIBRATION_LOADED.read_text())["starts"]):
+        rows = (st.get("calibrated_tails") or {}).get("rows", [])
+        for point in dict.fromkeys(r["point"] for r in rows):
+            sel = {r["metric"]: r for r in rows if r["point"] == point
+                   and r["predicted"] and r["measured"]}
+            keep = [m for m in CALIBRATED_TAIL_METRICS if m in sel]
+            out.append({"start": f"bench_calibration_loaded_box start {i}", "point": point,
+                        "predicted": {m: float(sel[m]["predicted"]) for m in keep},
+                        "measured": {m: float(sel[m]["measured"]) for m in keep},
+                        "log_ratio": {m: math.log(sel[m]["predicted"] / sel[m]["measured"])
+                                      for m in keep}})
+    return out
+
+
 def kernel_fit_cv() -> dict[str, Any]:
     meas = json.loads(MEASURED.read_text())
     gpus: dict[str, Any] = {}
@@ -151,6 +177,7 @@ def main() -> int:
     recs = run_records(nested)
     base_recs = run_records(baseline)
     cal = calibrated_points()
+    tails = calibrated_tail_points()
     doc = {
         "_about": "Held-out prediction residuals of ridgeline, for model-error intervals "
                   "(ridgeline.metrics.prediction_interval). Built by "
@@ -161,13 +188,16 @@ def main() -> int:
         "date": date.today().isoformat(),
         "log_ratio": "ln(predicted / measured); the measured value lies in "
                      "[pred * exp(-r_high), pred * exp(-r_low)]",
-        "interval_method": "per metric: centre c = median log-ratio of the regime (of all "
-                           "regimes where the regime has fewer than 3 runs or 1 family); "
-                           "half-width h = split-conformal, the ceil((n + 1) q)-th smallest "
-                           "of the n scores |r - c(regime of the run)| over all regimes (the "
-                           "largest where that rank exceeds n: guarantee n / (n + 1), "
-                           "'capped'); interval [c - h, c + h]. effective_units (n / (1 + "
-                           "(n/f - 1) rho)) is recorded, not used (docs/BENCHMARKS.md)",
+        "interval_method": "per metric and regime: 80% = [-h, h], h = split-conformal, the "
+                           "ceil((n + 1) q)-th smallest of the n scores |r| of the regime's "
+                           "runs (of all runs where the regime has fewer than 4; the largest "
+                           "where the rank exceeds n: guarantee n / (n + 1), 'capped'); 95% = "
+                           "the hull of [-h80, h80], the zero-centred 95% of all runs' |r| and "
+                           "c +- h_fo, c the regime's median log-ratio (all regimes' where "
+                           "the regime has fewer than 3 runs or 1 family), h_fo the 95% rank "
+                           "of the family-out scores |r - c built without the run's family|. "
+                           "effective_units (n / (1 + (n/f - 1) rho)) is recorded, not used "
+                           "(docs/BENCHMARKS.md)",
         "regime_rule": "overloaded: TTFT mean > 25 x ITL; near_knee: TTFT P99 > 2.5 x TTFT "
                        "mean; else below_knee (measured values for the catalog, predicted "
                        "values when applied)",
@@ -186,9 +216,18 @@ def main() -> int:
                       "of a real llama.cpp server on 2-vCPU VMs, each calibrated on a probe "
                       "and then verified at closed C = 3 and two Poisson rates; the load "
                       "points are held out from the profile's fit",
-            "metrics": "medians only: ttft_p50, tpot_p50 (stands for ITL too), e2e_p50",
+            "metrics": "ttft_p50, tpot_p50 (stands for ITL too), e2e_p50 from the idle-box "
+                       "starts; ttft_p90/p99, e2e_p90/p99, tpot_mean, itl_mean from the "
+                       "loaded-box starts (tail_points)",
             "points": cal,
-            "residuals": calibrated_table(cal),
+            "tail_source": "benchmarks/results/bench_calibration_loaded_box.json "
+                           "(starts[].calibrated_tails.rows): fresh starts of the same server "
+                           "on a 2-vCPU box loaded by other jobs (server and client at nice "
+                           "-15), each calibrated on its probe and verified at the same three "
+                           "points; kept apart from the idle starts (their medians differ)",
+            "tail_points": tails,
+            "residuals": {**calibrated_table(cal),
+                          **calibrated_table(tails, CALIBRATED_TAIL_METRICS)},
         },
     }
     CATALOG_PATH.write_text(json.dumps(doc, indent=1) + "\n")

@@ -12,7 +12,8 @@ fitting (closed loop at C = 3; open-loop Poisson at 35% and 80% of the capacity 
 predicts, `--fractions`; prompt 128, output 128 tokens, unlike the probes) and predict them
 with `verify` (each point from the server's LRU slot order at its start, read from its log).
 Reported per point:
-predicted, measured, error for TTFT/TPOT/E2E P50; the median absolute error per metric; the
+predicted, measured, error for TTFT/TPOT/E2E P50 (and, as "calibrated_tails", TTFT and E2E
+P90/P99 and mean TPOT and ITL); the median absolute error per metric; the
 same prediction from the profile of the *other* start (cross-start); the measured run-to-run
 noise between starts; and the uncalibrated roofline's error on the same points, using the
 model's config.json and a hardware file of this host's numpy figures (sgemm, copy bandwidth,
@@ -34,6 +35,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+# Stored per point beside the medians, predicted and measured from the same traces: the
+# tails a calibrated prediction's intervals need (the medians alone leave them uncovered).
+TAIL_METRICS = ("ttft_p90", "ttft_p99", "e2e_p90", "e2e_p99", "tpot_mean", "itl_mean")
 
 
 def host_hardware(path: Path) -> dict:
@@ -146,6 +151,8 @@ def main() -> int:
             "table_tokens": prof.tokens, "table_step_ms": [t * 1e3 for t in prof.step_s],
             "per_pair_s": prof.per_pair_s, "fit_notes": prof.fit_notes,
             "calibrated": res.report.to_dict(),
+            "calibrated_tails": verify(traces, prof, slot_orders=res.slot_orders,
+                                       metrics=list(TAIL_METRICS)).to_dict(),
             "cross_start": verify(traces, other, slot_orders=res.slot_orders).to_dict()
             if other is not None else None,
             "slot_orders": res.slot_orders,

@@ -14,9 +14,11 @@ import pytest
 from ridgeline.metrics.prediction_interval import (
     Distance,
     annotate_estimate,
+    calibrated_stat_interval,
     conformal_halfwidth,
     conformal_rank,
     distance_from_data,
+    family_out_scores,
     load_catalog,
     predict_interval,
     regime_of,
@@ -36,18 +38,31 @@ HALF80 = 1.533 * SD5 * math.sqrt(1 + 1 / 5)
 HALF95 = 2.776 * SD5 * math.sqrt(1 + 1 / 5)
 
 
-# Nine held-out runs (family, regime, log-ratio) for the conformal rule, by hand:
-# below the knee (5 runs, 3 families): -0.10, -0.05, 0.02, 0.08, 0.10 -> own centre, median 0.02;
-# overloaded and near the knee (2 runs each): too few -> the centre of all nine, median 0.10.
-# Scores |r - centre|: below .12 .07 .00 .06 .08; overloaded .10 .20; near .40 .50; sorted
-# 0 .06 .07 .08 .10 .12 .20 .40 .50. 80%: rank ceil(10 x 0.8) = 8 -> 0.40; 95%: rank
-# ceil(10 x 0.95) = 10 > 9 -> the largest, 0.50 (capped).
+# Nine held-out runs (family, regime, log-ratio) for the shipped rule, by hand.
+# 80%, centred at zero: below the knee holds 5 runs (>= 4: its own scale), |r| sorted .02 .05
+# .08 .10 .10, rank ceil(6 x 0.8) = 5 -> 0.10. Overloaded and near the knee (2 runs each) and
+# "all" take all nine |r|: .02 .05 .08 .10 .10 .2 .3 .5 .6, rank ceil(10 x 0.8) = 8 -> 0.5.
+# 95%, zero-centred over all nine: rank 10 > 9 -> the largest, 0.6 (capped).
+# Family-out scores (each family's runs against centres from the other families only):
+#   without a: b, c left; below b -.05, c .08, b .10 (3 runs, 2 families: own median .08),
+#     others the median of all five left (-.05 .08 .10 .2 .6) = .10; a's runs: below -.10 ->
+#     .18, below .02 -> .06, overloaded .3 -> .20, near .5 -> .40;
+#   without b: below a -.10, a .02, c .08 -> .02; all six (-.10 .02 .08 .2 .3 .5) -> .14;
+#     b's runs: -.05 -> .07, .10 -> .08, near .6 -> .46;
+#   without c: below a -.10, b -.05, a .02, b .10 -> -.015; all seven -> .10; c's runs: .08 ->
+#     .095, overloaded .2 -> .10.
+# Sorted .06 .07 .08 .095 .10 .18 .20 .40 .46; 95% rank 10 > 9 -> 0.46. Regime centres of all
+# nine: below .02 (own), the others the median of all, .10: below's 95% hull of [-.1, .1],
+# [-.6, .6] and [.02 - .46, .02 + .46] is [-.6, .6].
 HAND_RUNS = [("a", "below_knee", -0.10), ("b", "below_knee", -0.05), ("a", "below_knee", 0.02),
              ("c", "below_knee", 0.08), ("b", "below_knee", 0.10), ("c", "overloaded", 0.2),
              ("a", "overloaded", 0.3), ("a", "near_knee", 0.5), ("b", "near_knee", 0.6)]
-C_BELOW, C_ALL, H80, H95 = 0.02, 0.10, 0.40, 0.50
-# engine without fitted costs: four below-knee runs of two families, median 0.0, scores
-# .2 .2 .4 .4 -> 80% rank ceil(5 x 0.8) = 4 -> 0.4
+C_BELOW, H80, H80_ALL, H95 = 0.0, 0.10, 0.5, 0.6
+FAMILY_OUT = [0.06, 0.07, 0.08, 0.095, 0.10, 0.18, 0.20, 0.40, 0.46]
+# engine without fitted costs: four below-knee runs of two families whose offsets differ in
+# sign. 80%: |r| .4 .4 .2 .2, rank ceil(5 x 0.8) = 4 -> 0.4. Family-out: without a, only b's
+# -.4, -.2 (one family: no own centre) -> centre -.3, a's scores .7 .5; likewise b's .7 .5;
+# 95% rank 5 > 4 -> 0.7 around the median 0: [-.7, .7], wider than the zero-centred 0.4.
 UNFITTED = [("a", "below_knee", 0.4), ("b", "below_knee", -0.4), ("a", "below_knee", 0.2),
             ("b", "below_knee", -0.2)]
 
@@ -73,14 +88,20 @@ def test_conformal_intervals_by_hand() -> None:
     assert conformal_rank(4, 80) == 4 and conformal_rank(16, 80) == 14
     assert conformal_halfwidth([0.3, -0.1, 0.2, 0.0, 0.4], 80) == (0.4, 5, False)
     assert conformal_halfwidth([0.3, -0.1, 0.2, 0.0, 0.4], 95) == (0.4, 5, True)
-    tab = residual_table(_runs(HAND_RUNS), ("ttft_mean",))["ttft_mean"]
-    assert tab["below_knee"]["interval80"] == pytest.approx([C_BELOW - H80, C_BELOW + H80])
-    assert tab["below_knee"]["interval95"] == pytest.approx([C_BELOW - H95, C_BELOW + H95])
-    assert tab["all"]["interval80"] == pytest.approx([C_ALL - H80, C_ALL + H80])
+    runs = _runs(HAND_RUNS)
+    assert sorted(family_out_scores(runs, "ttft_mean")) == pytest.approx(FAMILY_OUT)
+    tab = residual_table(runs, ("ttft_mean",))["ttft_mean"]
+    assert tab["below_knee"]["interval80"] == pytest.approx([-H80, H80])
+    assert tab["below_knee"]["interval95"] == pytest.approx([-H95, H95])
+    assert tab["below_knee"]["scale_n"] == 5 and tab["all"]["scale_n"] == 9
+    for reg in ("near_knee", "overloaded", "all"):
+        assert tab[reg]["interval80"] == pytest.approx([-H80_ALL, H80_ALL])
     assert tab["below_knee"]["conformal"]["95"]["capped"] is True
-    assert tab["below_knee"]["conformal"]["80"]["rank"] == 8
-    # too few runs for a centre of their own: no interval, residual_entry pools
-    assert "interval80" not in tab["near_knee"] and "interval80" not in tab["overloaded"]
+    assert tab["below_knee"]["conformal"]["80"]["rank"] == 5
+    assert tab["all"]["conformal"]["80"]["rank"] == 8
+    un = residual_table(_runs(UNFITTED), ("ttft_mean",))["ttft_mean"]["below_knee"]
+    assert un["interval80"] == pytest.approx([-0.4, 0.4])
+    assert un["interval95"] == pytest.approx([-0.7, 0.7])
 
 
 def test_t_prediction_interval_by_hand() -> None:
@@ -102,12 +123,15 @@ def test_interval_of_a_prediction_inverts_the_log_ratio() -> None:
     assert iv.bounds[80] == pytest.approx((100 * math.exp(-(C_BELOW + H80)),
                                            100 * math.exp(-(C_BELOW - H80))), rel=1e-9)
     assert iv.source["n"] == 5 and iv.source["regime"] == "below_knee"
-    assert iv.source["scale_n"] == 9
-    # two runs near the knee: the centre of all nine runs is used, and said so
+    assert iv.source["scale_n"] == 5
+    # two runs near the knee: the scale of all nine runs is used, and said so
     pooled = predict_interval(100.0, "ttft_mean", "near_knee", d, cat)
-    assert pooled.source["n"] == 9 and pooled.source["regime"].startswith("all")
-    assert pooled.bounds[95] == pytest.approx((100 * math.exp(-(C_ALL + H95)),
-                                               100 * math.exp(-(C_ALL - H95))), rel=1e-9)
+    assert pooled.source["n"] == 2 and pooled.source["scale_n"] == 9
+    assert pooled.source["scale_from"] == "all runs"
+    assert pooled.bounds[80] == pytest.approx((100 * math.exp(-H80_ALL),
+                                               100 * math.exp(H80_ALL)), rel=1e-9)
+    assert pooled.bounds[95] == pytest.approx((100 * math.exp(-H95), 100 * math.exp(H95)),
+                                              rel=1e-9)
     # an engine without fitted costs takes the no-engine-cost residuals
     d_trt = distance_from_data("gpu-a", "trtllm", catalog=cat)
     un = predict_interval(100.0, "ttft_mean", "below_knee", d_trt, cat)
@@ -196,7 +220,7 @@ def test_simulate_json_has_intervals() -> None:
         # which residuals, how many, which regime
         for stat in ("mean", "median", "p90", "p99"):
             s = src["by_statistic"][stat]
-            assert s["n"] >= 3 and s["scale_n"] == 16 and s["regime"]
+            assert s["n"] >= 3 and s["scale_n"] == (s["n"] if s["n"] >= 4 else 16)
             assert s["residual"] == (("ttft_" if m == "ttft_ms" else "e2e_") + stat.replace(
                 "median", "mean") if m in ("ttft_ms", "e2e_ms") else "itl")
     # the interval holds at least the catalog's residual interval (reruns only widen it)
@@ -219,8 +243,9 @@ def test_estimate_json_has_intervals() -> None:
                                                                  v * math.exp(-r_lo)],
                                                                 rel=1e-4)
     src = res["interval_source"]["by_value"]["prefill_s"]
-    assert src["regime"] == "below_knee" and src["scale_n"] == 16
-    assert src["conformal"]["80"]["rank"] == 14   # ceil(17 x 0.8) of 16 scores
+    below = [r for r in runs if r["regime"] == "below_knee"]
+    assert src["regime"] == "below_knee" and src["scale_n"] == len(below) == 10
+    assert src["conformal"]["80"]["rank"] == 9   # ceil(11 x 0.8) of the 10 below-knee runs
     for k, u in (("tpot", "s"), ("e2e", "s"), ("decode_aggregate", "tok_s")):
         lo, hi = res[f"{k}_interval95_{u}"]
         assert lo < res[f"{k}_{u}"] < hi
@@ -287,25 +312,40 @@ def test_estimate_without_engine_costs_uses_the_unfitted_residuals() -> None:
 
 def _hand_interval(runs: list[dict[str, object]], metric: str, regime: str, level: int
                    ) -> tuple[float, float]:
-    """The stated rule, written out again from the stored runs: centre = median of the
-    regime's log-ratios (3 runs from 2 families, else of all runs), half-width = the
-    ceil((n + 1) q)-th smallest |r - centre of its regime| (the largest past n)."""
+    """The stated rule, written out again from the stored runs. 80%: +- the
+    ceil((n + 1) q)-th smallest |r| (the largest past n) of the regime's runs where it has 4 or
+    more, else of all runs. 95%: the hull of that, +- the same rank of all runs' |r|, and the
+    regime's median (3 runs from 2 families, else all runs') +- the rank of the scores |r -
+    that centre computed without the run's family|."""
     def med(xs: list[float]) -> float:
         xs = sorted(xs)
         k = len(xs)
         return xs[k // 2] if k % 2 else 0.5 * (xs[k // 2 - 1] + xs[k // 2])
 
-    def centre(reg: str) -> float:
-        sel = [r for r in runs if r["regime"] == reg]
-        if reg != "all" and len(sel) >= 3 and len({r["family"] for r in sel}) >= 2:
-            return med([r["log_ratio"][metric] for r in sel])  # type: ignore[index]
-        return med([r["log_ratio"][metric] for r in runs])  # type: ignore[index]
+    def lr(r: dict[str, object]) -> float:
+        return float(r["log_ratio"][metric])  # type: ignore[index]
 
-    scores = sorted(abs(r["log_ratio"][metric] - centre(r["regime"]))  # type: ignore[index]
-                    for r in runs)
-    rank = math.ceil(round((len(scores) + 1) * level / 100, 9))
-    h = scores[min(rank, len(scores)) - 1]
-    return centre(regime) - h, centre(regime) + h
+    def centre(pool: list[dict[str, object]], reg: str) -> float:
+        sel = [r for r in pool if r["regime"] == reg]
+        if reg != "all" and len(sel) >= 3 and len({r["family"] for r in sel}) >= 2:
+            return med([lr(r) for r in sel])
+        return med([lr(r) for r in pool])
+
+    def rank_value(scores: list[float], q: int) -> float:
+        scores = sorted(scores)
+        k = math.ceil(round((len(scores) + 1) * q / 100, 9))
+        return scores[min(k, len(scores)) - 1]
+
+    own = [r for r in runs if r["regime"] == regime]
+    h80 = rank_value([abs(lr(r)) for r in (own if regime != "all" and len(own) >= 4
+                                            else runs)], 80)
+    if level == 80:
+        return -h80, h80
+    fo = [abs(lr(r) - centre([x for x in runs if x["family"] != r["family"]],
+                             str(r["regime"]))) for r in runs]
+    hz, hf, c = rank_value([abs(lr(r)) for r in runs], 95), rank_value(fo, 95), \
+        centre(runs, regime)
+    return min(-h80, -hz, c - hf), max(h80, hz, c + hf)
 
 
 def test_shipped_catalog_is_consistent_with_its_runs() -> None:
@@ -327,4 +367,24 @@ def test_shipped_catalog_is_consistent_with_its_runs() -> None:
                 assert e[f"interval{lv}"] == pytest.approx(
                     list(_hand_interval(list(runs.values()), m, reg, lv)), abs=5e-6)
                 checked += 1
-    assert checked == 7 * 3 * 2   # below the knee, overloaded and all, for 7 metrics
+    assert checked == 7 * 4 * 2   # the three regimes and all, for 7 metrics
+
+
+def test_a_calibrated_tail_is_no_narrower_than_its_median() -> None:
+    """By hand: TTFT P50's 80% log-ratio interval [-0.3, 0.2], P90's own [-0.1, 0.1] -> the
+    P90 takes the hull [-0.3, 0.2]; TPOT's mean without residuals of its own takes TPOT P50's;
+    a statistic with no calibrated residuals at all gets None (the caller uses the replay's)."""
+    def entry(lo: float, hi: float) -> dict[str, object]:
+        return {"n": 9, "interval80": [lo, hi], "interval95": [2 * lo, 2 * hi]}
+
+    res = {"ttft_p50": entry(-0.3, 0.2), "ttft_p90": entry(-0.1, 0.1),
+           "tpot_p50": entry(-0.05, 0.04)}
+    cat = {"calibrated": {"residuals": res}}
+    iv = calibrated_stat_interval(100.0, "ttft_ms", "p90", res, cat)
+    assert iv is not None and iv.source["residual"] == "ttft_p90"
+    assert iv.bounds[80] == pytest.approx((100 * math.exp(-0.2), 100 * math.exp(0.3)))
+    assert iv.bounds[95] == pytest.approx((100 * math.exp(-0.4), 100 * math.exp(0.6)))
+    mean = calibrated_stat_interval(10.0, "tpot_ms", "mean", res, cat)
+    assert mean is not None and mean.source["residual"] == "tpot_p50"
+    assert mean.bounds[80] == pytest.approx((10 * math.exp(-0.04), 10 * math.exp(0.05)))
+    assert calibrated_stat_interval(10.0, "tpot_ms", "p99", res, cat) is None

@@ -26,12 +26,12 @@ CAL_WIDTH_MET = ("ttft_p50",)
 
 METRICS = ("ttft_mean", "ttft_p90", "ttft_p99", "itl", "e2e_mean", "e2e_p90", "e2e_p99")
 # Where each bar is met on the current model's held-out residuals (docs/BENCHMARKS.md,
-# model-error intervals): 80% coverage in 70-90% on four metrics (ITL 62%, E2E mean and P99
-# 69%: the families' ITL errors shifted apart after the kernel refits), 95% coverage >= 88% on
-# all but ITL (81%), the width bar on four (TTFT P90 and P99, E2E P99 have heavy-tailed
-# held-out errors). The others are held to where they stand, so a drop still fails.
-COVERAGE80_MET = ("ttft_mean", "ttft_p90", "ttft_p99", "e2e_p90")
-COVERAGE95_MET = ("ttft_mean", "ttft_p90", "ttft_p99", "e2e_mean", "e2e_p90", "e2e_p99")
+# model-error intervals): 80% coverage in 70-90% and 95% coverage >= 88% on all seven
+# metrics (the zero-centred rule; a median centre covered ITL 62% / 81%), the width bar on
+# four (TTFT P90 and P99, E2E P99 have heavy-tailed held-out errors). The others are held to
+# where they stand, so a drop still fails.
+COVERAGE80_MET = METRICS
+COVERAGE95_MET = METRICS
 WIDTH_MET = ("ttft_mean", "itl", "e2e_mean", "e2e_p90")
 
 
@@ -97,10 +97,22 @@ def raw_calibrated_rows() -> list[tuple[str, str, str, float, float]]:
     return out
 
 
-def hand_interval(metric: str, level: int) -> tuple[float, float]:
-    """[r_low, r_high] of `metric` over all stored rows, by hand: the median log-ratio, and
-    the ceil((n + 1) q)-th smallest |r - median| (the largest where that passes n)."""
-    r = sorted(math.log(p / m) for _, _, k, p, m in raw_calibrated_rows() if k == metric)
+def raw_tail_rows() -> list[tuple[str, str, str, float, float]]:
+    """(start, point, metric, predicted, measured) of the loaded-box starts' tails, read from
+    the benchmark result file itself."""
+    doc = json.loads((RESULTS / "bench_calibration_loaded_box.json").read_text())
+    return [(f"l{i}", r["point"], r["metric"], r["predicted"], r["measured"])
+            for i, st in enumerate(doc["starts"]) for r in st["calibrated_tails"]["rows"]]
+
+
+def hand_interval(metric: str, level: int,
+                  rows: list[tuple[str, str, str, float, float]] | None = None
+                  ) -> tuple[float, float]:
+    """[r_low, r_high] of `metric` over all stored rows (the idle starts' medians unless
+    `rows`), by hand: the median log-ratio, and the ceil((n + 1) q)-th smallest |r - median|
+    (the largest where that passes n)."""
+    r = sorted(math.log(p / m) for _, _, k, p, m in (rows or raw_calibrated_rows())
+               if k == metric)
     n = len(r)
     c = r[n // 2] if n % 2 else 0.5 * (r[n // 2 - 1] + r[n // 2])
     scores = sorted(abs(x - c) for x in r)
@@ -152,3 +164,54 @@ def test_calibrated_held_out_coverage_meets_the_bars_per_metric() -> None:
         assert cov95 >= 0.88, (m, cov95)
         if m in CAL_WIDTH_MET:
             assert width <= 3.0, (m, width)
+
+
+CAL_TAIL_METRICS = ("ttft_p90", "ttft_p99", "e2e_p90", "e2e_p99", "tpot_mean", "itl_mean")
+TAIL_MEDIAN = {"ttft_p90": "ttft_p50", "ttft_p99": "ttft_p50", "e2e_p90": "e2e_p50",
+               "e2e_p99": "e2e_p50", "tpot_mean": "tpot_p50", "itl_mean": "tpot_p50"}
+
+
+def test_calibrated_tails_are_the_stored_rows_and_match_a_hand_computation() -> None:
+    raw = raw_tail_rows()
+    cal = load_catalog()["calibrated"]
+    got = sorted((p["start"][-1], p["point"], m, p["predicted"][m], p["measured"][m])
+                 for p in cal["tail_points"] for m in CAL_TAIL_METRICS)
+    assert got == sorted((s[-1], pt, m, pr, me) for s, pt, m, pr, me in raw)
+    for m in CAL_TAIL_METRICS:
+        for lv in (80, 95):
+            lo, hi = hand_interval(m, lv, raw)
+            e = cal["residuals"][m]
+            assert math.isclose(e[f"interval{lv}"][0], lo, abs_tol=2e-6), (m, lv)
+            assert math.isclose(e[f"interval{lv}"][1], hi, abs_tol=2e-6), (m, lv)
+
+
+# Where the 95% bar stands on the loaded-box tails (docs/BENCHMARKS.md): met on TTFT P90 and
+# P99; E2E and the TPOT/ITL means cover 9 of 12: every miss is start 0's, whose box load
+# shifted between its probe and its points (predicted 55-84% slow at the first, 37-92% fast at
+# the next two), beyond any error of the other three starts.
+TAIL_COVERAGE95 = {"ttft_p90": 0.88, "ttft_p99": 0.88, "e2e_p90": 0.75, "e2e_p99": 0.75,
+                   "tpot_mean": 0.75, "itl_mean": 0.75}
+
+
+def _tails_as_shipped(train: list[dict[str, Any]], metrics: tuple[str, ...]
+                      ) -> dict[str, Any]:
+    """The other loaded-box starts' tail table, each interval widened to hold its median's
+    (the idle starts' table), as a calibrated `simulate` shows it."""
+    med = load_catalog()["calibrated"]["residuals"]
+    tab = calibrated_table(train, metrics)
+    for m, e in tab.items():
+        for lv in (80, 95):
+            a, b = med[TAIL_MEDIAN[m]][f"interval{lv}"]
+            e[f"interval{lv}"] = [min(e[f"interval{lv}"][0], a), max(e[f"interval{lv}"][1], b)]
+    return tab
+
+
+def test_calibrated_tail_held_out_coverage() -> None:
+    pts = load_catalog()["calibrated"]["tail_points"]
+    rows = leave_one_start_out(pts, CAL_TAIL_METRICS, _tails_as_shipped)
+    for m in CAL_TAIL_METRICS:
+        sel = [x for x in rows if x["metric"] == m]
+        assert len(sel) == len(pts)
+        cov80, cov95, _ = _coverage_and_width(sel)
+        assert 0.70 <= cov80 <= 0.90, (m, cov80)
+        assert cov95 >= TAIL_COVERAGE95[m], (m, cov95)

@@ -1,8 +1,9 @@
 """A calibrated scenario's model-error intervals through the installed `ridgeline simulate
---calibration PROFILE --json`: the means and medians carry the calibrated llama.cpp runs' 80%
-interval (computed here by hand from the stored benchmark rows; the 95% at least it), the
-source names those runs, the tails are no narrower; an uncalibrated run keeps the replay's
-residuals."""
+--calibration PROFILE --json`: the medians (and TTFT/E2E means) carry the calibrated llama.cpp
+runs' 80% interval, the TTFT/E2E P90/P99 and TPOT/ITL means their own calibrated tails'
+widened to the median's (computed here by hand from the stored benchmark rows; the 95% at
+least it), the source names those runs; TPOT/ITL tails keep the replay's, no narrower than
+the median's; an uncalibrated run keeps the replay's residuals."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from ridgeline.sim.calibrated_profile import CalibrationProfile, Scheduling
-from tests.metrics.test_prediction_interval_coverage import hand_interval
+from tests.metrics.test_prediction_interval_coverage import hand_interval, raw_tail_rows
 
 RIDGELINE = str(Path(sys.executable).parent / "ridgeline")
 # a CPU-like profile: 20 ms decode steps at one token, prefill 0.8 s at 512 tokens
@@ -58,37 +59,59 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return _latency(d, "--calibration", str(_profile(d)))
 
 
+# statistic -> its own calibrated tail residuals (widened to the median's interval)
+TAILS = {("ttft_ms", "p90"): "ttft_p90", ("ttft_ms", "p99"): "ttft_p99",
+         ("e2e_ms", "p90"): "e2e_p90", ("e2e_ms", "p99"): "e2e_p99",
+         ("tpot_ms", "mean"): "tpot_mean", ("itl_ms", "mean"): "itl_mean"}
+
+
+def _hand(m: str, stat: str, level: int) -> tuple[float, float]:
+    """The log-ratio interval a calibrated statistic should carry, by hand."""
+    lo, hi = hand_interval(CALIBRATED[m], level)
+    if (m, stat) in TAILS:
+        a, b = hand_interval(TAILS[(m, stat)], level, raw_tail_rows())
+        lo, hi = min(lo, a), max(hi, b)
+    return lo, hi
+
+
 def test_means_and_medians_carry_the_calibrated_runs_interval(
         calibrated: dict[str, Any]) -> None:
     for m, key in CALIBRATED.items():
         d = calibrated[m]
         for stat in ("mean", "median"):
             v = _value(d, stat)
-            r_lo, r_hi = hand_interval(key, 80)
+            r_lo, r_hi = _hand(m, stat, 80)
             lo, hi = d[f"{stat}_interval80"]
             assert math.isclose(lo, v * math.exp(-r_hi), rel_tol=1e-5), (m, stat)
             assert math.isclose(hi, v * math.exp(-r_lo), rel_tol=1e-5), (m, stat)
             # at 95% the reruns at the step-time residual's ends may widen it further
-            r_lo, r_hi = hand_interval(key, 95)
+            r_lo, r_hi = _hand(m, stat, 95)
             lo, hi = d[f"{stat}_interval95"]
             assert lo <= v * math.exp(-r_hi) * (1 + 1e-5), (m, stat)
             assert hi >= v * math.exp(-r_lo) * (1 - 1e-5), (m, stat)
             src = d["interval_source"]["by_statistic"][stat]
-            assert src["table"] == "calibrated" and src["residual"] == key
+            assert src["table"] == "calibrated"
+            assert src["residual"] == TAILS.get((m, stat), key)
             assert "llama.cpp" in src["method"]
         assert "llama.cpp" in d["interval_source"]["note"]
 
 
 def test_tails_are_no_narrower_than_the_calibrated_median(calibrated: dict[str, Any]) -> None:
-    for m, key in CALIBRATED.items():
+    for m in CALIBRATED:
         d = calibrated[m]
         for stat in ("p90", "p99"):
             v = _value(d, stat)
-            r_lo, r_hi = hand_interval(key, 80)
+            r_lo, r_hi = _hand(m, stat, 80)
             lo, hi = d[f"{stat}_interval80"]
-            assert lo <= v * math.exp(-r_hi) * (1 + 1e-5), (m, stat)
-            assert hi >= v * math.exp(-r_lo) * (1 - 1e-5), (m, stat)
-            assert d["interval_source"]["by_statistic"][stat]["table"] == "residuals"
+            src = d["interval_source"]["by_statistic"][stat]
+            if (m, stat) in TAILS:   # TTFT and E2E: the calibrated tails' own, exactly
+                assert math.isclose(lo, v * math.exp(-r_hi), rel_tol=1e-5), (m, stat)
+                assert math.isclose(hi, v * math.exp(-r_lo), rel_tol=1e-5), (m, stat)
+                assert src["table"] == "calibrated" and src["residual"] == TAILS[(m, stat)]
+            else:                    # TPOT and ITL: the replay's, no narrower than the median
+                assert lo <= v * math.exp(-r_hi) * (1 + 1e-5), (m, stat)
+                assert hi >= v * math.exp(-r_lo) * (1 - 1e-5), (m, stat)
+                assert src["table"] == "residuals"
 
 
 def test_an_uncalibrated_run_keeps_the_replay_residuals(tmp_path: Path) -> None:
@@ -109,4 +132,5 @@ def test_the_text_header_names_where_the_intervals_come_from(tmp_path: Path) -> 
     assert p.returncode == 0, p.stderr[-2000:]
     header = next(x for x in out.read_text().splitlines()
                   if x.startswith("model error, nominal 80%"))
-    assert "calibrated llama.cpp runs" in header and "tails: replay residuals" in header
+    assert "calibrated llama.cpp runs" in header and "TTFT/E2E tails" in header
+    assert "TPOT/ITL tails: replay residuals" in header

@@ -216,6 +216,17 @@ def _pct(analysis: Any, key: str, q: str) -> tuple[float, float, float]:
     return float(p.value), float(p.ci_low), float(p.ci_high)
 
 
+def _stat(analysis: Any, metric: str) -> tuple[float, float, float]:
+    """(value, CI low, CI high) of `metric`: METRIC_pQ (a percentile) or METRIC_mean."""
+    name, _, stat = metric.rpartition("_")
+    if stat == "mean":
+        d = analysis.latency.get(METRICS[name])
+        if d is None or d.unavailable:
+            return math.nan, math.nan, math.nan
+        return float(d.mean), float(d.mean_ci[0]), float(d.mean_ci[1])
+    return _pct(analysis, METRICS[name], stat)
+
+
 def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str, float],
                  seed: int = 0, config: Any = None, closed_loop: bool = False,
                  loads: list[PointLoad] | None = None, loop: str = "auto",
@@ -242,10 +253,8 @@ def verify_trace(trace: Any, profile: Any, metrics: list[str], bounds: dict[str,
         report.decompositions.append((label, explain(trace, rep)))
     rows = []
     for m in metrics:
-        name, _, q = m.partition("_p")
-        key, qk = METRICS[name], f"p{q}"
-        pv, _, _ = _pct(predicted, key, qk)
-        mv, lo, hi = _pct(measured, key, qk)
+        pv, _, _ = _stat(predicted, m)
+        mv, lo, hi = _stat(measured, m)
         err = (pv - mv) / mv if mv else math.nan
         bound = bounds.get(m)
         rows.append(VerifyRow(point=label, metric=m, predicted=pv, measured=mv, ci_low=lo,
@@ -260,8 +269,9 @@ def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None
            closed_loop: bool = False,
            slot_orders: list[list[int] | None] | None = None,
            start_slot_order: list[int] | str | None = None,
-           loop: str = "auto") -> VerifyReport:
-    """Predicted vs measured for every trace (one load point each).
+           loop: str = "auto", metrics: list[str] | None = None) -> VerifyReport:
+    """Predicted vs measured for every trace (one load point each), per metric: the
+    DEFAULT_METRICS and the bounds' (`metrics`: these instead, METRIC_pQ or METRIC_mean).
 
     A slot-model profile (`scheduling.slot_graphs`) needs llama-server's LRU slot order at
     each point's start. `slot_orders`: per trace, read elsewhere (the server's log; None: a
@@ -272,7 +282,7 @@ def verify(trace_paths: list[str], profile: Any, bounds: dict[str, float] | None
     order advances by replaying that trace's measured send and end times
     (`calibrate.slot_state`): the server's state, not the latencies being predicted."""
     bounds = bounds or {}
-    metrics = list(dict.fromkeys([*DEFAULT_METRICS, *bounds]))
+    metrics = list(dict.fromkeys([*(metrics or DEFAULT_METRICS), *bounds]))
     report = VerifyReport(bounds=bounds)
     traces = [load_trace(path, fmt) for path in trace_paths]
     slot_model = bool(getattr(getattr(profile, "scheduling", None), "slot_graphs", False))

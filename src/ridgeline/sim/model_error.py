@@ -171,12 +171,13 @@ def annotated_latency(run: Any) -> dict[str, Any]:
 
 def interval_origin(latency_json: dict[str, Any]) -> str:
     """Where a run's model-error intervals come from, for a text header: the replay's
-    residuals, or (a calibrated profile) the calibrated llama.cpp runs' for means and medians."""
+    residuals, or (a calibrated profile) the calibrated llama.cpp runs' for means, medians
+    and TTFT/E2E tails."""
     for m in METRICS:
         if ((latency_json.get(m) or {}).get("interval_source") or {}).get("note") \
                 == CALIBRATED_NOTE:
-            return ("means and medians: held-out calibrated llama.cpp runs' residuals; "
-                    "tails: replay residuals")
+            return ("means, medians and TTFT/E2E tails: held-out calibrated llama.cpp runs' "
+                    "residuals; TPOT/ITL tails: replay residuals")
     return "held-out replay residuals"
 
 
