@@ -290,7 +290,8 @@ def collective_bands(mk: MeasuredKernels, kind: str, p: int
 PCIE_SERVER_GPUS = 8
 
 
-def _domain_gpus(hw: Any) -> int:
+def domain_gpus(hw: Any) -> int:
+    """GPUs one collective reaches without the network (the NVLink domain, or a PCIe server)."""
     domain = int(getattr(hw, "nvlink_domain_gpus", 8) or 8)
     # A PCIe-only part (a domain of 1) still joins up to a server's 8 GPUs over PCIe, the
     # links its own collective tables were measured on; past the server is the network.
@@ -303,7 +304,7 @@ def domain_collective(mk: MeasuredKernels, kind: str, p: int, hw: Any
     on HGX boards) as measured; a larger group also crosses the network between nodes, whose
     per-GPU bandwidth (`network_bandwidth_bytes_s` of the hardware file) then bounds the bus
     bandwidth, at one more network latency. Error where the file gives none."""
-    domain = _domain_gpus(hw)
+    domain = domain_gpus(hw)
     inner = collective(mk, kind, min(p, domain))
     if inner is None or p <= domain:
         return inner
@@ -316,6 +317,17 @@ def domain_collective(mk: MeasuredKernels, kind: str, p: int, hw: Any
     lat, bw = inner
     net_lat = float(getattr(hw, "network_latency_s", 0.0) or hw.interconnect_latency_s)
     return lat + net_lat, min(bw, net)
+
+
+def deepep_phase(mk: MeasuredKernels, kind: str) -> tuple[float, float] | None:
+    """(latency s, bandwidth bytes/s) of DeepEP phase `kind`
+    ("deepep_<normal|low_latency>_<dispatch|combine>") as fitted (time = latency + tokens x k
+    x hidden x element bytes / bandwidth); None where it was not measured."""
+    mode, _, phase = kind.removeprefix("deepep_").rpartition("_")
+    fit = mk.deepep.get(mode)
+    if not fit or phase not in fit:
+        return None
+    return fit[phase]["latency_us"] * 1e-6, float(fit[phase]["bandwidth_bytes_s"])
 
 
 def ep_all_to_all_s(mk: MeasuredKernels, tokens: float, hidden: int, topk: int, ep: int,
@@ -338,5 +350,5 @@ def ep_all_to_all_s(mk: MeasuredKernels, tokens: float, hidden: int, topk: int, 
 
 
 __all__ = ["ENGINES", "MeasuredKernels", "assumptions", "attention_rows", "collective",
-           "collective_bands", "collective_s", "domain_collective",
+           "collective_bands", "collective_s", "deepep_phase", "domain_collective", "domain_gpus",
            "ep_all_to_all_s", "measured_catalog", "measured_for"]
