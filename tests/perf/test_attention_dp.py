@@ -228,10 +228,11 @@ def test_wide_ep_crosses_nodes_at_the_network_bandwidth() -> None:
     assert bw <= 50e9
     ds = load_model("deepseek-v3")
     b_a = sm.precision.activation_bytes
-    # Each token to the 15 other ranks holding one of its 8 experts (16 of 256 per rank); the
-    # DeepEP kernels were measured inside one 8-GPU domain, so the network all-to-all times it.
+    # Each token to the 15 other ranks holding one of its 8 experts (16 of 256 per rank), in
+    # fp8 (the block-fp8 experts take fp8) and back in 16 bits; the DeepEP kernels were
+    # measured inside one 8-GPU domain, so the network all-to-all times it.
     remote_ranks = 15 * (1 - math.comb(240, 8) / math.comb(256, 8))
-    want = 2 * ds.num_moe_layers * remote_ranks * 7168 * b_a / 16 / bw
+    want = ds.num_moe_layers * remote_ranks * 7168 * (1 + 2) / 16 / bw
     assert sm.table.comm_s[VAR["n"]] == pytest.approx(want)
     # vLLM's default gathers every token to all 16 ranks and reduce-scatters the outputs back.
     ag = RooflineStepTime.from_names("deepseek-v3", "h200", weights="fp8_block", tp=1, ep=16,

@@ -73,6 +73,32 @@ def test_all_gather_and_reduce_scatter_use_their_own_links() -> None:
     assert t.comm_s[VAR["n"]] == pytest.approx(58 * (row / 100e9 + row / 50e9))
 
 
+def test_the_gather_runs_over_the_attention_ranks_only() -> None:
+    """TP 8 x EP 8 without attention DP: every GPU already holds the step's tokens (vLLM uses
+    no all2all manager then) and the outputs' sum is the TP all-reduce, so only the 2 x 61 + 1
+    all-reduces remain. TP 2 x attention-DP 4: the gather spans the 4 ranks, 3/4 of the
+    tokens, on the links measured for 4 GPUs."""
+    model, pr = load_model("deepseek-v3"), resolve_precision("bf16")
+    seen: list[tuple[str, int]] = []
+
+    def links(kind: str, p: int) -> tuple[float, float]:
+        seen.append((kind, p))
+        return 0.0, 1.0
+
+    tp8 = build_table(model, pr, Parallelism(tp=8, ep=8, ep_comm="allgather_reducescatter"),
+                      1.0, 0.0, collectives=links)
+    assert tp8.comm_s[VAR["n"]] == pytest.approx(123 * 2 * 7 / 8 * D * 2)
+    assert {k for k, _ in seen} == {"all_reduce"}
+    seen.clear()
+    mixed = build_table(model, pr, Parallelism(tp=2, ep=8, attn_dp=4,
+                                               ep_comm="allgather_reducescatter"),
+                        1.0, 0.0, collectives=links)
+    all_reduce = 123 * 2 * 1 / 2 * D * 2 / 4   # one rank's quarter of the tokens
+    gather = MOE_LAYERS * 3 / 4 * D * (2 + 2)
+    assert mixed.comm_s[VAR["n"]] == pytest.approx(all_reduce + gather)
+    assert ("all_gather", 4) in seen and ("reduce_scatter", 4) in seen
+
+
 def test_deepep_low_latency_step_cost_matches_the_measured_rows() -> None:
     """On H100 with SGLang's measured DeepEP fit: one MoE layer's dispatch + combine of
     `num_token` tokens per GPU (8 GPUs, so n = 8 x num_token) against the measured rows."""

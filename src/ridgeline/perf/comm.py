@@ -86,14 +86,19 @@ def default_ep_backend(engine: str) -> str:
     return check_ep_backend(str(section.get("all2all_backend", EP_BACKENDS[0])))
 
 
-def ep_rows_per_token(backend: str, experts: int, topk: int, ep: int) -> float:
-    """Rows of width d one GPU moves each way per MoE layer, per token of the instance:
-    the all-gather brings every other rank's tokens ((ep - 1)/ep of them) and the
-    reduce-scatter returns as many; DeepEP sends a GPU's 1/ep of the tokens to r remote
-    ranks each (`remote_ranks_per_token`), so r/ep.
+def ep_rows_per_token(backend: str, experts: int, topk: int, ep: int,
+                      attn_dp: int | None = None) -> float:
+    """Rows of width d one GPU moves each way per MoE layer, per token of the instance.
+    The all-gather runs over the attention-DP ranks (a TP group's GPUs already hold its
+    tokens, and the MoE output's sum over them is the TP all-reduce): it brings the other
+    ranks' (a - 1)/a of the tokens and the reduce-scatter returns as many, a = attn_dp
+    (default ep, one GPU per rank). DeepEP sends a GPU's 1/ep of the tokens to r remote ranks
+    each (`remote_ranks_per_token`), so r/ep.
 
     >>> round(ep_rows_per_token("allgather_reducescatter", 256, 8, 8), 4)
     0.875
+    >>> ep_rows_per_token("allgather_reducescatter", 256, 8, 8, attn_dp=1)   # TP 8 x EP 8
+    0.0
     >>> round(ep_rows_per_token("deepep_high_throughput", 256, 8, 8), 4)   # 4.633 / 8
     0.5791
     """
@@ -101,19 +106,21 @@ def ep_rows_per_token(backend: str, experts: int, topk: int, ep: int) -> float:
     if ep <= 1:
         return 0.0
     if backend == "allgather_reducescatter":
-        return (ep - 1) / ep
+        a = ep if attn_dp is None else attn_dp
+        return (a - 1) / a
     return remote_ranks_per_token(experts, topk, ep) / ep
 
 
 def ep_bytes_per_token(backend: str, experts: int, topk: int, ep: int, hidden: int,
-                       activation_bytes: float, fp8_experts: bool = False) -> float:
+                       activation_bytes: float, fp8_experts: bool = False,
+                       attn_dp: int | None = None) -> float:
     """Bytes one GPU moves (out and back) per MoE layer per token of the instance.
 
     >>> ep_bytes_per_token("allgather_reducescatter", 256, 8, 8, 7168, 2.0)   # 7/8 x 7168 x 4
     25088.0
     """
     out, back = ep_element_bytes(backend, activation_bytes, fp8_experts)
-    return ep_rows_per_token(backend, experts, topk, ep) * hidden * (out + back)
+    return ep_rows_per_token(backend, experts, topk, ep, attn_dp) * hidden * (out + back)
 
 
 def ep_element_bytes(backend: str, activation_bytes: float, fp8_experts: bool = False

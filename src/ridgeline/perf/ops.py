@@ -289,17 +289,21 @@ def _ep_comm(model: ModelSpec, precision: Precision, parallel: Parallelism,
     ep, layers, k, d = parallel.ep, model.num_moe_layers, model.experts_per_token, \
         model.hidden_size
     backend = parallel.ep_comm or EP_BACKENDS[0]
-    rows = ep_rows_per_token(backend, model.num_experts, k, ep)
+    rows = ep_rows_per_token(backend, model.num_experts, k, ep, parallel.attn_dp)
     b_out, b_back = ep_element_bytes(backend, precision.activation_bytes,
                                      fp8_expert_inputs(precision))
     per_token = f"{rows * d * (b_out + b_back):,.0f} B per token per GPU per MoE layer"
     if backend == "allgather_reducescatter":
-        (lat_g, bw_g), (lat_s, bw_s) = link("all_gather", ep), link("reduce_scatter", ep)
+        a = parallel.attn_dp
+        if a == 1:
+            return (0.0, 0.0, f"EP x{layers} (MoE layers, {backend}): no gather, every TP "
+                    "rank holds the step's tokens; the outputs' sum is the TP all-reduce")
+        (lat_g, bw_g), (lat_s, bw_s) = link("all_gather", a), link("reduce_scatter", a)
         return (layers * rows * d * (b_out / bw_g + b_back / bw_s), layers * (lat_g + lat_s),
                 f"EP all-gather + reduce-scatter x{layers} (MoE layers, {backend}): every "
-                f"token's row to all p={ep} ranks, (p-1)/p*n*d rows of {b_out:g} B out and "
-                f"{b_back:g} B back = {per_token}; {bw_g / 1e9:.4g} / {bw_s / 1e9:.4g} GB/s "
-                f"+ {lat_g * 1e6:.3g} + {lat_s * 1e6:.3g} us")
+                f"token's row to all p={a} attention ranks, (p-1)/p*n*d rows of {b_out:g} B "
+                f"out and {b_back:g} B back = {per_token}; {bw_g / 1e9:.4g} / "
+                f"{bw_s / 1e9:.4g} GB/s + {lat_g * 1e6:.3g} + {lat_s * 1e6:.3g} us")
     mode = _DEEPEP_MODE[backend]
     fits = [collectives(f"deepep_{mode}_{ph}", ep) if collectives else None
             for ph in ("dispatch", "combine")]

@@ -171,7 +171,7 @@ def key_assumptions(step_model: Any, ttft_definition: str | None = None) -> list
         if par.ep > 1 and getattr(par, "ep_comm", "") and m is not None and pr is not None:
             moved = ep_bytes_per_token(par.ep_comm, m.num_experts, m.experts_per_token,
                                        par.ep, m.hidden_size, pr.activation_bytes,
-                                       fp8_expert_inputs(pr))
+                                       fp8_expert_inputs(pr), par.attn_dp)
             parts.append(f"EP dispatch/combine: {par.ep_comm} ({moved:,.0f} B per token per "
                          "GPU per MoE layer, out and back; --all2all-backend)")
     if parts:
