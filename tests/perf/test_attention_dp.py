@@ -97,9 +97,12 @@ def test_touched_experts_are_counted_among_the_gpus_own() -> None:
 def test_all_to_all_dispatch_and_combine_bytes_by_hand() -> None:
     model, pr = _qwen()
     ep, lat_s, bw = 4, 7e-6, 1.0e11
-    t = build_table(model, pr, Parallelism(tp=1, ep=ep, attn_dp=ep), 1.0, 0.0,
-                    collectives=lambda kind, p: (lat_s, bw))
-    # Two all-to-alls per MoE layer, as DeepEP sends them: each of a GPU's n/p tokens goes
+    t = build_table(model, pr, Parallelism(tp=1, ep=ep, attn_dp=ep,
+                                           ep_comm="deepep_high_throughput"), 1.0, 0.0,
+                    collectives=lambda kind, p: None if kind.startswith("deepep_")
+                    else (lat_s, bw))
+    # No DeepEP kernels measured: two all-to-alls per MoE layer over the link, as DeepEP
+    # sends them: each of a GPU's n/p tokens goes
     # once, as a d-wide bf16 row, to each of the other 3 ranks holding one of its 8 experts
     # (a rank's 32 of 128 are all missed with probability C(96, 8) / C(128, 8)).
     remote_ranks = (ep - 1) * (1 - math.comb(96, 8) / math.comb(128, 8))
@@ -219,16 +222,26 @@ def test_wide_ep_crosses_nodes_at_the_network_bandwidth() -> None:
     # DGX H200: one ConnectX-7 400 Gb/s NIC per GPU.
     assert hw.network_bandwidth_bytes_s == 400e9 / 8
     sm = RooflineStepTime.from_names("deepseek-v3", "h200", weights="fp8_block", tp=1, ep=16,
-                                     attn_dp=16)
+                                     attn_dp=16, ep_comm="deepep_high_throughput")
     prof = kernels.load_profile("h200")
     lat_s, bw = prof.collective("all_to_all", 16, hw.interconnect_bandwidth_bytes_s, hw)
     assert bw <= 50e9
     ds = load_model("deepseek-v3")
     b_a = sm.precision.activation_bytes
-    # Each token to the 15 other ranks holding one of its 8 experts (16 of 256 per rank).
+    # Each token to the 15 other ranks holding one of its 8 experts (16 of 256 per rank), in
+    # fp8 (the block-fp8 experts take fp8) and back in 16 bits; the DeepEP kernels were
+    # measured inside one 8-GPU domain, so the network all-to-all times it.
     remote_ranks = 15 * (1 - math.comb(240, 8) / math.comb(256, 8))
-    want = 2 * ds.num_moe_layers * remote_ranks * 7168 * b_a / 16 / bw
+    want = ds.num_moe_layers * remote_ranks * 7168 * (1 + 2) / 16 / bw
     assert sm.table.comm_s[VAR["n"]] == pytest.approx(want)
+    # vLLM's default gathers every token to all 16 ranks and reduce-scatters the outputs back.
+    ag = RooflineStepTime.from_names("deepseek-v3", "h200", weights="fp8_block", tp=1, ep=16,
+                                     attn_dp=16)
+    _, bw_g = prof.collective("all_gather", 16, hw.interconnect_bandwidth_bytes_s, hw)
+    _, bw_s = prof.collective("reduce_scatter", 16, hw.interconnect_bandwidth_bytes_s, hw)
+    assert max(bw_g, bw_s) <= 50e9
+    want = ds.num_moe_layers * 15 / 16 * 7168 * (b_a / bw_g + 2 / bw_s)
+    assert ag.table.comm_s[VAR["n"]] == pytest.approx(want)
     assert sm.table.comm_s[VAR["any"]] == pytest.approx(2 * ds.num_moe_layers * lat_s)
     assert any("inter-node" in a and "50 GB/s" in a for a in sm.assumptions())
 

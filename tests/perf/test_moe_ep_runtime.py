@@ -166,7 +166,8 @@ def test_estimate_states_deepseek_v3s_ep8_layout_and_dispatch(tmp_path: Path) ->
     out = tmp_path / "estimate.txt"
     with out.open("w") as f:
         proc = subprocess.run([str(RIDGELINE), "estimate", "deepseek-v3", "-g", "h200", "--tp",
-                               "1", "--attention-dp", "8", "--ep", "8", "--assumptions"],
+                               "1", "--attention-dp", "8", "--ep", "8", "--assumptions",
+                               "--all2all-backend", "deepep_high_throughput"],
                               stdout=f, stderr=subprocess.PIPE, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
@@ -176,4 +177,4 @@ def test_estimate_states_deepseek_v3s_ep8_layout_and_dispatch(tmp_path: Path) ->
     assert f"{remote:.3g}" == "4.63"
     assert "32 of 256 experts per GPU" in text
     assert f"the r = {remote:.3g} remote ranks holding one of its k=8 experts" in text
-    assert "x116 (dispatch + combine per MoE layer, as DeepEP sends them)" in text  # 58 MoE layers
+    assert "dispatch + combine x58 (MoE layers, deepep_high_throughput)" in text  # 58 layers

@@ -160,3 +160,22 @@ def test_a_plan_on_trtllm_launches_trtllm_and_an_unknown_engine_is_refused():
     # sglang is an engine preset now (sim/engine_presets.py): the unknown one is another
     bad = subprocess.run([*args, "--engine", "lmdeploy"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: --engine: got 'lmdeploy'")
+
+
+def test_the_ep_backend_is_spelt_as_each_engine_takes_it():
+    """A chosen EP backend reaches the launch line: vLLM's own flag, SGLang's DeepEP mode
+    (its "normal" is DeepEP's high-throughput kernels); the default adds nothing."""
+    sc = Scenario(model="deepseek-v3", hardware="h200", tp=1, ep=8, attn_dp=8,
+                  prompt="fixed:100", output="fixed:10")
+    vllm = launch_commands(sc.replace(all2all_backend="deepep_low_latency")).commands[0].argv
+    assert vllm[vllm.index("--all2all-backend") + 1] == "deepep_low_latency"
+    assert "--all2all-backend" not in launch_commands(sc).commands[0].argv
+    sg = launch_commands(sc.replace(engine="sglang", all2all_backend="deepep_high_throughput")
+                         ).commands[0].argv
+    assert sg[sg.index("--moe-a2a-backend") + 1] == "deepep"
+    assert sg[sg.index("--deepep-mode") + 1] == "normal"
+    ll = launch_commands(sc.replace(engine="sglang", all2all_backend="deepep_low_latency")
+                         ).commands[0].argv
+    assert ll[ll.index("--deepep-mode") + 1] == "low_latency"
+    assert "--moe-a2a-backend" not in launch_commands(sc.replace(engine="sglang")
+                                                      ).commands[0].argv

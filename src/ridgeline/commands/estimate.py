@@ -15,6 +15,7 @@ import typer
 
 from ridgeline.commands.options import (
     ActivationsOpt,
+    All2AllBackendOpt,
     AssumptionsOpt,
     AttentionDpOpt,
     BandwidthEffOpt,
@@ -110,6 +111,7 @@ def estimate_cmd(
     ep: EpOpt = 1,
     dp: DpOpt = 1,
     attention_dp: AttentionDpOpt = 1,
+    all2all_backend: All2AllBackendOpt = "",
     data_parallel_size: DataParallelSizeOpt = None,
     enable_expert_parallel: EnableExpertParallelOpt = False,
     enable_dp_attention: EnableDpAttentionOpt = False,
@@ -206,7 +208,7 @@ def estimate_cmd(
                                 engine if engine_costs else None,
                                 kernel_engine_for(engine if not engine.endswith(".json")
                                                   else load_engine_costs(engine).engine),
-                                kv_rule, moe_backend)
+                                kv_rule, moe_backend, all2all_backend)
     if b.size == 1 and len(hw_names) == 1:
         _report_single(results[0], spec, ops, as_json, fmt, gpu_memory_utilization, details,
                        all_assumptions, engine if engine_costs else "none", kv_rule)
@@ -221,7 +223,7 @@ def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]]
                    degrees: tuple[int, int, int, int, int],
                    eff: tuple[float | None, float | None, float | None],
                    engine: str | None, kernel_engine: str = "vllm", kv_rule: str = "vllm",
-                   moe_backend: str = "auto") -> tuple[list[Any], Any]:
+                   moe_backend: str = "auto", ep_comm: str = "") -> tuple[list[Any], Any]:
     """(step model, result, constants) per GPU over the grid's points, and the batch axis."""
     import numpy as np
 
@@ -234,7 +236,8 @@ def _run_estimates(spec: Any, hw_names: list[str], grids: dict[str, list[float]]
 
     precision = resolve_model_precision(spec, *dtypes)
     tp, pp, ep, dp, attn_dp = degrees
-    parallel = Parallelism(tp=tp, pp=pp, ep=ep, dp=dp, attn_dp=attn_dp).validate(spec)
+    parallel = Parallelism(tp=tp, pp=pp, ep=ep, dp=dp, attn_dp=attn_dp,
+                           ep_comm=ep_comm).validate(spec)
     mesh = np.meshgrid(*(np.array(v) for v in grids.values()), indexing="ij")
     b, s, n, t = (x.ravel() for x in mesh)
     costs = load_engine_costs(engine) if engine else None

@@ -269,6 +269,22 @@ EnableExpertParallelOpt = Annotated[bool, typer.Option(
 EnableDpAttentionOpt = Annotated[bool, typer.Option(
     "--enable-dp-attention", help="SGLang's: --dp N attention ranks inside one instance of "
     "--tp GPUs (tp/dp per rank).")]
+
+
+def _ep_backend(value: str) -> str:
+    """--all2all-backend: one of the backends perf/comm.py prices ("": the engine's)."""
+    if not value:
+        return ""
+    from ridgeline.perf.comm import check_ep_backend
+
+    return check_ep_backend(value)
+
+
+All2AllBackendOpt = Annotated[str, typer.Option(
+    "--all2all-backend", callback=_ep_backend, help="vLLM's: the MoE layers' expert-parallel "
+    "dispatch/combine, allgather_reducescatter, deepep_high_throughput or deepep_low_latency "
+    "(default: the engine preset's; SGLang's --moe-a2a-backend none is "
+    "allgather_reducescatter, deepep the DeepEP ones).")]
 ComputeEffOpt = Annotated[
     float | None,
     typer.Option("--compute-efficiency", callback=number(gt=0, le=1),

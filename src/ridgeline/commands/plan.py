@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ridgeline.commands.options import (
+    All2AllBackendOpt,
     JsonOpt,
     MaxModelLenOpt,
     ModelArg,
@@ -151,6 +152,7 @@ def plan_cmd(
     kv: PlanKvOpt = None,
     activations: PlanActivationsOpt = None,
     engine: EnginesOpt = "vllm",
+    all2all_backend: All2AllBackendOpt = "",
     rate: TargetRateOpt = 10.0,
     slo: PlanSloOpt = None,
     goodput_target: GoodputTargetOpt = 0.99,
@@ -215,7 +217,7 @@ def plan_cmd(
         chunked_prefill=tuple(chunk_map[c] for c in chunk_opts), max_replicas=max_replicas,
         extra_replicas=extra_replicas, pd=pd, max_gpus=max_gpus, prices=_prices(price),
         requests=requests, seed=seed, verify_requests=verify_requests,
-        engines=_csv(engine, "--engine")).validate()
+        engines=_csv(engine, "--engine"), all2all_backend=all2all_backend).validate()
     if plot:
         check_plot_path(plot)    # before the search, not after it
     if req.verify_requests_warning:

@@ -10,10 +10,13 @@ is assumed to overlap with compute.
 
 from __future__ import annotations
 
+import json
 import math
+from importlib import resources
 
 import numpy as np
 
+from ridgeline.errors import RidgelineError
 from ridgeline.perf.step_time import ArrayLike
 
 
@@ -53,9 +56,93 @@ def remote_ranks_per_token(experts: int, topk: int, ep: int) -> float:
     return (ep - 1) * (1.0 - miss)
 
 
-def all_to_all_bytes_factor(p: int) -> float:
-    """Fraction of its tokens' data a GPU exchanges in an all-to-all over p GPUs."""
-    return (p - 1) / p if p > 1 else 0.0
+def ranks_touched(topk: int, experts: int, ranks: int) -> float:
+    """Expected number of GPUs holding at least one of a token's `topk` experts, the
+    `experts` spread evenly over `ranks` GPUs and routing uniform: ranks (1 - C(E - E/r, k) /
+    C(E, k)). DeepEP's normal dispatch sends one copy per GPU touched, not per expert
+    (top-8 of 256 experts over 8 GPUs: 5.29 copies). `topk` where that is undefined."""
+    per = experts // ranks if ranks > 0 else 0
+    if per < 1 or topk < 1 or topk > experts:
+        return float(topk)
+    return ranks * (1.0 - math.comb(experts - per, topk) / math.comb(experts, topk))
+
+# The expert-parallel dispatch/combine each engine can run, under vLLM's --all2all-backend
+# names: "allgather_reducescatter" gathers every token's row to all EP ranks and
+# reduce-scatters the outputs back; the DeepEP ones send each token once to each remote rank
+# holding one of its experts (high-throughput: the "normal" kernels; low-latency: fp8 rows).
+EP_BACKENDS = ("allgather_reducescatter", "deepep_high_throughput", "deepep_low_latency")
+# Bytes of one combined (expert output) element: the engines return 16-bit rows.
+COMBINE_ELEMENT_BYTES = 2.0
+# DeepEP's fp8 dispatch (always on its low-latency kernels in vLLM and SGLang).
+FP8_DISPATCH_ELEMENT_BYTES = 1.0
+
+
+def check_ep_backend(backend: str) -> str:
+    """`backend` if it is one of EP_BACKENDS, else the `error:` naming the flag."""
+    if backend not in EP_BACKENDS:
+        raise RidgelineError(f"all2all-backend: got {backend!r}; allowed: "
+                             f"{', '.join(EP_BACKENDS)}")
+    return backend
+
+
+def default_ep_backend(engine: str) -> str:
+    """The EP backend engine preset `engine` runs unless told otherwise (its `ep_comm`
+    section); vLLM's for an engine without a preset."""
+    path = resources.files("ridgeline.specs").joinpath("data", "engines", f"{engine}.json")
+    if not path.is_file():
+        engine = "vllm"
+        path = resources.files("ridgeline.specs").joinpath("data", "engines", "vllm.json")
+    section = json.loads(path.read_text()).get("ep_comm") or {}
+    return check_ep_backend(str(section.get("all2all_backend", EP_BACKENDS[0])))
+
+
+def ep_rows_per_token(backend: str, experts: int, topk: int, ep: int,
+                      attn_dp: int | None = None) -> float:
+    """Rows of width d one GPU moves each way per MoE layer, per token of the instance.
+    The all-gather runs over the attention-DP ranks (a TP group's GPUs already hold its
+    tokens, and the MoE output's sum over them is the TP all-reduce): it brings the other
+    ranks' (a - 1)/a of the tokens and the reduce-scatter returns as many, a = attn_dp
+    (default ep, one GPU per rank). DeepEP sends a GPU's 1/ep of the tokens to r remote ranks
+    each (`remote_ranks_per_token`), so r/ep.
+
+    >>> round(ep_rows_per_token("allgather_reducescatter", 256, 8, 8), 4)
+    0.875
+    >>> ep_rows_per_token("allgather_reducescatter", 256, 8, 8, attn_dp=1)   # TP 8 x EP 8
+    0.0
+    >>> round(ep_rows_per_token("deepep_high_throughput", 256, 8, 8), 4)   # 4.633 / 8
+    0.5791
+    """
+    check_ep_backend(backend)
+    if ep <= 1:
+        return 0.0
+    if backend == "allgather_reducescatter":
+        a = ep if attn_dp is None else attn_dp
+        return (a - 1) / a
+    return remote_ranks_per_token(experts, topk, ep) / ep
+
+
+def ep_bytes_per_token(backend: str, experts: int, topk: int, ep: int, hidden: int,
+                       activation_bytes: float, fp8_experts: bool = False,
+                       attn_dp: int | None = None) -> float:
+    """Bytes one GPU moves (out and back) per MoE layer per token of the instance.
+
+    >>> ep_bytes_per_token("allgather_reducescatter", 256, 8, 8, 7168, 2.0)   # 7/8 x 7168 x 4
+    25088.0
+    """
+    out, back = ep_element_bytes(backend, activation_bytes, fp8_experts)
+    return ep_rows_per_token(backend, experts, topk, ep, attn_dp) * hidden * (out + back)
+
+
+def ep_element_bytes(backend: str, activation_bytes: float, fp8_experts: bool = False
+                     ) -> tuple[float, float]:
+    """(dispatch, combine) bytes per element. The all-gather moves the 16-bit hidden states
+    (the experts quantize after it); DeepEP's high-throughput dispatch sends fp8 rows where
+    the expert GEMMs take fp8 (or narrower) inputs, its low-latency one always; the outputs
+    come back in 16 bits."""
+    if backend == "deepep_low_latency" or (backend == "deepep_high_throughput"
+                                           and fp8_experts):
+        return FP8_DISPATCH_ELEMENT_BYTES, COMBINE_ELEMENT_BYTES
+    return activation_bytes, COMBINE_ELEMENT_BYTES
 
 
 Band = tuple[float, float, float]

@@ -38,7 +38,6 @@ True
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -47,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.errors import RidgelineError
-from ridgeline.perf.comm import banded_collective_s
+from ridgeline.perf.comm import banded_collective_s, ranks_touched
 
 ENGINES = ("vllm", "sglang", "trtllm")
 CATALOG_FILE = "kernels_measured_attention_comm.json"
@@ -291,7 +290,8 @@ def collective_bands(mk: MeasuredKernels, kind: str, p: int
 PCIE_SERVER_GPUS = 8
 
 
-def _domain_gpus(hw: Any) -> int:
+def domain_gpus(hw: Any) -> int:
+    """GPUs one collective reaches without the network (the NVLink domain, or a PCIe server)."""
     domain = int(getattr(hw, "nvlink_domain_gpus", 8) or 8)
     # A PCIe-only part (a domain of 1) still joins up to a server's 8 GPUs over PCIe, the
     # links its own collective tables were measured on; past the server is the network.
@@ -304,7 +304,7 @@ def domain_collective(mk: MeasuredKernels, kind: str, p: int, hw: Any
     on HGX boards) as measured; a larger group also crosses the network between nodes, whose
     per-GPU bandwidth (`network_bandwidth_bytes_s` of the hardware file) then bounds the bus
     bandwidth, at one more network latency. Error where the file gives none."""
-    domain = _domain_gpus(hw)
+    domain = domain_gpus(hw)
     inner = collective(mk, kind, min(p, domain))
     if inner is None or p <= domain:
         return inner
@@ -319,15 +319,21 @@ def domain_collective(mk: MeasuredKernels, kind: str, p: int, hw: Any
     return lat + net_lat, min(bw, net)
 
 
-def ranks_touched(topk: int, experts: int, ranks: int) -> float:
-    """Expected number of GPUs holding at least one of a token's `topk` experts, the
-    `experts` spread evenly over `ranks` GPUs and routing uniform: ranks (1 - C(E - E/r, k) /
-    C(E, k)). DeepEP's normal dispatch sends one copy per GPU touched, not per expert
-    (top-8 of 256 experts over 8 GPUs: 5.29 copies). `topk` where that is undefined."""
-    per = experts // ranks if ranks > 0 else 0
-    if per < 1 or topk < 1 or topk > experts:
-        return float(topk)
-    return ranks * (1.0 - math.comb(experts - per, topk) / math.comb(experts, topk))
+def deepep_phase(mk: MeasuredKernels, kind: str
+                 ) -> tuple[float, float, float, float, float] | None:
+    """DeepEP phase `kind` ("deepep_<normal|low_latency>_<dispatch|combine>") as fitted:
+    (latency s, bandwidth bytes/s, seconds per token, seconds per expert of the model, 1.0
+    where a token is sent once per GPU touched else 0.0: once per expert picked); time =
+    latency + experts x per expert + tokens x (copies x hidden x element bytes / bandwidth +
+    per token). None where it was not measured."""
+    mode, _, phase = kind.removeprefix("deepep_").rpartition("_")
+    fit = mk.deepep.get(mode)
+    if not fit or phase not in fit:
+        return None
+    ph = fit[phase]
+    return (ph["latency_us"] * 1e-6, float(ph["bandwidth_bytes_s"]),
+            ph.get("per_token_ns", 0.0) * 1e-9, ph.get("per_expert_us", 0.0) * 1e-6,
+            1.0 if ph.get("copies") == "gpus_touched" else 0.0)
 
 
 def ep_all_to_all_s(mk: MeasuredKernels, tokens: float, hidden: int, topk: int, ep: int,
@@ -358,5 +364,5 @@ def ep_all_to_all_s(mk: MeasuredKernels, tokens: float, hidden: int, topk: int, 
 
 
 __all__ = ["ENGINES", "MeasuredKernels", "assumptions", "attention_rows", "collective",
-           "collective_bands", "collective_s", "domain_collective",
+           "collective_bands", "collective_s", "deepep_phase", "domain_collective", "domain_gpus",
            "ep_all_to_all_s", "measured_catalog", "measured_for", "ranks_touched"]

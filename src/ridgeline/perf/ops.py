@@ -38,7 +38,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ridgeline.perf.comm import remote_ranks_per_token, ring_allreduce_bytes_factor
+from ridgeline.perf.comm import (
+    EP_BACKENDS,
+    ep_element_bytes,
+    ep_rows_per_token,
+    ranks_touched,
+    remote_ranks_per_token,
+    ring_allreduce_bytes_factor,
+)
 from ridgeline.perf.linear_attention import linear_attention_ops
 
 # The operator type and compute classes (perf/operator.py), used here and re-exported.
@@ -261,8 +268,71 @@ def build_ops(model: ModelSpec, precision: Precision, parallel: Parallelism) -> 
 
 # (latency s, bandwidth bytes/s) of a collective over p GPUs: "all_reduce" (bus bandwidth of
 # a ring: time = latency + 2(p-1)/p bytes / bandwidth), "send_recv" (time = latency + bytes /
-# bandwidth) and "all_to_all". None: the datasheet link and the one latency.
-Collectives = Callable[[str, int], tuple[float, float]]
+# bandwidth), "all_to_all", "all_gather", "reduce_scatter" ((p-1)/p bytes / bandwidth) and
+# DeepEP's fitted phases "deepep_<normal|low_latency>_<dispatch|combine>" (five numbers:
+# perf/measured_attention.py `deepep_phase`). None (or no table): the datasheet link and the
+# one latency; for a DeepEP phase, the all-to-all's.
+Collectives = Callable[[str, int], tuple[float, ...] | None]
+# The DeepEP fit each DeepEP backend is timed with.
+_DEEPEP_MODE = {"deepep_high_throughput": "normal", "deepep_low_latency": "low_latency"}
+
+
+def fp8_expert_inputs(precision: Precision) -> bool:
+    """Whether the expert GEMMs take 8-bit-float or narrower inputs (an fp8 dispatch)."""
+    return precision.gemm_compute_dtype in ("fp8", "fp4")
+
+
+def _ep_comm(model: ModelSpec, precision: Precision, parallel: Parallelism,
+             link: Callable[[str, int], tuple[float, float]],
+             collectives: Collectives | None) -> tuple[float, float, str]:
+    """(seconds per token of the step, seconds per step, description) of the MoE layers'
+    dispatch + combine over the EP group, as `parallel.ep_comm` runs them."""
+    ep, layers, k, d = parallel.ep, model.num_moe_layers, model.experts_per_token, \
+        model.hidden_size
+    backend = parallel.ep_comm or EP_BACKENDS[0]
+    rows = ep_rows_per_token(backend, model.num_experts, k, ep, parallel.attn_dp)
+    b_out, b_back = ep_element_bytes(backend, precision.activation_bytes,
+                                     fp8_expert_inputs(precision))
+    per_token = f"{rows * d * (b_out + b_back):,.0f} B per token per GPU per MoE layer"
+    if backend == "allgather_reducescatter":
+        a = parallel.attn_dp
+        if a == 1:
+            return (0.0, 0.0, f"EP x{layers} (MoE layers, {backend}): no gather, every TP "
+                    "rank holds the step's tokens; the outputs' sum is the TP all-reduce")
+        (lat_g, bw_g), (lat_s, bw_s) = link("all_gather", a), link("reduce_scatter", a)
+        return (layers * rows * d * (b_out / bw_g + b_back / bw_s), layers * (lat_g + lat_s),
+                f"EP all-gather + reduce-scatter x{layers} (MoE layers, {backend}): every "
+                f"token's row to all p={a} attention ranks, (p-1)/p*n*d rows of {b_out:g} B "
+                f"out and {b_back:g} B back = {per_token}; {bw_g / 1e9:.4g} / "
+                f"{bw_s / 1e9:.4g} GB/s + {lat_g * 1e6:.3g} + {lat_s * 1e6:.3g} us")
+    mode = _DEEPEP_MODE[backend]
+    fits = [collectives(f"deepep_{mode}_{ph}", ep) if collectives else None
+            for ph in ("dispatch", "combine")]
+    what = (f"EP dispatch + combine x{layers} (MoE layers, {backend}): each of a GPU's n/p "
+            f"tokens once to the r = {remote_ranks_per_token(model.num_experts, k, ep):.3g} "
+            f"remote ranks holding one of its k={k} experts, unpadded, {b_out:g} B out and "
+            f"{b_back:g} B back = {per_token}, p={ep}")
+    fit_d, fit_c = fits
+    if fit_d is not None and fit_c is not None:
+        # The measured kernels' time in the fit's form: a latency, a cost per expert of the
+        # model, and per token its copies (one per GPU touched where the fit says so, else
+        # one per expert picked) of d x B bytes plus a cost per token.
+        per_token_s = per_step_s = 0.0
+        parts = []
+        for (lat, bw, token_s, expert_s, touched), b in ((fit_d, b_out), (fit_c, b_back)):
+            copies = ranks_touched(k, model.num_experts, ep) if touched else float(k)
+            per_token_s += copies * d * b / bw + token_s
+            per_step_s += lat + model.num_experts * expert_s
+            parts.append(f"{copies:.3g} copies x d*{b:g} B / {bw / 1e9:.4g} GB/s + "
+                         f"{token_s * 1e9:.3g} ns a token + {lat * 1e6:.3g} us + "
+                         f"{model.num_experts} x {expert_s * 1e6:.3g} us")
+        return (layers * per_token_s / ep, layers * per_step_s,
+                f"{what}; timed by DeepEP's measured {mode} fit: dispatch {parts[0]}; "
+                f"combine {parts[1]}")
+    lat, bw = link("all_to_all", ep)
+    return (layers * rows * d * (b_out + b_back) / bw, 2 * layers * lat,
+            f"{what}; over the all-to-all link {bw / 1e9:.4g} GB/s + {lat * 1e6:.3g} us each "
+            "way (no DeepEP kernels measured)")
 
 
 def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_bytes_s: float,
@@ -270,7 +340,8 @@ def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_by
           ) -> tuple[np.ndarray, list[str]]:
     """Exposed collective seconds per unit of each work variable."""
     def link(kind: str, p: int) -> tuple[float, float]:
-        return collectives(kind, p) if collectives else (latency_s, link_bytes_s)
+        got = collectives(kind, p) if collectives else None
+        return (got[0], got[1]) if got is not None else (latency_s, link_bytes_s)
 
     coef = np.zeros(len(WORK_VARS))
     terms: list[str] = []
@@ -292,19 +363,10 @@ def _comm(model: ModelSpec, precision: Precision, parallel: Parallelism, link_by
         terms.append(f"PP activations x{pp - 1}: n*d*b_a / {bw / 1e9:.4g} GB/s + "
                      f"{lat * 1e6:.3g} us")
     if ep > 1:
-        count = 2 * model.num_moe_layers  # dispatch and combine
-        k = model.experts_per_token
-        lat, bw = link("all_to_all", ep)
-        # As DeepEP sends them: each of a GPU's n/ep tokens goes once to every remote rank
-        # holding one of its k experts (r of them on average), and comes back as one summed row
-        # per such rank; nothing padded to a capacity.
-        r = remote_ranks_per_token(model.num_experts, k, ep)
-        coef[VAR["n"]] += count * r * d * b_a / ep / bw
-        coef[VAR["any"]] += count * lat
-        terms.append(f"EP all-to-all x{count} (dispatch + combine per MoE layer, as DeepEP "
-                     f"sends them): each of a GPU's n/p tokens to the r = {r:.3g} remote "
-                     f"ranks holding one of its k={k} experts, d*b_a each, unpadded / "
-                     f"{bw / 1e9:.4g} GB/s + {lat * 1e6:.3g} us, p={ep}")
+        per_token_s, per_step_s, what = _ep_comm(model, precision, parallel, link, collectives)
+        coef[VAR["n"]] += per_token_s
+        coef[VAR["any"]] += per_step_s
+        terms.append(what)
     return coef, terms
 
 

@@ -24,8 +24,10 @@ import numpy as np
 
 from ridgeline.errors import RidgelineError
 from ridgeline.perf import kernels
+from ridgeline.perf.comm import default_ep_backend
 from ridgeline.perf.fast_step import CompiledStep
 from ridgeline.perf.kernels import profile_for, time_rows
+from ridgeline.perf.measured_attention import deepep_phase, domain_gpus
 from ridgeline.perf.measured_kernels import check_moe_backend
 from ridgeline.perf.memory import MemoryPlan, plan_memory
 from ridgeline.perf.ops import (
@@ -128,8 +130,16 @@ class RooflineStepTime:
         prof = self.kernel_profile
         collectives = None
         if prof is not None:
-            def collectives(kind: str, p: int) -> tuple[float, float]:
+            def collectives(kind: str, p: int) -> tuple[float, ...] | None:
+                if kind.startswith("deepep_"):
+                    # DeepEP was measured inside one NVLink domain; past it the all-to-all
+                    # over the network prices it (`_ep_comm`'s fallback).
+                    mk = prof.measured_attention
+                    return None if mk is None or p > domain_gpus(hw) else deepep_phase(mk, kind)
                 return prof.collective(kind, p, hw.interconnect_bandwidth_bytes_s, hw)
+        if self.parallel.ep > 1 and not self.parallel.ep_comm:
+            self.parallel = replace(self.parallel,
+                                    ep_comm=default_ep_backend(kernel_engine or engine))
         _check_domain(hw, self.parallel)
         self.table: OpTable = build(model, self.precision, self.parallel,
                                     self.link_eff_bytes_s, hw.interconnect_latency_s,
@@ -177,7 +187,7 @@ class RooflineStepTime:
     @classmethod
     def from_names(cls, model: str | ModelSpec, hardware: str, weights: str | None = None,
                    kv: str | None = None, activations: str | None = None, tp: int = 1,
-                   pp: int = 1, ep: int = 1, attn_dp: int = 1,
+                   pp: int = 1, ep: int = 1, attn_dp: int = 1, ep_comm: str = "",
                    compute_efficiency: float | None = None,
                    bandwidth_efficiency: float | None = None,
                    kernel_overhead_us: float | None = None,
@@ -198,7 +208,8 @@ class RooflineStepTime:
         if not kernel_model:
             hw = replace(hw, kernel_profile="")
         out = cls(spec, hw, resolve_model_precision(spec, weights, kv, activations),
-                  Parallelism(tp=tp, pp=pp, ep=ep, attn_dp=attn_dp), max_num_batched_tokens,
+                  Parallelism(tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, ep_comm=ep_comm),
+                  max_num_batched_tokens,
                   max_num_seqs,
                   engine_costs, engine)
         if check_fit and not out.memory().fits:

@@ -35,7 +35,9 @@ Attention data-parallel layouts (a MoE model's attention on attn_dp ranks, its e
 ep GPUs): vLLM `--data-parallel-size N --enable-expert-parallel` (per-rank batch limits, EP =
 DP x TP), SGLang `--tp-size GPUS --dp-size N --enable-dp-attention --ep-size EP`
 (`--max-running-requests` for all ranks), TensorRT-LLM `--tp_size GPUS --enable_attention_dp
---ep_size EP`.
+--ep_size EP`. A chosen EP dispatch/combine (`--all2all-backend`): vLLM's own flag, SGLang
+`--moe-a2a-backend deepep --deepep-mode normal|low_latency` for the DeepEP ones;
+TensorRT-LLM's launch line has no such flag (its default gathers, as priced by default).
 
 >>> from ridgeline.sim.scenario import Scenario
 >>> cmd = launch_commands(Scenario(tp=2, max_num_seqs=64, prompt="fixed:1000",
@@ -235,6 +237,8 @@ def _vllm(sc: Scenario, role: str, count: int, model: str, mml: int, quant: str 
         argv += ["--data-parallel-size", str(sc.attn_dp)]
     if sc.ep > 1:
         argv.append("--enable-expert-parallel")
+        if sc.all2all_backend:
+            argv += ["--all2all-backend", sc.all2all_backend]
     if sc.block_size != 16:
         argv += ["--block-size", str(sc.block_size)]
     if role != "replica":
@@ -317,6 +321,10 @@ def _sglang(sc: Scenario, role: str, count: int, model: str, mml: int, quant: st
         argv += ["--dp-size", str(sc.attn_dp), "--enable-dp-attention"]
     if sc.ep > 1:
         argv += ["--ep-size", str(sc.ep)]
+        if sc.all2all_backend.startswith("deepep_"):
+            # SGLang names DeepEP's high-throughput kernels its "normal" mode.
+            mode = "low_latency" if sc.all2all_backend == "deepep_low_latency" else "normal"
+            argv += ["--moe-a2a-backend", "deepep", "--deepep-mode", mode]
     if not sc.prefix_caching:
         argv.append("--disable-radix-cache")
     if quant:

@@ -12,9 +12,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ridgeline.perf.comm import ep_bytes_per_token
 from ridgeline.perf.measured_attention import collective
 from ridgeline.perf.measured_kernels import gemm_kernel_dtype, measured_choice
 from ridgeline.perf.model_error import ModelError, model_error, pm
+from ridgeline.perf.ops import fp8_expert_inputs
 
 _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp4": 4,
          "mxfp4": 4, "nvfp4": 4}
@@ -169,6 +171,13 @@ def key_assumptions(step_model: Any, ttft_definition: str | None = None) -> list
                "ranks in lockstep, each caching its own sequences)" if par.attn_dp > 1 else "")
         parts.append(f"parallelism: tp={par.tp} pp={par.pp} ep={par.ep}{adp}; communication "
                      "is exposed (not overlapped with compute)")
+        m = getattr(step_model, "model", None)
+        if par.ep > 1 and getattr(par, "ep_comm", "") and m is not None and pr is not None:
+            moved = ep_bytes_per_token(par.ep_comm, m.num_experts, m.experts_per_token,
+                                       par.ep, m.hidden_size, pr.activation_bytes,
+                                       fp8_expert_inputs(pr), par.attn_dp)
+            parts.append(f"EP dispatch/combine: {par.ep_comm} ({moved:,.0f} B per token per "
+                         "GPU per MoE layer, out and back; --all2all-backend)")
     if parts:
         out.append("; ".join(parts))
     return out

@@ -239,6 +239,8 @@ class EngineCostsFile(BaseModel):
     # An engine preset's scheduler (SGLang's), checked field by field by its own reader
     # (sim/engine_presets.py).
     scheduler: dict[str, Any] | None = None
+    # The expert-parallel dispatch/combine the engine runs by default (perf/comm.py reads it).
+    ep_comm: dict[str, Any] | None = None
 
 
 def run_mean_step_s(n_tokens: np.ndarray, mean_gap_s: np.ndarray) -> float:

@@ -34,6 +34,8 @@ class Parallelism:
     ep: int = 1
     dp: int = 1
     attn_dp: int = 1
+    # The expert-parallel dispatch/combine (perf/comm.py EP_BACKENDS); "": the engine's own.
+    ep_comm: str = ""
 
     @property
     def gpus_per_replica(self) -> int:
