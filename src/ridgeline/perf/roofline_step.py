@@ -338,12 +338,18 @@ class RooflineStepTime:
         size = int(np.prod(shape))
         flat = [x if np.ndim(x) == 0 else np.broadcast_to(np.asarray(x), shape).reshape(size)
                 for x in vals]
-        blk = np.empty((len(WORK_VARS), _FILL))
+        # Zeroed once: every fill writes the same rows (the rows of zero scalars stay zero),
+        # but adds decode_seqs into the row of prefill_seqs, which is zeroed again when no
+        # field value is written there.
+        blk = np.zeros((len(WORK_VARS), _FILL))
+        s_row = VAR["s"]
+        s_kept = not (isinstance(flat[3], np.ndarray) or flat[3])
         used = np.zeros(len(WORK_VARS), dtype=bool)
 
         def fill(start: int) -> np.ndarray:
             b = blk[:, :min(_FILL, size - start)]
-            b.fill(0.0)
+            if s_kept:
+                b[s_row] = 0.0
             self._vars_into(b, b, [x if np.ndim(x) == 0 else x[start:start + b.shape[1]]
                                    for x in flat])
             return b
