@@ -46,6 +46,9 @@ from ridgeline.specs.precision import Precision, resolve_model_precision, resolv
 
 _CHUNK = 1 << 12  # columns evaluated per block (bounds temporary memory on huge grids)
 _FILL = 1 << 15  # a large grid's work variables are built this many steps at a time (8 _CHUNKs)
+# From this many steps a grid's times are built block by block (`_grid_times`): its whole
+# work-variable matrix would be over 20 MB; below, the whole matrix costs less.
+_GRID_BLOCKS_MIN = 1 << 18
 _FIELDS = ("prefill_tokens", "prefill_attn_pairs", "prefill_context_tokens", "prefill_seqs",
            "decode_seqs", "decode_context_tokens")
 
@@ -380,7 +383,7 @@ class RooflineStepTime:
         if not self._window and self._ranks == 1:
             vals = [getattr(work, f) for f in _FIELDS]
             shape = np.broadcast_shapes(*(np.shape(x) for x in vals))
-            if int(np.prod(shape)) > _CHUNK:
+            if int(np.prod(shape)) > _GRID_BLOCKS_MIN:
                 return self._grid_times(vals, shape).reshape(shape)
         v, shape = self.work_vars(work)
         t = self._times_exact(v) if self._window or self._ranks > 1 else self._times(v)
