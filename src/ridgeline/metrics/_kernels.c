@@ -1,9 +1,10 @@
-/* Two compiled kernels of `analyze` (metrics/analysis.py), each with a numpy path beside
+/* Compiled kernels of `analyze` (metrics/analysis.py), each with a numpy path beside
  * it: `itl_values`, the pooled ITL values of some requests in one pass over their events;
  * `counts_at_most`, the per-request counts of those values at or below each threshold,
  * with the values computed again from the event times instead of read from a
  * request-ordered copy, so that `analyze` can sort its only copy of a pooled sample in
- * place (analyze of 1 M requests stays under 1 GB).
+ * place (analyze of 1 M requests stays under 1 GB); `sort_repeats`, that in-place sort
+ * when the sample holds few distinct values (metrics/distribution.py `sort_in_place`).
  *
  * The values are the ones `_itl_samples` computes, by the same IEEE operations in the same
  * order: gap = t[p+1] - t[p]; per event gap * 1e3, per token (gap / tokens[p+1]) * 1e3
