@@ -186,7 +186,8 @@ def masked_sha256(stdout: bytes, json_out: bool) -> str:
         d["simulation"]["wall_s"] = d["simulation"]["simulated_requests_per_wall_s"] = None
         text = json.dumps(d, indent=2)
     else:
-        text = re.sub(r"in [0-9.]+ wall s \([0-9,]+ req/s\)", "in <wall> wall s (<rate> req/s)",
+        # (the summary line reads "in 0.84 wall s; ..." now, "in 0.84 wall s (N req/s)" before)
+        text = re.sub(r"in [0-9.]+ wall s( \([0-9,]+ req/s\))?", "in <wall> wall s",
                       " ".join(stdout.decode().split()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

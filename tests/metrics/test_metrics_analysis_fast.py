@@ -177,3 +177,57 @@ def test_sort_in_place_is_numpy_sort_bit_for_bit(monkeypatch, cpus: int) -> None
         got = x.copy()
         distribution.sort_in_place(got)
         assert np.array_equal(got.view(np.int64), want.view(np.int64)), (cpus, n)
+
+
+def test_sort_repeats_is_numpy_sort_bit_for_bit(monkeypatch) -> None:
+    """Counting the distinct values (the compiled `sort_repeats`) leaves exactly what
+    ``ndarray.sort`` leaves, and `sort_in_place` takes that path on a sample of few
+    distinct values: negatives, +0.0, infinities, subnormals and huge values included."""
+    from ridgeline.metrics import _kernels, distribution
+
+    rng = np.random.default_rng(7)
+    steps = np.concatenate([rng.lognormal(2.0, 1.0, 3000), -rng.lognormal(0, 1, 50),
+                            [0.0, np.inf, -np.inf, 5e-324, 1e308, -1e308]])
+    for n in (1, 2, 10_000, 300_001):
+        x = steps[rng.integers(0, steps.size, n)]
+        want = np.sort(x)
+        got = x.copy()
+        assert _kernels.sort_repeats(got, n)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)), n
+    monkeypatch.setattr(distribution, "REPEATS_SORT_MIN", 1000)
+    calls: list[bool] = []
+    real = distribution._sort_repeats
+    monkeypatch.setattr(distribution, "_sort_repeats", lambda xs: calls.append(real(xs))
+                        or calls[-1])
+    x = steps[rng.integers(0, steps.size, 200_000)]
+    got = x.copy()
+    distribution.sort_in_place(got)
+    assert calls == [True]
+    assert np.array_equal(got.view(np.int64), np.sort(x).view(np.int64))
+
+
+@pytest.mark.parametrize("case", ["nan", "negative zero", "distinct", "over the cap"])
+def test_sort_repeats_declines_and_leaves_the_values(case: str) -> None:
+    """Where counting could differ from ``ndarray.sort`` (NaN; -0.0 beside +0.0 compare
+    equal) or would not pay (mostly distinct values; more than max_distinct), the kernel
+    returns False with the array as it was, and `sort_in_place` still sorts it."""
+    from ridgeline.metrics import _kernels, distribution
+
+    rng = np.random.default_rng(3)
+    n = 100_000
+    x = np.round(rng.lognormal(2.0, 1.0, n), 1)
+    cap = n
+    if case == "nan":
+        x[n // 2] = np.nan
+    elif case == "negative zero":
+        x[n // 3] = -0.0
+        x[n // 2] = 0.0
+    elif case == "distinct":
+        x = rng.lognormal(2.0, 1.0, n)
+    else:
+        cap = int(np.unique(x).size) - 1
+    before = x.copy()
+    assert not _kernels.sort_repeats(x, cap)
+    assert np.array_equal(x.view(np.int64), before.view(np.int64))
+    distribution.sort_in_place(x)
+    assert np.array_equal(x.view(np.int64), np.sort(before).view(np.int64))

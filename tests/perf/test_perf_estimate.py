@@ -165,3 +165,35 @@ def test_h20_vs_h100_against_hand_rooflines() -> None:
     # parts such as norms and the KV write dilute it).
     ratio = float(r20["prefill_s"] / r100["prefill_s"])
     assert 5.5 < ratio <= 989.4 / 148
+
+
+def _same_bits(a: object, b: object) -> bool:
+    x, y = np.asarray(a), np.asarray(b)
+    return (type(a) is type(b) and x.shape == y.shape and x.dtype == y.dtype
+            and x.tobytes() == y.tobytes())
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "mixtral-8x7b", "gemma-3-27b"])
+def test_large_grid_on_its_axes_equals_the_broadcast_grid(monkeypatch, model: str) -> None:
+    """A large grid computed on its axes as given (a (B, 1) batch, a (1, S) prompt), with
+    the work variables built block by block and decode-only steps in blocks, gives every
+    key bit for bit as the same grid computed on broadcast arrays in one piece."""
+    import ridgeline.perf.estimate as est
+    import ridgeline.perf.fast_step as fast_step
+    import ridgeline.perf.roofline_step as roofline_step
+
+    m = RooflineStepTime.from_names(model=model, hardware="h100-sxm", tp=2, check_fit=False)
+    b = np.arange(1.0, 181.0)[:, None]
+    s = np.linspace(64, 8192, 150).round()[None, :]
+    for kwargs in ({}, {"prefix_tokens": 32.0}, {"details": False},
+                   {"context_tokens": np.arange(150.0)[None, :] * 7 + 100}):
+        got = estimate(m, b, s, np.array([[64.0]]), **kwargs)
+        with monkeypatch.context() as mp:
+            mp.setattr(est, "GRID_AS_AXES_MIN", 1 << 62)
+            mp.setattr(fast_step, "DECODE_BLOCK", 1 << 62)
+            mp.setattr(roofline_step.RooflineStepTime, "_grid_times", lambda self, vals, shape:
+                       self._times(self.work_vars(BatchWork(*vals))[0]))
+            want = estimate(m, *np.broadcast_arrays(b, s, np.array([[64.0]])), **kwargs)
+        assert got.keys() == want.keys()
+        bad = [k for k in got if not _same_bits(got[k], want[k])]
+        assert not bad, (model, kwargs, bad)

@@ -221,3 +221,29 @@ def test_large_mixed_grid_equals_point_calls() -> None:
                         prefill_context_tokens=ctx[i], prefill_seqs=float(chunk[i] > 0),
                         decode_seqs=dq[i], decode_context_tokens=dc[i])
         assert grid[i] == pytest.approx(m.step_time_s(one), rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("moe", [False, True])
+def test_large_grid_blocks_equal_the_whole_matrix(moe: bool) -> None:
+    """A large grid's step times built block by block (`_grid_times`) equal, bit for bit,
+    the times of its whole work-variable matrix (`_times`), whichever fields are arrays,
+    scalars or zero (prefill_seqs zero: its row takes decode_seqs again in every block)."""
+    m = RooflineStepTime.from_names(model="mixtral-8x7b" if moe else "llama-3.1-8b",
+                                    hardware="h100-sxm", tp=2, check_fit=False)
+    rng = np.random.default_rng(5)
+    n = 70_001
+    tok = rng.integers(1, 4000, n).astype(float)
+    dq = rng.integers(0, 200, n).astype(float)
+    for work in (BatchWork(prefill_tokens=tok, prefill_attn_pairs=tok * 30.0,
+                           decode_seqs=dq, decode_context_tokens=dq * 900.0),
+                 BatchWork(prefill_tokens=tok, prefill_attn_pairs=tok * tok / 2,
+                           prefill_context_tokens=64.0, prefill_seqs=tok / 500.0,
+                           decode_seqs=7.0, decode_context_tokens=3000.0),
+                 BatchWork(prefill_tokens=tok.reshape(1, n), prefill_seqs=1.0,
+                           decode_seqs=dq.reshape(n, 1)[:3], decode_context_tokens=0.0)):
+        fields = [work.prefill_tokens, work.prefill_attn_pairs, work.prefill_context_tokens,
+                  work.prefill_seqs, work.decode_seqs, work.decode_context_tokens]
+        shape = np.broadcast_shapes(*(np.shape(x) for x in fields))
+        got = m._grid_times(fields, shape)
+        want = m._times(m.work_vars(work)[0])
+        assert got.tobytes() == want.tobytes()

@@ -1,9 +1,10 @@
-/* Two compiled kernels of `analyze` (metrics/analysis.py), each with a numpy path beside
+/* Compiled kernels of `analyze` (metrics/analysis.py), each with a numpy path beside
  * it: `itl_values`, the pooled ITL values of some requests in one pass over their events;
  * `counts_at_most`, the per-request counts of those values at or below each threshold,
  * with the values computed again from the event times instead of read from a
  * request-ordered copy, so that `analyze` can sort its only copy of a pooled sample in
- * place (analyze of 1 M requests stays under 1 GB).
+ * place (analyze of 1 M requests stays under 1 GB); `sort_repeats`, that in-place sort
+ * when the sample holds few distinct values (metrics/distribution.py `sort_in_place`).
  *
  * The values are the ones `_itl_samples` computes, by the same IEEE operations in the same
  * order: gap = t[p+1] - t[p]; per event gap * 1e3, per token (gap / tokens[p+1]) * 1e3
@@ -14,6 +15,8 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* counts_at_most(times f8, offsets i8, req i8, tokens i4 or None, thresholds f8, out i4)
  * out has shape (len(thresholds), len(req)), C order (each element written). */
@@ -133,11 +136,106 @@ done:
     return PyLong_FromSsize_t(k);
 }
 
+/* sort_repeats(xs f8, max_distinct) -> bool
+ * Sorts xs in place when it holds at most max_distinct distinct values, by counting them:
+ * each value's count in a hash table (open addressing), the distinct values sorted, then
+ * each written out as many times as it occurs. A simulated run's pooled ITL gaps are
+ * ~20 M values but only ~400 k distinct ones (one per engine step and its neighbours),
+ * and a request's consecutive gaps touch neighbouring steps, so the table stays in cache:
+ * a fraction of a comparison sort's cost. The result is xs.sort() bit for bit: of finite
+ * values only +0.0 and -0.0 compare equal, so with no NaN and no -0.0 the sorted array
+ * is unique. Returns False, xs untouched, when a NaN or a -0.0 is met, or there are more
+ * distinct values than max_distinct or than a quarter of the values read so far (the
+ * caller sorts as before). */
+typedef struct { uint64_t key; int64_t count; } repeat_slot;
+
+static int cmp_slot(const void *a, const void *b) {
+    double x, y;
+    memcpy(&x, &((const repeat_slot *)a)->key, 8);
+    memcpy(&y, &((const repeat_slot *)b)->key, 8);
+    return (x > y) - (x < y);
+}
+
+/* Inserts key k (count c) into table t of 2^bits slots; returns its slot. */
+static uint64_t repeat_slot_of(repeat_slot *t, int bits, uint64_t k) {
+    const uint64_t mask = ((uint64_t)1 << bits) - 1;
+    uint64_t h = (k * 0x9E3779B97F4A7C15ULL) >> (64 - bits);
+    while (t[h].key != k && t[h].key != UINT64_MAX) h = (h + 1) & mask;
+    return h;
+}
+
+static int sort_repeats_c(double *x, Py_ssize_t n, Py_ssize_t max_distinct) {
+    /* The table starts small and doubles at half full (memory as the distinct values);
+     * an empty slot's key is UINT64_MAX, a NaN, never a key. */
+    const uint64_t empty = UINT64_MAX, neg_zero = (uint64_t)1 << 63;
+    int bits = 12;
+    repeat_slot *t = malloc(sizeof(repeat_slot) << bits);
+    if (t == NULL) return 0;
+    memset(t, 0xff, sizeof(repeat_slot) << bits);
+    Py_ssize_t distinct = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t k;
+        memcpy(&k, &x[i], 8);
+        if (x[i] != x[i] || k == neg_zero) { free(t); return 0; }
+        uint64_t h = repeat_slot_of(t, bits, k);
+        if (t[h].key == k) { t[h].count++; continue; }
+        /* More than a quarter of the values so far new (past the first 64 k): mostly
+         * distinct values (a measured trace's), not worth counting; give up early. */
+        if (++distinct > max_distinct || 4 * distinct > i + 65536) { free(t); return 0; }
+        t[h].key = k;
+        t[h].count = 1;
+        if (2 * distinct > ((Py_ssize_t)1 << bits)) {
+            repeat_slot *g = malloc(sizeof(repeat_slot) << (bits + 1));
+            if (g == NULL) { free(t); return 0; }
+            memset(g, 0xff, sizeof(repeat_slot) << (bits + 1));
+            for (uint64_t j = 0; j < ((uint64_t)1 << bits); j++)
+                if (t[j].key != empty) g[repeat_slot_of(g, bits + 1, t[j].key)] = t[j];
+            free(t);
+            t = g;
+            bits++;
+        }
+    }
+    Py_ssize_t d = 0;
+    for (uint64_t h = 0; h < ((uint64_t)1 << bits); h++)
+        if (t[h].key != empty) t[d++] = t[h];
+    qsort(t, (size_t)d, sizeof(repeat_slot), cmp_slot);
+    Py_ssize_t i = 0;
+    for (Py_ssize_t j = 0; j < d; j++) {
+        double v;
+        memcpy(&v, &t[j].key, 8);
+        for (int64_t c = 0; c < t[j].count; c++) x[i++] = v;
+    }
+    free(t);
+    return 1;
+}
+
+static PyObject *sort_repeats(PyObject *self, PyObject *args) {
+    PyObject *o_x;
+    Py_ssize_t max_distinct;
+    if (!PyArg_ParseTuple(args, "On", &o_x, &max_distinct)) return NULL;
+    Py_buffer b;
+    if (PyObject_GetBuffer(o_x, &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (b.itemsize != 8 || b.format == NULL || strcmp(b.format, "d") != 0 || max_distinct < 1) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "sort_repeats: a contiguous f8 array, max_distinct >= 1");
+        return NULL;
+    }
+    int done;
+    Py_BEGIN_ALLOW_THREADS
+    done = sort_repeats_c(b.buf, b.len / 8, max_distinct);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    return PyBool_FromLong(done);
+}
+
 static PyMethodDef methods[] = {
     {"itl_values", itl_values, METH_VARARGS,
      "Pooled ITL values of some requests, in trace order (see _kernels.c)."},
     {"counts_at_most", counts_at_most, METH_VARARGS,
      "Per-request counts of pooled ITL values <= each threshold (see _kernels.c)."},
+    {"sort_repeats", sort_repeats, METH_VARARGS,
+     "Sort an f8 array of few distinct values in place by counting (see _kernels.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,6 +19,7 @@ True
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -85,28 +86,46 @@ def _phase_bound(bd: StepBreakdown, ridge_flop_per_byte: float) -> np.ndarray:
 
 
 def _rates(b: np.ndarray, s: np.ndarray, n: np.ndarray, p: np.ndarray, ctx: np.ndarray,
-           prefill_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray, dp: int
-           ) -> dict[str, Any]:
+           prefill_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray, dp: int,
+           axes: tuple[np.ndarray, ...]) -> dict[str, Any]:
+    """The timing and throughput keys; `axes`: b, s, n, p as given or broadcast (the same
+    values: `estimate`), for the arithmetic."""
+    b0, s0, n0, p0 = axes
     return {
         "batch_seqs": b, "prompt_tokens": s, "output_tokens": n, "prefix_tokens": p,
         "decode_context_tokens": ctx,
         "prefill_s": prefill_s, "ttft_s": prefill_s,
         "decode_step_s": tpot_s, "tpot_s": tpot_s, "e2e_s": e2e_s,
-        "prefill_tok_s": b * (s - p) / prefill_s,
-        "decode_aggregate_tok_s": b / tpot_s,
+        "prefill_tok_s": b0 * (s0 - p0) / prefill_s,
+        "decode_aggregate_tok_s": b0 / tpot_s,
         "per_sequence_tok_s": 1.0 / tpot_s,
-        "e2e_output_tok_s": b * n / e2e_s,
-        "cluster_decode_tok_s": dp * b / tpot_s,
+        "e2e_output_tok_s": b0 * n0 / e2e_s,
+        "cluster_decode_tok_s": dp * b0 / tpot_s,
     }
 
 
+# Grids larger than this are computed on their axes as given (`estimate`).
+GRID_AS_AXES_MIN = 1 << 12
+
+
+def _on_grid(work: BatchWork, shape: tuple[int, ...]) -> BatchWork:
+    """`work` with its numpy fields broadcast to `shape` (views; Python numbers, the fields
+    left at their defaults, as they are)."""
+    return BatchWork(**{f.name: np.broadcast_to(v, shape)
+                        if isinstance(v, np.ndarray | np.generic) else v
+                        for f in fields(BatchWork) for v in (getattr(work, f.name),)})
+
+
 def serving_ttft_s(model: Any, b: np.ndarray, s: np.ndarray, p: np.ndarray,
-                   ctx: np.ndarray, tpot_s: np.ndarray) -> np.ndarray:
+                   ctx: np.ndarray, tpot_s: np.ndarray,
+                   grid_shape: tuple[int, ...] | None = None) -> np.ndarray:
     """TTFT of one request that joins B - 1 running decodes under continuous batching, no
     queue: its prompt is prefilled in chunks of what the step's token budget leaves
     (max_num_batched_tokens - (B - 1) decode tokens), each chunk in a step with the decodes,
     then the engine's per-request costs (fixed time + steps of decode). The k chunk steps
-    are timed as k equal steps (the same tokens and attention pairs in total)."""
+    are timed as k equal steps (the same tokens and attention pairs in total).
+    `grid_shape`: the inputs are not broadcast to it (a grid's axes as given): the step's
+    work is, so the step time sees the grid it would see from broadcast inputs."""
     budget = float(getattr(model, "max_num_batched_tokens", 8192))
     new = s - p
     chunk = np.maximum(budget - (b - 1), 1.0)
@@ -115,6 +134,8 @@ def serving_ttft_s(model: Any, b: np.ndarray, s: np.ndarray, p: np.ndarray,
     step = BatchWork(prefill_tokens=new / k, prefill_attn_pairs=pairs / k,
                      prefill_context_tokens=p + new / 2, prefill_seqs=np.ones_like(b),
                      decode_seqs=b - 1, decode_context_tokens=(b - 1) * ctx)
+    if grid_shape is not None:
+        step = _on_grid(step, grid_shape)
     t = k * np.asarray(model.step_time_s(step))
     costs = getattr(model, "engine_costs", None)
     if costs is not None:
@@ -132,23 +153,37 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
     `kv_rule`: how the engine sizes its KV pool (vllm, sglang, trtllm: the rules of
     ridgeline.perf.engine_memory), read with `gpu_memory_utilization` as `simulate` reads it.
     """
-    b, s, n, p = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in
-                                       (batch, prompt_tokens, output_tokens, prefix_tokens)))
-    if np.any(b < 1) or np.any(s < 1) or np.any(n < 1):
+    axes = [np.asarray(x, dtype=np.float64) for x in
+            (batch, prompt_tokens, output_tokens, prefix_tokens)]
+    b, s, n, p = np.broadcast_arrays(*axes)
+    # A large grid: the arithmetic on its inputs as given (a (B, 1) batch axis and a (1, S)
+    # prompt axis), broadcast where the grid's values differ; each value is the same
+    # operation on the same numbers. The work of a step is broadcast to the grid, so the
+    # step time takes the path (and gives the bits) it takes on broadcast inputs.
+    grid = b.size > GRID_AS_AXES_MIN
+    b0, s0, n0, p0 = axes if grid else (b, s, n, p)
+    if b.size and (np.any(b0 < 1) or np.any(s0 < 1) or np.any(n0 < 1)):
         raise RidgelineError("batch, prompt and output: got a value < 1; allowed: >= 1")
-    if np.any(p < 0) or np.any(p >= s):
+    if b.size and (np.any(p0 < 0) or np.any(p0 >= s0)):
         raise RidgelineError("prefix: got a value outside [0, prompt); allowed: 0 <= prefix < "
                              "prompt (at least one prompt token is computed)")
-    ctx = mean_decode_context(s, n) if context_tokens is None else \
-        np.broadcast_to(np.asarray(context_tokens, dtype=np.float64), b.shape)
-    pre_w, dec_w = prefill_work(b, s, p), decode_work(b, ctx)
+    ctx0: ArrayLike
+    ctx: ArrayLike
+    if context_tokens is not None:
+        ctx0 = ctx = np.broadcast_to(np.asarray(context_tokens, dtype=np.float64), b.shape)
+    else:
+        ctx0 = mean_decode_context(s0, n0)
+        ctx = np.broadcast_to(ctx0, b.shape).copy() if grid else ctx0
+    pre_w, dec_w = prefill_work(b0, s0, p0), decode_work(b0, ctx0)
+    if grid:
+        pre_w, dec_w = _on_grid(pre_w, b.shape), _on_grid(dec_w, b.shape)
     prefill_s = np.asarray(model.step_time_s(pre_w))
     tpot_s = np.asarray(model.step_time_s(dec_w))
-    e2e_s = prefill_s + tpot_s * (n - 1)
+    e2e_s = prefill_s + tpot_s * (n0 - 1)
     parallel = getattr(model, "parallel", None)  # any StepTimeModel works for the timings
     dp = parallel.dp if parallel is not None else 1
     with np.errstate(divide="ignore", invalid="ignore"):  # a zero-time phase gives inf tok/s
-        out = _rates(b, s, n, p, ctx, prefill_s, tpot_s, e2e_s, dp)
+        out = _rates(b, s, n, p, ctx, prefill_s, tpot_s, e2e_s, dp, (b0, s0, n0, p0))
     # A what-if that changes what a decode step is (speculative decoding) has its own ceiling.
     ceiling = getattr(type(model), "decode_ceiling_tok_s", None)
     spec_ceiling = ceiling(model, dec_w.decode_seqs, dec_w.decode_context_tokens) \
@@ -157,7 +192,8 @@ def estimate(model: RooflineStepTime | Any, batch: ArrayLike, prompt_tokens: Arr
         out["decode_ceiling_tok_s"] = spec_ceiling
         out["decode_ceiling_formula"] = "B·E / (max(F_v/C, D_v/β) + k·draft) (speculative)"
     if isinstance(model, RooflineStepTime) or hasattr(model, "max_num_batched_tokens"):
-        out["serving_ttft_s"] = serving_ttft_s(model, b, s, p, ctx, tpot_s)
+        out["serving_ttft_s"] = serving_ttft_s(model, b0, s0, p0, ctx0, tpot_s,
+                                               b.shape if grid else None)
     if not details or not isinstance(model, RooflineStepTime):
         return out
     pre_bd, dec_bd = model.breakdown(pre_w), model.breakdown(dec_w)

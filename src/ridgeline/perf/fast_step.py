@@ -41,6 +41,8 @@ from ridgeline.perf.step_time import BatchWork
 MAX_SCALAR_COLUMNS = 16
 # decode_seqs values the decode-only table may grow to cover (beyond: the matrix path).
 MAX_TABLE_SEQS = 1 << 16
+# Steps per block of a large decode-only call (its temporaries, ~6 x 8 bytes a step, in cache).
+DECODE_BLOCK = 1 << 14
 
 _F64 = np.dtype(np.float64)
 try:  # the C function behind np.count_nonzero (its Python wrapper costs 3x on short arrays)
@@ -177,9 +179,20 @@ class CompiledStep:
             return self.scalar(*(float(a) for a in arrs))
         shape = np.broadcast_shapes(*(a.shape for a in arrs))
         size = int(np.prod(shape))
-        if size > MAX_SCALAR_COLUMNS and any(a.ndim == 0 and a != 0 for a in arrs[:4]):
-            return None   # prefill work in every step of a large grid
-        out = self._columns(*(np.broadcast_to(a, shape).reshape(size) for a in arrs))
+        if size > MAX_SCALAR_COLUMNS and any(
+                (a != 0 if a.ndim == 0 else
+                 _count_nonzero(a) * (size // a.size) > MAX_SCALAR_COLUMNS)
+                for a in arrs[:4]):
+            # Prefill work in more steps of a large grid than are evaluated one by one
+            # (`_columns` would give up after copying the grid; a broadcast field holds
+            # each of its values size / a.size times).
+            return None
+        # A decode-only grid (every prefill field a scalar zero: `_columns` reads none of
+        # them) copies only decode_seqs and dc.
+        decode_only = all(a.ndim == 0 and a == 0 for a in arrs[:4])
+        flat = [a if i < 4 and decode_only else np.broadcast_to(a, shape).reshape(size)
+                for i, a in enumerate(arrs)]
+        out = self._columns(*flat)
         return None if out is None else out.reshape(shape)
 
     def _columns(self, pt: np.ndarray, pairs: np.ndarray, pc: np.ndarray, ps: np.ndarray,
@@ -188,18 +201,19 @@ class CompiledStep:
             return np.zeros(0)
         cnz = _count_nonzero
         n_pf = cnz(pt) + cnz(pairs) + cnz(pc) + cnz(ps)   # fields of steps with prefill work
-        # Every step's P, Q as a decode-only step, from the table indexed by decode_seqs
-        # (rows P, Q, decode_seqs). A fraction, NaN or negative value does not match its row
-        # (a negative index wraps around); one past the table raises IndexError.
-        idx = dq.astype(np.intp)
-        try:
-            x = self._tab.take(idx, axis=1)
-        except IndexError:
-            top = int(idx.max())
-            if top >= MAX_TABLE_SEQS or int(idx.min()) < 0:
-                return None
-            x = self._table(top + 1).take(idx, axis=1)
-        if cnz(x[2] != dq):
+        if not n_pf and dc.shape[0] > DECODE_BLOCK:
+            # A large decode-only grid block by block (elementwise: the same values), its
+            # temporaries in cache instead of five grid-sized arrays.
+            out = np.empty(dc.shape[0])
+            for start in range(0, dc.shape[0], DECODE_BLOCK):
+                stop = start + DECODE_BLOCK
+                x = self._decode_pq(dq[start:stop])
+                if x is None:
+                    return None
+                self._max_dc(x, dc[start:stop], out[start:stop])
+            return out
+        x = self._decode_pq(dq)
+        if x is None:
             return None
         # Steps with prefill work: P, Q one by one.
         if n_pf:
@@ -219,10 +233,29 @@ class CompiledStep:
                 for j in cols.tolist():
                     x[0, j], x[1, j] = pq(pt.item(j), pairs.item(j), pc.item(j), ps.item(j),
                                           dq.item(j))
-        # max(dc * c_dc + P, dc * m_dc + Q), elementwise.
+        return self._max_dc(x, dc, None)
+
+    def _decode_pq(self, dq: np.ndarray) -> np.ndarray | None:
+        """Every step's P, Q as a decode-only step, from the table indexed by decode_seqs
+        (rows P, Q, decode_seqs). A fraction, NaN or negative value does not match its row
+        (a negative index wraps around); one past the table raises IndexError."""
+        idx = dq.astype(np.intp)
+        try:
+            x = self._tab.take(idx, axis=1)
+        except IndexError:
+            top = int(idx.max())
+            if top >= MAX_TABLE_SEQS or int(idx.min()) < 0:
+                return None
+            x = self._table(top + 1).take(idx, axis=1)
+        if _count_nonzero(x[2] != dq):
+            return None
+        return x
+
+    def _max_dc(self, x: np.ndarray, dc: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        """max(dc * c_dc + P, dc * m_dc + Q), elementwise (into `out` when given)."""
         y = np.multiply(self._cm, dc)
         np.add(y, x[:2], out=y)
-        return np.maximum(y[0], y[1])
+        return np.maximum(y[0], y[1], out=out)
 
     # --- scalar entry points (the simulator's per-step calls, no arrays) -----------------------
     def decode_rows(self, need: int) -> tuple[list[float], list[float]] | None:

@@ -48,8 +48,23 @@ from ridgeline.specs.parallel import Parallelism
 from ridgeline.specs.precision import Precision, resolve_model_precision, resolve_precision
 
 _CHUNK = 1 << 12  # columns evaluated per block (bounds temporary memory on huge grids)
+_FILL = 1 << 15  # a large grid's work variables are built this many steps at a time (8 _CHUNKs)
+# From this many steps a grid's times are built block by block (`_grid_times`): its whole
+# work-variable matrix would be over 20 MB; below, the whole matrix costs less.
+_GRID_BLOCKS_MIN = 1 << 18
 _FIELDS = ("prefill_tokens", "prefill_attn_pairs", "prefill_context_tokens", "prefill_seqs",
            "decode_seqs", "decode_context_tokens")
+
+
+def _block_times(coefs: tuple[np.ndarray, np.ndarray, np.ndarray], blk: np.ndarray,
+                 res: np.ndarray) -> None:
+    """The step times of one block of steps into `res`: sum_j max(comp_j . x, mem_j . x) +
+    lin . x, `blk` holding each step's work variables (those `coefs` are restricted to)."""
+    comp, mem, lin = coefs
+    x = comp @ blk
+    np.maximum(x, mem @ blk, out=x)
+    np.sum(x, axis=0, out=res)
+    res += lin @ blk
 
 
 @dataclass
@@ -270,7 +285,12 @@ class RooflineStepTime:
         shape = np.broadcast_shapes(*(np.shape(x) for x in vals))
         nvar = len(EXT_VARS) if self._window else len(WORK_VARS)
         v = np.zeros((nvar, int(np.prod(shape))))
-        grid = v.reshape(nvar, *shape)
+        self._vars_into(v, v.reshape(nvar, *shape), vals)
+        return v, shape
+
+    def _vars_into(self, v: np.ndarray, grid: np.ndarray, vals: list[Any]) -> None:
+        """Fill the zeroed work-variable matrix `v` (WORK_VARS or EXT_VARS, M) from the six
+        fields `vals` (in _FIELDS order, broadcasting to `grid`, `v` in their shape)."""
         for name, x in zip(("pt", "pairs", "pc", "s", "dq", "dc"), vals, strict=True):
             if isinstance(x, np.ndarray) or x:
                 grid[VAR[name]] = x
@@ -291,7 +311,6 @@ class RooflineStepTime:
             for x, val in zip(WINDOW_VARS, window_work(self._window, *base, ps, v[VAR["dq"]],
                                                        v[VAR["dc"]]), strict=True):
                 v[EXT_VAR[x]] = val
-        return v, shape
 
     def _times_exact(self, v: np.ndarray) -> np.ndarray:
         """The same sum evaluated elementwise, operator by operator, term by term (no BLAS):
@@ -320,19 +339,54 @@ class RooflineStepTime:
         # Large grids: only the work variables that are non-zero somewhere, only the
         # operators that use them, in cache-sized blocks.
         cols = np.flatnonzero(v.any(axis=1))
-        sub = self._stack[:, cols]
-        rows = np.flatnonzero(sub[:k].any(axis=1) | sub[k:].any(axis=1))
-        comp, mem = sub[:k][rows], sub[k:][rows]
-        lin = self._linear[cols]
-        vc = v[cols]
+        coefs = self._block_coefs(cols)
         out = np.empty(v.shape[1])
         for start in range(0, v.shape[1], _CHUNK):
-            blk = vc[:, start:start + _CHUNK]
-            x = comp @ blk
-            np.maximum(x, mem @ blk, out=x)
-            res = out[start:start + _CHUNK]
-            np.sum(x, axis=0, out=res)
-            res += lin @ blk
+            _block_times(coefs, v[cols, start:start + _CHUNK], out[start:start + _CHUNK])
+        return out
+
+    def _block_coefs(self, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Compute and memory coefficients of the operators that use the work variables
+        `cols`, and the linear ones, restricted to `cols` (for `_block_times`)."""
+        k = self._n_ops
+        sub = self._stack[:, cols]
+        rows = np.flatnonzero(sub[:k].any(axis=1) | sub[k:].any(axis=1))
+        return sub[:k][rows], sub[k:][rows], self._linear[cols]
+
+    def _grid_times(self, vals: list[Any], shape: tuple[int, ...]) -> np.ndarray:
+        """`_times(work_vars(...))` of a large grid without its (WORK_VARS, M) matrix: the
+        work variables of _FILL steps at a time (the same operations on the same values:
+        `_vars_into`), twice: first to find the variables non-zero somewhere, then to time
+        each _CHUNK of steps as `_times` does."""
+        size = int(np.prod(shape))
+        flat = [x if np.ndim(x) == 0 else np.broadcast_to(np.asarray(x), shape).reshape(size)
+                for x in vals]
+        # Zeroed once: every fill writes the same rows (the rows of zero scalars stay zero),
+        # but adds decode_seqs into the row of prefill_seqs, which is zeroed again when no
+        # field value is written there.
+        blk = np.zeros((len(WORK_VARS), _FILL))
+        s_row = VAR["s"]
+        s_kept = not (isinstance(flat[3], np.ndarray) or flat[3])
+        used = np.zeros(len(WORK_VARS), dtype=bool)
+
+        def fill(start: int) -> np.ndarray:
+            b = blk[:, :min(_FILL, size - start)]
+            if s_kept:
+                b[s_row] = 0.0
+            self._vars_into(b, b, [x if np.ndim(x) == 0 else x[start:start + b.shape[1]]
+                                   for x in flat])
+            return b
+
+        for start in range(0, size, _FILL):
+            used |= fill(start).any(axis=1)
+        cols = np.flatnonzero(used)
+        coefs = self._block_coefs(cols)
+        out = np.empty(size)
+        for start in range(0, size, _FILL):
+            vc = fill(start)[cols]
+            for at in range(0, vc.shape[1], _CHUNK):
+                _block_times(coefs, vc[:, at:at + _CHUNK],
+                             out[start + at:start + at + _CHUNK])
         return out
 
     def step_time_s(self, work: BatchWork) -> ArrayLike:
@@ -346,6 +400,11 @@ class RooflineStepTime:
         t = self._fast.evaluate(work)
         if t is not None:
             return t
+        if not self._window and self._ranks == 1:
+            vals = [getattr(work, f) for f in _FIELDS]
+            shape = np.broadcast_shapes(*(np.shape(x) for x in vals))
+            if int(np.prod(shape)) > _GRID_BLOCKS_MIN:
+                return self._grid_times(vals, shape).reshape(shape)
         v, shape = self.work_vars(work)
         t = self._times_exact(v) if self._window or self._ranks > 1 else self._times(v)
         return float(t[0]) if shape == () else t.reshape(shape)
