@@ -71,3 +71,10 @@ def test_shipped_catalog_has_no_context_cost() -> None:
                      .read_text())
     assert "decode_context_token_ns" not in cat.get("vllm", {})
     assert kernels.load_profile("h100-sxm").decode_context_token_s == 0.0
+
+
+def test_kernel_model_line_names_the_cost() -> None:
+    prof = replace(kernels.load_profile("h100-sxm"), decode_context_token_s=COST_S)
+    lines = kernels.assumptions(prof, load_hardware("h100-sxm"),
+                                resolve_precision("bf16", None, "bf16"), 1)
+    assert any("7 ns per step per decode context token" in x for x in lines)

@@ -415,6 +415,9 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
         else:
             ar = (f"NVLink all-reduce latency {prof.allreduce_latency_scale:g} x NCCL's "
                   "(custom all-reduce); ")
+        if prof.decode_context_token_s:
+            att += (f"{1e9 * prof.decode_context_token_s:g} ns per step per decode context "
+                    "token; ")
         out.append(f"vLLM steps (CUDA graphs): {prof.floor_scale:g} x the fitted floors; "
                    f"{ar}{att}fitted on {fit_source(fit['files'])}, "
                    f"{fit['date']}: ITL "
