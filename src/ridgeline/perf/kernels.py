@@ -136,6 +136,10 @@ class KernelProfile:
     # engines). The kernel table prices these shapes within a few percent; the scale stands
     # for a serving cost that grows with context (long-output runs need it, short ones not).
     measured_decode_scale: float = 1.0
+    # vLLM's per-step cost per decode context token, whatever the model (kernels.json "vllm"
+    # decode_context_token_ns; 0 where not fitted and for other engines): host-side work
+    # that grows with the tokens the step's sequences hold, outside the attention kernel.
+    decode_context_token_s: float = 0.0
 
     @property
     def derived(self) -> bool:
@@ -204,7 +208,10 @@ def load_profile(name: str, engine: str = DEFAULT_ENGINE) -> KernelProfile:
         engine=engine, measured_attention=attention_tables.measured_for(name, engine),
         measured_decode_scale=float(
             vllm.get("measured_decode_grouped_scale", {}).get("value", 1.0))
-        if engine == "vllm" else 1.0)
+        if engine == "vllm" else 1.0,
+        decode_context_token_s=1e-9 * float(
+            vllm.get("decode_context_token_ns", {}).get("value", 0.0))
+        if engine == "vllm" else 0.0)
 
 
 def profile_for(hardware: HardwareSpec, engine: str = DEFAULT_ENGINE) -> KernelProfile | None:
@@ -330,6 +337,14 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
             comp[j] = f / c_vec
             mem[j] = d / (bw * v["bandwidth_efficiency"])
             mem[j, drv] += v["floor_us"] * fs * lay
+    if prof.decode_context_token_s:
+        # A cost per step per context token adds to the step, not inside the max: on both
+        # rows of the (one) decode attention operator that reads dc, so the compiled step
+        # and the C core, which take that operator's dc coefficients, carry it unchanged.
+        for j, (name, kind) in enumerate(zip(table.names, table.kinds, strict=True)):
+            if kind == ATTENTION and name == "attn_decode":
+                comp[j, var["dc"]] += prof.decode_context_token_s
+                mem[j, var["dc"]] += prof.decode_context_token_s
     return comp, mem
 
 
@@ -402,6 +417,9 @@ def assumptions(prof: KernelProfile, hw: HardwareSpec, precision: Precision,
         else:
             ar = (f"NVLink all-reduce latency {prof.allreduce_latency_scale:g} x NCCL's "
                   "(custom all-reduce); ")
+        if prof.decode_context_token_s:
+            att += (f"{1e9 * prof.decode_context_token_s:g} ns per step per decode context "
+                    "token; ")
         out.append(f"vLLM steps (CUDA graphs): {prof.floor_scale:g} x the fitted floors; "
                    f"{ar}{att}fitted on {fit_source(fit['files'])}, "
                    f"{fit['date']}: ITL "
