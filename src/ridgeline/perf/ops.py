@@ -72,6 +72,8 @@ class OpTable:
     # KV heads each GPU holds (0: MLA's latent): measured attention tables price only the
     # head counts they measured (perf/measured_attention.py).
     kv_heads_per_gpu: float = 0.0
+    # Query heads each GPU holds (MLA's too): the measured per-head decode costs.
+    query_heads_per_gpu: float = 0.0
 
 
 def _linear(name: str, in_dim: float, out_dim: float, layers: int, b_w: float, b_a: float,
@@ -328,5 +330,6 @@ def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
                    out_dims=np.array([o.out_dim for o in ops], dtype=np.float64),
                    kv_heads_per_gpu=0.0 if model.is_mla else
                    float(kv_heads_per_gpu(model, parallel.tp)),
+                   query_heads_per_gpu=float(model.num_heads // parallel.tp),
                    query_heads_per_kv_head=1.0 if model.is_mla else
                    (model.num_heads // parallel.tp) / kv_heads_per_gpu(model, parallel.tp))

@@ -129,4 +129,5 @@ def build_ext_table(model: ModelSpec, precision: Precision, parallel: Parallelis
                    in_dims=np.concatenate([base.in_dims, [o.in_dim for o in extra]]),
                    out_dims=np.concatenate([base.out_dims, [o.out_dim for o in extra]]),
                    query_heads_per_kv_head=base.query_heads_per_kv_head,
-                   kv_heads_per_gpu=base.kv_heads_per_gpu)
+                   kv_heads_per_gpu=base.kv_heads_per_gpu,
+                   query_heads_per_gpu=base.query_heads_per_gpu)
