@@ -738,6 +738,18 @@ def merge_attention(old: dict[str, Any], new: dict[str, Any],
         old["engines"].setdefault(eng, {}).update(e)
 
 
+def keep_order(gpus: dict[str, Any], order: dict[str, dict[str, list[str]]]) -> None:
+    """Each engine entry of `gpus` with its keys in `order` (the catalog's before a partial
+    refit; new keys after them), so that a refit rewrites its classes in place."""
+    for g, engines in order.items():
+        for eng, keys in engines.items():
+            e = gpus.get(g, {}).get("engines", {}).get(eng)
+            if e is not None:
+                rank = {k: i for i, k in enumerate(keys)}
+                ordered = sorted(e, key=lambda k: rank.get(k, len(rank)))
+                gpus[g]["engines"][eng] = {k: e[k] for k in ordered}
+
+
 def fit_gpu_attention(root: Path, gpu: str, classes: tuple[str, ...] = ATTENTION_CLASSES
                       ) -> dict[str, Any]:
     """The attention and MLA classes (those of `classes`) of `gpu`, by engine."""
@@ -899,10 +911,13 @@ def main() -> None:
         "hardware": {GPUS[g]: g for g in gpus},
         "gpus": {},
     }
+    order: dict[str, dict[str, list[str]]] = {}
     if a.only_collectives or a.only_attention or a.only_decode:
         old = json.loads(a.catalog.read_text())
         catalog["gpus"], catalog["hardware"] = old["gpus"], old["hardware"]
         catalog["date"] = date
+        order = {g: {e: list(v) for e, v in gv["engines"].items()}
+                 for g, gv in old["gpus"].items()}
     classes = DECODE_CLASSES if a.only_decode else ATTENTION_CLASSES
     fit_one = (partial(fit_gpu_attention, classes=classes)
                if a.only_attention or a.only_decode else fit_gpu)
@@ -920,6 +935,7 @@ def main() -> None:
             else:
                 catalog["gpus"][g] = fitted[g]
             substitute_mla(catalog["gpus"][g])
+    keep_order(catalog["gpus"], order)
     table = cv_table(catalog)
     a.catalog.write_text(json.dumps(catalog, indent=1) + "\n")
     a.results.parent.mkdir(parents=True, exist_ok=True)
