@@ -6,8 +6,12 @@ max(compute row . w, memory row . w) with rows affine in the work.
 
 - decode attention (one layer, a batch of B sequences of context S, window w caps S):
   compute  compute_floor + B S_w 4 h_q d / (C e_c)
-  memory   floor + B per_seq + B h_kv per_seq_kv_head + B S_w 2 h_kv d b_kv / (beta e_b)
-  (per_seq_kv_head: one work unit per sequence and KV head, its launch, split and merge)
+  memory   floor + B per_seq + B h_kv per_seq_kv_head + B h_q per_seq_query_head
+           + B S_w h_kv per_token_kv_head + B S_w 2 h_kv d b_kv / (beta e_b)
+  (per_seq_kv_head: one work unit per sequence and KV head, its launch, split and merge;
+  per_seq_query_head: each query head's Q in, O out and split partials merged;
+  per_token_kv_head: each cached token's page lookup and softmax step per KV head, which
+  does not scale with the head dim)
 - prefill attention (B sequences of S new tokens, causal pairs P, banded by the window):
   compute  compute_floor + (P + k_w B S) 4 h_q d / (C e_c) + h_q (p_pair P + p_tok B S)
   memory   floor + B S serial + B S (2 h_q + 2 h_kv) d b_a / (beta e_b)
@@ -19,7 +23,8 @@ max(compute row . w, memory row . w) with rows affine in the work.
   query to fp8 with an fp8 cache (SGLang's TRT-LLM MHA) is fitted on its fp8-query rows.
 - MLA decode (absorbed: each token reads its compressed latent, kv_lora_rank + rope dims):
   compute  compute_floor + B S 2 h (576 + 512) / (C e_c)
-  memory   floor + B per_seq + B S 576 b_kv / (beta e_b)
+  memory   floor + B per_seq + B h per_seq_head + B S 576 b_kv / (beta e_b)
+  (per_seq_head: each head's query in, output out and split partials merged)
 - MLA prefill: as prefill (with the serial term) with 2 h (192 + 128) FLOPs per pair and
   h (192 + 128) 2 b_a bytes per token.
 - collectives: alpha + f(p) bytes / bus_bandwidth per GPU count p (all-reduce f = 2(p-1)/p,
@@ -43,6 +48,9 @@ kernel that waits on a fixed cost while it streams be max(floor, stream)). The "
 variant (the compute term also in the memory row, so the two add) is kept where its
 training error is lower. Each attention/MLA class is then refitted, in its form, toward the
 least absolute relative error (iteratively reweighted) where that lowers its training median.
+The decode classes are fitted with and without their per-head columns (per_seq_query_head,
+per_token_kv_head; MLA's per_seq_head) and keep them where they lower the CV median by 0.1
+point or more (`_fit.per_head_terms`).
 
 Rows: contexts of at least MIN_CONTEXT tokens (serving contexts). Cross-validation:
 leave-one-model-shape-out (each distinct (h_q, h_kv, d), or MLA's heads per GPU, held out in
@@ -50,7 +58,8 @@ turn and predicted by the fit on the others); collectives: leave one message-siz
 out (the band edge refitted in each fold), and leave one GPU count out (its rows predicted
 from the nearest measured count). `--only-collectives` refits the collectives alone into the
 existing catalog (seconds instead of minutes); `--only-attention` refits attention and MLA
-alone, keeping the catalog's collectives and DeepEP entries as they are; `--jobs N` fits N
+alone, keeping the catalog's collectives and DeepEP entries as they are (`--only-decode`:
+decode attention and MLA decode alone, every other entry kept); `--jobs N` fits N
 GPUs at once. Writes
 src/ridgeline/specs/data/kernels_measured_attention_comm.json and
 benchmarks/results/aic_kernel_fits_attention_comm.json.
@@ -67,6 +76,7 @@ import os
 import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +107,8 @@ MIN_ROWS = 30
 # Scale of the per-head columns (seconds per unit: picoseconds) so the least squares sees
 # columns of like magnitude.
 PER_HEAD_UNIT_S = 1e-12
+# The per (sequence, head) columns': nanoseconds.
+PER_SEQ_HEAD_UNIT_S = 1e-9
 # Serving contexts: a prompt and its output are rarely under this many tokens, and the tables'
 # tiny contexts (2-64 tokens at batch 2048) measure launch grids, not attention.
 MIN_CONTEXT = 128
@@ -305,6 +317,29 @@ def fit_class(xc: np.ndarray, xm: np.ndarray, t: np.ndarray, groups: np.ndarray,
                    "relative least squares"}
 
 
+# The least CV median gain (0.1 point) for which a decode class keeps its per-head columns.
+PER_HEAD_CV_GAIN = 0.001
+
+
+def fit_per_head_terms(xc: np.ndarray, xm: np.ndarray, t: np.ndarray, groups: np.ndarray,
+                       cv_kind: str, lc: list[float], lm: list[float], extra: list[int]
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """fit_class with the memory row's per-head columns `extra` and without them, the
+    columns kept where they lower the CV median by PER_HEAD_CV_GAIN or more (a dropped
+    column's coefficient 0). A per-head cost fitted on the other shapes can miss a held-out
+    head count by more than it gains on the training rows, so the CV, not the training
+    error, decides; as that choice is made on the folds it is scored on, a smaller gain is
+    not taken for one."""
+    with_terms = fit_class(xc, xm, t, groups, cv_kind, lc, lm)
+    keep = [j for j in range(xm.shape[1]) if j not in extra]
+    model, stats = fit_class(xc, xm[:, keep], t, groups, cv_kind, lc, [lm[j] for j in keep])
+    if with_terms[1]["cv"]["median_ape"] <= stats["cv"]["median_ape"] - PER_HEAD_CV_GAIN:
+        return with_terms[0], {**with_terms[1], "per_head_terms": True}
+    wm = np.zeros(xm.shape[1])
+    wm[keep] = model["wm"]
+    return {**model, "wm": wm}, {**stats, "per_head_terms": False}
+
+
 # --- attention ---------------------------------------------------------------------------------
 def banded_pairs(s: np.ndarray, w: np.ndarray) -> np.ndarray:
     """sum_{k=1}^{S} min(k, w) (w = 0: no window)."""
@@ -382,8 +417,11 @@ def attention_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[
             s = d["isl"][m].astype(float) + d["step"][m].astype(float)
             s_w = np.where(w > 0, np.minimum(s, w), s)
             xc = np.column_stack([b * s_w * 4.0 * hq * hd / c16, np.ones_like(t)])
-            # b hkv: one work unit (a CTA's launch, split and merge) per sequence and KV head.
-            xm = np.column_stack([np.ones_like(t), b, b * hkv,
+            # b hkv: one work unit (a CTA's launch, split and merge) per sequence and KV head;
+            # b hq: each query head's Q in, O out and split partials merged; b s_w hkv: each
+            # cached token's page lookup and softmax step per KV head (not by the head dim).
+            xm = np.column_stack([np.ones_like(t), b, b * hkv, b * hq * PER_SEQ_HEAD_UNIT_S,
+                                  b * s_w * hkv * PER_HEAD_UNIT_S,
                                   b * s_w * 2.0 * hkv * hd * b_kv / bw])
         else:
             s = d["isl"][m].astype(float)
@@ -396,9 +434,12 @@ def attention_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[
             xm = np.column_stack([np.ones_like(t), b * s,
                                   b * s * (2 * hq + 2 * hkv) * hd * ACT_BYTES / bw])
         # Efficiency columns (normalized by the peaks) >= 1: at most the datasheet.
-        model, stats = fit_class(xc, xm, t, shape, "leave-one-model-shape-out",
-                                 [1.0] + [0.0] * (xc.shape[1] - 1),
-                                 [0.0] * (xm.shape[1] - 1) + [1.0])
+        lc, lm = [1.0] + [0.0] * (xc.shape[1] - 1), [0.0] * (xm.shape[1] - 1) + [1.0]
+        if decode:
+            model, stats = fit_per_head_terms(xc, xm, t, shape, "leave-one-model-shape-out",
+                                              lc, lm, [3, 4])
+        else:
+            model, stats = fit_class(xc, xm, t, shape, "leave-one-model-shape-out", lc, lm)
         const = _attention_constants(model, decode)
         # The most KV heads per GPU measured: more is an extrapolation ridgeline refuses.
         const["max_kv_heads"] = int(hkv.max())
@@ -419,8 +460,12 @@ def _attention_constants(model: dict[str, Any], decode: bool) -> dict[str, Any]:
         const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[1]),
                  "floor_us": _us(wm[0]), "per_seq_us": _us(wm[1]),
                  "bandwidth_efficiency": _inv(wm[-1])}
-        if wm.size > 3:  # attention (MLA has no KV heads)
+        if wm.size > 4:  # attention (MLA has no KV heads)
             const["per_seq_kv_head_us"] = _us(wm[2])
+            const["per_seq_query_head_ns"] = _ns(wm[3])
+            const["per_token_kv_head_ps"] = float(f"{wm[4] * PER_HEAD_UNIT_S * 1e12:.4g}")
+        else:
+            const["per_seq_head_ns"] = _ns(wm[2])
     else:
         const = {"compute_efficiency": _inv(wc[0]), "compute_floor_us": _us(wc[2]),
                  "key_waste_per_new_token": round(float(wc[1] / wc[0]), 3) if wc[0] else 0.0,
@@ -440,6 +485,11 @@ def _inv(x: float) -> float:
 
 def _us(x: float) -> float:
     return round(float(x) * 1e6, 4)
+
+
+def _ns(x: float) -> float:
+    """A per (sequence, head) coefficient (in PER_SEQ_HEAD_UNIT_S) in nanoseconds."""
+    return float(f"{x * PER_SEQ_HEAD_UNIT_S * 1e9:.4g}")
 
 
 def mla_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[str, Any]:
@@ -464,7 +514,9 @@ def mla_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[str, A
         if decode:
             s = d["isl"][m].astype(float) + d["step"][m].astype(float)
             xc = np.column_stack([b * s * 2.0 * h * (lat + KV_LORA) / c16, np.ones_like(t)])
-            xm = np.column_stack([np.ones_like(t), b, b * s * lat * b_kv / bw])
+            # b h: each head's query in, output out and split partials merged.
+            xm = np.column_stack([np.ones_like(t), b, b * h * PER_SEQ_HEAD_UNIT_S,
+                                  b * s * lat * b_kv / bw])
         else:
             s = d["isl"][m].astype(float)
             fpp = 2.0 * h * (NOPE + ROPE + V_DIM)
@@ -472,9 +524,13 @@ def mla_fits(path: Path, hw: Any, decode: bool, files: list[str]) -> dict[str, A
                                   np.ones_like(t)])
             xm = np.column_stack([np.ones_like(t), b * s,
                                   b * s * h * (NOPE + ROPE + V_DIM) * 2 * ACT_BYTES / bw])
-        model, stats = fit_class(xc, xm, t, h.astype(np.int64), "leave-one-heads-per-gpu-out",
-                                 [1.0] + [0.0] * (xc.shape[1] - 1),
-                                 [0.0] * (xm.shape[1] - 1) + [1.0])
+        lc, lm = [1.0] + [0.0] * (xc.shape[1] - 1), [0.0] * (xm.shape[1] - 1) + [1.0]
+        if decode:
+            model, stats = fit_per_head_terms(xc, xm, t, h.astype(np.int64),
+                                              "leave-one-heads-per-gpu-out", lc, lm, [2])
+        else:
+            model, stats = fit_class(xc, xm, t, h.astype(np.int64),
+                                     "leave-one-heads-per-gpu-out", lc, lm)
         const = _attention_constants(model, decode)
         const["_fit"] = {"files": files, "kernel_source": src, "rows": int(m.sum()),
                          "shapes": int(np.unique(h).size), **stats}
@@ -713,6 +769,7 @@ def rel(path: Path, root: Path) -> str:
 
 
 ATTENTION_CLASSES = ("decode", "prefill", "mla_decode", "mla_prefill")
+DECODE_CLASSES = ("decode", "mla_decode")
 
 
 def fit_gpu(root: Path, gpu: str) -> dict[str, Any]:
@@ -733,18 +790,32 @@ def fit_gpu(root: Path, gpu: str) -> dict[str, Any]:
     return res
 
 
-def merge_attention(old: dict[str, Any], new: dict[str, Any]) -> None:
-    """`new`'s attention and MLA classes into GPU entry `old`, the rest of `old` (collectives,
-    DeepEP) kept as it is."""
+def merge_attention(old: dict[str, Any], new: dict[str, Any],
+                    classes: tuple[str, ...] = ATTENTION_CLASSES) -> None:
+    """`new`'s attention and MLA classes (those of `classes`) into GPU entry `old`, the rest
+    of `old` (collectives, DeepEP, the other classes) kept as it is."""
     for e in old["engines"].values():
-        for cls in ATTENTION_CLASSES:
+        for cls in classes:
             e.pop(cls, None)
     for eng, e in new["engines"].items():
         old["engines"].setdefault(eng, {}).update(e)
 
 
-def fit_gpu_attention(root: Path, gpu: str) -> dict[str, Any]:
-    """The attention and MLA classes of `gpu`, by engine."""
+def keep_order(gpus: dict[str, Any], order: dict[str, dict[str, list[str]]]) -> None:
+    """Each engine entry of `gpus` with its keys in `order` (the catalog's before a partial
+    refit; new keys after them), so that a refit rewrites its classes in place."""
+    for g, engines in order.items():
+        for eng, keys in engines.items():
+            e = gpus.get(g, {}).get("engines", {}).get(eng)
+            if e is not None:
+                rank = {k: i for i, k in enumerate(keys)}
+                ordered = sorted(e, key=lambda k: rank.get(k, len(rank)))
+                gpus[g]["engines"][eng] = {k: e[k] for k in ordered}
+
+
+def fit_gpu_attention(root: Path, gpu: str, classes: tuple[str, ...] = ATTENTION_CLASSES
+                      ) -> dict[str, Any]:
+    """The attention and MLA classes (those of `classes`) of `gpu`, by engine."""
     hw = load_hardware(GPUS[gpu])
     res: dict[str, Any] = {"hardware": GPUS[gpu], "engines": {}}
     for eng in ENGINES:
@@ -754,14 +825,14 @@ def fit_gpu_attention(root: Path, gpu: str) -> dict[str, Any]:
             for fname, key, dec in (("generation_attention_perf.parquet", "decode", True),
                                     ("context_attention_perf.parquet", "prefill", False)):
                 p = v / fname
-                if p.exists():
+                if p.exists() and key in classes:
                     e[key] = attention_fits(p, hw, dec, [rel(p, root)])
         v = one_version(root, gpu, "mla", eng)
         if v is not None:
             for fname, key, dec in (("generation_mla_perf.parquet", "mla_decode", True),
                                     ("context_mla_perf.parquet", "mla_prefill", False)):
                 p = v / fname
-                if p.exists():
+                if p.exists() and key in classes:
                     e[key] = mla_fits(p, hw, dec, [rel(p, root)])
         if e:
             res["engines"][eng] = e
@@ -868,6 +939,9 @@ def main() -> None:
     only.add_argument("--only-attention", action="store_true",
                       help="refit attention and MLA alone into the existing --catalog "
                       "(collectives and DeepEP kept as they are)")
+    only.add_argument("--only-decode", action="store_true",
+                      help="refit decode attention and MLA decode alone into the existing "
+                      "--catalog (every other entry kept as it is)")
     ap.add_argument("--jobs", type=int, default=1, help="GPUs fitted at once (processes)")
     a = ap.parse_args()
     if a.jobs < 1:
@@ -900,11 +974,16 @@ def main() -> None:
         "hardware": {GPUS[g]: g for g in gpus},
         "gpus": {},
     }
-    if a.only_collectives or a.only_attention:
+    order: dict[str, dict[str, list[str]]] = {}
+    if a.only_collectives or a.only_attention or a.only_decode:
         old = json.loads(a.catalog.read_text())
         catalog["gpus"], catalog["hardware"] = old["gpus"], old["hardware"]
         catalog["date"] = date
-    fit_one = fit_gpu_attention if a.only_attention else fit_gpu
+        order = {g: {e: list(v) for e, v in gv["engines"].items()}
+                 for g, gv in old["gpus"].items()}
+    classes = DECODE_CLASSES if a.only_decode else ATTENTION_CLASSES
+    fit_one = (partial(fit_gpu_attention, classes=classes)
+               if a.only_attention or a.only_decode else fit_gpu)
     if a.only_collectives:
         for g in gpus:
             print(f"fitting {g} ...", file=sys.stderr, flush=True)
@@ -914,11 +993,12 @@ def main() -> None:
         with ProcessPoolExecutor(max_workers=a.jobs) as pool:
             fitted = dict(zip(gpus, pool.map(fit_one, [root] * len(gpus), gpus), strict=True))
         for g in gpus:
-            if a.only_attention and g in catalog["gpus"]:
-                merge_attention(catalog["gpus"][g], fitted[g])
+            if (a.only_attention or a.only_decode) and g in catalog["gpus"]:
+                merge_attention(catalog["gpus"][g], fitted[g], classes)
             else:
                 catalog["gpus"][g] = fitted[g]
             substitute_mla(catalog["gpus"][g])
+    keep_order(catalog["gpus"], order)
     table = cv_table(catalog)
     a.catalog.write_text(json.dumps(catalog, indent=1) + "\n")
     a.results.parent.mkdir(parents=True, exist_ok=True)

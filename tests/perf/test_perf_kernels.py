@@ -347,7 +347,8 @@ def test_decode_attention_streams_at_the_measured_or_carried_efficiency() -> Non
     GPU, 2 x 4 x 128 x 2 B = 2,048 B per token per layer over 80 layers; llama-2-7b (MHA) at
     TP 1 32 heads, 16,384 B over 32 layers. GPUs with NVIDIA's measured decode kernels stream
     it at their measured bandwidth efficiency (kernels_measured_attention_comm.json, vLLM,
-    16-bit KV), the grouped one times vLLM's serving share of it (kernels.json "vllm"
+    16-bit KV; plus its fitted cost per (cached token, KV head) where the fit kept one), the
+    grouped one times vLLM's serving share of it (kernels.json "vllm"
     measured_decode_grouped_scale); the others (H20, MI300X: H100's carried profile) at the
     efficiency carried from A100, grouped or not: the grouped-query scale that once hid the
     carried kernel's error on H100 is gone from the catalog."""
@@ -358,24 +359,26 @@ def test_decode_attention_streams_at_the_measured_or_carried_efficiency() -> Non
         gpu = measured["hardware"].get(hardware)
         # Where the measured fit is additive, the row also carries the scores' FLOPs per
         # cached token, 4 x 32 heads x 128 per layer (both models), at the fitted efficiency.
-        c16, add, grouped = hw.peak("bf16"), 0.0, 1.0
+        c16, add, grouped, tok = hw.peak("bf16"), 0.0, 1.0, 0.0
         _, e_carried = kernels.attention_efficiencies(kernels.load_profile(hardware), hw)
-        e_dec, e_mha, add_mha = e_carried, e_carried, 0.0
+        e_dec, e_mha, add_mha, tok_mha = e_carried, e_carried, 0.0, 0.0
         if gpu is not None:
             dec = measured["gpus"][gpu]["engines"]["vllm"]["decode"]["bfloat16"]
             e_dec = dec["bandwidth_efficiency"]
             add = 1.0 / (c16 * dec["compute_efficiency"]) if dec["additive"] else 0.0
+            # The fitted cost per (cached token, KV head), seconds.
+            tok = dec.get("per_token_kv_head_ps", 0.0) * 1e-12
             # vLLM's grouped-query decode in its serving steps (fitted on the real runs).
             grouped = kernels.kernel_catalog()["vllm"]["measured_decode_grouped_scale"]["value"]
             # llama-2-7b's 32 KV heads: measured only where the table reaches 32 KV heads,
             # else the carried fit (no extrapolation beyond the measured head counts).
             if dec["max_kv_heads"] >= 32:
-                e_mha, add_mha = e_dec, add
+                e_mha, add_mha, tok_mha = e_dec, add, tok
         bw = hw.memory_bandwidth_bytes_s
         assert _decode_kv_read_s_per_token("llama-3.1-70b", hardware, 2) == pytest.approx(
-            2048 * 80 / (bw * e_dec * grouped) + 16384 * 80 * add)
+            2048 * 80 / (bw * e_dec * grouped) + 16384 * 80 * add + 4 * 80 * tok)
         assert _decode_kv_read_s_per_token("llama-2-7b", hardware, 1) == pytest.approx(
-            16384 * 32 / (bw * e_mha) + 16384 * 32 * add_mha)
+            16384 * 32 / (bw * e_mha) + 16384 * 32 * add_mha + 32 * 32 * tok_mha)
 
 
 def test_decode_attention_charges_each_sequence_its_fitted_kv_token_reads() -> None:

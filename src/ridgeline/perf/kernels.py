@@ -277,8 +277,7 @@ def time_rows(table: OpTable, hw: HardwareSpec, precision: Precision, prof: Kern
                 precision.kv_bytes, prof.floor_scale,
                 prof.measured_decode_scale if table.query_heads_per_kv_head > 1.0 else 1.0,
                 getattr(table, "kv_heads_per_gpu", 0.0),
-                getattr(table, "kv_heads_per_gpu", 0.0) * table.query_heads_per_kv_head,
-                table.rank_share)
+                getattr(table, "query_heads_per_gpu", 0.0), table.rank_share)
             if rows is not None:
                 comp[j], mem[j] = rows
                 continue

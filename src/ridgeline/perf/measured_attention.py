@@ -9,12 +9,13 @@ ratio (perf/kernels.py). Each operator stays max(compute row . w, memory row . w
 affine in the work variables (the form perf/fast_step.py and the C core evaluate):
 
 - decode attention: compute floor_c + F/(C e_c); memory floor + (per_seq + per_seq_kv_head
-  h_kv) dq + KV bytes / (beta e_b), the KV bytes those of the table (fp8 KV halves them; a
-  window caps the context: dc_w).
+  h_kv + per_seq_query_head h_q) dq + per_token_kv_head h_kv dc + KV bytes / (beta e_b),
+  the KV bytes those of the table (fp8 KV halves them; a window caps the context: dc_w).
 - prefill attention: compute floor_c + (pairs + k_w pt) F_pair/(C e_c) + h_q (ps_pair pairs
   + ps_token pt); memory floor + serial (pt + pc) + bytes/(beta e_b).
 - MLA decode (absorbed): the same form on the latent cache (kv_lora_rank + rope dims per
-  token, replicated by TP) and the absorbed FLOPs; MLA prefill as prefill.
+  token, replicated by TP) and the absorbed FLOPs, with per_seq_head h per sequence (h the
+  query heads per GPU); MLA prefill as prefill.
 - "additive" classes (where the fit found the sum closer than the maximum): the memory row
   also carries the compute term.
 - collectives: alpha + f(p) bytes / bus bandwidth per GPU count: the engine's custom
@@ -127,8 +128,8 @@ def attention_rows(mk: MeasuredKernels, name: str, is_mla: bool, f: np.ndarray,
     the share of the measured floors left in the engine's CUDA-graph steps;
     `decode_bandwidth_scale`: the engine's serving decode bandwidth as a share of the
     microbenchmark's (both fitted on real engine runs, kernels.json "vllm"); `kv_heads`,
-    `query_heads`: per GPU (0 for MLA), for the fitted per-head costs; `rank_share`: one
-    attention rank's share of the step's sequences and tokens (1/attn_dp; f and d already
+    `query_heads`: per GPU (KV heads 0 for MLA), for the fitted per-head costs; `rank_share`:
+    one attention rank's share of the step's sequences and tokens (1/attn_dp; f and d already
     carry it), which the fitted per-sequence, per-head and per-token constants take too."""
     decode = "decode" in name
     window = name.endswith("_window")
@@ -155,9 +156,15 @@ def attention_rows(mk: MeasuredKernels, name: str, is_mla: bool, f: np.ndarray,
         # The context's KV (or latent) read, and the new token's write (one token more).
         mem[dc] = d[dc] / (bw * e_b)
         # Per sequence, and per sequence and KV head (one work unit each: launch, split,
-        # merge), as the per-sequence cost is charged.
-        per_seq = c["per_seq_us"] + c.get("per_seq_kv_head_us", 0.0) * kv_heads
-        mem[var["dq"]] = per_seq * 1e-6 * layers * rank_share + d[dc] / (bw * e_b)
+        # merge), as the per-sequence cost is charged; per sequence and query head (its Q
+        # in, O out, split partials merged; MLA's per_seq_head_ns).
+        per_seq = c["per_seq_us"] + c.get("per_seq_kv_head_us", 0.0) * kv_heads \
+            + 1e-3 * (c.get("per_seq_query_head_ns", 0.0)
+                      + c.get("per_seq_head_ns", 0.0)) * query_heads
+        # Per cached token and KV head (page lookup, softmax step: not by the head dim).
+        per_tok = c.get("per_token_kv_head_ps", 0.0) * 1e-12 * kv_heads * layers * rank_share
+        mem[dc] += per_tok
+        mem[var["dq"]] = per_seq * 1e-6 * layers * rank_share + d[dc] / (bw * e_b) + per_tok
     else:
         w = "_w" if window else ""
         pairs, pc = var["pairs" + w], var["pc" + w]
@@ -197,9 +204,13 @@ def assumptions(mk: MeasuredKernels, kv_bytes: float, is_mla: bool, tp: int) -> 
     pre = "mla_" if is_mla else ""
     d = mk.attention(pre + "decode", kv_bytes)
     if d is not None:
+        heads = "".join(f" + {d[k]:g} {unit}" for k, unit in (
+            ("per_seq_query_head_ns", "ns per sequence and query head"),
+            ("per_seq_head_ns", "ns per sequence and head"),
+            ("per_token_kv_head_ps", "ps per cached token and KV head")) if d.get(k))
         out.append(f"decode attention: {d['floor_us']:g} us + {d['per_seq_us']:g} us per "
-                   f"sequence + the KV read at {_eff(d['bandwidth_efficiency']):.3g} of peak "
-                   f"bandwidth{' (added to the compute)' if d.get('additive') else ''} "
+                   f"sequence{heads} + the KV read at {_eff(d['bandwidth_efficiency']):.3g} of "
+                   f"peak bandwidth{' (added to the compute)' if d.get('additive') else ''} "
                    f"({_fit_note(d)})")
     p = mk.attention(pre + "prefill", kv_bytes)
     if p is not None:

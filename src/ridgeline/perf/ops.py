@@ -87,6 +87,8 @@ class OpTable:
     # held expert, touched or not, is priced on it.
     experts_per_gpu: float = 0.0
     expert_miss: float = 1.0
+    # Query heads each GPU holds (MLA's too): the measured per-head decode costs.
+    query_heads_per_gpu: float = 0.0
 
 
 def _linear(name: str, in_dim: float, out_dim: float, layers: int, b_w: float, b_a: float,
@@ -403,6 +405,7 @@ def build_table(model: ModelSpec, precision: Precision, parallel: Parallelism,
                    out_dims=np.array([o.out_dim for o in ops], dtype=np.float64),
                    kv_heads_per_gpu=0.0 if model.is_mla else
                    float(kv_heads_per_gpu(model, parallel.tp)),
+                   query_heads_per_gpu=float(model.num_heads // parallel.tp),
                    query_heads_per_kv_head=1.0 if model.is_mla else
                    (model.num_heads // parallel.tp) / kv_heads_per_gpu(model, parallel.tp),
                    rank_share=share,

@@ -130,4 +130,5 @@ def build_ext_table(model: ModelSpec, precision: Precision, parallel: Parallelis
                    out_dims=np.concatenate([base.out_dims, [o.out_dim for o in extra]]),
                    query_heads_per_kv_head=base.query_heads_per_kv_head,
                    kv_heads_per_gpu=base.kv_heads_per_gpu, rank_share=base.rank_share,
-                   experts_per_gpu=base.experts_per_gpu, expert_miss=base.expert_miss)
+                   experts_per_gpu=base.experts_per_gpu, expert_miss=base.expert_miss,
+                   query_heads_per_gpu=base.query_heads_per_gpu)
