@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ridgeline.advise import advise, amdahl_time_factor, parse_prometheus
-from ridgeline.sim.scenario import Scenario, run_scenario
+from ridgeline.sim.scenario import Scenario
+from ridgeline.sim.scenario_run import run_scenario
 
 CLI = str(Path(sys.executable).parent / "ridgeline")
 

@@ -24,7 +24,8 @@ import math
 import time
 from typing import Any
 
-from ridgeline.sim.scenario import Scenario, rate_sweep, run_scenario
+from ridgeline.sim.scenario import Scenario
+from ridgeline.sim.scenario_run import rate_sweep, run_scenario
 
 MODEL = "llama-3.1-70b"
 PROMPT = "lognormal:mean=2000,sigma=0.5,max=8192"

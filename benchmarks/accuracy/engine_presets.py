@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.metrics.knee import ttft_knee_index
-from ridgeline.sim.scenario import Scenario, run_scenario
+from ridgeline.sim.scenario import Scenario
+from ridgeline.sim.scenario_run import run_scenario
 
 ENGINES = ("vllm", "sglang", "trtllm")
 PAIRS = (("llama-3.1-8b", "h100-sxm", 1), ("qwen2.5-7b", "h200", 1),

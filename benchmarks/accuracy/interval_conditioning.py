@@ -106,6 +106,7 @@ def _score(train: list[dict[str, Any]], test: list[dict[str, Any]], metric: str,
     return rows
 
 
+# Not `leave_one_family_out`: its residual-table intervals have no per-run scale g(x) or beta.
 def _lofo(runs: list[dict[str, Any]], metric: str, feature: str,
           beta: Callable[[list[dict[str, Any]]], float]) -> list[dict[str, Any]]:
     rows = []

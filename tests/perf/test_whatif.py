@@ -139,7 +139,8 @@ def test_simulate_spec_tpot_is_plain_tpot_over_e():
     # of one, memory-bound, so a verify pass of k+1 = 5 tokens costs a decode step (the same
     # 15 GB of weights; 4 more tokens of KV and logits, < 0.1%). TPOT = t_decode / E; TTFT
     # (a prefill-only step) is unchanged.
-    from ridgeline.sim.scenario import Scenario, run_scenario
+    from ridgeline.sim.scenario import Scenario
+    from ridgeline.sim.scenario_run import run_scenario
 
     def p50(run, key):
         return run.analysis.latency[key].percentiles["p50"].value

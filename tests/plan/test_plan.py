@@ -18,7 +18,8 @@ import pytest
 from ridgeline.plan import PlanRequest, plan
 from ridgeline.plan.search import Evaluated, pareto_front
 from ridgeline.plan.space import Candidate
-from ridgeline.sim.scenario import Scenario, run_scenario
+from ridgeline.sim.scenario import Scenario
+from ridgeline.sim.scenario_run import run_scenario
 
 CLI = str(Path(sys.executable).parent / "ridgeline")
 
@@ -139,7 +140,7 @@ def test_capacity_and_knee_are_simulates(result, tmp_path):
     # The same definitions: `ridgeline simulate --rate sweep` on the chosen configuration
     # (1,522 requests per rate, plan's sweep seed) finds the same knee; its capacity is
     # probe_capacity's and above the planning rate the configuration was verified at.
-    from ridgeline.sim.scenario import probe_capacity
+    from ridgeline.sim.scenario_run import probe_capacity
 
     d = result.details
     sc = result.chosen.candidate.scenario

@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from ridgeline.plan.execute import LEAN, built_for, evaluate
-from ridgeline.sim.scenario import Built, Scenario, probe_capacity, run_scenario
+from ridgeline.sim.scenario import Built, Scenario
+from ridgeline.sim.scenario_run import probe_capacity, run_scenario
 
 SC = Scenario(requests=1500, rate_req_s=30.0, prompt="lognormal:mean=500,sigma=0.8,max=4096",
               output="lognormal:mean=200,sigma=0.8,max=1024",

@@ -24,7 +24,8 @@ from ridgeline.plan.launch import launch_commands
 from ridgeline.sim.cluster import ClusterConfig
 from ridgeline.sim.engine import EngineConfig
 from ridgeline.sim.event_loop import Workload, simulate
-from ridgeline.sim.scenario import Built, Scenario, run_scenario
+from ridgeline.sim.scenario import Built, Scenario
+from ridgeline.sim.scenario_run import run_scenario
 
 RIDGELINE = str(Path(sys.executable).with_name("ridgeline"))
 MODEL = "llama-3.1-70b"

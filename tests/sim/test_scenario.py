@@ -13,6 +13,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.perf.step_time import BatchWork, LinearStepTime
 from ridgeline.perf.whatif import WhatIf, WhatIfStepTime, expected_tokens_per_step
 from ridgeline.sim import scenario as scn
+from ridgeline.sim import scenario_run as scr
 from ridgeline.sim.sweep import sweep_rates
 
 
@@ -26,7 +27,7 @@ def test_scenario_is_picklable_and_runs():
                       slos=("ttft_ms<=500",), whatif=WhatIf(spec_k=2))
     sc2 = pickle.loads(pickle.dumps(sc))
     assert sc2 == sc
-    run = scn.run_scenario(sc2)
+    run = scr.run_scenario(sc2)
     s = run.summary()
     assert s["finished"] == 40 and s["requests"] == 40
     assert run.header.engine_config["whatif"]["spec_k"] == 2
@@ -36,7 +37,7 @@ def test_scenario_is_picklable_and_runs():
 def test_rate_sweep_knee_and_best_rate():
     sc = scn.Scenario(requests=150, prompt="fixed:500", output="fixed:50",
                       slos=("ttft_ms<=1000",))
-    sw = scn.rate_sweep(sc, [2.0, 200.0])
+    sw = scr.rate_sweep(sc, [2.0, 200.0])
     assert sw.rates == [2.0, 200.0]
     assert sw.knee_rate_req_s == 2.0 and sw.max_rate_meeting_slos_req_s == 2.0
     assert sw.to_dict()["slos"] == ["ttft_ms<=1000"]
@@ -67,10 +68,10 @@ def test_probe_capacity_is_the_saturation_throughput_by_hand(replicas):
     built = scn.Built(_ConstantStep(base_s=0.01),
                       EngineConfig(max_num_seqs=8, max_num_batched_tokens=512,
                                    num_kv_blocks=4096), ClusterConfig(replicas=replicas))
-    assert scn.capacity_probe_users(sc, built) == math.ceil(1.25 * 8 * replicas) + 8
-    assert scn.probe_capacity(sc, built) == pytest.approx(25.0 * replicas, rel=0.015)
-    sw = scn.rate_sweep(sc.replace(requests=200), built=built, keep_runs=False)
-    assert sw.capacity_req_s == scn.probe_capacity(sc.replace(requests=200), built)
+    assert scr.capacity_probe_users(sc, built) == math.ceil(1.25 * 8 * replicas) + 8
+    assert scr.probe_capacity(sc, built) == pytest.approx(25.0 * replicas, rel=0.015)
+    sw = scr.rate_sweep(sc.replace(requests=200), built=built, keep_runs=False)
+    assert sw.capacity_req_s == scr.probe_capacity(sc.replace(requests=200), built)
     assert sw.rates == sweep_rates(sw.capacity_req_s)
     assert sw.to_dict()["capacity_req_s"] == sw.capacity_req_s
 
@@ -164,8 +165,8 @@ def test_run_scenario_without_samples_has_the_same_figures():
 
     sc = scn.Scenario(requests=400, rate_req_s=40.0, slos=("ttft_ms<=200",), seed=3)
     built = scn.Built.of(sc)
-    full = scn.run_scenario(sc, built=built)
-    lean = scn.run_scenario(sc, built=built, keep_samples=False)
+    full = scr.run_scenario(sc, built=built)
+    lean = scr.run_scenario(sc, built=built, keep_samples=False)
     assert "itl_ms" in full.analysis.samples and "itl_ms" not in lean.analysis.samples
     assert full.analysis.latency["itl_ms"].count > 10 * full.summary()["finished"]
     assert json.dumps(lean.analysis.to_dict()) == json.dumps(full.analysis.to_dict())

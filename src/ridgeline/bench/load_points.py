@@ -1,5 +1,5 @@
 """A whole `ridgeline bench` invocation as one library call: a typed plan of load points in,
-one outcome per point out (like `sim.scenario.run_scenario`).
+one outcome per point out (like `sim.scenario_run.run_scenario`).
 
 The command parses its options into a `BenchPlan` and calls `run_plan`; `plan`, the UI, Ray
 workers and tests can call the same function. What the command prints while it runs (the

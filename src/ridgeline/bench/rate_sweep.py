@@ -19,7 +19,7 @@ from typing import Any
 
 from ridgeline.report.sweep_table import print_sweep_table
 from ridgeline.report.tables import out_for
-from ridgeline.sim.scenario import summarize_sweep
+from ridgeline.sim.scenario_run import summarize_sweep
 from ridgeline.sim.sweep import SweepPoint, sweep_rates
 
 SATURATION_CONCURRENCY = 64
@@ -60,7 +60,7 @@ def sweep_point(rate: float, analysis: Any, book: dict[str, Any],
 
 def sweep_summary(capacity: float, points: list[SweepPoint], slos: list[Any]
                   ) -> dict[str, Any]:
-    """The JSON of simulate's sweep (`sim.scenario.summarize_sweep`) plus the saturation."""
+    """The JSON of simulate's sweep (`sim.scenario_run.summarize_sweep`) plus the saturation."""
     sweep = summarize_sweep(points, tuple(str(s) for s in slos), SLO_ATTAINMENT)
     return {"saturation_req_s": capacity, **sweep.to_dict()}
 

@@ -130,7 +130,7 @@ def write_report_for_traces(traces: list[str], out: str, *, sweep: bool = False,
 
 
 def write_report_for_simulation(runs: list[Any], step_model: Any, out: str) -> str:
-    """`simulate --report`: the in-memory runs (`ridgeline.sim.scenario.ScenarioRun`)."""
+    """`simulate --report`: the in-memory runs (`ridgeline.sim.scenario_run.ScenarioRun`)."""
     from ridgeline.report.build import simulation_report_data, write
 
     data = simulation_report_data(

@@ -353,7 +353,7 @@ def _rates(sc: Any, built: Any, rate: str | None, concurrency: int | None
            ) -> list[float | None]:
     """The arrival rates to run: [None] for a closed loop or a process that sets its own
     rate, the listed rates, or for 'sweep' rates around the simulated capacity."""
-    from ridgeline.sim.scenario import sweep_rates_for
+    from ridgeline.sim.scenario_run import sweep_rates_for
     from ridgeline.sim.sweep import parse_rates
 
     if concurrency is not None or rate is None:
@@ -433,10 +433,10 @@ def _check_streamed_memory(requests: int) -> None:
 
 def _run_all(sc: Any, built: Any, rates: list[float | None], trace: str | None,
              timeline: str | None, keep_samples: bool = True) -> list[Any]:
-    """Run each rate through the library (`ridgeline.sim.scenario.run_scenario`) under one
+    """Run each rate through the library (`ridgeline.sim.scenario_run.run_scenario`) under one
     progress bar, writing each run's trace and timeline as it finishes."""
     from ridgeline.report.progress import progress_for
-    from ridgeline.sim.scenario import run_scenario
+    from ridgeline.sim.scenario_run import run_scenario
 
     n = sc.requests
     runs = []
@@ -649,7 +649,7 @@ def _report_sweep(runs: list[Any], step_model: Any, slos: tuple[str, ...], targe
         interval_origin,
         sweep_model_error_lines,
     )
-    from ridgeline.sim.scenario import summarize_sweep
+    from ridgeline.sim.scenario_run import summarize_sweep
 
     sweep = summarize_sweep([r.sweep_point() for r in runs], slos, target,
                             step_model.assumptions())

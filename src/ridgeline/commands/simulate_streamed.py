@@ -23,7 +23,7 @@ def run_streamed_command(sc: Any, built: Any, rate: float | None, trace: str | N
     """`sc`/`built`: the command's `ridgeline.sim.scenario.Scenario` and its `Built`."""
 
     from ridgeline.sim.fleet import run_fleet
-    from ridgeline.sim.scenario import trace_header
+    from ridgeline.sim.scenario_run import trace_header
     from ridgeline.sim.workload import build_workload, check_context
 
     n = sc.requests

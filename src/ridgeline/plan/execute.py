@@ -21,7 +21,8 @@ from ridgeline.plan.wilson import wilson_interval
 from ridgeline.ray_stop import stop_ray_now
 
 # (with the simulator and the analysis, loaded here so that forked workers inherit them)
-from ridgeline.sim.scenario import Built, Scenario, probe_capacity, run_scenario
+from ridgeline.sim.scenario import Built, Scenario
+from ridgeline.sim.scenario_run import probe_capacity, run_scenario
 
 # Plan reads point values only (attainment, percentiles, throughput): the analysis keeps no
 # pooled samples, draws no bootstrap intervals (~85% of a screening run's time) and leaves

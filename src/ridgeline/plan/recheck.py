@@ -50,7 +50,8 @@ from ridgeline.metrics.distribution import PERCENTILES, pct_key
 from ridgeline.metrics.slo import parse_slos
 from ridgeline.plan.execute import LEAN, built_for
 from ridgeline.plan.wilson import Z_95, wilson_interval
-from ridgeline.sim.scenario import Scenario, run_scenario
+from ridgeline.sim.scenario import Scenario
+from ridgeline.sim.scenario_run import run_scenario
 from ridgeline.theory.stats import (
     block_bootstrap_variance,
     block_length,

@@ -14,7 +14,7 @@ Stages (each a set of jobs on `execute.Jobs`, so Ctrl-C stops within a second):
    95% interval >= the target. Verification goes on until the first that passes, every
    survivor at its price (ties), and two more (the runners-up, tied ones counting) have
    been verified, or the survivors run out.
-3. details of the chosen one: capacity mu (`sim.scenario.probe_capacity`: the saturation
+3. details of the chosen one: capacity mu (`sim.scenario_run.probe_capacity`: the saturation
    throughput of a closed loop, the definition `simulate --rate sweep` and `bench --rate
    sweep` use), utilization rho = lambda / mu, and the knee of its latency-vs-load curve by
    simulate's rule (`sim.sweep.sweep_rates(mu)`, `summarize_sweep`: the highest rate whose
@@ -50,7 +50,7 @@ from ridgeline.plan.launch import launch_commands
 from ridgeline.plan.limits import check_plan_fits, mean_output_tokens
 from ridgeline.plan.recheck import Verification, verify, verify_seeds
 from ridgeline.plan.space import Candidate, PlanRequest, enumerate_space
-from ridgeline.sim.scenario import summarize_sweep
+from ridgeline.sim.scenario_run import summarize_sweep
 from ridgeline.sim.sweep import sweep_rates
 from ridgeline.theory.stats import samples_for_rank_precision
 

@@ -11,7 +11,7 @@ from ridgeline.metrics.knee import KNEE_FACTOR, KNEE_LABEL, NO_KNEE
 from ridgeline.metrics.render import fmt
 from ridgeline.report.assumptions import as_above_line, not_yet_printed
 from ridgeline.report.tables import out_for
-from ridgeline.sim.scenario import SweepResult
+from ridgeline.sim.scenario_run import SweepResult
 
 
 def print_sweep_table(sweep: SweepResult,
@@ -20,7 +20,7 @@ def print_sweep_table(sweep: SweepResult,
                       key_assumptions: list[str] | None = None,
                       model_error: str | None = None) -> None:
     """The sweep's points as a table, then its knee, its highest SLO-meeting rate and the
-    assumptions (`sim.scenario.summarize_sweep` worked them out). `out`: a
+    assumptions (`sim.scenario_run.summarize_sweep` worked them out). `out`: a
     report.tables.Out (default: stdout in the default format). `key_assumptions`: printed
     instead of all of them unless `full_assumptions`. `model_error`: a line on the model's
     cross-validated error (simulated points)."""

@@ -33,7 +33,7 @@ from ridgeline.metrics.prediction_interval import (
 )
 from ridgeline.metrics.render import fmt
 from ridgeline.sim.event_loop import simulate
-from ridgeline.sim.scenario import trace_header
+from ridgeline.sim.scenario_run import trace_header
 from ridgeline.sim.workload import build_workload
 
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")

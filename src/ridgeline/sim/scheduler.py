@@ -177,7 +177,7 @@ class Scheduler(FastForwardMixin, StepTimingMixin):
 
     def _prefix_match_tokens(self, seq: Sequence) -> int:
         """Cached prefix tokens the waiting `seq` would reuse now (read only)."""
-        if not (seq.max_prefix_blocks or seq.own_cached) or seq.num_computed:
+        if not seq.may_have_cached_prefix or seq.num_computed:
             return 0
         return len(self._cached_prefix(seq)) * self.bs
 
@@ -464,7 +464,7 @@ class Scheduler(FastForwardMixin, StepTimingMixin):
         bs, pool = self.bs, self.pool
         hits: list = []
         computed = seq.num_computed
-        if (seq.max_prefix_blocks or seq.own_cached) and computed == 0:
+        if seq.may_have_cached_prefix and computed == 0:
             hits = self._cached_prefix(seq)
             computed = len(hits) * bs
         remaining = seq.num_tokens - computed
@@ -670,7 +670,7 @@ class Scheduler(FastForwardMixin, StepTimingMixin):
                     break
                 offset += chunk + self._output_reserve(seq, chunk, computed) + locked
             waiting.popleft()
-            if (seq.max_prefix_blocks or seq.own_cached) and seq.num_computed == 0:
+            if seq.may_have_cached_prefix and seq.num_computed == 0:
                 self.prefix_queries_tokens += seq.num_tokens
                 self.prefix_hits_tokens += computed
                 if seq.req.cached_tokens is None:

@@ -124,6 +124,12 @@ class Sequence:
         self.own_cached = False
 
     @property
+    def may_have_cached_prefix(self) -> bool:
+        """Whether the prefix cache can hold blocks this sequence starts from: a shared
+        prefix it names, or blocks of its own that a retraction left cached."""
+        return bool(self.max_prefix_blocks or self.own_cached)
+
+    @property
     def num_tokens(self) -> int:
         """Prompt plus generated tokens (valid outside the lazy decode state)."""
         return self.prompt_tokens + self.g

@@ -42,7 +42,8 @@ from ridgeline.jsonsafe import json_safe
 from ridgeline.report.estimate_view import estimate_view
 from ridgeline.report.load_data import knee_rate, load_point
 from ridgeline.sim.engine_costs import ENGINES
-from ridgeline.sim.scenario import Scenario, rate_sweep
+from ridgeline.sim.scenario import Scenario
+from ridgeline.sim.scenario_run import rate_sweep
 from ridgeline.specs import hardware_catalog, load_hardware, load_model, model_catalog
 from ridgeline.specs.hardware import catalog_name
 from ridgeline.specs.model import from_hf_config
