@@ -22,6 +22,7 @@ from ridgeline.commands.options import (
     CalibrationOpt,
     ComputeEffOpt,
     DataParallelSizeOpt,
+    DeepepModeOpt,
     DpOpt,
     EnableDpAttentionOpt,
     EnableExpertParallelOpt,
@@ -34,7 +35,9 @@ from ridgeline.commands.options import (
     MaxModelLenOpt,
     ModelArg,
     ModelOpt,
+    MoeA2aBackendOpt,
     MoeBackendOpt,
+    MoeRunnerBackendOpt,
     OutFormatOpt,
     PpOpt,
     PrefixCachingOpt,
@@ -42,6 +45,7 @@ from ridgeline.commands.options import (
     TpOpt,
     WeightsOpt,
     model_from,
+    moe_choices,
     number,
 )
 from ridgeline.commands.whatif_options import (
@@ -112,6 +116,8 @@ def estimate_cmd(
     dp: DpOpt = 1,
     attention_dp: AttentionDpOpt = 1,
     all2all_backend: All2AllBackendOpt = "",
+    moe_a2a_backend: MoeA2aBackendOpt = None,
+    deepep_mode: DeepepModeOpt = None,
     data_parallel_size: DataParallelSizeOpt = None,
     enable_expert_parallel: EnableExpertParallelOpt = False,
     enable_dp_attention: EnableDpAttentionOpt = False,
@@ -135,6 +141,7 @@ def estimate_cmd(
     calibration: CalibrationOpt = None,
     engine: EngineOpt = "vllm",
     moe_backend: MoeBackendOpt = "auto",
+    moe_runner_backend: MoeRunnerBackendOpt = None,
     engine_costs: EngineCostsOpt = True,
     max_model_len: MaxModelLenOpt = None,
     served_model_name: ServedModelNameOpt = None,
@@ -153,6 +160,8 @@ def estimate_cmd(
         raise RidgelineError(f"--prefix: got {prefix}; allowed: 0 with "
                              "--no-enable-prefix-caching (nothing is cached without it)")
     model = model_from(model_arg, model, "llama-3.1-8b")
+    moe_backend, all2all_backend = moe_choices(moe_backend, moe_runner_backend, all2all_backend,
+                                               moe_a2a_backend, deepep_mode)
     if max_model_len is not None:  # vLLM refuses a request longer than its context
         longest = max(parse_grid(prompt, "--prompt")) + max(parse_grid(output, "--output"))
         if longest > max_model_len:

@@ -357,6 +357,81 @@ MoeBackendOpt = Annotated[
                  "and GPU), triton, flashinfer_trtllm or marlin (which measured MoE fit times "
                  "the expert layers where the tables have several)."),
 ]
+# SGLang's spellings of the same MoE choices, read together with ridgeline's by
+# `moe_choices` (one reader, so that a bad value or two spellings that disagree fail alike).
+MoeRunnerBackendOpt = Annotated[
+    str | None,
+    typer.Option("--moe-runner-backend", help="SGLang's spelling of --moe-backend (same "
+                 "values)."),
+]
+MoeA2aBackendOpt = Annotated[
+    str | None,
+    typer.Option("--moe-a2a-backend", help="SGLang's spelling of --all2all-backend: none "
+                 "(allgather_reducescatter) or deepep (with --deepep-mode)."),
+]
+DeepepModeOpt = Annotated[
+    str | None,
+    typer.Option("--deepep-mode", help="SGLang's, with --moe-a2a-backend deepep: normal "
+                 "(deepep_high_throughput) or low_latency (deepep_low_latency)."),
+]
+# SGLang's --moe-a2a-backend / --deepep-mode pairs and the backend each is here
+# (perf/comm.py); SGLang's deepep mode "auto" switches per batch, which one priced step
+# cannot, so it is refused rather than guessed.
+SGLANG_A2A = {("none", None): "allgather_reducescatter",
+              ("deepep", "normal"): "deepep_high_throughput",
+              ("deepep", "low_latency"): "deepep_low_latency"}
+
+
+def _agree(flag_a: str, value_a: str, flag_b: str, value_b: str, typed_b: str = "") -> str:
+    """The one value two spellings of a choice give, or the `error:` naming both (`typed_b`:
+    what the user typed for the second, where it is not `value_b` itself)."""
+    if value_a and value_b and value_a != value_b:
+        got = f"{typed_b} ({value_b})" if typed_b else repr(value_b)
+        raise RidgelineError(f"{flag_b[2:]}: got {got}, which conflicts with {flag_a} "
+                             f"{value_a!r}; allowed: one of them, or both naming the same "
+                             "backend")
+    return value_a or value_b
+
+
+def moe_choices(moe_backend: str, moe_runner_backend: str | None, all2all_backend: str,
+                moe_a2a_backend: str | None, deepep_mode: str | None) -> tuple[str, str]:
+    """(MoE runner backend, EP dispatch/combine backend) from ridgeline's flags and SGLang's
+    spellings of them; "" for the latter: the engine preset's."""
+    from ridgeline.perf.comm import EP_BACKENDS
+    from ridgeline.perf.measured_kernels import MOE_BACKENDS
+
+    allowed = ", ".join(MOE_BACKENDS)
+    for flag, value in (("--moe-backend", moe_backend),
+                        ("--moe-runner-backend", moe_runner_backend)):
+        if value is not None and value not in MOE_BACKENDS:
+            raise RidgelineError(f"{flag[2:]}: got {value!r}; allowed: {allowed}")
+    runner = _agree("--moe-backend", "" if moe_backend == "auto" else moe_backend,
+                    "--moe-runner-backend",
+                    "" if moe_runner_backend in (None, "auto") else moe_runner_backend)
+    sglang_a2a = typed = ""
+    if deepep_mode is not None and moe_a2a_backend is None:
+        raise RidgelineError(f"deepep-mode: got {deepep_mode!r} without --moe-a2a-backend; "
+                             "allowed: with --moe-a2a-backend deepep only")
+    if moe_a2a_backend is not None:
+        if moe_a2a_backend not in ("none", "deepep"):
+            raise RidgelineError(f"moe-a2a-backend: got {moe_a2a_backend!r}; allowed: none, "
+                                 "deepep (with --deepep-mode normal or low_latency)")
+        if (moe_a2a_backend, deepep_mode) not in SGLANG_A2A:
+            got = "nothing" if deepep_mode is None else repr(deepep_mode)
+            raise RidgelineError(
+                f"deepep-mode: got {got} with --moe-a2a-backend "
+                f"{moe_a2a_backend}; allowed: normal or low_latency with deepep (one mode "
+                "per run: SGLang's auto switches per batch); none with no --deepep-mode")
+        sglang_a2a = SGLANG_A2A[(moe_a2a_backend, deepep_mode)]
+        typed = moe_a2a_backend + (f" --deepep-mode {deepep_mode}" if deepep_mode else "")
+    if all2all_backend and all2all_backend not in EP_BACKENDS:
+        raise RidgelineError(f"all2all-backend: got {all2all_backend!r}; allowed: "
+                             f"{', '.join(EP_BACKENDS)}")
+    a2a = _agree("--all2all-backend", all2all_backend,
+                 "--moe-a2a-backend", sglang_a2a, typed)
+    return runner or "auto", a2a
+
+
 EngineCostsOpt = Annotated[
     bool,
     typer.Option("--engine-costs/--no-engine-costs", help="Add the engine's fitted CPU costs "

@@ -12,9 +12,13 @@ import typer
 
 from ridgeline.commands.options import (
     All2AllBackendOpt,
+    DeepepModeOpt,
     JsonOpt,
     MaxModelLenOpt,
     ModelArg,
+    MoeA2aBackendOpt,
+    MoeBackendOpt,
+    MoeRunnerBackendOpt,
     OutFormatOpt,
     SeedOpt,
     ServedModelNameOpt,
@@ -22,6 +26,7 @@ from ridgeline.commands.options import (
     check_writable,
     kv_dtype,
     model_from,
+    moe_choices,
 )
 
 if TYPE_CHECKING:
@@ -153,6 +158,10 @@ def plan_cmd(
     activations: PlanActivationsOpt = None,
     engine: EnginesOpt = "vllm",
     all2all_backend: All2AllBackendOpt = "",
+    moe_a2a_backend: MoeA2aBackendOpt = None,
+    deepep_mode: DeepepModeOpt = None,
+    moe_backend: MoeBackendOpt = "auto",
+    moe_runner_backend: MoeRunnerBackendOpt = None,
     rate: TargetRateOpt = 10.0,
     slo: PlanSloOpt = None,
     goodput_target: GoodputTargetOpt = 0.99,
@@ -192,6 +201,8 @@ def plan_cmd(
 
     del served_model_name, prefix_caching  # no effect on the plan (see their help)
     model = model_from(model_arg, model, "llama-3.1-8b")
+    moe_backend, all2all_backend = moe_choices(moe_backend, moe_runner_backend, all2all_backend,
+                                               moe_a2a_backend, deepep_mode)
     check_max_model_len(max_model_len, prompt, output)
     if enable_chunked_prefill is not None:
         chunked_prefill = "on" if enable_chunked_prefill else "off"
@@ -217,7 +228,8 @@ def plan_cmd(
         chunked_prefill=tuple(chunk_map[c] for c in chunk_opts), max_replicas=max_replicas,
         extra_replicas=extra_replicas, pd=pd, max_gpus=max_gpus, prices=_prices(price),
         requests=requests, seed=seed, verify_requests=verify_requests,
-        engines=_csv(engine, "--engine"), all2all_backend=all2all_backend).validate()
+        engines=_csv(engine, "--engine"), all2all_backend=all2all_backend,
+        moe_backend=moe_backend).validate()
     if plot:
         check_plot_path(plot)    # before the search, not after it
     if req.verify_requests_warning:

@@ -14,12 +14,14 @@ import typer
 from ridgeline.commands.options import (
     MAX_NUM_SEQS,
     ActivationsOpt,
+    All2AllBackendOpt,
     AttentionDpOpt,
     BandwidthEffOpt,
     CalibrationOpt,
     ChunkedPrefillOpt,
     ComputeEffOpt,
     DataParallelSizeOpt,
+    DeepepModeOpt,
     DpOpt,
     EnableDpAttentionOpt,
     EnableExpertParallelOpt,
@@ -32,6 +34,9 @@ from ridgeline.commands.options import (
     MaxModelLenOpt,
     ModelArg,
     ModelOpt,
+    MoeA2aBackendOpt,
+    MoeBackendOpt,
+    MoeRunnerBackendOpt,
     PpOpt,
     PrefixCachingOpt,
     SeedOpt,
@@ -40,6 +45,7 @@ from ridgeline.commands.options import (
     WeightsOpt,
     layout_from_flags,
     model_from,
+    moe_choices,
     number,
 )
 
@@ -161,6 +167,8 @@ def serve(
     ep: EpOpt = 1,
     dp: DpOpt = 1,
     attention_dp: AttentionDpOpt = 1,
+    all2all_backend: All2AllBackendOpt = "",
+    moe_a2a_backend: MoeA2aBackendOpt = None, deepep_mode: DeepepModeOpt = None,
     data_parallel_size: DataParallelSizeOpt = None,
     enable_expert_parallel: EnableExpertParallelOpt = False,
     enable_dp_attention: EnableDpAttentionOpt = False,
@@ -169,6 +177,8 @@ def serve(
     kernel_overhead_us: KernelOverheadOpt = None,
     calibration: CalibrationOpt = None,
     engine: EngineOpt = "vllm",
+    moe_backend: MoeBackendOpt = "auto",
+    moe_runner_backend: MoeRunnerBackendOpt = None,
     engine_costs: EngineCostsOpt = True,
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8000,
@@ -221,21 +231,16 @@ def serve(
     from ridgeline.serve.launcher import serve_app
 
     model = model_from(model_arg, model, "llama-3.1-8b")
+    moe_backend, all2all_backend = moe_choices(moe_backend, moe_runner_backend, all2all_backend,
+                                               moe_a2a_backend, deepep_mode)
     if overload_status not in (429, 503):
         raise field_error("--overload-status", overload_status, "429 or 503")
-    from ridgeline.serve.failures import FAILURE_TYPES, parse_failure_types
     from ridgeline.serve.fixed_timing import FixedTiming
     from ridgeline.serve.modes import MODES
 
     if mode not in MODES:
         raise field_error("--mode", mode, ", ".join(MODES))
-    types = FAILURE_TYPES
-    if failure_types is not None:
-        try:
-            types = parse_failure_types(failure_types)
-        except ValueError:
-            raise field_error("--failure-types", failure_types,
-                              "a comma list of " + ", ".join(FAILURE_TYPES)) from None
+    types = _failure_types(failure_types)
     fixed = None
     if any(v is not None for v in (time_to_first_token_ms, inter_token_latency_ms,
                                    prefill_time_per_token_ms, kv_cache_transfer_latency_ms)):
@@ -256,7 +261,7 @@ def serve(
     built, sched = _build_engine(
         model, hardware, calibration, engine, engine_costs,
         dict(weights=weights, kv=kv, activations=activations, tp=tp, pp=pp, ep=ep,
-             attn_dp=attn_dp,
+             attn_dp=attn_dp, ep_comm=all2all_backend, moe_backend=moe_backend,
              compute_efficiency=compute_efficiency, bandwidth_efficiency=bandwidth_efficiency,
              kernel_overhead_us=kernel_overhead_us,
              gpu_memory_utilization=gpu_memory_utilization),
@@ -299,6 +304,20 @@ def serve(
         serve_app(app, host, port, log_level=log_level, access_log=access_log)
     except OSError as exc:
         raise RidgelineError(f"--port: cannot bind {host}:{port} ({exc.strerror})") from None
+
+
+def _failure_types(failure_types: str | None) -> tuple[str, ...]:
+    """The --failure-types to inject (default: every kind)."""
+    from ridgeline.errors import field_error
+    from ridgeline.serve.failures import FAILURE_TYPES, parse_failure_types
+
+    if failure_types is None:
+        return FAILURE_TYPES
+    try:
+        return parse_failure_types(failure_types)
+    except ValueError:
+        raise field_error("--failure-types", failure_types,
+                          "a comma list of " + ", ".join(FAILURE_TYPES)) from None
 
 
 def _lora_adapters(lora_modules: list[str] | None, served: str, max_loras: int

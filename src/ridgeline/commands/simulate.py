@@ -22,6 +22,7 @@ from ridgeline.commands.options import (
     ChunkedPrefillOpt,
     ComputeEffOpt,
     DataParallelSizeOpt,
+    DeepepModeOpt,
     DpOpt,
     EnableDpAttentionOpt,
     EnableExpertParallelOpt,
@@ -35,6 +36,9 @@ from ridgeline.commands.options import (
     MaxModelLenOpt,
     ModelArg,
     ModelOpt,
+    MoeA2aBackendOpt,
+    MoeBackendOpt,
+    MoeRunnerBackendOpt,
     OutFormatOpt,
     PpOpt,
     PrefixCachingOpt,
@@ -47,6 +51,7 @@ from ridgeline.commands.options import (
     check_max_model_len,
     layout_from_flags,
     model_from,
+    moe_choices,
     number,
     writable_file,
 )
@@ -186,6 +191,19 @@ def _check_load(arrival: str, rate: str | None, concurrency: int | None,
         raise RidgelineError(f"--slo-attainment: got {slo_attainment}; allowed: (0, 1]")
 
 
+def _check_sizes(streamed: bool, requests: int, rate: str | None, concurrency: int | None,
+                 output: str, stream: bool | None) -> None:
+    """Sizes first: before the step-time tables, the capacity probe or the workload."""
+    from ridgeline.sim.sweep import SWEEP_FRACTIONS, parse_rates
+
+    if streamed:
+        _check_streamed_memory(requests)
+        return
+    listed = parse_rates(rate) if concurrency is None and rate is not None else [None]
+    _check_batch_memory(requests * len(listed if listed is not None else SWEEP_FRACTIONS),
+                        output, stream)
+
+
 def simulate_cmd(
     model_arg: ModelArg = None,
     model: ModelOpt = "llama-3.1-8b",
@@ -225,6 +243,7 @@ def simulate_cmd(
     dp: DpOpt = 1,
     attention_dp: AttentionDpOpt = 1,
     all2all_backend: All2AllBackendOpt = "",
+    moe_a2a_backend: MoeA2aBackendOpt = None, deepep_mode: DeepepModeOpt = None,
     data_parallel_size: DataParallelSizeOpt = None,
     enable_expert_parallel: EnableExpertParallelOpt = False,
     enable_dp_attention: EnableDpAttentionOpt = False,
@@ -233,6 +252,8 @@ def simulate_cmd(
     kernel_overhead_us: KernelOverheadOpt = None,
     calibration: CalibrationOpt = None,
     engine: EngineOpt = "vllm",
+    moe_backend: MoeBackendOpt = "auto",
+    moe_runner_backend: MoeRunnerBackendOpt = None,
     engine_costs: EngineCostsOpt = True,
     slo: SloOpt = None,
     slo_attainment: SloAttainmentOpt = 0.99,
@@ -260,7 +281,6 @@ def simulate_cmd(
     from ridgeline.metrics.slo import parse_slos
     from ridgeline.sim.cluster import parse_pd
     from ridgeline.sim.scenario import Built, Scenario
-    from ridgeline.sim.sweep import parse_rates
 
     load_test = None
     if workload is not None:
@@ -272,6 +292,8 @@ def simulate_cmd(
                               "prefix_groups", "prefix_tokens", "requests"))
     del served_model_name  # the API name: no effect on the simulated timings
     model = model_from(model_arg, model, "llama-3.1-8b")
+    moe_backend, all2all_backend = moe_choices(moe_backend, moe_runner_backend, all2all_backend,
+                                               moe_a2a_backend, deepep_mode)
     check_max_model_len(max_model_len, prompt or DEFAULT_PROMPT, output or DEFAULT_OUTPUT)
     _check_load(arrival, rate, concurrency, slo_attainment)
     check_report_path(report)
@@ -289,7 +311,7 @@ def simulate_cmd(
         tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, all2all_backend=all2all_backend,
         compute_efficiency=compute_efficiency, bandwidth_efficiency=bandwidth_efficiency,
         kernel_overhead_us=kernel_overhead_us, calibration=calibration, engine=engine,
-        engine_costs=engine_costs,
+        engine_costs=engine_costs, moe_backend=moe_backend,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
         chunked_prefill=chunked_prefill, prefix_caching=prefix_caching, block_size=block_size,
         gpu_memory_utilization=gpu_memory_utilization, num_kv_blocks=num_kv_blocks,
@@ -303,16 +325,9 @@ def simulate_cmd(
             spec_k, spec_alpha, spec_draft_model, enforce_eager, cpu_tokenize_us_per_token,
             cpu_detokenize_us_per_event)).validate()
     from ridgeline.commands.simulate_streamed import STREAM_AUTO_REQUESTS
-    from ridgeline.sim.sweep import SWEEP_FRACTIONS
 
     streamed = _is_streamed(sc, stream, workers, ray_address, STREAM_AUTO_REQUESTS)
-    # Sizes first: before the step-time tables, the capacity probe or the workload.
-    if streamed:
-        _check_streamed_memory(requests)
-    else:
-        listed = parse_rates(rate) if concurrency is None and rate is not None else [None]
-        _check_batch_memory(requests * len(listed if listed is not None else SWEEP_FRACTIONS),
-                            memory_output or output, stream)
+    _check_sizes(streamed, requests, rate, concurrency, memory_output or output, stream)
     built = Built.of(sc)
     rates = _rates(sc, built, rate, concurrency)
     from ridgeline.commands.simulate_streamed import check_streamed, run_streamed_command

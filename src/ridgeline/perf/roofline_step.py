@@ -208,7 +208,8 @@ class RooflineStepTime:
                    kernel_overhead_us: float | None = None,
                    max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
                    check_fit: bool = True, engine_costs: Any = None,
-                   kernel_model: bool = True, engine: str = "vllm") -> RooflineStepTime:
+                   kernel_model: bool = True, engine: str = "vllm",
+                   moe_backend: str | None = None) -> RooflineStepTime:
         """Build from catalog names or file paths (or an already parsed `ModelSpec`);
         RidgelineError on bad input or no fit.
         Weights/activations None: the checkpoint's quantization_config, else bf16.
@@ -226,7 +227,7 @@ class RooflineStepTime:
                   Parallelism(tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, ep_comm=ep_comm),
                   max_num_batched_tokens,
                   max_num_seqs,
-                  engine_costs, engine)
+                  engine_costs, engine, moe_backend=moe_backend)
         if check_fit and not out.memory().fits:
             raise RidgelineError(out.no_fit_message())
         return out

@@ -325,6 +325,9 @@ def _sglang(sc: Scenario, role: str, count: int, model: str, mml: int, quant: st
             # SGLang names DeepEP's high-throughput kernels its "normal" mode.
             mode = "low_latency" if sc.all2all_backend == "deepep_low_latency" else "normal"
             argv += ["--moe-a2a-backend", "deepep", "--deepep-mode", mode]
+    if sc.moe_backend in ("triton", "flashinfer_trtllm"):
+        # SGLang's own runner names; marlin is vLLM's kernel, not a SGLang runner backend.
+        argv += ["--moe-runner-backend", sc.moe_backend]
     if not sc.prefix_caching:
         argv.append("--disable-radix-cache")
     if quant:

@@ -81,6 +81,7 @@ class PlanRequest:
     verify_requests: int | None = None   # per verification run (None: `verify_requests`)
     engines: tuple[str, ...] = ("vllm",)  # scheduling and CPU costs simulated (sim.engine_costs)
     all2all_backend: str = ""  # the EP dispatch/combine (perf/comm.py); "": each engine's own
+    moe_backend: str = "auto"  # the MoE runner backend (perf/measured_kernels.py)
 
     def replace(self, **changes: Any) -> PlanRequest:
         import dataclasses
@@ -375,6 +376,7 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
                       engine: str = "vllm", attn_dp: int = 1) -> None:
     base = Scenario(model=model_name, hardware=hw, weights=weights, kv=req.kv, tp=tp, ep=ep,
                     attn_dp=attn_dp, all2all_backend=req.all2all_backend,
+                    moe_backend=req.moe_backend,
                     activations=req.activations, prompt=req.prompt, output=req.output,
                     requests=req.requests,
                     rate_req_s=lam, slos=req.slos, seed=req.seed,
@@ -393,7 +395,8 @@ def _enumerate_family(req: PlanRequest, space: Space, family: str, model_name: s
     try:
         sm = roofline.from_names(model=model_name, hardware=hw, weights=weights, kv=req.kv,
                                  activations=req.activations, tp=tp, ep=ep, attn_dp=attn_dp,
-                                 ep_comm=req.all2all_backend, check_fit=False)
+                                 ep_comm=req.all2all_backend, moe_backend=req.moe_backend,
+                                 check_fit=False)
     except RidgelineError as exc:
         reject_all(str(exc))
         return

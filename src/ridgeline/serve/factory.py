@@ -71,6 +71,8 @@ def build_engine(
     pp: int = 1,
     ep: int = 1,
     attn_dp: int = 1,
+    ep_comm: str = "",
+    moe_backend: str = "auto",
     compute_efficiency: float | None = None,
     bandwidth_efficiency: float | None = None,
     kernel_overhead_us: float | None = None,
@@ -107,7 +109,8 @@ def build_engine(
     if step_model is None:
         step_model = RooflineStepTime.from_names(
             model=model, hardware=hardware, weights=weights, kv=kv, activations=activations,
-            tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, compute_efficiency=compute_efficiency,
+            tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, ep_comm=ep_comm, moe_backend=moe_backend,
+            compute_efficiency=compute_efficiency,
             bandwidth_efficiency=bandwidth_efficiency, kernel_overhead_us=kernel_overhead_us,
             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=seqs,
             engine=engine_name,

@@ -80,6 +80,8 @@ class Scenario:
     attn_dp: int = 1
     # the MoE layers' expert-parallel dispatch/combine (perf/comm.py); "": the engine's own
     all2all_backend: str = ""
+    # the MoE runner backend whose measured fit times the expert layers; "auto": the engine's
+    moe_backend: str = "auto"
     compute_efficiency: float | None = None
     bandwidth_efficiency: float | None = None
     kernel_overhead_us: float | None = None
@@ -189,7 +191,7 @@ class Scenario:
             model=self.model_spec if self.model_spec is not None else self.model,
             hardware=self.hardware, weights=self.weights, kv=self.kv,
             activations=self.activations, tp=self.tp, pp=self.pp, ep=self.ep,
-            attn_dp=self.attn_dp, ep_comm=self.all2all_backend,
+            attn_dp=self.attn_dp, ep_comm=self.all2all_backend, moe_backend=self.moe_backend,
             compute_efficiency=self.compute_efficiency,
             bandwidth_efficiency=self.bandwidth_efficiency,
             kernel_overhead_us=kernel_overhead_us, engine=self.engine_name,
