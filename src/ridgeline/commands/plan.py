@@ -92,7 +92,7 @@ PlanActivationsOpt = Annotated[str | None, typer.Option(
     "runs the weights on each GPU: fp8 -> W8A8 where the GPU has fp8 tensor cores, "
     "W8A16 where not; int4 -> W4A16).")]
 EnginesOpt = Annotated[str, typer.Option(
-    "--engine", help="Engines to try, comma-separated: vllm, trtllm (their scheduling and "
+    "--engine", help="Engines to try, comma-separated: vllm, sglang, trtllm (their scheduling and "
     "CPU costs; the launch command is that engine's).")]
 TargetRateOpt = Annotated[float, typer.Option(
     "--rate", help="Target arrival rate (req/s, Poisson).")]
